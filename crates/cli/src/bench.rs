@@ -1,0 +1,37 @@
+//! `flotilla bench`: Flotilla measured against the floor of its store, in the same run
+//! (DESIGN.md §7).
+//!
+//! ```text
+//!   bench failover  the whole suite in this process, N member-sims, M bindings; one cluster
+//!                   fails with every timer at zero → per-stage percentiles, bindings/s,
+//!                   and the store floor (7 × M guarded puts in 64-op transactions)
+//!   bench store     flotilla_store::bench on etcd: EtcdStore, raw client, MemStore, DESIGN §7
+//! ```
+
+mod cpu;
+mod etcd;
+pub mod failover;
+mod stats;
+pub mod store;
+mod track;
+
+use std::process::ExitCode;
+
+/// Benchmarks.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// Fail one of N clusters under M bindings with every timer at zero and measure the
+    /// failover end to end, per stage, next to the store's floor.
+    Failover(failover::FailoverArgs),
+    /// The store benchmark of DESIGN.md §7 on etcd (given or temporary) and MemStore.
+    Store(store::StoreBenchArgs),
+}
+
+/// Runs a benchmark.
+pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        BenchCommand::Failover(args) => failover::run(args).await?,
+        BenchCommand::Store(args) => store::run(args).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

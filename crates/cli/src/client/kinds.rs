@@ -1,0 +1,970 @@
+//! The kinds the client reads: their names and aliases, and one [`ApiObject`] impl per kind
+//! that lists, gets and watches it through the api and renders its table row.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::client::conn::Conn;
+use flotilla_proto::Resource;
+use flotilla_proto::v1;
+use flotilla_proto::v1::api_client::ApiClient;
+use futures::Stream;
+use tonic::Status;
+
+use super::output::{Named, age};
+use super::words;
+
+/// A kind named on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `clusters`, `cluster`.
+    Cluster,
+    /// `propagationpolicies`, `pp`.
+    PropagationPolicy,
+    /// `clusterpropagationpolicies`, `cpp`.
+    ClusterPropagationPolicy,
+    /// `clustertaintpolicies`, `ctp`.
+    ClusterTaintPolicy,
+    /// `workloads` (every kind), or a workload kind such as `deployments`.
+    Workload(Option<String>),
+    /// `resourcebindings`, `bindings`, `rb`.
+    ResourceBinding,
+    /// `works`.
+    Work,
+    /// `events`, `ev`.
+    Event,
+}
+
+/// The accepted spellings, for help texts.
+pub const KIND_HELP: &str = "clusters, propagationpolicies (pp), clusterpropagationpolicies \
+    (cpp), clustertaintpolicies (ctp), workloads (or a workload kind: deployments, \
+    statefulsets, configmaps, ...), resourcebindings (bindings, rb), works, events (ev)";
+
+// === impl Kind ===
+
+impl Kind {
+    /// Parses a kind or one of its aliases (case-insensitive, singular or plural).
+    pub fn parse(text: &str) -> Result<Kind, String> {
+        let lower = text.to_ascii_lowercase();
+        Ok(match lower.as_str() {
+            "cluster" | "clusters" => Kind::Cluster,
+            "propagationpolicy" | "propagationpolicies" | "pp" => Kind::PropagationPolicy,
+            "clusterpropagationpolicy" | "clusterpropagationpolicies" | "cpp" => {
+                Kind::ClusterPropagationPolicy
+            }
+            "clustertaintpolicy" | "clustertaintpolicies" | "ctp" => Kind::ClusterTaintPolicy,
+            "workload" | "workloads" => Kind::Workload(None),
+            "resourcebinding" | "resourcebindings" | "binding" | "bindings" | "rb" => {
+                Kind::ResourceBinding
+            }
+            "work" | "works" => Kind::Work,
+            "event" | "events" | "ev" => Kind::Event,
+            "deployment" | "deployments" | "deploy" => Kind::Workload(Some("Deployment".into())),
+            "statefulset" | "statefulsets" | "sts" => Kind::Workload(Some("StatefulSet".into())),
+            "daemonset" | "daemonsets" | "ds" => Kind::Workload(Some("DaemonSet".into())),
+            "replicaset" | "replicasets" | "rs" => Kind::Workload(Some("ReplicaSet".into())),
+            "job" | "jobs" => Kind::Workload(Some("Job".into())),
+            "configmap" | "configmaps" | "cm" => Kind::Workload(Some("ConfigMap".into())),
+            "secret" | "secrets" => Kind::Workload(Some("Secret".into())),
+            "service" | "services" | "svc" => Kind::Workload(Some("Service".into())),
+            _ => return Err(format!("unknown kind {text:?}; one of: {KIND_HELP}")),
+        })
+    }
+
+    /// Whether objects of the kind live in a namespace.
+    pub fn namespaced(&self) -> bool {
+        !matches!(
+            self,
+            Kind::Cluster | Kind::ClusterPropagationPolicy | Kind::ClusterTaintPolicy
+        )
+    }
+}
+
+/// What to list: namespace (`None` = every namespace), label selector and filters.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    /// Only this namespace; `None` = all (`-A`).
+    pub namespace: Option<String>,
+    /// Kubernetes label selector (`-l`).
+    pub label_selector: String,
+    /// Bindings and Works: only those on this cluster.
+    pub cluster: Option<String>,
+    /// Workloads: only this kind.
+    pub workload_kind: Option<String>,
+}
+
+impl Scope {
+    fn ns(&self) -> String {
+        self.namespace.clone().unwrap_or_default()
+    }
+}
+
+/// One page of a List call.
+#[derive(Debug)]
+pub struct Page<T> {
+    /// The items.
+    pub items: Vec<T>,
+    /// Token of the next page; empty on the last.
+    pub next: String,
+    /// Store revision of the list.
+    pub revision: i64,
+}
+
+/// One change of a Watch call.
+#[derive(Debug)]
+pub struct Change<T> {
+    /// ADDED, MODIFIED, DELETED or BOOKMARK.
+    pub kind: v1::WatchEventType,
+    /// The object (absent for BOOKMARK).
+    pub object: Option<T>,
+    /// Store revision of the change.
+    pub revision: i64,
+}
+
+/// A stream of watch changes.
+pub type Changes<T> = Pin<Box<dyn Stream<Item = Result<Change<T>, Status>> + Send>>;
+
+type Api = ApiClient<Conn>;
+
+/// A kind the api serves: how to list, get and watch it, and its table row.
+pub trait ApiObject: Resource + Named + Send + Sync + 'static {
+    /// Lower-case singular name for `-o name` and messages, e.g. `propagationpolicy`.
+    const NAME: &'static str;
+    /// The wire list type (printed by `-o json` for several objects).
+    type List: Named + Default;
+
+    /// One page of objects in `scope`.
+    fn list(
+        api: &mut Api,
+        scope: &Scope,
+        page_token: String,
+    ) -> impl Future<Output = Result<Page<Self>, Status>> + Send;
+
+    /// The objects called `name` in `scope` (normally zero or one).
+    fn get_named(
+        api: &mut Api,
+        scope: &Scope,
+        name: &str,
+    ) -> impl Future<Output = Result<Vec<Self>, Status>> + Send;
+
+    /// Changes in `scope` after `revision`.
+    fn watch(
+        api: &mut Api,
+        scope: &Scope,
+        revision: i64,
+    ) -> impl Future<Output = Result<Changes<Self>, Status>> + Send;
+
+    /// The wire list of `items` read at `revision`.
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List;
+
+    /// Table headers.
+    fn headers(wide: bool) -> Vec<&'static str>;
+
+    /// The table row of this object.
+    fn row(&self, now: &prost_types::Timestamp, wide: bool) -> Vec<String>;
+
+    /// Orders a listing for display (default: as listed, i.e. by key).
+    fn sort(_items: &mut [Self]) {}
+}
+
+/// Lists every page.
+pub async fn list_all<T: ApiObject>(api: &mut Api, scope: &Scope) -> Result<(Vec<T>, i64), Status> {
+    let mut items = Vec::new();
+    let mut token = String::new();
+    let mut revision = 0;
+    loop {
+        let page = T::list(api, scope, token).await?;
+        if revision == 0 {
+            revision = page.revision;
+        }
+        items.extend(page.items);
+        if page.next.is_empty() {
+            return Ok((items, revision));
+        }
+        token = page.next;
+    }
+}
+
+fn meta_of<T: Resource>(obj: &T) -> (&str, &str, Option<&prost_types::Timestamp>) {
+    let meta = obj.meta();
+    (
+        obj.namespace(),
+        obj.name(),
+        meta.and_then(|m| m.creation_timestamp.as_ref()),
+    )
+}
+
+fn not_found_is_empty<T>(r: Result<tonic::Response<T>, Status>) -> Result<Vec<T>, Status> {
+    match r {
+        Ok(resp) => Ok(vec![resp.into_inner()]),
+        Err(s) if s.code() == tonic::Code::NotFound => Ok(vec![]),
+        Err(s) => Err(s),
+    }
+}
+
+macro_rules! changes {
+    ($stream:expr) => {{
+        let stream = $stream;
+        let mapped = futures::StreamExt::map(stream, |item| {
+            item.map(|resp| Change {
+                kind: v1::WatchEventType::try_from(resp.r#type)
+                    .unwrap_or(v1::WatchEventType::Unspecified),
+                object: resp.object,
+                revision: resp.resource_version,
+            })
+        });
+        Box::pin(mapped) as Changes<_>
+    }};
+}
+
+// ---------------------------------------------------------------------------------------
+// Cluster
+// ---------------------------------------------------------------------------------------
+
+/// `READY` of a cluster: the status of its Ready condition.
+pub fn cluster_ready(c: &v1::Cluster) -> String {
+    c.status
+        .as_ref()
+        .map(|s| words::condition_word(&s.conditions, "Ready"))
+        .unwrap_or_else(|| "-".into())
+}
+
+impl ApiObject for v1::Cluster {
+    const NAME: &'static str = "cluster";
+    type List = v1::ListClustersResponse;
+
+    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+        let r = api
+            .list_clusters(v1::ListClustersRequest {
+                label_selector: scope.label_selector.clone(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        Ok(Page {
+            items: r.items,
+            next: r.next_page_token,
+            revision: r.resource_version,
+        })
+    }
+
+    async fn get_named(api: &mut Api, _scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+        not_found_is_empty(
+            api.get_cluster(v1::GetClusterRequest { name: name.into() })
+                .await,
+        )
+    }
+
+    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+        let s = api
+            .watch_clusters(v1::WatchClustersRequest {
+                label_selector: scope.label_selector.clone(),
+                resource_version: revision,
+                allow_bookmarks: false,
+            })
+            .await?
+            .into_inner();
+        Ok(changes!(s))
+    }
+
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+        v1::ListClustersResponse {
+            items,
+            next_page_token: String::new(),
+            resource_version: revision,
+        }
+    }
+
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut h = vec!["NAME", "MODE", "READY", "TAINTS", "AGE"];
+        if wide {
+            h.extend(["ENDPOINT", "REGION", "ZONES", "ALLOCATABLE"]);
+        }
+        h
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, wide: bool) -> Vec<String> {
+        let (_, name, created) = meta_of(self);
+        let spec = self.spec.clone().unwrap_or_default();
+        let mut row = vec![
+            name.to_owned(),
+            words::sync_mode(spec.sync_mode).to_owned(),
+            cluster_ready(self),
+            words::list_or_none(spec.taints.iter().map(words::taint)),
+            age(created, now),
+        ];
+        if wide {
+            let allocatable = self
+                .status
+                .as_ref()
+                .and_then(|s| s.resource_summary.as_ref())
+                .and_then(|r| r.allocatable_replicas)
+                .map_or_else(|| "-".to_owned(), |n| n.to_string());
+            row.extend([
+                spec.api_endpoint.clone(),
+                spec.region.clone(),
+                words::list_or_none(&spec.zones),
+                allocatable,
+            ]);
+        }
+        row
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Policies
+// ---------------------------------------------------------------------------------------
+
+fn selectors(spec: Option<&v1::PropagationSpec>) -> String {
+    words::list_or_none(
+        spec.map(|s| s.resource_selectors.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                if r.name.is_empty() {
+                    format!("{}/*", r.kind)
+                } else {
+                    format!("{}/{}", r.kind, r.name)
+                }
+            }),
+    )
+}
+
+fn affinity_clusters(spec: Option<&v1::PropagationSpec>) -> String {
+    let names = spec
+        .and_then(|s| s.placement.as_ref())
+        .and_then(|p| p.cluster_affinity.as_ref())
+        .map(|a| a.cluster_names.clone())
+        .unwrap_or_default();
+    if names.is_empty() {
+        "*".into()
+    } else {
+        names.join(",")
+    }
+}
+
+impl ApiObject for v1::PropagationPolicy {
+    const NAME: &'static str = "propagationpolicy";
+    type List = v1::ListPropagationPoliciesResponse;
+
+    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+        let r = api
+            .list_propagation_policies(v1::ListPropagationPoliciesRequest {
+                namespace: scope.ns(),
+                label_selector: scope.label_selector.clone(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        Ok(Page {
+            items: r.items,
+            next: r.next_page_token,
+            revision: r.resource_version,
+        })
+    }
+
+    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+        not_found_is_empty(
+            api.get_propagation_policy(v1::GetPropagationPolicyRequest {
+                namespace: scope.ns(),
+                name: name.into(),
+            })
+            .await,
+        )
+    }
+
+    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+        let s = api
+            .watch_propagation_policies(v1::WatchPropagationPoliciesRequest {
+                namespace: scope.ns(),
+                label_selector: scope.label_selector.clone(),
+                resource_version: revision,
+                allow_bookmarks: false,
+            })
+            .await?
+            .into_inner();
+        Ok(changes!(s))
+    }
+
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+        v1::ListPropagationPoliciesResponse {
+            items,
+            next_page_token: String::new(),
+            resource_version: revision,
+        }
+    }
+
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec![
+            "NAMESPACE",
+            "NAME",
+            "SELECTORS",
+            "CLUSTERS",
+            "REPLICAS",
+            "AGE",
+        ]
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, _wide: bool) -> Vec<String> {
+        let (ns, name, created) = meta_of(self);
+        let spec = self.spec.as_ref();
+        vec![
+            ns.to_owned(),
+            name.to_owned(),
+            selectors(spec),
+            affinity_clusters(spec),
+            words::placement_type(spec.and_then(|s| s.placement.as_ref())),
+            age(created, now),
+        ]
+    }
+}
+
+impl ApiObject for v1::ClusterPropagationPolicy {
+    const NAME: &'static str = "clusterpropagationpolicy";
+    type List = v1::ListClusterPropagationPoliciesResponse;
+
+    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+        let r = api
+            .list_cluster_propagation_policies(v1::ListClusterPropagationPoliciesRequest {
+                label_selector: scope.label_selector.clone(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        Ok(Page {
+            items: r.items,
+            next: r.next_page_token,
+            revision: r.resource_version,
+        })
+    }
+
+    async fn get_named(api: &mut Api, _scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+        not_found_is_empty(
+            api.get_cluster_propagation_policy(v1::GetClusterPropagationPolicyRequest {
+                name: name.into(),
+            })
+            .await,
+        )
+    }
+
+    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+        let s = api
+            .watch_cluster_propagation_policies(v1::WatchClusterPropagationPoliciesRequest {
+                label_selector: scope.label_selector.clone(),
+                resource_version: revision,
+                allow_bookmarks: false,
+            })
+            .await?
+            .into_inner();
+        Ok(changes!(s))
+    }
+
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+        v1::ListClusterPropagationPoliciesResponse {
+            items,
+            next_page_token: String::new(),
+            resource_version: revision,
+        }
+    }
+
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec!["NAME", "SELECTORS", "CLUSTERS", "REPLICAS", "AGE"]
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, _wide: bool) -> Vec<String> {
+        let (_, name, created) = meta_of(self);
+        let spec = self.spec.as_ref();
+        vec![
+            name.to_owned(),
+            selectors(spec),
+            affinity_clusters(spec),
+            words::placement_type(spec.and_then(|s| s.placement.as_ref())),
+            age(created, now),
+        ]
+    }
+}
+
+/// `Ready NotIn [True]`.
+pub fn match_conditions(conds: &[v1::MatchCondition]) -> String {
+    words::list_or_none(conds.iter().map(|c| {
+        let values: Vec<&str> = c
+            .status_values
+            .iter()
+            .map(|v| words::condition_status(*v))
+            .collect();
+        format!(
+            "{} {} [{}]",
+            c.condition_type,
+            words::selector_operator(c.operator),
+            values.join(" ")
+        )
+    }))
+}
+
+impl ApiObject for v1::ClusterTaintPolicy {
+    const NAME: &'static str = "clustertaintpolicy";
+    type List = v1::ListClusterTaintPoliciesResponse;
+
+    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+        let r = api
+            .list_cluster_taint_policies(v1::ListClusterTaintPoliciesRequest {
+                label_selector: scope.label_selector.clone(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        Ok(Page {
+            items: r.items,
+            next: r.next_page_token,
+            revision: r.resource_version,
+        })
+    }
+
+    async fn get_named(api: &mut Api, _scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+        not_found_is_empty(
+            api.get_cluster_taint_policy(v1::GetClusterTaintPolicyRequest { name: name.into() })
+                .await,
+        )
+    }
+
+    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+        let s = api
+            .watch_cluster_taint_policies(v1::WatchClusterTaintPoliciesRequest {
+                label_selector: scope.label_selector.clone(),
+                resource_version: revision,
+                allow_bookmarks: false,
+            })
+            .await?
+            .into_inner();
+        Ok(changes!(s))
+    }
+
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+        v1::ListClusterTaintPoliciesResponse {
+            items,
+            next_page_token: String::new(),
+            resource_version: revision,
+        }
+    }
+
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec!["NAME", "TAINTS", "ADD-ON", "REMOVE-ON", "AGE"]
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, _wide: bool) -> Vec<String> {
+        let (_, name, created) = meta_of(self);
+        let spec = self.spec.clone().unwrap_or_default();
+        vec![
+            name.to_owned(),
+            words::list_or_none(spec.taints.iter().map(|t| {
+                words::taint(&v1::Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect,
+                    time_added: None,
+                    trace_context: String::new(),
+                })
+            })),
+            match_conditions(&spec.add_on_conditions),
+            match_conditions(&spec.remove_on_conditions),
+            age(created, now),
+        ]
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Workload
+// ---------------------------------------------------------------------------------------
+
+impl ApiObject for v1::Workload {
+    const NAME: &'static str = "workload";
+    type List = v1::ListWorkloadsResponse;
+
+    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+        let r = api
+            .list_workloads(v1::ListWorkloadsRequest {
+                namespace: scope.ns(),
+                kind: scope.workload_kind.clone().unwrap_or_default(),
+                label_selector: scope.label_selector.clone(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        Ok(Page {
+            items: r.items,
+            next: r.next_page_token,
+            revision: r.resource_version,
+        })
+    }
+
+    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+        // `Kind/name` names the kind; otherwise every kind with that name.
+        let (kind, name) = match name.split_once('/') {
+            Some((k, n)) => (Some(k.to_owned()), n),
+            None => (scope.workload_kind.clone(), name),
+        };
+        if let Some(kind) = kind {
+            return not_found_is_empty(
+                api.get_workload(v1::GetWorkloadRequest {
+                    namespace: scope.ns(),
+                    kind,
+                    name: name.into(),
+                })
+                .await,
+            );
+        }
+        let (items, _) = list_all::<v1::Workload>(api, scope).await?;
+        Ok(items.into_iter().filter(|w| w.name() == name).collect())
+    }
+
+    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+        let s = api
+            .watch_workloads(v1::WatchWorkloadsRequest {
+                namespace: scope.ns(),
+                kind: scope.workload_kind.clone().unwrap_or_default(),
+                label_selector: scope.label_selector.clone(),
+                resource_version: revision,
+                allow_bookmarks: false,
+            })
+            .await?
+            .into_inner();
+        Ok(changes!(s))
+    }
+
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+        v1::ListWorkloadsResponse {
+            items,
+            next_page_token: String::new(),
+            resource_version: revision,
+        }
+    }
+
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec!["NAMESPACE", "KIND", "NAME", "REPLICAS", "AGE"]
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, _wide: bool) -> Vec<String> {
+        let (ns, name, created) = meta_of(self);
+        vec![
+            ns.to_owned(),
+            self.kind.clone(),
+            name.to_owned(),
+            self.replicas.to_string(),
+            age(created, now),
+        ]
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// ResourceBinding
+// ---------------------------------------------------------------------------------------
+
+impl ApiObject for v1::ResourceBinding {
+    const NAME: &'static str = "resourcebinding";
+    type List = v1::ListResourceBindingsResponse;
+
+    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+        let r = api
+            .list_resource_bindings(v1::ListResourceBindingsRequest {
+                namespace: scope.ns(),
+                cluster: scope.cluster.clone().unwrap_or_default(),
+                label_selector: scope.label_selector.clone(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        Ok(Page {
+            items: r.items,
+            next: r.next_page_token,
+            revision: r.resource_version,
+        })
+    }
+
+    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+        not_found_is_empty(
+            api.get_resource_binding(v1::GetResourceBindingRequest {
+                namespace: scope.ns(),
+                name: name.into(),
+            })
+            .await,
+        )
+    }
+
+    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+        let s = api
+            .watch_resource_bindings(v1::WatchResourceBindingsRequest {
+                namespace: scope.ns(),
+                cluster: scope.cluster.clone().unwrap_or_default(),
+                label_selector: scope.label_selector.clone(),
+                resource_version: revision,
+                allow_bookmarks: false,
+            })
+            .await?
+            .into_inner();
+        Ok(changes!(s))
+    }
+
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+        v1::ListResourceBindingsResponse {
+            items,
+            next_page_token: String::new(),
+            resource_version: revision,
+        }
+    }
+
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut h = vec![
+            "NAMESPACE",
+            "NAME",
+            "SCHEDULED",
+            "CLUSTERS",
+            "TASKS",
+            "FULLY-APPLIED",
+            "AGE",
+        ];
+        if wide {
+            h.extend(["RESOURCE", "REPLICAS", "GENERATION", "OBSERVED"]);
+        }
+        h
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, wide: bool) -> Vec<String> {
+        let (ns, name, created) = meta_of(self);
+        let spec = self.spec.clone().unwrap_or_default();
+        let status = self.status.clone().unwrap_or_default();
+        let mut row = vec![
+            ns.to_owned(),
+            name.to_owned(),
+            words::condition_word(&status.conditions, "Scheduled"),
+            words::targets(&spec.clusters),
+            words::list_or_none(
+                spec.graceful_eviction_tasks
+                    .iter()
+                    .map(|t| t.from_cluster.as_str()),
+            ),
+            words::condition_word(&status.conditions, "FullyApplied"),
+            age(created, now),
+        ];
+        if wide {
+            let res = spec
+                .resource
+                .as_ref()
+                .map(|r| format!("{}/{}", r.kind, r.name))
+                .unwrap_or_default();
+            row.extend([
+                res,
+                spec.replicas.to_string(),
+                self.generation().to_string(),
+                status.scheduler_observed_generation.to_string(),
+            ]);
+        }
+        row
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Work
+// ---------------------------------------------------------------------------------------
+
+impl ApiObject for v1::Work {
+    const NAME: &'static str = "work";
+    type List = v1::ListWorksResponse;
+
+    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+        let r = api
+            .list_works(v1::ListWorksRequest {
+                namespace: scope.ns(),
+                cluster: scope.cluster.clone().unwrap_or_default(),
+                label_selector: scope.label_selector.clone(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        Ok(Page {
+            items: r.items,
+            next: r.next_page_token,
+            revision: r.resource_version,
+        })
+    }
+
+    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+        // A Work's key has its cluster: `CLUSTER/NAME`, `--cluster`, or every cluster.
+        let (cluster, name) = match name.split_once('/') {
+            Some((c, n)) => (Some(c.to_owned()), n),
+            None => (scope.cluster.clone(), name),
+        };
+        if let Some(cluster) = cluster {
+            return not_found_is_empty(
+                api.get_work(v1::GetWorkRequest {
+                    cluster,
+                    namespace: scope.ns(),
+                    name: name.into(),
+                })
+                .await,
+            );
+        }
+        let (items, _) = list_all::<v1::Work>(api, scope).await?;
+        Ok(items.into_iter().filter(|w| w.name() == name).collect())
+    }
+
+    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+        let s = api
+            .watch_works(v1::WatchWorksRequest {
+                namespace: scope.ns(),
+                cluster: scope.cluster.clone().unwrap_or_default(),
+                label_selector: scope.label_selector.clone(),
+                resource_version: revision,
+                allow_bookmarks: false,
+            })
+            .await?
+            .into_inner();
+        Ok(changes!(s))
+    }
+
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+        v1::ListWorksResponse {
+            items,
+            next_page_token: String::new(),
+            resource_version: revision,
+        }
+    }
+
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec![
+            "NAMESPACE",
+            "NAME",
+            "CLUSTER",
+            "APPLIED",
+            "HEALTH",
+            "READY",
+            "DELETING",
+            "AGE",
+        ]
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, _wide: bool) -> Vec<String> {
+        let (ns, name, created) = meta_of(self);
+        let spec = self.spec.clone().unwrap_or_default();
+        let status = self.status.clone().unwrap_or_default();
+        let deleting = self.meta().is_some_and(|m| m.deletion_timestamp.is_some());
+        let ready = match spec.replicas {
+            Some(r) => format!("{}/{r}", status.ready_replicas),
+            None => "-".into(),
+        };
+        vec![
+            ns.to_owned(),
+            name.to_owned(),
+            spec.cluster.clone(),
+            status.applied.to_string(),
+            match words::health(status.health) {
+                "" => "-".to_owned(),
+                h => h.to_owned(),
+            },
+            ready,
+            deleting.to_string(),
+            age(created, now),
+        ]
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Event
+// ---------------------------------------------------------------------------------------
+
+impl ApiObject for v1::Event {
+    const NAME: &'static str = "event";
+    type List = v1::ListEventsResponse;
+
+    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+        let r = api
+            .list_events(v1::ListEventsRequest {
+                namespace: scope.ns(),
+                involved_object_kind: String::new(),
+                involved_object_name: String::new(),
+                label_selector: scope.label_selector.clone(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        Ok(Page {
+            items: r.items,
+            next: r.next_page_token,
+            revision: r.resource_version,
+        })
+    }
+
+    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+        not_found_is_empty(
+            api.get_event(v1::GetEventRequest {
+                namespace: scope.ns(),
+                name: name.into(),
+            })
+            .await,
+        )
+    }
+
+    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+        let s = api
+            .watch_events(v1::WatchEventsRequest {
+                namespace: scope.ns(),
+                involved_object_kind: String::new(),
+                involved_object_name: String::new(),
+                label_selector: scope.label_selector.clone(),
+                resource_version: revision,
+                allow_bookmarks: false,
+            })
+            .await?
+            .into_inner();
+        Ok(changes!(s))
+    }
+
+    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+        v1::ListEventsResponse {
+            items,
+            next_page_token: String::new(),
+            resource_version: revision,
+        }
+    }
+
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec![
+            "NAMESPACE",
+            "LAST SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "MESSAGE",
+        ]
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, _wide: bool) -> Vec<String> {
+        let (ns, _, created) = meta_of(self);
+        let seen = self.last_timestamp.as_ref().or(created);
+        let object = self
+            .involved_object
+            .as_ref()
+            .map(|o| format!("{}/{}", o.kind.to_ascii_lowercase(), o.name))
+            .unwrap_or_default();
+        let count = if self.count > 1 {
+            format!(" (x{})", self.count)
+        } else {
+            String::new()
+        };
+        vec![
+            ns.to_owned(),
+            age(seen, now),
+            words::event_type(self.r#type).to_owned(),
+            self.reason.clone(),
+            object,
+            format!("{}{count}", self.message),
+        ]
+    }
+}

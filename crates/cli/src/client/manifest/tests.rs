@@ -1,0 +1,540 @@
+//! Tests of the manifest reader: Karmada's documented YAML applies unchanged; bad documents
+//! are reported with their index, kind/name, field and reason.
+
+use super::*;
+
+fn opts() -> ReadOptions {
+    ReadOptions {
+        namespace: "default".into(),
+        namespace_explicit: false,
+    }
+}
+
+fn read_ok(text: &str) -> Vec<Document> {
+    let parsed = read("test.yaml", text, &opts());
+    assert!(
+        parsed.errors.is_empty(),
+        "unexpected errors: {:#?}",
+        parsed.errors
+    );
+    parsed.documents
+}
+
+fn errors(text: &str) -> Vec<String> {
+    let parsed = read("test.yaml", text, &opts());
+    parsed.errors.iter().map(ToString::to_string).collect()
+}
+
+/// Karmada docs, failover-analysis.md, "Divided schedule type" (the seed scenario).
+const DIVIDED: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nginx
+  labels:
+    app: nginx
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: nginx
+  template:
+    metadata:
+      labels:
+        app: nginx
+    spec:
+      containers:
+      - image: nginx
+        name: nginx
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames:
+        - member1
+        - member2
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+      weightPreference:
+        staticWeightList:
+          - targetCluster:
+              clusterNames:
+                - member1
+            weight: 1
+          - targetCluster:
+              clusterNames:
+                - member2
+            weight: 2
+"#;
+
+#[test]
+fn karmada_divided_example_reads_as_the_seed_objects() {
+    let docs = read_ok(DIVIDED);
+    assert_eq!(docs.len(), 2);
+    let Object::Workload(w) = &docs[0].object else {
+        panic!("document 1 is a workload: {:?}", docs[0].object);
+    };
+    assert_eq!(
+        (w.api_version.as_str(), w.kind.as_str()),
+        ("apps/v1", "Deployment")
+    );
+    assert_eq!(docs[0].object.id(), ("default".into(), "nginx".into()));
+    let manifest: serde_json::Value = serde_json::from_str(&w.manifest).unwrap();
+    assert_eq!(manifest["spec"]["replicas"], 3);
+    assert_eq!(manifest["metadata"]["namespace"], "default");
+    let Object::PropagationPolicy(p) = &docs[1].object else {
+        panic!("document 2 is a policy");
+    };
+    assert_eq!(
+        docs[1].object.id(),
+        ("default".into(), "nginx-propagation".into())
+    );
+    let placement = p.spec.as_ref().unwrap().placement.as_ref().unwrap();
+    let rs = placement.replica_scheduling.as_ref().unwrap();
+    assert_eq!(
+        rs.replica_scheduling_type,
+        v1::ReplicaSchedulingType::Divided as i32
+    );
+    let weights: Vec<(Vec<String>, i64)> = rs
+        .weight_preference
+        .as_ref()
+        .unwrap()
+        .static_weight_list
+        .iter()
+        .map(|w| {
+            (
+                w.target_cluster.as_ref().unwrap().cluster_names.clone(),
+                w.weight,
+            )
+        })
+        .collect();
+    assert_eq!(
+        weights,
+        vec![
+            (vec!["member1".to_owned()], 1),
+            (vec!["member2".to_owned()], 2)
+        ]
+    );
+    // The client sends what the user wrote; the api adds the defaults (PD-1).
+    assert!(placement.cluster_tolerations.is_empty());
+}
+
+#[test]
+fn karmada_documented_policies_apply_unchanged() {
+    // failover-analysis.md: the webhook's default tolerations, written out.
+    let tolerations = r#"
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+  namespace: default
+spec:
+  placement:
+    clusterTolerations:
+    - effect: NoExecute
+      key: cluster.karmada.io/not-ready
+      operator: Exists
+      tolerationSeconds: 300
+    - effect: NoExecute
+      key: cluster.karmada.io/unreachable
+      operator: Exists
+      tolerationSeconds: 300
+  resourceSelectors:
+  - apiVersion: apps/v1
+    kind: Deployment
+    name: nginx
+    namespace: default
+"#;
+    let docs = read_ok(tolerations);
+    let Object::PropagationPolicy(p) = &docs[0].object else {
+        panic!()
+    };
+    let tols = &p
+        .spec
+        .as_ref()
+        .unwrap()
+        .placement
+        .as_ref()
+        .unwrap()
+        .cluster_tolerations;
+    assert_eq!(tols.len(), 2);
+    assert_eq!(tols[0].toleration_seconds, Some(300));
+    assert_eq!(tols[0].effect, v1::TaintEffect::NoExecute as i32);
+    assert_eq!(tols[0].operator, v1::TolerationOperator::Exists as i32);
+
+    // failover-analysis.md: Duplicated with spread constraints.
+    read_ok(
+        r#"
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames:
+        - member1
+        - member2
+        - member3
+        - member5
+    spreadConstraints:
+      - maxGroups: 2
+        minGroups: 2
+    replicaScheduling:
+      replicaSchedulingType: Duplicated
+"#,
+    );
+
+    // cluster-failover.md: purge mode and state preservation (a CRD kind as the workload).
+    let docs = read_ok(
+        r#"
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: flink-propagation
+spec:
+  resourceSelectors:
+    - apiVersion: flink.apache.org/v1beta1
+      kind: FlinkDeployment
+      name: flink-app
+  failover:
+    cluster:
+      purgeMode: Directly
+      statePreservation:
+        rules:
+          - aliasLabelName: application.karmada.io/cluster-failover-jobid
+            jsonPath: "{ .jobStatus.jobID }"
+  placement:
+    clusterAffinity:
+      clusterNames:
+        - member1
+        - member2
+    spreadConstraints:
+      - maxGroups: 1
+        minGroups: 1
+        spreadByField: cluster
+"#,
+    );
+    let Object::PropagationPolicy(p) = &docs[0].object else {
+        panic!()
+    };
+    let cluster = p
+        .spec
+        .as_ref()
+        .unwrap()
+        .failover
+        .as_ref()
+        .unwrap()
+        .cluster
+        .as_ref()
+        .unwrap();
+    assert_eq!(cluster.purge_mode, v1::PurgeMode::Directly as i32);
+
+    // application-failover.md, with `propagateDeps: true` (Karmada's own validation requires
+    // it for application failover, as ours does) and the deprecated spelling `Graciously`.
+    let docs = read_ok(
+        r#"
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: test-propagation
+spec:
+  propagateDeps: true
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  failover:
+    application:
+      decisionConditions:
+        tolerationSeconds: 300
+      gracePeriodSeconds: 600
+      purgeMode: Graciously
+"#,
+    );
+    let Object::PropagationPolicy(p) = &docs[0].object else {
+        panic!()
+    };
+    let app = p
+        .spec
+        .as_ref()
+        .unwrap()
+        .failover
+        .as_ref()
+        .unwrap()
+        .application
+        .as_ref()
+        .unwrap();
+    assert_eq!(app.purge_mode, v1::PurgeMode::Gracefully as i32);
+    assert_eq!(app.grace_period_seconds, Some(600));
+    assert_eq!(
+        app.decision_conditions.as_ref().unwrap().toleration_seconds,
+        Some(300)
+    );
+}
+
+#[test]
+fn karmada_cluster_taint_policy_example_applies() {
+    // cluster-taint-management.md
+    let docs = read_ok(
+        r#"
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterTaintPolicy
+metadata:
+  name: detect-cluster-notready
+spec:
+  targetClusters:
+    clusterNames:
+    - member1
+    - member2
+  addOnConditions:
+  - conditionType: Ready
+    operator: NotIn
+    statusValues:
+    - "True"
+  removeOnConditions:
+  - conditionType: Ready
+    operator: In
+    statusValues:
+    - "True"
+  taints:
+  - key: not-ready
+    effect: NoSchedule
+  - key: not-ready
+    effect: NoExecute
+"#,
+    );
+    let Object::ClusterTaintPolicy(p, _) = &docs[0].object else {
+        panic!()
+    };
+    let spec = p.spec.as_ref().unwrap();
+    assert_eq!(spec.taints.len(), 2);
+    assert_eq!(
+        spec.add_on_conditions[0].operator,
+        v1::SelectorOperator::NotIn as i32
+    );
+    assert_eq!(
+        spec.add_on_conditions[0].status_values,
+        vec![v1::ConditionStatus::True as i32]
+    );
+    // Unquoted True is YAML's boolean; it still means the status "True".
+    let docs = read_ok(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata: {name: p}\n\
+         spec:\n  addOnConditions: [{conditionType: Ready, operator: In, statusValues: [False]}]\n  \
+         taints: [{key: k, effect: NoSchedule}]\n",
+    );
+    let Object::ClusterTaintPolicy(p, _) = &docs[0].object else {
+        panic!()
+    };
+    assert_eq!(
+        p.spec.as_ref().unwrap().add_on_conditions[0].status_values,
+        vec![v1::ConditionStatus::False as i32]
+    );
+}
+
+#[test]
+fn clusters_read_in_both_api_groups() {
+    let docs = read_ok(
+        r#"
+apiVersion: flotilla.io/v1alpha1
+kind: Cluster
+metadata:
+  name: member1
+  labels: {env: prod}
+spec:
+  apiEndpoint: http://127.0.0.1:7411
+  syncMode: Pull
+  region: eu-west
+  zones: [eu-west-1a]
+  provider: sim
+  taints:
+  - key: maintenance
+    value: "true"
+    effect: NoSchedule
+---
+apiVersion: cluster.karmada.io/v1alpha1
+kind: Cluster
+metadata:
+  name: member2
+spec:
+  apiEndpoint: https://member2.example:6443
+  syncMode: Push
+  secretRef: {namespace: karmada-cluster, name: member2}
+  zone: z1
+"#,
+    );
+    let Object::Cluster(c) = &docs[0].object else {
+        panic!()
+    };
+    let spec = c.spec.as_ref().unwrap();
+    assert_eq!(spec.sync_mode, v1::SyncMode::Pull as i32);
+    assert_eq!(spec.zones, vec!["eu-west-1a"]);
+    assert_eq!(spec.taints[0].effect, v1::TaintEffect::NoSchedule as i32);
+    assert_eq!(c.metadata.as_ref().unwrap().labels["env"], "prod");
+    assert!(c.status.is_none());
+    let Object::Cluster(c) = &docs[1].object else {
+        panic!()
+    };
+    assert_eq!(c.spec.as_ref().unwrap().zones, vec!["z1"]);
+    let parsed = read("c.yaml", &serde_norway::to_string(&"x").unwrap(), &opts());
+    assert_eq!(parsed.errors.len(), 1, "a scalar is not an object");
+}
+
+#[test]
+fn toleration_seconds_on_no_schedule_names_document_field_and_reason() {
+    let text = format!(
+        "{DIVIDED}---\n{}",
+        r#"apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: bad
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterTolerations:
+    - key: maintenance
+      operator: Exists
+      effect: NoSchedule
+      tolerationSeconds: 60
+"#
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    let e = &errs[0];
+    assert!(
+        e.contains("document 3 (PropagationPolicy default/bad)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("spec.placement.clusterTolerations[0].effect"),
+        "{e}"
+    );
+    assert!(e.contains("tolerationSeconds"), "{e}");
+}
+
+#[test]
+fn unknown_and_unsupported_fields_are_errors() {
+    let errs = errors(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\n\
+         spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  placement:\n    \
+         clusterAfinity: {clusterNames: [member1]}\n",
+    );
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(
+        errs[0].contains("document 1 (PropagationPolicy default/p)"),
+        "{}",
+        errs[0]
+    );
+    assert!(errs[0].contains("spec.placement"), "{}", errs[0]);
+    assert!(
+        errs[0].contains("unknown field `clusterAfinity`"),
+        "{}",
+        errs[0]
+    );
+
+    let errs = errors(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\n\
+         spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  \
+         preemption: Always\n  placement:\n    replicaScheduling: {replicaSchedulingType: Split}\n",
+    );
+    // The enum error stops the typed read; preemption is checked only on a typed document.
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(errs[0].contains("replicaSchedulingType"), "{}", errs[0]);
+    assert!(errs[0].contains("unknown variant `Split`"), "{}", errs[0]);
+
+    let errs = errors(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\n\
+         spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  \
+         preemption: Always\n  conflictResolution: Abort\n",
+    );
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(errs[0].contains("spec.preemption"), "{}", errs[0]);
+
+    let errs = errors(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: OverridePolicy\nmetadata: {name: o}\n",
+    );
+    assert!(
+        errs[0].contains("kind: Unsupported value: \"OverridePolicy\""),
+        "{errs:#?}"
+    );
+    let errs = errors("kind: Deployment\nmetadata: {name: x}\n");
+    assert!(errs[0].contains("apiVersion: Required value"), "{errs:#?}");
+    let errs = errors("a: [1,\n");
+    assert!(errs[0].contains("not valid YAML"), "{errs:#?}");
+}
+
+#[test]
+fn every_document_is_checked_and_namespaces_follow_kubectl() {
+    let text = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: a, namespace: other}\n\
+         spec: {resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]}\n---\n\
+         apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterPropagationPolicy\nmetadata: {name: B_bad}\n\
+         spec: {resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]}\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(
+        errs[0].contains("document 2 (ClusterPropagationPolicy B_bad): metadata.name"),
+        "{}",
+        errs[0]
+    );
+    // An explicit -n must agree with the document's namespace.
+    let parsed = read(
+        "t.yaml",
+        text,
+        &ReadOptions {
+            namespace: "default".into(),
+            namespace_explicit: true,
+        },
+    );
+    assert!(
+        parsed
+            .errors
+            .iter()
+            .any(|e| e.index == 1 && e.field == "metadata.namespace"),
+        "{:#?}",
+        parsed.errors
+    );
+}
+
+#[test]
+fn duplicates_and_taint_policy_conflicts_span_documents() {
+    let ctp = |name: &str| {
+        format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata: {{name: {name}}}\n\
+             spec:\n  addOnConditions: [{{conditionType: Ready, operator: NotIn, statusValues: [\"True\"]}}]\n  \
+             taints: [{{key: not-ready, effect: NoSchedule}}]\n"
+        )
+    };
+    let text = format!("{}---\n{}---\n{}", ctp("a"), ctp("b"), ctp("a"));
+    let parsed = read("t.yaml", &text, &opts());
+    assert!(parsed.errors.is_empty(), "{:#?}", parsed.errors);
+    let errs: Vec<String> = cross_check(&parsed.documents)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("document 3") && e.contains("Duplicate")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("document 2") && e.contains("spec.taints[0]")),
+        "{errs:#?}"
+    );
+}

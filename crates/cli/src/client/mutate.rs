@@ -1,0 +1,622 @@
+//! Commands that change objects: `delete`, `taint`/`untaint`, `cordon`/`uncordon`,
+//! `join`/`unjoin`. Cluster changes are compare-and-swap updates at the resourceVersion just
+//! read, retried on a conflict, so that a concurrent writer's change is never lost.
+
+use std::process::ExitCode;
+
+use crate::client::conn::Conn;
+use flotilla_proto::Resource as _;
+use flotilla_proto::v1;
+use flotilla_proto::v1::api_client::ApiClient;
+use tonic::{Code, Status};
+
+use super::conn::{ServerArgs, status_error};
+use super::get::NamespaceArgs;
+use super::kinds::{ApiObject, Kind, Scope};
+use super::words;
+
+/// The taint `cordon` adds: a NoSchedule taint outside `cluster.karmada.io/*` (owned by
+/// cluster-health), in the spirit of a node's `node.kubernetes.io/unschedulable`.
+pub const CORDON_TAINT_KEY: &str = "cluster.flotilla.io/unschedulable";
+
+/// Keys owned by cluster-health; the api keeps the stored ones on a user update.
+const CONTROLLER_TAINT_PREFIX: &str = "cluster.karmada.io/";
+
+/// Arguments of `flotilla delete`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  flotilla delete pp nginx-propagation
+  flotilla delete deployment nginx -n default
+  flotilla delete ctp detect-cluster-notready
+  flotilla delete cluster member3          # same as `flotilla unjoin member3`")]
+pub struct DeleteArgs {
+    /// What to delete: clusters, pp, cpp, ctp, workloads (or deployments, configmaps, ...).
+    /// Bindings, Works and events are written by the controllers and cannot be deleted.
+    #[arg(value_parser = Kind::parse, value_name = "KIND")]
+    pub kind: Kind,
+
+    /// Names to delete (workloads may be named `Kind/name`).
+    #[arg(required = true, value_name = "NAME")]
+    pub names: Vec<String>,
+
+    #[command(flatten)]
+    pub ns: NamespaceArgs,
+
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// `cluster` or `clusters`: the only kind taints apply to.
+fn cluster_kind(text: &str) -> Result<String, String> {
+    match text {
+        "cluster" | "clusters" => Ok(text.to_owned()),
+        other => Err(format!(
+            "only clusters have taints (got {other:?}); write `cluster`"
+        )),
+    }
+}
+
+/// A taint to add: `key[=value]:Effect`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaintArg {
+    key: String,
+    value: String,
+    effect: v1::TaintEffect,
+}
+
+fn parse_effect(text: &str) -> Result<v1::TaintEffect, String> {
+    match text {
+        "NoSchedule" => Ok(v1::TaintEffect::NoSchedule),
+        "NoExecute" => Ok(v1::TaintEffect::NoExecute),
+        "PreferNoSchedule" => Err(
+            "PreferNoSchedule is not allowed on clusters (Karmada); use NoSchedule or NoExecute"
+                .into(),
+        ),
+        other => Err(format!(
+            "unknown effect {other:?}: use NoSchedule or NoExecute"
+        )),
+    }
+}
+
+fn parse_taint(text: &str) -> Result<TaintArg, String> {
+    let (kv, effect) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?} is not key[=value]:Effect"))?;
+    let effect = parse_effect(effect)?;
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    if key.is_empty() {
+        return Err(format!("{text:?} has an empty key"));
+    }
+    Ok(TaintArg {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        effect,
+    })
+}
+
+/// A taint to remove: `key[:Effect]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UntaintArg {
+    key: String,
+    effect: Option<v1::TaintEffect>,
+}
+
+fn parse_untaint(text: &str) -> Result<UntaintArg, String> {
+    let text = text.strip_suffix('-').unwrap_or(text);
+    match text.rsplit_once(':') {
+        Some((key, effect)) if !effect.contains('/') => Ok(UntaintArg {
+            key: key.split_once('=').map_or(key, |(k, _)| k).to_owned(),
+            effect: Some(parse_effect(effect)?),
+        }),
+        _ => Ok(UntaintArg {
+            key: text.split_once('=').map_or(text, |(k, _)| k).to_owned(),
+            effect: None,
+        }),
+    }
+}
+
+/// Arguments of `flotilla taint`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Taints under cluster.karmada.io/ belong to cluster-health and cannot be set here.
+
+Examples:
+  flotilla taint cluster member1 maintenance=true:NoSchedule   # no new placements
+  flotilla taint cluster member1 decommission:NoExecute        # evict what does not tolerate it
+  flotilla taint cluster member1 maintenance=later:NoSchedule --overwrite")]
+pub struct TaintArgs {
+    /// `cluster` (only clusters have taints).
+    #[arg(value_parser = cluster_kind, value_name = "cluster")]
+    pub kind: String,
+
+    /// The cluster.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// Taints as `key[=value]:Effect`; Effect is NoSchedule or NoExecute.
+    #[arg(required = true, value_parser = parse_taint, value_name = "KEY[=VALUE]:EFFECT")]
+    pub taints: Vec<TaintArg>,
+
+    /// Replace the value of a taint with the same key and effect instead of failing.
+    #[arg(long)]
+    pub overwrite: bool,
+
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Arguments of `flotilla untaint`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  flotilla untaint cluster member1 maintenance:NoSchedule
+  flotilla untaint cluster member1 maintenance              # every effect of that key")]
+pub struct UntaintArgs {
+    /// `cluster` (only clusters have taints).
+    #[arg(value_parser = cluster_kind, value_name = "cluster")]
+    pub kind: String,
+
+    /// The cluster.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// Taints to remove as `key[:Effect]`; without an effect, every effect of the key.
+    #[arg(required = true, value_parser = parse_untaint, value_name = "KEY[:EFFECT]")]
+    pub taints: Vec<UntaintArg>,
+
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Arguments of `flotilla cordon` and `flotilla uncordon`.
+#[derive(Debug, clap::Args)]
+pub struct CordonArgs {
+    /// The cluster.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Arguments of `flotilla join`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  flotilla join member4 --endpoint http://127.0.0.1:7414
+  flotilla join edge1 --endpoint http://10.0.0.7:7410 --pull --region eu-west --zone eu-west-1a \\
+      --label env=prod")]
+pub struct JoinArgs {
+    /// The new cluster's name (a DNS-1123 label of at most 48 characters).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The member's API endpoint (`http://HOST:PORT` of a member-sim).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: String,
+
+    /// Pull mode: the member's agent heartbeats and pulls its Works (default: Push, the
+    /// control plane probes the member and applies Works to it).
+    #[arg(long)]
+    pub pull: bool,
+
+    /// Region (for field selectors and spread constraints).
+    #[arg(long, default_value = "")]
+    pub region: String,
+
+    /// Zones (repeatable).
+    #[arg(long = "zone", value_name = "ZONE")]
+    pub zones: Vec<String>,
+
+    /// Cloud provider.
+    #[arg(long, default_value = "")]
+    pub provider: String,
+
+    /// Labels as `key=value` (repeatable).
+    #[arg(long = "label", value_parser = parse_label, value_name = "KEY=VALUE")]
+    pub labels: Vec<(String, String)>,
+
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{text:?} is not key=value"))
+}
+
+/// Arguments of `flotilla unjoin`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+The cluster is marked for deletion while bindings or Works still reference it: cluster-health
+taints it cluster.karmada.io/terminating:NoExecute, its workloads are evicted, and it is removed
+once nothing references it (A2).
+
+Example:
+  flotilla unjoin member3")]
+pub struct UnjoinArgs {
+    /// The cluster.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Runs `flotilla delete`.
+pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
+    let mut api = args.server.api().await?;
+    let ns = args.ns.namespace.clone();
+    let mut failed = 0;
+    for name in &args.names {
+        let result = delete_one(&mut api, &args.kind, &ns, name).await;
+        match result {
+            Ok((handle, true)) => println!("{handle} deleted"),
+            Ok((handle, false)) => println!(
+                "{handle} marked for deletion (finalizers or references remain; it goes once \
+                 they are released)"
+            ),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                failed += 1;
+            }
+        }
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn delete_one(
+    api: &mut ApiClient<Conn>,
+    kind: &Kind,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<(String, bool)> {
+    let what = |k: &str| format!("deleting {k} {name:?}");
+    Ok(match kind {
+        Kind::Cluster => {
+            let r = api
+                .delete_cluster(v1::DeleteClusterRequest {
+                    name: name.into(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s| status_error(what("cluster"), &s))?
+                .into_inner();
+            (format!("cluster/{name}"), r.deleted)
+        }
+        Kind::PropagationPolicy => {
+            let r = api
+                .delete_propagation_policy(v1::DeletePropagationPolicyRequest {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s| status_error(what("propagationpolicy"), &s))?
+                .into_inner();
+            (format!("propagationpolicy/{name}"), r.deleted)
+        }
+        Kind::ClusterPropagationPolicy => {
+            let r = api
+                .delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
+                    name: name.into(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s| status_error(what("clusterpropagationpolicy"), &s))?
+                .into_inner();
+            (format!("clusterpropagationpolicy/{name}"), r.deleted)
+        }
+        Kind::ClusterTaintPolicy => {
+            let r = api
+                .delete_cluster_taint_policy(v1::DeleteClusterTaintPolicyRequest {
+                    name: name.into(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s| status_error(what("clustertaintpolicy"), &s))?
+                .into_inner();
+            (format!("clustertaintpolicy/{name}"), r.deleted)
+        }
+        Kind::Workload(workload_kind) => {
+            let scope = Scope {
+                namespace: Some(namespace.to_owned()),
+                workload_kind: workload_kind.clone(),
+                ..Default::default()
+            };
+            let found = v1::Workload::get_named(api, &scope, name)
+                .await
+                .map_err(|s| status_error(what("workload"), &s))?;
+            let workload = match found.as_slice() {
+                [one] => one.clone(),
+                [] => anyhow::bail!("workload {name:?} not found in namespace {namespace:?}"),
+                many => anyhow::bail!(
+                    "{name:?} names {} workloads in {namespace:?} ({}); name one as Kind/name",
+                    many.len(),
+                    many.iter()
+                        .map(|w| format!("{}/{}", w.kind, w.name()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let r = api
+                .delete_workload(v1::DeleteWorkloadRequest {
+                    namespace: namespace.into(),
+                    kind: workload.kind.clone(),
+                    name: workload.name().to_owned(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s| status_error(what("workload"), &s))?
+                .into_inner();
+            (
+                format!("{}/{}", workload.kind.to_ascii_lowercase(), workload.name()),
+                r.deleted,
+            )
+        }
+        Kind::ResourceBinding | Kind::Work | Kind::Event => anyhow::bail!(
+            "bindings, Works and events are written by Flotilla's controllers and cannot be \
+             deleted; delete the workload or its policy instead"
+        ),
+    })
+}
+
+/// Reads the cluster, applies `change` to its taints and writes it back at the
+/// resourceVersion read (CAS), re-reading and re-deciding on a conflict. `change` returns
+/// the message to print, or `None` when there is nothing to write.
+async fn update_taints<F>(server: &ServerArgs, name: &str, mut change: F) -> anyhow::Result<String>
+where
+    F: FnMut(&mut Vec<v1::Taint>) -> anyhow::Result<Option<String>>,
+{
+    const ATTEMPTS: usize = 8;
+    let mut api = server.api().await?;
+    for _ in 0..ATTEMPTS {
+        let mut cluster = api
+            .get_cluster(v1::GetClusterRequest { name: name.into() })
+            .await
+            .map_err(|s| status_error(format!("reading cluster {name:?}"), &s))?
+            .into_inner();
+        let spec = cluster.spec.get_or_insert_with(Default::default);
+        let Some(message) = change(&mut spec.taints)? else {
+            return Ok(format!("cluster/{name} unchanged"));
+        };
+        // The resourceVersion read is the precondition (ABORTED if someone wrote since).
+        cluster.status = None;
+        match api
+            .update_cluster(v1::UpdateClusterRequest {
+                cluster: Some(cluster),
+            })
+            .await
+        {
+            Ok(_) => return Ok(message),
+            Err(s) if s.code() == Code::Aborted => continue,
+            Err(s) => return Err(status_error(format!("updating cluster {name:?}"), &s)),
+        }
+    }
+    anyhow::bail!("cluster {name:?} kept changing; gave up after {ATTEMPTS} attempts")
+}
+
+fn check_user_key(key: &str) -> anyhow::Result<()> {
+    if key.starts_with(CONTROLLER_TAINT_PREFIX) {
+        anyhow::bail!(
+            "taints under {CONTROLLER_TAINT_PREFIX} belong to cluster-health (it adds and \
+             removes them from the cluster's health); use another key"
+        );
+    }
+    Ok(())
+}
+
+/// Runs `flotilla taint`.
+pub async fn taint(args: TaintArgs) -> anyhow::Result<ExitCode> {
+    for t in &args.taints {
+        check_user_key(&t.key)?;
+    }
+    let wanted = args.taints.clone();
+    let overwrite = args.overwrite;
+    let message = update_taints(&args.server, &args.name, |taints| {
+        let mut changed = false;
+        for t in &wanted {
+            let effect = t.effect as i32;
+            match taints
+                .iter_mut()
+                .find(|x| x.key == t.key && x.effect == effect)
+            {
+                Some(existing) if existing.value == t.value => {}
+                Some(existing) if overwrite => {
+                    existing.value.clone_from(&t.value);
+                    changed = true;
+                }
+                Some(existing) => anyhow::bail!(
+                    "cluster {:?} already has taint {}; use --overwrite to change its value",
+                    args.name,
+                    words::taint(existing)
+                ),
+                None => {
+                    taints.push(v1::Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone(),
+                        effect,
+                        // The api stamps timeAdded on new NoExecute taints.
+                        time_added: None,
+                        trace_context: String::new(),
+                    });
+                    changed = true;
+                }
+            }
+        }
+        Ok(changed.then(|| format!("cluster/{} tainted", args.name)))
+    })
+    .await?;
+    println!("{message}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `flotilla untaint`.
+pub async fn untaint(args: UntaintArgs) -> anyhow::Result<ExitCode> {
+    for t in &args.taints {
+        check_user_key(&t.key)?;
+    }
+    let unwanted = args.taints.clone();
+    let message = update_taints(&args.server, &args.name, |taints| {
+        for u in &unwanted {
+            let matches =
+                |x: &v1::Taint| x.key == u.key && u.effect.is_none_or(|e| x.effect == e as i32);
+            if !taints.iter().any(matches) {
+                anyhow::bail!(
+                    "cluster {:?} has no taint {}{}",
+                    args.name,
+                    u.key,
+                    u.effect
+                        .map(|e| format!(":{}", words::effect(e as i32)))
+                        .unwrap_or_default()
+                );
+            }
+            taints.retain(|x| !matches(x));
+        }
+        Ok(Some(format!("cluster/{} untainted", args.name)))
+    })
+    .await?;
+    println!("{message}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `flotilla cordon` (`cordon` true) or `flotilla uncordon`.
+pub async fn cordon(args: CordonArgs, cordon: bool) -> anyhow::Result<ExitCode> {
+    let name = args.name.clone();
+    let message = update_taints(&args.server, &args.name, |taints| {
+        let effect = v1::TaintEffect::NoSchedule as i32;
+        let present = taints
+            .iter()
+            .any(|t| t.key == CORDON_TAINT_KEY && t.effect == effect);
+        Ok(match (cordon, present) {
+            (true, true) | (false, false) => None,
+            (true, false) => {
+                taints.push(v1::Taint {
+                    key: CORDON_TAINT_KEY.into(),
+                    value: String::new(),
+                    effect,
+                    time_added: None,
+                    trace_context: String::new(),
+                });
+                Some(format!("cluster/{name} cordoned"))
+            }
+            (false, true) => {
+                taints.retain(|t| !(t.key == CORDON_TAINT_KEY && t.effect == effect));
+                Some(format!("cluster/{name} uncordoned"))
+            }
+        })
+    })
+    .await?;
+    if message.ends_with("unchanged") {
+        println!(
+            "cluster/{} already {}",
+            args.name,
+            if cordon { "cordoned" } else { "uncordoned" }
+        );
+    } else {
+        println!("{message}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `flotilla join`.
+pub async fn join(args: JoinArgs) -> anyhow::Result<ExitCode> {
+    let cluster = v1::Cluster {
+        metadata: Some(v1::ObjectMeta {
+            name: args.name.clone(),
+            labels: args.labels.iter().cloned().collect(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ClusterSpec {
+            sync_mode: if args.pull {
+                v1::SyncMode::Pull
+            } else {
+                v1::SyncMode::Push
+            } as i32,
+            api_endpoint: args.endpoint.clone(),
+            provider: args.provider.clone(),
+            region: args.region.clone(),
+            zones: args.zones.clone(),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let mut api = args.server.api().await?;
+    api.create_cluster(v1::CreateClusterRequest {
+        cluster: Some(cluster),
+    })
+    .await
+    .map_err(|s: Status| status_error(format!("joining cluster {:?}", args.name), &s))?;
+    println!(
+        "cluster/{} joined ({} mode, {})",
+        args.name,
+        if args.pull { "Pull" } else { "Push" },
+        args.endpoint
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `flotilla unjoin`.
+pub async fn unjoin(args: UnjoinArgs) -> anyhow::Result<ExitCode> {
+    let mut api = args.server.api().await?;
+    let (handle, deleted) = delete_one(&mut api, &Kind::Cluster, "", &args.name).await?;
+    if deleted {
+        println!("{handle} unjoined");
+    } else {
+        println!(
+            "{handle} marked for deletion: its workloads are being evicted; it is removed once \
+             no binding or Work references it"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taint_arguments_parse_like_kubectl() {
+        assert_eq!(
+            parse_taint("maintenance=true:NoSchedule").unwrap(),
+            TaintArg {
+                key: "maintenance".into(),
+                value: "true".into(),
+                effect: v1::TaintEffect::NoSchedule
+            }
+        );
+        assert_eq!(
+            parse_taint("example.com/decommission:NoExecute").unwrap(),
+            TaintArg {
+                key: "example.com/decommission".into(),
+                value: String::new(),
+                effect: v1::TaintEffect::NoExecute
+            }
+        );
+        assert!(parse_taint("k=v").is_err());
+        assert!(parse_taint("k:PreferNoSchedule").is_err());
+        assert!(parse_taint(":NoSchedule").is_err());
+        assert_eq!(
+            parse_untaint("example.com/k").unwrap(),
+            UntaintArg {
+                key: "example.com/k".into(),
+                effect: None
+            }
+        );
+        assert_eq!(
+            parse_untaint("k:NoExecute-").unwrap(),
+            UntaintArg {
+                key: "k".into(),
+                effect: Some(v1::TaintEffect::NoExecute)
+            }
+        );
+        assert!(check_user_key("cluster.karmada.io/not-ready").is_err());
+        assert!(check_user_key(CORDON_TAINT_KEY).is_ok());
+    }
+}

@@ -1,0 +1,717 @@
+//! The whole Flotilla suite in one process: the six control-plane services, each on its own
+//! loopback gRPC port (+ an admin port), on one shared store, and simulated member clusters
+//! served in-process. Used by `flotilla up` (fixed ports) and `flotilla bench` (port 0).
+//!
+//! ```text
+//!   StoreRef (MemStore or etcd) ─┬─ api               grpc + admin   (detector + Api)
+//!                                ├─ cluster-health    grpc + admin   (probes members)
+//!                                ├─ taint-manager     grpc + admin
+//!                                ├─ scheduler         grpc + admin
+//!                                ├─ graceful-eviction grpc + admin
+//!                                └─ work-executor     grpc + admin   (applies to members)
+//!   member-sim × N  (each its own address: gRPC MemberSim + HTTP /readyz)
+//!   supervisor: the first task that stops on its own stops everything (a partial suite
+//!   would only confuse); Suite::stop drains every task.
+//! ```
+//!
+//! Every service's configuration comes from parsing its own clap `Args` with the flags we
+//! want (`flotilla_scheduler::Args::try_parse_from([...])`), so that defaults are defined in
+//! one place: the service.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use clap::Parser;
+use flotilla_member_sim::{Fault, Listeners, Sim, SimConfig};
+use flotilla_proto::v1;
+use flotilla_proto::v1::api_client::ApiClient;
+use flotilla_runtime::admin::serve_admin;
+use flotilla_runtime::telemetry::install_metrics;
+use flotilla_runtime::{GrpcConfig, GrpcServer, Readiness, Shutdown, decode_limited};
+use flotilla_store::StoreRef;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tonic::transport::{Channel, Endpoint};
+
+/// What every admin port's `/metrics` renders (one recorder per process).
+type Handle = Option<PrometheusHandle>;
+
+/// A control-plane service of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Service {
+    /// `flotilla-api`: the front door and the detector.
+    Api,
+    /// `flotilla-cluster-health`: probes members, Ready condition, controller taints.
+    ClusterHealth,
+    /// `flotilla-taint-manager`: evicts bindings from NoExecute-tainted clusters.
+    TaintManager,
+    /// `flotilla-scheduler`: places bindings.
+    Scheduler,
+    /// `flotilla-graceful-eviction`: removes eviction tasks.
+    GracefulEviction,
+    /// `flotilla-work-executor`: Works, member applies, aggregated status.
+    WorkExecutor,
+}
+
+impl Service {
+    /// Every service, in port order (api first: the client's default `--server`).
+    pub const ALL: [Service; 6] = [
+        Service::Api,
+        Service::ClusterHealth,
+        Service::TaintManager,
+        Service::Scheduler,
+        Service::GracefulEviction,
+        Service::WorkExecutor,
+    ];
+
+    /// The service's short name, as in its binary `flotilla-<name>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Api => "api",
+            Service::ClusterHealth => "cluster-health",
+            Service::TaintManager => "taint-manager",
+            Service::Scheduler => "scheduler",
+            Service::GracefulEviction => "graceful-eviction",
+            Service::WorkExecutor => "work-executor",
+        }
+    }
+
+    /// The fully qualified gRPC service it serves (besides health and reflection).
+    pub fn grpc_service(self) -> &'static str {
+        match self {
+            Service::Api => flotilla_api::SERVICE_NAME,
+            Service::ClusterHealth => flotilla_cluster_health::SERVICE_NAME,
+            Service::TaintManager => flotilla_taint_manager::SERVICE_NAME,
+            Service::Scheduler => "flotilla.v1.Scheduler",
+            Service::GracefulEviction => flotilla_graceful_eviction::SERVICE_NAME,
+            Service::WorkExecutor => flotilla_work_executor::SERVICE_NAME,
+        }
+    }
+
+    /// Parses a name as given on the command line (`scheduler`, `flotilla-scheduler`).
+    pub fn parse(name: &str) -> Option<Service> {
+        let name = name.strip_prefix("flotilla-").unwrap_or(name);
+        Service::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// A simulated member cluster to run and register.
+#[derive(Clone, Debug)]
+pub struct MemberSpec {
+    /// Cluster name.
+    pub name: String,
+    /// Where its member-sim listens (port 0: any).
+    pub listen: SocketAddr,
+    /// `spec.region` of its Cluster.
+    pub region: String,
+    /// `spec.provider` of its Cluster.
+    pub provider: String,
+    /// `spec.zones` of its Cluster.
+    pub zones: Vec<String>,
+    /// `metadata.labels` of its Cluster.
+    pub labels: BTreeMap<String, String>,
+    /// Pods it can run at once (member-sim `--capacity`).
+    pub capacity: u32,
+    /// Start-up delay of its pods (member-sim `--pod-startup-delay`).
+    pub pod_startup_delay: Duration,
+}
+
+/// Where one service listens.
+#[derive(Clone, Copy, Debug)]
+pub struct ServiceListen {
+    /// gRPC address (port 0: any).
+    pub grpc: SocketAddr,
+    /// Admin HTTP address (`/metrics`, `/livez`, `/readyz`); `None`: no admin server.
+    pub admin: Option<SocketAddr>,
+}
+
+/// What [`Suite::start`] runs.
+#[derive(Clone, Debug)]
+pub struct SuiteConfig {
+    /// Where each service listens.
+    pub listen: BTreeMap<Service, ServiceListen>,
+    /// Flags passed to each service's own `Args` parser (besides `--store mem`).
+    pub flags: BTreeMap<Service, Vec<String>>,
+    /// The member clusters.
+    pub members: Vec<MemberSpec>,
+}
+
+/// A running service's addresses.
+#[derive(Clone, Debug)]
+pub struct RunningService {
+    /// Which service.
+    pub service: Service,
+    /// Its gRPC address.
+    pub grpc: SocketAddr,
+    /// Its admin address, if any.
+    pub admin: Option<SocketAddr>,
+}
+
+/// A running member-sim.
+#[derive(Clone, Debug)]
+pub struct RunningMember {
+    /// What it was started from.
+    pub spec: MemberSpec,
+    /// The address it serves (gRPC MemberSim + HTTP `/readyz`).
+    pub addr: SocketAddr,
+    /// The simulator, to inspect it or set faults in-process (`flotilla bench`).
+    #[allow(dead_code)]
+    pub sim: Arc<Sim>,
+}
+
+impl RunningMember {
+    /// `spec.apiEndpoint` of its Cluster.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Its Cluster object, as registered through the api (a Push cluster).
+    pub fn cluster(&self) -> v1::Cluster {
+        v1::Cluster {
+            metadata: Some(v1::ObjectMeta {
+                name: self.spec.name.clone(),
+                labels: self.spec.labels.clone().into_iter().collect(),
+                ..Default::default()
+            }),
+            spec: Some(v1::ClusterSpec {
+                sync_mode: v1::SyncMode::Push as i32,
+                api_endpoint: self.endpoint(),
+                provider: self.spec.provider.clone(),
+                region: self.spec.region.clone(),
+                zones: self.spec.zones.clone(),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+}
+
+/// The running suite.
+#[derive(Debug)]
+pub struct Suite {
+    /// The services, in [`Service::ALL`] order.
+    pub services: Vec<RunningService>,
+    /// The member clusters, in the order given.
+    pub members: Vec<RunningMember>,
+    /// Fires to stop everything (also fired by the supervisor when a task fails).
+    pub shutdown: Shutdown,
+    failure: watch::Receiver<Option<String>>,
+    supervisor: JoinHandle<Vec<String>>,
+}
+
+type Task = (String, anyhow::Result<()>);
+
+/// Binds `addr` for `what`, with a hint when the port is taken.
+async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " (address in use: is another `flotilla up` running? --base-port moves every port)"
+        } else {
+            ""
+        };
+        anyhow!("cannot listen on {addr} for {what}: {e}{hint}")
+    })
+}
+
+/// Joins what `validate()` reported into one message.
+fn invalid<E: std::fmt::Display>(service: Service, errors: Vec<E>) -> anyhow::Error {
+    anyhow!(
+        "invalid flags for {}: {}",
+        service.name(),
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+/// Parses a service's own flags: `flotilla-<name> --store mem <flags>`. The store flag only
+/// satisfies the parser; the suite hands every service the shared store.
+pub fn parse_service_args<A: Parser>(service: Service, flags: &[String]) -> anyhow::Result<A> {
+    let argv = [format!("flotilla-{}", service.name()), "--store=mem".into()]
+        .into_iter()
+        .chain(flags.iter().cloned());
+    A::try_parse_from(argv).map_err(|e| {
+        anyhow!(
+            "invalid flags for {}: {}",
+            service.name(),
+            e.to_string().trim_end()
+        )
+    })
+}
+
+/// Serves a service's gRPC router and admin endpoints until `shutdown`.
+async fn serve(
+    grpc: GrpcServer,
+    grpc_listener: TcpListener,
+    admin: Option<TcpListener>,
+    metrics: Handle,
+    readiness: Readiness,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let admin = async {
+        match admin {
+            Some(l) => serve_admin(l, metrics, readiness, shutdown.clone())
+                .await
+                .context("admin server"),
+            None => Ok(()),
+        }
+    };
+    let (served, admin) = tokio::join!(grpc.serve(grpc_listener, shutdown.clone()), admin);
+    served.context("gRPC server")?;
+    admin
+}
+
+/// A gRPC server with health (following `readiness`) and reflection.
+async fn grpc_server(
+    service: Service,
+    timeout: Duration,
+    readiness: &Readiness,
+    shutdown: &Shutdown,
+) -> anyhow::Result<GrpcServer> {
+    GrpcServer::new(
+        &[flotilla_proto::FILE_DESCRIPTOR_SET],
+        GrpcConfig::default()
+            .request_timeout(timeout)
+            .health_service(service.grpc_service()),
+        readiness.clone(),
+        shutdown,
+    )
+    .await
+    .with_context(|| format!("building the gRPC server of {}", service.name()))
+}
+
+/// Starts one service on `store`; returns its task.
+async fn start_service(
+    service: Service,
+    store: StoreRef,
+    flags: &[String],
+    grpc: TcpListener,
+    admin: Option<TcpListener>,
+    metrics: Handle,
+    shutdown: &Shutdown,
+) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
+    let readiness = Readiness::new();
+    let sd = shutdown.clone();
+    let task = match service {
+        Service::Api => {
+            let args: flotilla_api::Args = parse_service_args(service, flags)?;
+            let config = args.validate().map_err(|e| invalid(service, e))?;
+            let started = flotilla_api::start(store, &config, &readiness, shutdown);
+            let server = grpc_server(service, config.grpc_timeout, &readiness, shutdown)
+                .await?
+                .map_router(|r| {
+                    r.add_service(decode_limited!(v1::api_server::ApiServer::new(started.api)))
+                });
+            let detector = started.detector.task;
+            tokio::spawn(async move {
+                serve(server, grpc, admin, metrics, readiness, sd).await?;
+                detector.await.context("detector task")?;
+                Ok(())
+            })
+        }
+        Service::ClusterHealth => {
+            let args: flotilla_cluster_health::Args = parse_service_args(service, flags)?;
+            let timeout = args.common.grpc_timeout;
+            let config = args.validate().map_err(|e| invalid(service, e))?;
+            let started =
+                flotilla_cluster_health::start(store, config, readiness.clone(), shutdown.clone());
+            let svc = started.service.clone();
+            let server = grpc_server(service, timeout, &readiness, shutdown)
+                .await?
+                .map_router(|r| r.add_service(flotilla_cluster_health::grpc::server(svc)));
+            tokio::spawn(async move {
+                let (served, ran) = tokio::join!(
+                    serve(server, grpc, admin, metrics, readiness, sd),
+                    started.task
+                );
+                served?;
+                ran.context("controller task")??;
+                Ok(())
+            })
+        }
+        Service::TaintManager => {
+            let args: flotilla_taint_manager::Args = parse_service_args(service, flags)?;
+            let timeout = args.common.grpc_timeout;
+            let config = args.validate().map_err(|e| invalid(service, e))?;
+            let controller =
+                flotilla_taint_manager::Service::new(store, config, &readiness, shutdown.clone());
+            let server = grpc_server(service, timeout, &readiness, shutdown)
+                .await?
+                .map_router(|r| r.add_service(flotilla_taint_manager::grpc::server()));
+            tokio::spawn(async move {
+                let (served, ran) = tokio::join!(
+                    serve(server, grpc, admin, metrics, readiness, sd),
+                    controller.run()
+                );
+                served?;
+                ran?;
+                Ok(())
+            })
+        }
+        Service::Scheduler => {
+            let args: flotilla_scheduler::Args = parse_service_args(service, flags)?;
+            let config = args.validate().map_err(|e| invalid(service, e))?;
+            tokio::spawn(flotilla_scheduler::run_with(store, config, grpc, admin, sd))
+        }
+        Service::GracefulEviction => {
+            let args: flotilla_graceful_eviction::Args = parse_service_args(service, flags)?;
+            let timeout = args.common.grpc_timeout;
+            let config = args.validate().map_err(|e| invalid(service, e))?;
+            let default_timeout = config.default_timeout;
+            let controller = flotilla_graceful_eviction::Service::new(
+                store,
+                config,
+                &readiness,
+                shutdown.clone(),
+            );
+            let server = grpc_server(service, timeout, &readiness, shutdown)
+                .await?
+                .map_router(|r| {
+                    r.add_service(flotilla_graceful_eviction::grpc::server(default_timeout))
+                });
+            tokio::spawn(async move {
+                let (served, ran) = tokio::join!(
+                    serve(server, grpc, admin, metrics, readiness, sd),
+                    controller.run()
+                );
+                served?;
+                ran?;
+                Ok(())
+            })
+        }
+        Service::WorkExecutor => {
+            let args: flotilla_work_executor::Args = parse_service_args(service, flags)?;
+            let config = args.validate().map_err(|e| invalid(service, e))?;
+            let timeout = config.grpc_timeout;
+            let executor =
+                flotilla_work_executor::WorkExecutor::start(store, config, &readiness, shutdown);
+            let server = grpc_server(service, timeout, &readiness, shutdown)
+                .await?
+                .map_router(|r| r.add_service(executor.server()));
+            tokio::spawn(async move {
+                // `executor` owns the controllers' context: keep it until the server stops.
+                let result = serve(server, grpc, admin, metrics, readiness, sd).await;
+                drop(executor);
+                result
+            })
+        }
+    };
+    Ok(task)
+}
+
+// === impl Suite ===
+
+impl Suite {
+    /// Binds every address first (so that a taken port fails before anything starts), then
+    /// starts the services and the member-sims on `store`. Everything stops when
+    /// `shutdown` fires, or when any part stops on its own.
+    pub async fn start(
+        config: SuiteConfig,
+        store: StoreRef,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<Suite> {
+        let mut listeners = Vec::new();
+        for service in Service::ALL {
+            let listen = config
+                .listen
+                .get(&service)
+                .copied()
+                .unwrap_or(ServiceListen {
+                    grpc: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    admin: None,
+                });
+            let grpc = bind(listen.grpc, service.name()).await?;
+            let admin = match listen.admin {
+                Some(a) => Some(bind(a, &format!("the admin server of {}", service.name())).await?),
+                None => None,
+            };
+            listeners.push((service, grpc, admin));
+        }
+        let mut member_listeners = Vec::new();
+        for m in &config.members {
+            member_listeners.push(bind(m.listen, &format!("member {}", m.name)).await?);
+        }
+
+        // One Prometheus recorder for the process; every admin port serves it.
+        let metrics: Handle = install_metrics().ok();
+        let mut set: JoinSet<Task> = JoinSet::new();
+        let mut services = Vec::new();
+        for (service, grpc, admin) in listeners {
+            let addrs = RunningService {
+                service,
+                grpc: grpc.local_addr()?,
+                admin: admin.as_ref().and_then(|a| a.local_addr().ok()),
+            };
+            let flags = config.flags.get(&service).cloned().unwrap_or_default();
+            let task = start_service(
+                service,
+                store.clone(),
+                &flags,
+                grpc,
+                admin,
+                metrics.clone(),
+                &shutdown,
+            )
+            .await;
+            let task = match task {
+                Ok(t) => t,
+                Err(e) => {
+                    shutdown.trigger();
+                    return Err(e);
+                }
+            };
+            let name = service.name().to_owned();
+            set.spawn(async move {
+                let result = match task.await {
+                    Ok(r) => r,
+                    Err(e) => Err(anyhow!("task failed: {e}")),
+                };
+                (name, result)
+            });
+            services.push(addrs);
+        }
+
+        let mut members = Vec::new();
+        for (spec, listen) in config.members.into_iter().zip(member_listeners) {
+            let addr = listen.local_addr()?;
+            let sim = Arc::new(Sim::new(SimConfig {
+                name: spec.name.clone(),
+                capacity: spec.capacity,
+                pod_startup_delay: spec.pod_startup_delay,
+                fault: Fault::Healthy,
+            }));
+            let listeners = Listeners {
+                listen,
+                control: None,
+            };
+            let name = format!("member {}", spec.name);
+            let (s, sd) = (sim.clone(), shutdown.clone());
+            set.spawn(async move {
+                let result = flotilla_member_sim::run_with(s, None, listeners, sd)
+                    .await
+                    .map_err(anyhow::Error::from);
+                (name, result)
+            });
+            members.push(RunningMember { spec, addr, sim });
+        }
+
+        let (failure_tx, failure) = watch::channel(None);
+        let supervisor = tokio::spawn(supervise(set, shutdown.clone(), failure_tx));
+        Ok(Suite {
+            services,
+            members,
+            shutdown,
+            failure,
+            supervisor,
+        })
+    }
+
+    /// The address of `service`.
+    pub fn addr(&self, service: Service) -> Option<SocketAddr> {
+        self.services
+            .iter()
+            .find(|s| s.service == service)
+            .map(|s| s.grpc)
+    }
+
+    /// The api's URL.
+    pub fn api_url(&self) -> String {
+        format!(
+            "http://{}",
+            self.addr(Service::Api)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
+        )
+    }
+
+    /// A client of the api.
+    pub async fn api(&self) -> anyhow::Result<ApiClient<Channel>> {
+        let channel = channel(&self.api_url()).await?;
+        Ok(ApiClient::new(channel)
+            .max_decoding_message_size(64 * 1024 * 1024)
+            .max_encoding_message_size(16 * 1024 * 1024))
+    }
+
+    /// Waits until every service answers gRPC health with SERVING (its caches synced).
+    pub async fn wait_serving(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        for s in &self.services {
+            let url = format!("http://{}", s.grpc);
+            loop {
+                if let Some(reason) = self.failure() {
+                    anyhow::bail!("the suite stopped: {reason}");
+                }
+                if serving(&url).await {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    anyhow::bail!(
+                        "{} at {} did not report SERVING within {}",
+                        s.service.name(),
+                        s.grpc,
+                        humantime::format_duration(timeout)
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers every member as a Push Cluster through the api (an existing Cluster of the
+    /// same name, e.g. from an earlier run on etcd, is updated to this endpoint).
+    /// `concurrency` registrations run at once.
+    pub async fn register_members(&self, concurrency: usize) -> anyhow::Result<()> {
+        use futures::StreamExt as _;
+        let api = self.api().await?;
+        let results: Vec<anyhow::Result<()>> =
+            futures::stream::iter(self.members.iter().map(|m| {
+                let api = api.clone();
+                register(api, m.cluster())
+            }))
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+
+    /// Why the suite stopped by itself, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.borrow().clone()
+    }
+
+    /// Resolves when a part of the suite stopped by itself; returns why.
+    pub async fn failed(&self) -> String {
+        let mut rx = self.failure.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.clone().unwrap_or_default(),
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// Stops everything and waits up to `timeout` for every task; returns the problems seen
+    /// while stopping (a service that failed to stop cleanly), if any.
+    pub async fn stop(self, timeout: Duration) -> Vec<String> {
+        self.shutdown.trigger();
+        match tokio::time::timeout(timeout, self.supervisor).await {
+            Ok(Ok(problems)) => problems,
+            Ok(Err(e)) => vec![format!("supervisor failed: {e}")],
+            Err(_) => vec![format!(
+                "some services did not stop within {}",
+                humantime::format_duration(timeout)
+            )],
+        }
+    }
+}
+
+/// Creates `cluster` through the api; if it exists, updates its spec and labels.
+async fn register(mut api: ApiClient<Channel>, cluster: v1::Cluster) -> anyhow::Result<()> {
+    let name = cluster
+        .metadata
+        .as_ref()
+        .map(|m| m.name.clone())
+        .unwrap_or_default();
+    match api
+        .create_cluster(v1::CreateClusterRequest {
+            cluster: Some(cluster.clone()),
+        })
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(status) if status.code() == tonic::Code::AlreadyExists => {
+            let mut current = api
+                .get_cluster(v1::GetClusterRequest { name: name.clone() })
+                .await
+                .with_context(|| format!("reading the existing Cluster {name}"))?
+                .into_inner();
+            let mut spec = cluster.spec.unwrap_or_default();
+            // Keep the taints as stored (the controller's are kept by the api anyway).
+            spec.taints = current.spec.take().map(|s| s.taints).unwrap_or_default();
+            if let (Some(meta), Some(new)) = (current.metadata.as_mut(), cluster.metadata) {
+                meta.labels = new.labels;
+            }
+            current.spec = Some(spec);
+            current.status = None;
+            api.update_cluster(v1::UpdateClusterRequest {
+                cluster: Some(current),
+            })
+            .await
+            .with_context(|| format!("updating the existing Cluster {name}"))?;
+            Ok(())
+        }
+        Err(status) => Err(anyhow!(
+            "registering Cluster {name}: {}: {}",
+            status.code(),
+            status.message()
+        )),
+    }
+}
+
+/// Watches the tasks: the first to stop before the shutdown stops everything and is
+/// reported; returns the problems seen while stopping.
+async fn supervise(
+    mut set: JoinSet<Task>,
+    shutdown: Shutdown,
+    failure: watch::Sender<Option<String>>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        let (name, result) = match joined {
+            Ok(task) => task,
+            Err(e) => ("a task".to_owned(), Err(anyhow!("panicked: {e}"))),
+        };
+        if !shutdown.is_triggered() {
+            let why = match &result {
+                Ok(()) => format!("{name} stopped unexpectedly"),
+                Err(e) => format!("{name} failed: {e:#}"),
+            };
+            tracing::error!(reason = %why, "stopping the suite");
+            failure.send_replace(Some(why));
+            shutdown.trigger();
+        } else if let Err(e) = result {
+            problems.push(format!("{name}: {e:#}"));
+        }
+    }
+    problems
+}
+
+/// A lazily connecting channel to `url` with short connect timeouts.
+pub async fn channel(url: &str) -> anyhow::Result<Channel> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .with_context(|| format!("bad address {url}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true);
+    endpoint
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {url}"))
+}
+
+/// Whether `url` answers `grpc.health.v1.Health/Check` ("") with SERVING.
+pub async fn serving(url: &str) -> bool {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    let Ok(endpoint) = Endpoint::from_shared(url.to_owned()) else {
+        return false;
+    };
+    let Ok(channel) = endpoint
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+    else {
+        return false;
+    };
+    HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32)
+}

@@ -1,0 +1,684 @@
+//! The client commands end to end: the `flotilla` binary against a real `flotilla up` (its
+//! own process, every service on loopback ports, the in-memory store, three member-sims,
+//! demo timers), over real sockets.
+//!
+//! - the seed (Karmada's documented Deployment + PropagationPolicy, weights member1:1
+//!   member2:2) applied through `apply -f`, `explain` and `what-if` checked for content,
+//!   member1 failed through `cluster fail`, the binding watched (`get rb -w`) to {member2:3};
+//! - an invalid file (a NoSchedule toleration with tolerationSeconds, an unknown field)
+//!   reports the document, the field and the reason, exits 1 and applies nothing, not even
+//!   the valid first document; the server's own INVALID_ARGUMENT is printed with its field;
+//! - taint/untaint, cordon/uncordon, join/unjoin, delete, usage errors (exit 2).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead as _, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Karmada's failover documentation (failover-analysis.md, "Divided schedule type"),
+/// unchanged: the seed scenario.
+const SEED: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nginx
+  labels:
+    app: nginx
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: nginx
+  template:
+    metadata:
+      labels:
+        app: nginx
+    spec:
+      containers:
+      - image: nginx
+        name: nginx
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames:
+        - member1
+        - member2
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+      weightPreference:
+        staticWeightList:
+          - targetCluster:
+              clusterNames:
+                - member1
+            weight: 1
+          - targetCluster:
+              clusterNames:
+                - member2
+            weight: 2
+"#;
+
+/// A running `flotilla up`, killed (and reaped) on drop.
+struct Up {
+    child: Child,
+    server: String,
+    dir: tempfile::TempDir,
+}
+
+fn ports_free(base: u16, count: u16) -> bool {
+    (base..base + count).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
+}
+
+fn pick_base() -> u16 {
+    let seed = u64::from(std::process::id())
+        ^ u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos(),
+        );
+    for i in 0..200u64 {
+        let base = 20_000 + ((seed.wrapping_mul(31).wrapping_add(i * 7919)) % 400) as u16 * 100;
+        if ports_free(base, 40) {
+            return base;
+        }
+    }
+    panic!("no free block of 40 loopback ports");
+}
+
+impl Up {
+    fn start() -> Up {
+        let dir = tempfile::tempdir().unwrap();
+        let base = pick_base();
+        let out = std::fs::File::create(dir.path().join("up.out")).unwrap();
+        let child = Command::new(BIN)
+            .args(["up", "--base-port", &base.to_string(), "--log", "warn"])
+            .arg("--log-file")
+            .arg(dir.path().join("up.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .expect("spawn flotilla up");
+        let up = Up {
+            child,
+            server: format!("127.0.0.1:{base}"),
+            dir,
+        };
+        up.eventually("three Ready clusters", |up| {
+            let out = up.cli(&["get", "clusters", "-o", "json"]);
+            if !out.status.success() {
+                return None;
+            }
+            let list: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let ready = list["items"]
+                .as_array()?
+                .iter()
+                .filter(|c| {
+                    c["status"]["conditions"].as_array().is_some_and(|conds| {
+                        conds
+                            .iter()
+                            .any(|x| x["type"] == "Ready" && x["status"] == "CONDITION_STATUS_TRUE")
+                    })
+                })
+                .count();
+            (ready == 3).then_some(())
+        });
+        up
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env("FLOTILLA_SERVER", &self.server)
+            .env_remove("FLOTILLA_NAMESPACE")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run flotilla")
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "flotilla {args:?} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&all)).unwrap()
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn eventually<T>(&self, what: &str, mut f: impl FnMut(&Up) -> Option<T>) -> T {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = f(self) {
+                return v;
+            }
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "timed out after {TIMEOUT:?} waiting for {what}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn logs(&self) -> String {
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        format!(
+            "----- flotilla up -----\n{}\n----- services -----\n{}",
+            read(&self.dir.path().join("up.out")),
+            read(&self.dir.path().join("up.log"))
+        )
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `member1:1,member2:2` of a binding in the proto3 JSON mapping.
+fn targets(binding: &serde_json::Value) -> String {
+    let mut t: Vec<String> = binding["spec"]["clusters"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| format!("{}:{}", c["name"].as_str().unwrap_or(""), c["replicas"]))
+                .collect()
+        })
+        .unwrap_or_default();
+    t.sort();
+    t.join(",")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn seed_failover_through_the_cli() {
+    let up = Up::start();
+    let seed = up.write("nginx.yaml", SEED);
+    let applied = up.ok(&["apply", "-f", seed.to_str().unwrap()]);
+    assert!(applied.contains("deployment/nginx created"), "{applied}");
+    assert!(
+        applied.contains("propagationpolicy/nginx-propagation created"),
+        "{applied}"
+    );
+
+    // Scheduled by weight, applied and healthy.
+    up.eventually("the binding on member1:1,member2:2, fully applied", |up| {
+        let b = up.json(&["get", "rb", "nginx-deployment"]);
+        let applied = b["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "FullyApplied" && c["status"] == "CONDITION_STATUS_TRUE");
+        (targets(&b) == "member1:1,member2:2" && applied).then_some(())
+    });
+    let table = up.ok(&["get", "rb"]);
+    assert!(table.starts_with("NAMESPACE   NAME"), "{table}");
+    assert!(table.contains("nginx-deployment"), "{table}");
+    assert!(table.contains("member1:1,member2:2"), "{table}");
+    // Re-applying the same file changes nothing.
+    let again = up.ok(&["apply", "-f", seed.to_str().unwrap()]);
+    assert!(
+        again.contains("propagationpolicy/nginx-propagation unchanged"),
+        "{again}"
+    );
+
+    // Why it is where it is.
+    let explain = up.ok(&["explain", "binding", "default/nginx-deployment"]);
+    for want in [
+        "Runs on:         member1:1,member2:2",
+        "Scheduling (Scheduler.Simulate)",
+        "ClusterAffinity",
+        "member1: no NoExecute taint: stays",
+        "Works (WorkExecutor.Plan)",
+        "Kept on:          member1,member2",
+    ] {
+        assert!(explain.contains(want), "missing {want:?} in:\n{explain}");
+    }
+    let member3 = explain
+        .lines()
+        .find(|l| l.trim_start().starts_with("member3 "))
+        .unwrap_or_else(|| panic!("no filter row for member3:\n{explain}"));
+    assert!(
+        member3.contains(" no "),
+        "member3 is filtered out: {member3}"
+    );
+
+    // What if member1 failed: the binding would move to member2 with all three replicas.
+    let what_if = up.ok(&["what-if", "fail", "member1"]);
+    let row = what_if
+        .lines()
+        .find(|l| l.starts_with("default/nginx-deployment"))
+        .unwrap_or_else(|| panic!("the binding is not named:\n{what_if}"));
+    assert!(row.contains("member2:3"), "{what_if}");
+    assert!(
+        row.contains("after 2s"),
+        "demo tolerations are 2s: {what_if}"
+    );
+    assert!(
+        what_if.contains("1 binding(s) would move, 0 would have nowhere to go"),
+        "{what_if}"
+    );
+    // Nothing was changed by the dry runs.
+    assert_eq!(
+        targets(&up.json(&["get", "rb", "nginx-deployment"])),
+        "member1:1,member2:2"
+    );
+
+    // Watch the binding while member1 fails.
+    let mut watch = up
+        .command(&["get", "rb", "nginx-deployment", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let failed = up.ok(&["cluster", "fail", "member1"]);
+    assert!(
+        failed.contains("cluster/member1 is now unreachable"),
+        "{failed}"
+    );
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    let moved = loop {
+        match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(line) => {
+                let done = line.contains(" member2:3 ");
+                seen.push(line);
+                if done {
+                    break true;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if start.elapsed() < TIMEOUT => {}
+            Err(_) => break false,
+        }
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        moved,
+        "the watch never showed member2:3; it printed:\n{}\n{}",
+        seen.join("\n"),
+        up.logs()
+    );
+    assert!(seen[0].starts_with("NAMESPACE"), "a header first: {seen:?}");
+    assert!(
+        seen[1].contains("member1:1,member2:2"),
+        "then the current row: {seen:?}"
+    );
+
+    // The eviction finishes once member2's replicas are Ready.
+    up.eventually("{member2:3} without eviction tasks", |up| {
+        let b = up.json(&["get", "rb", "nginx-deployment"]);
+        let tasks = b["spec"]["gracefulEvictionTasks"]
+            .as_array()
+            .map_or(0, Vec::len);
+        (targets(&b) == "member2:3" && tasks == 0).then_some(())
+    });
+    let clusters = up.ok(&["get", "clusters"]);
+    let m1 = clusters.lines().find(|l| l.starts_with("member1")).unwrap();
+    assert!(
+        m1.contains("cluster.karmada.io/not-ready:NoExecute"),
+        "{clusters}"
+    );
+    let described = up.ok(&["describe", "rb", "nginx-deployment"]);
+    assert!(
+        described.contains("Clusters:             member2:3"),
+        "{described}"
+    );
+    assert!(
+        described.contains("EvictWorkloadFromCluster"),
+        "{described}"
+    );
+
+    // After the failover, explain says why member1 is gone.
+    let explain = up.ok(&["explain", "binding", "nginx-deployment", "-n", "default"]);
+    assert!(explain.contains("Runs on:         member2:3"), "{explain}");
+    let m1 = explain
+        .lines()
+        .find(|l| l.trim_start().starts_with("member1 "))
+        .unwrap_or_else(|| panic!("no filter row for member1:\n{explain}"));
+    assert!(m1.contains("TaintToleration"), "{explain}");
+
+    let healed = up.ok(&["cluster", "heal", "member1"]);
+    assert!(
+        healed.contains("is now healthy (was unreachable)"),
+        "{healed}"
+    );
+}
+
+#[test]
+fn invalid_input_applies_nothing_and_edits_are_compare_and_swap() {
+    let up = Up::start();
+
+    // Document 2 tolerates a NoSchedule taint for a while: invalid (only NoExecute has
+    // tolerationSeconds). Document 1, a valid Deployment, must not be created either.
+    let bad = up.write(
+        "bad.yaml",
+        &format!(
+            "{}---\n{}",
+            SEED.split("---").next().unwrap().replace("nginx", "web"),
+            r#"apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: bad
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: web
+  placement:
+    clusterTolerations:
+    - key: maintenance
+      operator: Exists
+      effect: NoSchedule
+      tolerationSeconds: 60
+"#
+        ),
+    );
+    let out = up.cli(&["apply", "-f", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("document 2 (PropagationPolicy default/bad)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.placement.clusterTolerations[0].effect"),
+        "{err}"
+    );
+    assert!(err.contains("when `tolerationSeconds` is set"), "{err}");
+    assert!(err.contains("nothing was applied"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing reported as applied");
+
+    // An unknown field, likewise.
+    let unknown = up.write(
+        "unknown.yaml",
+        &format!(
+            "{}---\n{}",
+            SEED.split("---").next().unwrap().replace("nginx", "web"),
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: typo\n\
+             spec:\n  resourceSelectors:\n  - apiVersion: apps/v1\n    kind: Deployment\n    name: web\n  \
+             placement:\n    clusterAfinity:\n      clusterNames: [member1]\n"
+        ),
+    );
+    let out = up.cli(&["apply", "-f", unknown.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("document 2 (PropagationPolicy default/typo)"),
+        "{err}"
+    );
+    assert!(err.contains("spec.placement"), "{err}");
+    assert!(err.contains("unknown field `clusterAfinity`"), "{err}");
+
+    // Nothing was created.
+    let workloads = up.json(&["get", "workloads", "-A"]);
+    assert!(
+        workloads["items"].as_array().is_none_or(Vec::is_empty),
+        "{workloads}"
+    );
+    let pps = up.json(&["get", "pp", "-A"]);
+    assert!(pps["items"].as_array().is_none_or(Vec::is_empty), "{pps}");
+    let out = up.cli(&["get", "deploy", "web"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+
+    // A rule only the server knows: NoExecute taints in ClusterTaintPolicies are off by
+    // default (--allow-no-execute-taint-policy); the server's field violation is printed.
+    let ctp = up.write(
+        "ctp.yaml",
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata:\n  name: evict\n\
+         spec:\n  addOnConditions:\n  - conditionType: Ready\n    operator: NotIn\n    statusValues: [\"True\"]\n  \
+         taints:\n  - key: not-ready\n    effect: NoExecute\n",
+    );
+    let out = up.cli(&["apply", "-f", ctp.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("rejected by the server (invalid)"), "{err}");
+    assert!(err.contains("spec.taints[0].effect"), "{err}");
+
+    // Taints: CAS updates of the cluster's user taints.
+    let tainted = up.ok(&["taint", "cluster", "member3", "maintenance=true:NoSchedule"]);
+    assert!(tainted.contains("cluster/member3 tainted"), "{tainted}");
+    let row = up.ok(&["get", "cluster", "member3"]);
+    assert!(row.contains("maintenance=true:NoSchedule"), "{row}");
+    let out = up.cli(&[
+        "taint",
+        "cluster",
+        "member3",
+        "maintenance=later:NoSchedule",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a changed value needs --overwrite"
+    );
+    up.ok(&[
+        "taint",
+        "cluster",
+        "member3",
+        "maintenance=later:NoSchedule",
+        "--overwrite",
+    ]);
+    assert!(
+        up.ok(&["get", "cluster", "member3"])
+            .contains("maintenance=later:NoSchedule")
+    );
+    let out = up.cli(&[
+        "taint",
+        "cluster",
+        "member3",
+        "cluster.karmada.io/not-ready:NoExecute",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("belong to cluster-health"),
+        "{}",
+        stderr(&out)
+    );
+    up.ok(&["untaint", "cluster", "member3", "maintenance"]);
+    assert!(
+        !up.ok(&["get", "cluster", "member3"])
+            .contains("maintenance")
+    );
+
+    // Cordon adds a NoSchedule taint outside cluster.karmada.io/*; uncordon removes it.
+    assert!(up.ok(&["cordon", "member3"]).contains("cordoned"));
+    assert!(up.ok(&["cordon", "member3"]).contains("already cordoned"));
+    let c = up.json(&["get", "cluster", "member3"]);
+    assert_eq!(
+        c["spec"]["taints"][0]["key"],
+        "cluster.flotilla.io/unschedulable"
+    );
+    assert_eq!(c["spec"]["taints"][0]["effect"], "TAINT_EFFECT_NO_SCHEDULE");
+    assert!(up.ok(&["uncordon", "member3"]).contains("uncordoned"));
+    assert!(up.json(&["get", "cluster", "member3"])["spec"]["taints"].is_null());
+
+    // Join and unjoin.
+    let joined = up.ok(&[
+        "join",
+        "member9",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--region",
+        "eu-central-1",
+        "--label",
+        "env=test",
+    ]);
+    assert!(joined.contains("cluster/member9 joined"), "{joined}");
+    let c = up.json(&["get", "cluster", "member9"]);
+    assert_eq!(c["spec"]["apiEndpoint"], "http://127.0.0.1:9");
+    assert_eq!(c["metadata"]["labels"]["env"], "test");
+    let gone = up.ok(&["unjoin", "member9"]);
+    assert!(gone.contains("cluster/member9"), "{gone}");
+    up.eventually("member9 to go", |up| {
+        (up.cli(&["get", "cluster", "member9"]).status.code() == Some(1)).then_some(())
+    });
+
+    // A workload that may only run on member1 would have nowhere to go if member1 failed.
+    let solo = up.write(
+        "solo.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: solo}\nspec:\n  replicas: 2\n\
+         ---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: solo}\n\
+         spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: solo}]\n  \
+         placement:\n    clusterAffinity: {clusterNames: [member1]}\n    \
+         replicaScheduling: {replicaSchedulingType: Divided}\n",
+    );
+    up.ok(&["apply", "-f", solo.to_str().unwrap()]);
+    up.eventually("solo on member1:2", |up| {
+        (targets(&up.json(&["get", "rb", "solo-deployment"])) == "member1:2").then_some(())
+    });
+    let what_if = up.ok(&["what-if", "fail", "member1"]);
+    let row = what_if
+        .lines()
+        .find(|l| l.starts_with("default/solo-deployment"))
+        .unwrap_or_else(|| panic!("the binding is not named:\n{what_if}"));
+    assert!(row.contains("NOWHERE TO GO"), "{what_if}");
+    assert!(
+        what_if.contains("default/solo-deployment: nowhere to go:"),
+        "{what_if}"
+    );
+    assert!(
+        what_if.contains("0 binding(s) would move, 1 would have nowhere to go"),
+        "{what_if}"
+    );
+    let events = up.ok(&["get", "events"]);
+    assert!(
+        events.contains("resourcebinding/solo-deployment"),
+        "{events}"
+    );
+    let described = up.ok(&["describe", "cluster", "member1"]);
+    assert!(
+        described.contains("Sync Mode:            Push"),
+        "{described}"
+    );
+    assert!(described.contains("Ready"), "{described}");
+
+    // Apply, then delete, a policy; -o yaml prints the object.
+    let seed = up.write("seed.yaml", SEED);
+    up.ok(&["apply", "-f", seed.to_str().unwrap()]);
+    let yaml = up.ok(&["get", "pp", "nginx-propagation", "-o", "yaml"]);
+    assert!(yaml.contains("name: nginx-propagation"), "{yaml}");
+    assert!(yaml.contains("REPLICA_SCHEDULING_TYPE_DIVIDED"), "{yaml}");
+    assert!(
+        up.ok(&["delete", "pp", "nginx-propagation"])
+            .contains("propagationpolicy/nginx-propagation")
+    );
+    up.eventually("the policy to go", |up| {
+        (up.cli(&["get", "pp", "nginx-propagation"]).status.code() == Some(1)).then_some(())
+    });
+}
+
+#[test]
+fn usage_errors_exit_2_and_unreachable_servers_exit_1() {
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env_remove("FLOTILLA_SERVER")
+            .output()
+            .unwrap()
+    };
+    assert_eq!(run(&["get"]).status.code(), Some(2));
+    assert_eq!(run(&["get", "gadgets"]).status.code(), Some(2));
+    assert_eq!(
+        run(&["taint", "cluster", "m1", "k=v:Sometimes"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(run(&["apply"]).status.code(), Some(2));
+    assert_eq!(
+        run(&["explain", "binding", "a/b", "--now", "yesterday"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let out = run(&[
+        "get",
+        "clusters",
+        "--server",
+        "127.0.0.1:1",
+        "--request-timeout",
+        "2s",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("cannot reach the Flotilla api"),
+        "{}",
+        stderr(&out)
+    );
+    // Every command explains itself with an example.
+    for cmd in [
+        "apply", "get", "describe", "delete", "taint", "untaint", "cordon", "uncordon", "join",
+        "unjoin",
+    ] {
+        let out = run(&[cmd, "--help"]);
+        assert!(out.status.success(), "{cmd} --help");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("flotilla "),
+            "{cmd} --help has an example:\n{text}"
+        );
+    }
+    for cmd in [
+        &["cluster", "fail", "--help"][..],
+        &["cluster", "heal", "--help"],
+        &["explain", "binding", "--help"],
+        &["what-if", "fail", "--help"],
+    ] {
+        let out = run(cmd);
+        assert!(out.status.success(), "{cmd:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Example"),
+            "{cmd:?}"
+        );
+    }
+}

@@ -1,0 +1,291 @@
+//! `flotilla up` as a real process: the demo runs to the end with compressed timers and
+//! narrates the seed scenario in order; plain `up` prints its listen table, serves (gRPC
+//! health SERVING on the api, admin `/readyz`) and stops cleanly on SIGTERM.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
+
+fn ports_free(base: u16, count: u16) -> bool {
+    (base..base + count).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
+}
+
+/// A base port whose block (base .. base+40) is free; below the ephemeral range, and offset
+/// by 50 from the blocks the client tests pick, so that the two never overlap.
+fn pick_base() -> u16 {
+    let seed = u64::from(std::process::id())
+        ^ u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos(),
+        );
+    for i in 0..200u64 {
+        let block = (seed.wrapping_mul(131).wrapping_add(i * 7919)) % 120;
+        let base = 20_050 + block as u16 * 100;
+        if ports_free(base, 40) {
+            return base;
+        }
+    }
+    panic!("no free block of 40 loopback ports");
+}
+
+/// Waits for `child` up to `timeout`; kills it if it is still running then.
+fn wait(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = read(path);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Asserts that `needles` occur in `text` in this order, each exactly once.
+fn assert_in_order(text: &str, needles: &[&str]) {
+    let mut from = 0;
+    for n in needles {
+        assert_eq!(
+            text.matches(n).count(),
+            1,
+            "{n:?} should be narrated exactly once:\n{text}"
+        );
+        let at = text[from..]
+            .find(n)
+            .unwrap_or_else(|| panic!("{n:?} missing or out of order after byte {from}:\n{text}"));
+        from += at + n.len();
+    }
+}
+
+#[test]
+fn demo_narrates_the_seed_failover_in_order_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = pick_base();
+    let out_path = dir.path().join("up.out");
+    let log_path = dir.path().join("up.log");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["up", "--demo", "--base-port", &base.to_string()])
+        .args([
+            "--status-update-frequency=200ms",
+            "--probe-timeout=300ms",
+            "--failure-threshold=500ms",
+            "--success-threshold=500ms",
+            "--failover-eviction-timeout=500ms",
+            "--default-toleration-seconds=0",
+            "--pod-startup-delay=300ms",
+            "--status-sync-period=200ms",
+            "--log=info",
+        ])
+        .arg("--log-file")
+        .arg(&log_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .expect("spawn flotilla up --demo");
+    let status = wait(&mut child, Duration::from_secs(240));
+    let text = read(&out_path);
+    let ok = status.is_some_and(|s| s.success());
+    assert!(
+        ok,
+        "flotilla up --demo ended with {status:?}\n--- output ---\n{text}\n--- log (tail) ---\n{}",
+        tail(&log_path, 40)
+    );
+    assert!(
+        text.contains(&format!("api                 127.0.0.1:{base}")),
+        "{text}"
+    );
+    assert_in_order(
+        &text,
+        &[
+            "member clusters Ready: member1, member2, member3",
+            "created Deployment default/nginx (3 replicas)",
+            "created PropagationPolicy default/nginx-propagation",
+            "scheduled: ResourceBinding default/nginx-deployment → member1:1, member2:2",
+            "running: member1 1/1 Ready, member2 2/2 Ready",
+            "✗ member1 fails",
+            "member1 Ready=False (ClusterNotReachable)",
+            "member1 tainted cluster.karmada.io/not-ready:NoSchedule",
+            "member1 tainted cluster.karmada.io/not-ready:NoExecute",
+            "eviction task created (TaintUntolerated, producer TaintManager, purge mode gracefully)",
+            "scheduler: rescheduled to member2:3",
+            "member2: new replicas Ready (3/3)",
+            "graceful-eviction: eviction task removed",
+            "member1's old Work is marked for deletion and waits for member1",
+            "✓ member1 heals",
+            "member1 Ready=True again",
+            "member1's taints removed",
+            "old Work deleted",
+            "no move back: nginx stays on member2:3",
+            "demo complete",
+            "Stopped.",
+        ],
+    );
+}
+
+/// `GET path` on `addr` over HTTP/1.0; the status code.
+fn http_status(addr: &str, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
+}
+
+async fn serving(addr: &str) -> bool {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    let Ok(channel) = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+    else {
+        return false;
+    };
+    let mut client = HealthClient::new(channel);
+    for service in ["", "flotilla.v1.Api"] {
+        let ok = client
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32);
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_prints_where_it_listens_serves_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = pick_base();
+    let out_path = dir.path().join("up.out");
+    let log_path = dir.path().join("up.log");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["up", "--base-port", &base.to_string(), "--members", "a,b"])
+        .arg("--log-file")
+        .arg(&log_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .expect("spawn flotilla up");
+
+    // The table, once everything serves.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !read(&out_path).contains("Press Ctrl-C to stop.") {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "flotilla up exited early:\n{}\n{}",
+            read(&out_path),
+            tail(&log_path, 30)
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no listen table within 90s:\n{}",
+            read(&out_path)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let table = read(&out_path);
+    for (name, offset) in [
+        ("api", 0),
+        ("cluster-health", 1),
+        ("taint-manager", 2),
+        ("scheduler", 3),
+        ("graceful-eviction", 4),
+        ("work-executor", 5),
+    ] {
+        let line = table
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} line in:\n{table}"));
+        assert!(
+            line.contains(&format!("127.0.0.1:{}", base + offset))
+                && line.contains(&format!("127.0.0.1:{}", base + 20 + offset)),
+            "{name}: {line}"
+        );
+    }
+    assert!(
+        table.contains(&format!("http://127.0.0.1:{}", base + 11)),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!("http://127.0.0.1:{}", base + 12)),
+        "{table}"
+    );
+
+    // It serves: gRPC health on the api, /readyz on an admin port.
+    let api = format!("127.0.0.1:{base}");
+    assert!(serving(&api).await, "the api does not report SERVING");
+    assert_eq!(
+        http_status(&format!("127.0.0.1:{}", base + 23), "/readyz"),
+        Some(200),
+        "the scheduler's admin /readyz"
+    );
+
+    // SIGTERM stops everything gracefully.
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = wait(&mut child, Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "after SIGTERM: {status:?}\n{}",
+        read(&out_path)
+    );
+    assert!(read(&out_path).contains("Stopped."));
+    assert!(
+        TcpListener::bind(("127.0.0.1", base)).is_ok(),
+        "the api port is still taken after exit"
+    );
+}
+
+#[test]
+fn a_taken_port_is_a_clear_error() {
+    let base = pick_base();
+    let _taken = TcpListener::bind(("127.0.0.1", base + 3)).unwrap();
+    let out = Command::new(BIN)
+        .args(["up", "--base-port", &base.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "cannot listen on 127.0.0.1:{} for scheduler",
+            base + 3
+        )) && err.contains("--base-port"),
+        "{err}"
+    );
+}

@@ -1,0 +1,562 @@
+//! Cluster affinity matching (SC-6.4): label selectors, field selectors, names.
+//!
+//! ```text
+//!   ClusterAffinity ──► exclude? ──► labelSelector ──► fieldSelector ──► clusterNames ──► bool
+//!                        (name)      (cluster labels)  (provider/region/zones)  (name)
+//! ```
+//!
+//! The same matching is used by the scheduler's ClusterAffinity filter (SC-6.3), by static
+//! weight rules (SC-16.1), by the scheduler's cluster-event fan-out (SC-2.3) and by
+//! ClusterTaintPolicy targets (CH-16).
+
+use std::collections::BTreeMap;
+
+use crate::types::{
+    Cluster, ClusterAffinity, FieldSelector, LabelSelector, LabelSelectorRequirement,
+    SelectorOperator,
+};
+
+/// Field-selector key for `spec.provider` (SC-6.4).
+pub const FIELD_PROVIDER: &str = "provider";
+/// Field-selector key for `spec.region` (SC-6.4).
+pub const FIELD_REGION: &str = "region";
+/// Field-selector key for `spec.zones` (SC-6.4).
+pub const FIELD_ZONE: &str = "zone";
+
+/// Whether a requirement is well formed with Kubernetes' rules: `In`/`NotIn` need at least
+/// one value, `Exists`/`DoesNotExist` take none.
+///
+/// Kubernetes refuses to build a selector from a malformed requirement, and Karmada then
+/// treats the whole affinity as not matching; we do the same (see [`label_selector_matches`]).
+pub fn requirement_is_valid(req: &LabelSelectorRequirement) -> bool {
+    match req.operator {
+        SelectorOperator::In | SelectorOperator::NotIn => !req.values.is_empty(),
+        SelectorOperator::Exists | SelectorOperator::DoesNotExist => req.values.is_empty(),
+    }
+}
+
+/// Whether one requirement holds for a label set (Kubernetes semantics).
+///
+/// `In`: the key is present with a listed value. `NotIn`: the key is absent or its value is
+/// not listed. `Exists`: the key is present. `DoesNotExist`: the key is absent. Validity is
+/// not checked here (see [`requirement_is_valid`]).
+pub fn requirement_matches(
+    req: &LabelSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    let value = labels.get(&req.key);
+    match req.operator {
+        SelectorOperator::In => value.is_some_and(|v| req.values.contains(v)),
+        SelectorOperator::NotIn => value.is_none_or(|v| !req.values.contains(v)),
+        SelectorOperator::Exists => value.is_some(),
+        SelectorOperator::DoesNotExist => value.is_none(),
+    }
+}
+
+/// Whether a label selector matches a label set (`metav1.LabelSelectorAsSelector` +
+/// `Matches`): every `matchLabels` entry and every expression must hold; an empty selector
+/// matches everything; a selector with a malformed expression matches nothing.
+pub fn label_selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    if !selector.match_expressions.iter().all(requirement_is_valid) {
+        return false;
+    }
+    selector
+        .match_labels
+        .iter()
+        .all(|(k, v)| labels.get(k).is_some_and(|have| have == v))
+        && selector
+            .match_expressions
+            .iter()
+            .all(|req| requirement_matches(req, labels))
+}
+
+/// SC-6.4: a `zone` field requirement against a cluster's `spec.zones`.
+///
+/// `In`: some zone of the cluster is listed. `NotIn`: no zone of the cluster is listed
+/// (vacuously true without zones). `Exists`: at least one zone. `DoesNotExist`: no zone.
+pub fn zone_requirement_matches(req: &LabelSelectorRequirement, zones: &[String]) -> bool {
+    match req.operator {
+        SelectorOperator::In => zones.iter().any(|z| req.values.contains(z)),
+        SelectorOperator::NotIn => !zones.iter().any(|z| req.values.contains(z)),
+        SelectorOperator::Exists => !zones.is_empty(),
+        SelectorOperator::DoesNotExist => zones.is_empty(),
+    }
+}
+
+/// The cluster's `provider` and `region` as a label set, omitting empty values, so that
+/// field requirements behave like label requirements (SC-6.4: an empty region is an
+/// absent key: `NotIn`/`DoesNotExist` hold, `In`/`Exists` do not).
+fn cluster_fields(cluster: &Cluster) -> BTreeMap<String, String> {
+    let mut fields = BTreeMap::new();
+    if !cluster.spec.provider.is_empty() {
+        fields.insert(FIELD_PROVIDER.to_owned(), cluster.spec.provider.clone());
+    }
+    if !cluster.spec.region.is_empty() {
+        fields.insert(FIELD_REGION.to_owned(), cluster.spec.region.clone());
+    }
+    fields
+}
+
+/// SC-6.4: whether a field selector matches a cluster. Requirements are ANDed; `zone`
+/// requirements use [`zone_requirement_matches`], every other key is a label requirement on
+/// `{provider, region}` (an unknown key is therefore always absent). A malformed non-zone
+/// requirement makes the selector match nothing, as in Kubernetes. An empty selector
+/// matches every cluster.
+pub fn field_selector_matches(selector: &FieldSelector, cluster: &Cluster) -> bool {
+    let fields = cluster_fields(cluster);
+    selector.match_expressions.iter().all(|req| {
+        if req.key == FIELD_ZONE {
+            zone_requirement_matches(req, &cluster.spec.zones)
+        } else {
+            requirement_is_valid(req) && requirement_matches(req, &fields)
+        }
+    })
+}
+
+/// SC-6.4: an empty `clusterNames` list matches every cluster, else the name must be listed.
+pub fn cluster_names_match(cluster: &Cluster, names: &[String]) -> bool {
+    names.is_empty() || names.iter().any(|n| n == cluster.name())
+}
+
+/// SC-6.4: whether `cluster` matches `affinity`, checked in Karmada's order: a name in
+/// `exclude` never matches; then the label selector (if set), the field selector (if set)
+/// and `clusterNames` (if non-empty) must all match.
+pub fn cluster_matches_affinity(cluster: &Cluster, affinity: &ClusterAffinity) -> bool {
+    if affinity.exclude.iter().any(|n| n == cluster.name()) {
+        return false;
+    }
+    if let Some(selector) = &affinity.label_selector
+        && !label_selector_matches(selector, &cluster.meta.labels)
+    {
+        return false;
+    }
+    if let Some(selector) = &affinity.field_selector
+        && !field_selector_matches(selector, cluster)
+    {
+        return false;
+    }
+    cluster_names_match(cluster, &affinity.cluster_names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ObjectMeta;
+
+    fn req(key: &str, op: SelectorOperator, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.to_owned(),
+            operator: op,
+            values: values.iter().map(|v| (*v).to_owned()).collect(),
+        }
+    }
+
+    fn cluster(
+        name: &str,
+        labels: &[(&str, &str)],
+        provider: &str,
+        region: &str,
+        zones: &[&str],
+    ) -> Cluster {
+        let mut c = Cluster {
+            meta: ObjectMeta {
+                name: name.to_owned(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        c.meta.labels = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        c.spec.provider = provider.to_owned();
+        c.spec.region = region.to_owned();
+        c.spec.zones = zones.iter().map(|z| (*z).to_owned()).collect();
+        c
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn sc_6_4_label_requirement_operators() {
+        use SelectorOperator::*;
+        let labels: BTreeMap<String, String> = [("env".to_owned(), "prod".to_owned())].into();
+        struct Case {
+            name: &'static str,
+            req: LabelSelectorRequirement,
+            want: bool,
+        }
+        let cases = [
+            Case {
+                name: "in, listed",
+                req: req("env", In, &["prod", "dev"]),
+                want: true,
+            },
+            Case {
+                name: "in, not listed",
+                req: req("env", In, &["dev"]),
+                want: false,
+            },
+            Case {
+                name: "in, key absent",
+                req: req("tier", In, &["x"]),
+                want: false,
+            },
+            Case {
+                name: "notin, listed",
+                req: req("env", NotIn, &["prod"]),
+                want: false,
+            },
+            Case {
+                name: "notin, not listed",
+                req: req("env", NotIn, &["dev"]),
+                want: true,
+            },
+            Case {
+                name: "notin, key absent",
+                req: req("tier", NotIn, &["x"]),
+                want: true,
+            },
+            Case {
+                name: "exists",
+                req: req("env", Exists, &[]),
+                want: true,
+            },
+            Case {
+                name: "exists, absent",
+                req: req("tier", Exists, &[]),
+                want: false,
+            },
+            Case {
+                name: "doesnotexist",
+                req: req("tier", DoesNotExist, &[]),
+                want: true,
+            },
+            Case {
+                name: "doesnotexist, present",
+                req: req("env", DoesNotExist, &[]),
+                want: false,
+            },
+        ];
+        for c in cases {
+            assert_eq!(requirement_matches(&c.req, &labels), c.want, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn sc_6_4_label_selector_match_labels_and_expressions() {
+        use SelectorOperator::*;
+        let labels: BTreeMap<String, String> = [
+            ("env".to_owned(), "prod".to_owned()),
+            ("team".to_owned(), "a".to_owned()),
+        ]
+        .into();
+        let mut sel = LabelSelector::default();
+        assert!(
+            label_selector_matches(&sel, &labels),
+            "empty selector matches everything"
+        );
+        assert!(
+            label_selector_matches(&sel, &BTreeMap::new()),
+            "even an empty label set"
+        );
+        sel.match_labels.insert("env".to_owned(), "prod".to_owned());
+        assert!(label_selector_matches(&sel, &labels));
+        sel.match_expressions.push(req("team", In, &["a"]));
+        assert!(label_selector_matches(&sel, &labels));
+        sel.match_labels.insert("env".to_owned(), "dev".to_owned());
+        assert!(
+            !label_selector_matches(&sel, &labels),
+            "matchLabels AND expressions"
+        );
+        let malformed = LabelSelector {
+            match_expressions: vec![req("env", NotIn, &[])],
+            ..Default::default()
+        };
+        assert!(
+            !label_selector_matches(&malformed, &labels),
+            "NotIn without values is invalid"
+        );
+        let malformed = LabelSelector {
+            match_expressions: vec![req("env", Exists, &["prod"])],
+            ..Default::default()
+        };
+        assert!(
+            !label_selector_matches(&malformed, &labels),
+            "Exists with values is invalid"
+        );
+    }
+
+    #[test]
+    fn sc_6_4_zone_requirement() {
+        use SelectorOperator::*;
+        struct Case {
+            name: &'static str,
+            req: LabelSelectorRequirement,
+            zones: &'static [&'static str],
+            want: bool,
+        }
+        let cases = [
+            Case {
+                name: "in, one listed",
+                req: req("zone", In, &["z1"]),
+                zones: &["z1", "z2"],
+                want: true,
+            },
+            Case {
+                name: "in, none listed",
+                req: req("zone", In, &["z3"]),
+                zones: &["z1", "z2"],
+                want: false,
+            },
+            Case {
+                name: "in, no zones",
+                req: req("zone", In, &["z1"]),
+                zones: &[],
+                want: false,
+            },
+            Case {
+                name: "notin, one listed",
+                req: req("zone", NotIn, &["z2"]),
+                zones: &["z1", "z2"],
+                want: false,
+            },
+            Case {
+                name: "notin, none listed",
+                req: req("zone", NotIn, &["z3"]),
+                zones: &["z1"],
+                want: true,
+            },
+            Case {
+                name: "notin, no zones",
+                req: req("zone", NotIn, &["z3"]),
+                zones: &[],
+                want: true,
+            },
+            Case {
+                name: "exists",
+                req: req("zone", Exists, &[]),
+                zones: &["z1"],
+                want: true,
+            },
+            Case {
+                name: "exists, no zones",
+                req: req("zone", Exists, &[]),
+                zones: &[],
+                want: false,
+            },
+            Case {
+                name: "doesnotexist",
+                req: req("zone", DoesNotExist, &[]),
+                zones: &[],
+                want: true,
+            },
+            Case {
+                name: "doesnotexist, zones",
+                req: req("zone", DoesNotExist, &[]),
+                zones: &["z1"],
+                want: false,
+            },
+        ];
+        for c in cases {
+            let zones = names(c.zones);
+            assert_eq!(
+                zone_requirement_matches(&c.req, &zones),
+                c.want,
+                "{}",
+                c.name
+            );
+        }
+    }
+
+    #[test]
+    fn sc_6_4_field_selector_provider_region_zone() {
+        use SelectorOperator::*;
+        let c = cluster("m1", &[], "aws", "us-east-1", &["us-east-1a"]);
+        let no_region = cluster("m2", &[], "aws", "", &[]);
+        struct Case {
+            name: &'static str,
+            exprs: Vec<LabelSelectorRequirement>,
+            cluster: &'static str,
+            want: bool,
+        }
+        let cases = [
+            Case {
+                name: "empty selector",
+                exprs: vec![],
+                cluster: "m1",
+                want: true,
+            },
+            Case {
+                name: "provider in",
+                exprs: vec![req("provider", In, &["aws"])],
+                cluster: "m1",
+                want: true,
+            },
+            Case {
+                name: "provider notin",
+                exprs: vec![req("provider", NotIn, &["aws"])],
+                cluster: "m1",
+                want: false,
+            },
+            Case {
+                name: "region in",
+                exprs: vec![req("region", In, &["us-east-1"])],
+                cluster: "m1",
+                want: true,
+            },
+            Case {
+                name: "region and zone",
+                exprs: vec![
+                    req("region", In, &["us-east-1"]),
+                    req("zone", In, &["us-east-1b"]),
+                ],
+                cluster: "m1",
+                want: false,
+            },
+            Case {
+                name: "empty region is absent: notin",
+                exprs: vec![req("region", NotIn, &["x"])],
+                cluster: "m2",
+                want: true,
+            },
+            Case {
+                name: "empty region is absent: exists",
+                exprs: vec![req("region", Exists, &[])],
+                cluster: "m2",
+                want: false,
+            },
+            Case {
+                name: "empty region: doesnotexist",
+                exprs: vec![req("region", DoesNotExist, &[])],
+                cluster: "m2",
+                want: true,
+            },
+            Case {
+                name: "unknown key in",
+                exprs: vec![req("color", In, &["red"])],
+                cluster: "m1",
+                want: false,
+            },
+            Case {
+                name: "malformed provider in",
+                exprs: vec![req("provider", In, &[])],
+                cluster: "m1",
+                want: false,
+            },
+        ];
+        for case in cases {
+            let sel = FieldSelector {
+                match_expressions: case.exprs,
+            };
+            let target = if case.cluster == "m1" { &c } else { &no_region };
+            assert_eq!(
+                field_selector_matches(&sel, target),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn sc_6_4_cluster_matches_affinity() {
+        use SelectorOperator::*;
+        let c = cluster("member1", &[("env", "prod")], "aws", "r1", &["z1"]);
+        let prod = LabelSelector {
+            match_labels: [("env".to_owned(), "prod".to_owned())].into(),
+            ..Default::default()
+        };
+        let dev = LabelSelector {
+            match_labels: [("env".to_owned(), "dev".to_owned())].into(),
+            ..Default::default()
+        };
+        struct Case {
+            name: &'static str,
+            affinity: ClusterAffinity,
+            want: bool,
+        }
+        let cases = [
+            Case {
+                name: "empty affinity matches all",
+                affinity: ClusterAffinity::default(),
+                want: true,
+            },
+            Case {
+                name: "excluded wins over names",
+                affinity: ClusterAffinity {
+                    cluster_names: names(&["member1"]),
+                    exclude: names(&["member1"]),
+                    ..Default::default()
+                },
+                want: false,
+            },
+            Case {
+                name: "names listed",
+                affinity: ClusterAffinity {
+                    cluster_names: names(&["member2", "member1"]),
+                    ..Default::default()
+                },
+                want: true,
+            },
+            Case {
+                name: "names not listed",
+                affinity: ClusterAffinity {
+                    cluster_names: names(&["member2"]),
+                    ..Default::default()
+                },
+                want: false,
+            },
+            Case {
+                name: "label selector matches, names empty",
+                affinity: ClusterAffinity {
+                    label_selector: Some(prod.clone()),
+                    ..Default::default()
+                },
+                want: true,
+            },
+            Case {
+                name: "label selector fails",
+                affinity: ClusterAffinity {
+                    label_selector: Some(dev),
+                    cluster_names: names(&["member1"]),
+                    ..Default::default()
+                },
+                want: false,
+            },
+            Case {
+                name: "label, field and names all match",
+                affinity: ClusterAffinity {
+                    label_selector: Some(prod.clone()),
+                    field_selector: Some(FieldSelector {
+                        match_expressions: vec![req("zone", In, &["z1"])],
+                    }),
+                    cluster_names: names(&["member1"]),
+                    ..Default::default()
+                },
+                want: true,
+            },
+            Case {
+                name: "field fails",
+                affinity: ClusterAffinity {
+                    label_selector: Some(prod),
+                    field_selector: Some(FieldSelector {
+                        match_expressions: vec![req("provider", In, &["gcp"])],
+                    }),
+                    ..Default::default()
+                },
+                want: false,
+            },
+        ];
+        for case in cases {
+            assert_eq!(
+                cluster_matches_affinity(&c, &case.affinity),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
+    }
+}

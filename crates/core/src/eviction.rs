@@ -1,0 +1,699 @@
+//! The taint manager's decisions (TM-3, TM-6, TM-7, TM-9, TM-11) and the eviction rate
+//! with its mass-failure brake (A8).
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::time::Time;
+use crate::toleration::{TolerationTime, matching_tolerations, min_toleration_time};
+use crate::types::{
+    FailoverBehavior, GracefulEvictionTask, PRODUCER_TAINT_MANAGER, Placement, PurgeMode,
+    REASON_TAINT_UNTOLERATED, ResourceBindingSpec, Taint, TaintEffect, Toleration,
+};
+
+/// What to do with a binding on a cluster with NoExecute taints (TM-7), replacing Karmada's
+/// `(bool, time.Duration /* -1 = forever */)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvictionDecision {
+    /// The taints are tolerated forever (or there are none): nothing to do.
+    Tolerate,
+    /// Tolerated for now; look again after this long.
+    EvictAfter(Duration),
+    /// Evict now.
+    EvictNow,
+}
+
+/// Why a decision could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum EvictionError {
+    /// TM-7.1: the binding has no applied placement to read tolerations from (A3). The
+    /// scheduler has not placed it yet; retry later.
+    #[error("binding has no applied placement")]
+    NoAppliedPlacement,
+}
+
+/// The tolerations TM-7 used for its decision, for `Explain`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvictionExplanation {
+    /// The decision.
+    pub decision: EvictionDecision,
+    /// The NoExecute taints considered.
+    pub taints: Vec<Taint>,
+    /// The toleration used for each taint, in taint order (empty when not all tolerated).
+    pub used: Vec<Toleration>,
+    /// The first taint no toleration covers, if any.
+    pub untolerated: Option<Taint>,
+}
+
+/// TM-7 `needEviction`: decide from a cluster's taints and the placement the scheduler last
+/// applied (A3: never the live policy). `taints` may contain any effect; only NoExecute
+/// taints count.
+pub fn need_eviction(
+    taints: &[Taint],
+    applied_placement: Option<&Placement>,
+    now: Time,
+) -> Result<EvictionExplanation, EvictionError> {
+    let placement = applied_placement.ok_or(EvictionError::NoAppliedPlacement)?;
+    let no_execute: Vec<Taint> = taints
+        .iter()
+        .filter(|t| t.effect == TaintEffect::NoExecute)
+        .cloned()
+        .collect();
+    if no_execute.is_empty() {
+        return Ok(EvictionExplanation {
+            decision: EvictionDecision::Tolerate,
+            taints: no_execute,
+            used: vec![],
+            untolerated: None,
+        });
+    }
+    match matching_tolerations(&no_execute, &placement.cluster_tolerations) {
+        Err(untolerated) => Ok(EvictionExplanation {
+            decision: EvictionDecision::EvictNow,
+            taints: no_execute,
+            used: vec![],
+            untolerated: Some(untolerated),
+        }),
+        Ok(used) => {
+            let decision = match min_toleration_time(&no_execute, &used, now) {
+                TolerationTime::Forever => EvictionDecision::Tolerate,
+                TolerationTime::Expired => EvictionDecision::EvictNow,
+                TolerationTime::Remaining(d) => EvictionDecision::EvictAfter(d),
+            };
+            let used = used.into_iter().cloned().collect();
+            Ok(EvictionExplanation {
+                decision,
+                taints: no_execute,
+                used,
+                untolerated: None,
+            })
+        }
+    }
+}
+
+/// TM-3: when to enqueue a (cluster, binding) pair; `None` = not at all.
+///
+/// A missing applied placement enqueues at once (fail-safe: processing then reports the
+/// error and retries).
+pub fn enqueue_delay(
+    taints: &[Taint],
+    applied_placement: Option<&Placement>,
+    now: Time,
+) -> Option<Duration> {
+    match need_eviction(taints, applied_placement, now) {
+        Err(EvictionError::NoAppliedPlacement) => Some(Duration::ZERO),
+        Ok(e) => match e.decision {
+            EvictionDecision::Tolerate => None,
+            EvictionDecision::EvictNow => Some(Duration::ZERO),
+            EvictionDecision::EvictAfter(d) => Some(d),
+        },
+    }
+}
+
+/// TM-9: the purge mode of a taint eviction. The binding's `failover.cluster.purgeMode`
+/// wins (empty → Gracefully); otherwise the controller flag
+/// (`--no-execute-taint-eviction-purge-mode`), where only Directly stays Directly.
+pub fn resolve_purge_mode(failover: Option<&FailoverBehavior>, flag: PurgeMode) -> PurgeMode {
+    match failover.and_then(|f| f.cluster.as_ref()) {
+        Some(cluster) => match cluster.purge_mode {
+            Some(PurgeMode::Directly) => PurgeMode::Directly,
+            _ => PurgeMode::Gracefully,
+        },
+        None => match flag {
+            PurgeMode::Directly => PurgeMode::Directly,
+            _ => PurgeMode::Gracefully,
+        },
+    }
+}
+
+/// Options of [`graceful_evict_cluster`] (TM-11).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvictOptions {
+    /// Purge mode of the task.
+    pub purge_mode: PurgeMode,
+    /// Producer (§1.8).
+    pub producer: String,
+    /// Reason (§1.8).
+    pub reason: String,
+    /// Message.
+    pub message: String,
+    /// Per-task grace period.
+    pub grace_period_seconds: Option<i64>,
+    /// Suppress deletion (Never).
+    pub suppress_deletion: Option<bool>,
+    /// Record the current targets in `clusters_before_failover`.
+    pub record_clusters_before_failover: bool,
+    /// W3C trace context to carry to the next service.
+    pub trace_context: String,
+}
+
+impl EvictOptions {
+    /// The options of a taint-manager eviction (§1.8: producer TaintManager, reason
+    /// TaintUntolerated).
+    pub fn taint_manager(purge_mode: PurgeMode, message: impl Into<String>) -> Self {
+        EvictOptions {
+            purge_mode,
+            producer: PRODUCER_TAINT_MANAGER.into(),
+            reason: REASON_TAINT_UNTOLERATED.into(),
+            message: message.into(),
+            grace_period_seconds: None,
+            suppress_deletion: None,
+            record_clusters_before_failover: false,
+            trace_context: String::new(),
+        }
+    }
+}
+
+/// The result of [`graceful_evict_cluster`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictOutcome {
+    /// TM-11.1: the cluster is not a target; nothing changed.
+    NotTargeted,
+    /// The cluster was removed and a task appended.
+    Evicted,
+    /// TM-11.3: removed from the targets; a task for it already existed (A7: never two).
+    RemovedTaskExisted,
+}
+
+/// TM-11 `GracefulEvictCluster`: move `cluster` from `spec.clusters` to a graceful eviction
+/// task. One CAS write of the whole binding carries both changes (DESIGN.md §3), so a
+/// cluster is never both a target and a task (A7).
+pub fn graceful_evict_cluster(
+    spec: &mut ResourceBindingSpec,
+    cluster: &str,
+    opts: &EvictOptions,
+) -> EvictOutcome {
+    let Some(pos) = spec.clusters.iter().position(|t| t.name == cluster) else {
+        return EvictOutcome::NotTargeted;
+    };
+    let before: Vec<String> = if opts.record_clusters_before_failover {
+        spec.clusters.iter().map(|t| t.name.clone()).collect()
+    } else {
+        vec![]
+    };
+    let removed = spec.clusters.remove(pos);
+    if spec
+        .graceful_eviction_tasks
+        .iter()
+        .any(|t| t.from_cluster == cluster)
+    {
+        return EvictOutcome::RemovedTaskExisted;
+    }
+    spec.graceful_eviction_tasks.push(GracefulEvictionTask {
+        from_cluster: cluster.to_string(),
+        purge_mode: opts.purge_mode,
+        replicas: (removed.replicas > 0).then_some(removed.replicas),
+        reason: opts.reason.clone(),
+        message: opts.message.clone(),
+        producer: opts.producer.clone(),
+        grace_period_seconds: opts.grace_period_seconds,
+        suppress_deletion: opts.suppress_deletion,
+        preserved_label_state: Default::default(),
+        clusters_before_failover: before,
+        creation_timestamp: None,
+        trace_context: opts.trace_context.clone(),
+    });
+    EvictOutcome::Evicted
+}
+
+/// TM-11.5 `RemoveCluster`: drop the target without a task. Returns whether it was there.
+pub fn remove_cluster(spec: &mut ResourceBindingSpec, cluster: &str) -> bool {
+    let before = spec.clusters.len();
+    spec.clusters.retain(|t| t.name != cluster);
+    spec.clusters.len() != before
+}
+
+// ---------------------------------------------------------------------------------------
+// A8: eviction rate and mass-failure brake
+// ---------------------------------------------------------------------------------------
+
+/// Flags of A8.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EvictionRateConfig {
+    /// `--eviction-rate`: bindings per second while few clusters are unhealthy; `None` =
+    /// unlimited (Flotilla's default, A12).
+    pub primary_rate: Option<f64>,
+    /// `--secondary-eviction-rate` (default 0.01/s) once at least `unhealthy_threshold` of
+    /// the clusters are unhealthy.
+    pub secondary_rate: f64,
+    /// `--unhealthy-cluster-threshold` (default 0.55), a fraction of all clusters.
+    pub unhealthy_threshold: f64,
+}
+
+impl Default for EvictionRateConfig {
+    fn default() -> Self {
+        EvictionRateConfig {
+            primary_rate: None,
+            secondary_rate: 0.01,
+            unhealthy_threshold: 0.55,
+        }
+    }
+}
+
+/// Which rate applies now.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EvictionRate {
+    /// Few clusters are unhealthy: the primary rate (`None` = unlimited).
+    Normal(Option<f64>),
+    /// Many clusters are unhealthy: the secondary rate.
+    Secondary(f64),
+    /// Every cluster is unhealthy (or there are none): the control plane is the likelier one
+    /// to be cut off, so nothing is evicted.
+    Halted,
+}
+
+impl EvictionRate {
+    /// A short reason for metrics and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            EvictionRate::Normal(_) => "Normal",
+            EvictionRate::Secondary(_) => "PartialDisruption",
+            EvictionRate::Halted => "FullDisruption",
+        }
+    }
+
+    /// Evictions per second; `None` = unlimited; `Some(0.0)` = none.
+    pub fn per_second(&self) -> Option<f64> {
+        match *self {
+            EvictionRate::Normal(r) => r,
+            EvictionRate::Secondary(r) => Some(r),
+            EvictionRate::Halted => Some(0.0),
+        }
+    }
+}
+
+/// A8: the eviction rate for a fleet of `total` clusters of which `unhealthy` are not Ready
+/// (Kubernetes node-lifecycle style, beyond Karmada's fixed 0.5/s).
+pub fn eviction_rate(total: usize, unhealthy: usize, cfg: &EvictionRateConfig) -> EvictionRate {
+    if total == 0 || unhealthy >= total {
+        return EvictionRate::Halted;
+    }
+    // Compare in integers where possible to avoid float edge effects at the threshold.
+    let fraction = unhealthy as f64 / total as f64;
+    if unhealthy > 0 && fraction >= cfg.unhealthy_threshold {
+        EvictionRate::Secondary(cfg.secondary_rate)
+    } else {
+        EvictionRate::Normal(cfg.primary_rate)
+    }
+}
+
+/// A token bucket driven by the caller's clock (pure: `now` is passed in).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenBucket {
+    tokens: f64,
+    last: Option<Time>,
+}
+
+impl Default for TokenBucket {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// === impl TokenBucket ===
+
+impl TokenBucket {
+    /// A bucket that starts with one token.
+    pub fn new() -> Self {
+        TokenBucket {
+            tokens: 1.0,
+            last: None,
+        }
+    }
+
+    /// Take one token at `rate` per second with capacity `burst` (≥ 1). `Ok(())` if taken;
+    /// otherwise `Err(wait)` with the time until the next token. A rate of `None` never
+    /// limits; a rate of 0 never yields a token (`Err(Duration::MAX)`).
+    pub fn try_take(&mut self, now: Time, rate: Option<f64>, burst: f64) -> Result<(), Duration> {
+        let Some(rate) = rate else { return Ok(()) };
+        let burst = burst.max(1.0);
+        if let Some(last) = self.last {
+            let elapsed = now.saturating_since(last).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * rate).min(burst);
+        }
+        self.last = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return Ok(());
+        }
+        if rate <= 0.0 {
+            return Err(Duration::MAX);
+        }
+        Err(Duration::from_secs_f64((1.0 - self.tokens) / rate))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{ClusterFailoverBehavior, TargetCluster, TolerationOperator};
+    use proptest::prelude::*;
+
+    fn ne(key: &str, added: Option<i64>) -> Taint {
+        Taint::new(key, TaintEffect::NoExecute, added.map(Time::from_secs))
+    }
+
+    fn tol(key: &str, secs: Option<i64>) -> Toleration {
+        Toleration {
+            key: key.into(),
+            operator: TolerationOperator::Exists,
+            effect: Some(TaintEffect::NoExecute),
+            toleration_seconds: secs,
+            ..Default::default()
+        }
+    }
+
+    fn placement(tols: Vec<Toleration>) -> Placement {
+        Placement {
+            cluster_tolerations: tols,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tm_7_need_eviction_table() {
+        let now = Time::from_secs(1000);
+        let ns = Taint::new("a", TaintEffect::NoSchedule, Some(Time::from_secs(0)));
+        let cases: Vec<(&str, Vec<Taint>, Placement, EvictionDecision)> = vec![
+            (
+                "7.3 no NoExecute taints → tolerate",
+                vec![ns.clone()],
+                placement(vec![]),
+                EvictionDecision::Tolerate,
+            ),
+            (
+                "7.4 untolerated → now",
+                vec![ne("a", Some(990))],
+                placement(vec![tol("b", None)]),
+                EvictionDecision::EvictNow,
+            ),
+            (
+                "7.4 no tolerations at all → now",
+                vec![ne("a", Some(990))],
+                placement(vec![]),
+                EvictionDecision::EvictNow,
+            ),
+            (
+                "7.5 forever",
+                vec![ne("a", Some(990))],
+                placement(vec![tol("a", None)]),
+                EvictionDecision::Tolerate,
+            ),
+            (
+                "7.5 tolerationSeconds 0 → now",
+                vec![ne("a", Some(1000))],
+                placement(vec![tol("a", Some(0))]),
+                EvictionDecision::EvictNow,
+            ),
+            (
+                "7.5 remaining",
+                vec![ne("a", Some(990))],
+                placement(vec![tol("a", Some(300))]),
+                EvictionDecision::EvictAfter(Duration::from_secs(290)),
+            ),
+            (
+                "taint without timeAdded never fires",
+                vec![ne("a", None)],
+                placement(vec![tol("a", Some(1))]),
+                EvictionDecision::Tolerate,
+            ),
+            (
+                "expired exactly now",
+                vec![ne("a", Some(700))],
+                placement(vec![tol("a", Some(300))]),
+                EvictionDecision::EvictNow,
+            ),
+        ];
+        for (name, taints, p, want) in cases {
+            assert_eq!(
+                need_eviction(&taints, Some(&p), now).unwrap().decision,
+                want,
+                "{name}"
+            );
+        }
+        assert_eq!(
+            need_eviction(&[ne("a", None)], None, now),
+            Err(EvictionError::NoAppliedPlacement)
+        );
+        let e = need_eviction(
+            &[ne("a", Some(990)), ne("b", None)],
+            Some(&placement(vec![tol("a", None)])),
+            now,
+        )
+        .unwrap();
+        assert_eq!(e.untolerated, Some(ne("b", None)));
+    }
+
+    #[test]
+    fn tm_3_enqueue_delay_table() {
+        let now = Time::from_secs(100);
+        assert_eq!(
+            enqueue_delay(&[], Some(&placement(vec![])), now),
+            None,
+            "no taints → skip"
+        );
+        assert_eq!(
+            enqueue_delay(&[ne("a", Some(0))], None, now),
+            Some(Duration::ZERO),
+            "no placement → now (fail-safe)"
+        );
+        assert_eq!(
+            enqueue_delay(&[ne("a", Some(0))], Some(&placement(vec![])), now),
+            Some(Duration::ZERO),
+            "untolerated → now"
+        );
+        assert_eq!(
+            enqueue_delay(
+                &[ne("a", Some(50))],
+                Some(&placement(vec![tol("a", Some(60))])),
+                now
+            ),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            enqueue_delay(
+                &[ne("a", Some(50))],
+                Some(&placement(vec![tol("a", None)])),
+                now
+            ),
+            None,
+            "forever → skip"
+        );
+    }
+
+    #[test]
+    fn tm_9_purge_mode_table() {
+        let with = |m: Option<PurgeMode>| FailoverBehavior {
+            cluster: Some(ClusterFailoverBehavior {
+                purge_mode: m,
+                ..Default::default()
+            }),
+            application: None,
+        };
+        let cases = [
+            (
+                "binding Directly wins over flag",
+                Some(with(Some(PurgeMode::Directly))),
+                PurgeMode::Gracefully,
+                PurgeMode::Directly,
+            ),
+            (
+                "binding empty → Gracefully even if flag Directly",
+                Some(with(None)),
+                PurgeMode::Directly,
+                PurgeMode::Gracefully,
+            ),
+            (
+                "binding Gracefully",
+                Some(with(Some(PurgeMode::Gracefully))),
+                PurgeMode::Directly,
+                PurgeMode::Gracefully,
+            ),
+            (
+                "no failover → flag Directly",
+                None,
+                PurgeMode::Directly,
+                PurgeMode::Directly,
+            ),
+            (
+                "no failover → flag Gracefully",
+                None,
+                PurgeMode::Gracefully,
+                PurgeMode::Gracefully,
+            ),
+            (
+                "no failover, flag Never → Gracefully",
+                None,
+                PurgeMode::Never,
+                PurgeMode::Gracefully,
+            ),
+            (
+                "failover without cluster → flag",
+                Some(FailoverBehavior::default()),
+                PurgeMode::Directly,
+                PurgeMode::Directly,
+            ),
+        ];
+        for (name, f, flag, want) in cases {
+            assert_eq!(resolve_purge_mode(f.as_ref(), flag), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn tm_11_graceful_evict_cluster() {
+        let mut spec = ResourceBindingSpec {
+            clusters: vec![
+                TargetCluster::new("m1", 1),
+                TargetCluster::new("m2", 2),
+                TargetCluster::new("m3", 0),
+            ],
+            ..Default::default()
+        };
+        let opts = EvictOptions::taint_manager(PurgeMode::Gracefully, "untolerated");
+        assert_eq!(
+            graceful_evict_cluster(&mut spec, "m9", &opts),
+            EvictOutcome::NotTargeted
+        );
+        assert_eq!(
+            graceful_evict_cluster(&mut spec, "m2", &opts),
+            EvictOutcome::Evicted
+        );
+        assert_eq!(
+            spec.clusters,
+            vec![TargetCluster::new("m1", 1), TargetCluster::new("m3", 0)]
+        );
+        let task = &spec.graceful_eviction_tasks[0];
+        assert_eq!(
+            (
+                task.from_cluster.as_str(),
+                task.replicas,
+                task.producer.as_str(),
+                task.reason.as_str(),
+                task.creation_timestamp
+            ),
+            (
+                "m2",
+                Some(2),
+                PRODUCER_TAINT_MANAGER,
+                REASON_TAINT_UNTOLERATED,
+                None
+            )
+        );
+        // replicas copied only when > 0
+        assert_eq!(
+            graceful_evict_cluster(&mut spec, "m3", &opts),
+            EvictOutcome::Evicted
+        );
+        assert_eq!(spec.graceful_eviction_tasks[1].replicas, None);
+        // TM-11.3: an existing task for the cluster → no second task, but the target goes
+        spec.clusters.push(TargetCluster::new("m2", 5));
+        assert_eq!(
+            graceful_evict_cluster(&mut spec, "m2", &opts),
+            EvictOutcome::RemovedTaskExisted
+        );
+        assert_eq!(spec.graceful_eviction_tasks.len(), 2);
+        assert!(!spec.clusters.iter().any(|t| t.name == "m2"));
+        // clusters_before_failover
+        let mut opts2 = opts.clone();
+        opts2.record_clusters_before_failover = true;
+        assert_eq!(
+            graceful_evict_cluster(&mut spec, "m1", &opts2),
+            EvictOutcome::Evicted
+        );
+        assert_eq!(
+            spec.graceful_eviction_tasks[2].clusters_before_failover,
+            vec!["m1".to_string()]
+        );
+        // TM-11.5
+        spec.clusters.push(TargetCluster::new("m4", 1));
+        assert!(remove_cluster(&mut spec, "m4"));
+        assert!(!remove_cluster(&mut spec, "m4"));
+    }
+
+    #[test]
+    fn a8_eviction_rate_table() {
+        let cfg = EvictionRateConfig {
+            primary_rate: Some(10.0),
+            secondary_rate: 0.01,
+            unhealthy_threshold: 0.55,
+        };
+        let cases = [
+            ("no clusters → halted", 0, 0, EvictionRate::Halted),
+            (
+                "healthy fleet → primary",
+                10,
+                0,
+                EvictionRate::Normal(Some(10.0)),
+            ),
+            (
+                "one of ten → primary",
+                10,
+                1,
+                EvictionRate::Normal(Some(10.0)),
+            ),
+            (
+                "just under threshold",
+                100,
+                54,
+                EvictionRate::Normal(Some(10.0)),
+            ),
+            (
+                "exactly at the threshold → secondary",
+                100,
+                55,
+                EvictionRate::Secondary(0.01),
+            ),
+            (
+                "most unhealthy → secondary",
+                10,
+                9,
+                EvictionRate::Secondary(0.01),
+            ),
+            ("all unhealthy → halted", 10, 10, EvictionRate::Halted),
+            ("single cluster down → halted", 1, 1, EvictionRate::Halted),
+        ];
+        for (name, total, unhealthy, want) in cases {
+            assert_eq!(eviction_rate(total, unhealthy, &cfg), want, "{name}");
+        }
+        assert_eq!(EvictionRate::Halted.per_second(), Some(0.0));
+        assert_eq!(
+            eviction_rate(3, 1, &EvictionRateConfig::default()).per_second(),
+            None,
+            "default primary unlimited"
+        );
+    }
+
+    #[test]
+    fn a8_token_bucket() {
+        let mut b = TokenBucket::new();
+        let t0 = Time::from_secs(0);
+        assert_eq!(b.try_take(t0, None, 1.0), Ok(()));
+        assert_eq!(b.try_take(t0, Some(2.0), 1.0), Ok(()));
+        assert_eq!(
+            b.try_take(t0, Some(2.0), 1.0),
+            Err(Duration::from_millis(500))
+        );
+        assert_eq!(b.try_take(Time::from_millis(500), Some(2.0), 1.0), Ok(()));
+        assert_eq!(
+            b.try_take(Time::from_millis(500), Some(0.0), 1.0),
+            Err(Duration::MAX)
+        );
+    }
+
+    proptest! {
+        /// I10: the brake never permits more than the secondary rate once the threshold is
+        /// crossed, and nothing when every cluster is down.
+        #[test]
+        fn a8_brake_bounds(total in 0usize..200, unhealthy_pct in 0usize..=100) {
+            let unhealthy = total * unhealthy_pct / 100;
+            let cfg = EvictionRateConfig { primary_rate: Some(100.0), ..Default::default() };
+            let r = eviction_rate(total, unhealthy, &cfg);
+            if total == 0 || unhealthy == total {
+                prop_assert_eq!(r, EvictionRate::Halted);
+            } else if unhealthy as f64 / total as f64 >= cfg.unhealthy_threshold {
+                prop_assert!(r.per_second().unwrap() <= cfg.secondary_rate);
+            }
+        }
+    }
+}

@@ -1,0 +1,663 @@
+//! Graceful eviction (GE-2..GE-6) and application failover (GE-8, A10).
+//!
+//! Flotilla deviates from Karmada in one deliberate way (A6): an **empty placement is never
+//! healthy**. While a binding has no target cluster its tasks are kept — the old copy keeps
+//! serving — and the task's grace period counts from when a replacement was placed
+//! (`status.lastScheduledTime`) if that is later than the task's creation. Karmada removes
+//! such tasks at once (GE-5.1, issue #7455).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::time::Time;
+use crate::types::{AggregatedStatusItem, GracefulEvictionTask, ResourceHealth, TargetCluster};
+
+/// Inputs of [`assess_tasks`] besides the tasks (GE-2.1).
+#[derive(Clone, Copy, Debug)]
+pub struct AssessOptions<'a> {
+    /// The injected clock.
+    pub now: Time,
+    /// `--graceful-eviction-timeout` (10m), used for tasks without their own grace period.
+    pub default_timeout: Duration,
+    /// The binding's current `spec.clusters`.
+    pub schedule_result: &'a [TargetCluster],
+    /// The binding's `status.aggregatedStatus`.
+    pub observed_status: &'a [AggregatedStatusItem],
+    /// `status.schedulerObservedGeneration == metadata.generation`.
+    pub has_scheduled: bool,
+    /// `observed_status` was computed for the binding's current generation (Flotilla, I1a):
+    /// health collected for an older placement never releases a task. Karmada has no such
+    /// guard; its status can lag the placement by one update.
+    pub observed_status_current: bool,
+    /// `status.lastScheduledTime`: when the scheduler last placed replicas (A6).
+    pub last_scheduled: Option<Time>,
+}
+
+/// Why a task was removed or kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskVerdict {
+    /// GE-3.1: the task had no creationTimestamp; stamped now, not assessed this round.
+    Stamped,
+    /// GE-4.1: suppressDeletion=true keeps it until a human flips it.
+    Suppressed,
+    /// GE-4.1: suppressDeletion=false removes it now.
+    Released,
+    /// GE-4.2: its grace period elapsed.
+    TimedOut,
+    /// GE-4.3: every target of the binding reports Healthy.
+    ReplacementHealthy,
+    /// A6: the binding has no target; the old copy keeps serving.
+    NoReplacement,
+    /// GE-4.4: waiting for the new targets to become healthy.
+    Waiting,
+}
+
+impl TaskVerdict {
+    /// Whether the task is removed.
+    pub fn removes(self) -> bool {
+        matches!(
+            self,
+            TaskVerdict::Released | TaskVerdict::TimedOut | TaskVerdict::ReplacementHealthy
+        )
+    }
+}
+
+/// The result of [`assess_tasks`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Assessment {
+    /// Tasks to keep (with creationTimestamp stamped where it was missing).
+    pub kept: Vec<GracefulEvictionTask>,
+    /// Clusters of the removed tasks, in task order.
+    pub evicted: Vec<String>,
+    /// The verdict for every input task, in order (for events and `Assess`).
+    pub verdicts: Vec<(String, TaskVerdict)>,
+}
+
+impl Assessment {
+    /// Whether the task list changed (a write is needed).
+    pub fn changed(&self, before: &[GracefulEvictionTask]) -> bool {
+        self.kept.as_slice() != before
+    }
+}
+
+/// GE-4.3 (with A6): every cluster of a **non-empty** schedule result has a Healthy item.
+pub fn placement_healthy(
+    schedule_result: &[TargetCluster],
+    observed: &[AggregatedStatusItem],
+) -> bool {
+    !schedule_result.is_empty()
+        && schedule_result.iter().all(|target| {
+            observed.iter().any(|item| {
+                item.cluster_name == target.name && item.health == ResourceHealth::Healthy
+            })
+        })
+}
+
+fn task_timeout(task: &GracefulEvictionTask, default: Duration) -> Duration {
+    // GE-3.2: the task's own grace period, else the default — per task, no leaking.
+    match task.grace_period_seconds {
+        Some(secs) => Duration::from_secs(u64::try_from(secs).unwrap_or(0)),
+        None => default,
+    }
+}
+
+/// The instant a task times out: its creation (or, A6, the time a replacement was placed
+/// if that is later) plus its timeout.
+fn task_deadline(task: &GracefulEvictionTask, created: Time, opts: &AssessOptions<'_>) -> Time {
+    let start = match opts.last_scheduled {
+        Some(placed) if placed > created => placed,
+        _ => created,
+    };
+    start + task_timeout(task, opts.default_timeout)
+}
+
+/// GE-4 for one stamped task.
+fn assess_single(
+    task: &GracefulEvictionTask,
+    created: Time,
+    opts: &AssessOptions<'_>,
+) -> TaskVerdict {
+    match task.suppress_deletion {
+        Some(true) => return TaskVerdict::Suppressed,
+        Some(false) => return TaskVerdict::Released,
+        None => {}
+    }
+    // A6: never remove the last serving copy while nothing replaces it.
+    if opts.schedule_result.is_empty() {
+        return TaskVerdict::NoReplacement;
+    }
+    if opts.now > task_deadline(task, created, opts) {
+        return TaskVerdict::TimedOut;
+    }
+    if opts.has_scheduled
+        && opts.observed_status_current
+        && placement_healthy(opts.schedule_result, opts.observed_status)
+    {
+        return TaskVerdict::ReplacementHealthy;
+    }
+    TaskVerdict::Waiting
+}
+
+/// GE-3 `assessEvictionTasks`: decide, task by task in order, which tasks to keep.
+pub fn assess_tasks(tasks: &[GracefulEvictionTask], opts: &AssessOptions<'_>) -> Assessment {
+    let mut out = Assessment::default();
+    for task in tasks {
+        let verdict = match task.creation_timestamp {
+            None => TaskVerdict::Stamped,
+            Some(created) => assess_single(task, created, opts),
+        };
+        out.verdicts.push((task.from_cluster.clone(), verdict));
+        if verdict.removes() {
+            out.evicted.push(task.from_cluster.clone());
+        } else {
+            let mut kept = task.clone();
+            kept.creation_timestamp.get_or_insert(opts.now);
+            out.kept.push(kept);
+        }
+    }
+    out
+}
+
+/// GE-6 `nextRetry`: when to look again for timeouts; `None` = no timed requeue (no tasks,
+/// or only suppressed ones). Healthy transitions arrive as binding updates (GE-6.5).
+pub fn next_retry(tasks: &[GracefulEvictionTask], opts: &AssessOptions<'_>) -> Option<Duration> {
+    tasks
+        .iter()
+        .filter(|t| t.suppress_deletion.is_none())
+        .map(|t| {
+            let created = t.creation_timestamp.unwrap_or(opts.now);
+            task_deadline(t, created, opts).saturating_since(opts.now)
+        })
+        .min()
+}
+
+// ---------------------------------------------------------------------------------------
+// GE-8 application failover
+// ---------------------------------------------------------------------------------------
+
+/// The result of [`assess_application_failover`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppFailoverDecision {
+    /// The memory to keep: cluster → first time it was seen Unhealthy.
+    pub memory: BTreeMap<String, Time>,
+    /// Clusters to evict now.
+    pub evict: Vec<String>,
+    /// When to look again (the minimum remaining whole seconds), if anything is pending.
+    pub requeue_after: Option<Duration>,
+}
+
+/// GE-8.2..8.5: track Unhealthy clusters of a binding and decide which to evict.
+///
+/// `memory` is the previous `{cluster → firstUnhealthyTime}`; `targets` the binding's
+/// current targets; `task_clusters` clusters that already have a task (skipped). Healthy or
+/// Unknown items and clusters no longer targeted are forgotten — so Unknown resets the timer
+/// (issue #7431, accepted Karmada behaviour kept here).
+pub fn assess_application_failover(
+    memory: &BTreeMap<String, Time>,
+    observed: &[AggregatedStatusItem],
+    targets: &[TargetCluster],
+    task_clusters: &[String],
+    toleration_seconds: i64,
+    now: Time,
+) -> AppFailoverDecision {
+    let toleration = Duration::from_secs(u64::try_from(toleration_seconds).unwrap_or(0));
+    let mut out = AppFailoverDecision::default();
+    for item in observed {
+        let cluster = &item.cluster_name;
+        if item.health != ResourceHealth::Unhealthy
+            || task_clusters.contains(cluster)
+            || !targets.iter().any(|t| &t.name == cluster)
+        {
+            continue;
+        }
+        match memory.get(cluster) {
+            None => {
+                out.memory.insert(cluster.clone(), now);
+                out.requeue_after =
+                    Some(out.requeue_after.map_or(toleration, |r| r.min(toleration)));
+            }
+            Some(&first) => {
+                let deadline = first + toleration;
+                if now > deadline {
+                    out.evict.push(cluster.clone());
+                } else {
+                    out.memory.insert(cluster.clone(), first);
+                    let left =
+                        Duration::from_secs(crate::time::ceil_secs(deadline.saturating_since(now)));
+                    out.requeue_after = Some(out.requeue_after.map_or(left, |r| r.min(left)));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::PurgeMode;
+    use proptest::prelude::*;
+
+    fn task(cluster: &str, created: Option<i64>) -> GracefulEvictionTask {
+        GracefulEvictionTask {
+            from_cluster: cluster.into(),
+            purge_mode: PurgeMode::Gracefully,
+            creation_timestamp: created.map(Time::from_secs),
+            ..Default::default()
+        }
+    }
+
+    fn item(cluster: &str, health: ResourceHealth) -> AggregatedStatusItem {
+        AggregatedStatusItem {
+            cluster_name: cluster.into(),
+            applied: true,
+            health,
+            ..Default::default()
+        }
+    }
+
+    fn opts<'a>(
+        now: i64,
+        result: &'a [TargetCluster],
+        status: &'a [AggregatedStatusItem],
+        scheduled: bool,
+    ) -> AssessOptions<'a> {
+        AssessOptions {
+            now: Time::from_secs(now),
+            default_timeout: Duration::from_secs(600),
+            schedule_result: result,
+            observed_status: status,
+            has_scheduled: scheduled,
+            observed_status_current: true,
+            last_scheduled: None,
+        }
+    }
+
+    #[test]
+    fn ge_4_single_task_table() {
+        let m2 = [TargetCluster::new("m2", 3)];
+        let healthy = [item("m2", ResourceHealth::Healthy)];
+        let unhealthy = [item("m2", ResourceHealth::Unhealthy)];
+        let unknown = [item("m2", ResourceHealth::Unknown)];
+        let with = |f: fn(&mut GracefulEvictionTask)| {
+            let mut t = task("m1", Some(0));
+            f(&mut t);
+            t
+        };
+        let cases: Vec<(&str, GracefulEvictionTask, AssessOptions<'_>, TaskVerdict)> = vec![
+            (
+                "3.1 unstamped is stamped, kept",
+                task("m1", None),
+                opts(10, &m2, &healthy, true),
+                TaskVerdict::Stamped,
+            ),
+            (
+                "4.1 suppress true keeps forever",
+                with(|t| t.suppress_deletion = Some(true)),
+                opts(10_000, &m2, &healthy, true),
+                TaskVerdict::Suppressed,
+            ),
+            (
+                "4.1 suppress false removes",
+                with(|t| t.suppress_deletion = Some(false)),
+                opts(1, &m2, &unhealthy, false),
+                TaskVerdict::Released,
+            ),
+            (
+                "4.2 exactly at the timeout → kept",
+                task("m1", Some(0)),
+                opts(600, &m2, &unhealthy, true),
+                TaskVerdict::Waiting,
+            ),
+            (
+                "4.2 after the timeout → removed",
+                task("m1", Some(0)),
+                opts(601, &m2, &unhealthy, true),
+                TaskVerdict::TimedOut,
+            ),
+            (
+                "4.2 per-task grace period",
+                with(|t| t.grace_period_seconds = Some(30)),
+                opts(31, &m2, &unhealthy, true),
+                TaskVerdict::TimedOut,
+            ),
+            (
+                "4.3 healthy and scheduled → removed",
+                task("m1", Some(0)),
+                opts(5, &m2, &healthy, true),
+                TaskVerdict::ReplacementHealthy,
+            ),
+            (
+                "4.3 healthy but not scheduled → kept",
+                task("m1", Some(0)),
+                opts(5, &m2, &healthy, false),
+                TaskVerdict::Waiting,
+            ),
+            (
+                "I1a healthy status of an older generation → kept",
+                task("m1", Some(0)),
+                AssessOptions {
+                    observed_status_current: false,
+                    ..opts(5, &m2, &healthy, true)
+                },
+                TaskVerdict::Waiting,
+            ),
+            (
+                "5.3 Unknown blocks removal",
+                task("m1", Some(0)),
+                opts(5, &m2, &unknown, true),
+                TaskVerdict::Waiting,
+            ),
+            (
+                "missing status item blocks removal",
+                task("m1", Some(0)),
+                opts(5, &m2, &[], true),
+                TaskVerdict::Waiting,
+            ),
+            (
+                "A6 empty placement is never healthy",
+                task("m1", Some(0)),
+                opts(5, &[], &[], true),
+                TaskVerdict::NoReplacement,
+            ),
+            (
+                "A6 empty placement keeps even past the timeout",
+                task("m1", Some(0)),
+                opts(10_000, &[], &[], true),
+                TaskVerdict::NoReplacement,
+            ),
+        ];
+        for (name, t, o, want) in cases {
+            let a = assess_tasks(std::slice::from_ref(&t), &o);
+            assert_eq!(a.verdicts, vec![("m1".to_string(), want)], "{name}");
+            assert_eq!(a.evicted.is_empty(), !want.removes(), "{name}");
+        }
+    }
+
+    #[test]
+    fn ge_3_per_task_timeout_does_not_leak() {
+        // v1.6–v1.16 leaked one task's grace period into the next (GE-3.2).
+        let mut short = task("a", Some(0));
+        short.grace_period_seconds = Some(10);
+        let default = task("b", Some(0));
+        let m2 = [TargetCluster::new("m2", 1)];
+        let a = assess_tasks(&[short, default], &opts(11, &m2, &[], true));
+        assert_eq!(a.evicted, vec!["a".to_string()]);
+        assert_eq!(a.kept.len(), 1);
+        assert_eq!(a.kept[0].from_cluster, "b");
+    }
+
+    #[test]
+    fn ge_3_stamps_missing_creation_and_reports_change() {
+        let tasks = [task("a", None), task("b", Some(1))];
+        let m2 = [TargetCluster::new("m2", 1)];
+        let a = assess_tasks(&tasks, &opts(7, &m2, &[], true));
+        assert_eq!(a.kept[0].creation_timestamp, Some(Time::from_secs(7)));
+        assert!(a.changed(&tasks));
+        let again = assess_tasks(&a.kept, &opts(8, &m2, &[], true));
+        assert!(!again.changed(&a.kept));
+    }
+
+    #[test]
+    fn a6_grace_counts_from_replacement_placement() {
+        let m2 = [TargetCluster::new("m2", 1)];
+        let mut o = opts(700, &m2, &[], true);
+        o.last_scheduled = Some(Time::from_secs(500));
+        // created at 0, default 600 s; replacement placed at 500 → deadline 1100
+        assert_eq!(
+            assess_tasks(&[task("m1", Some(0))], &o).verdicts[0].1,
+            TaskVerdict::Waiting
+        );
+        o.now = Time::from_secs(1101);
+        assert_eq!(
+            assess_tasks(&[task("m1", Some(0))], &o).verdicts[0].1,
+            TaskVerdict::TimedOut
+        );
+    }
+
+    #[test]
+    fn ge_6_next_retry_table() {
+        let m2 = [TargetCluster::new("m2", 1)];
+        let o = opts(100, &m2, &[], true);
+        assert_eq!(next_retry(&[], &o), None, "6.1 no tasks");
+        let mut suppressed = task("s", Some(0));
+        suppressed.suppress_deletion = Some(true);
+        assert_eq!(
+            next_retry(std::slice::from_ref(&suppressed), &o),
+            None,
+            "6.3 only suppressed"
+        );
+        let mut short = task("a", Some(50));
+        short.grace_period_seconds = Some(60);
+        let tasks = [suppressed, task("b", Some(0)), short];
+        assert_eq!(
+            next_retry(&tasks, &o),
+            Some(Duration::from_secs(10)),
+            "6.2 min remaining"
+        );
+        let overdue = [task("c", Some(0))];
+        assert_eq!(
+            next_retry(&overdue, &opts(1000, &m2, &[], true)),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn ge_8_application_failover_table() {
+        let targets = [TargetCluster::new("m1", 1), TargetCluster::new("m2", 1)];
+        let t = Time::from_secs;
+        let unhealthy = [item("m1", ResourceHealth::Unhealthy)];
+        // 8.4 first sight: remember, requeue after tolerationSeconds
+        let d =
+            assess_application_failover(&BTreeMap::new(), &unhealthy, &targets, &[], 300, t(10));
+        assert_eq!(d.memory.get("m1"), Some(&t(10)));
+        assert_eq!(
+            (d.evict.len(), d.requeue_after),
+            (0, Some(Duration::from_secs(300)))
+        );
+        // still within: requeue after the remaining whole seconds
+        let d2 = assess_application_failover(
+            &d.memory,
+            &unhealthy,
+            &targets,
+            &[],
+            300,
+            Time::from_millis(109_500),
+        );
+        assert_eq!(
+            (d2.evict.len(), d2.requeue_after),
+            (0, Some(Duration::from_secs(201)))
+        );
+        // exactly at first + toleration: not yet
+        let d3 = assess_application_failover(&d.memory, &unhealthy, &targets, &[], 300, t(310));
+        assert!(d3.evict.is_empty());
+        // after: evict and forget
+        let d4 = assess_application_failover(&d.memory, &unhealthy, &targets, &[], 300, t(311));
+        assert_eq!(d4.evict, vec!["m1".to_string()]);
+        assert!(d4.memory.is_empty());
+        // 8.5 Unknown resets the timer (#7431)
+        let unknown = [item("m1", ResourceHealth::Unknown)];
+        assert!(
+            assess_application_failover(&d.memory, &unknown, &targets, &[], 300, t(200))
+                .memory
+                .is_empty()
+        );
+        // already in a task, or not targeted → ignored
+        assert!(
+            assess_application_failover(
+                &d.memory,
+                &unhealthy,
+                &targets,
+                &["m1".into()],
+                300,
+                t(311)
+            )
+            .evict
+            .is_empty()
+        );
+        assert!(
+            assess_application_failover(&d.memory, &unhealthy, &targets[1..], &[], 300, t(311))
+                .evict
+                .is_empty()
+        );
+        // tolerationSeconds 0: first sight only records; next look evicts
+        let d5 = assess_application_failover(&BTreeMap::new(), &unhealthy, &targets, &[], 0, t(10));
+        assert!(d5.evict.is_empty());
+        assert_eq!(
+            assess_application_failover(
+                &d5.memory,
+                &unhealthy,
+                &targets,
+                &[],
+                0,
+                Time::from_millis(10_001)
+            )
+            .evict
+            .len(),
+            1
+        );
+    }
+
+    fn arb_task() -> impl Strategy<Value = GracefulEvictionTask> {
+        (
+            "[a-d]",
+            prop::option::of(0i64..1000),
+            prop::option::of(prop::bool::ANY),
+            prop::option::of(1i64..900),
+        )
+            .prop_map(|(c, created, suppress, grace)| {
+                let mut t = task(&c, created);
+                t.suppress_deletion = suppress;
+                if suppress.is_none() {
+                    t.grace_period_seconds = grace;
+                }
+                t
+            })
+    }
+
+    proptest! {
+        /// A6 / I1: with an empty placement, no task is ever removed except by an explicit
+        /// suppressDeletion=false from a human.
+        #[test]
+        fn a6_empty_placement_never_removes_a_task(
+            tasks in prop::collection::vec(arb_task(), 0..6),
+            now in 0i64..100_000,
+            scheduled in prop::bool::ANY,
+        ) {
+            let status = [item("m9", ResourceHealth::Healthy)];
+            let a = assess_tasks(&tasks, &opts(now, &[], &status, scheduled));
+            for (cluster, verdict) in &a.verdicts {
+                if verdict.removes() {
+                    prop_assert_eq!(*verdict, TaskVerdict::Released, "{} removed", cluster);
+                }
+            }
+            prop_assert_eq!(a.kept.len() + a.evicted.len(), tasks.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod edge_case_tests {
+    //! GE-5 edge cases and GE-7 purge modes, as Flotilla decides them.
+    use super::*;
+    use crate::types::PurgeMode;
+    use crate::work::kept_clusters;
+
+    fn task(cluster: &str, mode: PurgeMode) -> GracefulEvictionTask {
+        GracefulEvictionTask {
+            from_cluster: cluster.into(),
+            purge_mode: mode,
+            creation_timestamp: Some(Time::from_secs(0)),
+            ..Default::default()
+        }
+    }
+
+    fn opts<'a>(
+        now: i64,
+        result: &'a [TargetCluster],
+        status: &'a [AggregatedStatusItem],
+    ) -> AssessOptions<'a> {
+        AssessOptions {
+            now: Time::from_secs(now),
+            default_timeout: Duration::from_secs(600),
+            schedule_result: result,
+            observed_status: status,
+            has_scheduled: true,
+            observed_status_current: true,
+            last_scheduled: None,
+        }
+    }
+
+    #[test]
+    fn ge_5_1_empty_result_is_not_vacuously_healthy() {
+        // Karmada removes the task at once here (#7455); Flotilla keeps it (A6).
+        assert!(!placement_healthy(&[], &[]));
+        let a = assess_tasks(&[task("m1", PurgeMode::Gracefully)], &opts(1, &[], &[]));
+        assert_eq!(a.verdicts[0].1, TaskVerdict::NoReplacement);
+        assert!(a.evicted.is_empty());
+    }
+
+    #[test]
+    fn ge_5_2_no_timeout_while_nothing_replaces_the_old_copy() {
+        // After a FitError Karmada lets the task expire at its timeout; A6 keeps it.
+        let a = assess_tasks(
+            &[task("m1", PurgeMode::Gracefully)],
+            &opts(100_000, &[], &[]),
+        );
+        assert_eq!(a.verdicts[0].1, TaskVerdict::NoReplacement);
+    }
+
+    #[test]
+    fn ge_5_3_unknown_health_blocks_until_timeout() {
+        let result = [TargetCluster::new("m2", 1)];
+        let unknown = [AggregatedStatusItem {
+            cluster_name: "m2".into(),
+            health: ResourceHealth::Unknown,
+            ..Default::default()
+        }];
+        assert_eq!(
+            assess_tasks(
+                &[task("m1", PurgeMode::Gracefully)],
+                &opts(600, &result, &unknown)
+            )
+            .verdicts[0]
+                .1,
+            TaskVerdict::Waiting
+        );
+        assert_eq!(
+            assess_tasks(
+                &[task("m1", PurgeMode::Gracefully)],
+                &opts(601, &result, &unknown)
+            )
+            .verdicts[0]
+                .1,
+            TaskVerdict::TimedOut
+        );
+    }
+
+    #[test]
+    fn ge_7_purge_modes_decide_which_old_works_stay() {
+        // GE-7.1/7.2: Gracefully and Never keep the old Work while the task exists;
+        // GE-7.3: Directly drops it at once (WE-2).
+        for (mode, kept) in [
+            (PurgeMode::Gracefully, true),
+            (PurgeMode::Never, true),
+            (PurgeMode::Directly, false),
+        ] {
+            let spec = crate::types::ResourceBindingSpec {
+                clusters: vec![TargetCluster::new("m2", 3)],
+                graceful_eviction_tasks: vec![task("m1", mode)],
+                ..Default::default()
+            };
+            assert_eq!(kept_clusters(&spec).contains("m1"), kept, "{mode:?}");
+        }
+        // GE-7.2: Never is suppressDeletion=true: kept past any timeout
+        let mut never = task("m1", PurgeMode::Never);
+        never.suppress_deletion = Some(true);
+        let result = [TargetCluster::new("m2", 1)];
+        assert_eq!(
+            assess_tasks(&[never], &opts(1_000_000, &result, &[])).verdicts[0].1,
+            TaskVerdict::Suppressed
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! `flotilla-core`: Flotilla's domain types and the failover rules as pure functions.
+//!
+//! ```text
+//!   Cluster status ──► health (CH-*) ──► taints ──► eviction (TM-*) ──► tasks
+//!                                                                        │
+//!   Placement + clusters ──► scheduler (SC-*) ──► spec.clusters ◄────────┘
+//!                                                      │
+//!   tasks + aggregated status ──► graceful (GE-*) ──► kept / evicted tasks
+//!   binding ──► work (WE-*) ──► kept clusters, Work names, aggregated status
+//! ```
+//!
+//! Nothing here reads a clock, does I/O or awaits: every time-dependent rule takes `now`.
+//! Rule ids (CH-, TM-, SC-, GE-, WE-, PD-) refer to SEMANTICS.md and name the tests.
+
+// Table tests use tuples of inputs and expectations; that is their point.
+#![cfg_attr(test, allow(clippy::type_complexity))]
+
+pub mod affinity;
+pub mod defaults;
+pub mod eviction;
+pub mod graceful;
+pub mod health;
+pub mod scheduler;
+pub mod taint;
+pub mod taint_policy;
+pub mod time;
+pub mod toleration;
+pub mod types;
+pub mod validation;
+pub mod work;
+
+pub use time::Time;

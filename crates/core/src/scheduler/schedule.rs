@@ -1,0 +1,389 @@
+//! The scheduling pipeline (SC-5..SC-17) and ClusterAffinities (SC-19) as one pure function.
+//!
+//! ```text
+//!   snapshot ──► filter (SC-5/6) ──► score + capacity (SC-7/8/9) ──► select (SC-10..13)
+//!            ──► assign (SC-14..17) ──► ScheduleOutcome { targets, affinity, diagnostics }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use thiserror::Error;
+
+use super::divide::{
+    AssignParams, AssignmentMode, AssignmentStrategy, DivideError, assign_replicas, is_workload,
+};
+use super::filter::{FilterContext, FilterVerdict, effective_affinity, filter_cluster};
+use super::score::cluster_details;
+use super::spread::{SpreadError, select_best_clusters};
+use super::trigger::reschedule_required;
+use super::webster::TieBreak;
+use crate::time::Time;
+use crate::types::{Cluster, GracefulEvictionTask, Placement, ResourceBinding, TargetCluster};
+
+/// Scheduler switches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScheduleOptions {
+    /// `--enable-empty-workload-propagation` (scheduler, default false, SC-14.4): keep every
+    /// selected cluster in the result, with 0 replicas where none were assigned.
+    pub enable_empty_workload_propagation: bool,
+}
+
+/// Everything one scheduling run reads: the binding's scheduling inputs and the cluster
+/// snapshot. Build it with [`ScheduleInput::from_binding`], or field by field to simulate a
+/// hypothetical placement.
+#[derive(Clone, Copy, Debug)]
+pub struct ScheduleInput<'a> {
+    /// `spec.resource.apiVersion` (SC-6.1).
+    pub api_version: &'a str,
+    /// `spec.resource.kind` (SC-6.1).
+    pub kind: &'a str,
+    /// The placement to schedule.
+    pub placement: &'a Placement,
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// Whether per-replica requirements are set (SC-14.1).
+    pub has_replica_requirements: bool,
+    /// The current result `spec.clusters`.
+    pub previous: &'a [TargetCluster],
+    /// `spec.gracefulEvictionTasks` (SC-6.6).
+    pub eviction_tasks: &'a [GracefulEvictionTask],
+    /// The UID behind the Webster tie-break (SC-15.3); the template's `spec.resource.uid`.
+    pub uid: &'a str,
+    /// `spec.rescheduleTriggeredAt` (SC-3.4, SC-17.1, SC-19.1).
+    pub reschedule_triggered_at: Option<Time>,
+    /// `status.lastScheduledTime`.
+    pub last_scheduled_time: Option<Time>,
+    /// `status.schedulerObservingAffinityName` (SC-19).
+    pub observed_affinity_name: &'a str,
+    /// The cluster snapshot, deleting clusters included (SC-5 drops them).
+    pub clusters: &'a [Cluster],
+    /// Switches.
+    pub options: ScheduleOptions,
+}
+
+// === impl ScheduleInput ===
+
+impl<'a> ScheduleInput<'a> {
+    /// The inputs of `binding` against `clusters`; fails when the binding has no placement
+    /// (SC-3.1).
+    pub fn from_binding(
+        binding: &'a ResourceBinding,
+        clusters: &'a [Cluster],
+    ) -> Result<Self, ScheduleError> {
+        let placement = binding
+            .spec
+            .placement
+            .as_ref()
+            .ok_or(ScheduleError::MissingPlacement)?;
+        Ok(ScheduleInput {
+            api_version: &binding.spec.resource.api_version,
+            kind: &binding.spec.resource.kind,
+            placement,
+            replicas: binding.spec.replicas,
+            has_replica_requirements: binding.spec.replica_requirements.is_some(),
+            previous: &binding.spec.clusters,
+            eviction_tasks: &binding.spec.graceful_eviction_tasks,
+            uid: &binding.spec.resource.uid,
+            reschedule_triggered_at: binding.spec.reschedule_triggered_at,
+            last_scheduled_time: binding.status.last_scheduled_time,
+            observed_affinity_name: &binding.status.scheduler_observing_affinity_name,
+            clusters,
+            options: ScheduleOptions::default(),
+        })
+    }
+
+    /// SC-17: Fresh when a reschedule was requested after the last schedule, else Steady.
+    pub fn mode(&self) -> AssignmentMode {
+        if reschedule_required(self.reschedule_triggered_at, self.last_scheduled_time) {
+            AssignmentMode::Fresh
+        } else {
+            AssignmentMode::Steady
+        }
+    }
+}
+
+/// What the scheduler knows about one cluster of the snapshot after a run, for explanation
+/// (the dry-run "Simulate" RPC shows these).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterDiagnostic {
+    /// Cluster name.
+    pub cluster: String,
+    /// SC-5/SC-6 verdict; the reason string is `UnfitReason`'s `Display`.
+    pub verdict: FilterVerdict,
+    /// SC-7 score (feasible clusters only).
+    pub score: Option<i64>,
+    /// SC-8 allocatable replicas (feasible clusters only).
+    pub allocatable_replicas: Option<i64>,
+    /// SC-8 available replicas (feasible clusters only).
+    pub available_replicas: Option<i64>,
+    /// Whether the spread selection (SC-10) kept it.
+    pub selected: bool,
+    /// Replicas in the new result, if it is a target.
+    pub assigned_replicas: Option<i32>,
+}
+
+/// Karmada's `FitError`: no cluster passed the filters (SC-4.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FitError {
+    /// Clusters in the snapshot, deleting ones included.
+    pub num_all_clusters: usize,
+    /// Per-cluster verdicts.
+    pub diagnostics: Vec<ClusterDiagnostic>,
+}
+
+impl fmt::Display for FitError {
+    /// `0/N clusters are available: <count> <reason>, ….` with the reasons counted and sorted
+    /// as strings, like kube-scheduler and Karmada (deleting clusters have no reason).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut histogram: BTreeMap<String, usize> = BTreeMap::new();
+        for d in &self.diagnostics {
+            if let FilterVerdict::Unfit { reason, .. } = &d.verdict {
+                *histogram.entry(reason.to_string()).or_default() += 1;
+            }
+        }
+        let mut reasons: Vec<String> = histogram
+            .into_iter()
+            .map(|(r, n)| format!("{n} {r}"))
+            .collect();
+        reasons.sort();
+        write!(
+            f,
+            "0/{} clusters are available: {}.",
+            self.num_all_clusters,
+            reasons.join(", ")
+        )
+    }
+}
+
+/// Why scheduling failed. [`ScheduleError::condition_reason`] gives the `Scheduled=False`
+/// reason of SC-4.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ScheduleError {
+    /// SC-3.1: the binding has no placement.
+    #[error("binding has no placement")]
+    MissingPlacement,
+    /// SC-4.3: no cluster fits. The caller writes an **empty** result (for ClusterAffinities,
+    /// keeping the previously observed affinity name, SC-19.3), does not retry and does not
+    /// bump the observed generation.
+    #[error("{0}")]
+    NoClusterFit(FitError),
+    /// SC-4.2 (capacity) or SC-4.4 (nothing selected): the previous result is kept and the
+    /// binding is retried.
+    #[error("failed to assign replicas: {error}")]
+    Unschedulable {
+        /// What went wrong.
+        error: DivideError,
+        /// Per-cluster diagnostics of the run.
+        diagnostics: Vec<ClusterDiagnostic>,
+    },
+    /// SC-10..SC-13: the spread constraints cannot be met (Karmada's plain error, SC-4.4:
+    /// previous result kept, rate-limited retry).
+    #[error("failed to select clusters: {error}")]
+    SpreadUnsatisfiable {
+        /// What went wrong.
+        error: SpreadError,
+        /// Per-cluster diagnostics of the run.
+        diagnostics: Vec<ClusterDiagnostic>,
+    },
+}
+
+impl ScheduleError {
+    /// SC-4: the reason of the `Scheduled=False` condition.
+    pub fn condition_reason(&self) -> &'static str {
+        match self {
+            ScheduleError::NoClusterFit(_) => "NoClusterFit",
+            ScheduleError::Unschedulable {
+                error: DivideError::InsufficientCapacity { .. },
+                ..
+            } => "Unschedulable",
+            ScheduleError::MissingPlacement
+            | ScheduleError::Unschedulable {
+                error: DivideError::NoCandidates,
+                ..
+            }
+            | ScheduleError::SpreadUnsatisfiable { .. } => "SchedulerError",
+        }
+    }
+
+    /// SC-4.3: only a `FitError` replaces the result with an empty one.
+    pub fn clears_result(&self) -> bool {
+        matches!(self, ScheduleError::NoClusterFit(_))
+    }
+
+    /// The per-cluster diagnostics of the failed run, if it got as far as filtering.
+    pub fn diagnostics(&self) -> &[ClusterDiagnostic] {
+        match self {
+            ScheduleError::MissingPlacement => &[],
+            ScheduleError::NoClusterFit(fit) => &fit.diagnostics,
+            ScheduleError::Unschedulable { diagnostics, .. }
+            | ScheduleError::SpreadUnsatisfiable { diagnostics, .. } => diagnostics,
+        }
+    }
+}
+
+/// A successful run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleOutcome {
+    /// The new `spec.clusters`.
+    pub targets: Vec<TargetCluster>,
+    /// With ClusterAffinities: the term that scheduled, to write to
+    /// `status.schedulerObservingAffinityName` (SC-19.1); `None` for a single affinity.
+    pub affinity_name: Option<String>,
+    /// The assignment strategy (SC-14).
+    pub strategy: AssignmentStrategy,
+    /// Steady or Fresh (SC-17).
+    pub mode: AssignmentMode,
+    /// Per-cluster diagnostics, in snapshot order.
+    pub diagnostics: Vec<ClusterDiagnostic>,
+}
+
+/// One pass of the pipeline with a given affinity in use (Karmada's `genericScheduler.Schedule`).
+fn schedule_once(
+    input: &ScheduleInput<'_>,
+    affinity_name: Option<&str>,
+) -> Result<ScheduleOutcome, ScheduleError> {
+    let placement = input.placement;
+    let observed = affinity_name.unwrap_or(input.observed_affinity_name);
+    let ctx = FilterContext {
+        api_version: input.api_version,
+        kind: input.kind,
+        previous: input.previous,
+        tolerations: &placement.cluster_tolerations,
+        affinity: effective_affinity(placement, observed),
+        spread_constraints: &placement.spread_constraints,
+        eviction_tasks: input.eviction_tasks,
+    };
+
+    // SC-5/SC-6.
+    let mut diagnostics: Vec<ClusterDiagnostic> = input
+        .clusters
+        .iter()
+        .map(|c| ClusterDiagnostic {
+            cluster: c.name().to_owned(),
+            verdict: filter_cluster(&ctx, c),
+            score: None,
+            allocatable_replicas: None,
+            available_replicas: None,
+            selected: false,
+            assigned_replicas: None,
+        })
+        .collect();
+    let feasible: Vec<&Cluster> = input
+        .clusters
+        .iter()
+        .zip(&diagnostics)
+        .filter(|(_, d)| d.verdict.is_fit())
+        .map(|(c, _)| c)
+        .collect();
+    if feasible.is_empty() {
+        return Err(ScheduleError::NoClusterFit(FitError {
+            num_all_clusters: input.clusters.len(),
+            diagnostics,
+        }));
+    }
+
+    // SC-7/SC-8/SC-9.
+    let workload = is_workload(input.replicas, input.has_replica_requirements);
+    let details = cluster_details(&feasible, input.previous, input.replicas, workload);
+    for detail in &details {
+        if let Some(d) = diagnostics.iter_mut().find(|d| d.cluster == detail.name()) {
+            d.score = Some(detail.score);
+            d.allocatable_replicas = Some(detail.allocatable_replicas);
+            d.available_replicas = Some(detail.available_replicas);
+        }
+    }
+
+    // SC-10..SC-13.
+    let selected = match select_best_clusters(placement, &details, input.replicas) {
+        Ok(selected) => selected,
+        Err(error) => return Err(ScheduleError::SpreadUnsatisfiable { error, diagnostics }),
+    };
+    for s in &selected {
+        if let Some(d) = diagnostics.iter_mut().find(|d| d.cluster == s.name()) {
+            d.selected = true;
+        }
+    }
+
+    // SC-14..SC-17.
+    let mode = input.mode();
+    let params = AssignParams {
+        placement,
+        replicas: input.replicas,
+        is_workload: workload,
+        previous: input.previous,
+        mode,
+        tie: TieBreak::for_uid(input.uid),
+    };
+    let pairs: Vec<(&Cluster, i64)> = selected
+        .iter()
+        .map(|s| (s.cluster, s.allocatable_replicas))
+        .collect();
+    let mut targets = match assign_replicas(&params, &pairs) {
+        Ok(targets) => targets,
+        Err(error) => return Err(ScheduleError::Unschedulable { error, diagnostics }),
+    };
+    // SC-14.4 `--enable-empty-workload-propagation`.
+    if input.options.enable_empty_workload_propagation {
+        for s in &selected {
+            if !targets.iter().any(|t| t.name == s.name()) {
+                targets.push(TargetCluster::new(s.name(), 0));
+            }
+        }
+    }
+    for t in &targets {
+        if let Some(d) = diagnostics.iter_mut().find(|d| d.cluster == t.name) {
+            d.assigned_replicas = Some(t.replicas);
+        }
+    }
+    Ok(ScheduleOutcome {
+        targets,
+        affinity_name: None,
+        strategy: AssignmentStrategy::for_placement(placement),
+        mode,
+        diagnostics,
+    })
+}
+
+/// Schedule a binding: the whole pipeline, with ClusterAffinities handled per SC-19.
+///
+/// With a single affinity (or none) this is one pass. With ClusterAffinities the terms are
+/// tried from the observed one upward (index 0 when there is none, when it is unknown, or —
+/// v1.19 — when a reschedule was requested after the last schedule, SC-3.4); the first term
+/// that schedules wins and is reported in [`ScheduleOutcome::affinity_name`]. A term earlier
+/// than the observed one is never tried on its own (SC-19.2: going back needs a reschedule).
+/// When every term fails, the first error is returned (SC-19.3; if it is a FitError the
+/// caller writes an empty result and keeps the old affinity name).
+pub fn schedule(input: &ScheduleInput<'_>) -> Result<ScheduleOutcome, ScheduleError> {
+    let terms = &input.placement.cluster_affinities;
+    if terms.is_empty() {
+        return schedule_once(input, None);
+    }
+    let start = if input.mode() == AssignmentMode::Fresh {
+        0
+    } else {
+        terms
+            .iter()
+            .position(|t| t.affinity_name == input.observed_affinity_name)
+            .unwrap_or(0)
+    };
+    let try_term = |term: &crate::types::ClusterAffinityTerm| {
+        schedule_once(input, Some(&term.affinity_name)).map(|mut outcome| {
+            outcome.affinity_name = Some(term.affinity_name.clone());
+            outcome
+        })
+    };
+    let Some((first, rest)) = terms.get(start..).and_then(<[_]>::split_first) else {
+        return schedule_once(input, None);
+    };
+    let first_error = match try_term(first) {
+        Ok(outcome) => return Ok(outcome),
+        Err(e) => e,
+    };
+    for term in rest {
+        if let Ok(outcome) = try_term(term) {
+            return Ok(outcome);
+        }
+    }
+    Err(first_error)
+}

@@ -1,0 +1,761 @@
+//! Domain types with Karmada's names (SEMANTICS.md §1). These are plain data: the wire
+//! format lives in `flotilla-proto`, which converts to and from these at the edge.
+
+use std::collections::BTreeMap;
+
+use crate::time::Time;
+
+/// Well-known taint key added while a cluster's Ready condition is False (CH-11).
+pub const TAINT_NOT_READY: &str = "cluster.karmada.io/not-ready";
+/// Well-known taint key added while a cluster's Ready condition is Unknown (CH-11).
+pub const TAINT_UNREACHABLE: &str = "cluster.karmada.io/unreachable";
+/// Taint key added when a cluster is being deleted (v1.5 behaviour, A2 / CH-15).
+pub const TAINT_TERMINATING: &str = "cluster.karmada.io/terminating";
+/// The condition type that carries a cluster's health.
+pub const CONDITION_READY: &str = "Ready";
+/// The binding condition written by the scheduler (SC-4).
+pub const CONDITION_SCHEDULED: &str = "Scheduled";
+/// The binding condition written by the work executor (WE-8.4).
+pub const CONDITION_FULLY_APPLIED: &str = "FullyApplied";
+/// Flotilla's condition: the binding has eviction tasks but no replacement target (A6).
+pub const CONDITION_REPLACEMENT_PENDING: &str = "ReplacementPending";
+/// Producer name of tasks created by the taint manager (§1.8).
+pub const PRODUCER_TAINT_MANAGER: &str = "TaintManager";
+/// Reason of tasks created by the taint manager (§1.8).
+pub const REASON_TAINT_UNTOLERATED: &str = "TaintUntolerated";
+/// Producer name of tasks created by application failover (§1.8).
+pub const PRODUCER_APPLICATION_FAILOVER: &str = "resource-binding-application-failover-controller";
+/// Reason of tasks created by application failover (§1.8).
+pub const REASON_APPLICATION_FAILURE: &str = "ApplicationFailure";
+/// The default scheduler name (PD-2).
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// Metadata common to every stored object (a subset of Kubernetes' ObjectMeta).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// Object name.
+    pub name: String,
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Unique id assigned at creation.
+    pub uid: String,
+    /// The store revision of the last write (etcd mod_revision); 0 before the first write.
+    pub resource_version: i64,
+    /// Bumped on every spec change, never on status-only changes.
+    pub generation: i64,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// When the object was created.
+    pub creation_timestamp: Option<Time>,
+    /// When deletion was requested; the object lingers while finalizers remain.
+    pub deletion_timestamp: Option<Time>,
+    /// Finalizers that must be removed before the object disappears.
+    pub finalizers: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Taints and tolerations
+// ---------------------------------------------------------------------------------------
+
+/// The effect of a taint (Kubernetes semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TaintEffect {
+    /// New placements must tolerate the taint.
+    NoSchedule,
+    /// A soft NoSchedule; Karmada's filters ignore it (SC-6.2).
+    PreferNoSchedule,
+    /// Existing placements are evicted unless tolerated (TM-*).
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// The Kubernetes spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// A cluster taint. Equality ignores [`Taint::trace_context`] (it is not part of what the
+/// taint means).
+#[derive(Clone, Debug)]
+pub struct Taint {
+    /// Taint key, a qualified name.
+    pub key: String,
+    /// Taint value, a label value (may be empty).
+    pub value: String,
+    /// What the taint does.
+    pub effect: TaintEffect,
+    /// When it was added; a taint without it never triggers a timed eviction (TM-8.3).
+    pub time_added: Option<Time>,
+    /// Opaque W3C trace context of the step that added it (Flotilla extension; empty when
+    /// none). The rules never read it.
+    pub trace_context: String,
+}
+
+impl PartialEq for Taint {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+            && self.value == other.value
+            && self.effect == other.effect
+            && self.time_added == other.time_added
+    }
+}
+
+impl Eq for Taint {}
+
+impl Taint {
+    /// A taint with an empty value.
+    pub fn new(key: impl Into<String>, effect: TaintEffect, time_added: Option<Time>) -> Self {
+        Taint {
+            key: key.into(),
+            value: String::new(),
+            effect,
+            time_added,
+            trace_context: String::new(),
+        }
+    }
+
+    /// Identity of a taint is (key, effect); the value is ignored (CH-12.1).
+    pub fn same_identity(&self, other: &Taint) -> bool {
+        self.key == other.key && self.effect == other.effect
+    }
+}
+
+/// How a toleration compares values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TolerationOperator {
+    /// Value must be equal (the default when empty).
+    #[default]
+    Equal,
+    /// Any value; with an empty key, any taint.
+    Exists,
+}
+
+/// A toleration of a cluster taint (Kubernetes semantics; Lt/Gt are not supported).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Toleration {
+    /// Key to match; empty matches every key (only with Exists).
+    pub key: String,
+    /// Comparison operator.
+    pub operator: TolerationOperator,
+    /// Value to compare with `Equal`.
+    pub value: String,
+    /// Effect to match; `None` matches every effect.
+    pub effect: Option<TaintEffect>,
+    /// For NoExecute: how long the taint is tolerated after `time_added`; `None` = forever.
+    pub toleration_seconds: Option<i64>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Cluster
+// ---------------------------------------------------------------------------------------
+
+/// How the control plane talks to a member cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SyncMode {
+    /// The control plane probes the member and applies Works to it.
+    #[default]
+    Push,
+    /// An agent in the member heartbeats and pulls its Works.
+    Pull,
+}
+
+/// Status of a condition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    True,
+    /// The condition does not hold.
+    False,
+    /// Nobody knows (e.g. status stopped being posted).
+    #[default]
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// The Kubernetes spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+/// A status condition (metav1.Condition).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Condition {
+    /// Condition type, e.g. `Ready`.
+    pub type_: String,
+    /// Status.
+    pub status: ConditionStatus,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// When the status last changed.
+    pub last_transition_time: Option<Time>,
+}
+
+/// Find a condition by type.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// An API group/version and the kinds a member serves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApiEnablement {
+    /// `group/version`, or `version` for the core group.
+    pub group_version: String,
+    /// Kinds served in that group/version.
+    pub kinds: Vec<String>,
+}
+
+/// Cluster spec (owned by the api service; controller taints by cluster-health).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// Push or Pull.
+    pub sync_mode: SyncMode,
+    /// The member's API endpoint (for Push probes and apply).
+    pub api_endpoint: String,
+    /// Cloud provider, used by field selectors and spread.
+    pub provider: String,
+    /// Region, used by field selectors and spread.
+    pub region: String,
+    /// Zones, used by field selectors and spread.
+    pub zones: Vec<String>,
+    /// Taints, user's and controller's.
+    pub taints: Vec<Taint>,
+}
+
+/// Cluster status (owned by cluster-health).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// Conditions (`Ready`, `CompleteAPIEnablements`).
+    pub conditions: Vec<Condition>,
+    /// API resources the member serves.
+    pub api_enablements: Vec<ApiEnablement>,
+    /// Member's Kubernetes version.
+    pub kubernetes_version: String,
+    /// How many more replicas of a typical workload fit (resource summary); `None` when
+    /// unknown, which the scheduler treats as unlimited (SC-8).
+    pub allocatable_replicas: Option<i64>,
+}
+
+/// A member cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cluster {
+    /// Metadata; `labels` are matched by label selectors.
+    pub meta: ObjectMeta,
+    /// Spec.
+    pub spec: ClusterSpec,
+    /// Status.
+    pub status: ClusterStatus,
+}
+
+impl Cluster {
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    /// The Ready condition, if any.
+    pub fn ready(&self) -> Option<&Condition> {
+        find_condition(&self.status.conditions, CONDITION_READY)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Placement
+// ---------------------------------------------------------------------------------------
+
+/// Operator of a label or field selector requirement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SelectorOperator {
+    /// Value in the set.
+    In,
+    /// Value not in the set (or key absent).
+    NotIn,
+    /// Key present.
+    Exists,
+    /// Key absent.
+    DoesNotExist,
+}
+
+/// One requirement of a label selector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelSelectorRequirement {
+    /// Label key.
+    pub key: String,
+    /// Operator.
+    pub operator: SelectorOperator,
+    /// Values for In / NotIn.
+    pub values: Vec<String>,
+}
+
+/// A Kubernetes label selector.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    /// Exact matches, ANDed.
+    pub match_labels: BTreeMap<String, String>,
+    /// Requirements, ANDed.
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// A field selector over a cluster's `provider`, `region` and `zone`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldSelector {
+    /// Requirements, ANDed; keys are `provider`, `region` or `zone`.
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// Which clusters a placement may use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterAffinity {
+    /// Label selector on cluster labels.
+    pub label_selector: Option<LabelSelector>,
+    /// Field selector on provider / region / zone.
+    pub field_selector: Option<FieldSelector>,
+    /// If non-empty, only these clusters.
+    pub cluster_names: Vec<String>,
+    /// Never these clusters.
+    pub exclude: Vec<String>,
+}
+
+/// A named affinity term of `clusterAffinities`, tried in order (SC-19).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterAffinityTerm {
+    /// Term name, 1–32 chars, unique.
+    pub affinity_name: String,
+    /// The affinity.
+    pub affinity: ClusterAffinity,
+}
+
+/// A field to spread by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SpreadField {
+    /// Each cluster is its own group.
+    Cluster,
+    /// Group by region.
+    Region,
+    /// Group by zone.
+    Zone,
+    /// Group by provider.
+    Provider,
+}
+
+/// A spread constraint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpreadConstraint {
+    /// Spread by a well-known field (exclusive with `spread_by_label`).
+    pub spread_by_field: Option<SpreadField>,
+    /// Spread by a cluster label (exclusive with `spread_by_field`).
+    pub spread_by_label: String,
+    /// Maximum number of groups; 0 = unset.
+    pub max_groups: i32,
+    /// Minimum number of groups.
+    pub min_groups: i32,
+}
+
+/// Duplicated or Divided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ReplicaSchedulingType {
+    /// Every selected cluster runs all replicas.
+    Duplicated,
+    /// Replicas are divided among the selected clusters (CRD default when
+    /// `replicaScheduling` is given, PD-2).
+    #[default]
+    Divided,
+}
+
+/// How Divided replicas are split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReplicaDivisionPreference {
+    /// Pack into as few clusters as possible.
+    Aggregated,
+    /// By static or dynamic weights.
+    Weighted,
+}
+
+/// A static weight for the clusters matching an affinity.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StaticClusterWeight {
+    /// Which clusters get the weight.
+    pub target_cluster: ClusterAffinity,
+    /// The weight, ≥ 1.
+    pub weight: i64,
+}
+
+/// Dynamic weight factor; Karmada supports only AvailableReplicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DynamicWeightFactor {
+    /// Weight by available replicas.
+    AvailableReplicas,
+}
+
+/// Weights for Divided + Weighted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterPreferences {
+    /// Static weights.
+    pub static_weight_list: Vec<StaticClusterWeight>,
+    /// Dynamic weights (wins over static when set, SC-14.3).
+    pub dynamic_weight: Option<DynamicWeightFactor>,
+}
+
+/// Replica scheduling strategy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaSchedulingStrategy {
+    /// Duplicated or Divided.
+    pub replica_scheduling_type: ReplicaSchedulingType,
+    /// For Divided: Aggregated or Weighted (PD-1.3 defaults an empty one to Weighted).
+    pub replica_division_preference: Option<ReplicaDivisionPreference>,
+    /// For Weighted.
+    pub weight_preference: Option<ClusterPreferences>,
+}
+
+/// Where and how a resource is placed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// A single affinity (exclusive with `cluster_affinities`).
+    pub cluster_affinity: Option<ClusterAffinity>,
+    /// Ordered affinity terms (SC-19).
+    pub cluster_affinities: Vec<ClusterAffinityTerm>,
+    /// Tolerations of cluster taints.
+    pub cluster_tolerations: Vec<Toleration>,
+    /// Spread constraints.
+    pub spread_constraints: Vec<SpreadConstraint>,
+    /// Replica scheduling; `None` behaves as Duplicated (PD-2).
+    pub replica_scheduling: Option<ReplicaSchedulingStrategy>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Failover behaviour
+// ---------------------------------------------------------------------------------------
+
+/// How the old copy is removed on eviction (A4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PurgeMode {
+    /// Delete the old Work at once; create new Works only once it is gone.
+    Directly,
+    /// Keep the old Work until the new placement is healthy or the grace period ends.
+    #[default]
+    Gracefully,
+    /// Keep the old Work until a human decides (application failover only).
+    Never,
+}
+
+impl PurgeMode {
+    /// The Karmada spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PurgeMode::Directly => "Directly",
+            PurgeMode::Gracefully => "Gracefully",
+            PurgeMode::Never => "Never",
+        }
+    }
+}
+
+/// One state-preservation rule (TM-10).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatePreservationRule {
+    /// Label name the value is stored under.
+    pub alias_label_name: String,
+    /// JSONPath into the resource status.
+    pub json_path: String,
+}
+
+/// Cluster failover behaviour (`failover.cluster`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterFailoverBehavior {
+    /// Purge mode; `None` = Gracefully (TM-9).
+    pub purge_mode: Option<PurgeMode>,
+    /// State preservation rules.
+    pub state_preservation: Vec<StatePreservationRule>,
+    /// Opt-in failback (A11): seconds an evicted cluster must stay healthy.
+    pub failback_stabilization_window_seconds: Option<i64>,
+}
+
+/// Application failover behaviour (`failover.application`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApplicationFailoverBehavior {
+    /// `decisionConditions.tolerationSeconds` (default 300, PD-2).
+    pub toleration_seconds: Option<i64>,
+    /// Purge mode (default Gracefully, PD-2).
+    pub purge_mode: Option<PurgeMode>,
+    /// Grace period for Gracefully (default 600, PD-1.5).
+    pub grace_period_seconds: Option<i64>,
+    /// State preservation rules.
+    pub state_preservation: Vec<StatePreservationRule>,
+}
+
+/// Failover behaviour of a policy / binding.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FailoverBehavior {
+    /// Cluster failover.
+    pub cluster: Option<ClusterFailoverBehavior>,
+    /// Application failover.
+    pub application: Option<ApplicationFailoverBehavior>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Policies
+// ---------------------------------------------------------------------------------------
+
+/// Selects resource templates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceSelector {
+    /// API version, e.g. `apps/v1`.
+    pub api_version: String,
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+    /// Namespace (defaulted to the policy's, PD-1.1).
+    pub namespace: String,
+    /// Name; empty = any.
+    pub name: String,
+    /// Label selector; ignored when `name` is set.
+    pub label_selector: Option<LabelSelector>,
+}
+
+/// Spec shared by PropagationPolicy and ClusterPropagationPolicy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PropagationSpec {
+    /// Which templates the policy applies to.
+    pub resource_selectors: Vec<ResourceSelector>,
+    /// Higher wins among matching policies.
+    pub priority: i32,
+    /// Placement.
+    pub placement: Placement,
+    /// Failover behaviour.
+    pub failover: Option<FailoverBehavior>,
+    /// Propagate dependencies (required by application failover).
+    pub propagate_deps: bool,
+    /// Scheduler name (default `default-scheduler`).
+    pub scheduler_name: String,
+}
+
+/// A namespaced or cluster-wide propagation policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PropagationPolicy {
+    /// Metadata; an empty namespace means a ClusterPropagationPolicy.
+    pub meta: ObjectMeta,
+    /// Spec.
+    pub spec: PropagationSpec,
+}
+
+/// A condition on a cluster condition (CH-16).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatchCondition {
+    /// Condition type.
+    pub condition_type: String,
+    /// In or NotIn (others never match, CH-18).
+    pub operator: SelectorOperator,
+    /// Status values.
+    pub status_values: Vec<ConditionStatus>,
+}
+
+/// A taint a ClusterTaintPolicy manages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaintSpec {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+    /// Effect.
+    pub effect: TaintEffect,
+}
+
+/// ClusterTaintPolicy (CH-16).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterTaintPolicy {
+    /// Metadata.
+    pub meta: ObjectMeta,
+    /// Clusters the policy applies to; `None` = all.
+    pub target_clusters: Option<ClusterAffinity>,
+    /// Add the taints when all of these match.
+    pub add_on_conditions: Vec<MatchCondition>,
+    /// Remove the taints when all of these match.
+    pub remove_on_conditions: Vec<MatchCondition>,
+    /// The taints.
+    pub taints: Vec<TaintSpec>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Binding
+// ---------------------------------------------------------------------------------------
+
+/// Which template a binding is for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectReference {
+    /// API version.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Template uid.
+    pub uid: String,
+}
+
+/// A scheduling result entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TargetCluster {
+    /// Cluster name.
+    pub name: String,
+    /// Replicas on it.
+    pub replicas: i32,
+}
+
+impl TargetCluster {
+    /// Shorthand constructor.
+    pub fn new(name: impl Into<String>, replicas: i32) -> Self {
+        TargetCluster {
+            name: name.into(),
+            replicas,
+        }
+    }
+}
+
+/// An eviction in progress (§1.7).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GracefulEvictionTask {
+    /// The cluster being evicted.
+    pub from_cluster: String,
+    /// Purge mode.
+    pub purge_mode: PurgeMode,
+    /// Replicas the evicted target had (only if > 0).
+    pub replicas: Option<i32>,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+    /// Who created the task.
+    pub producer: String,
+    /// Per-task timeout (exclusive with `suppress_deletion`).
+    pub grace_period_seconds: Option<i64>,
+    /// `Some(true)` keeps the old copy until a human flips it; `Some(false)` removes now.
+    pub suppress_deletion: Option<bool>,
+    /// Preserved state as labels (TM-10).
+    pub preserved_label_state: BTreeMap<String, String>,
+    /// Target names before the failover.
+    pub clusters_before_failover: Vec<String>,
+    /// Stamped by the graceful-eviction service (GE-3.1).
+    pub creation_timestamp: Option<Time>,
+    /// W3C trace context of the step that created the task (observability).
+    pub trace_context: String,
+}
+
+/// Health of a resource on one member.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ResourceHealth {
+    /// Healthy.
+    Healthy,
+    /// Unhealthy.
+    Unhealthy,
+    /// Not known (not collected, or apply failed).
+    #[default]
+    Unknown,
+}
+
+/// Per-cluster status of a binding's resource (WE-8).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AggregatedStatusItem {
+    /// Cluster name.
+    pub cluster_name: String,
+    /// Whether the Work was applied.
+    pub applied: bool,
+    /// Apply error, if any.
+    pub applied_message: String,
+    /// Health.
+    pub health: ResourceHealth,
+    /// Ready replicas reported by the member.
+    pub ready_replicas: i32,
+}
+
+/// Per-replica resource requests (used by capacity estimates).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaRequirements {
+    /// Millicores per replica.
+    pub cpu_millis: i64,
+    /// Bytes of memory per replica.
+    pub memory_bytes: i64,
+}
+
+/// A binding's spec.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceBindingSpec {
+    /// The template.
+    pub resource: ObjectReference,
+    /// Desired replicas (0 for non-workloads).
+    pub replicas: i32,
+    /// Per-replica requests.
+    pub replica_requirements: Option<ReplicaRequirements>,
+    /// Copy of the policy's placement.
+    pub placement: Option<Placement>,
+    /// The scheduling result.
+    pub clusters: Vec<TargetCluster>,
+    /// Evictions in progress.
+    pub graceful_eviction_tasks: Vec<GracefulEvictionTask>,
+    /// Clusters required by dependants (`requiredBy[].clusters`, flattened).
+    pub required_by_clusters: Vec<String>,
+    /// An explicit reschedule request (Fresh mode, SC-3.4).
+    pub reschedule_triggered_at: Option<Time>,
+    /// Copy of the policy's failover behaviour.
+    pub failover: Option<FailoverBehavior>,
+    /// Scheduler name.
+    pub scheduler_name: String,
+}
+
+/// A binding's status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceBindingStatus {
+    /// `Scheduled`, `FullyApplied`, `ReplacementPending`.
+    pub conditions: Vec<Condition>,
+    /// Generation the scheduler last acted on.
+    pub scheduler_observed_generation: i64,
+    /// Name of the ClusterAffinities term in use.
+    pub scheduler_observing_affinity_name: String,
+    /// When the scheduler last wrote a result.
+    pub last_scheduled_time: Option<Time>,
+    /// The placement the scheduler last applied (A3: the taint manager reads tolerations
+    /// from here, never from the live policy; Karmada keeps it in an annotation).
+    pub applied_placement: Option<Placement>,
+    /// Per-cluster status.
+    pub aggregated_status: Vec<AggregatedStatusItem>,
+    /// The generation `aggregated_status` was computed for (Flotilla, I1a).
+    pub aggregated_status_observed_generation: i64,
+}
+
+/// A ResourceBinding: a template, its placement and where it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceBinding {
+    /// Metadata.
+    pub meta: ObjectMeta,
+    /// Spec.
+    pub spec: ResourceBindingSpec,
+    /// Status.
+    pub status: ResourceBindingStatus,
+}
+
+impl ResourceBinding {
+    /// Whether `cluster` is in the scheduling result.
+    pub fn targets(&self, cluster: &str) -> bool {
+        self.spec.clusters.iter().any(|t| t.name == cluster)
+    }
+
+    /// Whether `cluster` has an eviction task.
+    pub fn has_task_for(&self, cluster: &str) -> bool {
+        self.spec
+            .graceful_eviction_tasks
+            .iter()
+            .any(|t| t.from_cluster == cluster)
+    }
+}

@@ -1,0 +1,174 @@
+//! Object metadata, labels, annotations and label selectors (Kubernetes apimachinery rules).
+
+use std::collections::BTreeMap;
+
+use super::names::{NameError, check_label_value, check_qualified_name};
+use super::{FieldError, FieldErrorKind, FieldErrors, FieldPath, Limits, check_count};
+use crate::types::{LabelSelector, ObjectMeta, SelectorOperator};
+
+/// Validate a label map at `path` (e.g. `metadata.labels`): at most `max_labels` entries,
+/// keys are qualified names and values are label values. Errors on one entry are reported
+/// at `path[key]`.
+pub fn validate_labels(
+    labels: &BTreeMap<String, String>,
+    path: &FieldPath,
+    limits: &Limits,
+) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    check_count(&mut errs, path, labels.len(), limits.max_labels);
+    for (key, value) in labels {
+        let entry = path.key(key);
+        if let Err(e) = check_qualified_name(key) {
+            errs.push(e.at(&entry));
+        }
+        if let Err(e) = check_label_value(value) {
+            errs.push(e.at(&entry));
+        }
+    }
+    errs
+}
+
+/// Validate an annotation map at `path` (e.g. `metadata.annotations`): keys are qualified
+/// names (Kubernetes checks them lower-cased, so do we), and keys plus values total at most
+/// `max_annotations_bytes` (256 KiB by default). Values are free-form.
+pub fn validate_annotations(
+    annotations: &BTreeMap<String, String>,
+    path: &FieldPath,
+    limits: &Limits,
+) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    let mut total: usize = 0;
+    for (key, value) in annotations {
+        if let Err(e) = check_qualified_name(&key.to_ascii_lowercase()) {
+            errs.push(e.at(&path.key(key)));
+        }
+        total = total.saturating_add(key.len()).saturating_add(value.len());
+    }
+    if total > limits.max_annotations_bytes {
+        errs.push(FieldError::new(
+            path,
+            FieldErrorKind::TooLong,
+            format!(
+                "annotations may not total more than {} bytes (got {total})",
+                limits.max_annotations_bytes
+            ),
+        ));
+    }
+    errs
+}
+
+/// Validate a Kubernetes label selector at `path` (e.g.
+/// `spec.placement.clusterAffinity.labelSelector`): `matchLabels` as labels; each
+/// `matchExpressions[i]` has a qualified-name key, `In`/`NotIn` need at least one value,
+/// `Exists`/`DoesNotExist` take none, and every value is a label value.
+pub fn validate_label_selector(
+    selector: &LabelSelector,
+    path: &FieldPath,
+    limits: &Limits,
+) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    check_count(
+        &mut errs,
+        path,
+        selector
+            .match_labels
+            .len()
+            .saturating_add(selector.match_expressions.len()),
+        limits.max_selector_requirements,
+    );
+    let labels_path = path.child("matchLabels");
+    for (key, value) in &selector.match_labels {
+        let entry = labels_path.key(key);
+        if let Err(e) = check_qualified_name(key) {
+            errs.push(e.at(&entry));
+        }
+        if let Err(e) = check_label_value(value) {
+            errs.push(e.at(&entry));
+        }
+    }
+    let exprs_path = path.child("matchExpressions");
+    for (i, req) in selector.match_expressions.iter().enumerate() {
+        let req_path = exprs_path.index(i);
+        if let Err(e) = check_qualified_name(&req.key) {
+            errs.push(e.at(&req_path.child("key")));
+        }
+        let values_path = req_path.child("values");
+        match req.operator {
+            SelectorOperator::In | SelectorOperator::NotIn => {
+                if req.values.is_empty() {
+                    errs.push(FieldError::required(
+                        &values_path,
+                        "must be specified when `operator` is 'In' or 'NotIn'",
+                    ));
+                }
+            }
+            SelectorOperator::Exists | SelectorOperator::DoesNotExist => {
+                if !req.values.is_empty() {
+                    errs.push(FieldError::forbidden(
+                        &values_path,
+                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                    ));
+                }
+            }
+        }
+        check_count(
+            &mut errs,
+            &values_path,
+            req.values.len(),
+            limits.max_selector_values,
+        );
+        for (j, value) in req.values.iter().enumerate() {
+            if let Err(e) = check_label_value(value) {
+                errs.push(e.at(&values_path.index(j)));
+            }
+        }
+    }
+    errs
+}
+
+/// Validate object metadata at `path` (normally `metadata`): the name with `check_name`, the
+/// namespace (a DNS-1123 label when `namespaced`, absent otherwise), labels, annotations and
+/// finalizer names. Server-set fields (uid, resourceVersion, generation, timestamps) are
+/// not the caller's to validate.
+pub(crate) fn validate_object_meta(
+    meta: &ObjectMeta,
+    path: &FieldPath,
+    check_name: fn(&str) -> Result<(), NameError>,
+    namespaced: bool,
+    limits: &Limits,
+) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    if let Err(e) = check_name(&meta.name) {
+        errs.push(e.at(&path.child("name")));
+    }
+    let ns_path = path.child("namespace");
+    if namespaced {
+        if let Err(e) = super::names::check_dns1123_label(&meta.namespace) {
+            errs.push(e.at(&ns_path));
+        }
+    } else if !meta.namespace.is_empty() {
+        errs.push(FieldError::forbidden(
+            &ns_path,
+            "not allowed on cluster-scoped objects",
+        ));
+    }
+    errs.extend(validate_labels(&meta.labels, &path.child("labels"), limits));
+    errs.extend(validate_annotations(
+        &meta.annotations,
+        &path.child("annotations"),
+        limits,
+    ));
+    let fin_path = path.child("finalizers");
+    check_count(
+        &mut errs,
+        &fin_path,
+        meta.finalizers.len(),
+        limits.max_labels,
+    );
+    for (i, f) in meta.finalizers.iter().enumerate() {
+        if let Err(e) = check_qualified_name(f) {
+            errs.push(e.at(&fin_path.index(i)));
+        }
+    }
+    errs
+}

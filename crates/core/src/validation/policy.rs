@@ -1,0 +1,347 @@
+//! Failover behaviour (PD-3.3) and PropagationPolicy / ClusterPropagationPolicy.
+
+use std::collections::HashSet;
+
+use super::meta::{validate_label_selector, validate_object_meta};
+use super::names::{
+    check_api_version, check_dns1123_label, check_dns1123_subdomain, check_kind,
+    check_path_segment_name, check_qualified_name, check_text,
+};
+use super::placement::validate_placement_at;
+use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds};
+use crate::types::{
+    ApplicationFailoverBehavior, ClusterFailoverBehavior, DEFAULT_SCHEDULER_NAME, FailoverBehavior,
+    PropagationPolicy, PurgeMode, ResourceSelector, StatePreservationRule,
+};
+
+/// Label holding a PropagationPolicy's permanent id (PD-1.6); immutable once set.
+pub const PERMANENT_ID_LABEL_POLICY: &str = "propagationpolicy.karmada.io/permanent-id";
+/// Label holding a ClusterPropagationPolicy's permanent id (PD-1.6); immutable once set.
+pub const PERMANENT_ID_LABEL_CLUSTER_POLICY: &str =
+    "clusterpropagationpolicy.karmada.io/permanent-id";
+
+/// Maximum length of a state-preservation `jsonPath` (Flotilla choice).
+const JSON_PATH_MAX_LEN: usize = 1024;
+
+/// Validate a policy's failover behaviour rooted at `spec.failover` (PD-3.3, PD-4), plus the
+/// rule that application failover requires `spec.propagateDeps` (Invalid at
+/// `spec.propagateDeps` when `propagate_deps` is false). See [`validate_failover_at`].
+pub fn validate_failover(
+    failover: &FailoverBehavior,
+    propagate_deps: bool,
+    limits: &Limits,
+) -> FieldErrors {
+    let spec = FieldPath::new("spec");
+    let mut errs = validate_failover_at(failover, &spec.child("failover"), limits);
+    if failover.application.is_some() && !propagate_deps {
+        errs.push(FieldError::invalid(
+            &spec.child("propagateDeps"),
+            "application failover is set, propagateDeps must be true",
+        ));
+    }
+    errs
+}
+
+/// Validate a failover behaviour rooted at `path` (PD-3.3), expecting defaulted input:
+/// - `application.decisionConditions.tolerationSeconds` in `0..=max_duration_seconds`;
+/// - `application.gracePeriodSeconds` Required when the purge mode is Gracefully (an unset
+///   mode is Gracefully, PD-2), Forbidden with Directly or Never, and in
+///   `1..=max_duration_seconds` (OutOfRange);
+/// - `cluster.purgeMode` is Directly or Gracefully (Never is application-only:
+///   NotSupported);
+/// - `cluster.failback.stabilizationWindowSeconds` (A11) in `0..=max_duration_seconds`;
+/// - every `statePreservation.rules[i]` has a qualified-name `aliasLabelName` (unique within
+///   its list) and a non-empty `jsonPath`.
+pub fn validate_failover_at(
+    failover: &FailoverBehavior,
+    path: &FieldPath,
+    limits: &Limits,
+) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    if let Some(app) = &failover.application {
+        check_application_failover(&mut errs, app, &path.child("application"), limits);
+    }
+    if let Some(cluster) = &failover.cluster {
+        check_cluster_failover(&mut errs, cluster, &path.child("cluster"), limits);
+    }
+    errs
+}
+
+fn check_application_failover(
+    errs: &mut FieldErrors,
+    app: &ApplicationFailoverBehavior,
+    path: &FieldPath,
+    limits: &Limits,
+) {
+    if let Some(seconds) = app.toleration_seconds {
+        check_seconds(
+            errs,
+            &path.child("decisionConditions").child("tolerationSeconds"),
+            seconds,
+            false,
+            limits.max_duration_seconds,
+        );
+    }
+    let purge_mode = app.purge_mode.unwrap_or(PurgeMode::Gracefully);
+    let grace = path.child("gracePeriodSeconds");
+    match (purge_mode, app.grace_period_seconds) {
+        (PurgeMode::Gracefully, None) => {
+            errs.push(FieldError::required(
+                &grace,
+                "must be set when purgeMode is Gracefully",
+            ));
+        }
+        (PurgeMode::Directly | PurgeMode::Never, Some(_)) => {
+            errs.push(FieldError::forbidden(
+                &grace,
+                format!(
+                    "only takes effect when purgeMode is Gracefully (purgeMode is {})",
+                    purge_mode.as_str()
+                ),
+            ));
+        }
+        _ => {}
+    }
+    if let Some(seconds) = app.grace_period_seconds {
+        check_seconds(errs, &grace, seconds, true, limits.max_duration_seconds);
+    }
+    check_state_preservation(
+        errs,
+        &app.state_preservation,
+        &path.child("statePreservation"),
+        limits,
+    );
+}
+
+fn check_cluster_failover(
+    errs: &mut FieldErrors,
+    cluster: &ClusterFailoverBehavior,
+    path: &FieldPath,
+    limits: &Limits,
+) {
+    if cluster.purge_mode == Some(PurgeMode::Never) {
+        errs.push(FieldError::not_supported(
+            &path.child("purgeMode"),
+            PurgeMode::Never.as_str(),
+            &[PurgeMode::Directly.as_str(), PurgeMode::Gracefully.as_str()],
+        ));
+    }
+    if let Some(seconds) = cluster.failback_stabilization_window_seconds {
+        check_seconds(
+            errs,
+            &path.child("failback").child("stabilizationWindowSeconds"),
+            seconds,
+            false,
+            limits.max_duration_seconds,
+        );
+    }
+    check_state_preservation(
+        errs,
+        &cluster.state_preservation,
+        &path.child("statePreservation"),
+        limits,
+    );
+}
+
+fn check_state_preservation(
+    errs: &mut FieldErrors,
+    rules: &[StatePreservationRule],
+    path: &FieldPath,
+    limits: &Limits,
+) {
+    let rules_path = path.child("rules");
+    check_count(
+        errs,
+        &rules_path,
+        rules.len(),
+        limits.max_state_preservation_rules,
+    );
+    let mut aliases = HashSet::new();
+    for (i, rule) in rules.iter().enumerate() {
+        let p = rules_path.index(i);
+        let alias = p.child("aliasLabelName");
+        if let Err(e) = check_qualified_name(&rule.alias_label_name) {
+            errs.push(e.at(&alias));
+        }
+        if !aliases.insert(rule.alias_label_name.as_str()) {
+            errs.push(FieldError::duplicate(
+                &alias,
+                format!(
+                    "{} is already used by another rule",
+                    super::quote(&rule.alias_label_name)
+                ),
+            ));
+        }
+        let json_path = p.child("jsonPath");
+        if rule.json_path.is_empty() {
+            errs.push(FieldError::required(
+                &json_path,
+                "a JSONPath into the status is required",
+            ));
+        } else if let Err(e) = check_text(&rule.json_path, JSON_PATH_MAX_LEN, false) {
+            errs.push(e.at(&json_path));
+        }
+    }
+}
+
+/// Validate a PropagationPolicy (`cluster_wide == false`) or ClusterPropagationPolicy
+/// (`cluster_wide == true`), expecting defaulted input (PD-1, PD-2):
+/// - `metadata.name` is a DNS-1123 subdomain; `metadata.namespace` is a DNS-1123 label for
+///   a namespaced policy and absent (Forbidden) for a cluster-wide one;
+/// - `spec.resourceSelectors` has 1..=`max_resource_selectors` entries, each with a
+///   well-formed `apiVersion` and `kind` (Required when empty), a valid optional `name` and
+///   `labelSelector`, and, for a namespaced policy, a `namespace` that is empty or equal to
+///   the policy's (Forbidden otherwise);
+/// - `spec.placement` passes [`validate_placement_at`]; `spec.failover` passes
+///   [`validate_failover`] (which also needs `spec.propagateDeps`);
+/// - `spec.schedulerName`, when set, is a DNS-1123 subdomain.
+///
+/// `spec.priority` is any int32, as in Karmada. On update, also call
+/// [`validate_propagation_policy_update`].
+pub fn validate_propagation_policy(
+    policy: &PropagationPolicy,
+    cluster_wide: bool,
+    limits: &Limits,
+) -> FieldErrors {
+    let mut errs = validate_object_meta(
+        &policy.meta,
+        &FieldPath::new("metadata"),
+        check_dns1123_subdomain,
+        !cluster_wide,
+        limits,
+    );
+    let spec = FieldPath::new("spec");
+    let selectors = spec.child("resourceSelectors");
+    if policy.spec.resource_selectors.is_empty() {
+        errs.push(FieldError::required(
+            &selectors,
+            "at least one resource selector is required",
+        ));
+    }
+    check_count(
+        &mut errs,
+        &selectors,
+        policy.spec.resource_selectors.len(),
+        limits.max_resource_selectors,
+    );
+    let policy_ns = (!cluster_wide).then_some(policy.meta.namespace.as_str());
+    for (i, selector) in policy.spec.resource_selectors.iter().enumerate() {
+        check_resource_selector(&mut errs, selector, &selectors.index(i), policy_ns, limits);
+    }
+    errs.extend(validate_placement_at(
+        &policy.spec.placement,
+        &spec.child("placement"),
+        limits,
+    ));
+    if let Some(failover) = &policy.spec.failover {
+        errs.extend(validate_failover(
+            failover,
+            policy.spec.propagate_deps,
+            limits,
+        ));
+    }
+    if !policy.spec.scheduler_name.is_empty()
+        && let Err(e) = check_dns1123_subdomain(&policy.spec.scheduler_name)
+    {
+        errs.push(e.at(&spec.child("schedulerName")));
+    }
+    errs
+}
+
+fn check_resource_selector(
+    errs: &mut FieldErrors,
+    selector: &ResourceSelector,
+    path: &FieldPath,
+    policy_namespace: Option<&str>,
+    limits: &Limits,
+) {
+    if let Err(e) = check_api_version(&selector.api_version) {
+        errs.push(e.at(&path.child("apiVersion")));
+    }
+    if let Err(e) = check_kind(&selector.kind) {
+        errs.push(e.at(&path.child("kind")));
+    }
+    if !selector.namespace.is_empty() {
+        let ns = path.child("namespace");
+        match policy_namespace {
+            Some(policy_ns) if selector.namespace != policy_ns => {
+                errs.push(FieldError::forbidden(
+                    &ns,
+                    format!(
+                        "{} must equal the policy's namespace {}",
+                        super::quote(&selector.namespace),
+                        super::quote(policy_ns)
+                    ),
+                ));
+            }
+            _ => {
+                if let Err(e) = check_dns1123_label(&selector.namespace) {
+                    errs.push(e.at(&ns));
+                }
+            }
+        }
+    }
+    if !selector.name.is_empty()
+        && let Err(e) = check_path_segment_name(&selector.name)
+    {
+        errs.push(e.at(&path.child("name")));
+    }
+    if let Some(label_selector) = &selector.label_selector {
+        errs.extend(validate_label_selector(
+            label_selector,
+            &path.child("labelSelector"),
+            limits,
+        ));
+    }
+}
+
+/// The update-only rules of a (Cluster)PropagationPolicy; call
+/// [`validate_propagation_policy`] on `new` as well:
+/// - `spec.schedulerName` is immutable (an empty name counts as `default-scheduler`, PD-2);
+/// - `metadata.name` and `metadata.namespace` are immutable;
+/// - the permanent-id label (PD-1.6), once set, is immutable.
+///
+/// All are Forbidden errors.
+pub fn validate_propagation_policy_update(
+    old: &PropagationPolicy,
+    new: &PropagationPolicy,
+) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    let scheduler = |p: &PropagationPolicy| -> String {
+        if p.spec.scheduler_name.is_empty() {
+            DEFAULT_SCHEDULER_NAME.to_owned()
+        } else {
+            p.spec.scheduler_name.clone()
+        }
+    };
+    if scheduler(old) != scheduler(new) {
+        errs.push(FieldError::forbidden(
+            &FieldPath::new("spec").child("schedulerName"),
+            "the schedulerName should not be updated",
+        ));
+    }
+    let meta = FieldPath::new("metadata");
+    if old.meta.name != new.meta.name {
+        errs.push(FieldError::forbidden(
+            &meta.child("name"),
+            "field is immutable",
+        ));
+    }
+    if old.meta.namespace != new.meta.namespace {
+        errs.push(FieldError::forbidden(
+            &meta.child("namespace"),
+            "field is immutable",
+        ));
+    }
+    for key in [PERMANENT_ID_LABEL_POLICY, PERMANENT_ID_LABEL_CLUSTER_POLICY] {
+        if let Some(old_id) = old.meta.labels.get(key)
+            && new.meta.labels.get(key) != Some(old_id)
+        {
+            errs.push(FieldError::forbidden(
+                &meta.child("labels").key(key),
+                "the permanent id is immutable",
+            ));
+        }
+    }
+    errs
+}

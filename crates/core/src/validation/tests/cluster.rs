@@ -1,0 +1,450 @@
+//! Cluster, cluster taints and ClusterTaintPolicy (RELIABILITY.md §3, CH-16).
+
+use std::collections::BTreeMap;
+
+use super::assert_errs;
+use crate::types::*;
+use crate::validation::FieldErrorKind::{self, *};
+use crate::validation::*;
+
+fn cluster(name: &str) -> Cluster {
+    Cluster {
+        meta: ObjectMeta {
+            name: name.to_owned(),
+            labels: BTreeMap::from([("env".to_owned(), "prod".to_owned())]),
+            ..ObjectMeta::default()
+        },
+        spec: ClusterSpec {
+            sync_mode: SyncMode::Push,
+            api_endpoint: "https://10.0.0.1:6443".to_owned(),
+            provider: "aws".to_owned(),
+            region: "us-east-1".to_owned(),
+            zones: vec!["us-east-1a".to_owned(), "us-east-1b".to_owned()],
+            taints: vec![Taint::new(TAINT_NOT_READY, TaintEffect::NoSchedule, None)],
+        },
+        status: ClusterStatus::default(),
+    }
+}
+
+struct Case {
+    name: &'static str,
+    cluster: Cluster,
+    want: &'static [(&'static str, FieldErrorKind)],
+}
+
+fn with(f: impl FnOnce(&mut Cluster)) -> Cluster {
+    let mut c = cluster("member1");
+    f(&mut c);
+    c
+}
+
+fn run(cases: Vec<Case>) {
+    let limits = Limits::default();
+    for c in cases {
+        assert_errs(c.name, &validate_cluster(&c.cluster, &limits), c.want);
+    }
+}
+
+#[test]
+fn karmada_cluster_name_48_chars() {
+    run(vec![
+        Case {
+            name: "valid",
+            cluster: cluster("member1"),
+            want: &[],
+        },
+        Case {
+            name: "exactly 48",
+            cluster: cluster(&"a".repeat(48)),
+            want: &[],
+        },
+        Case {
+            name: "49 is too long",
+            cluster: cluster(&"a".repeat(49)),
+            want: &[("metadata.name", TooLong)],
+        },
+        Case {
+            name: "empty",
+            cluster: cluster(""),
+            want: &[("metadata.name", Required)],
+        },
+        Case {
+            name: "not a DNS label",
+            cluster: cluster("Member_1"),
+            want: &[("metadata.name", Invalid)],
+        },
+        Case {
+            name: "cluster-scoped: no namespace",
+            cluster: with(|c| c.meta.namespace = "default".to_owned()),
+            want: &[("metadata.namespace", Forbidden)],
+        },
+        Case {
+            name: "bad label key and value",
+            cluster: with(|c| {
+                c.meta.labels.insert("-bad".to_owned(), "ok".to_owned());
+                c.meta
+                    .labels
+                    .insert("ok".to_owned(), "bad value".to_owned());
+            }),
+            want: &[
+                ("metadata.labels[-bad]", Invalid),
+                ("metadata.labels[ok]", Invalid),
+            ],
+        },
+    ]);
+}
+
+#[test]
+fn karmada_cluster_api_endpoint() {
+    let valid = [
+        "https://10.0.0.1:6443",
+        "http://example.com",
+        "HTTPS://example.com:443/",
+        "https://[::1]:6443/k8s/clusters/member1",
+        "https://[fd00::1]",
+        "https://member1.example.com.",
+    ];
+    for endpoint in valid {
+        let c = with(|c| c.spec.api_endpoint = endpoint.to_owned());
+        assert_errs(endpoint, &validate_cluster(&c, &Limits::default()), &[]);
+    }
+    let e = "spec.apiEndpoint";
+    let invalid: &[(&str, &[(&str, FieldErrorKind)])] = &[
+        ("example.com:6443", &[(e, Invalid)]),
+        ("10.0.0.1", &[(e, Invalid)]),
+        ("ftp://example.com", &[(e, NotSupported)]),
+        (
+            "unix:///var/run/k8s.sock",
+            &[(e, NotSupported), (e, Invalid)],
+        ),
+        ("https://", &[(e, Invalid)]),
+        ("https:///path", &[(e, Invalid)]),
+        ("https://admin:secret@example.com", &[(e, Invalid)]),
+        ("https://example.com?token=x", &[(e, Invalid)]),
+        ("https://example.com/#frag", &[(e, Invalid)]),
+        (
+            "https://u@example.com/?q#f",
+            &[(e, Invalid), (e, Invalid), (e, Invalid)],
+        ),
+        ("https://example.com:0", &[(e, Invalid)]),
+        ("https://example.com:65536", &[(e, Invalid)]),
+        ("https://example.com:", &[(e, Invalid)]),
+        ("https://example.com:+443", &[(e, Invalid)]),
+        ("https://exa mple.com", &[(e, Invalid)]),
+        ("https://example.com\n", &[(e, Invalid)]),
+        ("https://exa_mple.com", &[(e, Invalid)]),
+        ("https://-example.com", &[(e, Invalid)]),
+        ("https://a..b", &[(e, Invalid)]),
+        ("https://[::1", &[(e, Invalid)]),
+        ("https://[::1]x", &[(e, Invalid)]),
+        ("https://[fe80::1%25eth0]", &[(e, Invalid)]),
+        ("https://::1:6443", &[(e, Invalid)]),
+    ];
+    for (endpoint, want) in invalid {
+        let c = with(|c| c.spec.api_endpoint = (*endpoint).to_owned());
+        assert_errs(endpoint, &validate_cluster(&c, &Limits::default()), want);
+    }
+    // As in Karmada, the endpoint may be empty (pull clusters, or filled in later).
+    assert_errs(
+        "empty",
+        &validate_cluster(&with(|c| c.spec.api_endpoint.clear()), &Limits::default()),
+        &[],
+    );
+}
+
+#[test]
+fn karmada_cluster_provider_region_zones_label_values() {
+    run(vec![
+        Case {
+            name: "empty provider, region and zones",
+            cluster: with(|c| {
+                c.spec.provider.clear();
+                c.spec.region.clear();
+                c.spec.zones.clear();
+            }),
+            want: &[],
+        },
+        Case {
+            name: "provider and region are label values",
+            cluster: with(|c| {
+                c.spec.provider = "a b".to_owned();
+                c.spec.region = "r".repeat(64);
+            }),
+            want: &[("spec.provider", Invalid), ("spec.region", TooLong)],
+        },
+        Case {
+            name: "bad, empty and duplicate zones",
+            cluster: with(|c| {
+                c.spec.zones = vec![
+                    "z/1".to_owned(),
+                    String::new(),
+                    "z2".to_owned(),
+                    "z2".to_owned(),
+                ];
+            }),
+            want: &[
+                ("spec.zones[0]", Invalid),
+                ("spec.zones[1]", Required),
+                ("spec.zones[3]", Duplicate),
+            ],
+        },
+        Case {
+            name: "too many zones",
+            cluster: with(|c| c.spec.zones = (0..65).map(|i| format!("z{i}")).collect()),
+            want: &[("spec.zones", TooMany)],
+        },
+    ]);
+}
+
+#[test]
+fn karmada_cluster_taints() {
+    let taint = |key: &str, value: &str, effect| Taint {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        effect,
+        time_added: None,
+        trace_context: String::new(),
+    };
+    run(vec![
+        Case {
+            name: "no taints",
+            cluster: with(|c| c.spec.taints.clear()),
+            want: &[],
+        },
+        Case {
+            name: "same key, different effects",
+            cluster: with(|c| {
+                c.spec.taints = vec![
+                    taint(TAINT_NOT_READY, "", TaintEffect::NoSchedule),
+                    taint(TAINT_NOT_READY, "", TaintEffect::NoExecute),
+                ];
+            }),
+            want: &[],
+        },
+        Case {
+            name: "duplicate (key, effect), different values",
+            cluster: with(|c| {
+                c.spec.taints = vec![
+                    taint("dedicated", "a", TaintEffect::NoSchedule),
+                    taint("other", "", TaintEffect::NoSchedule),
+                    taint("dedicated", "b", TaintEffect::NoSchedule),
+                ];
+            }),
+            want: &[("spec.taints[2]", Duplicate)],
+        },
+        Case {
+            name: "PreferNoSchedule is not supported on clusters",
+            cluster: with(|c| c.spec.taints = vec![taint("a", "", TaintEffect::PreferNoSchedule)]),
+            want: &[("spec.taints[0].effect", NotSupported)],
+        },
+        Case {
+            name: "bad key and value",
+            cluster: with(|c| {
+                c.spec.taints = vec![
+                    taint("", "", TaintEffect::NoSchedule),
+                    taint("a/b/c", "x y", TaintEffect::NoExecute),
+                ];
+            }),
+            want: &[
+                ("spec.taints[0].key", Required),
+                ("spec.taints[1].key", Invalid),
+                ("spec.taints[1].value", Invalid),
+            ],
+        },
+        Case {
+            name: "exactly 64 taints",
+            cluster: with(|c| {
+                c.spec.taints = (0..64)
+                    .map(|i| taint(&format!("k{i}"), "", TaintEffect::NoSchedule))
+                    .collect();
+            }),
+            want: &[],
+        },
+        Case {
+            name: "65 taints",
+            cluster: with(|c| {
+                c.spec.taints = (0..65)
+                    .map(|i| taint(&format!("k{i}"), "", TaintEffect::NoSchedule))
+                    .collect();
+            }),
+            want: &[("spec.taints", TooMany)],
+        },
+    ]);
+}
+
+fn taint_policy() -> ClusterTaintPolicy {
+    ClusterTaintPolicy {
+        meta: ObjectMeta {
+            name: "not-ready".to_owned(),
+            ..ObjectMeta::default()
+        },
+        target_clusters: Some(ClusterAffinity {
+            cluster_names: vec!["member1".to_owned()],
+            ..ClusterAffinity::default()
+        }),
+        add_on_conditions: vec![MatchCondition {
+            condition_type: CONDITION_READY.to_owned(),
+            operator: SelectorOperator::In,
+            status_values: vec![ConditionStatus::False, ConditionStatus::Unknown],
+        }],
+        remove_on_conditions: vec![MatchCondition {
+            condition_type: CONDITION_READY.to_owned(),
+            operator: SelectorOperator::NotIn,
+            status_values: vec![ConditionStatus::False, ConditionStatus::Unknown],
+        }],
+        taints: vec![TaintSpec {
+            key: TAINT_NOT_READY.to_owned(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        }],
+    }
+}
+
+#[test]
+fn ch_16_cluster_taint_policy() {
+    struct Case {
+        name: &'static str,
+        allow_no_execute: bool,
+        edit: fn(&mut ClusterTaintPolicy),
+        want: &'static [(&'static str, FieldErrorKind)],
+    }
+    let no_execute = |p: &mut ClusterTaintPolicy| p.taints[0].effect = TaintEffect::NoExecute;
+    let cases = [
+        Case {
+            name: "valid",
+            allow_no_execute: false,
+            edit: |_| {},
+            want: &[],
+        },
+        Case {
+            name: "CH-16: at least one taint",
+            allow_no_execute: false,
+            edit: |p| p.taints.clear(),
+            want: &[("spec.taints", Required)],
+        },
+        Case {
+            name: "CH-16.1: NoExecute forbidden by default",
+            allow_no_execute: false,
+            edit: no_execute,
+            want: &[("spec.taints[0].effect", Forbidden)],
+        },
+        Case {
+            name: "CH-16.1: NoExecute allowed by the admin flag",
+            allow_no_execute: true,
+            edit: no_execute,
+            want: &[],
+        },
+        Case {
+            name: "CH-16.2: duplicate (key, effect)",
+            allow_no_execute: false,
+            edit: |p| {
+                let mut t = p.taints[0].clone();
+                t.value = "other".to_owned();
+                p.taints.push(t);
+            },
+            want: &[("spec.taints[1]", Duplicate)],
+        },
+        Case {
+            name: "PreferNoSchedule is not supported",
+            allow_no_execute: false,
+            edit: |p| p.taints[0].effect = TaintEffect::PreferNoSchedule,
+            want: &[("spec.taints[0].effect", NotSupported)],
+        },
+        Case {
+            name: "bad taint key",
+            allow_no_execute: false,
+            edit: |p| p.taints[0].key = "bad key".to_owned(),
+            want: &[("spec.taints[0].key", Invalid)],
+        },
+        Case {
+            name: "CH-18: operators In and NotIn only",
+            allow_no_execute: false,
+            edit: |p| {
+                p.add_on_conditions[0].operator = SelectorOperator::Exists;
+                p.remove_on_conditions[0].operator = SelectorOperator::DoesNotExist;
+            },
+            want: &[
+                ("spec.addOnConditions[0].operator", NotSupported),
+                ("spec.removeOnConditions[0].operator", NotSupported),
+            ],
+        },
+        Case {
+            name: "status values required and unique",
+            allow_no_execute: false,
+            edit: |p| {
+                p.add_on_conditions[0].status_values.clear();
+                p.remove_on_conditions[0].status_values =
+                    vec![ConditionStatus::True, ConditionStatus::True];
+            },
+            want: &[
+                ("spec.addOnConditions[0].statusValues", Required),
+                ("spec.removeOnConditions[0].statusValues[1]", Duplicate),
+            ],
+        },
+        Case {
+            name: "condition type required",
+            allow_no_execute: false,
+            edit: |p| p.add_on_conditions[0].condition_type.clear(),
+            want: &[("spec.addOnConditions[0].conditionType", Required)],
+        },
+        Case {
+            name: "empty condition lists are allowed",
+            allow_no_execute: false,
+            edit: |p| {
+                p.add_on_conditions.clear();
+                p.remove_on_conditions.clear();
+                p.target_clusters = None;
+            },
+            want: &[],
+        },
+        Case {
+            name: "target clusters are a valid affinity",
+            allow_no_execute: false,
+            edit: |p| {
+                if let Some(t) = &mut p.target_clusters {
+                    t.cluster_names.push("Bad".to_owned());
+                }
+            },
+            want: &[("spec.targetClusters.clusterNames[1]", Invalid)],
+        },
+        Case {
+            name: "name is a DNS subdomain, no namespace",
+            allow_no_execute: false,
+            edit: |p| {
+                p.meta.name = "Bad".to_owned();
+                p.meta.namespace = "default".to_owned();
+            },
+            want: &[
+                ("metadata.name", Invalid),
+                ("metadata.namespace", Forbidden),
+            ],
+        },
+    ];
+    for c in cases {
+        let mut p = taint_policy();
+        (c.edit)(&mut p);
+        let got = validate_cluster_taint_policy(&p, c.allow_no_execute, &Limits::default());
+        assert_errs(c.name, &got, c.want);
+    }
+}
+
+#[test]
+fn ch_16_cluster_taint_policy_conflicts_with_other_policies() {
+    let mine = taint_policy();
+    let mut other = taint_policy();
+    other.meta.name = "other".to_owned();
+    let mut unrelated = taint_policy();
+    unrelated.meta.name = "unrelated".to_owned();
+    unrelated.taints[0].effect = TaintEffect::NoExecute;
+
+    let got = validate_cluster_taint_policy_conflicts(&mine, &[unrelated.clone(), other]);
+    assert_errs(
+        "same taint in another policy",
+        &got,
+        &[("spec.taints[0]", Duplicate)],
+    );
+    assert!(got[0].message.contains("\"other\""), "{}", got[0].message);
+
+    let got = validate_cluster_taint_policy_conflicts(&mine, &[mine.clone(), unrelated]);
+    assert_errs("itself (update) and a different effect", &got, &[]);
+}

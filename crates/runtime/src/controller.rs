@@ -1,0 +1,411 @@
+//! The controller loop: N workers take keys from a [`WorkQueue`], run the reconciler on each,
+//! and turn its [`Action`] (or the error policy's) into a requeue.
+//!
+//! ```text
+//!   triggers: Stream<Event<K>> ──mapper──► WorkQueue<T> ◄── add_after(requeue / back-off)
+//!                                               │ next()                  ▲
+//!                        (only while leader)    ▼                         │
+//!   worker × N ── info_span!("reconcile", controller, object.ref, reason) ── reconcile(key, ctx)
+//!                   parent: trace_parent(key, ctx) (a stored traceparent) or none (a root)
+//!                                               │ Ok(Action)   → forget back-off, requeue?
+//!                                               │ Err(e)       → error_policy(&key, &e, &ctx)
+//!                                               ▼ done(key)      requeue after max(policy, back-off)
+//! ```
+//!
+//! Requeueing is a return value, never a sleep inside the reconciler. Metrics:
+//! `flotilla_<name>_reconcile_total{result}` and
+//! `flotilla_<name>_reconcile_duration_seconds{result}` with `result` = `ok` | `error` | `panic`.
+
+use std::fmt::{self, Display};
+use std::future::Future;
+use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_store::Leadership;
+use futures::FutureExt;
+use futures::Stream;
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::queue::{Reason, WorkQueue, metric_component};
+use crate::shutdown::Shutdown;
+use crate::watcher::Event;
+
+/// What to do with a key after a reconcile: run it again after a delay, or wait for the next
+/// change. Only these two (kube-runtime's `Action`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Action {
+    requeue_after: Option<Duration>,
+}
+
+// === impl Action ===
+
+impl Action {
+    /// Reconcile the key again after `duration` (unless a change triggers it earlier).
+    pub fn requeue(duration: Duration) -> Self {
+        Self {
+            requeue_after: Some(duration),
+        }
+    }
+
+    /// Do nothing until the key is queued again by a change.
+    pub fn await_change() -> Self {
+        Self {
+            requeue_after: None,
+        }
+    }
+
+    /// The requeue delay, if any.
+    pub fn requeue_after(&self) -> Option<Duration> {
+        self.requeue_after
+    }
+}
+
+type ReconcileFn<T, Ctx, E> =
+    Arc<dyn Fn(T, Arc<Ctx>) -> BoxFuture<'static, Result<Action, E>> + Send + Sync>;
+type ErrorPolicyFn<T, Ctx, E> = Arc<dyn Fn(&T, &E, &Ctx) -> Action + Send + Sync>;
+type TraceParentFn<T, Ctx> = Arc<dyn Fn(&T, &Ctx) -> Option<String> + Send + Sync>;
+
+struct ResultMetrics {
+    total: metrics::Counter,
+    seconds: metrics::Histogram,
+}
+
+struct Metrics {
+    ok: ResultMetrics,
+    error: ResultMetrics,
+    panic: ResultMetrics,
+}
+
+impl Metrics {
+    fn new(name: &str) -> Self {
+        let c = metric_component(name);
+        let result = |r: &'static str| ResultMetrics {
+            total: metrics::counter!(format!("flotilla_{c}_reconcile_total"), "result" => r),
+            seconds: metrics::histogram!(
+                format!("flotilla_{c}_reconcile_duration_seconds"),
+                "result" => r
+            ),
+        };
+        Self {
+            ok: result("ok"),
+            error: result("error"),
+            panic: result("panic"),
+        }
+    }
+}
+
+/// A trigger: a future that feeds the queue until its stream ends.
+type Trigger = BoxFuture<'static, ()>;
+
+/// A reconcile loop over a [`WorkQueue`] of keys `T`.
+pub struct Controller<T, Ctx, E> {
+    queue: WorkQueue<T>,
+    reconcile: ReconcileFn<T, Ctx, E>,
+    error_policy: ErrorPolicyFn<T, Ctx, E>,
+    workers: usize,
+    leader: Option<watch::Receiver<Option<Leadership>>>,
+    triggers: Vec<Trigger>,
+    metrics: Arc<Metrics>,
+    trace_parent: Option<TraceParentFn<T, Ctx>>,
+}
+
+impl<T, Ctx, E> fmt::Debug for Controller<T, Ctx, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controller")
+            .field("queue", &self.queue)
+            .field("workers", &self.workers)
+            .field("leader_gated", &self.leader.is_some())
+            .field("triggers", &self.triggers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Controller ===
+
+impl<T, Ctx, E> Controller<T, Ctx, E>
+where
+    T: Clone + Eq + Hash + Display + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    E: Display + Send + 'static,
+{
+    /// A controller with one worker. `reconcile(key, ctx)` reads the current state and acts;
+    /// `error_policy(&key, &error, &ctx)` decides what follows a failure: `await_change()`
+    /// drops the key until it changes, `requeue(d)` retries after `max(d, back-off)` where the
+    /// queue's per-key back-off doubles with each consecutive failure (and resets on success).
+    ///
+    /// Metric handles are taken from the recorder installed now.
+    pub fn new<R, Fut, P>(queue: WorkQueue<T>, reconcile: R, error_policy: P) -> Self
+    where
+        R: Fn(T, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(&T, &E, &Ctx) -> Action + Send + Sync + 'static,
+    {
+        Self {
+            metrics: Arc::new(Metrics::new(queue.name())),
+            queue,
+            reconcile: Arc::new(move |key, ctx| reconcile(key, ctx).boxed()),
+            error_policy: Arc::new(error_policy),
+            workers: 1,
+            leader: None,
+            triggers: Vec::new(),
+            trace_parent: None,
+        }
+    }
+
+    /// Continues a stored trace: before each reconcile, `f(&key, &ctx)` may return the W3C
+    /// `traceparent` the object carries (read from a cache; see [`crate::trace`]), and the
+    /// `reconcile` span is created as a child of that span. Without it (or when `f` returns
+    /// `None`) every reconcile span is the root of a trace of its own.
+    pub fn trace_parent<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&T, &Ctx) -> Option<String> + Send + Sync + 'static,
+    {
+        self.trace_parent = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs `n` workers (at least 1). Keys are never reconciled concurrently with themselves.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// Runs the workers only while `leader` holds a leadership (see
+    /// [`crate::leader::LeaderElector::subscribe`]); keys keep queueing meanwhile.
+    pub fn leader(mut self, leader: watch::Receiver<Option<Leadership>>) -> Self {
+        self.leader = Some(leader);
+        self
+    }
+
+    /// Feeds the queue from `events` (typically a [`crate::reflector::reflect`]ed watcher)
+    /// through `mapper`, e.g. a cluster change to the keys of the bindings on it. Triggers run
+    /// from [`Controller::run`] until shutdown, whether or not this replica leads.
+    pub fn watches<K, S, F>(mut self, events: S, mapper: F) -> Self
+    where
+        K: Send + Sync + 'static,
+        S: Stream<Item = Event<K>> + Send + 'static,
+        F: Fn(&Event<K>) -> Vec<T> + Send + Sync + 'static,
+    {
+        let queue = self.queue.clone();
+        self.triggers.push(queue.feed(events, mapper).boxed());
+        self
+    }
+
+    /// The queue the controller works from.
+    pub fn queue(&self) -> &WorkQueue<T> {
+        &self.queue
+    }
+
+    /// Runs until `shutdown` fires: triggers feed the queue, and workers reconcile (while
+    /// leader, if gated). On shutdown, in-flight reconciles are finished first.
+    pub async fn run(self, ctx: Arc<Ctx>, shutdown: Shutdown) {
+        let Self {
+            queue,
+            reconcile,
+            error_policy,
+            workers,
+            leader,
+            triggers,
+            metrics,
+            trace_parent,
+        } = self;
+        let worker = Worker {
+            metrics,
+            trace_parent,
+            queue: queue.clone(),
+            reconcile,
+            error_policy,
+            ctx,
+        };
+        let mut trigger_tasks = JoinSet::new();
+        for t in triggers {
+            trigger_tasks.spawn(t);
+        }
+        match leader {
+            None => worker.run_term(workers, &shutdown, &shutdown).await,
+            Some(mut leader) => loop {
+                tokio::select! {
+                    () = shutdown.triggered() => break,
+                    held = wait_leading(&mut leader) => {
+                        if !held {
+                            // The elector is gone: nobody will ever make us leader again.
+                            shutdown.triggered().await;
+                            break;
+                        }
+                    }
+                }
+                let term = shutdown.child();
+                let lost = {
+                    let term = term.clone();
+                    let mut leader = leader.clone();
+                    tokio::spawn(async move {
+                        let _ = leader.wait_for(Option::is_none).await;
+                        term.trigger();
+                    })
+                };
+                tracing::info!(queue = queue.name(), "leading: starting workers");
+                worker.run_term(workers, &term, &shutdown).await;
+                lost.abort();
+                if shutdown.is_triggered() {
+                    break;
+                }
+                tracing::info!(queue = queue.name(), "no longer leading: workers stopped");
+            },
+        }
+        trigger_tasks.shutdown().await;
+    }
+}
+
+/// Waits until `leader` holds a leadership; false if the elector is gone.
+async fn wait_leading(leader: &mut watch::Receiver<Option<Leadership>>) -> bool {
+    leader.wait_for(Option::is_some).await.is_ok()
+}
+
+struct Worker<T, Ctx, E> {
+    queue: WorkQueue<T>,
+    reconcile: ReconcileFn<T, Ctx, E>,
+    error_policy: ErrorPolicyFn<T, Ctx, E>,
+    ctx: Arc<Ctx>,
+    metrics: Arc<Metrics>,
+    trace_parent: Option<TraceParentFn<T, Ctx>>,
+}
+
+impl<T, Ctx, E> Clone for Worker<T, Ctx, E> {
+    fn clone(&self) -> Self {
+        Self {
+            trace_parent: self.trace_parent.clone(),
+            queue: self.queue.clone(),
+            reconcile: self.reconcile.clone(),
+            error_policy: self.error_policy.clone(),
+            ctx: self.ctx.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+// === impl Worker ===
+
+impl<T, Ctx, E> Worker<T, Ctx, E>
+where
+    T: Clone + Eq + Hash + Display + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    E: Display + Send + 'static,
+{
+    /// Runs `n` workers until `term` fires. A reconcile in flight when the term ends because
+    /// leadership was lost is abandoned (its writes are fenced) and its key queued again; on
+    /// shutdown it is allowed to finish.
+    async fn run_term(&self, n: usize, term: &Shutdown, shutdown: &Shutdown) {
+        let mut set = JoinSet::new();
+        for _ in 0..n {
+            let w = self.clone();
+            let term = term.clone();
+            let shutdown = shutdown.clone();
+            set.spawn(async move { w.work(term, shutdown).await });
+        }
+        while let Some(res) = set.join_next().await {
+            if let Err(e) = res
+                && e.is_panic()
+            {
+                tracing::error!(
+                    queue = self.queue.name(),
+                    "a worker panicked outside a reconcile"
+                );
+            }
+        }
+    }
+
+    async fn work(self, term: Shutdown, shutdown: Shutdown) {
+        loop {
+            let item = tokio::select! {
+                biased;
+                () = term.triggered() => return,
+                item = self.queue.next() => match item {
+                    Some(item) => item,
+                    None => return,
+                },
+            };
+            let key = item.key;
+            let span = tracing::info_span!(
+                "reconcile",
+                controller = self.queue.name(),
+                "object.ref" = %key,
+                reason = %item.reason,
+            );
+            // Stored contexts only matter when spans are exported: skip the cache lookup
+            // of every reconcile otherwise.
+            let parent = self
+                .trace_parent
+                .as_ref()
+                .filter(|_| crate::trace::exporting())
+                .and_then(|f| f(&key, &self.ctx));
+            crate::trace::set_parent(&span, parent.as_deref());
+            let run = self.reconcile_one(key.clone()).instrument(span);
+            tokio::pin!(run);
+            let finished = tokio::select! {
+                () = &mut run => true,
+                () = term.triggered() => {
+                    if shutdown.is_triggered() {
+                        // Shutting down rather than deposed: let the reconcile finish.
+                        run.await;
+                        true
+                    } else {
+                        false
+                    }
+                }
+            };
+            if !finished {
+                tracing::info!("object.ref" = %key, "leadership lost mid-reconcile; queued again");
+                self.queue.done(&key);
+                self.queue
+                    .add_with_reason(key, Reason::Custom("leadership regained".into()));
+                return;
+            }
+        }
+    }
+
+    async fn reconcile_one(&self, key: T) {
+        let start = Instant::now();
+        let fut = (self.reconcile)(key.clone(), self.ctx.clone());
+        let outcome = AssertUnwindSafe(fut).catch_unwind().await;
+        let elapsed = start.elapsed().as_secs_f64();
+        match outcome {
+            Ok(Ok(action)) => {
+                self.metrics.ok.total.increment(1);
+                self.metrics.ok.seconds.record(elapsed);
+                self.queue.forget(&key);
+                self.queue.done(&key);
+                if let Some(d) = action.requeue_after() {
+                    self.queue.add_after(key, d, Reason::Requeue);
+                }
+            }
+            Ok(Err(error)) => {
+                self.metrics.error.total.increment(1);
+                self.metrics.error.seconds.record(elapsed);
+                let action = (self.error_policy)(&key, &error, &self.ctx);
+                let backoff = self.queue.next_backoff(&key);
+                tracing::warn!(%error, requeue = ?action.requeue_after().map(|d| d.max(backoff)), "reconcile failed");
+                self.queue.done(&key);
+                if let Some(d) = action.requeue_after() {
+                    self.queue.add_after(key, d.max(backoff), Reason::Backoff);
+                }
+            }
+            Err(_panic) => {
+                self.metrics.panic.total.increment(1);
+                self.metrics.panic.seconds.record(elapsed);
+                tracing::error!("reconcile panicked; retrying with back-off");
+                let backoff = self.queue.next_backoff(&key);
+                self.queue.done(&key);
+                self.queue.add_after(key, backoff, Reason::Backoff);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,66 @@
+//! `flotilla-runtime`: the controller machinery every Flotilla service runs on, in the shape
+//! of kube-runtime, over the [`flotilla_store::Store`] instead of a Kubernetes API server.
+//!
+//! ```text
+//!                       Arc<dyn Store>  (etcd or MemStore, from CommonArgs::connect_store)
+//!                             │ range (paged, one revision) + watch(from rev+1)
+//!   watcher::watcher ─────────┴─► Event::{Init, InitApply, InitDone, Apply, Delete}
+//!     re-list on Compacted, back-off forever, never back in revision
+//!        │
+//!   reflector::reflect(Writer) ──► Cache<K> { get, list, by_index, revision, ready }
+//!        │                              │ readers: reconcilers, gRPC handlers, /readyz
+//!        │ mapper: Fn(&Event) -> Vec<key>
+//!        ▼
+//!   queue::WorkQueue<key>  de-dup, add_after (earliest wins), per-key back-off, metrics
+//!        │ next()
+//!        ▼                                 leader::LeaderElector ── Some(Leadership)/None
+//!   controller::Controller × N workers ◄── runs only while leader
+//!        reconcile(key, ctx) -> Result<Action, E>;  error_policy(&key, &E, &ctx) -> Action
+//!        writes through leader::FencedStore: every Txn also compares
+//!        create_revision(leader key) == fencing revision  (I8)
+//!        batch::BatchWriter<R>: concurrent CAS writes group-committed with update_many
+//!        (≤ 64 per Txn), each caller answered with its own result
+//!
+//!   bootstrap: args::CommonArgs (clap, env FLOTILLA_*), telemetry (tracing, Prometheus),
+//!   server::GrpcServer (health + reflection v1/v1alpha + timeout + decode limit),
+//!   admin::serve_admin (/metrics, /livez, /readyz), shutdown::Shutdown (SIGTERM/SIGINT)
+//! ```
+//!
+//! Every part can be used and tested on its own: the reflector and the queue need no I/O,
+//! and everything that touches the store works on `MemStore` under `tokio::time::pause()`.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod admin;
+pub mod args;
+pub mod backoff;
+pub mod batch;
+pub mod bootstrap;
+pub mod controller;
+pub mod events;
+pub mod leader;
+pub mod queue;
+pub mod reflector;
+pub mod security;
+pub mod server;
+pub mod shutdown;
+pub mod telemetry;
+#[cfg(feature = "test-util")]
+pub mod testing;
+pub mod trace;
+pub mod watcher;
+
+pub use crate::args::{CommonArgs, StoreKind};
+pub use crate::backoff::Backoff;
+pub use crate::batch::{BatchConfig, BatchWriter};
+pub use crate::bootstrap::{BootstrapError, Runtime};
+pub use crate::controller::{Action, Controller};
+pub use crate::events::{EventType, Recorder, Regarding, now};
+pub use crate::leader::{ElectionConfig, Fence, FencedStore, LeaderElector};
+pub use crate::queue::{QueueConfig, QueueItem, Reason, WorkQueue};
+pub use crate::reflector::{Cache, Writer, reflect};
+pub use crate::security::{AuthLayer, AuthTokens, SecurityArgs};
+pub use crate::server::{GrpcConfig, GrpcServer, Readiness};
+pub use crate::shutdown::Shutdown;
+pub use crate::watcher::{Event, Object, WatcherConfig, watcher};

@@ -1,0 +1,433 @@
+//! The reflector: an in-memory cache of a watched prefix, written by exactly one [`Writer`]
+//! and read through any number of cloneable [`Cache`] handles.
+//!
+//! ```text
+//!   watcher ──Event──► Writer::apply_watcher_event ──► Snapshot { objects, indexes, revision }
+//!                        │ Init: new buffer                  ▲ RwLock, short critical sections
+//!                        │ InitApply: into the buffer        │
+//!                        │ InitDone: swap the buffer in ─────┤  (deletions during a gap vanish)
+//!                        │ Apply / Delete: in place ─────────┘
+//!                        └─► ready = true (tokio watch) on the first InitDone
+//!
+//!   Cache::{get, list, by_index(name, value), revision, wait_until_ready}
+//! ```
+//!
+//! Secondary indexes are functions `&K -> Vec<String>` registered on the writer (e.g.
+//! bindings by target cluster). They are recomputed once per applied object and kept in the
+//! snapshot, so a lookup is one map access.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use flotilla_store::Revision;
+use futures::{Stream, StreamExt};
+use tokio::sync::watch;
+
+use crate::watcher::{Event, Object};
+
+/// A secondary index: the index values an object is filed under (e.g. the clusters a
+/// binding targets). An object may be filed under none, one or several values.
+pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+
+struct Entry<K> {
+    value: Arc<K>,
+    revision: Revision,
+    /// The values this object is filed under, one list per index (in registration order).
+    filed_under: Vec<Vec<String>>,
+}
+
+struct Snapshot<K> {
+    objects: BTreeMap<String, Entry<K>>,
+    /// index name → index value → keys.
+    indexes: HashMap<String, HashMap<String, BTreeSet<String>>>,
+    /// The revision the snapshot reflects (the last list's or event's).
+    revision: Revision,
+}
+
+impl<K> Snapshot<K> {
+    fn new<'a>(index_names: impl Iterator<Item = &'a str>) -> Self {
+        Self {
+            objects: BTreeMap::new(),
+            indexes: index_names
+                .map(|n| (n.to_owned(), HashMap::new()))
+                .collect(),
+            revision: 0,
+        }
+    }
+
+    fn insert(&mut self, names: &[&str], key: &str, entry: Entry<K>) {
+        self.remove(names, key);
+        for (name, values) in names.iter().zip(&entry.filed_under) {
+            let index = self.indexes.entry((*name).to_owned()).or_default();
+            for v in values {
+                index.entry(v.clone()).or_default().insert(key.to_owned());
+            }
+        }
+        self.objects.insert(key.to_owned(), entry);
+    }
+
+    fn remove(&mut self, names: &[&str], key: &str) -> bool {
+        let Some(old) = self.objects.remove(key) else {
+            return false;
+        };
+        for (name, values) in names.iter().zip(&old.filed_under) {
+            if let Some(index) = self.indexes.get_mut(*name) {
+                for v in values {
+                    if let Some(keys) = index.get_mut(v) {
+                        keys.remove(key);
+                        if keys.is_empty() {
+                            index.remove(v);
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+struct Shared<K> {
+    snapshot: RwLock<Snapshot<K>>,
+    ready: watch::Sender<bool>,
+}
+
+impl<K> Shared<K> {
+    fn read(&self) -> RwLockReadGuard<'_, Snapshot<K>> {
+        // A panic while holding the lock cannot leave a snapshot half-updated in a way that
+        // breaks readers (every mutation is a map insert/remove), so poisoning is ignored.
+        self.snapshot.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Snapshot<K>> {
+        self.snapshot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The exclusive writing half of a reflector: applies [`Event`]s to the cache its [`Cache`]
+/// handles read.
+pub struct Writer<K> {
+    shared: Arc<Shared<K>>,
+    indexers: Vec<(String, IndexFn<K>)>,
+    /// The snapshot being built between `Init` and `InitDone`.
+    buffer: Option<Snapshot<K>>,
+}
+
+impl<K> std::fmt::Debug for Writer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field(
+                "indexes",
+                &self.indexers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("listing", &self.buffer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Default for Writer<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// === impl Writer ===
+
+impl<K> Writer<K> {
+    /// An empty, not yet ready cache without indexes.
+    pub fn new() -> Self {
+        let (ready, _) = watch::channel(false);
+        Self {
+            shared: Arc::new(Shared {
+                snapshot: RwLock::new(Snapshot::new(std::iter::empty())),
+                ready,
+            }),
+            indexers: Vec::new(),
+            buffer: None,
+        }
+    }
+
+    /// Registers a secondary index `name` computed by `index` (replacing one of the same
+    /// name). Objects already cached are filed at once.
+    pub fn with_index<F>(mut self, name: impl Into<String>, index: F) -> Self
+    where
+        F: Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    {
+        let name = name.into();
+        let index: IndexFn<K> = Arc::new(index);
+        let pos = match self.indexers.iter().position(|(n, _)| *n == name) {
+            Some(pos) => {
+                self.indexers[pos].1 = index.clone();
+                pos
+            }
+            None => {
+                self.indexers.push((name.clone(), index.clone()));
+                self.indexers.len() - 1
+            }
+        };
+        let rebuild = |snap: &mut Snapshot<K>| {
+            let mut map: HashMap<String, BTreeSet<String>> = HashMap::new();
+            for (key, entry) in &mut snap.objects {
+                let values = index(&entry.value);
+                for v in &values {
+                    map.entry(v.clone()).or_default().insert(key.clone());
+                }
+                if entry.filed_under.len() <= pos {
+                    entry.filed_under.resize(pos + 1, Vec::new());
+                }
+                entry.filed_under[pos] = values;
+            }
+            snap.indexes.insert(name.clone(), map);
+        };
+        rebuild(&mut self.shared.write());
+        if let Some(buffer) = self.buffer.as_mut() {
+            rebuild(buffer);
+        }
+        self
+    }
+
+    /// A reader of this cache. Readers are cheap to clone and see every applied event.
+    pub fn cache(&self) -> Cache<K> {
+        Cache {
+            shared: self.shared.clone(),
+        }
+    }
+
+    fn entry(&self, object: &Object<K>) -> Entry<K> {
+        Entry {
+            value: object.value.clone(),
+            revision: object.revision,
+            filed_under: self
+                .indexers
+                .iter()
+                .map(|(_, f)| f(&object.value))
+                .collect(),
+        }
+    }
+
+    /// Applies one watcher event. Returns the keys that vanished when an `InitDone` swapped in
+    /// a snapshot without them (objects deleted while the watch was down), so that a
+    /// controller can reconcile their deletion; empty for every other event.
+    pub fn apply_watcher_event(&mut self, event: &Event<K>) -> Vec<String> {
+        let names: Vec<&str> = self.indexers.iter().map(|(n, _)| n.as_str()).collect();
+        match event {
+            Event::Init { .. } => {
+                self.buffer = Some(Snapshot::new(names.iter().copied()));
+                Vec::new()
+            }
+            Event::InitApply(object) => {
+                let entry = self.entry(object);
+                self.buffer
+                    .get_or_insert_with(|| Snapshot::new(names.iter().copied()))
+                    .insert(&names, &object.key, entry);
+                Vec::new()
+            }
+            Event::InitDone { revision } => {
+                let mut fresh = self
+                    .buffer
+                    .take()
+                    .unwrap_or_else(|| Snapshot::new(names.iter().copied()));
+                fresh.revision = *revision;
+                let old = std::mem::replace(&mut *self.shared.write(), fresh);
+                let vanished = {
+                    let now = self.shared.read();
+                    old.objects
+                        .into_keys()
+                        .filter(|k| !now.objects.contains_key(k))
+                        .collect()
+                };
+                self.shared.ready.send_replace(true);
+                vanished
+            }
+            Event::Apply(object) => {
+                let entry = self.entry(object);
+                let mut snap = self.shared.write();
+                let newer = snap
+                    .objects
+                    .get(&object.key)
+                    .is_none_or(|e| e.revision <= object.revision);
+                if newer {
+                    snap.insert(&names, &object.key, entry);
+                }
+                snap.revision = snap.revision.max(object.revision);
+                Vec::new()
+            }
+            Event::Delete { key, revision } => {
+                let mut snap = self.shared.write();
+                let newer = snap
+                    .objects
+                    .get(key)
+                    .is_none_or(|e| e.revision <= *revision);
+                if newer {
+                    snap.remove(&names, key);
+                }
+                snap.revision = snap.revision.max(*revision);
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// A cloneable, read-only handle on a reflector's cache.
+pub struct Cache<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for Cache<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Cache<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let snap = self.shared.read();
+        f.debug_struct("Cache")
+            .field("objects", &snap.objects.len())
+            .field("revision", &snap.revision)
+            .field("ready", &*self.shared.ready.borrow())
+            .finish()
+    }
+}
+
+// === impl Cache ===
+
+impl<K> Cache<K> {
+    /// The cached object under `key`.
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.shared.read().objects.get(key).map(|e| e.value.clone())
+    }
+
+    /// The cached object under `key` with its key and mod revision (for a CAS write).
+    pub fn get_object(&self, key: &str) -> Option<Object<K>> {
+        self.shared.read().objects.get(key).map(|e| Object {
+            key: key.to_owned(),
+            revision: e.revision,
+            value: e.value.clone(),
+        })
+    }
+
+    /// Every cached object, in key order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.shared
+            .read()
+            .objects
+            .values()
+            .map(|e| e.value.clone())
+            .collect()
+    }
+
+    /// Every cached object with its key and revision, in key order.
+    pub fn objects(&self) -> Vec<Object<K>> {
+        self.shared
+            .read()
+            .objects
+            .iter()
+            .map(|(key, e)| Object {
+                key: key.clone(),
+                revision: e.revision,
+                value: e.value.clone(),
+            })
+            .collect()
+    }
+
+    /// Every cached key, in order.
+    pub fn keys(&self) -> Vec<String> {
+        self.shared.read().objects.keys().cloned().collect()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.shared.read().objects.len()
+    }
+
+    /// Whether the cache holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.shared.read().objects.is_empty()
+    }
+
+    /// The objects filed under `value` in index `name`, in key order. Empty if nothing is
+    /// filed there, or if no index of that name was registered.
+    pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<K>> {
+        let snap = self.shared.read();
+        snap.indexes
+            .get(name)
+            .and_then(|index| index.get(value))
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| snap.objects.get(k).map(|e| e.value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The keys filed under `value` in index `name`, in order.
+    pub fn index_keys(&self, name: &str, value: &str) -> Vec<String> {
+        self.shared
+            .read()
+            .indexes
+            .get(name)
+            .and_then(|index| index.get(value))
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The store revision the cache reflects: the last list's revision or the last event's,
+    /// whichever is newer. 0 before the first list completes.
+    pub fn revision(&self) -> Revision {
+        self.shared.read().revision
+    }
+
+    /// Whether the first list has been applied (the cache is "synced").
+    pub fn is_ready(&self) -> bool {
+        *self.shared.ready.borrow()
+    }
+
+    /// A receiver that turns `true` once the first list has been applied, for readiness
+    /// probes and for `grpc.health.v1`.
+    pub fn ready(&self) -> watch::Receiver<bool> {
+        self.shared.ready.subscribe()
+    }
+
+    /// Waits until the first list has been applied.
+    pub async fn wait_until_ready(&self) {
+        let mut rx = self.ready();
+        // The sender lives in `self.shared`, which we hold: the channel cannot close.
+        let _ = rx.wait_for(|ready| *ready).await;
+    }
+}
+
+/// Applies every event of `events` to `writer` and passes it on, so that whoever consumes the
+/// returned stream (e.g. a controller's trigger) sees the cache already updated.
+///
+/// After an `InitDone`, one synthetic `Event::Delete` (at the list's revision) follows for each
+/// key that vanished from the cache, so that deletions missed during a watch gap still reach
+/// the controller.
+pub fn reflect<K, S>(writer: Writer<K>, events: S) -> impl Stream<Item = Event<K>> + Send
+where
+    K: Send + Sync + 'static,
+    S: Stream<Item = Event<K>> + Send + 'static,
+{
+    let events = Box::pin(events);
+    let state = (writer, events, VecDeque::<Event<K>>::new());
+    futures::stream::unfold(state, |(mut writer, mut events, mut pending)| async move {
+        if let Some(ev) = pending.pop_front() {
+            return Some((ev, (writer, events, pending)));
+        }
+        let ev = events.next().await?;
+        let vanished = writer.apply_watcher_event(&ev);
+        let revision = ev.revision();
+        pending.extend(
+            vanished
+                .into_iter()
+                .map(|key| Event::Delete { key, revision }),
+        );
+        Some((ev, (writer, events, pending)))
+    })
+}
+
+#[cfg(test)]
+mod tests;

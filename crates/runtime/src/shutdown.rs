@@ -1,0 +1,99 @@
+//! The shutdown token shared by servers, controllers and the leader elector.
+
+use std::future::Future;
+
+use tokio_util::sync::CancellationToken;
+
+/// A cloneable "stop now" signal. Triggering it (or a parent of it) wakes every
+/// [`Shutdown::triggered`] waiter; children can be triggered on their own (a leadership term
+/// ends without the process ending).
+#[derive(Clone, Debug, Default)]
+pub struct Shutdown {
+    token: CancellationToken,
+}
+
+// === impl Shutdown ===
+
+impl Shutdown {
+    /// A token that has not fired.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fires the token (and every child).
+    pub fn trigger(&self) {
+        self.token.cancel();
+    }
+
+    /// Whether the token has fired.
+    pub fn is_triggered(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// Resolves once the token has fired.
+    pub fn triggered(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.token.clone().cancelled_owned()
+    }
+
+    /// A token that fires with this one, and can also be fired alone.
+    pub fn child(&self) -> Self {
+        Self {
+            token: self.token.child_token(),
+        }
+    }
+
+    /// The underlying cancellation token.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Fires the token on SIGTERM or SIGINT (Ctrl-C). Spawns a task; returns at once.
+    pub fn trigger_on_signals(&self) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let signal = wait_for_signal().await;
+            tracing::info!(signal, "shutting down");
+            this.trigger();
+        });
+    }
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+        },
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; only SIGINT stops the process");
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() -> &'static str {
+    let _ = tokio::signal::ctrl_c().await;
+    "Ctrl-C"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn children_fire_with_parents_but_not_back() {
+        let root = Shutdown::new();
+        let child = root.child();
+        child.trigger();
+        assert!(child.is_triggered());
+        assert!(!root.is_triggered(), "a child does not stop its parent");
+        let other = root.child();
+        root.trigger();
+        other.triggered().await;
+        assert!(other.is_triggered());
+    }
+}

@@ -1,0 +1,394 @@
+//! Fault injection and test support for anything built on the runtime (feature `test-util`).
+//!
+//! ```text
+//!   FlakyStore ── wraps any Store: partition()/heal() (every call fails Unavailable),
+//!                 inject_watch_error(e) (the next watch() calls fail with e),
+//!                 stale_lists(n, rev) (the next n un-pinned ranges are read at an old rev),
+//!                 rewind_watches(by) (watches start `by` revisions early: replayed history)
+//!   Interpose  ── wraps any Store: runs a hook once before the first txn writing a key (a
+//!                 concurrent writer between a read and its CAS); counts binding writes
+//!   TcpProxy   ── 127.0.0.1:0 → upstream; cut() drops every connection and refuses new ones
+//!                 until restore(): a network partition between a client and etcd
+//!   harness    ── Harness (a service's run_with on a task, stop()), eventually(..)
+//!   bindings   ── cluster / taint / toleration / binding builders, CAS helpers
+//! ```
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use flotilla_store::{
+    DeleteResponse, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResponse, Result, Revision,
+    Store, StoreError, StoreRef, Txn, TxnResponse, WatchStream,
+};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+pub mod bindings;
+pub mod harness;
+
+pub use self::harness::{Harness, eventually};
+
+/// A [`Store`] wrapper that fails on demand.
+pub struct FlakyStore {
+    inner: Arc<dyn Store>,
+    partitioned: AtomicBool,
+    watch_errors: Mutex<VecDeque<StoreError>>,
+    stale_lists: AtomicUsize,
+    stale_revision: AtomicI64,
+    rewind: AtomicI64,
+    watch_calls: AtomicUsize,
+    range_calls: AtomicUsize,
+}
+
+impl std::fmt::Debug for FlakyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlakyStore")
+            .field("partitioned", &self.partitioned.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl FlakyStore ===
+
+impl FlakyStore {
+    /// Wraps `inner`; nothing fails until told to.
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            partitioned: AtomicBool::new(false),
+            watch_errors: Mutex::new(VecDeque::new()),
+            stale_lists: AtomicUsize::new(0),
+            stale_revision: AtomicI64::new(0),
+            rewind: AtomicI64::new(0),
+            watch_calls: AtomicUsize::new(0),
+            range_calls: AtomicUsize::new(0),
+        })
+    }
+
+    /// Every call fails with [`StoreError::Unavailable`] until [`FlakyStore::heal`]. Watches
+    /// opened before keep running (the wrapper cannot break them).
+    pub fn partition(&self) {
+        self.partitioned.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends a partition.
+    pub fn heal(&self) {
+        self.partitioned.store(false, Ordering::SeqCst);
+    }
+
+    /// The next `watch` call fails with `error` (queue several for several calls).
+    pub fn inject_watch_error(&self, error: StoreError) {
+        self.watch_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(error);
+    }
+
+    /// The next `n` ranges that do not ask for a revision are read at `revision` instead of
+    /// the current one, as a lagging etcd member would answer.
+    pub fn stale_lists(&self, n: usize, revision: Revision) {
+        self.stale_revision.store(revision, Ordering::SeqCst);
+        self.stale_lists.store(n, Ordering::SeqCst);
+    }
+
+    /// Watches start `by` revisions before the one asked for, so that the watcher receives
+    /// history it has already seen.
+    pub fn rewind_watches(&self, by: i64) {
+        self.rewind.store(by, Ordering::SeqCst);
+    }
+
+    /// How many `watch` calls were made.
+    pub fn watch_calls(&self) -> usize {
+        self.watch_calls.load(Ordering::SeqCst)
+    }
+
+    /// How many `range` calls were made.
+    pub fn range_calls(&self) -> usize {
+        self.range_calls.load(Ordering::SeqCst)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.partitioned.load(Ordering::SeqCst) {
+            Err(StoreError::unavailable("partitioned by the test"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl Store for FlakyStore {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        self.check()?;
+        self.inner.get(key).await
+    }
+
+    async fn range(&self, mut req: RangeRequest) -> Result<RangeResponse> {
+        self.range_calls.fetch_add(1, Ordering::SeqCst);
+        self.check()?;
+        if req.revision.is_none()
+            && self
+                .stale_lists
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            req.revision = Some(self.stale_revision.load(Ordering::SeqCst));
+        }
+        self.inner.range(req).await
+    }
+
+    async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
+        self.check()?;
+        self.inner.put(key, value, lease).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<DeleteResponse> {
+        self.check()?;
+        self.inner.delete(key).await
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        self.check()?;
+        self.inner.txn(txn).await
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        self.check()?;
+        self.inner.compact(revision).await
+    }
+
+    async fn current_revision(&self) -> Result<Revision> {
+        self.check()?;
+        self.inner.current_revision().await
+    }
+
+    async fn watch(&self, prefix: &str, from_revision: Option<Revision>) -> Result<WatchStream> {
+        self.watch_calls.fetch_add(1, Ordering::SeqCst);
+        self.check()?;
+        let injected = self
+            .watch_errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        if let Some(e) = injected {
+            return Err(e);
+        }
+        let rewind = self.rewind.load(Ordering::SeqCst);
+        let from = from_revision.map(|r| (r - rewind).max(1));
+        self.inner.watch(prefix, from).await
+    }
+
+    async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
+        self.check()?;
+        self.inner.lease_grant(ttl).await
+    }
+
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
+        self.check()?;
+        self.inner.lease_keep_alive(lease).await
+    }
+
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
+        self.check()?;
+        self.inner.lease_revoke(lease).await
+    }
+}
+
+/// An async hook for [`Interpose`].
+pub type Hook = Box<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// A [`Store`] wrapper that runs a hook once, right before the first transaction that writes
+/// `key`: a concurrent writer that gets in between a controller's read and its CAS. It also
+/// counts the transactions that write bindings, to check that writes are batched.
+pub struct Interpose {
+    inner: StoreRef,
+    key: String,
+    hook: Mutex<Option<Hook>>,
+    /// How often the hook ran (0 or 1).
+    pub fired: AtomicUsize,
+    /// Transactions that wrote at least one binding.
+    pub binding_txns: AtomicUsize,
+    /// Binding puts in those transactions.
+    pub binding_puts: AtomicUsize,
+}
+
+impl std::fmt::Debug for Interpose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interpose")
+            .field("key", &self.key)
+            .field("fired", &self.fired)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Interpose ===
+
+impl Interpose {
+    /// Wraps `inner`; `hook` runs before the first transaction that puts `key`.
+    pub fn new(inner: StoreRef, key: &str, hook: Hook) -> Arc<Self> {
+        Arc::new(Interpose {
+            inner,
+            key: key.into(),
+            hook: Mutex::new(Some(hook)),
+            fired: AtomicUsize::new(0),
+            binding_txns: AtomicUsize::new(0),
+            binding_puts: AtomicUsize::new(0),
+        })
+    }
+
+    /// How often the hook ran (0 or 1).
+    pub fn fired(&self) -> usize {
+        self.fired.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Store for Interpose {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        self.inner.get(key).await
+    }
+
+    async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
+        self.inner.range(req).await
+    }
+
+    async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
+        self.inner.put(key, value, lease).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<DeleteResponse> {
+        self.inner.delete(key).await
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        let writes_key = txn
+            .success
+            .iter()
+            .any(|op| matches!(op, Op::Put { key, .. } if *key == self.key));
+        let puts = txn
+            .success
+            .iter()
+            .filter(|op| matches!(op, Op::Put { key, .. } if key.starts_with("bindings/")))
+            .count();
+        if puts > 0 {
+            self.binding_txns.fetch_add(1, Ordering::SeqCst);
+            self.binding_puts.fetch_add(puts, Ordering::SeqCst);
+        }
+        if writes_key {
+            let hook = self
+                .hook
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(hook) = hook {
+                hook().await;
+                self.fired.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        self.inner.txn(txn).await
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        self.inner.compact(revision).await
+    }
+
+    async fn current_revision(&self) -> Result<Revision> {
+        self.inner.current_revision().await
+    }
+
+    async fn watch(&self, prefix: &str, from: Option<Revision>) -> Result<WatchStream> {
+        self.inner.watch(prefix, from).await
+    }
+
+    async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
+        self.inner.lease_grant(ttl).await
+    }
+
+    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
+        self.inner.lease_keep_alive(lease).await
+    }
+
+    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
+        self.inner.lease_revoke(lease).await
+    }
+}
+
+/// A TCP proxy on 127.0.0.1 that can cut its connections: a network partition between a
+/// client (e.g. an `EtcdStore`) and its server. Stops when dropped.
+#[derive(Debug)]
+pub struct TcpProxy {
+    addr: SocketAddr,
+    cut: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+// === impl TcpProxy ===
+
+impl TcpProxy {
+    /// Starts a proxy to `upstream` on a free local port.
+    pub async fn start(upstream: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (cut, cut_rx) = watch::channel(false);
+        let task = tokio::spawn(proxy_loop(listener, upstream, cut_rx));
+        Ok(Self { addr, cut, task })
+    }
+
+    /// The proxy's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>`, for an etcd endpoint list.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Drops every open connection and refuses new ones.
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    /// Accepts connections again.
+    pub fn restore(&self) {
+        self.cut.send_replace(false);
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn proxy_loop(listener: TcpListener, upstream: SocketAddr, cut: watch::Receiver<bool>) {
+    let mut conns = JoinSet::new();
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            continue;
+        };
+        if *cut.borrow() {
+            drop(client);
+            continue;
+        }
+        let mut cut = cut.clone();
+        conns.spawn(async move {
+            let Ok(mut server) = TcpStream::connect(upstream).await else {
+                return;
+            };
+            let mut client = client;
+            tokio::select! {
+                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                _ = cut.wait_for(|c| *c) => {}
+            }
+        });
+        while conns.try_join_next().is_some() {}
+    }
+}

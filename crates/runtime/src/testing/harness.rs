@@ -1,0 +1,96 @@
+//! A service under test on a task, and polling for what it eventually writes.
+//!
+//! ```text
+//!   Harness::spawn("taint manager", store, |store, readiness, shutdown|
+//!                  run_with(store, config, readiness, shutdown))
+//!     .typed     read and write the store as other services would
+//!     .stop()    fire the shutdown; the service must return Ok within 10 s
+//!   eventually(timeout, what, || async { Some(..) })   poll every 20 ms
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use flotilla_store::StoreRef;
+use flotilla_store::typed::Typed;
+use tokio::task::JoinHandle;
+
+use crate::server::Readiness;
+use crate::shutdown::Shutdown;
+
+/// Polls `f` every 20 ms until it returns `Some`, for at most `timeout` (then panics, naming
+/// `what`).
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A running service (its `run_with`, on a task) and typed access to its store.
+pub struct Harness {
+    /// The store the service runs on.
+    pub typed: Typed,
+    /// Stops the service.
+    pub shutdown: Shutdown,
+    name: &'static str,
+    task: JoinHandle<()>,
+}
+
+impl fmt::Debug for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Harness")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Harness ===
+
+impl Harness {
+    /// Runs `run(store, readiness, shutdown)` on a task: a service's `run_with` with its
+    /// config bound. `name` is what the panics of a failed or stuck service say.
+    pub fn spawn<F, Fut, E>(name: &'static str, store: StoreRef, run: F) -> Self
+    where
+        F: FnOnce(StoreRef, Readiness, Shutdown) -> Fut,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: fmt::Debug,
+    {
+        let shutdown = Shutdown::new();
+        let service = run(store.clone(), Readiness::new(), shutdown.clone());
+        let task = tokio::spawn(async move {
+            if let Err(e) = service.await {
+                panic!("{name} failed: {e:?}");
+            }
+        });
+        Harness {
+            typed: Typed::new(store),
+            shutdown,
+            name,
+            task,
+        }
+    }
+
+    /// Fires the shutdown and waits (10 s at most) for the service to return `Ok`.
+    pub async fn stop(self) {
+        self.shutdown.trigger();
+        let name = self.name;
+        match tokio::time::timeout(Duration::from_secs(10), self.task).await {
+            Err(_) => panic!("{name} stops"),
+            Ok(Err(e)) => panic!("{name} failed: {e}"),
+            Ok(Ok(())) => {}
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! Watcher + reflector against `MemStore`: list+watch, updates and deletes, compaction while
+//! the watcher is not reading, injected faults, and monotonic revisions (I7).
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns unwrap too
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use flotilla_runtime::backoff::Backoff;
+use flotilla_runtime::reflector::{Cache, Writer, reflect};
+use flotilla_runtime::testing::FlakyStore;
+use flotilla_runtime::watcher::{Event, WatcherConfig, raw, watcher};
+use flotilla_store::{
+    KeyValue, MemStore, MemStoreOptions, Revision, Store, StoreError, TokioClock,
+};
+use futures::{Stream, StreamExt};
+
+type Events<K> = Pin<Box<dyn Stream<Item = Event<K>> + Send>>;
+
+fn config() -> WatcherConfig {
+    WatcherConfig::default()
+        .named("test")
+        .page_size(2)
+        .backoff(Backoff::new(
+            Duration::from_millis(100),
+            Duration::from_secs(2),
+        ))
+}
+
+/// A reflector over `prefix` with the raw key-values as objects, indexed by value.
+fn reflector(
+    store: Arc<dyn Store>,
+    prefix: &str,
+    config: WatcherConfig,
+) -> (Cache<KeyValue>, Events<KeyValue>) {
+    let writer = Writer::new().with_index("value", |kv: &KeyValue| {
+        vec![String::from_utf8_lossy(&kv.value).into_owned()]
+    });
+    let cache = writer.cache();
+    let events = reflect(writer, watcher(store, prefix, config, raw));
+    (cache, Box::pin(events))
+}
+
+async fn next<K>(events: &mut Events<K>) -> Event<K> {
+    tokio::time::timeout(Duration::from_secs(20), events.next())
+        .await
+        .expect("an event in time")
+        .expect("the watcher never ends")
+}
+
+/// Reads events until `done` says so; returns them.
+async fn until<K>(
+    events: &mut Events<K>,
+    mut done: impl FnMut(&Event<K>) -> bool,
+) -> Vec<Event<K>> {
+    let mut out = Vec::new();
+    loop {
+        let ev = next(events).await;
+        let stop = done(&ev);
+        out.push(ev);
+        if stop {
+            return out;
+        }
+    }
+}
+
+async fn put(store: &dyn Store, key: &str, value: &str) -> Revision {
+    store
+        .put(key, Bytes::from(value.to_owned()), None)
+        .await
+        .unwrap()
+}
+
+/// (key → (mod revision, value)) of the store under `prefix` and of the cache.
+async fn snapshot(store: &dyn Store, prefix: &str) -> BTreeMap<String, (Revision, Bytes)> {
+    let (kvs, _) = store.list(prefix, 0).await.unwrap();
+    kvs.into_iter()
+        .map(|kv| (kv.key, (kv.mod_revision, kv.value)))
+        .collect()
+}
+
+fn cached(cache: &Cache<KeyValue>) -> BTreeMap<String, (Revision, Bytes)> {
+    cache
+        .objects()
+        .into_iter()
+        .map(|o| (o.key, (o.revision, o.value.value.clone())))
+        .collect()
+}
+
+/// The stream position after each event: InitDone/Apply/Delete carry it. It must never go
+/// back, and an `Init` must never start below it.
+fn assert_monotonic<K>(events: &[Event<K>]) {
+    let mut position = 0;
+    let mut listing = false;
+    for ev in events {
+        match ev {
+            Event::Init { revision } => {
+                assert!(
+                    *revision >= position,
+                    "re-list at {revision} below {position}"
+                );
+                listing = true;
+            }
+            Event::InitApply(o) => assert!(listing && o.revision <= position.max(o.revision)),
+            Event::InitDone { revision } => {
+                assert!(
+                    *revision >= position,
+                    "InitDone {revision} went back from {position}"
+                );
+                position = *revision;
+                listing = false;
+            }
+            Event::Apply(_) | Event::Delete { .. } => {
+                // Synthetic deletes after a re-list carry the list revision itself.
+                assert!(
+                    ev.revision() >= position,
+                    "{} went back from {position}",
+                    ev.revision()
+                );
+                position = ev.revision();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn lists_in_pages_then_follows_updates_and_deletes() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    for i in 0..5 {
+        put(&*store, &format!("b/{i}"), "a").await;
+    }
+    put(&*store, "other/x", "a").await;
+    let list_rev = store.current_revision().await.unwrap();
+    let (cache, mut events) = reflector(store.clone(), "b/", config());
+
+    let first = until(&mut events, |e| matches!(e, Event::InitDone { .. }));
+    let first = first.await;
+    assert_eq!(first.len(), 7, "Init, 5 × InitApply, InitDone: {first:?}");
+    assert_eq!(first[0], Event::Init { revision: list_rev });
+    let keys: Vec<_> = first[1..6]
+        .iter()
+        .map(|e| e.key().unwrap().to_owned())
+        .collect();
+    assert_eq!(keys, vec!["b/0", "b/1", "b/2", "b/3", "b/4"]);
+    assert!(cache.is_ready());
+    assert_eq!(cache.revision(), list_rev);
+    assert_eq!(cached(&cache), snapshot(&*store, "b/").await);
+
+    let r1 = put(&*store, "b/1", "z").await;
+    let r2 = store.delete("b/3").await.unwrap().revision;
+    put(&*store, "other/y", "a").await;
+    let r3 = put(&*store, "b/9", "z").await;
+    let live = until(&mut events, |e| e.revision() == r3).await;
+    let summary: Vec<_> = live
+        .iter()
+        .map(|e| {
+            (
+                matches!(e, Event::Delete { .. }),
+                e.key().unwrap().to_owned(),
+                e.revision(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (false, "b/1".into(), r1),
+            (true, "b/3".into(), r2),
+            (false, "b/9".into(), r3)
+        ]
+    );
+    assert_eq!(cached(&cache), snapshot(&*store, "b/").await);
+    assert_eq!(cache.revision(), r3);
+    assert_eq!(cache.index_keys("value", "z"), vec!["b/1", "b/9"]);
+    assert!(cache.get("b/3").is_none());
+    let mut all = first;
+    all.extend(live);
+    assert_monotonic(&all);
+}
+
+#[tokio::test]
+async fn compaction_while_not_reading_relists_and_the_cache_equals_the_store() {
+    // A one-item watch buffer and a two-revision fan-out: a watcher that stops reading falls
+    // behind at once, and the compaction below then cancels its watch.
+    let store = MemStore::with_options(
+        MemStoreOptions {
+            history_revisions: 100_000,
+            watch_buffer: 1,
+            broadcast_capacity: 2,
+        },
+        Arc::new(TokioClock::default()),
+    );
+    let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
+    for i in 0..10 {
+        put(&store, &format!("b/{i}"), "v1").await;
+    }
+    let (cache, mut events) = reflector(dyn_store.clone(), "b/", config());
+    let mut all = until(&mut events, |e| matches!(e, Event::InitDone { .. })).await;
+    assert_eq!(cache.len(), 10);
+    // Let the watcher open its watch (nothing to read yet), then stop reading.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), events.next())
+            .await
+            .is_err()
+    );
+
+    // Not reading: delete half, update some, add some, then compact everything.
+    for i in 0..5 {
+        store.delete(&format!("b/{i}")).await.unwrap();
+    }
+    for i in 5..8 {
+        put(&store, &format!("b/{i}"), "v2").await;
+    }
+    for i in 10..13 {
+        put(&store, &format!("b/{i}"), "v2").await;
+    }
+    let last = store.current_revision().await.unwrap();
+    store.compact(last).await.unwrap();
+    assert_eq!(store.compacted_revision(), last);
+
+    let rest = until(
+        &mut events,
+        |e| matches!(e, Event::InitDone { revision } if *revision == last),
+    )
+    .await;
+    // Then the synthetic deletes for whatever vanished in the gap.
+    let inits = rest
+        .iter()
+        .filter(|e| matches!(e, Event::Init { .. }))
+        .count();
+    assert_eq!(inits, 1, "exactly one re-list: {rest:?}");
+    all.extend(rest);
+    let mut trailing = Vec::new();
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(200), events.next()).await {
+        trailing.push(ev);
+    }
+    assert_eq!(
+        cached(&cache),
+        snapshot(&store, "b/").await,
+        "deletions included"
+    );
+    assert_eq!(cache.revision(), last);
+    for i in 0..5 {
+        assert!(
+            cache.get(&format!("b/{i}")).is_none(),
+            "b/{i} was deleted during the gap"
+        );
+    }
+    // Every deletion reached a consumer: as a watch Delete before the watch broke, or as a
+    // synthetic Delete after the re-list.
+    all.extend(trailing);
+    let mut deleted: Vec<String> = all
+        .iter()
+        .filter(|e| matches!(e, Event::Delete { .. }))
+        .map(|e| e.key().unwrap().to_owned())
+        .collect();
+    deleted.sort();
+    deleted.dedup();
+    assert_eq!(
+        deleted,
+        (0..5).map(|i| format!("b/{i}")).collect::<Vec<_>>()
+    );
+    assert_monotonic(&all);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_watches_are_retried_with_backoff() {
+    let flaky = FlakyStore::new(Arc::new(MemStore::new()));
+    put(&*flaky, "b/1", "v").await;
+    for _ in 0..3 {
+        flaky.inject_watch_error(StoreError::unavailable("connection refused"));
+    }
+    let start = tokio::time::Instant::now();
+    let (cache, mut events) = reflector(flaky.clone(), "b/", config());
+    until(&mut events, |e| matches!(e, Event::InitDone { .. })).await;
+    let r = put(&*flaky, "b/2", "v").await;
+    until(&mut events, |e| e.revision() == r).await;
+    assert_eq!(flaky.watch_calls(), 4);
+    // 100 ms + 200 ms + 400 ms of back-off before the fourth attempt.
+    assert!(
+        start.elapsed() >= Duration::from_millis(700),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(cached(&cache), snapshot(&*flaky, "b/").await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_older_than_what_was_seen_is_rejected() {
+    let flaky = FlakyStore::new(Arc::new(MemStore::new()));
+    let early = put(&*flaky, "b/1", "v").await;
+    put(&*flaky, "b/2", "v").await;
+    let synced = put(&*flaky, "b/3", "v").await;
+    // The first watch says "compacted": the watcher re-lists, and a lagging member answers
+    // that list with a snapshot from before what the watcher has already seen.
+    flaky.inject_watch_error(StoreError::Compacted {
+        compact_revision: synced,
+    });
+    let (cache, mut events) = reflector(flaky.clone(), "b/", config());
+    let first = until(&mut events, |e| matches!(e, Event::InitDone { .. })).await;
+    assert_eq!(first[0].revision(), synced);
+    flaky.stale_lists(1, early);
+    let second = until(&mut events, |e| matches!(e, Event::InitDone { .. })).await;
+    assert_eq!(
+        second[0],
+        Event::Init { revision: synced },
+        "the stale snapshot was never emitted"
+    );
+    // Two pages, one refused stale page, two pages.
+    assert_eq!(
+        flaky.range_calls(),
+        5,
+        "the stale list was asked for and refused"
+    );
+    assert_eq!(cache.len(), 3);
+    let mut all = first;
+    all.extend(second);
+    assert_monotonic(&all);
+}
+
+#[tokio::test]
+async fn replayed_history_at_or_below_the_last_seen_revision_is_dropped() {
+    let flaky = FlakyStore::new(Arc::new(MemStore::new()));
+    for i in 0..6 {
+        put(&*flaky, &format!("b/{i}"), "old").await;
+    }
+    store_delete(&*flaky, "b/0").await;
+    // Every watch starts 5 revisions early: it replays puts and the delete already listed.
+    flaky.rewind_watches(5);
+    let (cache, mut events) = reflector(flaky.clone(), "b/", config());
+    let first = until(&mut events, |e| matches!(e, Event::InitDone { .. })).await;
+    let listed = first.last().unwrap().revision();
+    let r = put(&*flaky, "b/7", "new").await;
+    let live = until(&mut events, |e| e.revision() == r).await;
+    assert_eq!(live.len(), 1, "only the new change, no replay: {live:?}");
+    assert!(live.iter().all(|e| e.revision() > listed));
+    assert_eq!(cached(&cache), snapshot(&*flaky, "b/").await);
+}
+
+async fn store_delete(store: &dyn Store, key: &str) {
+    store.delete(key).await.unwrap();
+}
+
+#[tokio::test]
+async fn values_that_do_not_decode_are_skipped() {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    put(&*store, "n/a", "1").await;
+    put(&*store, "n/b", "not a number").await;
+    put(&*store, "n/c", "3").await;
+    let decode = |kv: &KeyValue| -> Result<u32, std::num::ParseIntError> {
+        String::from_utf8_lossy(&kv.value).parse()
+    };
+    let writer = Writer::<u32>::new();
+    let cache = writer.cache();
+    let mut events: Events<u32> = Box::pin(reflect(
+        writer,
+        watcher(store.clone(), "n/", config(), decode),
+    ));
+    let first = until(&mut events, |e| matches!(e, Event::InitDone { .. })).await;
+    assert_eq!(first.len(), 4, "Init, two decodable objects, InitDone");
+    assert_eq!(cache.keys(), vec!["n/a", "n/c"]);
+    put(&*store, "n/d", "garbage").await;
+    let r = put(&*store, "n/b", "2").await;
+    until(&mut events, |e| e.revision() == r).await;
+    assert_eq!(*cache.get("n/b").unwrap(), 2);
+    assert!(cache.get("n/d").is_none());
+}

@@ -1,0 +1,551 @@
+//! The typed layer: protobuf-encoded objects under the key layout of DESIGN.md §3.
+//!
+//! ```text
+//!   clusters/<name>                       Cluster
+//!   policies/<ns>/<name>                  PropagationPolicy
+//!   clusterpolicies/<name>                ClusterPropagationPolicy
+//!   clustertaintpolicies/<name>           ClusterTaintPolicy
+//!   workloads/<ns>/<kind>/<name>          Workload (resource template)
+//!   bindings/<ns>/<name>                  ResourceBinding
+//!   works/<cluster>/<ns>/<name>           Work
+//!   events/<ns>/<name>                    Event (on a TTL lease)
+//! ```
+//!
+//! `metadata.resourceVersion` is the key's mod_revision: it is never stored in the value,
+//! only filled in on read. `create` fails with [`StoreError::AlreadyExists`] when the key
+//! exists; `update` and `delete` carry a precondition (the revision the caller read) and fail
+//! with [`StoreError::Conflict`] when it is stale — there is no last-writer-wins path.
+//! `metadata.generation` starts at 1 and is bumped by `update` only when the spec changes
+//! (everything but metadata and status).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use flotilla_proto::Resource;
+use flotilla_proto::v1;
+
+use crate::StoreRef;
+use crate::error::{Result, StoreError};
+use crate::types::{
+    Compare, CompareOp, KeyValue, LeaseId, MAX_TXN_OPS, Op, Revision, Txn, TxnResponse,
+};
+
+/// A wire resource stored under its own key.
+pub trait Stored: Resource {
+    /// The key prefix of the kind, ending with `/`.
+    const PREFIX: &'static str;
+
+    /// The object's key (relative to the store namespace).
+    fn key(&self) -> String;
+
+    /// Clears the status (if the kind has one), leaving metadata and spec.
+    fn clear_status(&mut self);
+}
+
+/// The key of a cluster-scoped object.
+pub fn cluster_scoped_key(prefix: &str, name: &str) -> String {
+    format!("{prefix}{name}")
+}
+
+/// The key of a namespaced object.
+pub fn namespaced_key(prefix: &str, namespace: &str, name: &str) -> String {
+    format!("{prefix}{namespace}/{name}")
+}
+
+/// The key of a Workload (`workloads/<ns>/<kind>/<name>`).
+pub fn workload_key(namespace: &str, kind: &str, name: &str) -> String {
+    format!("{}{namespace}/{kind}/{name}", v1::Workload::PREFIX)
+}
+
+/// The key of a Work (`works/<cluster>/<ns>/<name>`).
+pub fn work_key(cluster: &str, namespace: &str, name: &str) -> String {
+    format!("{}{cluster}/{namespace}/{name}", v1::Work::PREFIX)
+}
+
+/// The prefix of every Work on one cluster.
+pub fn works_on_cluster_prefix(cluster: &str) -> String {
+    format!("{}{cluster}/", v1::Work::PREFIX)
+}
+
+macro_rules! stored {
+    ($ty:ident, $prefix:literal, cluster, $status:tt) => {
+        impl Stored for v1::$ty {
+            const PREFIX: &'static str = $prefix;
+            fn key(&self) -> String {
+                cluster_scoped_key(Self::PREFIX, self.name())
+            }
+            fn clear_status(&mut self) {
+                stored!(@clear self, $status);
+            }
+        }
+    };
+    ($ty:ident, $prefix:literal, namespaced, $status:tt) => {
+        impl Stored for v1::$ty {
+            const PREFIX: &'static str = $prefix;
+            fn key(&self) -> String {
+                namespaced_key(Self::PREFIX, self.namespace(), self.name())
+            }
+            fn clear_status(&mut self) {
+                stored!(@clear self, $status);
+            }
+        }
+    };
+    (@clear $self:ident, status) => {
+        $self.status = None;
+    };
+    (@clear $self:ident, none) => {};
+}
+
+stored!(Cluster, "clusters/", cluster, status);
+stored!(PropagationPolicy, "policies/", namespaced, none);
+stored!(ClusterPropagationPolicy, "clusterpolicies/", cluster, none);
+stored!(ClusterTaintPolicy, "clustertaintpolicies/", cluster, none);
+stored!(ResourceBinding, "bindings/", namespaced, status);
+stored!(Event, "events/", namespaced, none);
+
+impl Stored for v1::Workload {
+    const PREFIX: &'static str = "workloads/";
+    fn key(&self) -> String {
+        workload_key(self.namespace(), &self.kind, self.name())
+    }
+    fn clear_status(&mut self) {}
+}
+
+impl Stored for v1::Work {
+    const PREFIX: &'static str = "works/";
+    fn key(&self) -> String {
+        let cluster = self.spec.as_ref().map_or("", |s| s.cluster.as_str());
+        work_key(cluster, self.namespace(), self.name())
+    }
+    fn clear_status(&mut self) {
+        self.status = None;
+    }
+}
+
+/// Decodes a stored value and fills in `resourceVersion` from the key's mod revision.
+pub fn decode<R: Stored>(kv: &KeyValue) -> Result<R> {
+    let mut obj = R::decode(kv.value.as_ref()).map_err(StoreError::codec)?;
+    obj.meta_mut().resource_version = kv.mod_revision;
+    Ok(obj)
+}
+
+/// Encodes an object for storage (without its resourceVersion).
+pub fn encode<R: Stored>(obj: &R) -> Bytes {
+    let mut obj = obj.clone();
+    obj.meta_mut().resource_version = 0;
+    Bytes::from(obj.encode_to_vec())
+}
+
+/// Whether the spec (everything but metadata and status) differs.
+pub fn spec_changed<R: Stored>(old: &R, new: &R) -> bool {
+    let strip = |o: &R| {
+        let mut o = o.clone();
+        o.clear_status();
+        *o.meta_mut() = v1::ObjectMeta::default();
+        o.encode_to_vec()
+    };
+    strip(old) != strip(new)
+}
+
+/// Sets `new.generation`: the old one, plus one if the spec changed. Callers that need the
+/// generation they are about to write (the scheduler's observed generation) call this first;
+/// [`Typed::update`] calls it too and is idempotent with it.
+pub fn prepare_generation<R: Stored>(old: &R, new: &mut R) {
+    let generation = old.generation().max(1) + i64::from(spec_changed(old, new));
+    new.meta_mut().generation = generation;
+}
+
+fn now_timestamp() -> prost_types::Timestamp {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    prost_types::Timestamp {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        // milliseconds, as the rest of Flotilla keeps
+        nanos: i32::try_from(d.subsec_millis() * 1_000_000).unwrap_or(0),
+    }
+}
+
+fn new_uid() -> String {
+    let a: u64 = rand::random();
+    let b: u64 = rand::random();
+    // RFC 4122 version-4 layout
+    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// One guarded update in a batch: the object as read, and what to write.
+#[derive(Clone, Debug)]
+pub struct Update<R> {
+    /// The object as read (its resourceVersion is the precondition).
+    pub old: R,
+    /// The new object.
+    pub new: R,
+}
+
+/// Typed access to a [`crate::Store`].
+#[derive(Clone)]
+pub struct Typed {
+    store: StoreRef,
+}
+
+// === impl Typed ===
+
+impl Typed {
+    /// Wraps a store.
+    pub fn new(store: StoreRef) -> Self {
+        Typed { store }
+    }
+
+    /// The underlying byte store.
+    pub fn store(&self) -> &StoreRef {
+        &self.store
+    }
+
+    /// Reads one object.
+    pub async fn get<R: Stored>(&self, key: &str) -> Result<Option<R>> {
+        match self.store.get(key).await? {
+            Some(kv) => decode(&kv).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads every object under `prefix` (default: the kind's prefix) as one snapshot.
+    pub async fn list<R: Stored>(&self, prefix: Option<&str>) -> Result<(Vec<R>, Revision)> {
+        let (kvs, revision) = self.store.list(prefix.unwrap_or(R::PREFIX), 500).await?;
+        let objs = kvs.iter().map(decode).collect::<Result<Vec<R>>>()?;
+        Ok((objs, revision))
+    }
+
+    /// Creates an object: assigns uid, creationTimestamp and generation 1 when missing;
+    /// fails with [`StoreError::AlreadyExists`] if the key exists.
+    pub async fn create<R: Stored>(&self, mut obj: R, lease: Option<LeaseId>) -> Result<R> {
+        let meta = obj.meta_mut();
+        if meta.uid.is_empty() {
+            meta.uid = new_uid();
+        }
+        if meta.creation_timestamp.is_none() {
+            meta.creation_timestamp = Some(now_timestamp());
+        }
+        if meta.generation == 0 {
+            meta.generation = 1;
+        }
+        let key = obj.key();
+        let revision = self.store.create(&key, encode(&obj), lease).await?;
+        obj.meta_mut().resource_version = revision;
+        Ok(obj)
+    }
+
+    /// Writes `new` if the key still has `old`'s resourceVersion; bumps the generation on a
+    /// spec change. [`StoreError::Conflict`] when stale, [`StoreError::NotFound`] when gone.
+    pub async fn update<R: Stored>(&self, old: &R, mut new: R) -> Result<R> {
+        let key = old.key();
+        if new.key() != key {
+            return Err(StoreError::InvalidArgument(format!(
+                "update would move {} from {key} to {}",
+                R::KIND,
+                new.key()
+            )));
+        }
+        prepare_generation(old, &mut new);
+        let expected = old.resource_version();
+        let txn = Txn::new()
+            .when(Compare::mod_revision(&key, CompareOp::Equal, expected))
+            .and_then(Op::put(&key, encode(&new)));
+        match self.store.txn(txn).await? {
+            TxnResponse::Committed { revision, .. } => {
+                new.meta_mut().resource_version = revision;
+                Ok(new)
+            }
+            TxnResponse::Failed { current, .. } => Err(stale(&key, expected, current.first())),
+        }
+    }
+
+    /// Deletes an object; with `precondition`, only if its resourceVersion still matches.
+    pub async fn delete(&self, key: &str, precondition: Option<Revision>) -> Result<Revision> {
+        let mut txn = Txn::new().and_then(Op::delete(key));
+        txn = match precondition {
+            Some(rv) => txn.when(Compare::mod_revision(key, CompareOp::Equal, rv)),
+            None => txn.when(Compare::create_revision(key, CompareOp::Greater, 0)),
+        };
+        match self.store.txn(txn).await? {
+            TxnResponse::Committed { revision, .. } => Ok(revision),
+            TxnResponse::Failed { current, .. } => {
+                Err(stale(key, precondition.unwrap_or(0), current.first()))
+            }
+        }
+    }
+
+    /// Applies many guarded updates in as few transactions as possible (each update keeps its
+    /// own compare; at most `MAX_TXN_OPS / 2` per transaction). Returns one result per
+    /// update, in order: the written object, or the conflict. Losers are not retried here —
+    /// the caller re-reads and re-decides them (DESIGN.md §7).
+    pub async fn update_many<R: Stored>(&self, updates: Vec<Update<R>>) -> Result<Vec<Result<R>>> {
+        const CHUNK: usize = MAX_TXN_OPS / 2;
+        let mut out: Vec<Option<Result<R>>> = Vec::with_capacity(updates.len());
+        let mut prepared = Vec::with_capacity(updates.len());
+        for Update { old, mut new } in updates {
+            prepare_generation(&old, &mut new);
+            let key = old.key();
+            if new.key() != key {
+                out.push(Some(Err(StoreError::InvalidArgument(format!(
+                    "update would move {key}"
+                )))));
+                prepared.push(None);
+            } else {
+                out.push(None);
+                prepared.push(Some((key, old.resource_version(), new)));
+            }
+        }
+        let pending: Vec<usize> = (0..prepared.len())
+            .filter(|i| prepared[*i].is_some())
+            .collect();
+        for chunk in pending.chunks(CHUNK) {
+            let mut live: Vec<usize> = chunk.to_vec();
+            // A failed compare aborts the whole transaction: drop the losers and retry the
+            // rest (at most once per loser).
+            while !live.is_empty() {
+                let mut txn = Txn::new();
+                for &i in &live {
+                    if let Some((key, rv, new)) = &prepared[i] {
+                        txn = txn
+                            .when(Compare::mod_revision(key, CompareOp::Equal, *rv))
+                            .and_then(Op::put(key, encode(new)));
+                    }
+                }
+                match self.store.txn(txn).await? {
+                    TxnResponse::Committed { revision, .. } => {
+                        for &i in &live {
+                            if let Some((_, _, new)) = prepared[i].take() {
+                                let mut new = new;
+                                new.meta_mut().resource_version = revision;
+                                out[i] = Some(Ok(new));
+                            }
+                        }
+                        live.clear();
+                    }
+                    TxnResponse::Failed {
+                        failed, current, ..
+                    } => {
+                        let mut losers: Vec<usize> = failed
+                            .iter()
+                            .filter_map(|f| live.get(*f).copied())
+                            .collect();
+                        if losers.is_empty() {
+                            // a compare we did not add failed (e.g. a leadership fence)
+                            return Err(StoreError::LeadershipLost {
+                                key: "fence".into(),
+                            });
+                        }
+                        losers.sort_unstable();
+                        for (pos, &i) in live.iter().enumerate() {
+                            if losers.binary_search(&i).is_ok()
+                                && let Some((key, rv, _)) = prepared[i].take()
+                            {
+                                out[i] = Some(Err(stale(&key, rv, current.get(pos))));
+                            }
+                        }
+                        live.retain(|i| losers.binary_search(i).is_err());
+                    }
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::Internal("update not attempted".into()))))
+            .collect())
+    }
+}
+
+fn stale(key: &str, expected: Revision, current: Option<&Option<KeyValue>>) -> StoreError {
+    match current.and_then(|c| c.as_ref()) {
+        None if expected != 0 => StoreError::NotFound {
+            key: key.to_owned(),
+        },
+        None => StoreError::Conflict {
+            key: key.to_owned(),
+            expected_revision: expected,
+            actual_revision: 0,
+        },
+        Some(kv) => StoreError::Conflict {
+            key: key.to_owned(),
+            expected_revision: expected,
+            actual_revision: kv.mod_revision,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::MemStore;
+
+    fn binding(name: &str, replicas: i32) -> v1::ResourceBinding {
+        v1::ResourceBinding {
+            metadata: Some(v1::ObjectMeta {
+                name: name.into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            spec: Some(v1::ResourceBindingSpec {
+                replicas,
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn typed() -> Typed {
+        Typed::new(Arc::new(MemStore::new()))
+    }
+
+    #[tokio::test]
+    async fn create_get_and_already_exists() {
+        let t = typed();
+        let b = t.create(binding("a", 1), None).await.unwrap();
+        assert!(b.resource_version() > 0);
+        assert_eq!(b.generation(), 1);
+        assert_eq!(b.meta().unwrap().uid.len(), 36);
+        let got: v1::ResourceBinding = t.get("bindings/default/a").await.unwrap().unwrap();
+        assert_eq!(got, b);
+        let err = t.create(binding("a", 2), None).await.unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn update_bumps_generation_on_spec_change_only() {
+        let t = typed();
+        let b = t.create(binding("a", 1), None).await.unwrap();
+        let mut status_only = b.clone();
+        status_only.status = Some(v1::ResourceBindingStatus {
+            scheduler_observed_generation: 1,
+            ..Default::default()
+        });
+        let b2 = t.update(&b, status_only).await.unwrap();
+        assert_eq!(b2.generation(), 1, "status-only change");
+        let mut label_only = b2.clone();
+        label_only.meta_mut().labels.insert("x".into(), "y".into());
+        let b3 = t.update(&b2, label_only).await.unwrap();
+        assert_eq!(b3.generation(), 1, "metadata-only change");
+        let mut spec = b3.clone();
+        spec.spec.as_mut().unwrap().replicas = 5;
+        let b4 = t.update(&b3, spec).await.unwrap();
+        assert_eq!(b4.generation(), 2, "spec change");
+        assert!(b4.resource_version() > b3.resource_version());
+    }
+
+    #[tokio::test]
+    async fn stale_update_and_delete_conflict() {
+        let t = typed();
+        let b = t.create(binding("a", 1), None).await.unwrap();
+        let mut newer = b.clone();
+        newer.spec.as_mut().unwrap().replicas = 2;
+        let b2 = t.update(&b, newer).await.unwrap();
+        // writing from the stale read fails, nothing is written
+        let mut stale_write = b.clone();
+        stale_write.spec.as_mut().unwrap().replicas = 9;
+        let err = t.update(&b, stale_write).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Conflict { actual_revision, .. } if actual_revision == b2.resource_version()),
+            "{err}"
+        );
+        let now: v1::ResourceBinding = t.get("bindings/default/a").await.unwrap().unwrap();
+        assert_eq!(now.spec.unwrap().replicas, 2);
+        // delete with a stale precondition fails; with the current one it works
+        let err = t
+            .delete("bindings/default/a", Some(b.resource_version()))
+            .await
+            .unwrap_err();
+        assert!(err.is_conflict(), "{err}");
+        t.delete("bindings/default/a", Some(b2.resource_version()))
+            .await
+            .unwrap();
+        let err = t.delete("bindings/default/a", None).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::NotFound { .. }) || err.is_conflict(),
+            "{err}"
+        );
+        // updating a deleted object reports NotFound
+        let mut again = b2.clone();
+        again.spec.as_mut().unwrap().replicas = 3;
+        assert!(matches!(
+            t.update(&b2, again).await.unwrap_err(),
+            StoreError::NotFound { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn update_many_writes_winners_and_reports_losers() {
+        let t = typed();
+        let mut olds = vec![];
+        for i in 0..100 {
+            olds.push(t.create(binding(&format!("b{i}"), 1), None).await.unwrap());
+        }
+        // someone else changes b7 and b70 first
+        for i in [7usize, 70] {
+            let mut n = olds[i].clone();
+            n.spec.as_mut().unwrap().replicas = 42;
+            t.update(&olds[i], n).await.unwrap();
+        }
+        let updates = olds
+            .iter()
+            .map(|o| {
+                let mut n = o.clone();
+                n.spec.as_mut().unwrap().replicas = 3;
+                Update {
+                    old: o.clone(),
+                    new: n,
+                }
+            })
+            .collect();
+        let results = t.update_many(updates).await.unwrap();
+        assert_eq!(results.len(), 100);
+        for (i, r) in results.iter().enumerate() {
+            if i == 7 || i == 70 {
+                assert!(r.as_ref().unwrap_err().is_conflict(), "b{i} must lose");
+            } else {
+                assert_eq!(r.as_ref().unwrap().generation(), 2, "b{i}");
+            }
+        }
+        let (all, _) = t.list::<v1::ResourceBinding>(None).await.unwrap();
+        let replicas: Vec<i32> = all
+            .iter()
+            .map(|b| b.spec.as_ref().unwrap().replicas)
+            .collect();
+        assert_eq!(replicas.iter().filter(|r| **r == 42).count(), 2);
+        assert_eq!(replicas.iter().filter(|r| **r == 3).count(), 98);
+    }
+
+    #[test]
+    fn keys_follow_the_layout() {
+        let mut w = v1::Work::default();
+        w.meta_mut().name = "nginx-687f7fb96f".into();
+        w.meta_mut().namespace = "default".into();
+        w.spec = Some(v1::WorkSpec {
+            cluster: "member1".into(),
+            ..Default::default()
+        });
+        assert_eq!(w.key(), "works/member1/default/nginx-687f7fb96f");
+        let mut c = v1::Cluster::default();
+        c.meta_mut().name = "member1".into();
+        assert_eq!(c.key(), "clusters/member1");
+        let mut wl = v1::Workload {
+            kind: "Deployment".into(),
+            ..Default::default()
+        };
+        wl.meta_mut().name = "nginx".into();
+        wl.meta_mut().namespace = "default".into();
+        assert_eq!(wl.key(), "workloads/default/Deployment/nginx");
+        assert_eq!(works_on_cluster_prefix("m1"), "works/m1/");
+    }
+}

@@ -1,0 +1,605 @@
+//! Which policy claims a workload, and the binding that follows (pure functions of the
+//! detector).
+//!
+//! ```text
+//!   Workload ──► namespaced PropagationPolicies of its namespace that match ─┐ none?
+//!                 ClusterPropagationPolicies that match ◄────────────────────┘
+//!            ──► best by: priority (desc) ▸ specificity: name > labelSelector > kind-only
+//!                ▸ policy name (asc)
+//!            ──► ResourceBinding `<ns>/<name>-<kind lowercased>`: spec.resource, replicas,
+//!                replicaRequirements, placement, failover, schedulerName (the detector's
+//!                fields, DESIGN §3), labelled with the policy's identity
+//! ```
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use flotilla_core::affinity::label_selector_matches;
+use flotilla_core::types as domain;
+use flotilla_core::validation::{PERMANENT_ID_LABEL_CLUSTER_POLICY, PERMANENT_ID_LABEL_POLICY};
+use flotilla_proto::Resource;
+use flotilla_proto::v1;
+use flotilla_store::typed::{Stored, namespaced_key};
+
+use crate::admission::new_permanent_id;
+
+/// Label: namespace of the PropagationPolicy that claimed a binding (Karmada v1.5).
+pub const LABEL_POLICY_NAMESPACE: &str = "propagationpolicy.karmada.io/namespace";
+/// Label: name of the PropagationPolicy that claimed a binding (Karmada v1.5).
+pub const LABEL_POLICY_NAME: &str = "propagationpolicy.karmada.io/name";
+/// Label: name of the ClusterPropagationPolicy that claimed a binding (Karmada v1.5).
+pub const LABEL_CLUSTER_POLICY_NAME: &str = "clusterpropagationpolicy.karmada.io/name";
+/// Label: the binding's own permanent id, by which its Works are found (SEMANTICS §1.10).
+pub const LABEL_BINDING_PERMANENT_ID: &str = "resourcebinding.karmada.io/permanent-id";
+
+/// Every label the detector manages on a binding (besides the binding's permanent id).
+const POLICY_LABELS: [&str; 5] = [
+    LABEL_POLICY_NAMESPACE,
+    LABEL_POLICY_NAME,
+    PERMANENT_ID_LABEL_POLICY,
+    LABEL_CLUSTER_POLICY_NAME,
+    PERMANENT_ID_LABEL_CLUSTER_POLICY,
+];
+
+/// Identifies a policy.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PolicyRef {
+    /// A PropagationPolicy.
+    Namespaced {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// A ClusterPropagationPolicy.
+    Cluster {
+        /// Its name.
+        name: String,
+    },
+}
+
+// === impl PolicyRef ===
+
+impl PolicyRef {
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        match self {
+            PolicyRef::Namespaced { name, .. } | PolicyRef::Cluster { name } => name,
+        }
+    }
+
+    /// The policy a binding's labels name, if any.
+    pub fn from_labels(labels: &std::collections::BTreeMap<String, String>) -> Option<Self> {
+        if let (Some(namespace), Some(name)) = (
+            labels.get(LABEL_POLICY_NAMESPACE),
+            labels.get(LABEL_POLICY_NAME),
+        ) {
+            return Some(PolicyRef::Namespaced {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            });
+        }
+        labels
+            .get(LABEL_CLUSTER_POLICY_NAME)
+            .map(|name| PolicyRef::Cluster { name: name.clone() })
+    }
+
+    /// The policy's store key (`policies/<ns>/<name>` or `clusterpolicies/<name>`).
+    pub fn key(&self) -> String {
+        match self {
+            PolicyRef::Namespaced { namespace, name } => {
+                namespaced_key(v1::PropagationPolicy::PREFIX, namespace, name)
+            }
+            PolicyRef::Cluster { name } => {
+                format!("{}{name}", v1::ClusterPropagationPolicy::PREFIX)
+            }
+        }
+    }
+}
+
+impl fmt::Display for PolicyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyRef::Namespaced { namespace, name } => {
+                write!(f, "PropagationPolicy {namespace}/{name}")
+            }
+            PolicyRef::Cluster { name } => write!(f, "ClusterPropagationPolicy {name}"),
+        }
+    }
+}
+
+/// How specifically a resource selector names a workload (Karmada's implicit priority).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Specificity {
+    /// Only apiVersion and kind.
+    KindOnly,
+    /// A label selector.
+    LabelSelector,
+    /// The workload's name.
+    Name,
+}
+
+impl fmt::Display for Specificity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Specificity::KindOnly => "kind only",
+            Specificity::LabelSelector => "label selector",
+            Specificity::Name => "name",
+        })
+    }
+}
+
+/// How one resource selector matches `workload`, if it does: apiVersion and kind must be
+/// equal, the namespace (if set) too; then a name must be equal, else a label selector must
+/// match the workload's labels, else the selector matches every object of the kind.
+pub fn selector_specificity(
+    selector: &v1::ResourceSelector,
+    workload: &v1::Workload,
+) -> Option<Specificity> {
+    if selector.api_version != workload.api_version || selector.kind != workload.kind {
+        return None;
+    }
+    if !selector.namespace.is_empty() && selector.namespace != workload.namespace() {
+        return None;
+    }
+    if !selector.name.is_empty() {
+        return (selector.name == workload.name()).then_some(Specificity::Name);
+    }
+    match &selector.label_selector {
+        Some(wire) => {
+            let selector = domain::LabelSelector::try_from(wire.clone()).ok()?;
+            let labels = workload.meta().map(|m| &m.labels)?;
+            label_selector_matches(&selector, labels).then_some(Specificity::LabelSelector)
+        }
+        None => Some(Specificity::KindOnly),
+    }
+}
+
+/// How a policy matches `workload`: the most specific of its selectors that match.
+pub fn policy_specificity(
+    spec: &v1::PropagationSpec,
+    workload: &v1::Workload,
+) -> Option<Specificity> {
+    spec.resource_selectors
+        .iter()
+        .filter_map(|s| selector_specificity(s, workload))
+        .max()
+}
+
+/// A policy that may claim workloads.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate<'a> {
+    /// The policy's metadata.
+    pub meta: &'a v1::ObjectMeta,
+    /// Its spec.
+    pub spec: &'a v1::PropagationSpec,
+    /// Whether it is a ClusterPropagationPolicy.
+    pub cluster_wide: bool,
+}
+
+impl<'a> Candidate<'a> {
+    /// A PropagationPolicy as a candidate (`None` without metadata or spec).
+    pub fn namespaced(p: &'a v1::PropagationPolicy) -> Option<Self> {
+        Some(Candidate {
+            meta: p.metadata.as_ref()?,
+            spec: p.spec.as_ref()?,
+            cluster_wide: false,
+        })
+    }
+
+    /// A ClusterPropagationPolicy as a candidate.
+    pub fn cluster(p: &'a v1::ClusterPropagationPolicy) -> Option<Self> {
+        Some(Candidate {
+            meta: p.metadata.as_ref()?,
+            spec: p.spec.as_ref()?,
+            cluster_wide: true,
+        })
+    }
+
+    fn policy_ref(&self) -> PolicyRef {
+        if self.cluster_wide {
+            PolicyRef::Cluster {
+                name: self.meta.name.clone(),
+            }
+        } else {
+            PolicyRef::Namespaced {
+                namespace: self.meta.namespace.clone(),
+                name: self.meta.name.clone(),
+            }
+        }
+    }
+}
+
+/// The policy that claims a workload, and why.
+#[derive(Clone, Debug)]
+pub struct Claim<'a> {
+    /// The winner.
+    pub policy: PolicyRef,
+    /// Its metadata.
+    pub meta: &'a v1::ObjectMeta,
+    /// Its spec (placement, failover, schedulerName are copied into the binding).
+    pub spec: &'a v1::PropagationSpec,
+    /// How its best selector matched.
+    pub specificity: Specificity,
+    /// How many policies of the winning scope matched.
+    pub matched: usize,
+}
+
+impl Claim<'_> {
+    /// Why this policy won, for logs and events.
+    pub fn reason(&self) -> String {
+        let scope = match self.policy {
+            PolicyRef::Namespaced { .. } => "namespaced policies win over cluster policies",
+            PolicyRef::Cluster { .. } => "no namespaced policy matches",
+        };
+        format!(
+            "{} claims it: matched by {}, priority {}, the best of {} matching ({scope}; then \
+             priority, then specificity, then name)",
+            self.policy, self.specificity, self.spec.priority, self.matched
+        )
+    }
+}
+
+/// Picks the policy for `workload`: namespaced policies of its namespace first, cluster
+/// policies only if none of those matches; among the matching ones the highest
+/// `spec.priority`, then the most specific selector, then the smallest name. Policies marked
+/// for deletion and PropagationPolicies of other namespaces never claim.
+///
+/// Flotilla deviation: Karmada keeps a workload with the policy that claimed it first unless
+/// the new one has `preemption: Always`; here the precedence above always decides.
+pub fn select<'a>(
+    workload: &v1::Workload,
+    namespaced: &[Candidate<'a>],
+    cluster_wide: &[Candidate<'a>],
+) -> Option<Claim<'a>> {
+    let best = |candidates: &[Candidate<'a>]| -> Option<Claim<'a>> {
+        let matching: Vec<(Candidate<'a>, Specificity)> = candidates
+            .iter()
+            .filter(|c| c.meta.deletion_timestamp.is_none())
+            .filter(|c| c.cluster_wide || c.meta.namespace == workload.namespace())
+            .filter_map(|c| policy_specificity(c.spec, workload).map(|s| (*c, s)))
+            .collect();
+        let matched = matching.len();
+        let (winner, specificity) = matching.into_iter().min_by(|(a, sa), (b, sb)| {
+            b.spec
+                .priority
+                .cmp(&a.spec.priority)
+                .then(sb.cmp(sa))
+                .then_with(|| a.meta.name.cmp(&b.meta.name))
+                .then(Ordering::Equal)
+        })?;
+        Some(Claim {
+            policy: winner.policy_ref(),
+            meta: winner.meta,
+            spec: winner.spec,
+            specificity,
+            matched,
+        })
+    };
+    best(namespaced).or_else(|| best(cluster_wide))
+}
+
+/// The binding name of a workload: `<name>-<kind lowercased>` (Karmada's convention).
+pub fn binding_name(workload_name: &str, kind: &str) -> String {
+    format!("{workload_name}-{}", kind.to_ascii_lowercase())
+}
+
+/// The binding key of a workload.
+pub fn binding_key_of(workload: &v1::Workload) -> String {
+    namespaced_key(
+        v1::ResourceBinding::PREFIX,
+        workload.namespace(),
+        &binding_name(workload.name(), &workload.kind),
+    )
+}
+
+/// The binding `workload` should have under `claim`: `base` (the stored binding, if any)
+/// with the detector's fields set — spec.resource, replicas, replicaRequirements, placement,
+/// failover, schedulerName, the policy labels and (once) the binding's permanent id. Every
+/// other field (spec.clusters, eviction tasks, status, ...) is kept as it is.
+pub fn desired_binding(
+    workload: &v1::Workload,
+    claim: &Claim<'_>,
+    base: Option<&v1::ResourceBinding>,
+) -> v1::ResourceBinding {
+    let mut binding = base.cloned().unwrap_or_default();
+    let meta = binding.meta_mut();
+    meta.name = binding_name(workload.name(), &workload.kind);
+    meta.namespace = workload.namespace().to_owned();
+    for label in POLICY_LABELS {
+        meta.labels.remove(label);
+    }
+    let permanent_id = |label: &str| claim.meta.labels.get(label).cloned();
+    match &claim.policy {
+        PolicyRef::Namespaced { namespace, name } => {
+            meta.labels
+                .insert(LABEL_POLICY_NAMESPACE.to_owned(), namespace.clone());
+            meta.labels
+                .insert(LABEL_POLICY_NAME.to_owned(), name.clone());
+            if let Some(id) = permanent_id(PERMANENT_ID_LABEL_POLICY) {
+                meta.labels.insert(PERMANENT_ID_LABEL_POLICY.to_owned(), id);
+            }
+        }
+        PolicyRef::Cluster { name } => {
+            meta.labels
+                .insert(LABEL_CLUSTER_POLICY_NAME.to_owned(), name.clone());
+            if let Some(id) = permanent_id(PERMANENT_ID_LABEL_CLUSTER_POLICY) {
+                meta.labels
+                    .insert(PERMANENT_ID_LABEL_CLUSTER_POLICY.to_owned(), id);
+            }
+        }
+    }
+    meta.labels
+        .entry(LABEL_BINDING_PERMANENT_ID.to_owned())
+        .or_insert_with(new_permanent_id);
+    let spec = binding.spec.get_or_insert_with(Default::default);
+    spec.resource = Some(v1::ObjectReference {
+        api_version: workload.api_version.clone(),
+        kind: workload.kind.clone(),
+        namespace: workload.namespace().to_owned(),
+        name: workload.name().to_owned(),
+        uid: workload.meta().map(|m| m.uid.clone()).unwrap_or_default(),
+    });
+    spec.replicas = workload.replicas;
+    spec.replica_requirements = workload.replica_requirements;
+    spec.placement = claim.spec.placement.clone();
+    spec.failover = claim.spec.failover.clone();
+    spec.scheduler_name = claim.spec.scheduler_name.clone();
+    binding
+}
+
+/// Whether `binding` is the one the detector made for the workload `(namespace, kind,
+/// name)` (its spec.resource names it).
+pub fn binding_is_for(
+    binding: &v1::ResourceBinding,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+) -> bool {
+    binding
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource.as_ref())
+        .is_some_and(|r| r.namespace == namespace && r.kind == kind && r.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(name: &str, labels: &[(&str, &str)]) -> v1::Workload {
+        v1::Workload {
+            metadata: Some(v1::ObjectMeta {
+                name: name.into(),
+                namespace: "default".into(),
+                uid: "w-uid".into(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
+                ..Default::default()
+            }),
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            manifest: String::new(),
+            replicas: 3,
+            replica_requirements: None,
+        }
+    }
+
+    fn selector(name: &str, labels: Option<(&str, &str)>) -> v1::ResourceSelector {
+        v1::ResourceSelector {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: String::new(),
+            name: name.into(),
+            label_selector: labels.map(|(k, v)| v1::LabelSelector {
+                match_labels: [(k.to_owned(), v.to_owned())].into(),
+                match_expressions: vec![],
+            }),
+        }
+    }
+
+    fn meta(ns: &str, name: &str) -> v1::ObjectMeta {
+        v1::ObjectMeta {
+            name: name.into(),
+            namespace: ns.into(),
+            ..Default::default()
+        }
+    }
+
+    fn spec(priority: i32, selectors: Vec<v1::ResourceSelector>) -> v1::PropagationSpec {
+        v1::PropagationSpec {
+            resource_selectors: selectors,
+            priority,
+            scheduler_name: "default-scheduler".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn selectors_match_by_name_labels_or_kind() {
+        let w = workload("nginx", &[("app", "nginx")]);
+        let cases = [
+            (selector("nginx", None), Some(Specificity::Name)),
+            (selector("other", None), None),
+            // a name wins even if the label selector would not match
+            (
+                selector("nginx", Some(("app", "x"))),
+                Some(Specificity::Name),
+            ),
+            (
+                selector("", Some(("app", "nginx"))),
+                Some(Specificity::LabelSelector),
+            ),
+            (selector("", Some(("app", "x"))), None),
+            (selector("", None), Some(Specificity::KindOnly)),
+            (
+                v1::ResourceSelector {
+                    kind: "StatefulSet".into(),
+                    ..selector("", None)
+                },
+                None,
+            ),
+            (
+                v1::ResourceSelector {
+                    api_version: "apps/v2".into(),
+                    ..selector("", None)
+                },
+                None,
+            ),
+            (
+                v1::ResourceSelector {
+                    namespace: "other".into(),
+                    ..selector("", None)
+                },
+                None,
+            ),
+        ];
+        for (i, (sel, want)) in cases.into_iter().enumerate() {
+            assert_eq!(selector_specificity(&sel, &w), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn precedence_namespaced_then_priority_then_specificity_then_name() {
+        let w = workload("nginx", &[("app", "nginx")]);
+        let (m_kind, m_label, m_name, m_b, m_hi, m_other_ns) = (
+            meta("default", "z-kind"),
+            meta("default", "y-label"),
+            meta("default", "x-name"),
+            meta("default", "b-name"),
+            meta("default", "w-high"),
+            meta("other", "a-elsewhere"),
+        );
+        let (s_kind, s_label, s_name, s_hi) = (
+            spec(0, vec![selector("", None)]),
+            spec(0, vec![selector("", Some(("app", "nginx")))]),
+            spec(0, vec![selector("nginx", None)]),
+            spec(5, vec![selector("", None)]),
+        );
+        let c = |meta, spec| Candidate {
+            meta,
+            spec,
+            cluster_wide: false,
+        };
+        let cluster_meta = meta("", "cluster-name");
+        let cluster = [Candidate {
+            meta: &cluster_meta,
+            spec: &s_name,
+            cluster_wide: true,
+        }];
+        let pick = |ns: &[Candidate<'_>]| select(&w, ns, &cluster).map(|c| c.policy.to_string());
+        // specificity: name > label > kind
+        assert_eq!(
+            pick(&[
+                c(&m_kind, &s_kind),
+                c(&m_label, &s_label),
+                c(&m_name, &s_name)
+            ])
+            .as_deref(),
+            Some("PropagationPolicy default/x-name")
+        );
+        assert_eq!(
+            pick(&[c(&m_kind, &s_kind), c(&m_label, &s_label)]).as_deref(),
+            Some("PropagationPolicy default/y-label")
+        );
+        // priority beats specificity
+        assert_eq!(
+            pick(&[c(&m_name, &s_name), c(&m_hi, &s_hi)]).as_deref(),
+            Some("PropagationPolicy default/w-high")
+        );
+        // name order breaks ties
+        assert_eq!(
+            pick(&[c(&m_name, &s_name), c(&m_b, &s_name)]).as_deref(),
+            Some("PropagationPolicy default/b-name")
+        );
+        // a namespaced kind-only policy beats a cluster policy naming the workload
+        assert_eq!(
+            pick(&[c(&m_kind, &s_kind)]).as_deref(),
+            Some("PropagationPolicy default/z-kind")
+        );
+        // policies of another namespace never claim; the cluster policy does
+        assert_eq!(
+            pick(&[c(&m_other_ns, &s_name)]).as_deref(),
+            Some("ClusterPropagationPolicy cluster-name")
+        );
+        // a policy being deleted does not claim
+        let mut deleting = m_name.clone();
+        deleting.deletion_timestamp = Some(prost_types::Timestamp::default());
+        assert_eq!(
+            pick(&[c(&deleting, &s_name), c(&m_kind, &s_kind)]).as_deref(),
+            Some("PropagationPolicy default/z-kind")
+        );
+        let none: [Candidate<'_>; 0] = [];
+        assert!(select(&w, &none, &none).is_none());
+    }
+
+    #[test]
+    fn desired_binding_sets_only_the_detectors_fields() {
+        let w = workload("nginx", &[]);
+        let mut pmeta = meta("default", "pp");
+        pmeta
+            .labels
+            .insert(PERMANENT_ID_LABEL_POLICY.into(), "pp-id".into());
+        let mut pspec = spec(0, vec![selector("nginx", None)]);
+        pspec.placement = Some(v1::Placement {
+            cluster_tolerations: vec![v1::Toleration {
+                key: "k".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let claim = select(
+            &w,
+            &[Candidate {
+                meta: &pmeta,
+                spec: &pspec,
+                cluster_wide: false,
+            }],
+            &[],
+        )
+        .unwrap();
+        let mut stored = v1::ResourceBinding {
+            metadata: Some(v1::ObjectMeta {
+                labels: [
+                    (LABEL_CLUSTER_POLICY_NAME.to_owned(), "old".to_owned()),
+                    (LABEL_BINDING_PERMANENT_ID.to_owned(), "b-id".to_owned()),
+                    ("user".to_owned(), "kept".to_owned()),
+                ]
+                .into(),
+                resource_version: 7,
+                ..Default::default()
+            }),
+            spec: Some(v1::ResourceBindingSpec {
+                clusters: vec![v1::TargetCluster {
+                    name: "member1".into(),
+                    replicas: 3,
+                }],
+                ..Default::default()
+            }),
+            status: Some(v1::ResourceBindingStatus {
+                scheduler_observed_generation: 4,
+                ..Default::default()
+            }),
+        };
+        let b = desired_binding(&w, &claim, Some(&stored));
+        let labels = &b.metadata.as_ref().unwrap().labels;
+        assert_eq!(labels.get(LABEL_POLICY_NAME).unwrap(), "pp");
+        assert_eq!(labels.get(PERMANENT_ID_LABEL_POLICY).unwrap(), "pp-id");
+        assert_eq!(labels.get(LABEL_BINDING_PERMANENT_ID).unwrap(), "b-id");
+        assert_eq!(labels.get("user").unwrap(), "kept");
+        assert!(!labels.contains_key(LABEL_CLUSTER_POLICY_NAME));
+        let spec = b.spec.as_ref().unwrap();
+        assert_eq!(spec.clusters.len(), 1, "scheduler's field kept");
+        assert_eq!(spec.replicas, 3);
+        assert_eq!(spec.resource.as_ref().unwrap().uid, "w-uid");
+        assert_eq!(spec.placement, pspec.placement);
+        assert_eq!(b.status, stored.status);
+        assert_eq!(b.metadata.as_ref().unwrap().name, "nginx-deployment");
+        // idempotent: applying again changes nothing
+        stored = b.clone();
+        assert_eq!(desired_binding(&w, &claim, Some(&stored)), b);
+        assert!(binding_is_for(&b, "default", "Deployment", "nginx"));
+    }
+}

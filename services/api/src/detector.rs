@@ -1,0 +1,499 @@
+//! The detector: keeps one ResourceBinding per workload that a policy claims (Karmada's
+//! resource detector), while this replica leads `leases/api-detector`.
+//!
+//! ```text
+//!   watch workloads/ ─┐  reflector caches (indexes: workloads by namespace and by binding
+//!   watch policies/ ──┤  key, bindings by policy and by cluster)
+//!   watch clusterpolicies/ ─┤         │ mappers: a policy change → the workloads it matches
+//!   watch bindings/ ──┘               ▼           and those its bindings name
+//!                       WorkQueue<workload key> ──► reconcile(workload key):
+//!     claim = select(workload, policies)            (claim.rs: namespaced ▸ priority ▸
+//!     none  → delete the binding (CAS)               specificity ▸ name)
+//!     some  → create the binding, or CAS-update only the detector's fields
+//!             (resource, replicas, replicaRequirements, placement, failover,
+//!             schedulerName, policy labels); a conflict re-reads and re-decides at once
+//!   writes are group-committed (batch.rs: ≤ 64 guarded writes per Txn) through the
+//!   FencedStore of the leadership (I8)
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_proto::Resource;
+use flotilla_proto::v1;
+use flotilla_runtime::events::{EventType, Recorder, Regarding};
+use flotilla_runtime::leader::{ElectionConfig, LeaderElector};
+use flotilla_runtime::queue::by_key;
+use flotilla_runtime::reflector::{Cache, Writer, reflect};
+use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
+use flotilla_runtime::{Action, Controller, QueueConfig, Readiness, Shutdown, WorkQueue};
+use flotilla_store::typed::{Stored, Typed, decode, workload_key};
+use flotilla_store::{StoreError, StoreRef};
+use tokio::task::JoinHandle;
+
+use crate::batch::{BatchWriter, Write};
+use crate::claim::{self, Candidate, PolicyRef, binding_is_for, binding_key_of, desired_binding};
+use crate::error::Error;
+
+/// The election the detector runs under.
+pub const DETECTOR_ELECTION: &str = "leases/api-detector";
+/// How often one reconcile re-reads and re-decides after losing a CAS before giving up
+/// (and being retried by the queue).
+const ATTEMPTS: usize = 8;
+
+/// Index of workloads by namespace.
+const BY_NAMESPACE: &str = "namespace";
+/// Index of workloads by the key of their binding.
+const BY_BINDING: &str = "binding";
+/// Index of bindings by the store key of the policy that claimed them.
+const BY_POLICY: &str = "policy";
+/// Index of bindings by the clusters they target or have an eviction task for.
+pub const BY_CLUSTER: &str = "cluster";
+
+/// How the detector runs.
+#[derive(Clone, Debug)]
+pub struct DetectorConfig {
+    /// This replica's identity in the election.
+    pub identity: String,
+    /// The election lease TTL.
+    pub lease_ttl: Duration,
+    /// Reconcile workers.
+    pub workers: usize,
+}
+
+/// The caches the detector keeps (the api's handlers read the bindings one too).
+#[derive(Clone, Debug)]
+pub struct Caches {
+    /// Workloads.
+    pub workloads: Cache<v1::Workload>,
+    /// PropagationPolicies.
+    pub policies: Cache<v1::PropagationPolicy>,
+    /// ClusterPropagationPolicies.
+    pub cluster_policies: Cache<v1::ClusterPropagationPolicy>,
+    /// ResourceBindings (indexed by cluster: [`BY_CLUSTER`]).
+    pub bindings: Cache<v1::ResourceBinding>,
+}
+
+impl Caches {
+    async fn synced(&self) {
+        self.workloads.wait_until_ready().await;
+        self.policies.wait_until_ready().await;
+        self.cluster_policies.wait_until_ready().await;
+        self.bindings.wait_until_ready().await;
+    }
+}
+
+/// What a reconcile needs.
+pub struct Ctx {
+    caches: Caches,
+    /// Reads after a lost race (the fenced store in production).
+    typed: Typed,
+    /// Binding writes, group-committed (fenced in production).
+    writer: BatchWriter,
+    recorder: Recorder,
+}
+
+/// The writing halves of the detector's caches, with their indexes.
+#[derive(Debug)]
+pub struct CacheWriters {
+    /// Workloads, by namespace and by binding key.
+    pub workloads: Writer<v1::Workload>,
+    /// PropagationPolicies, by namespace.
+    pub policies: Writer<v1::PropagationPolicy>,
+    /// ClusterPropagationPolicies.
+    pub cluster_policies: Writer<v1::ClusterPropagationPolicy>,
+    /// ResourceBindings, by policy and by cluster.
+    pub bindings: Writer<v1::ResourceBinding>,
+}
+
+impl Default for CacheWriters {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CacheWriters {
+    /// Empty caches with the detector's indexes.
+    pub fn new() -> Self {
+        CacheWriters {
+            workloads: Writer::<v1::Workload>::new()
+                .with_index(BY_NAMESPACE, |w| vec![w.namespace().to_owned()])
+                .with_index(BY_BINDING, |w| vec![binding_key_of(w)]),
+            policies: Writer::<v1::PropagationPolicy>::new()
+                .with_index(BY_NAMESPACE, |p| vec![p.namespace().to_owned()]),
+            cluster_policies: Writer::new(),
+            bindings: Writer::<v1::ResourceBinding>::new()
+                .with_index(BY_POLICY, |b| {
+                    b.meta()
+                        .and_then(|m| PolicyRef::from_labels(&m.labels))
+                        .map(|p| vec![p.key()])
+                        .unwrap_or_default()
+                })
+                .with_index(BY_CLUSTER, binding_clusters),
+        }
+    }
+
+    /// Readers of the caches.
+    pub fn caches(&self) -> Caches {
+        Caches {
+            workloads: self.workloads.cache(),
+            policies: self.policies.cache(),
+            cluster_policies: self.cluster_policies.cache(),
+            bindings: self.bindings.cache(),
+        }
+    }
+}
+
+impl Ctx {
+    /// A reconcile context: `caches` to read, `typed` to re-read after a lost race,
+    /// `writer` to write (both over the fenced store in production), `recorder` for events.
+    pub fn new(caches: Caches, typed: Typed, writer: BatchWriter, recorder: Recorder) -> Self {
+        Ctx {
+            caches,
+            typed,
+            writer,
+            recorder,
+        }
+    }
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("caches", &self.caches)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running detector.
+#[derive(Debug)]
+pub struct Detector {
+    /// Its caches.
+    pub caches: Caches,
+    /// The controller task (ends after shutdown).
+    pub task: JoinHandle<()>,
+}
+
+fn watch_config(name: &str) -> WatcherConfig {
+    WatcherConfig::default().named(name)
+}
+
+fn binding_clusters(b: &v1::ResourceBinding) -> Vec<String> {
+    let Some(spec) = &b.spec else {
+        return Vec::new();
+    };
+    let mut clusters: Vec<String> = spec
+        .clusters
+        .iter()
+        .map(|t| t.name.clone())
+        .chain(
+            spec.graceful_eviction_tasks
+                .iter()
+                .map(|t| t.from_cluster.clone()),
+        )
+        .collect();
+    clusters.sort();
+    clusters.dedup();
+    clusters
+}
+
+fn resource_workload_key(b: &v1::ResourceBinding) -> Option<String> {
+    let r = b.spec.as_ref()?.resource.as_ref()?;
+    Some(workload_key(&r.namespace, &r.kind, &r.name))
+}
+
+/// Starts the detector on `store`: caches (registered with `readiness`), the election and
+/// the controller, until `shutdown`.
+pub fn spawn(
+    store: StoreRef,
+    config: &DetectorConfig,
+    readiness: &Readiness,
+    shutdown: &Shutdown,
+) -> Detector {
+    let CacheWriters {
+        workloads: workloads_w,
+        policies: policies_w,
+        cluster_policies: cluster_policies_w,
+        bindings: bindings_w,
+    } = CacheWriters::new();
+    let caches = Caches {
+        workloads: workloads_w.cache(),
+        policies: policies_w.cache(),
+        cluster_policies: cluster_policies_w.cache(),
+        bindings: bindings_w.cache(),
+    };
+    readiness.add_cache("workloads", &caches.workloads);
+    readiness.add_cache("propagationpolicies", &caches.policies);
+    readiness.add_cache("clusterpropagationpolicies", &caches.cluster_policies);
+    readiness.add_cache("resourcebindings", &caches.bindings);
+
+    let workload_events = reflect(
+        workloads_w,
+        watcher(
+            store.clone(),
+            v1::Workload::PREFIX,
+            watch_config("api-workloads"),
+            decode::<v1::Workload>,
+        ),
+    );
+    let policy_events = reflect(
+        policies_w,
+        watcher(
+            store.clone(),
+            v1::PropagationPolicy::PREFIX,
+            watch_config("api-policies"),
+            decode::<v1::PropagationPolicy>,
+        ),
+    );
+    let cluster_policy_events = reflect(
+        cluster_policies_w,
+        watcher(
+            store.clone(),
+            v1::ClusterPropagationPolicy::PREFIX,
+            watch_config("api-clusterpolicies"),
+            decode::<v1::ClusterPropagationPolicy>,
+        ),
+    );
+    let binding_events = reflect(
+        bindings_w,
+        watcher(
+            store.clone(),
+            v1::ResourceBinding::PREFIX,
+            watch_config("api-bindings"),
+            decode::<v1::ResourceBinding>,
+        ),
+    );
+
+    let elector = LeaderElector::spawn(
+        store.clone(),
+        DETECTOR_ELECTION,
+        ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+        shutdown,
+    );
+    let fenced: StoreRef = Arc::new(elector.fenced_store(store.clone()));
+    let ctx = Arc::new(Ctx::new(
+        caches.clone(),
+        Typed::new(fenced.clone()),
+        BatchWriter::spawn(fenced, shutdown.clone()),
+        Recorder::spawn(store, "api-detector", shutdown.clone()),
+    ));
+
+    let queue = WorkQueue::new(QueueConfig::new("api_detector"));
+    let (c1, c2, c3) = (caches.clone(), caches.clone(), caches.clone());
+    let controller = Controller::new(queue, reconcile, |_key: &String, _e: &Error, _ctx: &Ctx| {
+        Action::requeue(Duration::from_secs(1))
+    })
+    .workers(config.workers)
+    .leader(elector.subscribe())
+    .watches(workload_events, by_key)
+    .watches(binding_events, move |e| binding_trigger(&c1, e))
+    .watches(policy_events, move |e| policy_trigger(&c2, e))
+    .watches(cluster_policy_events, move |e| {
+        cluster_policy_trigger(&c3, e)
+    });
+    let shutdown = shutdown.clone();
+    let task = tokio::spawn(async move {
+        controller.run(ctx, shutdown).await;
+        // Resign at once so that another replica takes over without waiting for the TTL.
+        elector.resign().await;
+    });
+    Detector { caches, task }
+}
+
+/// A binding change → the workload it is for (a deleted binding: the workload whose binding
+/// key it was, so that a binding deleted by someone else is re-created).
+fn binding_trigger(caches: &Caches, event: &Event<v1::ResourceBinding>) -> Vec<String> {
+    match event {
+        Event::InitApply(o) | Event::Apply(o) => {
+            resource_workload_key(&o.value).into_iter().collect()
+        }
+        Event::Delete { key, .. } => caches.workloads.index_keys(BY_BINDING, key),
+        Event::Init { .. } | Event::InitDone { .. } => Vec::new(),
+    }
+}
+
+/// The workloads a policy (whose store key is `policy_key`) claimed before this change.
+fn claimed_by(caches: &Caches, policy_key: &str) -> Vec<String> {
+    caches
+        .bindings
+        .by_index(BY_POLICY, policy_key)
+        .iter()
+        .filter_map(|b| resource_workload_key(b))
+        .collect()
+}
+
+/// A PropagationPolicy change → the workloads it claimed and those it matches now.
+fn policy_trigger(caches: &Caches, event: &Event<v1::PropagationPolicy>) -> Vec<String> {
+    match event {
+        Event::InitApply(o) | Event::Apply(o) => {
+            let mut keys = claimed_by(caches, &o.key);
+            if let Some(spec) = &o.value.spec {
+                keys.extend(
+                    caches
+                        .workloads
+                        .by_index(BY_NAMESPACE, o.value.namespace())
+                        .iter()
+                        .filter(|w| claim::policy_specificity(spec, w).is_some())
+                        .map(|w| w.key()),
+                );
+            }
+            keys
+        }
+        Event::Delete { key, .. } => claimed_by(caches, key),
+        Event::Init { .. } | Event::InitDone { .. } => Vec::new(),
+    }
+}
+
+/// A ClusterPropagationPolicy change → the workloads it claimed and those it matches now.
+fn cluster_policy_trigger(
+    caches: &Caches,
+    event: &Event<v1::ClusterPropagationPolicy>,
+) -> Vec<String> {
+    match event {
+        Event::InitApply(o) | Event::Apply(o) => {
+            let mut keys = claimed_by(caches, &o.key);
+            if let Some(spec) = &o.value.spec {
+                keys.extend(
+                    caches
+                        .workloads
+                        .list()
+                        .iter()
+                        .filter(|w| claim::policy_specificity(spec, w).is_some())
+                        .map(|w| w.key()),
+                );
+            }
+            keys
+        }
+        Event::Delete { key, .. } => claimed_by(caches, key),
+        Event::Init { .. } | Event::InitDone { .. } => Vec::new(),
+    }
+}
+
+/// What a reconcile decided to write.
+enum Plan {
+    Nothing,
+    Create(Box<v1::ResourceBinding>),
+    Update(Box<v1::ResourceBinding>, Box<v1::ResourceBinding>),
+    Delete(Box<v1::ResourceBinding>, &'static str),
+}
+
+/// Keeps the binding of the workload at `key` (`workloads/<ns>/<kind>/<name>`) in line
+/// with the policy that claims it.
+pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    ctx.caches.synced().await;
+    let parts: Vec<&str> = key.split('/').collect();
+    let [_, namespace, kind, name] = parts.as_slice() else {
+        return Ok(Action::await_change());
+    };
+    let binding_key = flotilla_store::typed::namespaced_key(
+        v1::ResourceBinding::PREFIX,
+        namespace,
+        &claim::binding_name(name, kind),
+    );
+    for attempt in 0..ATTEMPTS {
+        let workload = ctx.caches.workloads.get(&key);
+        // The cache first; after a lost race the store itself.
+        let current: Option<v1::ResourceBinding> = if attempt == 0 {
+            ctx.caches.bindings.get(&binding_key).map(|b| (*b).clone())
+        } else {
+            ctx.typed.get(&binding_key).await?
+        };
+        if let Some(b) = &current
+            && !binding_is_for(b, namespace, kind, name)
+        {
+            tracing::warn!(binding = %binding_key, workload = %key, "a binding of another resource holds this name; leaving it alone");
+            return Ok(Action::await_change());
+        }
+        let policies = ctx.caches.policies.by_index(BY_NAMESPACE, namespace);
+        let cluster_policies = ctx.caches.cluster_policies.list();
+        let namespaced: Vec<Candidate<'_>> = policies
+            .iter()
+            .filter_map(|p| Candidate::namespaced(p))
+            .collect();
+        let cluster_wide: Vec<Candidate<'_>> = cluster_policies
+            .iter()
+            .filter_map(|p| Candidate::cluster(p))
+            .collect();
+        let claim = workload
+            .as_deref()
+            .and_then(|w| claim::select(w, &namespaced, &cluster_wide));
+        let previous = current
+            .as_ref()
+            .and_then(|b| b.meta())
+            .and_then(|m| PolicyRef::from_labels(&m.labels));
+        let plan = match (workload.as_deref(), &claim, current) {
+            (Some(w), Some(claim), None) => Plan::Create(Box::new(desired_binding(w, claim, None))),
+            (Some(w), Some(claim), Some(b)) => {
+                let desired = desired_binding(w, claim, Some(&b));
+                if desired == b {
+                    Plan::Nothing
+                } else {
+                    Plan::Update(Box::new(b), Box::new(desired))
+                }
+            }
+            (None, _, Some(b)) => Plan::Delete(Box::new(b), "its workload is gone"),
+            (Some(_), None, Some(b)) => Plan::Delete(Box::new(b), "no policy matches its workload"),
+            (_, _, None) => Plan::Nothing,
+        };
+        let claimed_now = matches!(plan, Plan::Create(_) | Plan::Update(..))
+            && claim.as_ref().map(|c| &c.policy) != previous.as_ref();
+        let result = match plan {
+            Plan::Nothing => return Ok(Action::await_change()),
+            Plan::Create(b) => ctx.writer.write(Write::Create(b)).await,
+            Plan::Update(old, new) => ctx.writer.write(Write::Update { old, new }).await,
+            Plan::Delete(old, why) => {
+                let deleted = ctx
+                    .writer
+                    .write(Write::Delete {
+                        key: binding_key.clone(),
+                        revision: old.resource_version(),
+                    })
+                    .await;
+                if deleted.is_ok() {
+                    tracing::info!(binding = %binding_key, workload = %key, reason = why, "binding deleted");
+                    ctx.recorder.record(
+                        Regarding::binding(namespace, &claim::binding_name(name, kind)),
+                        EventType::Normal,
+                        "BindingDeleted",
+                        format!("deleted: {why}"),
+                        "",
+                    );
+                }
+                deleted
+            }
+        };
+        match result {
+            Ok(()) => {
+                if claimed_now && let Some(claim) = &claim {
+                    let why = claim.reason();
+                    tracing::info!(binding = %binding_key, workload = %key, policy = %claim.policy, "{why}");
+                    ctx.recorder.record(
+                        Regarding::binding(namespace, &claim::binding_name(name, kind)),
+                        EventType::Normal,
+                        "ApplyPolicySucceed",
+                        format!("{} for {kind} {namespace}/{name}", why),
+                        "",
+                    );
+                } else {
+                    tracing::debug!(binding = %binding_key, workload = %key, "binding in line with its policy");
+                }
+                return Ok(Action::await_change());
+            }
+            Err(e) if is_lost_race(&e) => {
+                tracing::debug!(binding = %binding_key, error = %e, "lost a race; re-reading");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Aborted(format!(
+        "{binding_key}: still conflicting after {ATTEMPTS} attempts"
+    )))
+}
+
+fn is_lost_race(e: &StoreError) -> bool {
+    e.is_conflict()
+        || matches!(
+            e,
+            StoreError::AlreadyExists { .. } | StoreError::NotFound { .. }
+        )
+}

@@ -1,0 +1,318 @@
+//! What the api reads out of a Workload's manifest (the JSON text of a Kubernetes object):
+//! its identity, its labels, its replicas and its per-replica requests (Karmada's default
+//! resource interpreter does the same for Deployments).
+//!
+//! ```text
+//!   manifest ──serde_json──► { apiVersion, kind, metadata{name,namespace,labels},
+//!                              spec.replicas, spec.template.spec.{containers,initContainers}
+//!                              [].resources.requests.{cpu,memory} }
+//! ```
+
+use std::collections::BTreeMap;
+
+use flotilla_core::types::ReplicaRequirements;
+use flotilla_core::validation::{FieldError, FieldErrors, FieldPath};
+use serde_json::{Map, Value};
+
+use crate::quantity;
+
+/// Kinds whose `spec.replicas` defaults to 1 when absent (Kubernetes' defaulting); every
+/// other kind without `spec.replicas` has 0 replicas (SC-14.1: not a workload).
+const REPLICATED_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "ReplicaSet"];
+
+/// The facts read from a manifest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`, if set.
+    pub namespace: Option<String>,
+    /// `metadata.labels` (string values only).
+    pub labels: BTreeMap<String, String>,
+    /// `spec.replicas`, else 1 for Deployments, StatefulSets and ReplicaSets, else 0.
+    pub replicas: i64,
+    /// Per-replica requests of the pod template, if the manifest has one.
+    pub requirements: Option<ReplicaRequirements>,
+}
+
+/// Reads a manifest. Every problem is reported, at `manifest.<json path>`.
+pub fn inspect(text: &str) -> Result<Manifest, FieldErrors> {
+    let root = FieldPath::new("manifest");
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        vec![FieldError::invalid(
+            &root,
+            format!("must be the JSON text of a Kubernetes object: {e}"),
+        )]
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(vec![FieldError::invalid(
+            &root,
+            "must be a JSON object (a Kubernetes object)",
+        )]);
+    };
+    let mut errs = FieldErrors::new();
+    let mut manifest = Manifest {
+        api_version: required_string(&obj, "apiVersion", &root, &mut errs),
+        kind: required_string(&obj, "kind", &root, &mut errs),
+        ..Manifest::default()
+    };
+    let meta_path = root.child("metadata");
+    match obj.get("metadata") {
+        Some(Value::Object(meta)) => {
+            manifest.name = required_string(meta, "name", &meta_path, &mut errs);
+            match meta.get("namespace") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(ns)) => manifest.namespace = Some(ns.clone()),
+                Some(_) => errs.push(FieldError::invalid(
+                    &meta_path.child("namespace"),
+                    "must be a string",
+                )),
+            }
+            match meta.get("labels") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(labels)) => {
+                    for (k, v) in labels {
+                        match v {
+                            Value::String(s) => {
+                                manifest.labels.insert(k.clone(), s.clone());
+                            }
+                            _ => errs.push(FieldError::invalid(
+                                &meta_path.child("labels").key(k),
+                                "label values must be strings",
+                            )),
+                        }
+                    }
+                }
+                Some(_) => errs.push(FieldError::invalid(
+                    &meta_path.child("labels"),
+                    "must be an object",
+                )),
+            }
+        }
+        None => errs.push(FieldError::required(
+            &meta_path.child("name"),
+            "a Kubernetes object needs metadata.name",
+        )),
+        Some(_) => errs.push(FieldError::invalid(&meta_path, "must be an object")),
+    }
+
+    let spec_path = root.child("spec");
+    let spec = obj.get("spec").and_then(Value::as_object);
+    let replicas_path = spec_path.child("replicas");
+    manifest.replicas = match spec.and_then(|s| s.get("replicas")) {
+        None | Some(Value::Null) => i64::from(REPLICATED_KINDS.contains(&manifest.kind.as_str())),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(r) => r,
+            None => {
+                errs.push(FieldError::invalid(&replicas_path, "must be an integer"));
+                0
+            }
+        },
+        Some(_) => {
+            errs.push(FieldError::invalid(&replicas_path, "must be an integer"));
+            0
+        }
+    };
+
+    // The pod spec: a Pod's own spec, else the pod template's.
+    let (pod_spec, pod_path) = if manifest.kind == "Pod" {
+        (spec, spec_path.clone())
+    } else {
+        let template = spec_path.child("template").child("spec");
+        (
+            spec.and_then(|s| s.get("template"))
+                .and_then(Value::as_object)
+                .and_then(|t| t.get("spec"))
+                .and_then(Value::as_object),
+            template,
+        )
+    };
+    if let Some(pod) = pod_spec {
+        manifest.requirements = Some(pod_requests(pod, &pod_path, &mut errs));
+    }
+    if errs.is_empty() {
+        Ok(manifest)
+    } else {
+        Err(errs)
+    }
+}
+
+fn required_string(
+    obj: &Map<String, Value>,
+    name: &str,
+    path: &FieldPath,
+    errs: &mut FieldErrors,
+) -> String {
+    match obj.get(name) {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            errs.push(FieldError::required(
+                &path.child(name),
+                format!("a Kubernetes object needs {name}"),
+            ));
+            String::new()
+        }
+        Some(_) => {
+            errs.push(FieldError::invalid(&path.child(name), "must be a string"));
+            String::new()
+        }
+    }
+}
+
+/// Kubernetes' effective pod request: the sum over `containers`, raised to the largest
+/// `initContainers` entry (init containers run one at a time, before the others).
+fn pod_requests(
+    pod: &Map<String, Value>,
+    path: &FieldPath,
+    errs: &mut FieldErrors,
+) -> ReplicaRequirements {
+    let mut sum = ReplicaRequirements::default();
+    for (cpu, mem) in container_requests(pod, "containers", path, errs) {
+        sum.cpu_millis = sum.cpu_millis.saturating_add(cpu);
+        sum.memory_bytes = sum.memory_bytes.saturating_add(mem);
+    }
+    for (cpu, mem) in container_requests(pod, "initContainers", path, errs) {
+        sum.cpu_millis = sum.cpu_millis.max(cpu);
+        sum.memory_bytes = sum.memory_bytes.max(mem);
+    }
+    sum
+}
+
+fn container_requests(
+    pod: &Map<String, Value>,
+    list: &str,
+    path: &FieldPath,
+    errs: &mut FieldErrors,
+) -> Vec<(i64, i64)> {
+    let list_path = path.child(list);
+    let containers = match pod.get(list) {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            errs.push(FieldError::invalid(&list_path, "must be an array"));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::with_capacity(containers.len());
+    for (i, container) in containers.iter().enumerate() {
+        let requests_path = list_path.index(i).child("resources").child("requests");
+        let requests = container
+            .get("resources")
+            .and_then(|r| r.get("requests"))
+            .and_then(Value::as_object);
+        let mut read = |name: &str, parse: fn(&str) -> Result<i64, String>| -> i64 {
+            let Some(v) = requests.and_then(|r| r.get(name)) else {
+                return 0;
+            };
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => {
+                    errs.push(FieldError::invalid(
+                        &requests_path.child(name),
+                        "must be a quantity such as \"100m\" or \"128Mi\"",
+                    ));
+                    return 0;
+                }
+            };
+            match parse(&text) {
+                Ok(q) => q,
+                Err(msg) => {
+                    errs.push(FieldError::invalid(&requests_path.child(name), msg));
+                    0
+                }
+            }
+        };
+        let cpu = read("cpu", quantity::cpu_millis);
+        let mem = read("memory", quantity::memory_bytes);
+        out.push((cpu, mem));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The seed workload of the scenario tests.
+    const NGINX: &str = r#"{
+      "apiVersion": "apps/v1", "kind": "Deployment",
+      "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
+      "spec": {"replicas": 3, "template": {"spec": {"containers": [
+        {"name": "nginx", "image": "nginx", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
+        {"name": "sidecar", "image": "x", "resources": {"requests": {"cpu": 0.5, "memory": "1Gi"}}}
+      ]}}}
+    }"#;
+
+    #[test]
+    fn reads_identity_replicas_and_summed_requests() {
+        let m = inspect(NGINX).unwrap();
+        assert_eq!(m.api_version, "apps/v1");
+        assert_eq!(m.kind, "Deployment");
+        assert_eq!(m.name, "nginx");
+        assert_eq!(m.namespace.as_deref(), Some("default"));
+        assert_eq!(m.labels.get("app").map(String::as_str), Some("nginx"));
+        assert_eq!(m.replicas, 3);
+        assert_eq!(
+            m.requirements,
+            Some(ReplicaRequirements {
+                cpu_millis: 600,
+                memory_bytes: (128 << 20) + (1 << 30),
+            })
+        );
+    }
+
+    #[test]
+    fn replicas_default_by_kind() {
+        let deploy =
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},"spec":{}}"#;
+        assert_eq!(inspect(deploy).unwrap().replicas, 1);
+        let sts = r#"{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"a"}}"#;
+        assert_eq!(inspect(sts).unwrap().replicas, 1);
+        let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{}}"#;
+        let m = inspect(cm).unwrap();
+        assert_eq!((m.replicas, m.requirements), (0, None));
+    }
+
+    #[test]
+    fn init_containers_raise_the_request() {
+        let m = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},
+          "spec":{"template":{"spec":{
+            "containers":[{"resources":{"requests":{"cpu":"100m"}}}],
+            "initContainers":[{"resources":{"requests":{"cpu":"2","memory":"1Mi"}}}]}}}}"#;
+        let r = inspect(m).unwrap().requirements.unwrap();
+        assert_eq!((r.cpu_millis, r.memory_bytes), (2000, 1 << 20));
+    }
+
+    #[test]
+    fn problems_are_reported_at_their_json_path() {
+        let fields = |text: &str| -> Vec<String> {
+            inspect(text)
+                .unwrap_err()
+                .into_iter()
+                .map(|e| e.field)
+                .collect()
+        };
+        assert_eq!(fields("{not json"), ["manifest"]);
+        assert_eq!(fields("[1]"), ["manifest"]);
+        assert_eq!(
+            fields(r#"{"kind":"Deployment","metadata":{}}"#),
+            ["manifest.apiVersion", "manifest.metadata.name"]
+        );
+        assert_eq!(
+            fields(
+                r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},
+                "spec":{"replicas":"3","template":{"spec":{"containers":[
+                {"resources":{"requests":{"cpu":"lots"}}}]}}}}"#
+            ),
+            [
+                "manifest.spec.replicas",
+                "manifest.spec.template.spec.containers[0].resources.requests.cpu"
+            ]
+        );
+    }
+}

@@ -1,0 +1,637 @@
+//! `flotilla-cluster-health`: turns probes of Push members and heartbeats of Pull agents into
+//! each cluster's `Ready` condition and its controller taints (`cluster.karmada.io/*`)
+//! (SEMANTICS.md §2: CH-1..CH-19, with A1, A2, A9).
+//!
+//! ```text
+//!   etcd ─watch clusters/──────────────► Cache<Cluster> ──┬─► probe queue (Push clusters)
+//!        ─watch clustertaintpolicies/──► Cache<CTP>      │     probe × --concurrent-probes:
+//!        ─watch heartbeats/────────────► Cache<record>   │     GET /readyz (/healthz on 404),
+//!        ─watch bindings/──────────────► Cache<refs>     │     MemberSim.GetStatus (CH-2, 5.2)
+//!                                                        │          │ Observations
+//!                                                        ▼          ▼
+//!                    health queue (cluster) ──► reconcile × --concurrent-cluster-syncs
+//!                       (leader only, leases/cluster-health; writes fenced)
+//!        CH-3 observe → CH-4 damp (A9) → CH-5.5 condition → CH-9 monitor (Pull)
+//!        → CH-11 NoSchedule + CH-10 NoExecute (auto, A1) + CH-15 terminating (A2)
+//!        → CH-12 arithmetic → CH-16..18 ClusterTaintPolicies
+//!        ──► clusters/<name>: status + taints in ONE compare-and-swap; requeue at the next
+//!            deadline; a deleting cluster is removed once nothing references it
+//!
+//!   gRPC flotilla.v1.ClusterHealth (every replica):
+//!     Heartbeat → heartbeats/<cluster> (HeartbeatRecord: renew time, probe, status)
+//!     Assess    → the same `assess` as the controller, as a dry run
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod assess;
+pub mod controller;
+pub mod error;
+pub mod grpc;
+pub mod heartbeat;
+pub mod probe;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use flotilla_core::health::{MonitorGrace, Thresholds};
+use flotilla_core::types::ClusterTaintPolicy;
+use flotilla_proto::v1;
+use flotilla_runtime::args::ArgError;
+use flotilla_runtime::{
+    CommonArgs, Controller, ElectionConfig, Event, GrpcConfig, LeaderElector, QueueConfig,
+    Readiness, Recorder, Runtime, Shutdown, WatcherConfig, WorkQueue, Writer, reflect, watcher,
+};
+use flotilla_store::typed::decode;
+use flotilla_store::{KeyValue, StoreRef};
+use futures::{Stream, StreamExt};
+use tokio::task::JoinHandle;
+
+pub use crate::assess::{NoExecuteTaints, Options};
+pub use crate::controller::{Context, cluster_key};
+pub use crate::error::Error;
+pub use crate::grpc::ClusterHealthService;
+
+/// The election prefix of this service.
+pub const LEASE_PREFIX: &str = "leases/cluster-health";
+
+/// The fully qualified gRPC service name (for health).
+pub const SERVICE_NAME: &str = "flotilla.v1.ClusterHealth";
+
+/// Flags of `flotilla-cluster-health`. Timers take `500ms`, `30s`, `5m`, ... so that tests can
+/// compress them.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "flotilla-cluster-health",
+    version,
+    about = "Turns probes (Push) and heartbeats (Pull) into each cluster's Ready condition and \
+             its cluster.karmada.io/* taints (Karmada's cluster status and cluster controllers, \
+             CH-1..CH-19)"
+)]
+pub struct Args {
+    /// Store, gRPC, admin and logging flags shared by every service.
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// How often each Push member is probed (Karmada `--cluster-status-update-frequency`,
+    /// 10s, CH-1.3). Also how often a deleting cluster is checked for references (Karmada's
+    /// CleanupCheckInterval, 10s, CH-15).
+    #[arg(long, env = "FLOTILLA_CLUSTER_STATUS_UPDATE_FREQUENCY", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub cluster_status_update_frequency: Duration,
+
+    /// How long a healthy observation must persist before Ready turns True again (Karmada
+    /// `--cluster-success-threshold`, 30s, CH-4). Applies to probes and heartbeats (A9).
+    #[arg(long, env = "FLOTILLA_CLUSTER_SUCCESS_THRESHOLD", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub cluster_success_threshold: Duration,
+
+    /// How long an unhealthy observation must persist before Ready turns False (Karmada
+    /// `--cluster-failure-threshold`, 30s, CH-4). Applies to probes and heartbeats (A9).
+    #[arg(long, env = "FLOTILLA_CLUSTER_FAILURE_THRESHOLD", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub cluster_failure_threshold: Duration,
+
+    /// The longest a Pull cluster waits to be looked at again (Karmada
+    /// `--cluster-monitor-period`, 5s, CH-8); deadlines are also met exactly.
+    #[arg(long, env = "FLOTILLA_CLUSTER_MONITOR_PERIOD", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub cluster_monitor_period: Duration,
+
+    /// Silence after which a Pull cluster that posted status becomes Ready=Unknown (Karmada
+    /// `--cluster-monitor-grace-period`, 40s, CH-9.1).
+    #[arg(long, env = "FLOTILLA_CLUSTER_MONITOR_GRACE_PERIOD", default_value = "40s", value_parser = humantime::parse_duration)]
+    pub cluster_monitor_grace_period: Duration,
+
+    /// Silence after which a Pull cluster that never posted status becomes Ready=Unknown
+    /// (Karmada `--cluster-startup-grace-period`, 60s, CH-9.1).
+    #[arg(long, env = "FLOTILLA_CLUSTER_STARTUP_GRACE_PERIOD", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub cluster_startup_grace_period: Duration,
+
+    /// How long Ready may be False (or Unknown since the last heartbeat) before the
+    /// `not-ready` / `unreachable` NoExecute taint (Karmada ≤ v1.13
+    /// `--failover-eviction-timeout`, 5m, CH-10); only with `--no-execute-taints auto`.
+    #[arg(long, env = "FLOTILLA_FAILOVER_EVICTION_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub failover_eviction_timeout: Duration,
+
+    /// Who adds NoExecute taints on failure (A1): `auto` = this service after
+    /// `--failover-eviction-timeout` (Karmada v1.5, failover out of the box); `policy` = only
+    /// ClusterTaintPolicies and operators (Karmada latest).
+    #[arg(long, env = "FLOTILLA_NO_EXECUTE_TAINTS", value_enum, default_value_t = NoExecuteTaints::Auto)]
+    pub no_execute_taints: NoExecuteTaints,
+
+    /// How long one probe (`/readyz`, `/healthz`, status collection) may take before the
+    /// member counts as unreachable (default 5s: Karmada's cluster client timeout).
+    #[arg(long, env = "FLOTILLA_PROBE_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub probe_timeout: Duration,
+
+    /// Concurrent health reconciles (Karmada `--concurrent-cluster-syncs`, 5).
+    #[arg(long, env = "FLOTILLA_CONCURRENT_CLUSTER_SYNCS", default_value_t = 5)]
+    pub concurrent_cluster_syncs: usize,
+
+    /// Concurrent probes of Push members, so that hanging members do not delay the others
+    /// (Flotilla's, A12; default 32).
+    #[arg(long, env = "FLOTILLA_CONCURRENT_PROBES", default_value_t = 32)]
+    pub concurrent_probes: usize,
+}
+
+/// Validated settings (what [`start`] needs).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The rules' timers and switches.
+    pub options: Options,
+    /// `--cluster-status-update-frequency`.
+    pub frequency: Duration,
+    /// `--probe-timeout`.
+    pub probe_timeout: Duration,
+    /// `--concurrent-cluster-syncs`.
+    pub concurrent_syncs: usize,
+    /// `--concurrent-probes`.
+    pub concurrent_probes: usize,
+    /// This replica's identity in the election.
+    pub identity: String,
+    /// Leader lease TTL.
+    pub lease_ttl: Duration,
+}
+
+impl Config {
+    /// The flags' defaults for `identity` (tests and `flotilla up`).
+    pub fn new(identity: impl Into<String>) -> Self {
+        Config {
+            options: Options::default(),
+            frequency: Duration::from_secs(10),
+            probe_timeout: Duration::from_secs(5),
+            concurrent_syncs: 5,
+            concurrent_probes: 32,
+            identity: identity.into(),
+            lease_ttl: Duration::from_secs(15),
+        }
+    }
+}
+
+// === impl Args ===
+
+impl Args {
+    /// Checks what clap cannot and builds the [`Config`]; every problem is reported.
+    pub fn validate(&self) -> Result<Config, Vec<ArgError>> {
+        let Self {
+            common,
+            cluster_status_update_frequency,
+            cluster_success_threshold,
+            cluster_failure_threshold,
+            cluster_monitor_period,
+            cluster_monitor_grace_period,
+            cluster_startup_grace_period,
+            failover_eviction_timeout,
+            no_execute_taints,
+            probe_timeout,
+            concurrent_cluster_syncs,
+            concurrent_probes,
+        } = self;
+        let mut errors = common.validate().err().unwrap_or_default();
+        for (flag, d) in [
+            (
+                "cluster-status-update-frequency",
+                cluster_status_update_frequency,
+            ),
+            ("cluster-monitor-period", cluster_monitor_period),
+            ("cluster-monitor-grace-period", cluster_monitor_grace_period),
+            ("cluster-startup-grace-period", cluster_startup_grace_period),
+            ("probe-timeout", probe_timeout),
+        ] {
+            if d.is_zero() {
+                errors.push(ArgError {
+                    flag,
+                    message: "must be positive".into(),
+                });
+            }
+        }
+        for (flag, n) in [
+            ("concurrent-cluster-syncs", concurrent_cluster_syncs),
+            ("concurrent-probes", concurrent_probes),
+        ] {
+            if *n == 0 {
+                errors.push(ArgError {
+                    flag,
+                    message: "must be at least 1".into(),
+                });
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Config {
+            options: Options {
+                thresholds: Thresholds {
+                    success: *cluster_success_threshold,
+                    failure: *cluster_failure_threshold,
+                },
+                grace: MonitorGrace {
+                    startup: *cluster_startup_grace_period,
+                    monitor: *cluster_monitor_grace_period,
+                },
+                failover_eviction_timeout: *failover_eviction_timeout,
+                no_execute: *no_execute_taints,
+                monitor_period: *cluster_monitor_period,
+            },
+            frequency: *cluster_status_update_frequency,
+            probe_timeout: *probe_timeout,
+            concurrent_syncs: *concurrent_cluster_syncs,
+            concurrent_probes: *concurrent_probes,
+            identity: common.identity(),
+            lease_ttl: common.lease_ttl,
+        })
+    }
+
+    /// Runs the service until SIGTERM/SIGINT: store, controllers, gRPC and admin servers.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let config = self.validate().map_err(|errors| {
+            anyhow::anyhow!(
+                "invalid flags: {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
+        let rt = Runtime::start(&self.common).await?;
+        tracing::info!(
+            frequency = ?config.frequency,
+            success_threshold = ?config.options.thresholds.success,
+            failure_threshold = ?config.options.thresholds.failure,
+            monitor_period = ?config.options.monitor_period,
+            monitor_grace = ?config.options.grace.monitor,
+            startup_grace = ?config.options.grace.startup,
+            failover_eviction_timeout = ?config.options.failover_eviction_timeout,
+            no_execute_taints = ?config.options.no_execute,
+            probe_timeout = ?config.probe_timeout,
+            "cluster-health configured"
+        );
+        let started = start(
+            rt.store.clone(),
+            config,
+            rt.readiness.clone(),
+            rt.shutdown.clone(),
+        );
+        let grpc = rt
+            .grpc_server(
+                &[flotilla_proto::FILE_DESCRIPTOR_SET],
+                GrpcConfig::default().health_service(SERVICE_NAME),
+            )
+            .await?
+            .map_router(|r| r.add_service(grpc::server(started.service.clone())));
+        let (served, ran) = tokio::join!(rt.serve(grpc), started.task);
+        served?;
+        ran??;
+        Ok(())
+    }
+}
+
+fn decode_policy(kv: &KeyValue) -> Result<ClusterTaintPolicy, String> {
+    let wire: v1::ClusterTaintPolicy = decode(kv).map_err(|e| e.to_string())?;
+    ClusterTaintPolicy::try_from(wire).map_err(|e| e.to_string())
+}
+
+fn name_of(cluster: &v1::Cluster) -> &str {
+    cluster.metadata.as_ref().map_or("", |m| m.name.as_str())
+}
+
+/// A started cluster-health: its gRPC service (mount it on a server) and the task running the
+/// controllers until shutdown.
+#[derive(Debug)]
+pub struct Started {
+    /// `flotilla.v1.ClusterHealth` over this replica's caches.
+    pub service: ClusterHealthService,
+    /// Runs until the shutdown fires.
+    pub task: JoinHandle<Result<(), Error>>,
+    /// The health reconciler's context (for tests: memory, caches).
+    pub context: Arc<Context>,
+}
+
+/// Starts cluster-health on `store`: caches (registered with `readiness`), leader election on
+/// [`LEASE_PREFIX`], the probe and health controllers (only while leading, writes fenced).
+/// `flotilla up` calls this with a shared in-memory store and mounts [`Started::service`].
+/// Must be called inside a tokio runtime.
+pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Shutdown) -> Started {
+    let elector = LeaderElector::spawn(
+        store.clone(),
+        LEASE_PREFIX,
+        ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+        &shutdown,
+    );
+    let fenced: StoreRef = Arc::new(elector.fenced_store(store.clone()));
+    let recorder = Recorder::spawn(store.clone(), "cluster-health", shutdown.clone());
+
+    let clusters_writer: Writer<v1::Cluster> = Writer::new();
+    let policies_writer: Writer<ClusterTaintPolicy> = Writer::new();
+    let heartbeats_writer: Writer<v1::HeartbeatRecord> = Writer::new();
+    let bindings_writer: Writer<controller::BindingRefs> =
+        Writer::new().with_index(controller::BINDING_INDEX, controller::index_binding);
+    let clusters = clusters_writer.cache();
+    let policies = policies_writer.cache();
+    let heartbeats = heartbeats_writer.cache();
+    let bindings = bindings_writer.cache();
+    readiness.add_cache("clusters", &clusters);
+    readiness.add_cache("clustertaintpolicies", &policies);
+    readiness.add_cache("heartbeats", &heartbeats);
+    readiness.add_cache("bindings", &bindings);
+
+    let observations = Arc::new(probe::Observations::default());
+    let health_queue: WorkQueue<String> = WorkQueue::new(QueueConfig::new("cluster_health"));
+    let probe_queue: WorkQueue<String> = WorkQueue::new(QueueConfig::new("cluster_health_probes"));
+    let ctx = Arc::new(Context::new(
+        config.options,
+        config.frequency,
+        config.probe_timeout,
+        clusters.clone(),
+        policies.clone(),
+        heartbeats.clone(),
+        bindings.clone(),
+        observations.clone(),
+        fenced,
+        recorder,
+    ));
+    let probe_ctx = Arc::new(probe::ProbeContext {
+        clusters: clusters.clone(),
+        observations,
+        health: health_queue.clone(),
+        prober: probe::Prober::new(config.probe_timeout),
+        frequency: config.frequency,
+    });
+    let service = ClusterHealthService::new(
+        config.options,
+        clusters.clone(),
+        policies.clone(),
+        store.clone(),
+    );
+
+    let watch = |prefix: &str, name: &str| {
+        (
+            store.clone(),
+            prefix.to_owned(),
+            WatcherConfig::default().named(name),
+        )
+    };
+    let (s, p, c) = watch("clusters/", "clusters");
+    let cluster_events = reflect(clusters_writer, watcher(s, p, c, decode::<v1::Cluster>));
+    let (s, p, c) = watch("clustertaintpolicies/", "clustertaintpolicies");
+    let policy_events = reflect(policies_writer, watcher(s, p, c, decode_policy));
+    let (s, p, c) = watch(heartbeat::PREFIX, "heartbeats");
+    let heartbeat_events = reflect(heartbeats_writer, watcher(s, p, c, heartbeat::decode));
+    let (s, p, c) = watch("bindings/", "bindings");
+    let binding_events = reflect(
+        bindings_writer,
+        watcher(s, p, c, controller::decode_binding_refs),
+    );
+
+    let context = ctx.clone();
+    let task = tokio::spawn(async move {
+        let feeds = {
+            let ctx = ctx.clone();
+            let health = health_queue.clone();
+            let probes = probe_queue.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = shutdown.triggered() => {}
+                    () = async {
+                        tokio::join!(
+                            feed_clusters(cluster_events, ctx.clone(), health.clone(), probes),
+                            feed_all_clusters(policy_events, ctx.clone(), health.clone()),
+                            feed_heartbeats(heartbeat_events, health.clone()),
+                            feed_deleting(binding_events, ctx.clone(), health),
+                        );
+                    } => {}
+                }
+            })
+        };
+        tokio::select! {
+            () = shutdown.triggered() => {}
+            () = async {
+                clusters.wait_until_ready().await;
+                policies.wait_until_ready().await;
+                heartbeats.wait_until_ready().await;
+                bindings.wait_until_ready().await;
+            } => {
+                tracing::info!(
+                    clusters = clusters.len(),
+                    policies = policies.len(),
+                    heartbeats = heartbeats.len(),
+                    bindings = bindings.len(),
+                    "caches synced"
+                );
+                let health = Controller::new(
+                    health_queue,
+                    controller::reconcile,
+                    controller::error_policy,
+                )
+                // one failover = one trace: while a Push cluster fails, its reconciles (and
+                // the taints they write) continue the probe span that first saw the failure
+                .trace_parent(|name: &String, ctx: &controller::Context| {
+                    ctx.observations.failure_trace(name)
+                })
+                .workers(config.concurrent_syncs)
+                .leader(elector.subscribe())
+                .run(ctx, shutdown.clone());
+                let probes = Controller::new(
+                    probe_queue,
+                    probe::probe_cluster,
+                    probe::probe_error_policy,
+                )
+                .workers(config.concurrent_probes)
+                .leader(elector.subscribe())
+                .run(probe_ctx, shutdown.clone());
+                tokio::join!(health, probes);
+            }
+        }
+        let _ = feeds.await;
+        elector.resign().await;
+        Ok(())
+    });
+    Started {
+        service,
+        task,
+        context,
+    }
+}
+
+/// [`start`] without serving gRPC: runs the controllers until `shutdown` fires.
+pub async fn run_with(
+    store: StoreRef,
+    config: Config,
+    readiness: Readiness,
+    shutdown: Shutdown,
+) -> Result<(), Error> {
+    match start(store, config, readiness, shutdown).task.await {
+        Ok(r) => r,
+        Err(e) => Err(Error::FailedPrecondition(format!(
+            "cluster-health task failed: {e}"
+        ))),
+    }
+}
+
+/// Cluster changes: the cluster's health key; its probe key when it is new to the prober or
+/// its sync mode or endpoint changed (not on our own status writes, which would probe in a
+/// loop).
+async fn feed_clusters(
+    events: impl Stream<Item = Event<v1::Cluster>>,
+    ctx: Arc<Context>,
+    health: WorkQueue<String>,
+    probes: WorkQueue<String>,
+) {
+    let mut targets: HashMap<String, (i32, String)> = HashMap::new();
+    let mut events = std::pin::pin!(events);
+    while let Some(ev) = events.next().await {
+        match &ev {
+            Event::InitApply(o) | Event::Apply(o) => {
+                let c = &o.value;
+                let name = name_of(c).to_owned();
+                if name.is_empty() {
+                    continue;
+                }
+                let deleting = c
+                    .metadata
+                    .as_ref()
+                    .is_some_and(|m| m.deletion_timestamp.is_some());
+                ctx.note_deleting(&name, deleting);
+                let target = c
+                    .spec
+                    .as_ref()
+                    .map(|s| (s.sync_mode, s.api_endpoint.clone()))
+                    .unwrap_or_default();
+                if targets.get(&name) != Some(&target) {
+                    targets.insert(name.clone(), target);
+                    probes.add(name.clone());
+                }
+                health.add(name);
+            }
+            Event::Delete { key, .. } => {
+                if let Some(name) = key.strip_prefix("clusters/") {
+                    targets.remove(name);
+                    probes.add(name.to_owned());
+                    health.add(name.to_owned());
+                }
+            }
+            Event::Init { .. } | Event::InitDone { .. } => {}
+        }
+    }
+}
+
+/// ClusterTaintPolicy changes: every cluster (CH-17.1; a deleted policy leaves its taints).
+async fn feed_all_clusters(
+    events: impl Stream<Item = Event<ClusterTaintPolicy>>,
+    ctx: Arc<Context>,
+    health: WorkQueue<String>,
+) {
+    let mut events = std::pin::pin!(events);
+    while let Some(ev) = events.next().await {
+        if ev.key().is_some() {
+            for c in ctx.clusters.list() {
+                health.add(name_of(&c).to_owned());
+            }
+        }
+    }
+}
+
+/// Heartbeat record changes: that cluster.
+async fn feed_heartbeats(
+    events: impl Stream<Item = Event<v1::HeartbeatRecord>>,
+    health: WorkQueue<String>,
+) {
+    let mut events = std::pin::pin!(events);
+    while let Some(ev) = events.next().await {
+        if let Some(name) = ev.key().and_then(heartbeat::cluster_of) {
+            health.add(name.to_owned());
+        }
+    }
+}
+
+/// Binding changes: the clusters being deleted, which go once no binding references them.
+async fn feed_deleting(
+    events: impl Stream<Item = Event<controller::BindingRefs>>,
+    ctx: Arc<Context>,
+    health: WorkQueue<String>,
+) {
+    let mut events = std::pin::pin!(events);
+    while let Some(ev) = events.next().await {
+        if ev.key().is_some() {
+            for name in ctx.deleting() {
+                health.add(name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn flags_default_to_karmadas_and_compress() {
+        let c = Args::try_parse_from(["cluster-health"])
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(c.frequency, Duration::from_secs(10));
+        assert_eq!(c.probe_timeout, Duration::from_secs(5));
+        assert_eq!(c.options, Options::default());
+        assert_eq!(c.options.thresholds.failure, Duration::from_secs(30));
+        assert_eq!(c.options.grace.monitor, Duration::from_secs(40));
+        assert_eq!(c.options.grace.startup, Duration::from_secs(60));
+        assert_eq!(
+            c.options.failover_eviction_timeout,
+            Duration::from_secs(300)
+        );
+        assert_eq!(c.options.no_execute, NoExecuteTaints::Auto);
+        assert_eq!((c.concurrent_syncs, c.concurrent_probes), (5, 32));
+
+        let c = Args::try_parse_from([
+            "cluster-health",
+            "--cluster-status-update-frequency",
+            "200ms",
+            "--cluster-failure-threshold",
+            "1s",
+            "--failover-eviction-timeout",
+            "2s",
+            "--no-execute-taints",
+            "policy",
+        ])
+        .unwrap()
+        .validate()
+        .unwrap();
+        assert_eq!(c.frequency, Duration::from_millis(200));
+        assert_eq!(c.options.thresholds.failure, Duration::from_secs(1));
+        assert_eq!(c.options.no_execute, NoExecuteTaints::Policy);
+
+        let errors = Args::try_parse_from([
+            "cluster-health",
+            "--probe-timeout",
+            "0s",
+            "--concurrent-probes",
+            "0",
+        ])
+        .unwrap()
+        .validate()
+        .unwrap_err();
+        let flags: Vec<_> = errors.iter().map(|e| e.flag).collect();
+        assert_eq!(flags, vec!["probe-timeout", "concurrent-probes"]);
+
+        let help = Args::command().render_long_help().to_string();
+        for flag in [
+            "--cluster-status-update-frequency",
+            "--cluster-success-threshold",
+            "--cluster-failure-threshold",
+            "--cluster-monitor-period",
+            "--cluster-monitor-grace-period",
+            "--cluster-startup-grace-period",
+            "--failover-eviction-timeout",
+            "--no-execute-taints",
+            "--probe-timeout",
+        ] {
+            assert!(help.contains(flag), "{flag}");
+        }
+    }
+}

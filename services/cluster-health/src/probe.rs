@@ -1,0 +1,380 @@
+//! Probing Push members (CH-1, CH-2, CH-5.2): a second controller whose "reconcile" is one
+//! probe, requeued every `--cluster-status-update-frequency`, with `--concurrent-probes`
+//! workers so that slow or hanging members never hold up the others.
+//!
+//! ```text
+//!   clusters watch ──(new Push cluster / endpoint changed)──► probe queue
+//!   probe worker × N: GET {apiEndpoint}/readyz (→ /healthz on 404, CH-2.2), --probe-timeout
+//!        healthy → MemberSim.GetStatus on the same endpoint (API enablements, allocatable
+//!                  replicas, version; CH-5.2)
+//!        └─► Observations[cluster] = latest observation ──► health queue (cluster)
+//!        requeue after --cluster-status-update-frequency (CH-1.3)
+//! ```
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use flotilla_core::Time;
+use flotilla_core::health::{ProbeResponse, interpret_probe, needs_healthz_fallback};
+use flotilla_proto::v1;
+use flotilla_proto::v1::member_sim_client::MemberSimClient;
+use flotilla_runtime::{Action, Cache, WorkQueue};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::assess::Observation;
+
+/// The latest observation of each Push cluster, shared by the probe workers (writers) and
+/// the health reconciler (reader).
+#[derive(Debug, Default)]
+pub struct Observations {
+    inner: Mutex<HashMap<String, (Observation, Time)>>,
+    /// The trace context of the probe that first saw each failing cluster fail (kept while
+    /// the failure lasts; see [`Observations::failure_trace`]).
+    failures: Mutex<HashMap<String, String>>,
+}
+
+impl Observations {
+    /// The latest observation of `cluster` and when it was made.
+    pub fn get(&self, cluster: &str) -> Option<(Observation, Time)> {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(cluster)
+            .cloned()
+    }
+
+    /// Records an observation made at `at`.
+    pub fn set(&self, cluster: &str, observation: Observation, at: Time) {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(cluster.to_owned(), (observation, at));
+    }
+
+    /// Forgets a cluster.
+    pub fn remove(&self, cluster: &str) {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(cluster);
+        self.note_failure(cluster, false, String::new());
+    }
+
+    /// Records whether the latest probe of `cluster` failed; the first failing probe of a
+    /// run of failures leaves its trace context (`traceparent`, empty when spans are not
+    /// exported), a healthy probe clears it.
+    pub fn note_failure(&self, cluster: &str, failed: bool, trace_context: String) {
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        if !failed {
+            failures.remove(cluster);
+        } else if !trace_context.is_empty() {
+            failures.entry(cluster.to_owned()).or_insert(trace_context);
+        }
+    }
+
+    /// The trace context of the probe that first saw `cluster` fail, while it still fails:
+    /// the parent of the health reconciles that taint it (one failover = one trace).
+    pub fn failure_trace(&self, cluster: &str) -> Option<String> {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(cluster)
+            .cloned()
+    }
+}
+
+/// Probes member API servers over HTTP/1.1 and collects a healthy member's status over gRPC.
+#[derive(Clone, Debug)]
+pub struct Prober {
+    http: Client<HttpConnector, Empty<Bytes>>,
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    timeout: Duration,
+}
+
+impl Prober {
+    /// A prober whose every request gives up after `timeout` (`--probe-timeout`).
+    pub fn new(timeout: Duration) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeout));
+        connector.set_nodelay(true);
+        Prober {
+            http: Client::builder(TokioExecutor::new()).build(connector),
+            channels: Arc::default(),
+            timeout,
+        }
+    }
+
+    async fn get(&self, url: &str) -> (ProbeResponse, String) {
+        let uri: http::Uri = match url.parse() {
+            Ok(u) => u,
+            Err(e) => return (ProbeResponse::Error, format!("invalid URL {url}: {e}")),
+        };
+        let call = async {
+            let resp = self.http.get(uri).await?;
+            let status = resp.status().as_u16();
+            // read the (small) body so that the connection can be reused
+            let _ = resp.into_body().collect().await;
+            Ok::<_, hyper_util::client::legacy::Error>(status)
+        };
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(status)) => (
+                ProbeResponse::Status(status),
+                format!("{url}: HTTP {status}"),
+            ),
+            Ok(Err(e)) => (ProbeResponse::Error, format!("{url}: {e}")),
+            Err(_) => (
+                ProbeResponse::Error,
+                format!("{url}: no answer within {:?}", self.timeout),
+            ),
+        }
+    }
+
+    /// CH-2: `/readyz`, then `/healthz` if that answered 404; when healthy, also the status
+    /// the member reports (CH-5.2).
+    pub async fn probe(&self, endpoint: &str) -> Observation {
+        let trimmed = endpoint.trim().trim_end_matches('/');
+        // `host:port` is read as `http://host:port` (the contract's form)
+        let owned;
+        let base = if trimmed.is_empty() || trimmed.contains("://") {
+            trimmed
+        } else {
+            owned = format!("http://{trimmed}");
+            owned.as_str()
+        };
+        if base.is_empty() {
+            // CH-6: no way to reach the member; goes through the failure threshold (v1.18+).
+            return Observation {
+                outcome: interpret_probe(ProbeResponse::Error, None),
+                message: "spec.apiEndpoint is empty".into(),
+                collected: None,
+            };
+        }
+        let (readyz, mut message) = self.get(&format!("{base}/readyz")).await;
+        let healthz = if needs_healthz_fallback(readyz) {
+            let (h, m) = self.get(&format!("{base}/healthz")).await;
+            message = m;
+            Some(h)
+        } else {
+            None
+        };
+        let outcome = interpret_probe(readyz, healthz);
+        let collected = if outcome.online && outcome.healthy {
+            self.collect(base).await
+        } else {
+            None
+        };
+        Observation {
+            outcome,
+            message,
+            collected,
+        }
+    }
+
+    fn channel(&self, base: &str) -> Option<Channel> {
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = channels.get(base) {
+            return Some(c.clone());
+        }
+        let channel = Endpoint::from_shared(base.to_owned())
+            .ok()?
+            .connect_timeout(self.timeout)
+            .timeout(self.timeout)
+            .connect_lazy();
+        channels.insert(base.to_owned(), channel.clone());
+        Some(channel)
+    }
+
+    /// `MemberSim.GetStatus` on the member's endpoint; `None` when it does not answer.
+    async fn collect(&self, base: &str) -> Option<v1::ClusterStatus> {
+        let mut client = MemberSimClient::new(self.channel(base)?);
+        match tokio::time::timeout(
+            self.timeout,
+            client.get_status(flotilla_runtime::trace::request(
+                v1::MemberSimGetStatusRequest {},
+            )),
+        )
+        .await
+        {
+            Ok(Ok(resp)) => {
+                let s = resp.into_inner();
+                Some(v1::ClusterStatus {
+                    conditions: Vec::new(),
+                    api_enablements: s.api_enablements,
+                    kubernetes_version: s.kubernetes_version,
+                    resource_summary: s.resource_summary,
+                })
+            }
+            Ok(Err(status)) => {
+                tracing::debug!(endpoint = base, %status, "cannot collect the member's status");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(endpoint = base, "collecting the member's status timed out");
+                None
+            }
+        }
+    }
+}
+
+/// What the probe workers share.
+#[derive(Debug)]
+pub struct ProbeContext {
+    /// The clusters (the probe target is read at probe time).
+    pub clusters: Cache<v1::Cluster>,
+    /// Where observations go.
+    pub observations: Arc<Observations>,
+    /// The health controller's queue: a new observation is reconciled at once.
+    pub health: WorkQueue<String>,
+    /// The prober.
+    pub prober: Prober,
+    /// `--cluster-status-update-frequency`.
+    pub frequency: Duration,
+}
+
+/// One probe of one Push cluster; requeued every status update frequency (CH-1.3). Pull
+/// clusters and deleted clusters are dropped from the probe queue.
+pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Action, Infallible> {
+    let cluster = ctx.clusters.get(&crate::cluster_key(&name));
+    let endpoint = match cluster.as_deref().and_then(|c| c.spec.as_ref()) {
+        Some(spec) if spec.sync_mode == v1::SyncMode::Push as i32 => spec.api_endpoint.clone(),
+        _ => {
+            ctx.observations.remove(&name);
+            return Ok(Action::await_change());
+        }
+    };
+    let started = tokio::time::Instant::now();
+    let observation = ctx.prober.probe(&endpoint).await;
+    let result = match (observation.outcome.online, observation.outcome.healthy) {
+        (true, true) => "healthy",
+        (true, false) => "unhealthy",
+        (false, _) => "unreachable",
+    };
+    metrics::counter!("flotilla_cluster_health_probes_total", "result" => result).increment(1);
+    metrics::histogram!("flotilla_cluster_health_probe_duration_seconds")
+        .record(started.elapsed().as_secs_f64());
+    tracing::debug!(cluster = %name, result, message = %observation.message, "probed");
+    ctx.observations.note_failure(
+        &name,
+        result != "healthy",
+        flotilla_runtime::trace::current(),
+    );
+    ctx.observations
+        .set(&name, observation, flotilla_runtime::now());
+    ctx.health.add(name);
+    Ok(Action::requeue(ctx.frequency))
+}
+
+/// Probe errors do not exist (a failed probe is an observation); kept for the controller API.
+pub fn probe_error_policy(_name: &String, _e: &Infallible, ctx: &ProbeContext) -> Action {
+    Action::requeue(ctx.frequency)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::net::SocketAddr;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A tiny API-server stand-in: answers `GET <path>` with the status `answer` gives
+    /// (`None`: never answers).
+    async fn stub(answer: fn(&str) -> Option<u16>) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 2048];
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    let req = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let path = req.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    match answer(&path) {
+                        Some(code) => {
+                            let resp = format!(
+                                "HTTP/1.1 {code} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+                            );
+                            let _ = s.write_all(resp.as_bytes()).await;
+                        }
+                        None => {
+                            tokio::time::sleep(Duration::from_secs(30)).await;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn outcome(o: &Observation) -> (bool, bool) {
+        (o.outcome.online, o.outcome.healthy)
+    }
+
+    #[tokio::test]
+    async fn ch_2_readyz_then_healthz_on_404() {
+        let prober = Prober::new(Duration::from_millis(300));
+        let fallback = stub(|p| Some(if p == "/readyz" { 404 } else { 200 })).await;
+        let o = prober.probe(&format!("http://{fallback}/")).await;
+        assert_eq!(outcome(&o), (true, true), "CH-2.2: /healthz answered 200");
+        assert!(o.message.contains("/healthz"), "{}", o.message);
+        // healthy, but not a member-sim: nothing collected
+        assert!(o.collected.is_none());
+
+        let o = prober.probe(&fallback.to_string()).await;
+        assert_eq!(
+            outcome(&o),
+            (true, true),
+            "host:port means http://host:port"
+        );
+
+        let broken = stub(|p| Some(if p == "/readyz" { 404 } else { 500 })).await;
+        let o = prober.probe(&format!("http://{broken}")).await;
+        assert_eq!(outcome(&o), (true, false), "CH-2.4");
+
+        let failing = stub(|_| Some(500)).await;
+        let o = prober.probe(&format!("http://{failing}")).await;
+        assert_eq!(
+            outcome(&o),
+            (true, false),
+            "CH-2.4: 500 is online, not healthy"
+        );
+        assert!(o.message.contains("/readyz: HTTP 500"), "{}", o.message);
+    }
+
+    #[tokio::test]
+    async fn ch_2_3_no_answer_is_offline() {
+        let prober = Prober::new(Duration::from_millis(200));
+        let hanging = stub(|_| None).await;
+        let o = prober.probe(&format!("http://{hanging}")).await;
+        assert_eq!(outcome(&o), (false, false));
+        assert!(o.message.contains("no answer within"), "{}", o.message);
+
+        // a port nobody listens on
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let o = prober.probe(&format!("http://{closed}")).await;
+        assert_eq!(outcome(&o), (false, false));
+        // CH-6: no endpoint at all
+        let o = prober.probe("").await;
+        assert_eq!(outcome(&o), (false, false));
+        assert_eq!(o.message, "spec.apiEndpoint is empty");
+        let o = prober.probe("not a url").await;
+        assert_eq!(outcome(&o), (false, false));
+    }
+}

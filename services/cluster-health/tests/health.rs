@@ -1,0 +1,541 @@
+//! cluster-health end to end on a MemStore with in-process member-sims and compressed timers:
+//! probes (CH-2..CH-5), damping (CH-4, I9), taints (CH-10, CH-11, CH-12), Pull heartbeats
+//! (CH-9, A9), ClusterTaintPolicies (CH-16..18), deletion (A2, CH-15), conflicts (I5).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_cluster_health::NoExecuteTaints;
+use flotilla_member_sim::{Fault, PullConfig};
+use flotilla_proto::v1;
+use flotilla_proto::v1::ConditionStatus::{False, True, Unknown};
+use flotilla_store::typed::Typed;
+use flotilla_store::{MemStore, StoreRef, WatchEvent};
+use support::*;
+use tokio::time::Instant;
+
+fn mem() -> StoreRef {
+    Arc::new(MemStore::new())
+}
+
+fn is_ready(c: &v1::Cluster) -> bool {
+    ready(c).is_some_and(|(s, _)| s == True)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ch_3_push_member_becomes_ready_and_reports_its_status() {
+    let store = mem();
+    let m = Member::start("m1", 50, None).await;
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
+    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
+    let c = eventually(&store, "m1", "Ready=True without taints", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    assert_eq!(ready(&c).unwrap().1, "ClusterReady");
+    let status = c.status.clone().unwrap();
+    assert!(
+        status
+            .api_enablements
+            .iter()
+            .any(|e| e.group_version == "apps/v1"
+                && e.resources.iter().any(|r| r.kind == "Deployment")),
+        "CH-5.2: the member's API enablements (SC-6.1 needs them)"
+    );
+    assert_eq!(
+        status.resource_summary.unwrap().allocatable_replicas,
+        Some(50),
+        "allocatable replicas from the member's capacity"
+    );
+    assert!(!status.kubernetes_version.is_empty());
+    assert_eq!(
+        condition(&c, "CompleteAPIEnablements").unwrap().reason,
+        "Complete",
+        "CH-5.3"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ch_4_unreachable_member_not_ready_after_the_threshold_then_no_execute_then_recovers() {
+    let store = mem();
+    let m = Member::start("m1", 10, None).await;
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
+    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
+    eventually(&store, "m1", "Ready", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+
+    let cut = Instant::now();
+    m.sim.set_fault(Fault::Unreachable);
+    let c = eventually(&store, "m1", "Ready=False ClusterNotReachable", |c| {
+        ready(c).is_some_and(|(s, _)| s == False)
+    })
+    .await;
+    assert!(
+        cut.elapsed() >= Duration::from_millis(400),
+        "CH-4: not before the failure threshold ({:?})",
+        cut.elapsed()
+    );
+    assert_eq!(
+        ready(&c).unwrap().1,
+        "ClusterNotReachable",
+        "CH-3.1: no answer means not reachable"
+    );
+    assert_eq!(taints(&c), vec![NR_NS], "CH-11.1");
+
+    // CH-10 (A1 auto): NoExecute once False for longer than the eviction timeout
+    let c = eventually(&store, "m1", "not-ready:NoExecute", |c| {
+        taints(c).contains(&NR_NE.to_owned())
+    })
+    .await;
+    assert_eq!(taints(&c), vec![NR_NS, NR_NE]);
+    let since = timestamp_ms(&condition(&c, "Ready").unwrap().last_transition_time);
+    let added = timestamp_ms(&c.spec.as_ref().unwrap().taints[1].time_added);
+    assert!(
+        added - since > 1200,
+        "NoExecute strictly after the timeout: {}ms",
+        added - since
+    );
+
+    // recovery: True after the success threshold, both taints gone (CH-11.3, CH-10.3)
+    let healed = Instant::now();
+    m.sim.set_fault(Fault::Healthy);
+    let c = eventually(&store, "m1", "Ready again without taints", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    assert!(
+        healed.elapsed() >= Duration::from_millis(400),
+        "CH-4: not before the success threshold ({:?})",
+        healed.elapsed()
+    );
+    assert_eq!(ready(&c).unwrap().1, "ClusterReady");
+
+    // decisions were recorded as events
+    let (events, _) = store.list("events/", 0).await.unwrap();
+    let reasons: Vec<String> = events
+        .iter()
+        .map(|kv| {
+            flotilla_store::typed::decode::<v1::Event>(kv)
+                .unwrap()
+                .reason
+        })
+        .collect();
+    for want in ["ClusterNotReachable", "TaintClusterSucceed", "ClusterReady"] {
+        assert!(
+            reasons.iter().any(|r| r == want),
+            "event {want}: {reasons:?}"
+        );
+    }
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ch_3_2_unhealthy_member_is_not_ready_but_reachable() {
+    let store = mem();
+    let m = Member::start("m1", 10, None).await;
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Policy);
+    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
+    eventually(&store, "m1", "Ready", is_ready).await;
+    m.sim.set_fault(Fault::Unhealthy);
+    let c = eventually(&store, "m1", "Ready=False", |c| {
+        ready(c).is_some_and(|(s, _)| s == False)
+    })
+    .await;
+    assert_eq!(ready(&c).unwrap().1, "ClusterNotReady");
+    assert_eq!(taints(&c), vec![NR_NS]);
+    // policy mode: no automatic NoExecute, even well after the eviction timeout (A1)
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert_eq!(taints(&get(&store, "m1").await.unwrap()), vec![NR_NS]);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i9_a_blip_shorter_than_the_failure_threshold_never_taints() {
+    let store = mem();
+    let m = Member::start("m1", 10, None).await;
+    let mut config = fast_config("test");
+    config.options.thresholds.failure = Duration::from_millis(1500);
+    let h = Health::start(store.clone(), config);
+    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
+    eventually(&store, "m1", "Ready", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    let from = store.current_revision().await.unwrap() + 1;
+
+    m.sim.set_fault(Fault::Unreachable);
+    // wait until the failure was observed (the CH-4 window opened), then heal at once
+    let ctx = h.started.context.clone();
+    until("a failed probe observed", || {
+        let ctx = ctx.clone();
+        async move {
+            ctx.memory("m1")
+                .and_then(|m| m.threshold)
+                .is_some_and(|t| t.observed == flotilla_core::types::ConditionStatus::False)
+        }
+    })
+    .await;
+    m.sim.set_fault(Fault::Healthy);
+    until("a healthy probe observed again", || {
+        let ctx = ctx.clone();
+        async move {
+            ctx.memory("m1")
+                .and_then(|m| m.threshold)
+                .is_some_and(|t| t.observed == flotilla_core::types::ConditionStatus::True)
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+
+    // every version of the cluster written since: Ready True, no taint
+    let mut watch = store.watch("clusters/m1", Some(from)).await.unwrap();
+    while let Ok(Some(Ok(WatchEvent::Batch(batch)))) =
+        tokio::time::timeout(Duration::from_millis(200), watch.next()).await
+    {
+        for ev in batch.events {
+            if let flotilla_store::Event::Put(kv) = ev {
+                let c: v1::Cluster = flotilla_store::typed::decode(&kv).unwrap();
+                assert!(is_ready(&c), "a blip flipped Ready: {c:?}");
+                assert!(taints(&c).is_empty(), "a blip tainted: {c:?}");
+            }
+        }
+    }
+    assert!(is_ready(&get(&store, "m1").await.unwrap()));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ch_9_pull_heartbeats_stop_then_unknown_and_unreachable_taints_then_recover() {
+    let store = mem();
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
+    let addr = h.serve_grpc().await.to_string();
+    create(&store, cluster("p1", v1::SyncMode::Pull, "")).await;
+    let m = Member::start(
+        "p1",
+        20,
+        Some(PullConfig {
+            cluster: "p1".into(),
+            api: addr.clone(),
+            cluster_health: addr.clone(),
+            work_executor: addr,
+            heartbeat_interval: Duration::from_millis(100),
+        }),
+    )
+    .await;
+    let c = eventually(&store, "p1", "Ready from heartbeats", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    assert_eq!(
+        c.status
+            .unwrap()
+            .resource_summary
+            .unwrap()
+            .allocatable_replicas,
+        Some(20),
+        "the status carried by the heartbeat"
+    );
+    let record = store.get("heartbeats/p1").await.unwrap();
+    assert!(record.is_some(), "heartbeats are kept in the store");
+
+    let cut = Instant::now();
+    m.sim.set_fault(Fault::Unreachable);
+    let c = eventually(&store, "p1", "Ready=Unknown", |c| {
+        ready(c).is_some_and(|(s, _)| s == Unknown)
+    })
+    .await;
+    assert!(
+        cut.elapsed() >= Duration::from_millis(500),
+        "CH-9: not before the grace period ({:?})",
+        cut.elapsed()
+    );
+    assert_eq!(ready(&c).unwrap().1, "ClusterStatusUnknown");
+    assert_eq!(taints(&c), vec![UR_NS], "CH-11.2");
+    let c = eventually(&store, "p1", "unreachable:NoExecute", |c| {
+        taints(c).contains(&UR_NE.to_owned())
+    })
+    .await;
+    assert_eq!(taints(&c), vec![UR_NS, UR_NE], "CH-10.2");
+
+    m.sim.set_fault(Fault::Healthy);
+    eventually(&store, "p1", "Ready again, taints gone", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ch_9_a_new_replica_counts_the_grace_period_from_the_stored_heartbeat() {
+    let store = mem();
+    let mut c = cluster("p1", v1::SyncMode::Pull, "");
+    let now = flotilla_runtime::now();
+    c.status = Some(v1::ClusterStatus {
+        conditions: vec![v1::Condition {
+            r#type: "Ready".into(),
+            status: True as i32,
+            reason: "ClusterReady".into(),
+            message: "cluster is healthy and ready to accept workloads".into(),
+            last_transition_time: Some(flotilla_proto::convert::time_to_timestamp(
+                now.plus_secs(-60),
+            )),
+        }],
+        ..Default::default()
+    });
+    let c = create(&store, c).await;
+    // the last heartbeat, recorded by a replica that is gone, 30s ago
+    let last = now.plus_secs(-30);
+    flotilla_cluster_health::heartbeat::record(
+        &*store,
+        &v1::HeartbeatRecord {
+            cluster_name: "p1".into(),
+            cluster_uid: c.metadata.unwrap().uid,
+            renew_time: Some(flotilla_proto::convert::time_to_timestamp(last)),
+            probe: Some(v1::ProbeResult {
+                online: true,
+                healthy: true,
+                message: String::new(),
+            }),
+            status: None,
+            sent_at: None,
+        },
+    )
+    .await
+    .unwrap();
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Policy);
+    let c = eventually(&store, "p1", "Unknown", |c| {
+        ready(c).is_some_and(|(s, _)| s == Unknown)
+    })
+    .await;
+    assert_eq!(taints(&c), vec![UR_NS]);
+    let memory = h.started.context.memory("p1").unwrap();
+    assert_eq!(
+        memory.monitor.unwrap().probe_timestamp,
+        last,
+        "the grace period runs from the stored heartbeat, not from the restart"
+    );
+    h.stop().await;
+}
+
+fn taint_policy(name: &str, key: &str) -> v1::ClusterTaintPolicy {
+    let ready_in = |values: &[v1::ConditionStatus]| v1::MatchCondition {
+        condition_type: "Ready".into(),
+        operator: v1::SelectorOperator::In as i32,
+        status_values: values.iter().map(|v| *v as i32).collect(),
+    };
+    v1::ClusterTaintPolicy {
+        metadata: Some(v1::ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ClusterTaintPolicySpec {
+            target_clusters: None,
+            add_on_conditions: vec![ready_in(&[False, Unknown])],
+            remove_on_conditions: vec![ready_in(&[True])],
+            taints: vec![v1::TaintSpec {
+                key: key.into(),
+                value: String::new(),
+                effect: v1::TaintEffect::NoExecute as i32,
+            }],
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ch_17_cluster_taint_policy_adds_and_removes_its_taints() {
+    let store = mem();
+    let m = Member::start("m1", 10, None).await;
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Policy);
+    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
+    eventually(&store, "m1", "Ready", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    m.sim.set_fault(Fault::Unhealthy);
+    eventually(&store, "m1", "Ready=False", |c| {
+        ready(c).is_some_and(|(s, _)| s == False)
+    })
+    .await;
+    // a policy created while the cluster is down applies at once (CH-17.1: policy create)
+    Typed::new(store.clone())
+        .create(taint_policy("down", "example.com/down"), None)
+        .await
+        .unwrap();
+    let c = eventually(&store, "m1", "the policy's taint", |c| {
+        taints(c).contains(&"example.com/down:NoExecute".to_owned())
+    })
+    .await;
+    assert_eq!(taints(&c), vec![NR_NS, "example.com/down:NoExecute"]);
+    m.sim.set_fault(Fault::Healthy);
+    eventually(&store, "m1", "Ready, the policy removed its taint", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    h.stop().await;
+}
+
+fn binding(clusters: &[&str], tasks: &[&str]) -> v1::ResourceBinding {
+    v1::ResourceBinding {
+        metadata: Some(v1::ObjectMeta {
+            name: "web-deployment".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ResourceBindingSpec {
+            clusters: clusters
+                .iter()
+                .map(|c| v1::TargetCluster {
+                    name: (*c).into(),
+                    replicas: 1,
+                })
+                .collect(),
+            graceful_eviction_tasks: tasks
+                .iter()
+                .map(|c| v1::GracefulEvictionTask {
+                    from_cluster: (*c).into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2_ch_15_deleting_cluster_is_tainted_terminating_and_removed_once_unreferenced() {
+    let store = mem();
+    let typed = Typed::new(store.clone());
+    let m = Member::start("m1", 10, None).await;
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
+    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
+    eventually(&store, "m1", "Ready", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    let b = typed.create(binding(&["m1"], &[]), None).await.unwrap();
+
+    // the api marks the cluster for deletion (bindings still reference it)
+    let c = get(&store, "m1").await.unwrap();
+    let mut marked = c.clone();
+    marked.metadata.as_mut().unwrap().deletion_timestamp = Some(
+        flotilla_proto::convert::time_to_timestamp(flotilla_runtime::now()),
+    );
+    typed.update(&c, marked).await.unwrap();
+    eventually(&store, "m1", "terminating:NoExecute (A2)", |c| {
+        taints(c) == vec![TERMINATING]
+    })
+    .await;
+
+    // the taint manager turned the target into an eviction task: still referenced
+    let b = typed.update(&b, binding(&[], &["m1"])).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        get(&store, "m1").await.is_some(),
+        "an eviction task holds it"
+    );
+
+    // the task is gone: the cluster goes
+    typed.update(&b, binding(&[], &[])).await.unwrap();
+    until("the cluster removed (CH-15)", || {
+        let store = store.clone();
+        async move { get(&store, "m1").await.is_none() }
+    })
+    .await;
+    assert!(
+        h.started.context.memory("m1").is_none(),
+        "its memory dropped"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_a_concurrent_writer_between_read_and_write_is_not_lost() {
+    let inner = mem();
+    let m = Member::start("m1", 10, None).await;
+    // the api adds a user taint and a label right before cluster-health's first write
+    let api = inner.clone();
+    let store: StoreRef = Interpose::new(
+        inner.clone(),
+        "clusters/m1",
+        Box::new(move || {
+            let api = api.clone();
+            Box::pin(async move {
+                let typed = Typed::new(api);
+                let c: v1::Cluster = typed.get("clusters/m1").await.unwrap().unwrap();
+                let mut n = c.clone();
+                n.metadata
+                    .as_mut()
+                    .unwrap()
+                    .labels
+                    .insert("tier".into(), "gold".into());
+                n.spec.as_mut().unwrap().taints.push(v1::Taint {
+                    key: "example.com/maintenance".into(),
+                    value: String::new(),
+                    effect: v1::TaintEffect::NoSchedule as i32,
+                    time_added: None,
+                    trace_context: String::new(),
+                });
+                typed.update(&c, n).await.unwrap();
+            })
+        }),
+    );
+    let interpose = store.clone();
+    create(&inner, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
+    let c = eventually(&inner, "m1", "Ready with the user's taint", |c| {
+        is_ready(c) && taints(c) == vec!["example.com/maintenance:NoSchedule"]
+    })
+    .await;
+    assert_eq!(
+        c.metadata.unwrap().labels.get("tier").map(String::as_str),
+        Some("gold"),
+        "the concurrent writer's change survived"
+    );
+    drop(interpose);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i8_only_the_leader_decides_and_a_successor_takes_over_with_damping() {
+    let store = mem();
+    let m = Member::start("m1", 10, None).await;
+    let a = Health::start(store.clone(), fast_config("a"));
+    let b = Health::start(store.clone(), fast_config("b"));
+    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
+    eventually(&store, "m1", "Ready", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    let (leader, follower) = if a.started.context.memory("m1").is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert!(
+        follower.started.context.memory("m1").is_none(),
+        "only the leader reconciles (leases/cluster-health)"
+    );
+    // the leader resigns on shutdown; the follower takes over
+    leader.stop().await;
+    let cut = Instant::now();
+    m.sim.set_fault(Fault::Unreachable);
+    eventually(&store, "m1", "Ready=False decided by the successor", |c| {
+        ready(c).is_some_and(|(s, _)| s == False)
+    })
+    .await;
+    assert!(
+        cut.elapsed() >= Duration::from_millis(400),
+        "the successor damps its first observation too ({:?})",
+        cut.elapsed()
+    );
+    assert!(follower.started.context.memory("m1").is_some());
+    follower.stop().await;
+}

@@ -1,0 +1,248 @@
+//! Shared helpers of the cluster-health integration tests: a running cluster-health on a
+//! store, in-process members, cluster builders and an `eventually` poll.
+
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_cluster_health::{Config, NoExecuteTaints, Started, start};
+use flotilla_member_sim::{Fault, Listeners, PullConfig, Sim, SimConfig};
+use flotilla_proto::v1;
+use flotilla_runtime::{Readiness, Shutdown};
+use flotilla_store::StoreRef;
+use flotilla_store::typed::Typed;
+use tokio::net::TcpListener;
+
+/// Compressed timers: probes every 100ms, thresholds 400ms, grace 600ms / 1s, eviction 1.2s.
+pub fn fast_config(identity: &str) -> Config {
+    let mut c = Config::new(identity);
+    c.frequency = Duration::from_millis(100);
+    c.probe_timeout = Duration::from_millis(250);
+    c.options.thresholds.success = Duration::from_millis(400);
+    c.options.thresholds.failure = Duration::from_millis(400);
+    c.options.grace.monitor = Duration::from_millis(600);
+    c.options.grace.startup = Duration::from_secs(1);
+    c.options.monitor_period = Duration::from_millis(100);
+    c.options.failover_eviction_timeout = Duration::from_millis(1200);
+    c.lease_ttl = Duration::from_secs(2);
+    c
+}
+
+/// A cluster-health replica.
+pub struct Health {
+    pub started: Started,
+    pub shutdown: Shutdown,
+    pub readiness: Readiness,
+}
+
+impl Health {
+    pub fn start(store: StoreRef, config: Config) -> Self {
+        let shutdown = Shutdown::new();
+        let readiness = Readiness::new();
+        let started = start(store, config, readiness.clone(), shutdown.clone());
+        Health {
+            started,
+            shutdown,
+            readiness,
+        }
+    }
+
+    pub fn with_mode(store: StoreRef, mode: NoExecuteTaints) -> Self {
+        let mut c = fast_config("test");
+        c.options.no_execute = mode;
+        Self::start(store, c)
+    }
+
+    /// Serves the ClusterHealth gRPC service on 127.0.0.1:0.
+    pub async fn serve_grpc(&self) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tonic::transport::Server::builder()
+            .add_service(flotilla_cluster_health::grpc::server(
+                self.started.service.clone(),
+            ))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                self.shutdown.triggered(),
+            );
+        tokio::spawn(server);
+        addr
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.trigger();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.started.task).await;
+    }
+}
+
+/// An in-process member (push mode unless `pull` is given).
+pub struct Member {
+    pub sim: Arc<Sim>,
+    pub addr: SocketAddr,
+    pub shutdown: Shutdown,
+}
+
+impl Member {
+    pub async fn start(name: &str, capacity: u32, pull: Option<PullConfig>) -> Self {
+        let sim = Arc::new(Sim::new(SimConfig {
+            name: name.into(),
+            capacity,
+            pod_startup_delay: Duration::from_millis(50),
+            fault: Fault::Healthy,
+        }));
+        let listen = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listen.local_addr().unwrap();
+        let shutdown = Shutdown::new();
+        tokio::spawn(flotilla_member_sim::run_with(
+            sim.clone(),
+            pull,
+            Listeners {
+                listen,
+                control: None,
+            },
+            shutdown.clone(),
+        ));
+        Member {
+            sim,
+            addr,
+            shutdown,
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+    }
+}
+
+pub fn cluster(name: &str, mode: v1::SyncMode, endpoint: &str) -> v1::Cluster {
+    v1::Cluster {
+        metadata: Some(v1::ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ClusterSpec {
+            sync_mode: mode as i32,
+            api_endpoint: endpoint.into(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+pub async fn create(store: &StoreRef, c: v1::Cluster) -> v1::Cluster {
+    Typed::new(store.clone()).create(c, None).await.unwrap()
+}
+
+pub async fn get(store: &StoreRef, name: &str) -> Option<v1::Cluster> {
+    Typed::new(store.clone())
+        .get(&format!("clusters/{name}"))
+        .await
+        .unwrap()
+}
+
+/// `(status, reason)` of the Ready condition.
+pub fn ready(c: &v1::Cluster) -> Option<(v1::ConditionStatus, String)> {
+    condition(c, "Ready").map(|c| {
+        (
+            v1::ConditionStatus::try_from(c.status).unwrap(),
+            c.reason.clone(),
+        )
+    })
+}
+
+pub fn condition(c: &v1::Cluster, type_: &str) -> Option<v1::Condition> {
+    c.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == type_)
+        .cloned()
+}
+
+/// `key:Effect` of every taint, in order.
+pub fn taints(c: &v1::Cluster) -> Vec<String> {
+    c.spec
+        .as_ref()
+        .map(|s| {
+            s.taints
+                .iter()
+                .map(|t| {
+                    let effect = match v1::TaintEffect::try_from(t.effect).unwrap() {
+                        v1::TaintEffect::NoSchedule => "NoSchedule",
+                        v1::TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+                        v1::TaintEffect::NoExecute => "NoExecute",
+                        v1::TaintEffect::Unspecified => "?",
+                    };
+                    format!("{}:{effect}", t.key)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub const NR_NS: &str = "cluster.karmada.io/not-ready:NoSchedule";
+pub const NR_NE: &str = "cluster.karmada.io/not-ready:NoExecute";
+pub const UR_NS: &str = "cluster.karmada.io/unreachable:NoSchedule";
+pub const UR_NE: &str = "cluster.karmada.io/unreachable:NoExecute";
+pub const TERMINATING: &str = "cluster.karmada.io/terminating:NoExecute";
+
+/// Polls the cluster until `check` holds (10s at most); returns it.
+pub async fn eventually<F>(store: &StoreRef, name: &str, what: &str, mut check: F) -> v1::Cluster
+where
+    F: FnMut(&v1::Cluster) -> bool,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(c) = get(store, name).await
+            && check(&c)
+        {
+            return c;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "not within 10s: {what}; cluster is {:#?}",
+                get(store, name).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `check` until it holds (10s at most).
+pub async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        if tokio::time::Instant::now() > deadline {
+            panic!("not within 10s: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn timestamp_ms(ts: &Option<prost_types::Timestamp>) -> i64 {
+    let ts = ts.as_ref().expect("timestamp");
+    ts.seconds * 1000 + i64::from(ts.nanos / 1_000_000)
+}
+
+// A store that runs a hook once, right before the first transaction that writes `key`: a
+// concurrent writer between the controller's read and its compare-and-swap.
+pub use flotilla_runtime::testing::Interpose;

@@ -1,0 +1,276 @@
+//! `flotilla-graceful-eviction`: stamps and removes graceful eviction tasks once the new
+//! placement is healthy or the task timed out, keeps them while no replacement exists, and
+//! runs application failover (SEMANTICS.md §5, GE-1..GE-8, with A6 and A10).
+//!
+//! ```text
+//!   etcd ──watch bindings/──► Cache<binding> ──create/update/list──► WorkQueue<binding key>
+//!                                                                        │ leader only
+//!                                                 leases/graceful-eviction ┘ (fenced writes)
+//!   reconcile × --workers: plan(binding, app-failover memory, timeout, now)
+//!       GE-8 Unhealthy too long → graceful_evict_cluster (producer §1.8, purge mode)
+//!       GE-3/4 stamp, keep, remove (A6: an empty placement is never healthy)
+//!       A6 ReplacementPending condition
+//!     ──► bindings/<ns>/<name> (batched CAS: update_many) ; events/… ; requeue per GE-6
+//!
+//!   gRPC flotilla.v1.GracefulEviction/Assess: the same step as a dry run
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod controller;
+pub mod error;
+pub mod grpc;
+pub mod plan;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use flotilla_proto::v1;
+use flotilla_runtime::args::ArgError;
+use flotilla_runtime::{
+    BatchConfig, BatchWriter, CommonArgs, Controller, ElectionConfig, GrpcConfig, LeaderElector,
+    QueueConfig, Readiness, Recorder, Runtime, Shutdown, WatcherConfig, WorkQueue, Writer, reflect,
+    watcher,
+};
+use flotilla_store::typed::{Typed, decode};
+use flotilla_store::{KeyValue, StoreRef};
+
+pub use crate::controller::Context;
+pub use crate::error::Error;
+
+/// The election prefix of this service.
+pub const LEASE_PREFIX: &str = "leases/graceful-eviction";
+
+/// The fully qualified gRPC service name (for health).
+pub const SERVICE_NAME: &str = "flotilla.v1.GracefulEviction";
+
+/// Flags of `flotilla-graceful-eviction`.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "flotilla-graceful-eviction",
+    version,
+    about = "Removes graceful eviction tasks when the replacement is healthy or the grace period ends, and runs application failover (GE-1..GE-8)"
+)]
+pub struct Args {
+    /// Store, gRPC, admin and logging flags shared by every service.
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// How long an eviction task without its own `gracePeriodSeconds` keeps the old copy
+    /// while the new placement is not yet healthy (Karmada `--graceful-eviction-timeout`,
+    /// default 10m). Accepts `200ms`, `30s`, `10m`.
+    #[arg(
+        long,
+        env = "FLOTILLA_GRACEFUL_EVICTION_TIMEOUT",
+        default_value = "10m",
+        value_parser = humantime::parse_duration
+    )]
+    pub graceful_eviction_timeout: Duration,
+
+    /// Concurrent reconciles; also the largest batch of binding writes sent in one go
+    /// (default 64, one etcd transaction of guarded puts; Karmada has 5, A12).
+    #[arg(long, env = "FLOTILLA_WORKERS", default_value_t = 64)]
+    pub workers: usize,
+}
+
+/// Validated settings of the controller (what [`run_with`] needs).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `--graceful-eviction-timeout`.
+    pub default_timeout: Duration,
+    /// `--workers`.
+    pub workers: usize,
+    /// This replica's identity in the election.
+    pub identity: String,
+    /// Leader lease TTL.
+    pub lease_ttl: Duration,
+}
+
+impl Config {
+    /// Defaults (as the flags' defaults) for `identity`, e.g. for tests and `flotilla up`.
+    pub fn new(identity: impl Into<String>) -> Self {
+        Config {
+            default_timeout: Duration::from_secs(600),
+            workers: 64,
+            identity: identity.into(),
+            lease_ttl: Duration::from_secs(15),
+        }
+    }
+}
+
+// === impl Args ===
+
+impl Args {
+    /// Checks what clap cannot and builds the [`Config`]; every problem is reported.
+    pub fn validate(&self) -> Result<Config, Vec<ArgError>> {
+        let mut errors = self.common.validate().err().unwrap_or_default();
+        if self.graceful_eviction_timeout.is_zero() {
+            errors.push(ArgError {
+                flag: "graceful-eviction-timeout",
+                message: "must be positive".into(),
+            });
+        }
+        if self.workers == 0 {
+            errors.push(ArgError {
+                flag: "workers",
+                message: "must be at least 1".into(),
+            });
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Config {
+            default_timeout: self.graceful_eviction_timeout,
+            workers: self.workers,
+            identity: self.common.identity(),
+            lease_ttl: self.common.lease_ttl,
+        })
+    }
+
+    /// Runs the service until SIGTERM/SIGINT: store, controller, gRPC and admin servers.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let config = self.validate().map_err(|errors| {
+            anyhow::anyhow!(
+                "invalid flags: {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
+        let rt = Runtime::start(&self.common).await?;
+        // The cache first, so that health says SERVING only once it synced.
+        let service = Service::new(
+            rt.store.clone(),
+            config.clone(),
+            &rt.readiness,
+            rt.shutdown.clone(),
+        );
+        let timeout = config.default_timeout;
+        let grpc = rt
+            .grpc_server(
+                &[flotilla_proto::FILE_DESCRIPTOR_SET],
+                GrpcConfig::default().health_service(SERVICE_NAME),
+            )
+            .await?
+            .map_router(|r| r.add_service(grpc::server(timeout)));
+        tracing::info!(
+            graceful_eviction_timeout = %humantime::format_duration(config.default_timeout),
+            workers = config.workers,
+            "graceful-eviction configured"
+        );
+        let (served, ran) = tokio::join!(rt.serve(grpc), service.run());
+        served?;
+        ran?;
+        Ok(())
+    }
+}
+
+fn decode_binding(kv: &KeyValue) -> Result<v1::ResourceBinding, String> {
+    decode(kv).map_err(|e| e.to_string())
+}
+
+/// The graceful-eviction controller, prepared: its cache exists and is registered with the
+/// readiness (so that health reports SERVING only once it synced), nothing runs yet.
+pub struct Service {
+    store: StoreRef,
+    config: Config,
+    shutdown: Shutdown,
+    bindings_writer: Writer<v1::ResourceBinding>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Service ===
+
+impl Service {
+    /// Creates the cache and registers it with `readiness`.
+    pub fn new(store: StoreRef, config: Config, readiness: &Readiness, shutdown: Shutdown) -> Self {
+        let bindings_writer: Writer<v1::ResourceBinding> = Writer::new();
+        readiness.add_cache("bindings", &bindings_writer.cache());
+        Service {
+            store,
+            config,
+            shutdown,
+            bindings_writer,
+        }
+    }
+
+    /// Runs until the shutdown fires: leader election on [`LEASE_PREFIX`], the watch and the
+    /// workers (only while leading, writes fenced).
+    pub async fn run(self) -> Result<(), Error> {
+        let Service {
+            store,
+            config,
+            shutdown,
+            bindings_writer,
+        } = self;
+        let elector = LeaderElector::spawn(
+            store.clone(),
+            LEASE_PREFIX,
+            ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+            &shutdown,
+        );
+        let typed = Typed::new(Arc::new(elector.fenced_store(store.clone())));
+        let recorder = Recorder::spawn(store.clone(), "graceful-eviction", shutdown.clone());
+        // Group commit (DESIGN.md §7): up to --workers binding writes per update_many, a few
+        // yields of lingering so that workers mid-decision join the batch.
+        let batches = BatchConfig::default()
+            .max_batch(config.workers)
+            .linger_yields(4)
+            .metrics("graceful_eviction");
+        let writer = BatchWriter::spawn_until(typed.clone(), batches, shutdown.clone());
+        let bindings = bindings_writer.cache();
+        let ctx = Arc::new(Context::new(
+            config.clone(),
+            bindings.clone(),
+            typed,
+            writer,
+            recorder,
+        ));
+        let events = reflect(
+            bindings_writer,
+            watcher(
+                store.clone(),
+                "bindings/",
+                WatcherConfig::default().named("bindings"),
+                decode_binding,
+            ),
+        );
+        let queue = WorkQueue::new(QueueConfig::new("graceful_eviction"));
+        let cache = bindings.clone();
+        Controller::new(queue, controller::reconcile, controller::error_policy)
+            // one failover = one trace: the task's removal continues the span that last
+            // wrote the binding's status (the work executor's aggregated status)
+            .trace_parent(controller::failover_trace)
+            .workers(config.workers)
+            .leader(elector.subscribe())
+            .watches(events, move |ev| controller::keys_for(&cache, ev))
+            .run(ctx, shutdown.clone())
+            .await;
+        elector.resign().await;
+        Ok(())
+    }
+}
+
+/// Runs the graceful-eviction controller on `store` until `shutdown` fires
+/// ([`Service::new`] then [`Service::run`]). `flotilla up` calls this with a shared in-memory
+/// store; the gRPC service is [`grpc::server`].
+pub async fn run_with(
+    store: StoreRef,
+    config: Config,
+    readiness: Readiness,
+    shutdown: Shutdown,
+) -> Result<(), Error> {
+    Service::new(store, config, &readiness, shutdown)
+        .run()
+        .await
+}

@@ -1,0 +1,323 @@
+//! `GracefulEviction.Assess` in process on 127.0.0.1:0: table cases and bad requests.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/harness.rs"]
+mod support;
+
+use std::time::Duration;
+
+use flotilla_core::Time;
+use flotilla_core::types::ResourceHealth::{Healthy, Unhealthy, Unknown};
+use flotilla_core::types::{GracefulEvictionTask, ResourceBinding};
+use flotilla_proto::convert::time_to_timestamp;
+use flotilla_proto::v1;
+use flotilla_proto::v1::graceful_eviction_client::GracefulEvictionClient;
+use flotilla_runtime::Shutdown;
+use support::*;
+use tonic::Code;
+use tonic::transport::Channel;
+use tonic_types::StatusExt;
+
+async fn serve() -> (GracefulEvictionClient<Channel>, Shutdown) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = Shutdown::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(flotilla_graceful_eviction::grpc::server(
+                Duration::from_secs(600),
+            ))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                stop.triggered(),
+            )
+            .await
+            .unwrap();
+    });
+    let client = GracefulEvictionClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    (client, shutdown)
+}
+
+const NOW: i64 = 1_000_000;
+
+fn at(secs: i64) -> Time {
+    Time::from_secs(secs)
+}
+
+fn request(binding: v1::ResourceBinding) -> v1::GracefulEvictionAssessRequest {
+    v1::GracefulEvictionAssessRequest {
+        binding: Some(binding),
+        graceful_eviction_timeout: None,
+        now: Some(time_to_timestamp(at(NOW))),
+    }
+}
+
+fn outcomes(r: &v1::GracefulEvictionAssessResponse) -> Vec<v1::TaskOutcome> {
+    r.assessments
+        .iter()
+        .map(|a| v1::TaskOutcome::try_from(a.outcome).unwrap())
+        .collect()
+}
+
+fn with(f: impl Fn(&mut GracefulEvictionTask)) -> GracefulEvictionTask {
+    let mut t = task("member1", Some(at(NOW - 100)));
+    f(&mut t);
+    t
+}
+
+#[tokio::test]
+async fn assess_table() {
+    let (mut client, shutdown) = serve().await;
+    type Case = (
+        &'static str,
+        v1::ResourceBinding,
+        Option<Duration>,
+        Vec<v1::TaskOutcome>,
+        Vec<&'static str>,
+    );
+    let unscheduled = |mut b: v1::ResourceBinding| {
+        b.status.as_mut().unwrap().scheduler_observed_generation = 0;
+        b.metadata.as_mut().unwrap().generation = 3;
+        b
+    };
+    let cases: Vec<Case> = vec![
+        (
+            "GE-3.1 unstamped → stamped",
+            evicting(
+                "b",
+                &["member2"],
+                vec![task("member1", None)],
+                vec![item("member2", Healthy)],
+            ),
+            None,
+            vec![v1::TaskOutcome::Stamped],
+            vec![],
+        ),
+        (
+            "GE-4.3 healthy and scheduled → removed",
+            evicting(
+                "b",
+                &["member2"],
+                vec![with(|_| {})],
+                vec![item("member2", Healthy)],
+            ),
+            None,
+            vec![v1::TaskOutcome::RemovedHealthy],
+            vec!["member1"],
+        ),
+        (
+            "GE-4.3 healthy but not scheduled → kept",
+            unscheduled(evicting(
+                "b",
+                &["member2"],
+                vec![with(|_| {})],
+                vec![item("member2", Healthy)],
+            )),
+            None,
+            vec![v1::TaskOutcome::Kept],
+            vec![],
+        ),
+        (
+            "GE-5.3 Unknown → kept",
+            evicting(
+                "b",
+                &["member2"],
+                vec![with(|_| {})],
+                vec![item("member2", Unknown)],
+            ),
+            None,
+            vec![v1::TaskOutcome::Kept],
+            vec![],
+        ),
+        (
+            "GE-4.2 timed out with the request's timeout",
+            evicting(
+                "b",
+                &["member2"],
+                vec![with(|_| {})],
+                vec![item("member2", Unhealthy)],
+            ),
+            Some(Duration::from_secs(60)),
+            vec![v1::TaskOutcome::RemovedTimedOut],
+            vec!["member1"],
+        ),
+        (
+            "GE-3.2 per-task grace period",
+            evicting(
+                "b",
+                &["member2"],
+                vec![with(|t| t.grace_period_seconds = Some(30))],
+                vec![],
+            ),
+            None,
+            vec![v1::TaskOutcome::RemovedTimedOut],
+            vec!["member1"],
+        ),
+        (
+            "GE-4.1 suppressDeletion=true → kept",
+            evicting(
+                "b",
+                &["member2"],
+                vec![with(|t| t.suppress_deletion = Some(true))],
+                vec![item("member2", Healthy)],
+            ),
+            Some(Duration::from_secs(1)),
+            vec![v1::TaskOutcome::KeptSuppressed],
+            vec![],
+        ),
+        (
+            "GE-4.1 suppressDeletion=false → removed",
+            evicting(
+                "b",
+                &["member2"],
+                vec![with(|t| t.suppress_deletion = Some(false))],
+                vec![],
+            ),
+            None,
+            vec![v1::TaskOutcome::RemovedSuppressionLifted],
+            vec!["member1"],
+        ),
+        (
+            "A6 empty placement → kept past the timeout",
+            evicting("b", &[], vec![with(|_| {})], vec![]),
+            Some(Duration::from_secs(1)),
+            vec![v1::TaskOutcome::KeptNoReplacement],
+            vec![],
+        ),
+    ];
+    for (name, binding, timeout, want, evicted) in cases {
+        let mut req = request(binding);
+        req.graceful_eviction_timeout =
+            timeout.map(|d| prost_types::Duration::try_from(d).unwrap());
+        let r = client.assess(req).await.unwrap().into_inner();
+        assert_eq!(outcomes(&r), want, "{name}: {:?}", r.reasons);
+        assert_eq!(r.evicted_clusters, evicted, "{name}");
+        assert_eq!(r.kept_tasks.len() + r.evicted_clusters.len(), 1, "{name}");
+        assert!(!r.reasons.is_empty(), "{name}");
+    }
+
+    // next retry and deadline: created 100 s ago, default timeout 600 s → 500 s left
+    let r = client
+        .assess(request(evicting(
+            "b",
+            &["member2"],
+            vec![with(|_| {})],
+            vec![],
+        )))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        r.next_retry,
+        Some(prost_types::Duration {
+            seconds: 500,
+            nanos: 0
+        })
+    );
+    assert_eq!(
+        r.assessments[0].deadline,
+        Some(time_to_timestamp(at(NOW + 500)))
+    );
+    assert!(!r.changed);
+
+    // A6: ReplacementPending in the would-be conditions, no timed retry
+    let r = client
+        .assess(request(evicting("b", &[], vec![with(|_| {})], vec![])))
+        .await
+        .unwrap()
+        .into_inner();
+    let c = r
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "ReplacementPending")
+        .expect("condition");
+    assert_eq!(c.status, v1::ConditionStatus::True as i32);
+    assert_eq!(c.reason, "NoReplacementFits");
+    assert_eq!(r.next_retry, None);
+    shutdown.trigger();
+}
+
+fn violations(status: &tonic::Status) -> Vec<String> {
+    status
+        .get_details_bad_request()
+        .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn assess_rejects_bad_requests_naming_the_field() {
+    let (mut client, shutdown) = serve().await;
+    let good = || {
+        request(evicting(
+            "b",
+            &["member2"],
+            vec![task("member1", None)],
+            vec![],
+        ))
+    };
+    let mut cases: Vec<(&str, v1::GracefulEvictionAssessRequest, &str)> = Vec::new();
+    let mut r = good();
+    r.binding = None;
+    cases.push(("missing binding", r, "binding"));
+    let mut r = good();
+    r.graceful_eviction_timeout = Some(prost_types::Duration {
+        seconds: -5,
+        nanos: 0,
+    });
+    cases.push(("negative timeout", r, "gracefulEvictionTimeout"));
+    let mut r = good();
+    r.binding
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .graceful_eviction_tasks[0]
+        .purge_mode = 42;
+    cases.push((
+        "unknown purge mode",
+        r,
+        "binding.spec.gracefulEvictionTasks[0].purgeMode",
+    ));
+    let mut b = ResourceBinding::try_from(good().binding.unwrap()).unwrap();
+    b.spec.graceful_eviction_tasks[0].reason = "not a valid reason!".into();
+    cases.push((
+        "bad reason",
+        request(b.into()),
+        "binding.spec.gracefulEvictionTasks[0].reason",
+    ));
+    let mut b = ResourceBinding::try_from(good().binding.unwrap()).unwrap();
+    b.spec.graceful_eviction_tasks.push(task("member1", None));
+    cases.push((
+        "two tasks for one cluster",
+        request(b.into()),
+        "binding.spec.gracefulEvictionTasks[1].fromCluster",
+    ));
+    let mut b = ResourceBinding::try_from(good().binding.unwrap()).unwrap();
+    b.spec.graceful_eviction_tasks[0].grace_period_seconds = Some(10);
+    b.spec.graceful_eviction_tasks[0].suppress_deletion = Some(true);
+    cases.push((
+        "grace with suppress",
+        request(b.into()),
+        "binding.spec.gracefulEvictionTasks[0].gracePeriodSeconds",
+    ));
+
+    for (name, req, field) in cases {
+        let err = client.assess(req).await.expect_err(name);
+        assert_eq!(err.code(), Code::InvalidArgument, "{name}: {err}");
+        assert!(
+            err.message().contains(field),
+            "{name}: {:?} should name {field}",
+            err.message()
+        );
+        assert!(
+            violations(&err).iter().any(|f| f == field),
+            "{name}: {:?}",
+            violations(&err)
+        );
+    }
+    shutdown.trigger();
+}

@@ -1,0 +1,340 @@
+//! The graceful-eviction controller on MemStore with compressed timeouts.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/harness.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_core::types::{
+    ApplicationFailoverBehavior, CONDITION_REPLACEMENT_PENDING, ConditionStatus, FailoverBehavior,
+    PRODUCER_APPLICATION_FAILOVER, PurgeMode, REASON_APPLICATION_FAILURE,
+    ResourceHealth::{Healthy, Unhealthy, Unknown},
+    TargetCluster,
+};
+use flotilla_proto::v1;
+use flotilla_runtime::now;
+use flotilla_store::typed::Typed;
+use flotilla_store::{MemStore, StoreRef};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn config(timeout: Duration) -> flotilla_graceful_eviction::Config {
+    let mut c = test_config();
+    c.default_timeout = timeout;
+    c
+}
+
+fn mem() -> (StoreRef, Typed) {
+    let store: StoreRef = Arc::new(MemStore::new());
+    (store.clone(), Typed::new(store))
+}
+
+async fn tasks_of(typed: &Typed, name: &str) -> Vec<flotilla_core::types::GracefulEvictionTask> {
+    get_binding(typed, name).await.spec.graceful_eviction_tasks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_stamps_then_removes_when_targets_healthy_and_scheduled() {
+    let (store, typed) = mem();
+    typed
+        .create(
+            evicting(
+                "b",
+                &["member2"],
+                vec![task("member1", None)],
+                vec![item("member2", Healthy)],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_graceful_eviction(store, config(Duration::from_secs(600))).await;
+    // GE-3.1: stamped (a spec write: the generation moves past the scheduler's).
+    let stamped = eventually(WAIT, "stamped", || async {
+        tasks_of(&typed, "b")
+            .await
+            .first()
+            .and_then(|t| t.creation_timestamp)
+    })
+    .await;
+    assert!(stamped <= now());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        tasks_of(&typed, "b").await.len(),
+        1,
+        "hasScheduled is false: kept"
+    );
+    // The scheduler observes the new generation (SC-3.7) → all targets Healthy → removed.
+    observe_generation(&typed, "b").await;
+    eventually(WAIT, "removed", || async {
+        tasks_of(&typed, "b").await.is_empty().then_some(())
+    })
+    .await;
+    eventually(WAIT, "an EvictWorkloadFromClusterSucceed event", || async {
+        let (events, _) = typed.list::<v1::Event>(None).await.unwrap();
+        events
+            .iter()
+            .any(|e| e.reason == "EvictWorkloadFromClusterSucceed")
+            .then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_unknown_health_keeps_the_task_ge_5_3() {
+    let (store, typed) = mem();
+    typed
+        .create(
+            evicting(
+                "b",
+                &["member2"],
+                vec![task("member1", Some(now()))],
+                vec![item("member2", Unknown)],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_graceful_eviction(store, config(Duration::from_secs(600))).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        tasks_of(&typed, "b").await.len(),
+        1,
+        "Unknown blocks removal"
+    );
+    // control: Healthy (status-only write, generation unchanged) → removed
+    update_binding(&typed, "b", |b| {
+        b.status.aggregated_status = vec![item("member2", Healthy)]
+    })
+    .await;
+    eventually(WAIT, "removed", || async {
+        tasks_of(&typed, "b").await.is_empty().then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_removed_after_the_compressed_timeout_ge_4_2() {
+    let (store, typed) = mem();
+    typed
+        .create(
+            evicting(
+                "b",
+                &["member2"],
+                vec![task("member1", None)],
+                vec![item("member2", Unhealthy)],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    let timeout = Duration::from_millis(500);
+    let h = start_graceful_eviction(store, config(timeout)).await;
+    let stamped = eventually(WAIT, "stamped", || async {
+        tasks_of(&typed, "b")
+            .await
+            .first()
+            .and_then(|t| t.creation_timestamp)
+    })
+    .await;
+    eventually(WAIT, "timed out", || async {
+        tasks_of(&typed, "b").await.is_empty().then_some(())
+    })
+    .await;
+    // I1 (b): not before created + grace.
+    assert!(
+        now().saturating_since(stamped) >= timeout,
+        "removed {:?} after stamping",
+        now().saturating_since(stamped)
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_empty_placement_keeps_task_and_sets_replacement_pending_a6_f8() {
+    let (store, typed) = mem();
+    let long_ago = now() - Duration::from_secs(3600);
+    typed
+        .create(
+            evicting("b", &[], vec![task("member1", Some(long_ago))], vec![]),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_graceful_eviction(store, config(Duration::from_millis(200))).await;
+    let condition = eventually(WAIT, "ReplacementPending", || async {
+        get_binding(&typed, "b")
+            .await
+            .status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == CONDITION_REPLACEMENT_PENDING)
+    })
+    .await;
+    assert_eq!(condition.status, ConditionStatus::True);
+    assert_eq!(condition.reason, "NoReplacementFits");
+    assert!(
+        condition.message.contains("member1"),
+        "{}",
+        condition.message
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        tasks_of(&typed, "b").await.len(),
+        1,
+        "an empty placement is never healthy"
+    );
+    // The scheduler finds a replacement; it becomes healthy → task removed, condition False.
+    update_binding(&typed, "b", |b| {
+        b.spec.clusters = vec![TargetCluster::new("member2", 1)];
+        b.status.aggregated_status = vec![item("member2", Healthy)];
+        b.status.last_scheduled_time = Some(now());
+    })
+    .await;
+    observe_generation(&typed, "b").await;
+    eventually(WAIT, "removed", || async {
+        tasks_of(&typed, "b").await.is_empty().then_some(())
+    })
+    .await;
+    let b = get_binding(&typed, "b").await;
+    let c = b
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_REPLACEMENT_PENDING)
+        .unwrap();
+    assert_eq!(c.status, ConditionStatus::False);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_suppress_deletion_true_keeps_the_task_ge_4_1() {
+    let (store, typed) = mem();
+    let mut t = task("member1", Some(now() - Duration::from_secs(3600)));
+    t.suppress_deletion = Some(true);
+    typed
+        .create(
+            evicting("b", &["member2"], vec![t], vec![item("member2", Healthy)]),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_graceful_eviction(store, config(Duration::from_millis(100))).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        tasks_of(&typed, "b").await.len(),
+        1,
+        "healthy and timed out, but suppressed"
+    );
+    // A human lifts the suppression.
+    update_binding(&typed, "b", |b| {
+        b.spec.graceful_eviction_tasks[0].suppress_deletion = Some(false)
+    })
+    .await;
+    eventually(WAIT, "released", || async {
+        tasks_of(&typed, "b").await.is_empty().then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_application_failover_evicts_unhealthy_cluster_ge_8_a10() {
+    let (store, typed) = mem();
+    let mut wire = evicting(
+        "b",
+        &["member1", "member2"],
+        vec![],
+        vec![item("member1", Unhealthy), item("member2", Healthy)],
+    );
+    {
+        let spec = wire.spec.as_mut().unwrap();
+        spec.failover = Some(
+            FailoverBehavior {
+                cluster: None,
+                application: Some(ApplicationFailoverBehavior {
+                    toleration_seconds: Some(1),
+                    purge_mode: Some(PurgeMode::Never),
+                    ..Default::default()
+                }),
+            }
+            .into(),
+        );
+    }
+    typed.create(wire, None).await.unwrap();
+    let start = now();
+    let h = start_graceful_eviction(store, config(Duration::from_secs(600))).await;
+    eventually(WAIT, "member1 evicted", || async {
+        (!get_binding(&typed, "b").await.targets("member1")).then_some(())
+    })
+    .await;
+    assert!(
+        now().saturating_since(start) >= Duration::from_secs(1),
+        "not before tolerationSeconds"
+    );
+    let b = get_binding(&typed, "b").await;
+    assert_eq!(b.spec.clusters, vec![TargetCluster::new("member2", 1)]);
+    assert_eq!(b.spec.graceful_eviction_tasks.len(), 1);
+    let t = &b.spec.graceful_eviction_tasks[0];
+    assert_eq!(t.from_cluster, "member1");
+    assert_eq!(t.producer, PRODUCER_APPLICATION_FAILOVER);
+    assert_eq!(t.reason, REASON_APPLICATION_FAILURE);
+    assert_eq!(t.purge_mode, PurgeMode::Never);
+    assert_eq!(t.suppress_deletion, Some(true));
+    assert!(t.creation_timestamp.is_some(), "stamped in the same write");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_concurrent_status_write_is_preserved_i5() {
+    let (mem_store, typed) = mem();
+    typed
+        .create(
+            evicting(
+                "b",
+                &["member2"],
+                vec![task("member1", None)],
+                vec![item("member2", Unknown)],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    // Between our read and our CAS the work executor writes the aggregated status.
+    let hook_typed = typed.clone();
+    let store = Interpose::new(
+        mem_store.clone(),
+        &binding_key("b"),
+        Box::new(move || {
+            let typed = hook_typed.clone();
+            Box::pin(async move {
+                update_binding(&typed, "b", |b| {
+                    b.status.aggregated_status = vec![item("member2", Unhealthy)];
+                })
+                .await;
+            })
+        }),
+    );
+    let h = start_graceful_eviction(store.clone(), config(Duration::from_secs(600))).await;
+    eventually(WAIT, "stamped", || async {
+        tasks_of(&typed, "b")
+            .await
+            .first()
+            .and_then(|t| t.creation_timestamp)
+    })
+    .await;
+    assert_eq!(store.fired(), 1);
+    let b = get_binding(&typed, "b").await;
+    assert_eq!(
+        b.status.aggregated_status,
+        vec![item("member2", Unhealthy)],
+        "the other write survived"
+    );
+    assert_eq!(b.spec.graceful_eviction_tasks.len(), 1);
+    h.stop().await;
+}

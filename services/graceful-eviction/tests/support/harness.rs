@@ -1,0 +1,119 @@
+//! Builders and a harness shared by the graceful-eviction tests (included with `#[path]`):
+//! the binding-controller support of `flotilla_runtime::testing`, on the graceful-eviction
+//! service, plus the helpers only these tests need.
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::time::Duration;
+
+use flotilla_core::Time;
+use flotilla_core::types::ResourceBinding;
+use flotilla_graceful_eviction::{Config, run_with};
+use flotilla_proto::v1;
+pub use flotilla_runtime::testing::bindings::*;
+pub use flotilla_runtime::testing::{Harness, Interpose, eventually};
+use flotilla_store::StoreRef;
+use flotilla_store::typed::Typed;
+
+/// A running graceful-eviction controller on `store`, until [`Harness::stop`].
+pub async fn start_graceful_eviction(store: StoreRef, config: Config) -> Harness {
+    Harness::spawn(
+        "graceful eviction",
+        store,
+        move |store, readiness, shutdown| run_with(store, config, readiness, shutdown),
+    )
+}
+
+pub fn test_config() -> Config {
+    let mut c = Config::new("test");
+    c.lease_ttl = Duration::from_secs(5);
+    c
+}
+
+// === graceful-eviction helpers ===
+
+/// A task from the taint manager (unstamped when `created` is `None`).
+pub fn task(cluster: &str, created: Option<Time>) -> flotilla_core::types::GracefulEvictionTask {
+    flotilla_core::types::GracefulEvictionTask {
+        from_cluster: cluster.into(),
+        purge_mode: flotilla_core::types::PurgeMode::Gracefully,
+        replicas: Some(1),
+        reason: "TaintUntolerated".into(),
+        message: "test".into(),
+        producer: "TaintManager".into(),
+        creation_timestamp: created,
+        ..Default::default()
+    }
+}
+
+pub fn item(
+    cluster: &str,
+    health: flotilla_core::types::ResourceHealth,
+) -> flotilla_core::types::AggregatedStatusItem {
+    flotilla_core::types::AggregatedStatusItem {
+        cluster_name: cluster.into(),
+        applied: true,
+        health,
+        ..Default::default()
+    }
+}
+
+/// A binding on `targets` with `tasks` and an aggregated status; scheduled (observed
+/// generation = 1 = the generation a create gives it).
+pub fn evicting(
+    name: &str,
+    targets: &[&str],
+    tasks: Vec<flotilla_core::types::GracefulEvictionTask>,
+    status: Vec<flotilla_core::types::AggregatedStatusItem>,
+) -> v1::ResourceBinding {
+    let pairs: Vec<(&str, i32)> = targets.iter().map(|t| (*t, 1)).collect();
+    let wire = binding(name, &pairs, vec![]);
+    let mut b = ResourceBinding::try_from(wire).unwrap();
+    b.meta.generation = 1;
+    b.spec.graceful_eviction_tasks = tasks;
+    b.status.aggregated_status = status;
+    // as the work executor stamps it (I1a)
+    b.status.aggregated_status_observed_generation = 1;
+    b.into()
+}
+
+/// Read-modify-CAS of a binding (as another service would).
+pub async fn update_binding(typed: &Typed, name: &str, f: impl Fn(&mut ResourceBinding)) {
+    loop {
+        let old: v1::ResourceBinding = typed.get(&binding_key(name)).await.unwrap().unwrap();
+        let mut b = ResourceBinding::try_from(old.clone()).unwrap();
+        f(&mut b);
+        let mut new: v1::ResourceBinding = b.into();
+        flotilla_store::typed::prepare_generation(&old, &mut new);
+        // A write of the aggregated status is the work executor's: it stamps the generation
+        // the status was computed for (I1a).
+        let status_of =
+            |b: &v1::ResourceBinding| b.status.as_ref().map(|s| s.aggregated_status.clone());
+        if status_of(&old) != status_of(&new) {
+            let generation = new.metadata.as_ref().map_or(0, |m| m.generation);
+            if let Some(s) = new.status.as_mut() {
+                s.aggregated_status_observed_generation = generation;
+            }
+        }
+        match typed.update(&old, new).await {
+            Ok(_) => return,
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// The scheduler's SC-3.7 step (observed generation = generation), and the work executor
+/// re-stamping its aggregated status for that generation (I1a).
+pub async fn observe_generation(typed: &Typed, name: &str) {
+    update_binding(typed, name, |b| {
+        b.status.scheduler_observed_generation = b.meta.generation;
+        b.status.aggregated_status_observed_generation = b.meta.generation;
+    })
+    .await;
+}

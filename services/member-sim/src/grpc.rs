@@ -1,0 +1,134 @@
+//! The `flotilla.v1.MemberSim` gRPC service: validate → call [`Sim`] → convert.
+
+use std::sync::Arc;
+
+use flotilla_proto::v1;
+use flotilla_proto::v1::member_sim_server::MemberSim;
+use tonic::{Request, Response, Status};
+
+use crate::sim::{Fault, FieldError, LookupError, Sim, key_of, parse_apply};
+
+/// Errors of the MemberSim RPCs, mapped to gRPC codes in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request field is invalid (INVALID_ARGUMENT naming the field).
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    /// The object does not exist, or an empty kind is ambiguous.
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+}
+
+impl From<Error> for Status {
+    fn from(e: Error) -> Self {
+        match &e {
+            Error::Invalid(_) | Error::Lookup(LookupError::Ambiguous { .. }) => {
+                Status::invalid_argument(e.to_string())
+            }
+            Error::Lookup(LookupError::NotFound(_)) => Status::not_found(e.to_string()),
+        }
+    }
+}
+
+fn required_resource(
+    resource: Option<v1::ObjectReference>,
+) -> Result<v1::ObjectReference, FieldError> {
+    let r = resource.ok_or_else(|| FieldError {
+        field: "resource".into(),
+        message: "must be set".into(),
+    })?;
+    if r.name.is_empty() {
+        return Err(FieldError {
+            field: "resource.name".into(),
+            message: "must not be empty".into(),
+        });
+    }
+    Ok(r)
+}
+
+/// The MemberSim service over one [`Sim`].
+#[derive(Clone, Debug)]
+pub struct MemberSimService {
+    sim: Arc<Sim>,
+}
+
+impl MemberSimService {
+    /// Serves `sim`.
+    pub fn new(sim: Arc<Sim>) -> Self {
+        Self { sim }
+    }
+}
+
+#[tonic::async_trait]
+impl MemberSim for MemberSimService {
+    async fn apply_manifest(
+        &self,
+        request: Request<v1::ApplyManifestRequest>,
+    ) -> Result<Response<v1::ApplyManifestResponse>, Status> {
+        let req = request.into_inner();
+        let spec = parse_apply(&req.manifest, req.resource, req.replicas).map_err(Error::from)?;
+        let (created, status) = self.sim.apply(spec);
+        Ok(Response::new(v1::ApplyManifestResponse {
+            created,
+            status: Some(status),
+        }))
+    }
+
+    async fn delete_manifest(
+        &self,
+        request: Request<v1::DeleteManifestRequest>,
+    ) -> Result<Response<v1::DeleteManifestResponse>, Status> {
+        let r = required_resource(request.into_inner().resource).map_err(Error::from)?;
+        let deleted = self.sim.delete(&key_of(&r));
+        Ok(Response::new(v1::DeleteManifestResponse { deleted }))
+    }
+
+    async fn get_manifest(
+        &self,
+        request: Request<v1::GetManifestRequest>,
+    ) -> Result<Response<v1::GetManifestResponse>, Status> {
+        let r = required_resource(request.into_inner().resource).map_err(Error::from)?;
+        let status = self.sim.get(&key_of(&r)).map_err(Error::from)?;
+        Ok(Response::new(v1::GetManifestResponse {
+            status: Some(status),
+        }))
+    }
+
+    async fn probe(
+        &self,
+        _request: Request<v1::ProbeRequest>,
+    ) -> Result<Response<v1::ProbeResponse>, Status> {
+        let (healthy, code, message) = self.sim.probe();
+        Ok(Response::new(v1::ProbeResponse {
+            healthy,
+            http_status: i32::from(code),
+            message: message.into(),
+        }))
+    }
+
+    async fn set_fault(
+        &self,
+        request: Request<v1::SetFaultRequest>,
+    ) -> Result<Response<v1::SetFaultResponse>, Status> {
+        let raw = request.into_inner().mode;
+        let fault = Fault::from_wire(raw).ok_or_else(|| {
+            Error::from(FieldError {
+                field: "mode".into(),
+                message: format!(
+                    "must be FAULT_MODE_HEALTHY, FAULT_MODE_UNHEALTHY or FAULT_MODE_UNREACHABLE, not {raw}"
+                ),
+            })
+        })?;
+        let previous = self.sim.set_fault(fault);
+        Ok(Response::new(v1::SetFaultResponse {
+            previous: previous.to_wire().into(),
+        }))
+    }
+
+    async fn get_status(
+        &self,
+        _request: Request<v1::MemberSimGetStatusRequest>,
+    ) -> Result<Response<v1::MemberSimGetStatusResponse>, Status> {
+        Ok(Response::new(self.sim.status()))
+    }
+}

@@ -1,0 +1,338 @@
+//! `flotilla-member-sim`: a simulated member cluster, in the spirit of kwok.
+//!
+//! ```text
+//!             --listen (one address, gRPC + HTTP/1.1)        --control-listen (optional)
+//!   probes ──► GET /readyz, /healthz  200 "ok" | 500          same router, faults ignored
+//!   work-executor ──► flotilla.v1.MemberSim                    (tests look inside an
+//!                      Apply/Delete/GetManifest, Probe,         "unreachable" member here)
+//!                      SetFault, GetStatus
+//!   cluster-health ──► GetStatus (capacity, allocatable replicas, API enablements)
+//!                         │
+//!                         ▼
+//!                  sim::Sim  manifests → "pods": Pending until a place within --capacity,
+//!                            Ready after --pod-startup-delay; Healthy iff ready == desired
+//!                         ▲
+//!   --mode pull: pull::run  heartbeats ClusterHealth.Heartbeat, watches Api.WatchWorks
+//!                           {cluster}, applies/deletes locally, WorkExecutor.ReportWorkStatus
+//! ```
+//!
+//! Faults (`--fault`, `SetFault`): `unhealthy` makes `/readyz` answer 500 while RPCs still
+//! work (reachable but not ok, CH-3.2); `unreachable` makes every HTTP request and RPC on
+//! `--listen` hang until healed (CH-3.1) — except `SetFault` itself, which stays exempt so
+//! that a test can heal the member through the same address — and stops a Pull agent's
+//! heartbeats and works watch.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod grpc;
+pub mod pull;
+pub mod server;
+pub mod sim;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_runtime::Shutdown;
+use flotilla_runtime::args::ArgError;
+use flotilla_runtime::telemetry::{LogFormat, TelemetryError, init_tracing};
+use tokio::net::TcpListener;
+
+pub use crate::pull::PullConfig;
+pub use crate::sim::{Fault, Sim, SimConfig};
+
+/// Push (the control plane probes and applies) or Pull (the member runs an agent).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// cluster-health probes `--listen`; work-executor applies Works through MemberSim.
+    #[default]
+    Push,
+    /// the built-in agent heartbeats and pulls its Works (Karmada's karmada-agent).
+    Pull,
+}
+
+/// Flags of `flotilla-member-sim`. Every flag can also be given as `FLOTILLA_<FLAG>`.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(
+    name = "flotilla-member-sim",
+    version,
+    about = "A simulated member cluster for Flotilla (like kwok): runs \"pods\" of applied \
+             manifests with a start-up delay and a capacity, answers health probes, and can \
+             be told to become unhealthy or unreachable."
+)]
+pub struct Args {
+    /// Address serving gRPC (flotilla.v1.MemberSim, grpc.health.v1, reflection) and HTTP/1.1
+    /// `GET /readyz` and `GET /healthz` on one port. A Push Cluster's `spec.apiEndpoint` is
+    /// `http://<this address>`. Default port 6443, a Kubernetes API server's.
+    #[arg(long, env = "FLOTILLA_LISTEN", default_value = "0.0.0.0:6443")]
+    pub listen: SocketAddr,
+
+    /// Optional second address serving the same RPCs and endpoints with faults ignored, so
+    /// that a test or an operator can look inside (and heal) an "unreachable" member.
+    #[arg(long, env = "FLOTILLA_CONTROL_LISTEN")]
+    pub control_listen: Option<SocketAddr>,
+
+    /// The member cluster's name (`--cluster` is an alias): reported by GetStatus, and the
+    /// Cluster a Pull agent heartbeats for and watches Works of.
+    #[arg(
+        long,
+        visible_alias = "cluster",
+        env = "FLOTILLA_CLUSTER_NAME",
+        default_value = "member1"
+    )]
+    pub name: String,
+
+    /// How many replicas ("pods") may run at once over every manifest; more stay Pending.
+    /// Reported as `resourceSummary.allocatableReplicas` (capacity minus every pod). Default
+    /// 100, a modest cluster.
+    #[arg(long, env = "FLOTILLA_CAPACITY", default_value_t = 100)]
+    pub capacity: u32,
+
+    /// How long a pod takes from getting a place to Ready (`500ms`, `2s`, `1m`). Default 2s,
+    /// about a small container's start-up.
+    #[arg(long, env = "FLOTILLA_POD_STARTUP_DELAY", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub pod_startup_delay: Duration,
+
+    /// The fault at start-up; change it later with the SetFault RPC.
+    #[arg(long, env = "FLOTILLA_FAULT", value_enum, default_value_t = Fault::Healthy)]
+    pub fault: Fault,
+
+    /// Push: the control plane probes and applies. Pull: the built-in agent heartbeats to
+    /// `--cluster-health`, watches its Works on `--api` and reports to `--work-executor`.
+    #[arg(long, env = "FLOTILLA_MODE", value_enum, default_value_t = Mode::Push)]
+    pub mode: Mode,
+
+    /// Pull mode: the api service (`host:port` or `http://host:port`), for Api.WatchWorks.
+    #[arg(long, env = "FLOTILLA_API")]
+    pub api: Option<String>,
+
+    /// Pull mode: the cluster-health service, for ClusterHealth.Heartbeat.
+    #[arg(long, env = "FLOTILLA_CLUSTER_HEALTH")]
+    pub cluster_health: Option<String>,
+
+    /// Pull mode: the work-executor service, for WorkExecutor.ReportWorkStatus.
+    #[arg(long, env = "FLOTILLA_WORK_EXECUTOR")]
+    pub work_executor: Option<String>,
+
+    /// Pull mode: how often to heartbeat. Default 10s: Karmada's agent renews its lease every
+    /// `--cluster-lease-duration` (40s) × `--cluster-lease-renew-interval-fraction` (0.25).
+    #[arg(long, env = "FLOTILLA_HEARTBEAT_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub heartbeat_interval: Duration,
+
+    /// Log filter, in `tracing-subscriber` `EnvFilter` syntax (e.g. `info,flotilla=debug`).
+    #[arg(long, env = "FLOTILLA_LOG", default_value = "info")]
+    pub log: String,
+
+    /// Log line format.
+    #[arg(long, env = "FLOTILLA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The simulated member.
+    pub sim: SimConfig,
+    /// `--listen`.
+    pub listen: SocketAddr,
+    /// `--control-listen`.
+    pub control_listen: Option<SocketAddr>,
+    /// The Pull agent, in pull mode.
+    pub pull: Option<PullConfig>,
+}
+
+/// Why the simulator could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Flags that do not make sense.
+    #[error("invalid flags: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Args(Vec<ArgError>),
+    /// Logging could not be set up.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+    /// An address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The router could not be built.
+    #[error(transparent)]
+    Server(#[from] server::ServerError),
+    /// The Pull agent could not start.
+    #[error(transparent)]
+    Pull(#[from] pull::PullError),
+}
+
+// === impl Args ===
+
+impl Args {
+    /// Checks what clap cannot and builds the [`Config`]; every problem is reported.
+    pub fn validate(&self) -> Result<Config, Vec<ArgError>> {
+        let Self {
+            listen,
+            control_listen,
+            name,
+            capacity,
+            pod_startup_delay,
+            fault,
+            mode,
+            api,
+            cluster_health,
+            work_executor,
+            heartbeat_interval,
+            log: _,
+            log_format: _,
+        } = self;
+        let mut errors = Vec::new();
+        if name.trim().is_empty() {
+            errors.push(ArgError {
+                flag: "name",
+                message: "must not be empty".into(),
+            });
+        }
+        if i32::try_from(*capacity).is_err() {
+            errors.push(ArgError {
+                flag: "capacity",
+                message: format!("must be at most {}", i32::MAX),
+            });
+        }
+        if control_listen.is_some_and(|c| c == *listen && listen.port() != 0) {
+            errors.push(ArgError {
+                flag: "control-listen",
+                message: "must differ from --listen".into(),
+            });
+        }
+        let pull = match mode {
+            Mode::Push => None,
+            Mode::Pull => {
+                let mut need = |flag: &'static str, v: &Option<String>| match v {
+                    Some(v) if !v.trim().is_empty() => v.trim().to_owned(),
+                    _ => {
+                        errors.push(ArgError {
+                            flag,
+                            message: "is required with --mode pull".into(),
+                        });
+                        String::new()
+                    }
+                };
+                let api = need("api", api);
+                let cluster_health = need("cluster-health", cluster_health);
+                let work_executor = need("work-executor", work_executor);
+                if heartbeat_interval.is_zero() {
+                    errors.push(ArgError {
+                        flag: "heartbeat-interval",
+                        message: "must be positive".into(),
+                    });
+                }
+                Some(PullConfig {
+                    cluster: name.clone(),
+                    api,
+                    cluster_health,
+                    work_executor,
+                    heartbeat_interval: *heartbeat_interval,
+                })
+            }
+        };
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Config {
+            sim: SimConfig {
+                name: name.clone(),
+                capacity: *capacity,
+                pod_startup_delay: *pod_startup_delay,
+                fault: *fault,
+            },
+            listen: *listen,
+            control_listen: *control_listen,
+            pull,
+        })
+    }
+
+    /// Runs the simulator until SIGTERM/SIGINT.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let config = self.validate().map_err(Error::Args)?;
+        match init_tracing(&self.log, self.log_format) {
+            Ok(()) | Err(TelemetryError::SubscriberInstalled(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let shutdown = Shutdown::new();
+        shutdown.trigger_on_signals();
+        let listeners = Listeners::bind(&config).await?;
+        let sim = Arc::new(Sim::new(config.sim.clone()));
+        run_with(sim, config.pull, listeners, shutdown).await?;
+        Ok(())
+    }
+}
+
+/// The bound listeners (bind port 0 in tests and read `local_addr`).
+#[derive(Debug)]
+pub struct Listeners {
+    /// `--listen`: faults apply.
+    pub listen: TcpListener,
+    /// `--control-listen`: faults ignored.
+    pub control: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds `--listen` and `--control-listen`.
+    pub async fn bind(config: &Config) -> Result<Self, Error> {
+        let bind = |addr: SocketAddr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| Error::Bind { addr, source })
+        };
+        let listen = bind(config.listen).await?;
+        let control = match config.control_listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        Ok(Self { listen, control })
+    }
+}
+
+/// Serves `sim` on `listeners` (and runs its Pull agent when `pull` is given) until
+/// `shutdown` fires. `flotilla up` and tests call this with a `Sim` they keep a handle on
+/// (to set faults in-process).
+pub async fn run_with(
+    sim: Arc<Sim>,
+    pull: Option<PullConfig>,
+    listeners: Listeners,
+    shutdown: Shutdown,
+) -> Result<(), Error> {
+    let router = server::router(sim.clone()).await?;
+    let Listeners { listen, control } = listeners;
+    tracing::info!(
+        cluster = %sim.name(),
+        listen = ?listen.local_addr().ok(),
+        control = ?control.as_ref().and_then(|c| c.local_addr().ok()),
+        capacity = sim.config().capacity,
+        pod_startup_delay = ?sim.config().pod_startup_delay,
+        fault = ?sim.fault(),
+        mode = if pull.is_some() { "pull" } else { "push" },
+        "member-sim serving (gRPC and HTTP /readyz, /healthz on one address)"
+    );
+    let main = server::serve(listen, router.clone(), Some(sim.clone()), shutdown.clone());
+    let control = async {
+        if let Some(l) = control {
+            server::serve(l, router, None, shutdown.clone()).await;
+        }
+    };
+    let agent = async {
+        match pull {
+            Some(p) => pull::run(sim.clone(), p, shutdown.clone()).await,
+            None => Ok(()),
+        }
+    };
+    let ((), (), agent) = tokio::join!(main, control, agent);
+    agent?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

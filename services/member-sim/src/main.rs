@@ -1,0 +1,8 @@
+//! `flotilla-member-sim`: a simulated member cluster (see the library docs).
+
+use clap::Parser;
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> anyhow::Result<()> {
+    flotilla_member_sim::Args::parse().run().await
+}

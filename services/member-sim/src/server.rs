@@ -1,0 +1,197 @@
+//! One listener, two protocols: gRPC (`flotilla.v1.MemberSim`, `grpc.health.v1`, reflection)
+//! over HTTP/2 and the member API server's probes `GET /readyz`, `GET /healthz` over
+//! HTTP/1.1, both from one axum router served by hyper-util's auto (h1 + h2) connection
+//! builder.
+//!
+//! ```text
+//!   TcpListener ─accept─► hyper-util auto::Builder (HTTP/1.1 or h2c by preface)
+//!                            │
+//!                            ▼ fault gate (only on --listen, not on --control-listen):
+//!                            │   UNREACHABLE → every request waits until healed, except
+//!                            │   /flotilla.v1.MemberSim/SetFault (so that tests can heal)
+//!                            ▼
+//!                 axum::Router = tonic Routes (MemberSim, health, reflection v1/v1alpha)
+//!                                + GET /readyz, /healthz (200 "ok" | 500 when UNHEALTHY)
+//! ```
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::IntoResponse;
+use axum::routing::get;
+use flotilla_proto::v1::member_sim_server::MemberSimServer;
+use flotilla_runtime::Shutdown;
+use http::StatusCode;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+use tower::ServiceExt;
+
+use crate::grpc::MemberSimService;
+use crate::sim::{Fault, Sim};
+
+/// The one RPC that still answers while the member is unreachable.
+pub const SET_FAULT_PATH: &str = "/flotilla.v1.MemberSim/SetFault";
+
+/// How long in-flight requests may take to finish once shutdown fires.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Why the router could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A file-descriptor set for reflection did not decode.
+    #[error("cannot build the reflection service")]
+    Reflection(#[source] tonic_reflection::server::Error),
+}
+
+fn probe_answer(sim: &Sim) -> (StatusCode, &'static str) {
+    let (_, code, message) = sim.probe();
+    (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        message,
+    )
+}
+
+/// The router behind both listeners: the gRPC services plus `/readyz` and `/healthz`.
+///
+/// `grpc.health.v1` reports SERVING for `""` and `flotilla.v1.MemberSim` for as long as the
+/// process runs: it tells that the simulator is up, while `/readyz` and `Probe` tell the
+/// simulated member's health.
+pub async fn router(sim: Arc<Sim>) -> Result<axum::Router, ServerError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<MemberSimServer<MemberSimService>>()
+        .await;
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(flotilla_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let v1 = reflection().build_v1().map_err(ServerError::Reflection)?;
+    let v1alpha = reflection()
+        .build_v1alpha()
+        .map_err(ServerError::Reflection)?;
+    let member =
+        flotilla_runtime::decode_limited!(MemberSimServer::new(MemberSimService::new(sim.clone())));
+    let mut routes = Routes::builder();
+    routes
+        .add_service(member)
+        .add_service(health_service)
+        .add_service(v1)
+        .add_service(v1alpha);
+    let readyz = {
+        let sim = sim.clone();
+        move || std::future::ready(probe_answer(&sim))
+    };
+    let healthz = move || std::future::ready(probe_answer(&sim));
+    Ok(routes
+        .routes()
+        .prepare()
+        .into_axum_router()
+        .route("/readyz", get(readyz))
+        .route("/healthz", get(healthz))
+        .fallback(not_found))
+}
+
+/// Unknown paths: gRPC UNIMPLEMENTED for gRPC requests, HTTP 404 for everything else (as an
+/// API server answers, which matters for the `/healthz` fallback of CH-2.2).
+async fn not_found(req: http::Request<axum::body::Body>) -> http::Response<axum::body::Body> {
+    let grpc = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/grpc"));
+    if grpc {
+        tonic::Status::unimplemented(format!("{} is not served here", req.uri().path())).into_http()
+    } else {
+        (StatusCode::NOT_FOUND, "not found").into_response()
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` fires. With `gate`, requests wait while
+/// that member is [`Fault::Unreachable`] (except [`SET_FAULT_PATH`]); without, the listener
+/// ignores faults (`--control-listen`).
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    gate: Option<Arc<Sim>>,
+    shutdown: Shutdown,
+) {
+    let addr = listener.local_addr().ok();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.triggered() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(error) => {
+                // e.g. EMFILE: keep serving the connections we have, try again shortly
+                tracing::warn!(?addr, %error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_connection(
+            stream,
+            peer,
+            router.clone(),
+            gate.clone(),
+            shutdown.clone(),
+        ));
+    }
+    tracing::debug!(?addr, "listener closed");
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    router: axum::Router,
+    gate: Option<Arc<Sim>>,
+    shutdown: Shutdown,
+) {
+    let service = {
+        let shutdown = shutdown.clone();
+        tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let router = router.clone();
+            let gate = gate.clone();
+            let shutdown = shutdown.clone();
+            async move {
+                if let Some(sim) = gate
+                    && req.uri().path() != SET_FAULT_PATH
+                    && sim.fault() == Fault::Unreachable
+                {
+                    tokio::select! {
+                        () = sim.wait_reachable() => {}
+                        () = shutdown.triggered() => {
+                            return Ok::<_, Infallible>(
+                                (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+                                    .into_response(),
+                            );
+                        }
+                    }
+                }
+                router.oneshot(req).await
+            }
+        })
+    };
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+    tokio::pin!(conn);
+    tokio::select! {
+        res = conn.as_mut() => {
+            if let Err(error) = res {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+        }
+        () = shutdown.triggered() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(DRAIN, conn).await;
+        }
+    }
+}

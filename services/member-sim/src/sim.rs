@@ -1,0 +1,1004 @@
+//! The simulated member cluster: applied manifests, their "pods", the capacity and the fault.
+//!
+//! ```text
+//!   apply(manifest, replicas) ──► Manifest { pods: [Pod { bound_at }] }
+//!                                    │ schedule(): pending pods are bound, oldest manifest
+//!                                    │ first, while bound pods < --capacity
+//!                                    ▼
+//!   status(now): ready = bound pods with bound_at + --pod-startup-delay ≤ now
+//!                health = Healthy iff ready == desired (non-workloads: Healthy once applied)
+//! ```
+//!
+//! Readiness is computed when asked, from `tokio::time::Instant`s, so nothing ticks in the
+//! background and tests can run it under `tokio::time::pause()`.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use flotilla_proto::v1;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// The Kubernetes version the simulated member reports (`status.kubernetesVersion`).
+pub const KUBERNETES_VERSION: &str = "v1.31.0-flotilla-sim";
+
+/// Kinds whose replicas become pods even when the request and the manifest name none (then
+/// one replica, Kubernetes' default for `spec.replicas`).
+pub const WORKLOAD_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "ReplicaSet"];
+
+/// The API resources the member serves: `(groupVersion, [(resource, kind)])`. The scheduler's
+/// APIEnablement filter (SC-6.1) looks for the workload's kind here.
+pub const API_ENABLEMENTS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "apps/v1",
+        &[
+            ("deployments", "Deployment"),
+            ("statefulsets", "StatefulSet"),
+            ("replicasets", "ReplicaSet"),
+            ("daemonsets", "DaemonSet"),
+        ],
+    ),
+    ("batch/v1", &[("jobs", "Job")]),
+    (
+        "v1",
+        &[
+            ("configmaps", "ConfigMap"),
+            ("secrets", "Secret"),
+            ("services", "Service"),
+            ("namespaces", "Namespace"),
+            ("serviceaccounts", "ServiceAccount"),
+        ],
+    ),
+];
+
+/// A simulated fault (`--fault`, `SetFault`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// No fault: `/readyz` answers 200.
+    #[default]
+    Healthy,
+    /// Reachable but not ok: `/readyz` answers 500, RPCs still answer (CH-3.2).
+    Unhealthy,
+    /// Nothing answers: HTTP requests and RPCs hang until healed (CH-3.1); Pull agents stop
+    /// heartbeating.
+    Unreachable,
+}
+
+// === impl Fault ===
+
+impl Fault {
+    /// The wire value.
+    pub fn to_wire(self) -> v1::FaultMode {
+        match self {
+            Fault::Healthy => v1::FaultMode::Healthy,
+            Fault::Unhealthy => v1::FaultMode::Unhealthy,
+            Fault::Unreachable => v1::FaultMode::Unreachable,
+        }
+    }
+
+    /// The domain value of a raw wire value; `None` for UNSPECIFIED or unknown values.
+    pub fn from_wire(raw: i32) -> Option<Self> {
+        match v1::FaultMode::try_from(raw).ok()? {
+            v1::FaultMode::Unspecified => None,
+            v1::FaultMode::Healthy => Some(Fault::Healthy),
+            v1::FaultMode::Unhealthy => Some(Fault::Unhealthy),
+            v1::FaultMode::Unreachable => Some(Fault::Unreachable),
+        }
+    }
+}
+
+/// Identity of an object on the member: (namespace, kind, name), as in Kubernetes (two kinds
+/// may share a name).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResourceKey {
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// A request that cannot be applied: the JSON path of the bad field and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// JSON path of the offending field in the request, e.g. `manifest.metadata.name`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A validated apply: what [`Sim::apply`] stores.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApplySpec {
+    /// Identity of the object (apiVersion, kind, namespace, name, uid).
+    pub resource: v1::ObjectReference,
+    /// The manifest, a JSON object (with `spec.replicas` revised for workloads).
+    pub manifest: Value,
+    /// Desired replicas (0 for non-workloads).
+    pub replicas: i32,
+    /// Whether the object runs pods (health follows readiness) or is plain configuration
+    /// (Healthy once applied, WE-7).
+    pub workload: bool,
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_str()
+}
+
+/// Validates an apply: the manifest must be a JSON object; identity comes from `resource` if
+/// given, else from the manifest's `apiVersion`, `kind` and `metadata`; replicas from
+/// `replicas` if given, else the manifest's `spec.replicas`, else 1 for [`WORKLOAD_KINDS`]
+/// and 0 for everything else.
+pub fn parse_apply(
+    manifest: &str,
+    resource: Option<v1::ObjectReference>,
+    replicas: Option<i32>,
+) -> Result<ApplySpec, FieldError> {
+    if manifest.trim().is_empty() {
+        return Err(FieldError::new(
+            "manifest",
+            "must be a JSON object, not empty",
+        ));
+    }
+    let mut manifest: Value = serde_json::from_str(manifest)
+        .map_err(|e| FieldError::new("manifest", format!("not valid JSON: {e}")))?;
+    if !manifest.is_object() {
+        return Err(FieldError::new("manifest", "must be a JSON object"));
+    }
+    let resource = match resource {
+        Some(r) => {
+            if r.kind.is_empty() {
+                return Err(FieldError::new("resource.kind", "must not be empty"));
+            }
+            if r.name.is_empty() {
+                return Err(FieldError::new("resource.name", "must not be empty"));
+            }
+            r
+        }
+        None => {
+            let kind = str_at(&manifest, &["kind"]).unwrap_or_default();
+            if kind.is_empty() {
+                return Err(FieldError::new(
+                    "manifest.kind",
+                    "must be set when `resource` is absent",
+                ));
+            }
+            let name = str_at(&manifest, &["metadata", "name"]).unwrap_or_default();
+            if name.is_empty() {
+                return Err(FieldError::new(
+                    "manifest.metadata.name",
+                    "must be set when `resource` is absent",
+                ));
+            }
+            v1::ObjectReference {
+                api_version: str_at(&manifest, &["apiVersion"])
+                    .unwrap_or_default()
+                    .to_owned(),
+                kind: kind.to_owned(),
+                namespace: str_at(&manifest, &["metadata", "namespace"])
+                    .unwrap_or_default()
+                    .to_owned(),
+                name: name.to_owned(),
+                uid: str_at(&manifest, &["metadata", "uid"])
+                    .unwrap_or_default()
+                    .to_owned(),
+            }
+        }
+    };
+    let in_manifest = match manifest.get("spec").and_then(|s| s.get("replicas")) {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| {
+                    FieldError::new(
+                        "manifest.spec.replicas",
+                        "must be a non-negative 32-bit integer",
+                    )
+                })?,
+        ),
+    };
+    if let Some(n) = replicas
+        && n < 0
+    {
+        return Err(FieldError::new("replicas", "must not be negative"));
+    }
+    let listed = WORKLOAD_KINDS.contains(&resource.kind.as_str());
+    let workload = listed || replicas.is_some() || in_manifest.is_some();
+    let replicas = replicas
+        .or(in_manifest)
+        .unwrap_or(if listed { 1 } else { 0 });
+    if workload && let Some(obj) = manifest.as_object_mut() {
+        let spec = obj
+            .entry("spec")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(spec) = spec.as_object_mut() {
+            spec.insert("replicas".into(), Value::from(replicas));
+        }
+    }
+    Ok(ApplySpec {
+        resource,
+        manifest,
+        replicas,
+        workload,
+    })
+}
+
+/// The key an object reference names (apiVersion and uid play no part).
+pub fn key_of(r: &v1::ObjectReference) -> ResourceKey {
+    ResourceKey {
+        namespace: r.namespace.clone(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+    }
+}
+
+/// How the simulated member behaves (`--name`, `--capacity`, `--pod-startup-delay`).
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The cluster's name (reported by GetStatus and used by the Pull agent).
+    pub name: String,
+    /// How many pods may run at once over all manifests; more stay Pending.
+    pub capacity: u32,
+    /// How long a pod takes from getting a place to Ready.
+    pub pod_startup_delay: Duration,
+    /// The fault at start-up.
+    pub fault: Fault,
+}
+
+#[derive(Debug)]
+struct Pod {
+    /// When the pod got a place within the capacity; `None` while Pending.
+    bound_at: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Manifest {
+    resource: v1::ObjectReference,
+    manifest: Value,
+    /// `manifest` as JSON text, rendered once per apply: every GetStatus returns it, and
+    /// re-serialising every manifest on every status call was the largest cost of a
+    /// `flotilla bench failover` member-sim.
+    manifest_text: String,
+    replicas: i32,
+    workload: bool,
+    pods: Vec<Pod>,
+    applied_at: SystemTime,
+    /// Creation order: pending pods of older manifests get places first.
+    seq: u64,
+    generation: i64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    manifests: BTreeMap<ResourceKey, Manifest>,
+    next_seq: u64,
+    bound: u64,
+    pending: u64,
+}
+
+/// One simulated member cluster. Shared (`Arc<Sim>`) by the gRPC service, the HTTP probes
+/// and the Pull agent.
+#[derive(Debug)]
+pub struct Sim {
+    config: SimConfig,
+    fault: watch::Sender<Fault>,
+    changes: watch::Sender<u64>,
+    state: Mutex<State>,
+}
+
+/// Aggregates of [`Sim::summary`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// Manifests applied.
+    pub manifests: usize,
+    /// Desired replicas over all manifests.
+    pub replicas: i64,
+    /// Ready replicas over all manifests.
+    pub ready: i64,
+    /// Pods with a place (Ready or starting).
+    pub bound: i64,
+    /// Pods waiting for capacity.
+    pub pending: i64,
+}
+
+fn timestamp(t: SystemTime) -> prost_types::Timestamp {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    prost_types::Timestamp {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_millis() * 1_000_000).unwrap_or(0),
+    }
+}
+
+fn clamp_i32(n: i64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+// === impl State ===
+
+impl State {
+    /// Binds pending pods, oldest manifest first, while there is capacity.
+    fn schedule(&mut self, capacity: u64, now: Instant) {
+        if self.pending == 0 || self.bound >= capacity {
+            return;
+        }
+        let mut order: Vec<(u64, ResourceKey)> = self
+            .manifests
+            .iter()
+            .filter(|(_, m)| m.pods.iter().any(|p| p.bound_at.is_none()))
+            .map(|(k, m)| (m.seq, k.clone()))
+            .collect();
+        order.sort();
+        for (_, key) in order {
+            let Some(m) = self.manifests.get_mut(&key) else {
+                continue;
+            };
+            for pod in m.pods.iter_mut().filter(|p| p.bound_at.is_none()) {
+                if self.bound >= capacity {
+                    return;
+                }
+                pod.bound_at = Some(now);
+                self.bound += 1;
+                self.pending -= 1;
+            }
+        }
+    }
+
+    /// Grows or shrinks a manifest's pods to `replicas`: new pods are Pending; a scale-down
+    /// removes Pending pods first, then the youngest bound ones (Kubernetes removes
+    /// not-ready pods first).
+    fn resize(&mut self, key: &ResourceKey, replicas: i32) {
+        let Some(m) = self.manifests.get_mut(key) else {
+            return;
+        };
+        let want = usize::try_from(replicas).unwrap_or(0);
+        while m.pods.len() < want {
+            m.pods.push(Pod { bound_at: None });
+            self.pending += 1;
+        }
+        while m.pods.len() > want {
+            let victim = m
+                .pods
+                .iter()
+                .position(|p| p.bound_at.is_none())
+                .or_else(|| {
+                    m.pods
+                        .iter()
+                        .enumerate()
+                        .max_by_key(|(_, p)| p.bound_at)
+                        .map(|(i, _)| i)
+                });
+            let Some(i) = victim else { break };
+            let pod = m.pods.swap_remove(i);
+            if pod.bound_at.is_some() {
+                self.bound -= 1;
+            } else {
+                self.pending -= 1;
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &ResourceKey) -> bool {
+        let Some(m) = self.manifests.remove(key) else {
+            return false;
+        };
+        for p in &m.pods {
+            if p.bound_at.is_some() {
+                self.bound -= 1;
+            } else {
+                self.pending -= 1;
+            }
+        }
+        true
+    }
+
+    /// Keys matching `key`; an empty kind matches every kind.
+    fn matching(&self, key: &ResourceKey) -> Vec<ResourceKey> {
+        if !key.kind.is_empty() {
+            return if self.manifests.contains_key(key) {
+                vec![key.clone()]
+            } else {
+                Vec::new()
+            };
+        }
+        self.manifests
+            .keys()
+            .filter(|k| k.namespace == key.namespace && k.name == key.name)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Why a lookup found nothing usable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// No such object.
+    #[error("{0} not found")]
+    NotFound(ResourceKey),
+    /// An empty kind matched objects of several kinds.
+    #[error("{key} matches {count} objects of different kinds; set resource.kind")]
+    Ambiguous {
+        /// The key asked for (kind empty).
+        key: ResourceKey,
+        /// How many objects matched.
+        count: usize,
+    },
+}
+
+// === impl Sim ===
+
+impl Sim {
+    /// A member with nothing applied.
+    pub fn new(config: SimConfig) -> Self {
+        let (fault, _) = watch::channel(config.fault);
+        let (changes, _) = watch::channel(0);
+        Self {
+            config,
+            fault,
+            changes,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The current fault.
+    pub fn fault(&self) -> Fault {
+        *self.fault.borrow()
+    }
+
+    /// Sets the fault; returns the previous one.
+    pub fn set_fault(&self, fault: Fault) -> Fault {
+        let previous = self.fault.send_replace(fault);
+        if previous != fault {
+            tracing::info!(cluster = %self.config.name, ?previous, ?fault, "fault changed");
+            self.changed();
+        }
+        previous
+    }
+
+    /// Follows the fault.
+    pub fn subscribe_fault(&self) -> watch::Receiver<Fault> {
+        self.fault.subscribe()
+    }
+
+    /// Resolves at once unless the member is unreachable; then when it is healed.
+    pub async fn wait_reachable(&self) {
+        let mut rx = self.fault.subscribe();
+        // The sender lives in `self`: the channel cannot close while we borrow it.
+        let _ = rx.wait_for(|f| *f != Fault::Unreachable).await;
+    }
+
+    /// A counter bumped by every change (apply, delete, fault): wake-ups for the Pull agent.
+    pub fn subscribe_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The probe answer (CH-2): `(healthy, HTTP status, message)`.
+    pub fn probe(&self) -> (bool, u16, &'static str) {
+        match self.fault() {
+            Fault::Healthy => (true, 200, "ok"),
+            Fault::Unhealthy | Fault::Unreachable => {
+                (false, 500, "[-]simulated fault: the member is not ready")
+            }
+        }
+    }
+
+    /// Creates or updates a manifest; returns whether it was created and its status.
+    pub fn apply(&self, spec: ApplySpec) -> (bool, v1::ManifestStatus) {
+        let now = Instant::now();
+        let key = key_of(&spec.resource);
+        let capacity = u64::from(self.config.capacity);
+        let mut st = self.lock();
+        let created = match st.manifests.get_mut(&key) {
+            Some(m) => {
+                if m.manifest != spec.manifest || m.replicas != spec.replicas {
+                    m.generation += 1;
+                }
+                m.resource = spec.resource;
+                m.manifest_text = spec.manifest.to_string();
+                m.manifest = spec.manifest;
+                m.replicas = spec.replicas;
+                m.workload = spec.workload;
+                m.applied_at = SystemTime::now();
+                false
+            }
+            None => {
+                let seq = st.next_seq;
+                st.next_seq += 1;
+                st.manifests.insert(
+                    key.clone(),
+                    Manifest {
+                        resource: spec.resource,
+                        manifest_text: spec.manifest.to_string(),
+                        manifest: spec.manifest,
+                        replicas: spec.replicas,
+                        workload: spec.workload,
+                        pods: Vec::new(),
+                        applied_at: SystemTime::now(),
+                        seq,
+                        generation: 1,
+                    },
+                );
+                true
+            }
+        };
+        st.resize(&key, spec.replicas);
+        st.schedule(capacity, now);
+        let status = st
+            .manifests
+            .get(&key)
+            .map(|m| self.status_of(m, now))
+            .unwrap_or_default();
+        drop(st);
+        tracing::debug!(cluster = %self.config.name, %key, created, replicas = status.replicas, "applied");
+        self.changed();
+        (created, status)
+    }
+
+    /// Deletes the objects `key` names (an empty kind: every kind); returns whether any
+    /// existed. Their places go to Pending pods of other manifests.
+    pub fn delete(&self, key: &ResourceKey) -> bool {
+        let now = Instant::now();
+        let capacity = u64::from(self.config.capacity);
+        let mut st = self.lock();
+        let keys = st.matching(key);
+        let mut deleted = false;
+        for k in &keys {
+            deleted |= st.remove(k);
+        }
+        st.schedule(capacity, now);
+        drop(st);
+        if deleted {
+            tracing::debug!(cluster = %self.config.name, %key, "deleted");
+            self.changed();
+        }
+        deleted
+    }
+
+    /// One object's status.
+    pub fn get(&self, key: &ResourceKey) -> Result<v1::ManifestStatus, LookupError> {
+        let now = Instant::now();
+        let st = self.lock();
+        let keys = st.matching(key);
+        match keys.as_slice() {
+            [] => Err(LookupError::NotFound(key.clone())),
+            [k] => st
+                .manifests
+                .get(k)
+                .map(|m| self.status_of(m, now))
+                .ok_or_else(|| LookupError::NotFound(key.clone())),
+            more => Err(LookupError::Ambiguous {
+                key: key.clone(),
+                count: more.len(),
+            }),
+        }
+    }
+
+    /// Every object's status, ordered by (namespace, kind, name).
+    pub fn list(&self) -> Vec<v1::ManifestStatus> {
+        let now = Instant::now();
+        let st = self.lock();
+        st.manifests
+            .values()
+            .map(|m| self.status_of(m, now))
+            .collect()
+    }
+
+    /// Totals over every manifest.
+    pub fn summary(&self) -> Summary {
+        let now = Instant::now();
+        let delay = self.config.pod_startup_delay;
+        let st = self.lock();
+        let mut s = Summary {
+            manifests: st.manifests.len(),
+            replicas: 0,
+            ready: 0,
+            bound: i64::try_from(st.bound).unwrap_or(i64::MAX),
+            pending: i64::try_from(st.pending).unwrap_or(i64::MAX),
+        };
+        for m in st.manifests.values() {
+            s.replicas += i64::from(m.replicas);
+            s.ready += i64::try_from(ready_pods(m, now, delay)).unwrap_or(i64::MAX);
+        }
+        s
+    }
+
+    /// The earliest time a bound pod turns Ready, if any is still starting.
+    pub fn next_ready_at(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let delay = self.config.pod_startup_delay;
+        let st = self.lock();
+        st.manifests
+            .values()
+            .flat_map(|m| m.pods.iter())
+            .filter_map(|p| p.bound_at.map(|t| t + delay))
+            .filter(|t| *t > now)
+            .min()
+    }
+
+    /// How many more replicas fit: capacity minus every pod (bound or Pending).
+    pub fn allocatable_replicas(&self) -> i64 {
+        let st = self.lock();
+        i64::from(self.config.capacity)
+            .saturating_sub(i64::try_from(st.bound + st.pending).unwrap_or(i64::MAX))
+            .max(0)
+    }
+
+    /// The API enablements the member serves.
+    pub fn api_enablements() -> Vec<v1::ApiEnablement> {
+        API_ENABLEMENTS
+            .iter()
+            .map(|(gv, resources)| v1::ApiEnablement {
+                group_version: (*gv).to_owned(),
+                resources: resources
+                    .iter()
+                    .map(|(name, kind)| v1::ApiResource {
+                        name: (*name).to_owned(),
+                        kind: (*kind).to_owned(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The resource summary a status collector reports (CH-5.2): allocatable pods =
+    /// capacity, allocated = bound pods, allocatable replicas = what still fits.
+    pub fn resource_summary(&self) -> v1::ResourceSummary {
+        let summary = self.summary();
+        v1::ResourceSummary {
+            allocatable: Some(v1::ResourceQuantities {
+                pods: i64::from(self.config.capacity),
+                ..Default::default()
+            }),
+            allocated: Some(v1::ResourceQuantities {
+                pods: summary.bound,
+                ..Default::default()
+            }),
+            allocatable_replicas: Some(self.allocatable_replicas()),
+        }
+    }
+
+    /// The GetStatus answer.
+    pub fn status(&self) -> v1::MemberSimGetStatusResponse {
+        let summary = self.summary();
+        v1::MemberSimGetStatusResponse {
+            cluster_name: self.config.name.clone(),
+            fault: self.fault().to_wire().into(),
+            kubernetes_version: KUBERNETES_VERSION.into(),
+            api_enablements: Self::api_enablements(),
+            resource_summary: Some(self.resource_summary()),
+            manifests: clamp_i32(i64::try_from(summary.manifests).unwrap_or(i64::MAX)),
+            replicas: clamp_i32(summary.replicas),
+            ready_replicas: clamp_i32(summary.ready),
+            manifest_statuses: self.list(),
+            capacity: clamp_i32(i64::from(self.config.capacity)),
+            pending_replicas: clamp_i32(summary.pending),
+        }
+    }
+
+    fn status_of(&self, m: &Manifest, now: Instant) -> v1::ManifestStatus {
+        let ready = clamp_i32(
+            i64::try_from(ready_pods(m, now, self.config.pod_startup_delay)).unwrap_or(i64::MAX),
+        );
+        let healthy = !m.workload || ready == m.replicas;
+        let status = if m.workload {
+            serde_json::json!({
+                "observedGeneration": m.generation,
+                "replicas": m.replicas,
+                "updatedReplicas": m.replicas,
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "unavailableReplicas": m.replicas - ready,
+            })
+        } else {
+            serde_json::json!({})
+        };
+        v1::ManifestStatus {
+            resource: Some(m.resource.clone()),
+            manifest: m.manifest_text.clone(),
+            replicas: m.replicas,
+            ready_replicas: ready,
+            health: if healthy {
+                v1::ResourceHealth::Healthy
+            } else {
+                v1::ResourceHealth::Unhealthy
+            }
+            .into(),
+            status: status.to_string(),
+            applied_at: Some(timestamp(m.applied_at)),
+        }
+    }
+}
+
+fn ready_pods(m: &Manifest, now: Instant, delay: Duration) -> usize {
+    m.pods
+        .iter()
+        .filter(|p| p.bound_at.is_some_and(|t| t + delay <= now))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim(capacity: u32) -> Sim {
+        Sim::new(SimConfig {
+            name: "m1".into(),
+            capacity,
+            pod_startup_delay: Duration::from_secs(2),
+            fault: Fault::Healthy,
+        })
+    }
+
+    fn deployment(name: &str, replicas: i32) -> ApplySpec {
+        let m = format!(
+            r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"default"}},"spec":{{"replicas":{replicas}}}}}"#
+        );
+        parse_apply(&m, None, None).unwrap()
+    }
+
+    fn key(kind: &str, name: &str) -> ResourceKey {
+        ResourceKey {
+            namespace: "default".into(),
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn parse_apply_reads_identity_and_replicas() {
+        let s = deployment("web", 3);
+        assert_eq!(s.resource.kind, "Deployment");
+        assert_eq!(s.resource.namespace, "default");
+        assert_eq!(s.resource.api_version, "apps/v1");
+        assert_eq!((s.replicas, s.workload), (3, true));
+
+        // Deployment without spec.replicas: Kubernetes' default of 1, written back.
+        let s = parse_apply(
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"}}"#,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.replicas, 1);
+        assert_eq!(s.manifest["spec"]["replicas"], 1);
+
+        // explicit replicas win and are revised into the manifest
+        let s = parse_apply(
+            r#"{"kind":"Deployment","metadata":{"name":"a"},"spec":{"replicas":9}}"#,
+            None,
+            Some(4),
+        )
+        .unwrap();
+        assert_eq!(s.replicas, 4);
+        assert_eq!(s.manifest["spec"]["replicas"], 4);
+
+        // a ConfigMap is not a workload
+        let s = parse_apply(
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!((s.replicas, s.workload), (0, false));
+        assert!(s.manifest.get("spec").is_none());
+    }
+
+    #[test]
+    fn parse_apply_names_the_bad_field() {
+        let cases = [
+            ("", None, None, "manifest"),
+            ("[1]", None, None, "manifest"),
+            ("{not json", None, None, "manifest"),
+            (r#"{"metadata":{"name":"a"}}"#, None, None, "manifest.kind"),
+            (
+                r#"{"kind":"Deployment"}"#,
+                None,
+                None,
+                "manifest.metadata.name",
+            ),
+            (
+                r#"{"kind":"Deployment","metadata":{"name":"a"},"spec":{"replicas":-1}}"#,
+                None,
+                None,
+                "manifest.spec.replicas",
+            ),
+            (
+                r#"{"kind":"Deployment","metadata":{"name":"a"},"spec":{"replicas":"x"}}"#,
+                None,
+                None,
+                "manifest.spec.replicas",
+            ),
+            (
+                r#"{"kind":"Deployment","metadata":{"name":"a"}}"#,
+                None,
+                Some(-2),
+                "replicas",
+            ),
+            (
+                "{}",
+                Some(v1::ObjectReference {
+                    kind: "Deployment".into(),
+                    ..Default::default()
+                }),
+                None,
+                "resource.name",
+            ),
+            (
+                "{}",
+                Some(v1::ObjectReference {
+                    name: "x".into(),
+                    ..Default::default()
+                }),
+                None,
+                "resource.kind",
+            ),
+        ];
+        for (manifest, resource, replicas, field) in cases {
+            let err = parse_apply(manifest, resource, replicas).unwrap_err();
+            assert_eq!(err.field, field, "{manifest}: {err}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pods_turn_ready_after_the_startup_delay() {
+        let s = sim(100);
+        let (created, st) = s.apply(deployment("web", 3));
+        assert!(created);
+        assert_eq!((st.replicas, st.ready_replicas), (3, 0));
+        assert_eq!(st.health, v1::ResourceHealth::Unhealthy as i32);
+        assert_eq!(
+            s.next_ready_at(),
+            Some(Instant::now() + Duration::from_secs(2))
+        );
+        tokio::time::advance(Duration::from_millis(1999)).await;
+        assert_eq!(s.get(&key("Deployment", "web")).unwrap().ready_replicas, 0);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let st = s.get(&key("Deployment", "web")).unwrap();
+        assert_eq!(st.ready_replicas, 3);
+        assert_eq!(st.health, v1::ResourceHealth::Healthy as i32);
+        let json: Value = serde_json::from_str(&st.status).unwrap();
+        assert_eq!(json["readyReplicas"], 3);
+        assert_eq!(s.next_ready_at(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn capacity_bounds_pods_across_manifests() {
+        let s = sim(5);
+        s.apply(deployment("a", 3));
+        let (_, b) = s.apply(deployment("b", 4));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let sum = s.summary();
+        assert_eq!((sum.replicas, sum.ready, sum.pending), (7, 5, 2));
+        assert_eq!(b.replicas, 4);
+        let b = s.get(&key("Deployment", "b")).unwrap();
+        assert_eq!(b.ready_replicas, 2, "b gets what is left after a");
+        assert_eq!(b.health, v1::ResourceHealth::Unhealthy as i32);
+        assert_eq!(s.allocatable_replicas(), 0);
+
+        // deleting a frees places: b's pending pods start now, Ready after the delay
+        assert!(s.delete(&key("Deployment", "a")));
+        assert_eq!(s.get(&key("Deployment", "b")).unwrap().ready_replicas, 2);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let b = s.get(&key("Deployment", "b")).unwrap();
+        assert_eq!(b.ready_replicas, 4);
+        assert_eq!(b.health, v1::ResourceHealth::Healthy as i32);
+        assert_eq!(s.allocatable_replicas(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reapply_scales_up_and_down() {
+        let s = sim(100);
+        s.apply(deployment("web", 2));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let (created, st) = s.apply(deployment("web", 5));
+        assert!(!created);
+        assert_eq!((st.replicas, st.ready_replicas), (5, 2));
+        let json: Value = serde_json::from_str(&st.status).unwrap();
+        assert_eq!(json["observedGeneration"], 2);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        // scale down removes the starting pods first: the 2 Ready ones stay
+        let (_, st) = s.apply(deployment("web", 2));
+        assert_eq!((st.replicas, st.ready_replicas), (2, 2));
+        assert_eq!(st.health, v1::ResourceHealth::Healthy as i32);
+        let (_, st) = s.apply(deployment("web", 0));
+        assert_eq!((st.replicas, st.ready_replicas), (0, 0));
+        assert_eq!(st.health, v1::ResourceHealth::Healthy as i32);
+        assert_eq!(s.summary().bound, 0);
+        // the same apply again does not bump the generation
+        let (_, st) = s.apply(deployment("web", 0));
+        let json: Value = serde_json::from_str(&st.status).unwrap();
+        assert_eq!(json["observedGeneration"], 4);
+    }
+
+    #[test]
+    fn non_workloads_are_healthy_once_applied_and_lookups_by_name() {
+        let s = sim(1);
+        let cm = parse_apply(
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web","namespace":"default"}}"#,
+            None,
+            None,
+        )
+        .unwrap();
+        s.apply(cm);
+        let st = s.get(&key("ConfigMap", "web")).unwrap();
+        assert_eq!(st.health, v1::ResourceHealth::Healthy as i32);
+        assert_eq!(st.status, "{}");
+        // an empty kind finds the only object of that name
+        assert!(s.get(&key("", "web")).is_ok());
+        s.apply(deployment("web", 1));
+        assert!(matches!(
+            s.get(&key("", "web")),
+            Err(LookupError::Ambiguous { count: 2, .. })
+        ));
+        assert!(matches!(
+            s.get(&key("Secret", "web")),
+            Err(LookupError::NotFound(_))
+        ));
+        // an empty kind deletes both
+        assert!(s.delete(&key("", "web")));
+        assert!(s.list().is_empty());
+        assert!(!s.delete(&key("", "web")));
+    }
+
+    #[tokio::test]
+    async fn fault_changes_are_observable() {
+        let s = sim(1);
+        assert_eq!(s.probe(), (true, 200, "ok"));
+        let changes = s.subscribe_changes();
+        assert_eq!(s.set_fault(Fault::Unhealthy), Fault::Healthy);
+        assert!(changes.has_changed().unwrap());
+        assert_eq!(s.probe().1, 500);
+        s.set_fault(Fault::Unreachable);
+        let waiting = tokio::time::timeout(Duration::from_millis(20), s.wait_reachable()).await;
+        assert!(waiting.is_err(), "unreachable: waits");
+        s.set_fault(Fault::Healthy);
+        tokio::time::timeout(Duration::from_secs(1), s.wait_reachable())
+            .await
+            .unwrap();
+        assert_eq!(Fault::from_wire(3), Some(Fault::Unreachable));
+        assert_eq!(Fault::from_wire(0), None);
+        assert_eq!(Fault::from_wire(42), None);
+    }
+}

@@ -1,0 +1,1016 @@
+//! In-process tests over real sockets on 127.0.0.1:0: the MemberSim RPCs, the HTTP probes,
+//! faults, and the Pull agent against small fake servers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use clap::Parser;
+use flotilla_proto::v1;
+use flotilla_proto::v1::cluster_health_server::{ClusterHealth, ClusterHealthServer};
+use flotilla_proto::v1::member_sim_client::MemberSimClient;
+use flotilla_proto::v1::work_executor_server::{WorkExecutor, WorkExecutorServer};
+use flotilla_runtime::Shutdown;
+use futures::future::BoxFuture;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Response, Status};
+
+use super::*;
+
+// === helpers ===
+
+/// Polls `check` every 20 ms until it holds or `within` passes.
+async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("not within {within:?}: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+struct Running {
+    sim: Arc<Sim>,
+    addr: SocketAddr,
+    control: SocketAddr,
+    shutdown: Shutdown,
+    task: JoinHandle<Result<(), Error>>,
+}
+
+impl Running {
+    async fn start(capacity: u32, delay: Duration) -> Self {
+        let sim = Arc::new(Sim::new(SimConfig {
+            name: "m1".into(),
+            capacity,
+            pod_startup_delay: delay,
+            fault: Fault::Healthy,
+        }));
+        let listen = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let control = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listen.local_addr().unwrap();
+        let control_addr = control.local_addr().unwrap();
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(run_with(
+            sim.clone(),
+            None,
+            Listeners {
+                listen,
+                control: Some(control),
+            },
+            shutdown.clone(),
+        ));
+        Self {
+            sim,
+            addr,
+            control: control_addr,
+            shutdown,
+            task,
+        }
+    }
+
+    async fn client(&self) -> MemberSimClient<Channel> {
+        MemberSimClient::connect(format!("http://{}", self.addr))
+            .await
+            .unwrap()
+    }
+
+    async fn control_client(&self) -> MemberSimClient<Channel> {
+        MemberSimClient::connect(format!("http://{}", self.control))
+            .await
+            .unwrap()
+    }
+
+    async fn stop(self) {
+        self.shutdown.trigger();
+        tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("stops on shutdown")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// A plain HTTP/1.1 GET: (status, body).
+async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr).await?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: sim\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+fn deployment_json(name: &str, replicas: i32) -> String {
+    format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"default"}},"spec":{{"replicas":{replicas}}}}}"#
+    )
+}
+
+fn apply_req(name: &str, replicas: i32) -> v1::ApplyManifestRequest {
+    v1::ApplyManifestRequest {
+        manifest: deployment_json(name, replicas),
+        resource: None,
+        replicas: None,
+    }
+}
+
+fn deployment_ref(name: &str) -> Option<v1::ObjectReference> {
+    Some(v1::ObjectReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        namespace: "default".into(),
+        name: name.into(),
+        uid: String::new(),
+    })
+}
+
+async fn manifest(c: &mut MemberSimClient<Channel>, name: &str) -> v1::ManifestStatus {
+    c.get_manifest(v1::GetManifestRequest {
+        resource: deployment_ref(name),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .status
+    .unwrap()
+}
+
+// === MemberSim over gRPC and HTTP ===
+
+#[tokio::test]
+async fn apply_then_pods_turn_ready_after_the_startup_delay() {
+    let delay = Duration::from_millis(300);
+    let r = Running::start(100, delay).await;
+    let mut c = r.client().await;
+    let started = tokio::time::Instant::now();
+    let resp = c
+        .apply_manifest(apply_req("web", 3))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(resp.created);
+    let st = resp.status.unwrap();
+    assert_eq!((st.replicas, st.ready_replicas), (3, 0));
+    assert_eq!(st.health, v1::ResourceHealth::Unhealthy as i32);
+    assert_eq!(st.resource.unwrap().kind, "Deployment");
+
+    let mut probe = c.clone();
+    eventually(Duration::from_secs(5), "3 pods Ready", || {
+        let mut c = probe.clone();
+        async move { manifest(&mut c, "web").await.ready_replicas == 3 }
+    })
+    .await;
+    assert!(
+        started.elapsed() >= delay,
+        "Ready only after --pod-startup-delay"
+    );
+    let st = manifest(&mut probe, "web").await;
+    assert_eq!(st.health, v1::ResourceHealth::Healthy as i32);
+    let json: serde_json::Value = serde_json::from_str(&st.status).unwrap();
+    assert_eq!(json["readyReplicas"], 3);
+
+    // re-apply with more replicas: an update, not a create; the new pods start again
+    let resp = c
+        .apply_manifest(apply_req("web", 5))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!resp.created);
+    let st = resp.status.unwrap();
+    assert_eq!((st.replicas, st.ready_replicas), (5, 3));
+    assert_eq!(st.health, v1::ResourceHealth::Unhealthy as i32);
+
+    let deleted = c
+        .delete_manifest(v1::DeleteManifestRequest {
+            resource: deployment_ref("web"),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(deleted.deleted);
+    let err = c
+        .get_manifest(v1::GetManifestRequest {
+            resource: deployment_ref("web"),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn capacity_bounds_pods_and_get_status_reports_everything() {
+    let r = Running::start(4, Duration::from_millis(100)).await;
+    let mut c = r.client().await;
+    c.apply_manifest(apply_req("a", 3)).await.unwrap();
+    c.apply_manifest(apply_req("b", 3)).await.unwrap();
+    c.apply_manifest(v1::ApplyManifestRequest {
+        manifest: r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg","namespace":"default"}}"#.into(),
+        resource: None,
+        replicas: None,
+    })
+    .await
+    .unwrap();
+    let status = c
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.cluster_name, "m1");
+    assert_eq!(status.fault, v1::FaultMode::Healthy as i32);
+    assert_eq!(status.capacity, 4);
+    assert_eq!(
+        (status.manifests, status.replicas, status.pending_replicas),
+        (3, 6, 2)
+    );
+    let summary = status.resource_summary.unwrap();
+    assert_eq!(
+        summary.allocatable_replicas,
+        Some(0),
+        "capacity − every pod"
+    );
+    assert_eq!(summary.allocatable.unwrap().pods, 4);
+    assert!(!status.kubernetes_version.is_empty());
+    let kinds = |gv: &str| -> Vec<String> {
+        status
+            .api_enablements
+            .iter()
+            .filter(|e| e.group_version == gv)
+            .flat_map(|e| e.resources.iter().map(|r| r.kind.clone()))
+            .collect()
+    };
+    assert!(kinds("apps/v1").contains(&"Deployment".to_owned()));
+    assert!(kinds("v1").contains(&"ConfigMap".to_owned()));
+    assert!(kinds("v1").contains(&"Service".to_owned()));
+    let names: Vec<(String, i32)> = status
+        .manifest_statuses
+        .iter()
+        .map(|m| (m.resource.clone().unwrap().name, m.replicas))
+        .collect();
+    assert_eq!(
+        names,
+        vec![("cfg".into(), 0), ("a".into(), 3), ("b".into(), 3)],
+        "ordered by (namespace, kind, name)"
+    );
+    let cfg = &status.manifest_statuses[0];
+    assert_eq!(
+        cfg.health,
+        v1::ResourceHealth::Healthy as i32,
+        "non-workloads are Healthy once applied"
+    );
+
+    // a was applied first: it gets its 3 places, b only 1
+    let probe = c.clone();
+    eventually(Duration::from_secs(5), "4 pods Ready", || {
+        let mut c = probe.clone();
+        async move {
+            let s = c
+                .get_status(v1::MemberSimGetStatusRequest {})
+                .await
+                .unwrap()
+                .into_inner();
+            s.ready_replicas == 4
+        }
+    })
+    .await;
+    assert_eq!(manifest(&mut c, "a").await.ready_replicas, 3);
+    let b = manifest(&mut c, "b").await;
+    assert_eq!(b.ready_replicas, 1);
+    assert_eq!(b.health, v1::ResourceHealth::Unhealthy as i32);
+
+    // scale a down: b's pending pods get the places
+    c.apply_manifest(apply_req("a", 1)).await.unwrap();
+    eventually(Duration::from_secs(5), "b fully Ready", || {
+        let mut c = probe.clone();
+        async move { manifest(&mut c, "b").await.ready_replicas == 3 }
+    })
+    .await;
+    let s = c
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (s.replicas, s.ready_replicas, s.pending_replicas),
+        (4, 4, 0)
+    );
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn readyz_answers_500_when_unhealthy_while_rpcs_still_answer() {
+    let r = Running::start(10, Duration::from_millis(50)).await;
+    assert_eq!(
+        http_get(r.addr, "/readyz").await.unwrap(),
+        (200, "ok".into())
+    );
+    assert_eq!(
+        http_get(r.addr, "/healthz").await.unwrap(),
+        (200, "ok".into())
+    );
+    assert_eq!(http_get(r.addr, "/nope").await.unwrap().0, 404);
+
+    let mut c = r.client().await;
+    let prev = c
+        .set_fault(v1::SetFaultRequest {
+            mode: v1::FaultMode::Unhealthy as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(prev.previous, v1::FaultMode::Healthy as i32);
+    let (code, body) = http_get(r.addr, "/readyz").await.unwrap();
+    assert_eq!(code, 500, "{body}");
+    assert_eq!(http_get(r.addr, "/healthz").await.unwrap().0, 500);
+    let probe = c.probe(v1::ProbeRequest {}).await.unwrap().into_inner();
+    assert!(!probe.healthy);
+    assert_eq!(probe.http_status, 500);
+    // reachable but not ok: RPCs still work
+    assert!(
+        c.apply_manifest(apply_req("x", 1))
+            .await
+            .unwrap()
+            .into_inner()
+            .created
+    );
+    let s = c
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.fault, v1::FaultMode::Unhealthy as i32);
+
+    c.set_fault(v1::SetFaultRequest {
+        mode: v1::FaultMode::Healthy as i32,
+    })
+    .await
+    .unwrap();
+    assert_eq!(http_get(r.addr, "/readyz").await.unwrap().0, 200);
+    let probe = c.probe(v1::ProbeRequest {}).await.unwrap().into_inner();
+    assert!(probe.healthy);
+    assert_eq!(probe.http_status, 200);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn unreachable_hangs_everything_but_set_fault_until_healed() {
+    let r = Running::start(10, Duration::from_millis(50)).await;
+    let mut c = r.client().await;
+    c.set_fault(v1::SetFaultRequest {
+        mode: v1::FaultMode::Unreachable as i32,
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.sim.fault(), Fault::Unreachable);
+
+    let short = Duration::from_millis(300);
+    assert!(
+        tokio::time::timeout(short, http_get(r.addr, "/readyz"))
+            .await
+            .is_err(),
+        "HTTP hangs"
+    );
+    assert!(
+        tokio::time::timeout(short, c.get_status(v1::MemberSimGetStatusRequest {}))
+            .await
+            .is_err(),
+        "gRPC hangs"
+    );
+    assert!(
+        tokio::time::timeout(short, c.probe(v1::ProbeRequest {}))
+            .await
+            .is_err(),
+        "the Probe RPC hangs too"
+    );
+    // the control address ignores faults and shows it
+    let mut control = r.control_client().await;
+    let s = control
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.fault, v1::FaultMode::Unreachable as i32);
+    assert_eq!(http_get(r.control, "/readyz").await.unwrap().0, 500);
+
+    // a probe started now answers once healed
+    let pending = tokio::spawn(http_get(r.addr, "/readyz"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!pending.is_finished());
+    let prev = c
+        .set_fault(v1::SetFaultRequest {
+            mode: v1::FaultMode::Healthy as i32,
+        })
+        .await
+        .expect("SetFault answers while unreachable")
+        .into_inner();
+    assert_eq!(prev.previous, v1::FaultMode::Unreachable as i32);
+    let answered = tokio::time::timeout(Duration::from_secs(5), pending)
+        .await
+        .expect("the hanging probe answers once healed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answered, (200, "ok".into()));
+    assert!(c.get_status(v1::MemberSimGetStatusRequest {}).await.is_ok());
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_are_invalid_argument_naming_the_field() {
+    let r = Running::start(10, Duration::from_millis(50)).await;
+    let mut c = r.client().await;
+    let cases = [
+        (
+            v1::ApplyManifestRequest {
+                manifest: "{oops".into(),
+                resource: None,
+                replicas: None,
+            },
+            "manifest",
+        ),
+        (
+            v1::ApplyManifestRequest {
+                manifest: r#"{"kind":"Deployment","metadata":{}}"#.into(),
+                resource: None,
+                replicas: None,
+            },
+            "manifest.metadata.name",
+        ),
+        (
+            v1::ApplyManifestRequest {
+                manifest: deployment_json("a", 1),
+                resource: None,
+                replicas: Some(-1),
+            },
+            "replicas",
+        ),
+    ];
+    for (req, field) in cases {
+        let err = c.apply_manifest(req).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(
+            err.message().starts_with(field),
+            "{field}: {}",
+            err.message()
+        );
+    }
+    let err = c
+        .set_fault(v1::SetFaultRequest { mode: 0 })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("mode"), "{}", err.message());
+    let err = c
+        .delete_manifest(v1::DeleteManifestRequest { resource: None })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("resource"), "{}", err.message());
+    let err = c
+        .get_manifest(v1::GetManifestRequest {
+            resource: Some(v1::ObjectReference {
+                kind: "Deployment".into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("resource.name"));
+    // nothing was applied by the bad requests
+    let s = c
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.manifests, 0);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn grpc_health_serves_on_the_same_address() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    let r = Running::start(1, Duration::from_millis(10)).await;
+    let channel = Channel::from_shared(format!("http://{}", r.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut h = HealthClient::new(channel);
+    for service in ["", "flotilla.v1.MemberSim"] {
+        let resp = h
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(resp.status, ServingStatus::Serving as i32, "{service:?}");
+    }
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn reflection_lists_the_services() {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let r = Running::start(1, Duration::from_millis(10)).await;
+    let channel = Channel::from_shared(format!("http://{}", r.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut stream = client
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let resp = stream.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = resp.message_response else {
+        panic!("unexpected reflection answer: {resp:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for want in ["flotilla.v1.MemberSim", "grpc.health.v1.Health"] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
+    r.stop().await;
+}
+
+// === flags ===
+
+#[test]
+fn flags_defaults_and_validation() {
+    let a = Args::try_parse_from(["member-sim"]).unwrap();
+    let c = a.validate().unwrap();
+    assert_eq!(c.sim.capacity, 100);
+    assert_eq!(c.sim.pod_startup_delay, Duration::from_secs(2));
+    assert_eq!(c.sim.fault, Fault::Healthy);
+    assert!(c.pull.is_none());
+    assert_eq!(c.listen.port(), 6443);
+
+    let a = Args::try_parse_from([
+        "member-sim",
+        "--cluster",
+        "edge",
+        "--pod-startup-delay",
+        "200ms",
+        "--fault",
+        "unreachable",
+        "--mode",
+        "pull",
+        "--api",
+        "127.0.0.1:1",
+        "--cluster-health",
+        "http://127.0.0.1:2",
+        "--work-executor",
+        "127.0.0.1:3",
+        "--heartbeat-interval",
+        "1s",
+    ])
+    .unwrap();
+    let c = a.validate().unwrap();
+    assert_eq!(c.sim.name, "edge");
+    assert_eq!(c.sim.pod_startup_delay, Duration::from_millis(200));
+    assert_eq!(c.sim.fault, Fault::Unreachable);
+    let p = c.pull.unwrap();
+    assert_eq!(
+        (p.cluster.as_str(), p.heartbeat_interval),
+        ("edge", Duration::from_secs(1))
+    );
+
+    let a = Args::try_parse_from(["member-sim", "--mode", "pull", "--api", "x:1"]).unwrap();
+    let flags: Vec<&str> = a.validate().unwrap_err().iter().map(|e| e.flag).collect();
+    assert_eq!(flags, vec!["cluster-health", "work-executor"]);
+
+    let help = <Args as clap::CommandFactory>::command()
+        .render_long_help()
+        .to_string();
+    for flag in [
+        "--listen",
+        "--control-listen",
+        "--capacity",
+        "--pod-startup-delay",
+        "--fault",
+        "--mode",
+        "--heartbeat-interval",
+    ] {
+        assert!(help.contains(flag), "{flag} in --help");
+    }
+    assert!(pull::endpoint("127.0.0.1:1").is_ok());
+    assert!(pull::endpoint("http://[::1]:1").is_ok());
+}
+
+// === Pull mode against fake control-plane services ===
+
+type WatchFeed = mpsc::UnboundedSender<Result<v1::WatchWorksResponse, Status>>;
+
+#[derive(Clone)]
+struct FakeControlPlane {
+    heartbeats: mpsc::UnboundedSender<v1::HeartbeatRequest>,
+    reports: mpsc::UnboundedSender<(Option<String>, v1::ReportWorkStatusRequest)>,
+    watches: mpsc::UnboundedSender<(v1::WatchWorksRequest, WatchFeed)>,
+}
+
+#[tonic::async_trait]
+impl ClusterHealth for FakeControlPlane {
+    async fn heartbeat(
+        &self,
+        request: Request<v1::HeartbeatRequest>,
+    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
+        let _ = self.heartbeats.send(request.into_inner());
+        Ok(Response::new(v1::HeartbeatResponse::default()))
+    }
+
+    async fn assess(
+        &self,
+        _request: Request<v1::ClusterHealthAssessRequest>,
+    ) -> Result<Response<v1::ClusterHealthAssessResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+#[tonic::async_trait]
+impl WorkExecutor for FakeControlPlane {
+    async fn get_work_status(
+        &self,
+        _request: Request<v1::GetWorkStatusRequest>,
+    ) -> Result<Response<v1::GetWorkStatusResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn report_work_status(
+        &self,
+        request: Request<v1::ReportWorkStatusRequest>,
+    ) -> Result<Response<v1::ReportWorkStatusResponse>, Status> {
+        let cluster = request
+            .metadata()
+            .get(pull::CLUSTER_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let _ = self.reports.send((cluster, request.into_inner()));
+        Ok(Response::new(v1::ReportWorkStatusResponse::default()))
+    }
+
+    async fn plan(
+        &self,
+        _request: Request<v1::PlanRequest>,
+    ) -> Result<Response<v1::PlanResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+/// Only `Api.WatchWorks` of the api service: every call hands the test its request and a
+/// sender that feeds the stream.
+#[derive(Clone)]
+struct FakeApi(FakeControlPlane);
+
+impl tonic::server::NamedService for FakeApi {
+    const NAME: &'static str = "flotilla.v1.Api";
+}
+
+struct WatchWorksSvc(FakeControlPlane);
+
+impl tonic::server::ServerStreamingService<v1::WatchWorksRequest> for WatchWorksSvc {
+    type Response = v1::WatchWorksResponse;
+    type ResponseStream = UnboundedReceiverStream<Result<v1::WatchWorksResponse, Status>>;
+    type Future = std::future::Ready<Result<Response<Self::ResponseStream>, Status>>;
+
+    fn call(&mut self, request: Request<v1::WatchWorksRequest>) -> Self::Future {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = self.0.watches.send((request.into_inner(), tx));
+        std::future::ready(Ok(Response::new(UnboundedReceiverStream::new(rx))))
+    }
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for FakeApi {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        let fake = self.0.clone();
+        Box::pin(async move {
+            if req.uri().path() != "/flotilla.v1.Api/WatchWorks" {
+                return Ok(Status::unimplemented("fake api").into_http());
+            }
+            let codec =
+                tonic_prost::ProstCodec::<v1::WatchWorksResponse, v1::WatchWorksRequest>::default();
+            let mut grpc = tonic::server::Grpc::new(codec);
+            Ok(grpc.server_streaming(WatchWorksSvc(fake), req).await)
+        })
+    }
+}
+
+struct Fakes {
+    addr: SocketAddr,
+    heartbeats: mpsc::UnboundedReceiver<v1::HeartbeatRequest>,
+    reports: mpsc::UnboundedReceiver<(Option<String>, v1::ReportWorkStatusRequest)>,
+    watches: mpsc::UnboundedReceiver<(v1::WatchWorksRequest, WatchFeed)>,
+}
+
+async fn fakes(shutdown: &Shutdown) -> Fakes {
+    let (htx, heartbeats) = mpsc::unbounded_channel();
+    let (rtx, reports) = mpsc::unbounded_channel();
+    let (wtx, watches) = mpsc::unbounded_channel();
+    let fake = FakeControlPlane {
+        heartbeats: htx,
+        reports: rtx,
+        watches: wtx,
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tonic::transport::Server::builder()
+        .add_service(ClusterHealthServer::new(fake.clone()))
+        .add_service(WorkExecutorServer::new(fake.clone()))
+        .add_service(FakeApi(fake))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown.triggered(),
+        );
+    tokio::spawn(server);
+    Fakes {
+        addr,
+        heartbeats,
+        reports,
+        watches,
+    }
+}
+
+async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within 5s"))
+        .unwrap_or_else(|| panic!("{what} channel closed"))
+}
+
+fn start_agent(fakes: &Fakes, delay: Duration, shutdown: &Shutdown) -> Arc<Sim> {
+    let sim = Arc::new(Sim::new(SimConfig {
+        name: "m1".into(),
+        capacity: 10,
+        pod_startup_delay: delay,
+        fault: Fault::Healthy,
+    }));
+    let addr = fakes.addr.to_string();
+    let config = PullConfig {
+        cluster: "m1".into(),
+        api: addr.clone(),
+        cluster_health: format!("http://{addr}"),
+        work_executor: addr,
+        heartbeat_interval: Duration::from_millis(100),
+    };
+    tokio::spawn(pull::run(sim.clone(), config, shutdown.clone()));
+    sim
+}
+
+fn work(name: &str, generation: i64, replicas: i32, deleting: bool) -> v1::Work {
+    v1::Work {
+        metadata: Some(v1::ObjectMeta {
+            name: format!("{name}-work"),
+            namespace: "default".into(),
+            uid: format!("uid-{name}"),
+            generation,
+            deletion_timestamp: deleting.then_some(prost_types::Timestamp {
+                seconds: 1,
+                nanos: 0,
+            }),
+            ..Default::default()
+        }),
+        spec: Some(v1::WorkSpec {
+            cluster: "m1".into(),
+            resource: deployment_ref(name),
+            manifest: deployment_json(name, 1),
+            replicas: Some(replicas),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn event(t: v1::WatchEventType, work: Option<v1::Work>, rv: i64) -> v1::WatchWorksResponse {
+    v1::WatchWorksResponse {
+        r#type: t as i32,
+        object: work,
+        resource_version: rv,
+    }
+}
+
+fn deployment_key(name: &str) -> sim::ResourceKey {
+    sim::ResourceKey {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: name.into(),
+    }
+}
+
+#[tokio::test]
+async fn pull_agent_heartbeats_with_its_health_and_stops_while_unreachable() {
+    let shutdown = Shutdown::new();
+    let mut f = fakes(&shutdown).await;
+    let sim = start_agent(&f, Duration::from_millis(50), &shutdown);
+
+    let hb = recv(&mut f.heartbeats, "heartbeat").await;
+    assert_eq!(hb.cluster_name, "m1");
+    let probe = hb.probe.unwrap();
+    assert!(probe.online && probe.healthy);
+    let status = hb.status.unwrap();
+    assert!(status.api_enablements.iter().any(
+        |e| e.group_version == "apps/v1" && e.resources.iter().any(|r| r.kind == "Deployment")
+    ));
+    assert_eq!(
+        status.resource_summary.unwrap().allocatable_replicas,
+        Some(10)
+    );
+    assert!(hb.sent_at.is_some());
+
+    // unhealthy: heartbeats go on, reporting healthy = false (at once, not after the interval)
+    sim.set_fault(Fault::Unhealthy);
+    loop {
+        let hb = recv(&mut f.heartbeats, "unhealthy heartbeat").await;
+        let p = hb.probe.unwrap();
+        if !p.healthy {
+            assert!(p.online);
+            break;
+        }
+    }
+
+    // unreachable: no heartbeats at all (4 intervals), then they resume once healed
+    sim.set_fault(Fault::Unreachable);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    while f.heartbeats.try_recv().is_ok() {}
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        f.heartbeats.try_recv().is_err(),
+        "no heartbeat while unreachable"
+    );
+    sim.set_fault(Fault::Healthy);
+    let hb = recv(&mut f.heartbeats, "heartbeat after healing").await;
+    assert!(hb.probe.unwrap().healthy);
+    shutdown.trigger();
+}
+
+#[tokio::test]
+async fn pull_agent_applies_reports_and_follows_its_works() {
+    let shutdown = Shutdown::new();
+    let mut f = fakes(&shutdown).await;
+    let sim = start_agent(&f, Duration::from_millis(200), &shutdown);
+
+    // a fresh agent lists from 0, for its own cluster only
+    let (req, feed) = recv(&mut f.watches, "watch").await;
+    assert_eq!((req.cluster.as_str(), req.resource_version), ("m1", 0));
+    feed.send(Ok(event(
+        v1::WatchEventType::Added,
+        Some(work("a", 1, 2, false)),
+        5,
+    )))
+    .unwrap();
+    feed.send(Ok(event(v1::WatchEventType::Bookmark, None, 5)))
+        .unwrap();
+
+    // applied at once (0 Ready, Unhealthy), then reported again when the pods are Ready
+    let (cluster, first) = recv(&mut f.reports, "first report").await;
+    assert_eq!(
+        cluster.as_deref(),
+        Some("m1"),
+        "x-flotilla-cluster metadata"
+    );
+    let key = first.work.clone().unwrap();
+    assert_eq!(
+        (
+            key.cluster.as_str(),
+            key.namespace.as_str(),
+            key.name.as_str()
+        ),
+        ("m1", "default", "a-work")
+    );
+    assert_eq!(first.work_uid, "uid-a");
+    assert!(!first.manifest_deleted);
+    let st = first.status.unwrap();
+    assert!(st.applied);
+    assert_eq!(st.observed_generation, 1);
+    assert_eq!(st.conditions[0].reason, "AppliedSuccessful");
+    assert_eq!(
+        (st.ready_replicas, st.health),
+        (0, v1::ResourceHealth::Unhealthy as i32)
+    );
+    let (_, ready) = recv(&mut f.reports, "report after start-up").await;
+    let st = ready.status.unwrap();
+    assert_eq!(
+        (st.ready_replicas, st.health),
+        (2, v1::ResourceHealth::Healthy as i32)
+    );
+    assert_eq!(sim.get(&deployment_key("a")).unwrap().replicas, 2);
+
+    // a new generation is applied (scale to 3); a status-only change is not re-applied
+    feed.send(Ok(event(
+        v1::WatchEventType::Modified,
+        Some(work("a", 2, 3, false)),
+        6,
+    )))
+    .unwrap();
+    let (_, r) = recv(&mut f.reports, "report of generation 2").await;
+    assert_eq!(r.status.unwrap().observed_generation, 2);
+    assert_eq!(sim.get(&deployment_key("a")).unwrap().replicas, 3);
+    feed.send(Ok(event(
+        v1::WatchEventType::Modified,
+        Some(work("a", 2, 3, false)),
+        7,
+    )))
+    .unwrap();
+
+    // the server ends the stream: the agent resumes from the last revision it saw
+    drop(feed);
+    let (req, feed) = recv(&mut f.watches, "resumed watch").await;
+    assert_eq!(req.resource_version, 7);
+    // ... and on OUT_OF_RANGE (compacted) it re-lists from 0
+    feed.send(Err(Status::out_of_range("compacted"))).unwrap();
+    let (req, feed) = recv(&mut f.watches, "re-list").await;
+    assert_eq!(req.resource_version, 0);
+    // the fresh list no longer has a-work: it is deleted from the member
+    feed.send(Ok(event(
+        v1::WatchEventType::Added,
+        Some(work("b", 1, 1, false)),
+        9,
+    )))
+    .unwrap();
+    feed.send(Ok(event(v1::WatchEventType::Bookmark, None, 9)))
+        .unwrap();
+    let probe = sim.clone();
+    eventually(
+        Duration::from_secs(5),
+        "a deleted after the re-list",
+        || {
+            let sim = probe.clone();
+            async move { sim.get(&deployment_key("a")).is_err() }
+        },
+    )
+    .await;
+    assert!(sim.get(&deployment_key("b")).is_ok());
+
+    // deletion: the manifest goes and the agent says so (the Work may then be released)
+    feed.send(Ok(event(
+        v1::WatchEventType::Modified,
+        Some(work("b", 1, 1, true)),
+        10,
+    )))
+    .unwrap();
+    loop {
+        let (_, r) = recv(&mut f.reports, "deletion report").await;
+        if r.manifest_deleted {
+            assert_eq!(r.work.unwrap().name, "b-work");
+            assert!(r.status.is_none());
+            break;
+        }
+    }
+    assert!(sim.get(&deployment_key("b")).is_err());
+
+    // unreachable: the agent drops its watch; healed, it resumes from where it was
+    sim.set_fault(Fault::Unreachable);
+    tokio::time::timeout(Duration::from_secs(5), feed.closed())
+        .await
+        .expect("watch dropped while unreachable");
+    sim.set_fault(Fault::Healthy);
+    let (req, _feed) = recv(&mut f.watches, "watch after healing").await;
+    assert_eq!(req.resource_version, 10);
+    shutdown.trigger();
+}

@@ -1,0 +1,466 @@
+//! One binding's scheduling decision, shared by the controller and the dry-run `Simulate` RPC
+//! so that both run the very same rules.
+//!
+//! ```text
+//!   core ResourceBinding + cluster snapshot
+//!     └─► decide()   SC-3 needs_scheduling ──► SC-5..SC-19 schedule()   (pure, no clock)
+//!           └─► Decision { Deleting | MissingPlacement | Unchanged | Scheduled | Failed }
+//!   wire ResourceBinding (as read) + Decision + now
+//!     └─► plan_write()  SC-4: spec.clusters, Scheduled condition, observed generation,
+//!                       appliedPlacement, affinity name, lastScheduledTime
+//!           └─► Some(new wire binding) only when something changed
+//! ```
+//!
+//! The write plan edits the **wire** object as read, field by field, so that fields other
+//! writers own (tasks, aggregated status, `requiredBy` details the domain does not model) are
+//! carried over untouched; the compare-and-swap on the read revision makes that safe (I5).
+
+use std::fmt::Write as _;
+
+use flotilla_core::Time;
+use flotilla_core::scheduler::{
+    ScheduleDecision, ScheduleError, ScheduleInput, ScheduleOptions, ScheduleOutcome,
+    ScheduleTrigger, needs_scheduling, schedule,
+};
+use flotilla_core::types::{
+    CONDITION_SCHEDULED, Cluster, Condition, ConditionStatus, ResourceBinding, TargetCluster,
+};
+use flotilla_proto::convert::time_to_timestamp;
+use flotilla_proto::v1;
+use flotilla_store::typed::prepare_generation;
+
+/// Karmada's message of a successful `Scheduled` condition (SC-4.1).
+pub const SUCCESS_MESSAGE: &str = "Binding has been scheduled successfully.";
+/// Reason of a successful `Scheduled` condition (SC-4.1).
+pub const REASON_SUCCESS: &str = "Success";
+/// Event reason of a successful scheduling decision.
+pub const EVENT_SCHEDULED: &str = "Scheduled";
+/// Event reason of a failed scheduling decision.
+pub const EVENT_SCHEDULE_FAILED: &str = "ScheduleFailed";
+
+/// What the rules decided for one binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// SC-3.1: the binding is being deleted; nothing to do.
+    Deleting,
+    /// SC-3.1: the binding has no placement; nothing can be scheduled until it gets one.
+    MissingPlacement,
+    /// SC-3.7: no scheduling needed; `Some(g)` bumps the observed generation to `g`.
+    Unchanged {
+        /// The generation to record as observed, when it differs.
+        bump_observed_generation: Option<i64>,
+    },
+    /// The pipeline ran and produced a result.
+    Scheduled {
+        /// Why it ran (`None` when forced by a dry run).
+        trigger: Option<ScheduleTrigger>,
+        /// The result.
+        outcome: ScheduleOutcome,
+    },
+    /// The pipeline ran and failed.
+    Failed {
+        /// Why it ran (`None` when forced by a dry run).
+        trigger: Option<ScheduleTrigger>,
+        /// What went wrong (SC-4.2..SC-4.4).
+        error: ScheduleError,
+    },
+}
+
+// === impl Decision ===
+
+impl Decision {
+    /// The trigger that made the pipeline run, if it ran for one.
+    pub fn trigger(&self) -> Option<&ScheduleTrigger> {
+        match self {
+            Decision::Scheduled { trigger, .. } | Decision::Failed { trigger, .. } => {
+                trigger.as_ref()
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a failure should be retried with back-off: SC-4.2 (`Unschedulable`, capacity)
+    /// and SC-4.4 (other errors). A FitError (SC-4.3) waits for a change instead.
+    pub fn retry_with_backoff(&self) -> bool {
+        matches!(self, Decision::Failed { error, .. } if !error.clears_result())
+    }
+}
+
+/// SC-3 then SC-5..SC-19: decide about `binding` against the cluster snapshot. With `force`
+/// the pipeline runs even when SC-3 says nothing changed (the dry run's `force`).
+pub fn decide(
+    binding: &ResourceBinding,
+    clusters: &[Cluster],
+    options: ScheduleOptions,
+    force: bool,
+) -> Decision {
+    let trigger = match needs_scheduling(binding, clusters) {
+        ScheduleDecision::Deleting => return Decision::Deleting,
+        ScheduleDecision::MissingPlacement => return Decision::MissingPlacement,
+        ScheduleDecision::NoSchedule {
+            bump_observed_generation,
+        } => {
+            if !force {
+                return Decision::Unchanged {
+                    bump_observed_generation,
+                };
+            }
+            None
+        }
+        ScheduleDecision::Schedule(trigger) => Some(trigger),
+    };
+    let mut input = match ScheduleInput::from_binding(binding, clusters) {
+        Ok(input) => input,
+        Err(_) => return Decision::MissingPlacement,
+    };
+    input.options = options;
+    match schedule(&input) {
+        Ok(outcome) => Decision::Scheduled { trigger, outcome },
+        Err(error) => Decision::Failed { trigger, error },
+    }
+}
+
+/// A trigger's name, e.g. `ReplicasChanged`.
+pub fn trigger_name(trigger: &ScheduleTrigger) -> &'static str {
+    match trigger {
+        ScheduleTrigger::PlacementChanged => "PlacementChanged",
+        ScheduleTrigger::ReplicasChanged => "ReplicasChanged",
+        ScheduleTrigger::RescheduleRequested => "RescheduleRequested",
+        ScheduleTrigger::NonWorkloadOrDuplicated => "NonWorkloadOrDuplicated",
+        ScheduleTrigger::TargetClusterDeleting { .. } => "TargetClusterDeleting",
+        ScheduleTrigger::TargetClusterMissing { .. } => "TargetClusterMissing",
+    }
+}
+
+/// A trigger explained in one line, citing its rule.
+pub fn trigger_reason(trigger: &ScheduleTrigger) -> String {
+    match trigger {
+        ScheduleTrigger::PlacementChanged => {
+            "SC-3.2: the placement differs from the one last applied".to_owned()
+        }
+        ScheduleTrigger::ReplicasChanged => {
+            "SC-3.3: the result no longer adds up to spec.replicas (e.g. an eviction removed a target)"
+                .to_owned()
+        }
+        ScheduleTrigger::RescheduleRequested => {
+            "SC-3.4: a reschedule was requested after the last schedule (Fresh mode)".to_owned()
+        }
+        ScheduleTrigger::NonWorkloadOrDuplicated => {
+            "SC-3.5: non-workloads and Duplicated workloads are always rescheduled".to_owned()
+        }
+        ScheduleTrigger::TargetClusterDeleting { cluster } => {
+            format!("SC-3.6: target cluster {cluster} is being deleted")
+        }
+        ScheduleTrigger::TargetClusterMissing { cluster } => {
+            format!("SC-3.6: target cluster {cluster} no longer exists")
+        }
+    }
+}
+
+/// The `Scheduled` condition a decision leads to (SC-4), or `None` when it writes none.
+pub fn scheduled_condition(decision: &Decision, now: Time) -> Option<Condition> {
+    let (status, reason, message) = match decision {
+        Decision::Scheduled { .. } => (
+            ConditionStatus::True,
+            REASON_SUCCESS.to_owned(),
+            SUCCESS_MESSAGE.to_owned(),
+        ),
+        Decision::Failed { error, .. } => (
+            ConditionStatus::False,
+            error.condition_reason().to_owned(),
+            error.to_string(),
+        ),
+        Decision::Deleting | Decision::MissingPlacement | Decision::Unchanged { .. } => {
+            return None;
+        }
+    };
+    Some(Condition {
+        type_: CONDITION_SCHEDULED.to_owned(),
+        status,
+        reason,
+        message,
+        last_transition_time: Some(now),
+    })
+}
+
+/// `member1:1, member2:2` (or `[]`), for logs and events.
+pub fn format_targets<'a>(targets: impl IntoIterator<Item = (&'a str, i32)>) -> String {
+    let mut out = String::new();
+    for (i, (name, replicas)) in targets.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{name}:{replicas}");
+    }
+    if out.is_empty() {
+        out.push_str("[]");
+    }
+    out
+}
+
+/// [`format_targets`] of a wire result.
+pub fn format_wire_targets(targets: &[v1::TargetCluster]) -> String {
+    format_targets(targets.iter().map(|t| (t.name.as_str(), t.replicas)))
+}
+
+/// [`format_targets`] of a domain result.
+pub fn format_core_targets(targets: &[TargetCluster]) -> String {
+    format_targets(targets.iter().map(|t| (t.name.as_str(), t.replicas)))
+}
+
+/// Sets (or adds) `condition` on a wire condition list, keeping `lastTransitionTime` when the
+/// status did not change (CH-5.5 semantics for every condition).
+fn set_condition(conditions: &mut Vec<v1::Condition>, condition: Condition) {
+    let mut wire = v1::Condition::from(condition);
+    match conditions.iter_mut().find(|c| c.r#type == wire.r#type) {
+        Some(existing) => {
+            if existing.status == wire.status {
+                wire.last_transition_time = existing.last_transition_time;
+            }
+            *existing = wire;
+        }
+        None => conditions.push(wire),
+    }
+}
+
+/// SC-4: the binding to write for `decision`, edited from `old` (the wire object as read), or
+/// `None` when nothing would change — the scheduler never writes a no-op.
+///
+/// - SC-4.1 success: `spec.clusters` = the result, `status.appliedPlacement` = the placement
+///   used (A3), the affinity term used (SC-19), `Scheduled=True/Success`, observed generation
+///   = the generation being written (`prepare_generation` first, so graceful eviction's
+///   `hasScheduled` holds exactly when this result is in place), `lastScheduledTime = now`.
+///   A success that changes nothing else is not written, except for an explicit reschedule
+///   request (SC-3.4), whose `lastScheduledTime` must move past the request.
+/// - SC-4.2/SC-4.4 failure: only the condition; the previous result stays.
+/// - SC-4.3 FitError: `spec.clusters = []`, `Scheduled=False/NoClusterFit`, applied placement
+///   updated (SC-4.5), observed generation and affinity name kept (SC-19.3).
+/// - SC-3.7: only `schedulerObservedGeneration`, when it differs.
+pub fn plan_write(
+    old: &v1::ResourceBinding,
+    decision: &Decision,
+    now: Time,
+) -> Option<v1::ResourceBinding> {
+    let mut new = old.clone();
+    let placement = old.spec.as_ref().and_then(|s| s.placement.clone());
+    match decision {
+        Decision::Deleting | Decision::MissingPlacement => return None,
+        Decision::Unchanged {
+            bump_observed_generation,
+        } => {
+            let generation = (*bump_observed_generation)?;
+            new.status
+                .get_or_insert_with(Default::default)
+                .scheduler_observed_generation = generation;
+        }
+        Decision::Scheduled { trigger, outcome } => {
+            new.spec.get_or_insert_with(Default::default).clusters = outcome
+                .targets
+                .iter()
+                .cloned()
+                .map(v1::TargetCluster::from)
+                .collect();
+            // The generation this write will carry: observed == generation exactly when the
+            // written result reflects the written spec (SC-4.1, GE-2 hasScheduled).
+            prepare_generation(old, &mut new);
+            let generation = new.metadata.as_ref().map_or(0, |m| m.generation);
+            let status = new.status.get_or_insert_with(Default::default);
+            status.applied_placement = placement;
+            status.scheduler_observing_affinity_name =
+                outcome.affinity_name.clone().unwrap_or_default();
+            status.scheduler_observed_generation = generation;
+            if let Some(condition) = scheduled_condition(decision, now) {
+                set_condition(&mut status.conditions, condition);
+            }
+            let reschedule = matches!(trigger, Some(ScheduleTrigger::RescheduleRequested));
+            if new == *old && !reschedule {
+                return None;
+            }
+            new.status
+                .get_or_insert_with(Default::default)
+                .last_scheduled_time = Some(time_to_timestamp(now));
+            return Some(new);
+        }
+        Decision::Failed { error, .. } => {
+            if error.clears_result() {
+                new.spec
+                    .get_or_insert_with(Default::default)
+                    .clusters
+                    .clear();
+                new.status
+                    .get_or_insert_with(Default::default)
+                    .applied_placement = placement;
+            }
+            if let Some(condition) = scheduled_condition(decision, now) {
+                set_condition(
+                    &mut new.status.get_or_insert_with(Default::default).conditions,
+                    condition,
+                );
+            }
+        }
+    }
+    (new != *old).then_some(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use flotilla_core::scheduler::{DivideError, FitError};
+    use flotilla_core::types::{
+        ApiEnablement, ObjectMeta, ObjectReference, Placement, ReplicaSchedulingStrategy,
+        ReplicaSchedulingType,
+    };
+
+    use super::*;
+
+    fn cluster(name: &str) -> Cluster {
+        let mut c = Cluster {
+            meta: ObjectMeta {
+                name: name.to_owned(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        c.status.api_enablements = vec![ApiEnablement {
+            group_version: "apps/v1".to_owned(),
+            kinds: vec!["Deployment".to_owned()],
+        }];
+        c
+    }
+
+    fn duplicated(replicas: i32, targets: &[&str]) -> ResourceBinding {
+        let mut rb = ResourceBinding::default();
+        rb.meta.name = "nginx-deployment".to_owned();
+        rb.meta.namespace = "default".to_owned();
+        rb.meta.generation = 1;
+        rb.spec.resource = ObjectReference {
+            api_version: "apps/v1".to_owned(),
+            kind: "Deployment".to_owned(),
+            namespace: "default".to_owned(),
+            name: "nginx".to_owned(),
+            uid: String::new(),
+        };
+        rb.spec.replicas = replicas;
+        rb.spec.placement = Some(Placement {
+            replica_scheduling: Some(ReplicaSchedulingStrategy {
+                replica_scheduling_type: ReplicaSchedulingType::Duplicated,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        rb.spec.clusters = targets
+            .iter()
+            .map(|n| TargetCluster::new(*n, replicas))
+            .collect();
+        rb
+    }
+
+    #[test]
+    fn sc_4_1_success_sets_result_placement_condition_and_observed_generation() {
+        let rb = duplicated(2, &[]);
+        let clusters = [cluster("member1")];
+        let decision = decide(&rb, &clusters, ScheduleOptions::default(), false);
+        let old = v1::ResourceBinding::from(rb.clone());
+        let now = Time::from_secs(100);
+        let new = plan_write(&old, &decision, now).expect("writes");
+        let spec = new.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.clusters,
+            vec![v1::TargetCluster {
+                name: "member1".into(),
+                replicas: 2
+            }]
+        );
+        let generation = new.metadata.as_ref().unwrap().generation;
+        assert_eq!(generation, 2, "spec changed: generation bumped");
+        let status = new.status.as_ref().unwrap();
+        assert_eq!(status.scheduler_observed_generation, generation);
+        assert_eq!(status.applied_placement, spec.placement);
+        assert_eq!(status.last_scheduled_time, Some(time_to_timestamp(now)));
+        let cond = &status.conditions[0];
+        assert_eq!(
+            (cond.r#type.as_str(), cond.reason.as_str()),
+            ("Scheduled", "Success")
+        );
+
+        // The same decision again on the written object: nothing to write.
+        let rb2 = ResourceBinding::try_from(new.clone()).unwrap();
+        let again = decide(&rb2, &clusters, ScheduleOptions::default(), false);
+        assert!(matches!(again, Decision::Scheduled { .. }), "SC-3.5");
+        assert_eq!(plan_write(&new, &again, Time::from_secs(200)), None);
+    }
+
+    #[test]
+    fn sc_4_3_fit_error_clears_result_and_keeps_observed_generation() {
+        let mut rb = duplicated(2, &["member1"]);
+        rb.status.scheduler_observed_generation = 1;
+        let old = v1::ResourceBinding::from(rb);
+        let error = ScheduleError::NoClusterFit(FitError {
+            num_all_clusters: 0,
+            diagnostics: vec![],
+        });
+        let decision = Decision::Failed {
+            trigger: None,
+            error,
+        };
+        let new = plan_write(&old, &decision, Time::from_secs(5)).expect("writes");
+        assert!(new.spec.as_ref().unwrap().clusters.is_empty());
+        let status = new.status.as_ref().unwrap();
+        assert_eq!(status.scheduler_observed_generation, 1, "not bumped");
+        assert_eq!(status.conditions[0].reason, "NoClusterFit");
+        assert_eq!(status.last_scheduled_time, None);
+        assert!(!decision.retry_with_backoff(), "SC-4.3: not retried");
+    }
+
+    #[test]
+    fn sc_4_2_unschedulable_keeps_result_and_keeps_transition_time() {
+        let rb = duplicated(2, &["member1"]);
+        let old = v1::ResourceBinding::from(rb);
+        let decision = Decision::Failed {
+            trigger: None,
+            error: ScheduleError::Unschedulable {
+                error: DivideError::InsufficientCapacity {
+                    available: 1,
+                    target: 2,
+                },
+                diagnostics: vec![],
+            },
+        };
+        assert!(decision.retry_with_backoff());
+        let first = plan_write(&old, &decision, Time::from_secs(5)).expect("writes");
+        assert_eq!(first.spec, old.spec, "previous result kept");
+        let cond = &first.status.as_ref().unwrap().conditions[0];
+        assert_eq!(cond.reason, "Unschedulable");
+        assert_eq!(
+            plan_write(&first, &decision, Time::from_secs(9)),
+            None,
+            "same condition again: no write"
+        );
+    }
+
+    #[test]
+    fn sc_3_7_only_bumps_observed_generation() {
+        let old = v1::ResourceBinding::from(duplicated(2, &["member1"]));
+        let none = Decision::Unchanged {
+            bump_observed_generation: None,
+        };
+        assert_eq!(plan_write(&old, &none, Time::EPOCH), None);
+        let bump = Decision::Unchanged {
+            bump_observed_generation: Some(7),
+        };
+        let new = plan_write(&old, &bump, Time::EPOCH).expect("writes");
+        assert_eq!(
+            new.status.as_ref().unwrap().scheduler_observed_generation,
+            7
+        );
+        assert_eq!(new.spec, old.spec);
+    }
+
+    #[test]
+    fn targets_format() {
+        assert_eq!(format_targets([]), "[]");
+        assert_eq!(
+            format_core_targets(&[TargetCluster::new("a", 1), TargetCluster::new("b", 2)]),
+            "a:1, b:2"
+        );
+    }
+}

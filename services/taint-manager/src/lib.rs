@@ -1,0 +1,415 @@
+//! `flotilla-taint-manager`: evicts bindings from clusters with untolerated NoExecute taints
+//! by moving the cluster from `spec.clusters` to a graceful eviction task, in one CAS
+//! (SEMANTICS.md §3, TM-1..TM-12, with A3, A4, A7, A8, A12).
+//!
+//! ```text
+//!   etcd ──watch clusters/──► Cache<Cluster> ─┐                 leases/taint-manager
+//!        ──watch bindings/──► Cache<binding> ─┤ (index: spec.clusters)      │ leader only
+//!                                             ▼                             ▼
+//!                 TM-3 delays ──► WorkQueue<(cluster, binding)> ──► reconcile × --workers
+//!                                                                      │ TM-6/7 on fresh state
+//!                        A8 rate + brake (Ready conditions) ──token──► │ TM-9 purge mode
+//!                                                                      ▼ TM-11
+//!              bindings/<ns>/<name> ◄── update_many (batched CAS, fenced) ── BatchWriter
+//!              events/…  ◄── EvictWorkloadFromCluster, EvictionRate<Reason>
+//!
+//!   gRPC flotilla.v1.TaintManager/Explain: the same rules as a dry run
+//! ```
+//!
+//! Deviation from Karmada (documented): `--enable-no-execute-taint-eviction` defaults to
+//! **true** here (Karmada ≥ v1.14: false), because A1 makes failover work out of the box.
+
+#![deny(missing_docs)]
+
+pub mod controller;
+pub mod error;
+pub mod grpc;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser};
+use flotilla_core::eviction::EvictionRateConfig;
+use flotilla_core::types::{Cluster, PurgeMode};
+use flotilla_proto::v1;
+use flotilla_runtime::args::ArgError;
+use flotilla_runtime::{
+    BatchConfig, BatchWriter, CommonArgs, Controller, ElectionConfig, GrpcConfig, LeaderElector,
+    QueueConfig, Readiness, Recorder, Runtime, Shutdown, WatcherConfig, WorkQueue, Writer, reflect,
+    watcher,
+};
+use flotilla_store::typed::{Typed, decode};
+use flotilla_store::{KeyValue, StoreRef};
+
+pub use crate::controller::{Context, EvictKey};
+pub use crate::error::Error;
+
+/// The election prefix of this service.
+pub const LEASE_PREFIX: &str = "leases/taint-manager";
+
+/// The fully qualified gRPC service name (for health).
+pub const SERVICE_NAME: &str = "flotilla.v1.TaintManager";
+
+/// Flags of `flotilla-taint-manager`.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "flotilla-taint-manager",
+    version,
+    about = "Evicts bindings from clusters with untolerated NoExecute taints (Karmada's taint manager, TM-1..TM-12)"
+)]
+pub struct Args {
+    /// Store, gRPC, admin and logging flags shared by every service.
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Evict bindings from clusters with untolerated NoExecute taints at all. Flotilla's
+    /// default is true (Karmada ≥ v1.14 defaults to false): A1 makes failover work out of the
+    /// box. `--enable-no-execute-taint-eviction=false` turns evictions off.
+    #[arg(
+        long,
+        env = "FLOTILLA_ENABLE_NO_EXECUTE_TAINT_EVICTION",
+        default_value_t = true,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub enable_no_execute_taint_eviction: bool,
+
+    /// Purge mode of evictions of bindings without `failover.cluster`: Gracefully or Directly
+    /// (Karmada `--no-execute-taint-eviction-purge-mode`, default Gracefully, TM-9). Other
+    /// values are rejected at start-up.
+    #[arg(
+        long,
+        env = "FLOTILLA_NO_EXECUTE_TAINT_EVICTION_PURGE_MODE",
+        default_value = "Gracefully"
+    )]
+    pub no_execute_taint_eviction_purge_mode: String,
+
+    /// Evictions per second while few clusters are unhealthy (A8). Unset = unlimited
+    /// (Flotilla's default, A12; Karmada's `--resource-eviction-rate` is a fixed 0.5/s).
+    #[arg(long, env = "FLOTILLA_EVICTION_RATE")]
+    pub eviction_rate: Option<f64>,
+
+    /// Evictions per second once at least `--unhealthy-cluster-threshold` of the clusters are
+    /// unhealthy (A8; default 0.01, Kubernetes' `--secondary-node-eviction-rate`).
+    #[arg(long, env = "FLOTILLA_SECONDARY_EVICTION_RATE", default_value_t = 0.01)]
+    pub secondary_eviction_rate: f64,
+
+    /// Fraction of clusters (Ready not True) from which the secondary rate applies (A8;
+    /// default 0.55, Kubernetes' `--unhealthy-zone-threshold`). When every cluster is
+    /// unhealthy nothing is evicted.
+    #[arg(
+        long,
+        env = "FLOTILLA_UNHEALTHY_CLUSTER_THRESHOLD",
+        default_value_t = 0.55
+    )]
+    pub unhealthy_cluster_threshold: f64,
+
+    /// Concurrent reconciles; also the largest batch of evictions written in one go
+    /// (default 64, the size of one etcd transaction of guarded puts; Karmada has 3, A12).
+    #[arg(long, env = "FLOTILLA_WORKERS", default_value_t = 64)]
+    pub workers: usize,
+}
+
+/// Validated settings of the controller (what [`run_with`] needs).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `--enable-no-execute-taint-eviction`.
+    pub eviction_enabled: bool,
+    /// `--no-execute-taint-eviction-purge-mode` (Gracefully or Directly).
+    pub purge_mode: PurgeMode,
+    /// A8 flags.
+    pub rate: EvictionRateConfig,
+    /// `--workers`.
+    pub workers: usize,
+    /// This replica's identity in the election.
+    pub identity: String,
+    /// Leader lease TTL.
+    pub lease_ttl: Duration,
+}
+
+impl Config {
+    /// Defaults (as the flags' defaults) for `identity`, e.g. for tests and `flotilla up`.
+    pub fn new(identity: impl Into<String>) -> Self {
+        Config {
+            eviction_enabled: true,
+            purge_mode: PurgeMode::Gracefully,
+            rate: EvictionRateConfig::default(),
+            workers: 64,
+            identity: identity.into(),
+            lease_ttl: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Parses a purge-mode flag value (TM-9: only Gracefully or Directly).
+pub fn parse_purge_mode(value: &str) -> Result<PurgeMode, String> {
+    match value {
+        "Gracefully" => Ok(PurgeMode::Gracefully),
+        "Directly" => Ok(PurgeMode::Directly),
+        other => Err(format!(
+            "{other:?} is not a purge mode for taint evictions: use Gracefully or Directly"
+        )),
+    }
+}
+
+// === impl Args ===
+
+impl Args {
+    /// Checks what clap cannot and builds the [`Config`]; every problem is reported.
+    pub fn validate(&self) -> Result<Config, Vec<ArgError>> {
+        let mut errors = self.common.validate().err().unwrap_or_default();
+        let purge_mode = parse_purge_mode(&self.no_execute_taint_eviction_purge_mode)
+            .map_err(|message| {
+                errors.push(ArgError {
+                    flag: "no-execute-taint-eviction-purge-mode",
+                    message,
+                })
+            })
+            .unwrap_or_default();
+        if let Some(rate) = self.eviction_rate
+            && !(rate.is_finite() && rate >= 0.0)
+        {
+            errors.push(ArgError {
+                flag: "eviction-rate",
+                message: "must be a finite number ≥ 0".into(),
+            });
+        }
+        if !(self.secondary_eviction_rate.is_finite() && self.secondary_eviction_rate >= 0.0) {
+            errors.push(ArgError {
+                flag: "secondary-eviction-rate",
+                message: "must be a finite number ≥ 0".into(),
+            });
+        }
+        if !(self.unhealthy_cluster_threshold > 0.0 && self.unhealthy_cluster_threshold <= 1.0) {
+            errors.push(ArgError {
+                flag: "unhealthy-cluster-threshold",
+                message: "must be in (0, 1]".into(),
+            });
+        }
+        if self.workers == 0 {
+            errors.push(ArgError {
+                flag: "workers",
+                message: "must be at least 1".into(),
+            });
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Config {
+            eviction_enabled: self.enable_no_execute_taint_eviction,
+            purge_mode,
+            rate: EvictionRateConfig {
+                primary_rate: self.eviction_rate,
+                secondary_rate: self.secondary_eviction_rate,
+                unhealthy_threshold: self.unhealthy_cluster_threshold,
+            },
+            workers: self.workers,
+            identity: self.common.identity(),
+            lease_ttl: self.common.lease_ttl,
+        })
+    }
+
+    /// Runs the service until SIGTERM/SIGINT: store, controller, gRPC and admin servers.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let config = self.validate().map_err(|errors| {
+            anyhow::anyhow!(
+                "invalid flags: {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
+        let rt = Runtime::start(&self.common).await?;
+        // Caches first, so that health says SERVING only once they synced.
+        let service = Service::new(
+            rt.store.clone(),
+            config.clone(),
+            &rt.readiness,
+            rt.shutdown.clone(),
+        );
+        let grpc = rt
+            .grpc_server(
+                &[flotilla_proto::FILE_DESCRIPTOR_SET],
+                GrpcConfig::default().health_service(SERVICE_NAME),
+            )
+            .await?
+            .map_router(|r| r.add_service(grpc::server()));
+        tracing::info!(
+            eviction_enabled = config.eviction_enabled,
+            purge_mode = config.purge_mode.as_str(),
+            eviction_rate = ?config.rate.primary_rate,
+            secondary_rate = config.rate.secondary_rate,
+            unhealthy_threshold = config.rate.unhealthy_threshold,
+            workers = config.workers,
+            "taint-manager configured"
+        );
+        let (served, ran) = tokio::join!(rt.serve(grpc), service.run());
+        served?;
+        ran?;
+        Ok(())
+    }
+}
+
+fn decode_cluster(kv: &KeyValue) -> Result<Cluster, String> {
+    let wire: v1::Cluster = decode(kv).map_err(|e| e.to_string())?;
+    Cluster::try_from(wire).map_err(|e| e.to_string())
+}
+
+fn decode_binding(kv: &KeyValue) -> Result<v1::ResourceBinding, String> {
+    decode(kv).map_err(|e| e.to_string())
+}
+
+/// The taint manager's controller, prepared: its caches exist and are registered with the
+/// readiness (so that health reports SERVING only once they synced), nothing runs yet.
+pub struct Service {
+    store: StoreRef,
+    config: Config,
+    shutdown: Shutdown,
+    clusters_writer: Writer<Cluster>,
+    bindings_writer: Writer<v1::ResourceBinding>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Service ===
+
+impl Service {
+    /// Creates the caches and registers them with `readiness`.
+    pub fn new(store: StoreRef, config: Config, readiness: &Readiness, shutdown: Shutdown) -> Self {
+        let clusters_writer: Writer<Cluster> = Writer::new();
+        let bindings_writer: Writer<v1::ResourceBinding> =
+            Writer::new().with_index(controller::CLUSTER_INDEX, controller::index_targets);
+        readiness.add_cache("clusters", &clusters_writer.cache());
+        readiness.add_cache("bindings", &bindings_writer.cache());
+        Service {
+            store,
+            config,
+            shutdown,
+            clusters_writer,
+            bindings_writer,
+        }
+    }
+
+    /// Runs until the shutdown fires: leader election on [`LEASE_PREFIX`], the watches and
+    /// the eviction workers (only while leading, writes fenced).
+    pub async fn run(self) -> Result<(), Error> {
+        let Service {
+            store,
+            config,
+            shutdown,
+            clusters_writer,
+            bindings_writer,
+        } = self;
+        let elector = LeaderElector::spawn(
+            store.clone(),
+            LEASE_PREFIX,
+            ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+            &shutdown,
+        );
+        let typed = Typed::new(Arc::new(elector.fenced_store(store.clone())));
+        let recorder = Recorder::spawn(store.clone(), "taint-manager", shutdown.clone());
+        // Group commit (DESIGN.md §7): up to --workers evictions per update_many, a few
+        // yields of lingering so that workers mid-decision join the batch.
+        // Queue keys are (cluster, binding): when two clusters of one binding fail together
+        // both evictions of that binding may be due at once, and etcd refuses a transaction
+        // that writes one key twice — so one write per key per batch (the second waits for
+        // the next batch and then loses its CAS and re-decides on the new binding).
+        let batches = BatchConfig::default()
+            .max_batch(config.workers)
+            .linger_yields(4)
+            .one_write_per_key(true)
+            .metrics("taint_manager");
+        let writer = BatchWriter::spawn_until(typed.clone(), batches, shutdown.clone());
+        let clusters = clusters_writer.cache();
+        let bindings = bindings_writer.cache();
+        let queue = WorkQueue::new(QueueConfig::new("taint_manager"));
+        let ctx = Arc::new(Context::new(
+            config.clone(),
+            clusters.clone(),
+            bindings.clone(),
+            queue.clone(),
+            typed,
+            writer,
+            recorder,
+        ));
+
+        let cluster_events = reflect(
+            clusters_writer,
+            watcher(
+                store.clone(),
+                "clusters/",
+                WatcherConfig::default().named("clusters"),
+                decode_cluster,
+            ),
+        );
+        let binding_events = reflect(
+            bindings_writer,
+            watcher(
+                store.clone(),
+                "bindings/",
+                WatcherConfig::default().named("bindings"),
+                decode_binding,
+            ),
+        );
+        let feeds = {
+            let ctx = ctx.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = shutdown.triggered() => {}
+                    () = async {
+                        tokio::join!(
+                            controller::feed_clusters(ctx.clone(), cluster_events),
+                            controller::feed_bindings(ctx.clone(), binding_events),
+                        );
+                    } => {}
+                }
+            })
+        };
+
+        // Decide only once both caches hold a full list.
+        tokio::select! {
+            () = shutdown.triggered() => {}
+            () = async {
+                clusters.wait_until_ready().await;
+                bindings.wait_until_ready().await;
+            } => {
+                tracing::info!(clusters = clusters.len(), bindings = bindings.len(), "caches synced");
+                Controller::new(queue, controller::reconcile, controller::error_policy)
+                    // one failover = one trace: an eviction continues the span that added
+                    // the cluster's NoExecute taint (cluster-health)
+                    .trace_parent(controller::taint_trace)
+                    .workers(config.workers)
+                    .leader(elector.subscribe())
+                    .run(ctx, shutdown.clone())
+                    .await;
+            }
+        }
+        let _ = feeds.await;
+        elector.resign().await;
+        Ok(())
+    }
+}
+
+/// Runs the taint manager's controller on `store` until `shutdown` fires ([`Service::new`]
+/// then [`Service::run`]). `flotilla up` calls this with a shared in-memory store; the gRPC
+/// service is [`grpc::server`].
+pub async fn run_with(
+    store: StoreRef,
+    config: Config,
+    readiness: Readiness,
+    shutdown: Shutdown,
+) -> Result<(), Error> {
+    Service::new(store, config, &readiness, shutdown)
+        .run()
+        .await
+}

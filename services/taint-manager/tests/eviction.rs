@@ -1,0 +1,413 @@
+//! The taint manager on MemStore with compressed time (toleration seconds of 1 s).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/harness.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flotilla_core::types::{
+    PRODUCER_TAINT_MANAGER, PurgeMode, REASON_TAINT_UNTOLERATED, TAINT_NOT_READY, TargetCluster,
+};
+use flotilla_proto::v1;
+use flotilla_runtime::now;
+use flotilla_store::typed::Typed;
+use flotilla_store::{MemStore, StoreRef};
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn setup(clusters: &[(&str, bool)]) -> (StoreRef, Typed) {
+    let store: StoreRef = Arc::new(MemStore::new());
+    let typed = Typed::new(store.clone());
+    for (name, healthy) in clusters {
+        typed.create(cluster(name, *healthy), None).await.unwrap();
+    }
+    (store, typed)
+}
+
+async fn evicted_from(typed: &Typed, name: &str, cluster: &str) -> Option<()> {
+    let b = get_binding(typed, name).await;
+    (!b.targets(cluster)).then_some(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_toleration_expires_then_one_task_i12() {
+    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
+    typed
+        .create(
+            binding(
+                "web-deployment",
+                &[("member1", 2), ("member2", 1)],
+                vec![tolerate(TAINT_NOT_READY, Some(1))],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_taint_manager(store, test_config()).await;
+
+    let start = Instant::now();
+    let added = now();
+    set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
+    eventually(WAIT, "member1 evicted", || {
+        evicted_from(&typed, "web-deployment", "member1")
+    })
+    .await;
+    // I12: never before timeAdded + tolerationSeconds.
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "evicted after {:?}",
+        start.elapsed()
+    );
+
+    let b = get_binding(&typed, "web-deployment").await;
+    assert_eq!(b.spec.clusters, vec![TargetCluster::new("member2", 1)]);
+    assert_eq!(
+        b.spec.graceful_eviction_tasks.len(),
+        1,
+        "{:?}",
+        b.spec.graceful_eviction_tasks
+    );
+    let task = &b.spec.graceful_eviction_tasks[0];
+    assert_eq!(task.from_cluster, "member1");
+    assert_eq!(task.producer, PRODUCER_TAINT_MANAGER);
+    assert_eq!(task.reason, REASON_TAINT_UNTOLERATED);
+    assert_eq!(task.purge_mode, PurgeMode::Gracefully);
+    assert_eq!(task.replicas, Some(2));
+    assert_eq!(
+        task.creation_timestamp, None,
+        "stamped by graceful-eviction, not here"
+    );
+    // The eviction was recorded as an event.
+    eventually(WAIT, "an EvictWorkloadFromCluster event", || async {
+        let (events, _) = typed.list::<v1::Event>(None).await.unwrap();
+        events
+            .iter()
+            .any(|e| e.reason == "EvictWorkloadFromCluster")
+            .then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_taint_removed_before_toleration_no_task_i11_f9() {
+    let (store, typed) = setup(&[("member1", true), ("member2", true), ("member3", true)]).await;
+    let tol = vec![tolerate(TAINT_NOT_READY, Some(1))];
+    // `control` on member1 (taint stays) proves time passed and the manager was working.
+    typed
+        .create(
+            binding("control", &[("member1", 1), ("member3", 1)], tol.clone()),
+            None,
+        )
+        .await
+        .unwrap();
+    typed
+        .create(
+            binding("recovers", &[("member2", 1), ("member3", 1)], tol),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_taint_manager(store, test_config()).await;
+
+    let added = now();
+    set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
+    set_taints(&typed, "member2", vec![not_ready_taint(added)]).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    set_taints(&typed, "member2", vec![]).await; // recovered before the toleration ran out
+
+    eventually(WAIT, "control evicted", || {
+        evicted_from(&typed, "control", "member1")
+    })
+    .await;
+    // Past the toleration of the recovered cluster too (same timeAdded) plus a margin.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b = get_binding(&typed, "recovers").await;
+    assert!(b.targets("member2"), "recovered cluster kept");
+    assert!(
+        b.spec.graceful_eviction_tasks.is_empty(),
+        "{:?}",
+        b.spec.graceful_eviction_tasks
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_untolerated_is_immediate_and_forever_is_never() {
+    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
+    typed
+        .create(
+            binding(
+                "forever",
+                &[("member1", 1)],
+                vec![tolerate(TAINT_NOT_READY, None)],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    typed
+        .create(
+            binding("untolerated", &[("member1", 3), ("member2", 3)], vec![]),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_taint_manager(store, test_config()).await;
+    // A toleration without seconds tolerates forever (TM-8.3); no toleration → at once.
+    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    eventually(WAIT, "untolerated evicted", || {
+        evicted_from(&typed, "untolerated", "member1")
+    })
+    .await;
+    let b = get_binding(&typed, "untolerated").await;
+    assert_eq!(b.spec.graceful_eviction_tasks.len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b = get_binding(&typed, "forever").await;
+    assert!(b.targets("member1"));
+    assert!(b.spec.graceful_eviction_tasks.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_many_triggers_make_exactly_one_task_i4() {
+    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
+    typed
+        .create(
+            binding(
+                "b",
+                &[("member1", 1), ("member2", 1)],
+                vec![tolerate(TAINT_NOT_READY, Some(1))],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_taint_manager(store, test_config()).await;
+    let added = now();
+    // Several triggers for the same (cluster, binding): taint changes and binding changes.
+    set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
+    set_taints(
+        &typed,
+        "member1",
+        vec![
+            not_ready_taint(added),
+            no_execute("example.com/maintenance", added),
+        ],
+    )
+    .await;
+    for i in 0..5 {
+        loop {
+            let old: v1::ResourceBinding = typed.get(&binding_key("b")).await.unwrap().unwrap();
+            let mut new = old.clone();
+            new.metadata
+                .as_mut()
+                .unwrap()
+                .labels
+                .insert("touch".into(), i.to_string());
+            if typed.update(&old, new).await.is_ok() {
+                break;
+            }
+        }
+    }
+    eventually(WAIT, "evicted", || evicted_from(&typed, "b", "member1")).await;
+    // More triggers after the eviction: taint flaps, cluster status updates.
+    set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
+    set_ready(&typed, "member1", true).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b = get_binding(&typed, "b").await;
+    assert_eq!(
+        b.spec.graceful_eviction_tasks.len(),
+        1,
+        "{:?}",
+        b.spec.graceful_eviction_tasks
+    );
+    assert_eq!(b.spec.clusters, vec![TargetCluster::new("member2", 1)]);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_concurrent_scheduler_write_is_preserved_i5() {
+    let mem: StoreRef = Arc::new(MemStore::new());
+    let typed = Typed::new(mem.clone());
+    for name in ["member1", "member2", "member3"] {
+        typed.create(cluster(name, true), None).await.unwrap();
+    }
+    typed
+        .create(
+            binding("b", &[("member1", 2), ("member2", 2)], vec![]),
+            None,
+        )
+        .await
+        .unwrap();
+    // Between the taint manager's read and its CAS, a scheduler adds member3.
+    let hook_typed = typed.clone();
+    let store = Interpose::new(
+        mem.clone(),
+        &binding_key("b"),
+        Box::new(move || {
+            let typed = hook_typed.clone();
+            Box::pin(async move {
+                let old: v1::ResourceBinding = typed.get(&binding_key("b")).await.unwrap().unwrap();
+                let mut new = old.clone();
+                new.spec.as_mut().unwrap().clusters.push(v1::TargetCluster {
+                    name: "member3".into(),
+                    replicas: 2,
+                });
+                typed.update(&old, new).await.unwrap();
+            })
+        }),
+    );
+    let h = start_taint_manager(store.clone(), test_config()).await;
+    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    eventually(WAIT, "evicted", || evicted_from(&typed, "b", "member1")).await;
+    assert_eq!(store.fired(), 1, "the concurrent write happened");
+    let b = get_binding(&typed, "b").await;
+    assert_eq!(
+        b.spec.clusters,
+        vec![
+            TargetCluster::new("member2", 2),
+            TargetCluster::new("member3", 2)
+        ],
+        "the scheduler's change survived the conflict"
+    );
+    assert_eq!(b.spec.graceful_eviction_tasks.len(), 1);
+    assert_eq!(b.spec.graceful_eviction_tasks[0].from_cluster, "member1");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_brake_no_eviction_when_every_cluster_is_unhealthy_i10() {
+    let (store, typed) = setup(&[("member1", false), ("member2", false)]).await;
+    typed
+        .create(
+            binding("b", &[("member1", 1), ("member2", 1)], vec![]),
+            None,
+        )
+        .await
+        .unwrap();
+    let h = start_taint_manager(store, test_config()).await;
+    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let b = get_binding(&typed, "b").await;
+    assert!(
+        b.targets("member1"),
+        "halted: nothing evicted while every cluster is down"
+    );
+    assert!(b.spec.graceful_eviction_tasks.is_empty());
+    // One cluster comes back (1 of 2 unhealthy < 0.55): the brake lets go, the parked
+    // eviction runs.
+    set_ready(&typed, "member2", true).await;
+    eventually(WAIT, "evicted after the brake released", || {
+        evicted_from(&typed, "b", "member1")
+    })
+    .await;
+    eventually(WAIT, "a brake event", || async {
+        let (events, _) = typed.list::<v1::Event>(None).await.unwrap();
+        events
+            .iter()
+            .any(|e| e.reason == "EvictionRateNormal")
+            .then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_rate_limit_spaces_evictions_a8() {
+    let (store, typed) = setup(&[("member1", true), ("member2", true), ("member3", true)]).await;
+    const N: usize = 6;
+    for i in 0..N {
+        typed
+            .create(
+                binding(&format!("b{i}"), &[("member1", 1), ("member2", 1)], vec![]),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let mut config = test_config();
+    config.rate.primary_rate = Some(4.0); // one eviction per 250 ms, burst 1
+    let h = start_taint_manager(store, config).await;
+    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    let count = || async {
+        let (all, _) = typed.list::<v1::ResourceBinding>(None).await.unwrap();
+        all.iter()
+            .filter(|b| {
+                !b.spec
+                    .as_ref()
+                    .unwrap()
+                    .clusters
+                    .iter()
+                    .any(|t| t.name == "member1")
+            })
+            .count()
+    };
+    eventually(WAIT, "first eviction", || async {
+        (count().await >= 1).then_some(())
+    })
+    .await;
+    let first = Instant::now();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after_half_second = count().await;
+    // 1 + 2 per 500 ms at most (plus one for timer slack).
+    assert!(
+        after_half_second <= 4,
+        "{after_half_second} evictions within 0.5 s at 4/s"
+    );
+    eventually(WAIT, "all evicted", || async {
+        (count().await == N).then_some(())
+    })
+    .await;
+    // N − 1 further evictions need at least (N − 1) × 250 ms.
+    assert!(
+        first.elapsed() >= Duration::from_millis(1200),
+        "{N} evictions took only {:?}",
+        first.elapsed()
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_directly_flag_and_disabled_switch() {
+    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
+    typed
+        .create(
+            binding("b", &[("member1", 1), ("member2", 1)], vec![]),
+            None,
+        )
+        .await
+        .unwrap();
+    let mut config = test_config();
+    config.purge_mode = PurgeMode::Directly;
+    let h = start_taint_manager(store.clone(), config).await;
+    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    eventually(WAIT, "evicted", || evicted_from(&typed, "b", "member1")).await;
+    let b = get_binding(&typed, "b").await;
+    assert_eq!(
+        b.spec.graceful_eviction_tasks[0].purge_mode,
+        PurgeMode::Directly,
+        "TM-9 flag"
+    );
+    h.stop().await;
+
+    // --enable-no-execute-taint-eviction=false: nothing happens.
+    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
+    typed
+        .create(
+            binding("b", &[("member1", 1), ("member2", 1)], vec![]),
+            None,
+        )
+        .await
+        .unwrap();
+    let mut config = test_config();
+    config.eviction_enabled = false;
+    let h = start_taint_manager(store, config).await;
+    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(get_binding(&typed, "b").await.targets("member1"));
+    h.stop().await;
+}

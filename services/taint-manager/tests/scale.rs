@@ -1,0 +1,101 @@
+//! A mass failover on MemStore: every binding on one cluster is evicted, and the writes are
+//! batched (DESIGN.md §7: not one round trip per binding). Prints the figures; asserts only
+//! the batching, never a timing. `FLOTILLA_SCALE_BINDINGS` overrides the size (default 2000).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/harness.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use flotilla_proto::v1;
+use flotilla_runtime::now;
+use flotilla_store::typed::{Typed, Update};
+use flotilla_store::{MemStore, StoreRef};
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mass_failover_is_batched() {
+    let n: usize = std::env::var("FLOTILLA_SCALE_BINDINGS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let mem: StoreRef = Arc::new(MemStore::new());
+    let typed = Typed::new(mem.clone());
+    for c in ["member1", "member2", "member3"] {
+        typed.create(cluster(c, true), None).await.unwrap();
+    }
+    for i in 0..n {
+        typed
+            .create(
+                binding(&format!("b{i}"), &[("member1", 1), ("member2", 1)], vec![]),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let store = Interpose::new(mem.clone(), "never", Box::new(|| Box::pin(async {})));
+    let h = start_taint_manager(store.clone(), test_config()).await;
+    // Let the caches sync before the clock starts.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    let count = || async {
+        let (all, _) = typed.list::<v1::ResourceBinding>(None).await.unwrap();
+        all.iter()
+            .filter(|b| {
+                !b.spec
+                    .as_ref()
+                    .unwrap()
+                    .clusters
+                    .iter()
+                    .any(|t| t.name == "member1")
+            })
+            .count()
+    };
+    eventually(
+        Duration::from_secs(120),
+        "every binding evicted",
+        || async { (count().await == n).then_some(()) },
+    )
+    .await;
+    let elapsed = start.elapsed();
+    let txns = store.binding_txns.load(Ordering::SeqCst);
+    let puts = store.binding_puts.load(Ordering::SeqCst);
+    // The floor: the same number of guarded puts, batched 64 per transaction, on this store.
+    let (olds, _) = typed.list::<v1::ResourceBinding>(None).await.unwrap();
+    let floor_start = Instant::now();
+    let updates: Vec<_> = olds
+        .into_iter()
+        .map(|old| {
+            let mut new = old.clone();
+            new.metadata
+                .as_mut()
+                .unwrap()
+                .labels
+                .insert("floor".into(), "1".into());
+            Update { old, new }
+        })
+        .collect();
+    typed.update_many(updates).await.unwrap();
+    let floor = floor_start.elapsed();
+    println!(
+        "mass failover: {n} bindings evicted in {elapsed:?} ({:.0}/s); {puts} binding puts in \
+         {txns} transactions ({:.1} per txn); batched floor for {n} guarded puts: {floor:?}",
+        n as f64 / elapsed.as_secs_f64(),
+        puts as f64 / txns.max(1) as f64
+    );
+    assert_eq!(
+        puts, n,
+        "exactly one write per evicted binding (no conflicts, no retries)"
+    );
+    assert!(
+        txns * 4 <= n,
+        "evictions are batched: {txns} transactions for {n} bindings"
+    );
+    let sample = get_binding(&typed, "b0").await;
+    assert_eq!(sample.spec.graceful_eviction_tasks.len(), 1);
+    h.stop().await;
+}

@@ -1,0 +1,23 @@
+//! Builders and a harness shared by the taint-manager tests (included with `#[path]`): the
+//! binding-controller support of `flotilla_runtime::testing`, on the taint manager.
+#![allow(dead_code, unused_imports)]
+
+use std::time::Duration;
+
+pub use flotilla_runtime::testing::bindings::*;
+pub use flotilla_runtime::testing::{Harness, Interpose, eventually};
+use flotilla_store::StoreRef;
+use flotilla_taint_manager::{Config, run_with};
+
+/// A running taint manager on `store`, until [`Harness::stop`].
+pub async fn start_taint_manager(store: StoreRef, config: Config) -> Harness {
+    Harness::spawn("taint manager", store, move |store, readiness, shutdown| {
+        run_with(store, config, readiness, shutdown)
+    })
+}
+
+pub fn test_config() -> Config {
+    let mut c = Config::new("test");
+    c.lease_ttl = Duration::from_secs(5);
+    c
+}

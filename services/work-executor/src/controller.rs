@@ -1,0 +1,420 @@
+//! The binding controller (WE-1..WE-5, WE-8): per binding, mark orphan Works deleting,
+//! wait for Directly-purged Works, ensure one Work per target, and write the aggregated
+//! status with the `FullyApplied` condition.
+//!
+//! ```text
+//!   bindings ─┐                       ┌─ Works cache (index: binding, cluster)
+//!   works ────┼─► queue<binding key> ─┤  workloads cache, bindings cache
+//!   workloads ┘                       └► reconcile: plan::decide → Work writes (BatchWriter:
+//!                                        update_many) → plan::aggregate → binding status CAS
+//!   conflict on any write → re-read the losers from the store and decide again (bounded)
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_core::Time;
+use flotilla_core::types as domain;
+use flotilla_core::work::DIRECTLY_PURGE_RECHECK;
+use flotilla_proto::convert::time_to_timestamp;
+use flotilla_proto::v1;
+use flotilla_runtime::{Action, BatchWriter, Cache, EventType, Recorder, Regarding};
+use flotilla_store::StoreError;
+use flotilla_store::typed::{Stored, Typed, Update, workload_key};
+
+use crate::Config;
+use crate::member::MemberClients;
+use crate::plan::{aggregate, decide, with_aggregated_status};
+use crate::render::{BINDING_FINALIZER, binding_key, is_deleting, parse_binding_key, work_cluster};
+
+/// Index of the Works cache: the `<ns>/<name>` of the binding a Work belongs to.
+pub const INDEX_BINDING: &str = "binding";
+/// Index of the Works cache: the Work's cluster.
+pub const INDEX_CLUSTER: &str = "cluster";
+/// Index of the bindings cache: the key of the binding's template (`workloads/<ns>/<kind>/<name>`).
+pub const INDEX_WORKLOAD: &str = "workload";
+/// How many times one reconcile re-reads and re-decides after losing a CAS.
+pub const MAX_ATTEMPTS: usize = 8;
+
+/// Why a reconcile failed (it is retried with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store failed (unavailable, leadership lost, ...).
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// A member call failed.
+    #[error(transparent)]
+    Member(#[from] crate::member::MemberError),
+    /// Still losing CAS races after [`MAX_ATTEMPTS`] re-reads.
+    #[error("{0}: still conflicting after {MAX_ATTEMPTS} attempts")]
+    Contended(String),
+}
+
+/// Everything the controllers share: caches, writers, member clients.
+pub struct Context {
+    /// Bindings, indexed by template key.
+    pub bindings: Cache<v1::ResourceBinding>,
+    /// Works, indexed by binding and by cluster.
+    pub works: Cache<v1::Work>,
+    /// Resource templates.
+    pub workloads: Cache<v1::Workload>,
+    /// Clusters.
+    pub clusters: Cache<v1::Cluster>,
+    /// Typed access through the leader-fenced store (re-reads and deletes).
+    pub typed: Typed,
+    /// Batched Work writes (fenced).
+    pub work_writer: BatchWriter<v1::Work>,
+    /// Batched binding status writes (fenced).
+    pub binding_writer: BatchWriter<v1::ResourceBinding>,
+    /// Push member clients.
+    pub members: MemberClients,
+    /// Events.
+    pub recorder: Recorder,
+    /// Timers and limits.
+    pub config: Config,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("bindings", &self.bindings)
+            .field("works", &self.works)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A fresh uid (RFC 4122 version 4 layout) for a Work created in a batch.
+fn new_uid() -> String {
+    let a: u64 = rand::random();
+    let b: u64 = rand::random();
+    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// A create as a guarded update: compare resourceVersion 0 (absent), generation 1.
+pub fn create_update(mut work: v1::Work, now: Time) -> Update<v1::Work> {
+    let meta = work.metadata.get_or_insert_with(Default::default);
+    meta.uid = new_uid();
+    meta.creation_timestamp = Some(time_to_timestamp(now));
+    meta.generation = 1;
+    meta.resource_version = 0;
+    Update {
+        old: work.clone(),
+        new: work,
+    }
+}
+
+/// The binding and its Works, as last read (cache first, the store after a lost CAS).
+struct View {
+    key: String,
+    namespace: String,
+    name: String,
+    binding: Option<v1::ResourceBinding>,
+    works: BTreeMap<String, v1::Work>,
+}
+
+impl View {
+    fn from_cache(ctx: &Context, key: &str, namespace: &str, name: &str) -> Self {
+        let works = ctx
+            .works
+            .by_index(INDEX_BINDING, &format!("{namespace}/{name}"))
+            .into_iter()
+            .map(|w| (w.key(), (*w).clone()))
+            .collect();
+        Self {
+            key: key.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            binding: ctx.bindings.get(key).map(|b| (*b).clone()),
+            works,
+        }
+    }
+
+    /// Re-reads the binding and every Work key involved from the store.
+    async fn refresh(&mut self, ctx: &Context, extra: Vec<String>) -> Result<(), Error> {
+        self.binding = ctx.typed.get(&self.key).await?;
+        let mut keys: Vec<String> = self.works.keys().cloned().collect();
+        keys.extend(extra);
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            match ctx.typed.get::<v1::Work>(&key).await? {
+                Some(w) => {
+                    self.works.insert(key, w);
+                }
+                None => {
+                    self.works.remove(&key);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+enum Step {
+    Done(Action),
+    /// Lost a CAS: re-read these keys (plus the binding and known Works) and decide again.
+    Conflict(Vec<String>),
+}
+
+/// Whether a failover is under way for the binding: it has a graceful eviction task.
+pub fn in_failover(binding: &v1::ResourceBinding) -> bool {
+    binding
+        .spec
+        .as_ref()
+        .is_some_and(|s| !s.graceful_eviction_tasks.is_empty())
+}
+
+/// The parent of a binding's reconcile span while it is in failover: the span that last
+/// wrote `status.traceContext` (the scheduler's reschedule, then this controller's own
+/// aggregated-status writes) when it belongs to the failover's trace, else the newest
+/// eviction task's (the taint manager's eviction). `None` outside a failover: reconciles
+/// then start traces of their own.
+#[allow(clippy::ptr_arg)] // the signature of `Controller::trace_parent` hooks (keys are Strings)
+pub fn failover_trace(key: &String, ctx: &Context) -> Option<String> {
+    let binding = ctx.bindings.get(key)?;
+    let status = binding
+        .status
+        .as_ref()
+        .map_or("", |s| s.trace_context.as_str());
+    flotilla_runtime::trace::continue_failover(status, task_trace(&binding))
+}
+
+/// The trace context of the newest eviction task that has one ("" without).
+pub fn task_trace(binding: &v1::ResourceBinding) -> &str {
+    binding
+        .spec
+        .as_ref()
+        .and_then(|s| {
+            s.graceful_eviction_tasks
+                .iter()
+                .rev()
+                .find(|t| !t.trace_context.is_empty())
+        })
+        .map_or("", |t| t.trace_context.as_str())
+}
+
+/// An aggregated status written during a failover carries this reconcile span's trace
+/// context: graceful eviction continues it when it removes the task.
+fn stamp_trace_context(new: &mut v1::ResourceBinding) {
+    let trace = flotilla_runtime::trace::current();
+    // only a span of this failover's trace (one started before the task existed is not)
+    if in_failover(new) && flotilla_runtime::trace::same_trace(&trace, task_trace(new)) {
+        new.status
+            .get_or_insert_with(Default::default)
+            .trace_context = trace;
+    }
+}
+
+/// Reconciles one binding key (`bindings/<ns>/<name>`).
+pub async fn reconcile_binding(key: String, ctx: Arc<Context>) -> Result<Action, Error> {
+    let Some((namespace, name)) = parse_binding_key(&key) else {
+        tracing::warn!(key, "not a binding key; ignored");
+        return Ok(Action::await_change());
+    };
+    let now = flotilla_runtime::now();
+    let mut view = View::from_cache(&ctx, &key, namespace, name);
+    for _ in 0..MAX_ATTEMPTS {
+        match sync(&ctx, &mut view, now).await? {
+            Step::Done(action) => return Ok(action),
+            Step::Conflict(keys) => view.refresh(&ctx, keys).await?,
+        }
+    }
+    Err(Error::Contended(key))
+}
+
+async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> {
+    if view.binding.is_none()
+        && view
+            .works
+            .values()
+            .any(|w| !is_deleting(w.metadata.as_ref()))
+    {
+        // Before deleting Works of a binding the cache does not have, make sure it is really
+        // gone: the bindings cache may lag behind the Works cache.
+        view.binding = ctx.typed.get(&view.key).await?;
+    }
+    let binding_ref = view.binding.as_ref();
+    let spec: domain::ResourceBindingSpec = match binding_ref.and_then(|b| b.spec.clone()) {
+        Some(spec) => match spec.try_into() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(binding = %view.key, error = %e, "binding spec cannot be read; skipped");
+                return Ok(Step::Done(Action::await_change()));
+            }
+        },
+        None => domain::ResourceBindingSpec::default(),
+    };
+    let workload = binding_ref.and_then(|b| {
+        let r = b.spec.as_ref()?.resource.as_ref()?;
+        ctx.workloads
+            .get(&workload_key(&r.namespace, &r.kind, &r.name))
+    });
+    let works: Vec<v1::Work> = view.works.values().cloned().collect();
+    let decision = decide(binding_ref, &spec, workload.as_deref(), &works);
+
+    // WE-3.1 / WE-1: mark orphans deleting; the execution controller removes them once the
+    // member confirms (WE-6.2..6.4).
+    let mut writes: Vec<Update<v1::Work>> = Vec::new();
+    for w in &decision.mark_deleting {
+        let mut new = w.clone();
+        new.metadata
+            .get_or_insert_with(Default::default)
+            .deletion_timestamp = Some(time_to_timestamp(now));
+        writes.push(Update {
+            old: w.clone(),
+            new,
+        });
+    }
+    let marked = writes.len();
+    // WE-3.4: create and update (none while blocked, WE-3.2).
+    for w in &decision.create {
+        writes.push(create_update(w.clone(), now));
+    }
+    for (old, new) in &decision.update {
+        writes.push(Update {
+            old: old.clone(),
+            new: new.clone(),
+        });
+    }
+    let (created, updated) = (decision.create.len(), decision.update.len());
+    if !writes.is_empty() {
+        let keys: Vec<String> = writes.iter().map(|u| u.new.key()).collect();
+        let results = ctx.work_writer.update_all(writes).await;
+        let mut conflicts = Vec::new();
+        for (key, result) in keys.into_iter().zip(results) {
+            match result {
+                Ok(w) => {
+                    view.works.insert(key, w);
+                }
+                Err(e) if e.is_conflict() || matches!(e, StoreError::NotFound { .. }) => {
+                    conflicts.push(key);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !conflicts.is_empty() {
+            tracing::debug!(binding = %view.key, ?conflicts, "Work writes lost a CAS; re-reading");
+            return Ok(Step::Conflict(conflicts));
+        }
+    }
+    if marked > 0 {
+        let clusters: Vec<&str> = decision.mark_deleting.iter().map(work_cluster).collect();
+        let clusters = clusters.join(",");
+        tracing::info!(binding = %view.key, cluster = %clusters, "orphan Works marked for deletion (WE-3.1)");
+        ctx.recorder.record(
+            Regarding::binding(&view.namespace, &view.name),
+            EventType::Normal,
+            "CleanupOrphanWork",
+            format!("Works on {clusters} are no longer needed and are being deleted (WE-3.1)"),
+            "",
+        );
+    }
+    if created + updated > 0 {
+        tracing::debug!(binding = %view.key, created, updated, "Works synced (WE-3.4)");
+        ctx.recorder.record(
+            Regarding::binding(&view.namespace, &view.name),
+            EventType::Normal,
+            "SyncWorkSucceed",
+            format!("{created} Work(s) created, {updated} updated"),
+            "",
+        );
+    }
+    for (cluster, error) in &decision.render_errors {
+        tracing::warn!(binding = %view.key, cluster, error, "cannot render the Work");
+        ctx.recorder.record(
+            Regarding::binding(&view.namespace, &view.name),
+            EventType::Warning,
+            "SyncWorkFailed",
+            format!("cannot render the Work for {cluster}: {error}"),
+            "",
+        );
+    }
+
+    let Some(binding) = view.binding.clone() else {
+        return Ok(Step::Done(Action::await_change()));
+    };
+    if is_deleting(binding.metadata.as_ref()) {
+        // WE-1: once every Work is gone, release the binding's finalizer.
+        let has_finalizer = binding
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.finalizers.iter().any(|f| f == BINDING_FINALIZER));
+        if view.works.is_empty() && has_finalizer {
+            let mut new = binding.clone();
+            if let Some(m) = new.metadata.as_mut() {
+                m.finalizers.retain(|f| f != BINDING_FINALIZER);
+            }
+            match ctx.binding_writer.update(binding, new).await {
+                Ok(b) => view.binding = Some(b),
+                Err(e) if e.is_conflict() => return Ok(Step::Conflict(Vec::new())),
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        return Ok(Step::Done(Action::await_change()));
+    }
+
+    // WE-8: aggregated status over the Works as they are now.
+    let works: Vec<v1::Work> = view.works.values().cloned().collect();
+    let previous = binding
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let (items, condition) = aggregate(&spec, &works, &previous, now);
+    // A binding without Works that never had the condition (not scheduled yet, or its
+    // template is missing) gets nothing written: that write would only race the scheduler's.
+    let silent = works.is_empty()
+        && !previous
+            .iter()
+            .any(|c| c.r#type == domain::CONDITION_FULLY_APPLIED);
+    let update = if silent {
+        None
+    } else {
+        with_aggregated_status(&binding, items, condition, decision.works_current())
+    };
+    if let Some(mut new) = update {
+        stamp_trace_context(&mut new);
+        match ctx.binding_writer.update(binding, new).await {
+            Ok(b) => view.binding = Some(b),
+            Err(e) if e.is_conflict() => return Ok(Step::Conflict(Vec::new())),
+            Err(StoreError::NotFound { .. }) => return Ok(Step::Conflict(Vec::new())),
+            Err(e) => return Err(e.into()),
+        }
+    }
+
+    let action = if decision.blocked() {
+        tracing::debug!(binding = %view.key, waiting_for = ?decision.waiting_for, "waiting for Directly-purged Works (WE-3.2)");
+        Action::requeue(DIRECTLY_PURGE_RECHECK)
+    } else {
+        // Deleting Works of targets and missing templates are waited for through the
+        // watches (a Work's deletion and a template's creation queue the binding).
+        Action::await_change()
+    };
+    Ok(Step::Done(action))
+}
+
+/// Error policy: retry soon; the queue's per-key back-off grows with repeated failures.
+pub fn error_policy(_key: &String, error: &Error, _ctx: &Context) -> Action {
+    match error {
+        Error::Contended(_) => Action::requeue(Duration::from_millis(10)),
+        _ => Action::requeue(Duration::from_millis(500)),
+    }
+}
+
+/// The binding key a Work event is about (from the Work's binding reference).
+pub fn binding_of_work(work: &v1::Work) -> Option<String> {
+    let b = work.spec.as_ref()?.binding.as_ref()?;
+    (!b.namespace.is_empty() && !b.name.is_empty()).then(|| binding_key(&b.namespace, &b.name))
+}

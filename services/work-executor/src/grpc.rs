@@ -1,0 +1,424 @@
+//! `flotilla.v1.WorkExecutor`: Work status for users (`GetWorkStatus`), status reports from
+//! Pull agents (`ReportWorkStatus`), and the dry-run `Plan`, which calls the very functions
+//! the binding controller uses (`plan::decide`, `plan::aggregate`).
+
+use flotilla_core::types as domain;
+use flotilla_proto::Resource;
+use flotilla_proto::v1;
+use flotilla_proto::v1::work_executor_server::WorkExecutor;
+use flotilla_store::StoreError;
+use flotilla_store::typed::{Stored, Typed, work_key};
+use tonic::{Request, Response, Status};
+
+use crate::plan::{aggregate, decide};
+use crate::render::{cluster_is_pull, is_deleting, work_cluster};
+
+/// Metadata key naming the calling agent's cluster; when present it must match the Work's.
+pub const CLUSTER_METADATA: &str = "x-flotilla-cluster";
+/// How many times a report re-reads the Work after losing a CAS before answering ABORTED.
+const MAX_ATTEMPTS: usize = 8;
+
+/// Why an RPC failed; mapped to a status in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A request field is missing or malformed (INVALID_ARGUMENT).
+    #[error("{field}: {message}")]
+    Invalid {
+        /// JSON path of the field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// NOT_FOUND.
+    #[error("{0}")]
+    NotFound(String),
+    /// PERMISSION_DENIED.
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// FAILED_PRECONDITION.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// ABORTED (stale uid or generation, or lost CAS races).
+    #[error("{0}")]
+    Aborted(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+    ApiError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl From<ApiError> for Status {
+    fn from(e: ApiError) -> Self {
+        let message = e.to_string();
+        match e {
+            ApiError::Invalid { .. } => Status::invalid_argument(message),
+            ApiError::NotFound(_) => Status::not_found(message),
+            ApiError::PermissionDenied(_) => Status::permission_denied(message),
+            ApiError::FailedPrecondition(_) => Status::failed_precondition(message),
+            ApiError::Aborted(_) => Status::aborted(message),
+            ApiError::Store(e) => match e {
+                StoreError::NotFound { .. } => Status::not_found(message),
+                StoreError::Conflict { .. } | StoreError::AlreadyExists { .. } => {
+                    Status::aborted(message)
+                }
+                StoreError::Unavailable(_)
+                | StoreError::LeadershipLost { .. }
+                | StoreError::WatchClosed(_) => Status::unavailable(message),
+                StoreError::PermissionDenied(_) => Status::permission_denied(message),
+                StoreError::InvalidArgument(_) => Status::invalid_argument(message),
+                _ => Status::internal(message),
+            },
+        }
+    }
+}
+
+/// The WorkExecutor gRPC service.
+#[derive(Clone)]
+pub struct WorkExecutorApi {
+    typed: Typed,
+}
+
+impl std::fmt::Debug for WorkExecutorApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkExecutorApi").finish_non_exhaustive()
+    }
+}
+
+impl WorkExecutorApi {
+    /// A service reading and writing through `typed` (not fenced: any replica may serve
+    /// agents; every write is a CAS on the Work).
+    pub fn new(typed: Typed) -> Self {
+        Self { typed }
+    }
+}
+
+/// Validates a WorkKey and returns its store key.
+fn key_of(work: Option<&v1::WorkKey>) -> Result<(String, v1::WorkKey), ApiError> {
+    let w = work.ok_or_else(|| invalid("work", "required"))?;
+    for (field, value) in [
+        ("work.cluster", &w.cluster),
+        ("work.namespace", &w.namespace),
+        ("work.name", &w.name),
+    ] {
+        if value.is_empty() {
+            return Err(invalid(field, "required"));
+        }
+        if value.contains('/') || value.chars().any(char::is_control) {
+            return Err(invalid(field, "must not contain '/' or control characters"));
+        }
+    }
+    Ok((work_key(&w.cluster, &w.namespace, &w.name), w.clone()))
+}
+
+fn check_status(status: &v1::WorkStatus) -> Result<(), ApiError> {
+    if v1::ResourceHealth::try_from(status.health).is_err() {
+        return Err(invalid(
+            "status.health",
+            format!("unknown ResourceHealth {}", status.health),
+        ));
+    }
+    for (i, c) in status.conditions.iter().enumerate() {
+        if c.r#type.is_empty() {
+            return Err(invalid(format!("status.conditions[{i}].type"), "required"));
+        }
+        match v1::ConditionStatus::try_from(c.status) {
+            Ok(v1::ConditionStatus::Unspecified) | Err(_) => {
+                return Err(invalid(
+                    format!("status.conditions[{i}].status"),
+                    "must be TRUE, FALSE or UNKNOWN",
+                ));
+            }
+            Ok(_) => {}
+        }
+    }
+    if status.observed_generation < 0 {
+        return Err(invalid("status.observedGeneration", "must not be negative"));
+    }
+    if status.ready_replicas < 0 {
+        return Err(invalid("status.readyReplicas", "must not be negative"));
+    }
+    Ok(())
+}
+
+// === impl WorkExecutorApi ===
+
+impl WorkExecutorApi {
+    async fn report(
+        &self,
+        caller: Option<String>,
+        req: v1::ReportWorkStatusRequest,
+    ) -> Result<v1::ReportWorkStatusResponse, ApiError> {
+        let (key, wk) = key_of(req.work.as_ref())?;
+        if let Some(caller) = caller
+            && caller != wk.cluster
+        {
+            return Err(ApiError::PermissionDenied(format!(
+                "cluster {caller:?} may not report the status of a Work of cluster {:?}",
+                wk.cluster
+            )));
+        }
+        if !req.manifest_deleted {
+            let status = req
+                .status
+                .as_ref()
+                .ok_or_else(|| invalid("status", "required unless manifestDeleted is set"))?;
+            check_status(status)?;
+        }
+        let cluster: Option<v1::Cluster> = self
+            .typed
+            .get(&format!("{}{}", v1::Cluster::PREFIX, wk.cluster))
+            .await?;
+        for _ in 0..MAX_ATTEMPTS {
+            let work: v1::Work = self
+                .typed
+                .get(&key)
+                .await?
+                .ok_or_else(|| ApiError::NotFound(format!("Work {key} not found")))?;
+            if work_cluster(&work) != wk.cluster {
+                return Err(ApiError::FailedPrecondition(format!(
+                    "Work {key} belongs to cluster {:?}",
+                    work_cluster(&work)
+                )));
+            }
+            match cluster.as_ref() {
+                None => {
+                    return Err(ApiError::FailedPrecondition(format!(
+                        "cluster {:?} does not exist",
+                        wk.cluster
+                    )));
+                }
+                Some(c) if !cluster_is_pull(c) => {
+                    return Err(ApiError::FailedPrecondition(format!(
+                        "cluster {:?} is a Push cluster: the work executor collects its status",
+                        wk.cluster
+                    )));
+                }
+                Some(_) => {}
+            }
+            let meta = work.metadata.clone().unwrap_or_default();
+            if !req.work_uid.is_empty() && req.work_uid != meta.uid {
+                return Err(ApiError::Aborted(format!(
+                    "Work {key} has uid {}, not {} (it was re-created)",
+                    meta.uid, req.work_uid
+                )));
+            }
+            if req.manifest_deleted {
+                if !is_deleting(work.metadata.as_ref()) {
+                    return Err(ApiError::FailedPrecondition(format!(
+                        "Work {key} is not being deleted"
+                    )));
+                }
+                match self.typed.delete(&key, Some(work.resource_version())).await {
+                    Ok(revision) => {
+                        tracing::info!(work = %key, cluster = %wk.cluster, "Work removed: the agent deleted the manifest (WE-6.2)");
+                        return Ok(v1::ReportWorkStatusResponse {
+                            resource_version: revision,
+                        });
+                    }
+                    Err(e) if e.is_conflict() => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let mut status = req.status.clone().unwrap_or_default();
+            if status.observed_generation == 0 {
+                status.observed_generation = meta.generation;
+            }
+            if status.observed_generation > meta.generation {
+                return Err(invalid(
+                    "status.observedGeneration",
+                    format!(
+                        "{} is newer than the Work's generation {}",
+                        status.observed_generation, meta.generation
+                    ),
+                ));
+            }
+            let stored = work.status.as_ref().map_or(0, |s| s.observed_generation);
+            if status.observed_generation < stored {
+                return Err(ApiError::Aborted(format!(
+                    "status of generation {} is older than the stored one ({stored})",
+                    status.observed_generation
+                )));
+            }
+            if status.health == v1::ResourceHealth::Unspecified as i32 {
+                status.health = v1::ResourceHealth::Unknown as i32;
+            }
+            let mut new = work.clone();
+            new.status = Some(status);
+            match self.typed.update(&work, new).await {
+                Ok(w) => {
+                    return Ok(v1::ReportWorkStatusResponse {
+                        resource_version: w.resource_version(),
+                    });
+                }
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::Aborted(format!(
+            "Work {key} kept changing; report again"
+        )))
+    }
+
+    fn plan(req: v1::PlanRequest) -> Result<v1::PlanResponse, ApiError> {
+        let binding = req.binding.ok_or_else(|| invalid("binding", "required"))?;
+        let meta = binding.metadata.clone().unwrap_or_default();
+        if meta.name.is_empty() {
+            return Err(invalid("binding.metadata.name", "required"));
+        }
+        if meta.namespace.is_empty() {
+            return Err(invalid("binding.metadata.namespace", "required"));
+        }
+        let wire_spec = binding
+            .spec
+            .clone()
+            .ok_or_else(|| invalid("binding.spec", "required"))?;
+        let resource = wire_spec
+            .resource
+            .clone()
+            .ok_or_else(|| invalid("binding.spec.resource", "required"))?;
+        if resource.kind.is_empty() {
+            return Err(invalid("binding.spec.resource.kind", "required"));
+        }
+        if resource.name.is_empty() {
+            return Err(invalid("binding.spec.resource.name", "required"));
+        }
+        let spec: domain::ResourceBindingSpec =
+            wire_spec
+                .try_into()
+                .map_err(|e: flotilla_proto::ConvertError| {
+                    let e = e.within("binding.spec");
+                    invalid(e.field, e.message)
+                })?;
+        for (i, t) in spec.clusters.iter().enumerate() {
+            if t.name.is_empty() {
+                return Err(invalid(
+                    format!("binding.spec.clusters[{i}].name"),
+                    "required",
+                ));
+            }
+            if t.replicas < 0 {
+                return Err(invalid(
+                    format!("binding.spec.clusters[{i}].replicas"),
+                    "must not be negative",
+                ));
+            }
+        }
+        for (i, t) in spec.graceful_eviction_tasks.iter().enumerate() {
+            if t.from_cluster.is_empty() {
+                return Err(invalid(
+                    format!("binding.spec.gracefulEvictionTasks[{i}].fromCluster"),
+                    "required",
+                ));
+            }
+        }
+        if let Some(w) = req.workload.as_ref()
+            && let Err(e) =
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&w.manifest)
+        {
+            return Err(invalid(
+                "workload.manifest",
+                format!("not a JSON object: {e}"),
+            ));
+        }
+        for (i, w) in req.works.iter().enumerate() {
+            if work_cluster(w).is_empty() {
+                return Err(invalid(format!("works[{i}].spec.cluster"), "required"));
+            }
+            if w.name().is_empty() {
+                return Err(invalid(format!("works[{i}].metadata.name"), "required"));
+            }
+            if w.namespace().is_empty() {
+                return Err(invalid(
+                    format!("works[{i}].metadata.namespace"),
+                    "required",
+                ));
+            }
+        }
+        let now = flotilla_runtime::now();
+        let d = decide(Some(&binding), &spec, req.workload.as_ref(), &req.works);
+        let previous = binding
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let (aggregated_status, fully_applied) = aggregate(&spec, &req.works, &previous, now);
+        let mut reasons = d.reasons.clone();
+        reasons.push(format!(
+            "WE-8: FullyApplied={} over {} Work(s)",
+            if fully_applied.status == v1::ConditionStatus::True as i32 {
+                "True"
+            } else {
+                "False"
+            },
+            aggregated_status.len()
+        ));
+        Ok(v1::PlanResponse {
+            kept_clusters: d.kept.iter().cloned().collect(),
+            orphans: d
+                .orphans
+                .iter()
+                .map(|w| v1::WorkKey {
+                    cluster: work_cluster(w).to_owned(),
+                    namespace: w.namespace().to_owned(),
+                    name: w.name().to_owned(),
+                })
+                .collect(),
+            works: d.desired().cloned().collect(),
+            blocked: d.blocked(),
+            aggregated_status,
+            fully_applied: Some(fully_applied),
+            reasons,
+            held_clusters: d.held.clone(),
+            waiting_for_clusters: d.waiting_for.clone(),
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl WorkExecutor for WorkExecutorApi {
+    async fn get_work_status(
+        &self,
+        request: Request<v1::GetWorkStatusRequest>,
+    ) -> Result<Response<v1::GetWorkStatusResponse>, Status> {
+        let req = request.into_inner();
+        let (key, _) = key_of(req.work.as_ref())?;
+        let work: v1::Work = self
+            .typed
+            .get(&key)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::NotFound(format!("Work {key} not found")))?;
+        Ok(Response::new(v1::GetWorkStatusResponse {
+            status: Some(work.status.clone().unwrap_or_default()),
+            generation: work.generation(),
+            resource_version: work.resource_version(),
+        }))
+    }
+
+    async fn report_work_status(
+        &self,
+        request: Request<v1::ReportWorkStatusRequest>,
+    ) -> Result<Response<v1::ReportWorkStatusResponse>, Status> {
+        let caller = request
+            .metadata()
+            .get(CLUSTER_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Ok(Response::new(
+            self.report(caller, request.into_inner()).await?,
+        ))
+    }
+
+    async fn plan(
+        &self,
+        request: Request<v1::PlanRequest>,
+    ) -> Result<Response<v1::PlanResponse>, Status> {
+        Ok(Response::new(Self::plan(request.into_inner())?))
+    }
+}

@@ -1,0 +1,539 @@
+//! The work-executor service: renders one Work per target cluster of a binding, removes
+//! orphan Works, applies Works on Push members, takes status reports from Pull agents,
+//! collects member status and aggregates it into the binding (SEMANTICS §6, WE-1..WE-9).
+//!
+//! ```text
+//!                 etcd / MemStore
+//!   bindings/ works/ workloads/ clusters/ ──watch──► reflector caches
+//!        │            │                                   │
+//!        ▼            ▼                                   ▼
+//!   binding controller (queue: binding key)        execution controller (queue: Work key)
+//!     plan::decide → mark orphans deleting,          Push, cluster Ready: ApplyManifest /
+//!     wait for Directly, create/update Works         DeleteManifest on the member, then
+//!     plan::aggregate → status.aggregatedStatus      Work status / Work removal
+//!     + FullyApplied (CAS)                           (finalizer: WE-6.2..6.4)
+//!        │                                                │
+//!        └── BatchWriter<Work | Binding>: update_many ────┘ ← status collection: one
+//!            (leader-fenced writes)                          GetStatus per Ready Push
+//!                                                            cluster per period
+//!   gRPC flotilla.v1.WorkExecutor: GetWorkStatus, ReportWorkStatus (Pull agents), Plan
+//! ```
+//!
+//! Controllers and status collection run only while this replica holds
+//! `leases/work-executor`; their writes are fenced on that leadership (I8).
+
+#![deny(missing_docs)]
+
+pub mod controller;
+pub mod execution;
+pub mod grpc;
+pub mod member;
+pub mod plan;
+pub mod render;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use flotilla_proto::Resource;
+use flotilla_proto::v1;
+use flotilla_proto::v1::work_executor_server::WorkExecutorServer;
+use flotilla_runtime::leader::ElectionConfig;
+use flotilla_runtime::queue::QueueConfig;
+use flotilla_runtime::reflector::{Writer, reflect};
+use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
+use flotilla_runtime::{
+    BatchConfig, BatchWriter, CommonArgs, Controller, GrpcConfig, GrpcServer, LeaderElector,
+    Readiness, Recorder, Runtime, Shutdown, WorkQueue,
+};
+use flotilla_store::typed::{Stored, Typed, decode, workload_key};
+use flotilla_store::{Leadership, StoreRef};
+use futures::{Stream, StreamExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::controller::{Context, INDEX_BINDING, INDEX_CLUSTER, INDEX_WORKLOAD, binding_of_work};
+use crate::grpc::WorkExecutorApi;
+use crate::member::MemberClients;
+use crate::render::{
+    cluster_endpoint, cluster_is_pull, cluster_ready, is_deleting, work_binding_ref, work_cluster,
+};
+
+/// The gRPC service name, for health.
+pub const SERVICE_NAME: &str = "flotilla.v1.WorkExecutor";
+/// The leader-election prefix.
+pub const LEASE_PREFIX: &str = "leases/work-executor";
+
+/// `flotilla-work-executor`: Works from bindings, applied on members, status aggregated.
+#[derive(Debug, Parser)]
+#[command(name = "flotilla-work-executor", version, about, long_about = None)]
+pub struct Args {
+    /// Flags every service shares.
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// How often the status of every Work on a Ready Push cluster is collected (one GetStatus
+    /// per cluster). Default 10s, Karmada's `--cluster-status-update-frequency`.
+    #[arg(long, env = "FLOTILLA_STATUS_SYNC_PERIOD", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub status_sync_period: Duration,
+
+    /// Deadline of one call to a member (apply, delete, status). An unreachable member never
+    /// answers; this bounds how long a worker waits for it. Default 5s.
+    #[arg(long, env = "FLOTILLA_MEMBER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub member_timeout: Duration,
+
+    /// Most member calls in flight at once, over all clusters. Default 64 (A12: no fixed QPS
+    /// limit, only a bound on concurrency).
+    #[arg(long, env = "FLOTILLA_MEMBER_CONCURRENCY", default_value_t = 64)]
+    pub member_concurrency: usize,
+
+    /// Binding reconcile workers. Default 16 (Karmada's `--concurrent-resourcebinding-syncs`
+    /// is 5; A12 wants many).
+    #[arg(long, env = "FLOTILLA_BINDING_WORKERS", default_value_t = 16)]
+    pub binding_workers: usize,
+
+    /// Work execution workers (each waits on one member call at a time). Default 32
+    /// (Karmada's `--concurrent-work-syncs` is 5; A12 wants many).
+    #[arg(long, env = "FLOTILLA_WORK_WORKERS", default_value_t = 32)]
+    pub work_workers: usize,
+
+    /// How soon a Work whose cluster is not Ready is looked at again (WE-6.3, WE-6.5); a
+    /// cluster turning Ready queues its Works at once anyway. Default 10s.
+    #[arg(long, env = "FLOTILLA_NOT_READY_RECHECK", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub not_ready_recheck: Duration,
+}
+
+/// The service's settings (the flags minus the common ones).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `--status-sync-period`.
+    pub status_sync_period: Duration,
+    /// `--member-timeout`.
+    pub member_timeout: Duration,
+    /// `--member-concurrency`.
+    pub member_concurrency: usize,
+    /// `--binding-workers`.
+    pub binding_workers: usize,
+    /// `--work-workers`.
+    pub work_workers: usize,
+    /// `--not-ready-recheck`.
+    pub not_ready_recheck: Duration,
+    /// Leader-election identity (`--identity`).
+    pub identity: String,
+    /// Leader-election lease TTL (`--lease-ttl`).
+    pub lease_ttl: Duration,
+    /// gRPC request timeout (`--grpc-timeout`).
+    pub grpc_timeout: Duration,
+    /// TLS for `https://` member endpoints (`--tls-ca`, `--tls-cert`, `--tls-key`).
+    pub security: flotilla_runtime::SecurityArgs,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            status_sync_period: Duration::from_secs(10),
+            member_timeout: Duration::from_secs(5),
+            member_concurrency: 64,
+            binding_workers: 16,
+            work_workers: 32,
+            not_ready_recheck: Duration::from_secs(10),
+            identity: "work-executor".into(),
+            lease_ttl: Duration::from_secs(15),
+            grpc_timeout: Duration::from_secs(30),
+            security: flotilla_runtime::SecurityArgs::default(),
+        }
+    }
+}
+
+/// A flag value that makes no sense.
+#[derive(Debug, thiserror::Error)]
+#[error("--{flag}: {message}")]
+pub struct FlagError {
+    /// The flag.
+    pub flag: &'static str,
+    /// Why.
+    pub message: String,
+}
+
+// === impl Args ===
+
+impl Args {
+    /// Checks the service's flags and returns its [`Config`].
+    pub fn validate(&self) -> Result<Config, Vec<FlagError>> {
+        let mut errors = Vec::new();
+        let mut positive = |flag: &'static str, d: Duration| {
+            if d.is_zero() {
+                errors.push(FlagError {
+                    flag,
+                    message: "must be positive".into(),
+                });
+            }
+        };
+        positive("status-sync-period", self.status_sync_period);
+        positive("member-timeout", self.member_timeout);
+        positive("not-ready-recheck", self.not_ready_recheck);
+        for (flag, n) in [
+            ("member-concurrency", self.member_concurrency),
+            ("binding-workers", self.binding_workers),
+            ("work-workers", self.work_workers),
+        ] {
+            if n == 0 {
+                errors.push(FlagError {
+                    flag,
+                    message: "must be at least 1".into(),
+                });
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Config {
+            status_sync_period: self.status_sync_period,
+            member_timeout: self.member_timeout,
+            member_concurrency: self.member_concurrency,
+            binding_workers: self.binding_workers,
+            work_workers: self.work_workers,
+            not_ready_recheck: self.not_ready_recheck,
+            identity: self.common.identity(),
+            lease_ttl: self.common.lease_ttl,
+            grpc_timeout: self.common.grpc_timeout,
+            security: self.common.security.clone(),
+        })
+    }
+
+    /// Runs the service until SIGTERM/SIGINT: store, caches, controllers, gRPC and admin.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let config = self.validate().map_err(|errors| {
+            anyhow::anyhow!(
+                "invalid flags: {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
+        let rt = Runtime::start(&self.common).await?;
+        let service = WorkExecutor::start(rt.store.clone(), config, &rt.readiness, &rt.shutdown);
+        let grpc = rt
+            .grpc_server(
+                &[flotilla_proto::FILE_DESCRIPTOR_SET],
+                GrpcConfig::default().health_service(SERVICE_NAME),
+            )
+            .await?
+            .map_router(|r| r.add_service(service.server()));
+        rt.serve(grpc).await?;
+        Ok(())
+    }
+}
+
+/// Runs the work executor on `store` and serves its gRPC API on `grpc` until `shutdown`
+/// (for `flotilla up`, which runs every service in one process on one store).
+pub async fn run_with(
+    store: StoreRef,
+    config: Config,
+    grpc: TcpListener,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let readiness = Readiness::new();
+    let timeout = config.grpc_timeout;
+    let service = WorkExecutor::start(store, config, &readiness, &shutdown);
+    let server = GrpcServer::new(
+        &[flotilla_proto::FILE_DESCRIPTOR_SET],
+        GrpcConfig::default()
+            .request_timeout(timeout)
+            .health_service(SERVICE_NAME),
+        readiness,
+        &shutdown,
+    )
+    .await?
+    .map_router(|r| r.add_service(service.server()));
+    tracing::info!(grpc = ?grpc.local_addr().ok(), "work-executor listening");
+    server.serve(grpc, shutdown).await?;
+    Ok(())
+}
+
+/// A started work executor: its caches, controllers and status collection run in background
+/// tasks until the shutdown fires.
+#[derive(Debug)]
+pub struct WorkExecutor {
+    ctx: Arc<Context>,
+    api: WorkExecutorApi,
+    leader: watch::Receiver<Option<Leadership>>,
+}
+
+type Feed<K> = std::pin::Pin<Box<dyn Stream<Item = Event<K>> + Send>>;
+
+fn watch_kind<K: Stored + Send + Sync + 'static>(
+    store: &StoreRef,
+    name: &str,
+    writer: Writer<K>,
+) -> Feed<K> {
+    let events = watcher(
+        store.clone(),
+        K::PREFIX,
+        WatcherConfig::default().named(format!("work_executor_{name}")),
+        decode::<K>,
+    );
+    Box::pin(reflect(writer, events))
+}
+
+/// Drains `events` until shutdown, handing each to `on_event`.
+fn feed<K: Send + Sync + 'static>(
+    mut events: Feed<K>,
+    shutdown: &Shutdown,
+    mut on_event: impl FnMut(&Event<K>) + Send + 'static,
+) {
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = shutdown.triggered() => return,
+                ev = events.next() => match ev {
+                    Some(ev) => on_event(&ev),
+                    None => return,
+                },
+            }
+        }
+    });
+}
+
+/// What of a cluster matters to its Works' execution.
+#[derive(Clone, PartialEq, Eq)]
+struct ClusterState {
+    ready: bool,
+    deleting: bool,
+    pull: bool,
+    endpoint: String,
+}
+
+// === impl WorkExecutor ===
+
+impl WorkExecutor {
+    /// Starts watching, campaigning for `leases/work-executor`, and (while leading)
+    /// reconciling. Caches are registered with `readiness`.
+    pub fn start(
+        store: StoreRef,
+        config: Config,
+        readiness: &Readiness,
+        shutdown: &Shutdown,
+    ) -> Self {
+        let elector = LeaderElector::spawn(
+            store.clone(),
+            LEASE_PREFIX,
+            ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+            shutdown,
+        );
+        let leader = elector.subscribe();
+        let fenced: StoreRef = Arc::new(elector.fenced_store(store.clone()));
+        {
+            // The elector resigns when dropped: keep it until shutdown.
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown.triggered().await;
+                elector.resign().await;
+            });
+        }
+        let typed = Typed::new(fenced);
+
+        let bindings_w = Writer::<v1::ResourceBinding>::new().with_index(INDEX_WORKLOAD, |b| {
+            b.spec
+                .as_ref()
+                .and_then(|s| s.resource.as_ref())
+                .map(|r| vec![workload_key(&r.namespace, &r.kind, &r.name)])
+                .unwrap_or_default()
+        });
+        let works_w = Writer::<v1::Work>::new()
+            .with_index(INDEX_BINDING, |w| work_binding_ref(w).into_iter().collect())
+            .with_index(INDEX_CLUSTER, |w| vec![work_cluster(w).to_owned()]);
+        let workloads_w = Writer::<v1::Workload>::new();
+        let clusters_w = Writer::<v1::Cluster>::new();
+        let ctx = Arc::new(Context {
+            bindings: bindings_w.cache(),
+            works: works_w.cache(),
+            workloads: workloads_w.cache(),
+            clusters: clusters_w.cache(),
+            // A transaction may write a key only once: a second write of a Work (or binding)
+            // already in the batch waits for the next one.
+            work_writer: BatchWriter::spawn(
+                typed.clone(),
+                BatchConfig::default().one_write_per_key(true),
+            ),
+            binding_writer: BatchWriter::spawn(
+                typed.clone(),
+                BatchConfig::default().one_write_per_key(true),
+            ),
+            typed,
+            members: MemberClients::new(config.member_timeout, config.member_concurrency)
+                .with_security(config.security.clone()),
+            recorder: Recorder::spawn(store.clone(), "work-executor", shutdown.clone()),
+            config: config.clone(),
+        });
+        readiness.add_cache("bindings", &ctx.bindings);
+        readiness.add_cache("works", &ctx.works);
+        readiness.add_cache("workloads", &ctx.workloads);
+        readiness.add_cache("clusters", &ctx.clusters);
+
+        let binding_queue: WorkQueue<String> =
+            WorkQueue::new(QueueConfig::new("work_executor_bindings"));
+        let work_queue: WorkQueue<String> = WorkQueue::new(QueueConfig::new("work_executor_works"));
+
+        // bindings → their own key
+        {
+            let q = binding_queue.clone();
+            feed(
+                watch_kind(&store, "bindings", bindings_w),
+                shutdown,
+                move |ev| {
+                    if let Some(key) = ev.key() {
+                        q.add(key.to_owned());
+                    }
+                },
+            );
+        }
+        // works → their binding (remembered for deletions) and themselves
+        {
+            let bq = binding_queue.clone();
+            let wq = work_queue.clone();
+            let mut owners: HashMap<String, String> = HashMap::new();
+            feed(
+                watch_kind(&store, "works", works_w),
+                shutdown,
+                move |ev| match ev {
+                    Event::Apply(o) | Event::InitApply(o) => {
+                        if let Some(b) = binding_of_work(&o.value) {
+                            owners.insert(o.key.clone(), b.clone());
+                            bq.add(b);
+                        }
+                        wq.add(o.key.clone());
+                    }
+                    Event::Delete { key, .. } => {
+                        if let Some(b) = owners.remove(key) {
+                            bq.add(b);
+                        }
+                    }
+                    Event::Init { .. } | Event::InitDone { .. } => {}
+                },
+            );
+        }
+        // workloads → the bindings of that template
+        {
+            let q = binding_queue.clone();
+            let bindings = ctx.bindings.clone();
+            feed(
+                watch_kind(&store, "workloads", workloads_w),
+                shutdown,
+                move |ev| {
+                    if let Some(key) = ev.key() {
+                        for b in bindings.index_keys(INDEX_WORKLOAD, key) {
+                            q.add(b);
+                        }
+                    }
+                },
+            );
+        }
+        // clusters → their Works, when readiness, deletion, mode or endpoint changed
+        {
+            let q = work_queue.clone();
+            let works = ctx.works.clone();
+            let mut seen: HashMap<String, ClusterState> = HashMap::new();
+            feed(
+                watch_kind(&store, "clusters", clusters_w),
+                shutdown,
+                move |ev| {
+                    let (name, state) = match ev {
+                        Event::Apply(o) | Event::InitApply(o) => {
+                            let c = &o.value;
+                            let state = ClusterState {
+                                ready: cluster_ready(c),
+                                deleting: is_deleting(c.metadata.as_ref()),
+                                pull: cluster_is_pull(c),
+                                endpoint: cluster_endpoint(c).to_owned(),
+                            };
+                            (c.name().to_owned(), Some(state))
+                        }
+                        Event::Delete { key, .. } => (
+                            key.strip_prefix(v1::Cluster::PREFIX)
+                                .unwrap_or(key)
+                                .to_owned(),
+                            None,
+                        ),
+                        Event::Init { .. } | Event::InitDone { .. } => return,
+                    };
+                    let changed = match &state {
+                        Some(s) => seen.insert(name.clone(), s.clone()).as_ref() != Some(s),
+                        None => seen.remove(&name).is_some(),
+                    };
+                    if changed {
+                        for key in works.index_keys(INDEX_CLUSTER, &name) {
+                            q.add(key);
+                        }
+                    }
+                },
+            );
+        }
+
+        let binding_controller = Controller::new(
+            binding_queue,
+            controller::reconcile_binding,
+            controller::error_policy,
+        )
+        // one failover = one trace: while a binding has an eviction task, its reconciles
+        // continue the span that last wrote its status (the scheduler's reschedule first)
+        .trace_parent(controller::failover_trace)
+        .workers(config.binding_workers)
+        .leader(leader.clone());
+        let work_controller = Controller::new(
+            work_queue,
+            execution::reconcile_work,
+            execution::error_policy,
+        )
+        // the apply of a Work written during a failover continues the Work's trace
+        .trace_parent(execution::work_trace)
+        .workers(config.work_workers)
+        .leader(leader.clone());
+        {
+            let ctx = ctx.clone();
+            let shutdown = shutdown.clone();
+            let leader = leader.clone();
+            tokio::spawn(async move {
+                // Decide only on complete caches: a partial Works cache would hide orphans
+                // and re-create existing Works.
+                tokio::select! {
+                    () = shutdown.triggered() => return,
+                    () = async {
+                        ctx.bindings.wait_until_ready().await;
+                        ctx.works.wait_until_ready().await;
+                        ctx.workloads.wait_until_ready().await;
+                        ctx.clusters.wait_until_ready().await;
+                    } => {}
+                }
+                tracing::info!("caches synced; controllers start while leading");
+                tokio::join!(
+                    binding_controller.run(ctx.clone(), shutdown.clone()),
+                    work_controller.run(ctx.clone(), shutdown.clone()),
+                    status::run(ctx.clone(), leader, shutdown.clone()),
+                );
+            });
+        }
+        let api = WorkExecutorApi::new(Typed::new(store));
+        Self { ctx, api, leader }
+    }
+
+    /// The gRPC service, ready to add to a router.
+    pub fn server(&self) -> WorkExecutorServer<WorkExecutorApi> {
+        flotilla_runtime::decode_limited!(WorkExecutorServer::new(self.api.clone()))
+    }
+
+    /// The shared controller context (caches, writers), e.g. for tests and dry runs.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// Follows this replica's leadership of `leases/work-executor`.
+    pub fn leader(&self) -> watch::Receiver<Option<Leadership>> {
+        self.leader.clone()
+    }
+}

@@ -1,0 +1,526 @@
+//! The binding controller's decision, as a pure function of (binding, template, its Works):
+//! which Works to mark deleting, create and update (WE-1..WE-5), and the aggregated status
+//! to write (WE-8). The controller executes it; the `Plan` RPC returns it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flotilla_core::Time;
+use flotilla_core::types::{self as domain, CONDITION_FULLY_APPLIED};
+use flotilla_core::work::{aggregate_status, plan_works};
+use flotilla_proto::v1;
+use flotilla_store::typed::Stored;
+
+use crate::render::{
+    expected_work_key, is_deleting, merge_update, needs_update, observation, render_work,
+    set_condition, work_cluster,
+};
+
+/// `FullyApplied` reason when every kept cluster applied its Work (Karmada's).
+pub const REASON_FULLY_APPLIED: &str = "FullyAppliedSuccess";
+/// `FullyApplied` reason otherwise (Karmada's).
+pub const REASON_NOT_FULLY_APPLIED: &str = "FullyAppliedFailed";
+
+/// What one sync of a binding must do.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// WE-2: clusters whose Works are kept.
+    pub kept: BTreeSet<String>,
+    /// WE-3.1 / WE-1: Works that must go (orphans, Works of a deleting or vanished binding,
+    /// stale names), deleting ones included.
+    pub orphans: Vec<v1::Work>,
+    /// Of those, the ones not marked deleting yet: mark them now.
+    pub mark_deleting: Vec<v1::Work>,
+    /// WE-3.2: clusters of Directly tasks whose Works still exist.
+    pub waiting_for: Vec<String>,
+    /// WE-3.5: clusters held by Gracefully/Never tasks.
+    pub held: Vec<String>,
+    /// WE-3.4: Works to create.
+    pub create: Vec<v1::Work>,
+    /// WE-3.4: Works to update: (as stored, as it should be).
+    pub update: Vec<(v1::Work, v1::Work)>,
+    /// WE-3.4: Works already as they should be.
+    pub unchanged: Vec<v1::Work>,
+    /// Targets whose Work is still being deleted: created once it is gone.
+    pub waiting_deletion: Vec<String>,
+    /// WE-3.3: the template is missing: nothing ensured, no retry until it appears.
+    pub workload_missing: bool,
+    /// Targets whose Work could not be rendered, with why.
+    pub render_errors: Vec<(String, String)>,
+    /// Why, one line per rule that applied.
+    pub reasons: Vec<String>,
+}
+
+impl Decision {
+    /// WE-3.2: Work creation and updates wait for Directly-purged Works.
+    pub fn blocked(&self) -> bool {
+        !self.waiting_for.is_empty()
+    }
+
+    /// Whether the Works match the binding's current generation after this sync, so that
+    /// the aggregated status may be stamped with it (I1a). Not while WE-3.2 blocks the sync:
+    /// a target's Work then still has the replicas of the older placement (e.g. member2 at 2
+    /// of a new 3) and reports Healthy for them, which must not release the Directly task —
+    /// graceful eviction would drop it, and WE-3.2 would stop waiting for the old Work
+    /// (found by the `purge_modes` scenario).
+    pub fn works_current(&self) -> bool {
+        !self.blocked()
+    }
+
+    /// Every Work that should exist after this sync (created, updated, unchanged).
+    pub fn desired(&self) -> impl Iterator<Item = &v1::Work> {
+        self.create
+            .iter()
+            .chain(self.update.iter().map(|(_, new)| new))
+            .chain(self.unchanged.iter())
+    }
+}
+
+/// Decides a binding's sync. `binding` is `None` when it no longer exists; `works` are the
+/// Works found for it (any cluster, deleting ones included); `spec` is its converted spec.
+pub fn decide(
+    binding: Option<&v1::ResourceBinding>,
+    spec: &domain::ResourceBindingSpec,
+    workload: Option<&v1::Workload>,
+    works: &[v1::Work],
+) -> Decision {
+    let mut d = Decision::default();
+    let Some(binding) = binding.filter(|b| !is_deleting(b.metadata.as_ref())) else {
+        // WE-1: a deleting (or vanished) binding loses every Work.
+        d.reasons.push(if binding.is_some() {
+            "WE-1: the binding is being deleted: every Work goes".into()
+        } else {
+            "WE-1: the binding is gone: every Work goes".into()
+        });
+        d.orphans = works.to_vec();
+        d.mark_deleting = works
+            .iter()
+            .filter(|w| !is_deleting(w.metadata.as_ref()))
+            .cloned()
+            .collect();
+        return d;
+    };
+    let existing: Vec<String> = works.iter().map(|w| work_cluster(w).to_owned()).collect();
+    let plan = plan_works(spec, &existing);
+    d.kept = flotilla_core::work::kept_clusters(spec);
+    d.held.clone_from(&plan.hold);
+    d.waiting_for.clone_from(&plan.wait_for_directly);
+    let deleted: BTreeSet<&String> = plan.delete.iter().collect();
+    let held: BTreeSet<&String> = plan.hold.iter().collect();
+    for w in works {
+        let cluster = work_cluster(w).to_owned();
+        let orphan = deleted.contains(&cluster);
+        // A Work of a kept, unheld cluster under another name than WE-5's (e.g. the template
+        // was renamed) is stale: it goes too.
+        let stale =
+            !orphan && !held.contains(&cluster) && w.key() != expected_work_key(binding, &cluster);
+        if orphan || stale {
+            if !is_deleting(w.metadata.as_ref()) {
+                d.mark_deleting.push(w.clone());
+            }
+            d.orphans.push(w.clone());
+        }
+    }
+    if !plan.delete.is_empty() {
+        d.reasons.push(format!(
+            "WE-3.1: {} not in the kept set {:?}: their Works are deleted",
+            plan.delete.join(", "),
+            d.kept
+        ));
+    }
+    if !plan.hold.is_empty() {
+        d.reasons.push(format!(
+            "WE-3.5: {} held by Gracefully/Never eviction tasks: their Works are neither deleted nor updated",
+            plan.hold.join(", ")
+        ));
+    }
+    if d.blocked() {
+        d.reasons.push(format!(
+            "WE-3.2: Directly-purged Works still exist on {}: nothing is created or updated until they are gone",
+            plan.wait_for_directly.join(", ")
+        ));
+        return d;
+    }
+    let Some(workload) = workload else {
+        d.workload_missing = true;
+        d.reasons
+            .push("WE-3.3: the resource template is missing: no Work is ensured".into());
+        return d;
+    };
+    let by_key: BTreeMap<String, &v1::Work> = works.iter().map(|w| (w.key(), w)).collect();
+    for target in &plan.ensure {
+        let desired = match render_work(binding, workload, target) {
+            Ok(w) => w,
+            Err(e) => {
+                d.render_errors.push((target.name.clone(), e.to_string()));
+                continue;
+            }
+        };
+        match by_key.get(&desired.key()) {
+            None => d.create.push(desired),
+            Some(existing) if is_deleting(existing.metadata.as_ref()) => {
+                d.waiting_deletion.push(target.name.clone());
+            }
+            Some(existing) if needs_update(existing, &desired) => {
+                d.update
+                    .push(((*existing).clone(), merge_update(existing, &desired)));
+            }
+            Some(existing) => d.unchanged.push((*existing).clone()),
+        }
+    }
+    if !plan.ensure.is_empty() {
+        d.reasons.push(format!(
+            "WE-3.4/WE-4: one Work per target ({}) with replicas revised: {} to create, {} to update, {} unchanged",
+            plan.ensure
+                .iter()
+                .map(|t| format!("{}:{}", t.name, t.replicas))
+                .collect::<Vec<_>>()
+                .join(", "),
+            d.create.len(),
+            d.update.len(),
+            d.unchanged.len()
+        ));
+    }
+    if !d.waiting_deletion.is_empty() {
+        d.reasons.push(format!(
+            "WE-6.3: the Works on {} are still being deleted; they are created again once gone",
+            d.waiting_deletion.join(", ")
+        ));
+    }
+    for (cluster, error) in &d.render_errors {
+        d.reasons.push(format!(
+            "WE-4: cannot render the Work for {cluster}: {error}"
+        ));
+    }
+    d
+}
+
+/// WE-8: the aggregated status items (sorted by cluster, with each manifest's status JSON)
+/// and the `FullyApplied` condition, from the binding's current Works.
+pub fn aggregate(
+    spec: &domain::ResourceBindingSpec,
+    works: &[v1::Work],
+    previous: &[v1::Condition],
+    now: Time,
+) -> (Vec<v1::AggregatedStatusItem>, v1::Condition) {
+    let observations: Vec<_> = works.iter().map(observation).collect();
+    let (items, fully_applied) = aggregate_status(spec, &observations);
+    let status_json: BTreeMap<&str, &str> = works
+        .iter()
+        .filter(|w| !is_deleting(w.metadata.as_ref()))
+        .map(|w| {
+            (
+                work_cluster(w),
+                w.status.as_ref().map_or("", |s| s.resource_status.as_str()),
+            )
+        })
+        .collect();
+    let items = items
+        .into_iter()
+        .map(|item| {
+            let json = if item.applied {
+                status_json
+                    .get(item.cluster_name.as_str())
+                    .map(|s| (*s).to_owned())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
+            let mut wire = v1::AggregatedStatusItem::from(item);
+            wire.status = json;
+            wire
+        })
+        .collect();
+    let mut conditions = previous.to_vec();
+    if fully_applied {
+        set_condition(
+            &mut conditions,
+            CONDITION_FULLY_APPLIED,
+            v1::ConditionStatus::True,
+            REASON_FULLY_APPLIED,
+            "All works have been successfully applied",
+            now,
+        );
+    } else {
+        set_condition(
+            &mut conditions,
+            CONDITION_FULLY_APPLIED,
+            v1::ConditionStatus::False,
+            REASON_NOT_FULLY_APPLIED,
+            "Failed to apply all works, see status.aggregatedStatus for details",
+            now,
+        );
+    }
+    let condition = conditions
+        .into_iter()
+        .find(|c| c.r#type == CONDITION_FULLY_APPLIED)
+        .unwrap_or_default();
+    (items, condition)
+}
+
+/// The binding with `items` and `condition` written into its status, or `None` when they are
+/// already there (nothing to write). Only the fields the work executor owns change.
+///
+/// `works_current` says whether the Works were synced to the binding's current generation in
+/// this pass (see [`Decision::works_current`]); only then is the status stamped with that
+/// generation.
+pub fn with_aggregated_status(
+    binding: &v1::ResourceBinding,
+    items: Vec<v1::AggregatedStatusItem>,
+    condition: v1::Condition,
+    works_current: bool,
+) -> Option<v1::ResourceBinding> {
+    let status = binding.status.clone().unwrap_or_default();
+    let current = status
+        .conditions
+        .iter()
+        .find(|c| c.r#type == CONDITION_FULLY_APPLIED);
+    // I1a: the status is stamped with the binding generation it was computed for, so graceful
+    // eviction never trusts health collected for an older placement. Works that were not
+    // synced to this generation (WE-3.2 blocked the sync) still describe the older placement:
+    // the stamp stays where it was.
+    let generation = if works_current {
+        binding.metadata.as_ref().map_or(0, |m| m.generation)
+    } else {
+        status.aggregated_status_observed_generation
+    };
+    if status.aggregated_status == items
+        && current == Some(&condition)
+        && status.aggregated_status_observed_generation == generation
+    {
+        return None;
+    }
+    let mut out = binding.clone();
+    let status = out.status.get_or_insert_with(Default::default);
+    status.aggregated_status = items;
+    status.aggregated_status_observed_generation = generation;
+    match status
+        .conditions
+        .iter_mut()
+        .find(|c| c.r#type == CONDITION_FULLY_APPLIED)
+    {
+        Some(c) => *c = condition,
+        None => status.conditions.push(condition),
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use flotilla_core::types::PurgeMode;
+
+    use super::*;
+    use crate::render::{EXECUTION_FINALIZER, applied_status};
+
+    fn binding(clusters: &[(&str, i32)], tasks: &[(&str, PurgeMode)]) -> v1::ResourceBinding {
+        let spec = domain::ResourceBindingSpec {
+            resource: domain::ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: "default".into(),
+                name: "nginx".into(),
+                uid: String::new(),
+            },
+            replicas: 3,
+            clusters: clusters
+                .iter()
+                .map(|(n, r)| domain::TargetCluster::new(*n, *r))
+                .collect(),
+            graceful_eviction_tasks: tasks
+                .iter()
+                .map(|(c, m)| domain::GracefulEvictionTask {
+                    from_cluster: (*c).into(),
+                    purge_mode: *m,
+                    reason: "TaintUntolerated".into(),
+                    producer: "TaintManager".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        v1::ResourceBinding {
+            metadata: Some(v1::ObjectMeta {
+                name: "nginx-deployment".into(),
+                namespace: "default".into(),
+                uid: "uid-1".into(),
+                ..Default::default()
+            }),
+            spec: Some(spec.into()),
+            status: None,
+        }
+    }
+
+    fn spec_of(b: &v1::ResourceBinding) -> domain::ResourceBindingSpec {
+        b.spec.clone().unwrap().try_into().unwrap()
+    }
+
+    fn workload() -> v1::Workload {
+        v1::Workload {
+            kind: "Deployment".into(),
+            manifest: r#"{"apiVersion":"apps/v1","kind":"Deployment","spec":{"replicas":3}}"#
+                .into(),
+            replicas: 3,
+            ..Default::default()
+        }
+    }
+
+    fn works_for(b: &v1::ResourceBinding, targets: &[(&str, i32)]) -> Vec<v1::Work> {
+        targets
+            .iter()
+            .map(|(c, r)| {
+                let mut w =
+                    render_work(b, &workload(), &domain::TargetCluster::new(*c, *r)).unwrap();
+                w.metadata.as_mut().unwrap().generation = 1;
+                w
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fresh_binding_creates_one_work_per_target() {
+        let b = binding(&[("member1", 1), ("member2", 2)], &[]);
+        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &[]);
+        assert_eq!(d.create.len(), 2);
+        assert!(d.mark_deleting.is_empty() && !d.blocked());
+        let clusters: Vec<_> = d.create.iter().map(work_cluster).collect();
+        assert_eq!(clusters, vec!["member1", "member2"]);
+        assert_eq!(d.create[1].spec.as_ref().unwrap().replicas, Some(2));
+    }
+
+    #[test]
+    fn we_3_5_gracefully_task_holds_its_work_untouched() {
+        let old = binding(&[("member1", 1), ("member2", 2)], &[]);
+        let works = works_for(&old, &[("member1", 1), ("member2", 2)]);
+        let b = binding(&[("member2", 3)], &[("member1", PurgeMode::Gracefully)]);
+        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works);
+        assert!(d.mark_deleting.is_empty());
+        assert_eq!(d.held, vec!["member1"]);
+        assert_eq!(d.update.len(), 1);
+        assert_eq!(work_cluster(&d.update[0].1), "member2");
+        assert_eq!(d.update[0].1.spec.as_ref().unwrap().replicas, Some(3));
+    }
+
+    #[test]
+    fn we_3_2_directly_task_deletes_first_and_blocks() {
+        let old = binding(&[("member1", 1), ("member2", 2)], &[]);
+        let works = works_for(&old, &[("member1", 1), ("member2", 2)]);
+        let b = binding(&[("member2", 3)], &[("member1", PurgeMode::Directly)]);
+        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works);
+        assert_eq!(d.mark_deleting.len(), 1);
+        assert_eq!(work_cluster(&d.mark_deleting[0]), "member1");
+        assert!(d.blocked());
+        assert!(d.update.is_empty() && d.create.is_empty());
+        // once member1's Work is gone, member2 is updated
+        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works[1..]);
+        assert!(!d.blocked());
+        assert_eq!(d.update.len(), 1);
+    }
+
+    #[test]
+    fn i1a_blocked_sync_keeps_the_status_generation() {
+        // {member1:1, member2:2} at generation 2, then member1 evicted Directly: generation 3
+        // targets {member2:3}, but member2's Work still has 2 replicas (2/2 Ready, Healthy).
+        let old = binding(&[("member1", 1), ("member2", 2)], &[]);
+        let mut works = works_for(&old, &[("member1", 1), ("member2", 2)]);
+        let now = Time::from_millis(1_000);
+        for w in &mut works {
+            let mut s = applied_status(None, 1, None, now);
+            s.health = v1::ResourceHealth::Healthy as i32;
+            w.status = Some(s);
+        }
+        let mut b = binding(&[("member2", 3)], &[("member1", PurgeMode::Directly)]);
+        b.metadata.as_mut().unwrap().generation = 3;
+        b.status = Some(v1::ResourceBindingStatus {
+            aggregated_status_observed_generation: 2,
+            ..Default::default()
+        });
+        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works);
+        assert!(d.blocked() && !d.works_current());
+        let (items, cond) = aggregate(&spec_of(&b), &works[1..], &[], now);
+        assert_eq!(items[0].health, v1::ResourceHealth::Healthy as i32);
+        let written = with_aggregated_status(&b, items.clone(), cond.clone(), d.works_current())
+            .expect("the items are written");
+        assert_eq!(
+            written
+                .status
+                .as_ref()
+                .unwrap()
+                .aggregated_status_observed_generation,
+            2,
+            "a blocked sync must not claim its status is for generation 3"
+        );
+        // Once member1's Work is gone the sync goes through and the stamp moves.
+        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works[1..]);
+        assert!(d.works_current());
+        let written = with_aggregated_status(&b, items, cond, d.works_current()).unwrap();
+        assert_eq!(
+            written
+                .status
+                .as_ref()
+                .unwrap()
+                .aggregated_status_observed_generation,
+            3
+        );
+    }
+
+    #[test]
+    fn we_1_deleting_binding_loses_every_work() {
+        let mut b = binding(&[("member1", 1)], &[]);
+        let works = works_for(&b, &[("member1", 1)]);
+        b.metadata.as_mut().unwrap().deletion_timestamp = Some(Default::default());
+        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works);
+        assert_eq!(d.mark_deleting.len(), 1);
+        assert!(d.create.is_empty());
+        let d = decide(None, &spec_of(&b), None, &works);
+        assert_eq!(d.orphans.len(), 1);
+    }
+
+    #[test]
+    fn we_3_3_missing_template_ensures_nothing() {
+        let b = binding(&[("member1", 1)], &[]);
+        let d = decide(Some(&b), &spec_of(&b), None, &[]);
+        assert!(d.workload_missing && d.create.is_empty());
+    }
+
+    #[test]
+    fn deleting_work_of_a_target_waits() {
+        let b = binding(&[("member1", 1)], &[]);
+        let mut works = works_for(&b, &[("member1", 1)]);
+        works[0].metadata.as_mut().unwrap().deletion_timestamp = Some(Default::default());
+        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works);
+        assert_eq!(d.waiting_deletion, vec!["member1"]);
+        assert!(d.create.is_empty() && d.update.is_empty());
+        assert_eq!(
+            works[0].metadata.as_ref().unwrap().finalizers,
+            vec![EXECUTION_FINALIZER.to_string()]
+        );
+    }
+
+    #[test]
+    fn we_8_aggregation_with_fully_applied() {
+        let b = binding(&[("member1", 1), ("member2", 2)], &[]);
+        let mut works = works_for(&b, &[("member2", 2), ("member1", 1)]);
+        let now = Time::from_millis(1_000);
+        for w in &mut works {
+            let mut s = applied_status(None, 1, None, now);
+            s.health = v1::ResourceHealth::Healthy as i32;
+            s.resource_status = r#"{"readyReplicas":1}"#.into();
+            w.status = Some(s);
+        }
+        let (items, cond) = aggregate(&spec_of(&b), &works, &[], now);
+        assert_eq!(items[0].cluster_name, "member1");
+        assert_eq!(items[0].status, r#"{"readyReplicas":1}"#);
+        assert_eq!(items[1].health, v1::ResourceHealth::Healthy as i32);
+        assert_eq!(cond.status, v1::ConditionStatus::True as i32);
+        assert_eq!(cond.reason, REASON_FULLY_APPLIED);
+        let written = with_aggregated_status(&b, items.clone(), cond.clone(), true).unwrap();
+        assert!(
+            with_aggregated_status(&written, items, cond, true).is_none(),
+            "unchanged status is not rewritten"
+        );
+        // one Work missing → not fully applied
+        let (_, cond) = aggregate(&spec_of(&b), &works[..1], &[], now);
+        assert_eq!(cond.status, v1::ConditionStatus::False as i32);
+    }
+}

@@ -1,0 +1,558 @@
+//! Rendering Works from a binding and its template (WE-4, WE-5), and the small status
+//! helpers shared by the controllers and the gRPC handlers (conditions, observations).
+//!
+//! Everything here is pure: no I/O, no clock (callers pass `now`).
+
+use std::collections::BTreeMap;
+
+use flotilla_core::Time;
+use flotilla_core::types::{ResourceHealth, TargetCluster};
+use flotilla_core::work::{WorkObservation, work_name};
+use flotilla_proto::Resource;
+use flotilla_proto::convert::time_to_timestamp;
+use flotilla_proto::v1;
+use flotilla_store::typed::{Stored, work_key};
+
+/// The Work finalizer of the execution controller (SEMANTICS §1.3): a deleting Work keeps
+/// existing until the member confirmed the manifest is gone (WE-6.2/6.3).
+pub const EXECUTION_FINALIZER: &str = "karmada.io/execution-controller";
+/// The binding finalizer of the binding controller (§1.3), removed once every Work of a
+/// deleting binding is gone (WE-1).
+pub const BINDING_FINALIZER: &str = "karmada.io/binding-controller";
+/// Label carrying the binding's permanent id (§1.10); Works are found by it.
+pub const LABEL_PERMANENT_ID: &str = "resourcebinding.karmada.io/permanent-id";
+/// Label carrying the binding's namespace (v1.5's way of finding Works).
+pub const LABEL_BINDING_NAMESPACE: &str = "resourcebinding.karmada.io/namespace";
+/// Label carrying the binding's name (v1.5's way of finding Works).
+pub const LABEL_BINDING_NAME: &str = "resourcebinding.karmada.io/name";
+/// The Work condition written after an apply (WE-6.5).
+pub const CONDITION_APPLIED: &str = "Applied";
+/// `Applied` reason on success (Karmada's `AppliedSuccessful`).
+pub const REASON_APPLIED_SUCCESSFUL: &str = "AppliedSuccessful";
+/// `Applied` reason on failure (Karmada's `AppliedFailed`).
+pub const REASON_APPLIED_FAILED: &str = "AppliedFailed";
+/// `Applied` reason when status collection no longer finds the manifest on the member: the
+/// execution controller applies it again.
+pub const REASON_MANIFEST_MISSING: &str = "ManifestMissing";
+/// Kinds whose `spec.replicas` is revised to the target's replicas (Karmada's default
+/// `ReviseReplica` interpreter, WE-4.1). Jobs (`parallelism`, WE-4.2) are not revised yet.
+pub const REPLICA_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "ReplicaSet"];
+
+/// Why a Work could not be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// The template's manifest is not a JSON object.
+    #[error("the template manifest is not a JSON object: {0}")]
+    Manifest(String),
+}
+
+/// `bindings/<ns>/<name>`.
+pub fn binding_key(namespace: &str, name: &str) -> String {
+    format!("{}{namespace}/{name}", v1::ResourceBinding::PREFIX)
+}
+
+/// `(namespace, name)` of a binding key.
+pub fn parse_binding_key(key: &str) -> Option<(&str, &str)> {
+    key.strip_prefix(v1::ResourceBinding::PREFIX)?
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+}
+
+/// The `<ns>/<name>` index value of the binding a Work belongs to.
+pub fn work_binding_ref(work: &v1::Work) -> Option<String> {
+    let b = work.spec.as_ref()?.binding.as_ref()?;
+    (!b.namespace.is_empty() && !b.name.is_empty()).then(|| format!("{}/{}", b.namespace, b.name))
+}
+
+/// The Work's target cluster (`""` without a spec).
+pub fn work_cluster(work: &v1::Work) -> &str {
+    work.spec.as_ref().map_or("", |s| s.cluster.as_str())
+}
+
+/// Whether an object's deletion was requested.
+pub fn is_deleting(meta: Option<&v1::ObjectMeta>) -> bool {
+    meta.is_some_and(|m| m.deletion_timestamp.is_some())
+}
+
+/// The Work key a binding's template gets on `cluster` (WE-5 name, binding namespace).
+pub fn expected_work_key(binding: &v1::ResourceBinding, cluster: &str) -> String {
+    let ns = binding.namespace();
+    let resource = binding
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource.clone())
+        .unwrap_or_default();
+    work_key(
+        cluster,
+        ns,
+        &work_name(&resource.namespace, &resource.name, &resource.kind),
+    )
+}
+
+/// WE-4.1: the template manifest with `spec.replicas` set to the target's replicas for kinds
+/// with replicas; other kinds are passed through (normalised JSON) with no replicas.
+pub fn revise_replicas(
+    manifest: &str,
+    kind: &str,
+    replicas: i32,
+) -> Result<(String, Option<i32>), RenderError> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
+    let Some(object) = value.as_object_mut() else {
+        return Err(RenderError::Manifest("not an object".into()));
+    };
+    if !REPLICA_KINDS.contains(&kind) {
+        return Ok((value.to_string(), None));
+    }
+    let spec = object
+        .entry("spec")
+        .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+    let Some(spec) = spec.as_object_mut() else {
+        return Err(RenderError::Manifest("spec is not an object".into()));
+    };
+    spec.insert("replicas".into(), serde_json::Value::from(replicas));
+    Ok((value.to_string(), Some(replicas)))
+}
+
+/// The trace context a Work carries: during a failover (the binding has an eviction task)
+/// that of the span rendering it — the work executor's reconcile, which continues the
+/// failover's trace — so that its apply continues the trace in turn; empty otherwise (and
+/// when spans are not exported).
+fn trace_context(binding: &v1::ResourceBinding) -> String {
+    let in_failover = binding
+        .spec
+        .as_ref()
+        .is_some_and(|s| !s.graceful_eviction_tasks.is_empty());
+    if in_failover {
+        flotilla_runtime::trace::current()
+    } else {
+        String::new()
+    }
+}
+
+/// WE-4: the Work for `target`: the template with replicas revised, the binding's identity
+/// as labels (§1.10), the execution finalizer and the binding reference. Metadata that only
+/// the store sets (uid, creation time, revision) is left empty.
+pub fn render_work(
+    binding: &v1::ResourceBinding,
+    workload: &v1::Workload,
+    target: &TargetCluster,
+) -> Result<v1::Work, RenderError> {
+    let spec = binding.spec.clone().unwrap_or_default();
+    let resource = spec.resource.clone().unwrap_or_default();
+    let meta = binding.metadata.clone().unwrap_or_default();
+    let permanent_id = meta
+        .labels
+        .get(LABEL_PERMANENT_ID)
+        .cloned()
+        .unwrap_or_else(|| meta.uid.clone());
+    let (manifest, replicas) =
+        revise_replicas(&workload.manifest, &resource.kind, target.replicas)?;
+    let labels = BTreeMap::from([
+        (LABEL_PERMANENT_ID.to_owned(), permanent_id.clone()),
+        (LABEL_BINDING_NAMESPACE.to_owned(), meta.namespace.clone()),
+        (LABEL_BINDING_NAME.to_owned(), meta.name.clone()),
+    ]);
+    Ok(v1::Work {
+        metadata: Some(v1::ObjectMeta {
+            name: work_name(&resource.namespace, &resource.name, &resource.kind),
+            namespace: meta.namespace.clone(),
+            labels: labels.into_iter().collect(),
+            finalizers: vec![EXECUTION_FINALIZER.to_owned()],
+            ..Default::default()
+        }),
+        spec: Some(v1::WorkSpec {
+            cluster: target.name.clone(),
+            binding: Some(v1::BindingReference {
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone(),
+                uid: meta.uid.clone(),
+                permanent_id,
+            }),
+            resource: Some(resource),
+            manifest,
+            replicas,
+            suspend_dispatching: false,
+            preserve_resources_on_deletion: false,
+            trace_context: trace_context(binding),
+        }),
+        status: None,
+    })
+}
+
+/// Whether `existing` differs from `desired` in what the binding controller owns: its labels,
+/// the finalizer and the spec (the trace context aside, which alone never rewrites a Work).
+pub fn needs_update(existing: &v1::Work, desired: &v1::Work) -> bool {
+    let (Some(em), Some(dm)) = (existing.metadata.as_ref(), desired.metadata.as_ref()) else {
+        return true;
+    };
+    let labels_differ = dm.labels.iter().any(|(k, v)| em.labels.get(k) != Some(v));
+    let finalizer_missing = dm.finalizers.iter().any(|f| !em.finalizers.contains(f));
+    let strip = |w: &v1::Work| {
+        w.spec.clone().map(|mut s| {
+            s.trace_context.clear();
+            s
+        })
+    };
+    labels_differ || finalizer_missing || strip(existing) != strip(desired)
+}
+
+/// `existing` with the desired labels, finalizer and spec (its status and other metadata kept).
+pub fn merge_update(existing: &v1::Work, desired: &v1::Work) -> v1::Work {
+    let mut out = existing.clone();
+    let meta = out.metadata.get_or_insert_with(Default::default);
+    if let Some(dm) = desired.metadata.as_ref() {
+        for (k, v) in &dm.labels {
+            meta.labels.insert(k.clone(), v.clone());
+        }
+        for f in &dm.finalizers {
+            if !meta.finalizers.contains(f) {
+                meta.finalizers.push(f.clone());
+            }
+        }
+    }
+    out.spec.clone_from(&desired.spec);
+    out
+}
+
+/// The `Applied` state of a Work status: the `Applied` condition if present (Unknown →
+/// `None`), else the `applied` flag.
+pub fn applied_state(status: &v1::WorkStatus) -> Option<bool> {
+    match status
+        .conditions
+        .iter()
+        .find(|c| c.r#type == CONDITION_APPLIED)
+    {
+        Some(c) => match v1::ConditionStatus::try_from(c.status) {
+            Ok(v1::ConditionStatus::True) => Some(true),
+            Ok(v1::ConditionStatus::False) => Some(false),
+            _ => None,
+        },
+        None => Some(status.applied),
+    }
+}
+
+/// Whether the Work's current generation is applied on its member.
+pub fn applied_current(work: &v1::Work) -> bool {
+    work.status.as_ref().is_some_and(|s| {
+        s.observed_generation == work.generation() && applied_state(s) == Some(true)
+    })
+}
+
+fn health_of(raw: i32) -> ResourceHealth {
+    match v1::ResourceHealth::try_from(raw) {
+        Ok(v1::ResourceHealth::Healthy) => ResourceHealth::Healthy,
+        Ok(v1::ResourceHealth::Unhealthy) => ResourceHealth::Unhealthy,
+        _ => ResourceHealth::Unknown,
+    }
+}
+
+/// WE-8 input for one Work. A status that describes an older generation than the Work's
+/// counts as not applied yet: an aggregated Healthy must be about the current spec (I1a).
+pub fn observation(work: &v1::Work) -> WorkObservation {
+    let status = work.status.clone().unwrap_or_default();
+    let current = status.observed_generation == work.generation();
+    let applied = if current {
+        applied_state(&status)
+    } else {
+        None
+    };
+    WorkObservation {
+        cluster: work_cluster(work).to_owned(),
+        deleting: is_deleting(work.metadata.as_ref()),
+        applied,
+        applied_message: status.applied_message.clone(),
+        health: health_of(status.health),
+        ready_replicas: status.ready_replicas,
+    }
+}
+
+/// Sets a condition: `lastTransitionTime` moves only when the status changes (CH-5.5).
+pub fn set_condition(
+    conditions: &mut Vec<v1::Condition>,
+    type_: &str,
+    status: v1::ConditionStatus,
+    reason: &str,
+    message: &str,
+    now: Time,
+) {
+    let status = status as i32;
+    match conditions.iter_mut().find(|c| c.r#type == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.status = status;
+                c.last_transition_time = Some(time_to_timestamp(now));
+            }
+            reason.clone_into(&mut c.reason);
+            message.clone_into(&mut c.message);
+        }
+        None => conditions.push(v1::Condition {
+            r#type: type_.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            last_transition_time: Some(time_to_timestamp(now)),
+        }),
+    }
+}
+
+/// WE-6.5 success: `Applied=True` for `generation`, with what the member said about the
+/// object (health, ready replicas, status JSON).
+pub fn applied_status(
+    old: Option<&v1::WorkStatus>,
+    generation: i64,
+    member: Option<&v1::ManifestStatus>,
+    now: Time,
+) -> v1::WorkStatus {
+    let mut status = old.cloned().unwrap_or_default();
+    set_condition(
+        &mut status.conditions,
+        CONDITION_APPLIED,
+        v1::ConditionStatus::True,
+        REASON_APPLIED_SUCCESSFUL,
+        "Manifest has been successfully applied",
+        now,
+    );
+    status.applied = true;
+    status.applied_message.clear();
+    status.observed_generation = generation;
+    match member {
+        Some(m) => {
+            merge_member_status(&mut status, m);
+        }
+        None => status.health = v1::ResourceHealth::Unknown as i32,
+    }
+    status
+}
+
+/// Copies the member's view of the object (health, ready replicas, status JSON) into a Work
+/// status; returns whether anything changed.
+pub fn merge_member_status(status: &mut v1::WorkStatus, member: &v1::ManifestStatus) -> bool {
+    let health = match v1::ResourceHealth::try_from(member.health) {
+        Ok(v1::ResourceHealth::Unspecified) | Err(_) => v1::ResourceHealth::Unknown as i32,
+        Ok(h) => h as i32,
+    };
+    let changed = status.health != health
+        || status.ready_replicas != member.ready_replicas
+        || status.resource_status != member.status;
+    status.health = health;
+    status.ready_replicas = member.ready_replicas;
+    status.resource_status.clone_from(&member.status);
+    changed
+}
+
+/// WE-6.5 failure: `Applied=False`, `AppliedFailed`, with Karmada's message shape.
+pub fn failed_status(
+    old: Option<&v1::WorkStatus>,
+    generation: i64,
+    error: &str,
+    now: Time,
+) -> v1::WorkStatus {
+    let mut status = old.cloned().unwrap_or_default();
+    let message = format!("Failed to apply all manifests (0/1): {error}");
+    set_condition(
+        &mut status.conditions,
+        CONDITION_APPLIED,
+        v1::ConditionStatus::False,
+        REASON_APPLIED_FAILED,
+        &message,
+        now,
+    );
+    status.applied = false;
+    status.applied_message = message;
+    status.observed_generation = generation;
+    status.health = v1::ResourceHealth::Unknown as i32;
+    status
+}
+
+/// The member lost the manifest (status collection no longer lists it): not applied any more,
+/// so that the execution controller applies it again.
+pub fn missing_status(old: &v1::WorkStatus, now: Time) -> v1::WorkStatus {
+    let mut status = old.clone();
+    let message = "the manifest is not on the member any more; applying it again";
+    set_condition(
+        &mut status.conditions,
+        CONDITION_APPLIED,
+        v1::ConditionStatus::False,
+        REASON_MANIFEST_MISSING,
+        message,
+        now,
+    );
+    status.applied = false;
+    message.clone_into(&mut status.applied_message);
+    status.health = v1::ResourceHealth::Unknown as i32;
+    status.ready_replicas = 0;
+    status
+}
+
+/// Whether a cluster's `Ready` condition is True.
+pub fn cluster_ready(cluster: &v1::Cluster) -> bool {
+    cluster.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.r#type == flotilla_core::types::CONDITION_READY
+                && c.status == v1::ConditionStatus::True as i32
+        })
+    })
+}
+
+/// Whether a cluster is a Pull cluster (its agent applies Works and reports their status).
+pub fn cluster_is_pull(cluster: &v1::Cluster) -> bool {
+    cluster
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.sync_mode == v1::SyncMode::Pull as i32)
+}
+
+/// The cluster's member endpoint (`spec.apiEndpoint`).
+pub fn cluster_endpoint(cluster: &v1::Cluster) -> &str {
+    cluster
+        .spec
+        .as_ref()
+        .map_or("", |s| s.api_endpoint.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn binding() -> v1::ResourceBinding {
+        v1::ResourceBinding {
+            metadata: Some(v1::ObjectMeta {
+                name: "nginx-deployment".into(),
+                namespace: "default".into(),
+                uid: "b-uid".into(),
+                ..Default::default()
+            }),
+            spec: Some(v1::ResourceBindingSpec {
+                resource: Some(v1::ObjectReference {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: "default".into(),
+                    name: "nginx".into(),
+                    uid: "w-uid".into(),
+                }),
+                replicas: 3,
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn workload(manifest: &str) -> v1::Workload {
+        v1::Workload {
+            kind: "Deployment".into(),
+            api_version: "apps/v1".into(),
+            manifest: manifest.into(),
+            replicas: 3,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn we_4_1_replicas_revised_into_the_manifest() {
+        let w = render_work(
+            &binding(),
+            &workload(r#"{"kind":"Deployment","metadata":{"name":"nginx"},"spec":{"replicas":3,"template":{}}}"#),
+            &TargetCluster::new("member2", 2),
+        )
+        .unwrap();
+        let spec = w.spec.clone().unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(&spec.manifest).unwrap();
+        assert_eq!(manifest["spec"]["replicas"], 2);
+        assert_eq!(manifest["spec"]["template"], serde_json::json!({}));
+        assert_eq!(spec.replicas, Some(2));
+        assert_eq!(spec.cluster, "member2");
+        // WE-5 name, binding namespace, binding identity labels, execution finalizer
+        assert_eq!(w.name(), "nginx-687f7fb96f");
+        assert_eq!(w.namespace(), "default");
+        let meta = w.metadata.clone().unwrap();
+        assert_eq!(meta.labels[LABEL_PERMANENT_ID], "b-uid");
+        assert_eq!(meta.labels[LABEL_BINDING_NAME], "nginx-deployment");
+        assert_eq!(meta.finalizers, vec![EXECUTION_FINALIZER.to_string()]);
+        assert_eq!(w.key(), "works/member2/default/nginx-687f7fb96f");
+        assert_eq!(w.key(), expected_work_key(&binding(), "member2"));
+    }
+
+    #[test]
+    fn non_workload_kinds_are_not_revised() {
+        let (m, r) = revise_replicas(r#"{"data":{"a":"b"}}"#, "ConfigMap", 4).unwrap();
+        assert_eq!(r, None);
+        assert!(!m.contains("replicas"), "{m}");
+        assert!(revise_replicas("[1]", "Deployment", 1).is_err());
+        assert!(revise_replicas("{", "Deployment", 1).is_err());
+    }
+
+    #[test]
+    fn unchanged_works_need_no_update_and_trace_context_alone_does_not_count() {
+        let b = binding();
+        let wl = workload(r#"{"spec":{"replicas":3}}"#);
+        let desired = render_work(&b, &wl, &TargetCluster::new("m1", 1)).unwrap();
+        let mut existing = desired.clone();
+        existing.metadata.as_mut().unwrap().uid = "x".into();
+        existing.status = Some(v1::WorkStatus {
+            applied: true,
+            ..Default::default()
+        });
+        assert!(!needs_update(&existing, &desired));
+        existing.spec.as_mut().unwrap().trace_context = "00-abc".into();
+        assert!(!needs_update(&existing, &desired));
+        let more = render_work(&b, &wl, &TargetCluster::new("m1", 2)).unwrap();
+        assert!(needs_update(&existing, &more));
+        let merged = merge_update(&existing, &more);
+        assert_eq!(merged.metadata.as_ref().unwrap().uid, "x", "metadata kept");
+        assert!(merged.status.as_ref().unwrap().applied, "status kept");
+        assert_eq!(merged.spec, more.spec);
+    }
+
+    #[test]
+    fn observations_require_the_current_generation() {
+        let mut w = v1::Work {
+            metadata: Some(v1::ObjectMeta {
+                generation: 2,
+                ..Default::default()
+            }),
+            spec: Some(v1::WorkSpec {
+                cluster: "m1".into(),
+                ..Default::default()
+            }),
+            status: Some(applied_status(None, 1, None, Time::from_millis(0))),
+        };
+        assert_eq!(observation(&w).applied, None, "status of generation 1");
+        assert!(!applied_current(&w));
+        w.status = Some(applied_status(None, 2, None, Time::from_millis(0)));
+        assert_eq!(observation(&w).applied, Some(true));
+        assert!(applied_current(&w));
+        w.status = Some(failed_status(
+            w.status.as_ref(),
+            2,
+            "boom",
+            Time::from_millis(5),
+        ));
+        let o = observation(&w);
+        assert_eq!(o.applied, Some(false));
+        assert!(o.applied_message.contains("boom"));
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_while_status_holds() {
+        let mut c = Vec::new();
+        let t1 = Time::from_millis(1000);
+        let t2 = Time::from_millis(2000);
+        set_condition(&mut c, "A", v1::ConditionStatus::True, "R", "m", t1);
+        set_condition(&mut c, "A", v1::ConditionStatus::True, "R2", "m2", t2);
+        assert_eq!(c[0].last_transition_time, Some(time_to_timestamp(t1)));
+        assert_eq!(c[0].reason, "R2");
+        set_condition(&mut c, "A", v1::ConditionStatus::False, "R3", "m3", t2);
+        assert_eq!(c[0].last_transition_time, Some(time_to_timestamp(t2)));
+    }
+
+    #[test]
+    fn binding_keys_round_trip() {
+        assert_eq!(binding_key("ns", "b"), "bindings/ns/b");
+        assert_eq!(parse_binding_key("bindings/ns/b"), Some(("ns", "b")));
+        assert_eq!(parse_binding_key("bindings/ns"), None);
+        assert_eq!(parse_binding_key("works/ns/b"), None);
+    }
+}

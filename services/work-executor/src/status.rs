@@ -1,0 +1,176 @@
+//! Status collection for Push clusters (WE-7): every `--status-sync-period`, ONE
+//! `MemberSim.GetStatus` per Ready Push cluster (bounded concurrency), then the Works whose
+//! member status changed (health, ready replicas, status JSON) are written in batches
+//! (`update_many`). A Work marked applied whose manifest the member no longer has is marked
+//! not applied, so that the execution controller applies it again.
+//!
+//! ```text
+//!   tick ─► Ready Push clusters ─► snapshot its Works (cache) ─► GetStatus ─► changed? ─►
+//!           BatchWriter<Work> (update_many; a lost CAS is simply left to the next tick)
+//! ```
+//!
+//! The Works are read *before* the call, so "applied but missing on the member" is judged on
+//! a state that was applied before the member answered (no race with a concurrent apply).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use flotilla_proto::v1;
+use flotilla_runtime::Shutdown;
+use flotilla_store::Leadership;
+use flotilla_store::typed::Update;
+use futures::StreamExt;
+use tokio::sync::watch;
+
+use crate::controller::{Context, INDEX_CLUSTER};
+use crate::render::{
+    applied_state, cluster_endpoint, cluster_is_pull, cluster_ready, is_deleting,
+    merge_member_status, missing_status,
+};
+
+/// What one pass did, for logs and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Clusters asked.
+    pub clusters: usize,
+    /// Clusters that did not answer.
+    pub failed: usize,
+    /// Works whose status was written.
+    pub updated: usize,
+    /// Works whose write lost a CAS (retried next tick).
+    pub conflicts: usize,
+}
+
+/// Runs status collection every `config.status_sync_period` while this replica leads.
+pub async fn run(
+    ctx: Arc<Context>,
+    leader: watch::Receiver<Option<Leadership>>,
+    shutdown: Shutdown,
+) {
+    let mut tick = tokio::time::interval(ctx.config.status_sync_period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.triggered() => return,
+            _ = tick.tick() => {}
+        }
+        if leader.borrow().is_none() {
+            continue;
+        }
+        let started = tokio::time::Instant::now();
+        let report = sync_all(&ctx).await;
+        metrics::histogram!("flotilla_work_executor_status_sync_seconds")
+            .record(started.elapsed().as_secs_f64());
+        if report.updated > 0 || report.failed > 0 {
+            tracing::debug!(?report, "status collection pass");
+        }
+    }
+}
+
+/// One pass over every Ready Push cluster.
+pub async fn sync_all(ctx: &Context) -> SyncReport {
+    let clusters: Vec<Arc<v1::Cluster>> = ctx
+        .clusters
+        .list()
+        .into_iter()
+        .filter(|c| {
+            !cluster_is_pull(c)
+                && cluster_ready(c)
+                && !is_deleting(c.metadata.as_ref())
+                && !cluster_endpoint(c).is_empty()
+        })
+        .collect();
+    let reports: Vec<SyncReport> = futures::stream::iter(clusters)
+        .map(|c| async move { sync_cluster(ctx, &c).await })
+        .buffer_unordered(ctx.config.member_concurrency.max(1))
+        .collect()
+        .await;
+    reports
+        .into_iter()
+        .fold(SyncReport::default(), |a, r| SyncReport {
+            clusters: a.clusters + r.clusters,
+            failed: a.failed + r.failed,
+            updated: a.updated + r.updated,
+            conflicts: a.conflicts + r.conflicts,
+        })
+}
+
+async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
+    let name = cluster.metadata.as_ref().map_or("", |m| m.name.as_str());
+    let works = ctx.works.by_index(INDEX_CLUSTER, name);
+    let mut report = SyncReport {
+        clusters: 1,
+        ..Default::default()
+    };
+    if works.is_empty() {
+        return report;
+    }
+    let member = match ctx.members.status(cluster_endpoint(cluster)).await {
+        Ok(m) => m,
+        Err(error) => {
+            tracing::debug!(cluster = name, %error, "status collection failed");
+            report.failed = 1;
+            return report;
+        }
+    };
+    let by_identity: HashMap<(&str, &str, &str), &v1::ManifestStatus> = member
+        .manifest_statuses
+        .iter()
+        .filter_map(|m| {
+            let r = m.resource.as_ref()?;
+            Some(((r.namespace.as_str(), r.kind.as_str(), r.name.as_str()), m))
+        })
+        .collect();
+    let now = flotilla_runtime::now();
+    let mut updates = Vec::new();
+    for work in works {
+        if is_deleting(work.metadata.as_ref()) {
+            continue;
+        }
+        let Some(status) = work.status.as_ref() else {
+            continue;
+        };
+        if applied_state(status) != Some(true) {
+            continue;
+        }
+        let resource = work
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource.clone())
+            .unwrap_or_default();
+        let found = by_identity
+            .get(&(
+                resource.namespace.as_str(),
+                resource.kind.as_str(),
+                resource.name.as_str(),
+            ))
+            .copied();
+        let new_status = match found {
+            Some(m) => {
+                let mut s = status.clone();
+                if !merge_member_status(&mut s, m) {
+                    continue;
+                }
+                s
+            }
+            None => missing_status(status, now),
+        };
+        let mut new = (*work).clone();
+        new.status = Some(new_status);
+        updates.push(Update {
+            old: (*work).clone(),
+            new,
+        });
+    }
+    for result in ctx.work_writer.update_all(updates).await {
+        match result {
+            Ok(_) => report.updated += 1,
+            Err(e) if e.is_conflict() => report.conflicts += 1,
+            Err(e) => {
+                tracing::debug!(cluster = name, error = %e, "status write failed");
+                report.conflicts += 1;
+            }
+        }
+    }
+    report
+}

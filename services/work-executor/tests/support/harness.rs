@@ -1,0 +1,460 @@
+//! Test support: an in-process fake `MemberSim`, object builders, a running executor on a
+//! store, and `eventually`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flotilla_proto::v1;
+use flotilla_proto::v1::member_sim_server::{MemberSim, MemberSimServer};
+use flotilla_proto::v1::work_executor_client::WorkExecutorClient;
+use flotilla_runtime::{Readiness, Shutdown};
+use flotilla_store::StoreRef;
+use flotilla_store::typed::{Stored, Typed};
+use flotilla_work_executor::{Config, WorkExecutor};
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Response, Status};
+
+// === fake member ===
+
+/// One manifest on the fake member.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    pub resource: v1::ObjectReference,
+    pub manifest: String,
+    pub replicas: i32,
+}
+
+#[derive(Default)]
+pub struct MemberState {
+    pub manifests: BTreeMap<(String, String, String), Manifest>,
+    /// Pods turn Ready (ready == desired) only while this is true.
+    pub pods_ready: bool,
+    /// Every call hangs (an unreachable member accepts but never answers).
+    pub hang: bool,
+    pub applies: Vec<v1::ApplyManifestRequest>,
+    pub deletes: Vec<v1::ObjectReference>,
+    pub status_calls: usize,
+}
+
+/// A scriptable in-process member.
+#[derive(Clone, Default)]
+pub struct FakeMember {
+    pub state: Arc<Mutex<MemberState>>,
+}
+
+fn id(r: &v1::ObjectReference) -> (String, String, String) {
+    (r.namespace.clone(), r.kind.clone(), r.name.clone())
+}
+
+impl FakeMember {
+    /// Serves on 127.0.0.1:0; returns the member and its `http://` endpoint.
+    pub async fn start() -> (Self, String) {
+        let member = Self::default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let svc = MemberSimServer::new(member.clone());
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming(TcpListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+        (member, format!("http://{addr}"))
+    }
+
+    pub fn with<T>(&self, f: impl FnOnce(&mut MemberState) -> T) -> T {
+        f(&mut self.state.lock().unwrap())
+    }
+
+    /// Replicas of the manifest named `name` (any namespace/kind), if present.
+    pub fn replicas(&self, name: &str) -> Option<i32> {
+        self.with(|s| {
+            s.manifests
+                .values()
+                .find(|m| m.resource.name == name)
+                .map(|m| m.replicas)
+        })
+    }
+
+    pub fn applies(&self) -> usize {
+        self.with(|s| s.applies.len())
+    }
+
+    pub fn deletes(&self) -> usize {
+        self.with(|s| s.deletes.len())
+    }
+
+    async fn gate(&self) {
+        if self.with(|s| s.hang) {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn status_of(m: &Manifest, ready: bool) -> v1::ManifestStatus {
+        let ready_replicas = if ready { m.replicas } else { 0 };
+        v1::ManifestStatus {
+            resource: Some(m.resource.clone()),
+            manifest: m.manifest.clone(),
+            replicas: m.replicas,
+            ready_replicas,
+            health: if ready_replicas == m.replicas {
+                v1::ResourceHealth::Healthy as i32
+            } else {
+                v1::ResourceHealth::Unhealthy as i32
+            },
+            status: format!(
+                r#"{{"replicas":{},"readyReplicas":{ready_replicas}}}"#,
+                m.replicas
+            ),
+            applied_at: None,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl MemberSim for FakeMember {
+    async fn apply_manifest(
+        &self,
+        request: Request<v1::ApplyManifestRequest>,
+    ) -> Result<Response<v1::ApplyManifestResponse>, Status> {
+        self.gate().await;
+        let req = request.into_inner();
+        let resource = req
+            .resource
+            .clone()
+            .ok_or_else(|| Status::invalid_argument("resource"))?;
+        let m = Manifest {
+            resource: resource.clone(),
+            manifest: req.manifest.clone(),
+            replicas: req.replicas.unwrap_or(0),
+        };
+        let (created, status) = self.with(|s| {
+            s.applies.push(req);
+            let created = s.manifests.insert(id(&resource), m.clone()).is_none();
+            (created, Self::status_of(&m, s.pods_ready))
+        });
+        Ok(Response::new(v1::ApplyManifestResponse {
+            created,
+            status: Some(status),
+        }))
+    }
+
+    async fn delete_manifest(
+        &self,
+        request: Request<v1::DeleteManifestRequest>,
+    ) -> Result<Response<v1::DeleteManifestResponse>, Status> {
+        self.gate().await;
+        let resource = request.into_inner().resource.unwrap_or_default();
+        let deleted = self.with(|s| {
+            s.deletes.push(resource.clone());
+            s.manifests.remove(&id(&resource)).is_some()
+        });
+        Ok(Response::new(v1::DeleteManifestResponse { deleted }))
+    }
+
+    async fn get_manifest(
+        &self,
+        request: Request<v1::GetManifestRequest>,
+    ) -> Result<Response<v1::GetManifestResponse>, Status> {
+        self.gate().await;
+        let resource = request.into_inner().resource.unwrap_or_default();
+        self.with(|s| {
+            s.manifests
+                .get(&id(&resource))
+                .map(|m| Self::status_of(m, s.pods_ready))
+        })
+        .map(|st| Response::new(v1::GetManifestResponse { status: Some(st) }))
+        .ok_or_else(|| Status::not_found("no such manifest"))
+    }
+
+    async fn probe(
+        &self,
+        _request: Request<v1::ProbeRequest>,
+    ) -> Result<Response<v1::ProbeResponse>, Status> {
+        self.gate().await;
+        Ok(Response::new(v1::ProbeResponse {
+            healthy: true,
+            http_status: 200,
+            message: "ok".into(),
+        }))
+    }
+
+    async fn set_fault(
+        &self,
+        _request: Request<v1::SetFaultRequest>,
+    ) -> Result<Response<v1::SetFaultResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn get_status(
+        &self,
+        _request: Request<v1::MemberSimGetStatusRequest>,
+    ) -> Result<Response<v1::MemberSimGetStatusResponse>, Status> {
+        self.gate().await;
+        let resp = self.with(|s| {
+            s.status_calls += 1;
+            v1::MemberSimGetStatusResponse {
+                cluster_name: "fake".into(),
+                manifests: i32::try_from(s.manifests.len()).unwrap(),
+                manifest_statuses: s
+                    .manifests
+                    .values()
+                    .map(|m| Self::status_of(m, s.pods_ready))
+                    .collect(),
+                ..Default::default()
+            }
+        });
+        Ok(Response::new(resp))
+    }
+}
+
+// === objects ===
+
+pub const NS: &str = "default";
+
+pub fn ready_condition(ready: bool) -> v1::Condition {
+    v1::Condition {
+        r#type: "Ready".into(),
+        status: if ready {
+            v1::ConditionStatus::True as i32
+        } else {
+            v1::ConditionStatus::False as i32
+        },
+        reason: if ready {
+            "ClusterReady"
+        } else {
+            "ClusterNotReady"
+        }
+        .into(),
+        message: String::new(),
+        last_transition_time: None,
+    }
+}
+
+pub fn cluster(name: &str, endpoint: &str, ready: bool, mode: v1::SyncMode) -> v1::Cluster {
+    v1::Cluster {
+        metadata: Some(v1::ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ClusterSpec {
+            sync_mode: mode as i32,
+            api_endpoint: endpoint.into(),
+            ..Default::default()
+        }),
+        status: Some(v1::ClusterStatus {
+            conditions: vec![ready_condition(ready)],
+            ..Default::default()
+        }),
+    }
+}
+
+pub fn workload(name: &str, replicas: i32) -> v1::Workload {
+    v1::Workload {
+        metadata: Some(v1::ObjectMeta {
+            name: name.into(),
+            namespace: NS.into(),
+            uid: format!("{name}-uid"),
+            ..Default::default()
+        }),
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        manifest: format!(
+            r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"{NS}"}},"spec":{{"replicas":{replicas},"template":{{"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}}}}}"#
+        ),
+        replicas,
+        replica_requirements: None,
+    }
+}
+
+pub fn task(cluster: &str, mode: v1::PurgeMode) -> v1::GracefulEvictionTask {
+    v1::GracefulEvictionTask {
+        from_cluster: cluster.into(),
+        purge_mode: mode as i32,
+        reason: "TaintUntolerated".into(),
+        producer: "TaintManager".into(),
+        ..Default::default()
+    }
+}
+
+pub fn binding(workload: &str, clusters: &[(&str, i32)]) -> v1::ResourceBinding {
+    v1::ResourceBinding {
+        metadata: Some(v1::ObjectMeta {
+            name: format!("{workload}-deployment"),
+            namespace: NS.into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ResourceBindingSpec {
+            resource: Some(v1::ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: NS.into(),
+                name: workload.into(),
+                uid: format!("{workload}-uid"),
+            }),
+            replicas: clusters.iter().map(|(_, r)| r).sum(),
+            clusters: targets(clusters),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+pub fn targets(clusters: &[(&str, i32)]) -> Vec<v1::TargetCluster> {
+    clusters
+        .iter()
+        .map(|(n, r)| v1::TargetCluster {
+            name: (*n).into(),
+            replicas: *r,
+        })
+        .collect()
+}
+
+pub fn binding_key(workload: &str) -> String {
+    format!("bindings/{NS}/{workload}-deployment")
+}
+
+pub fn work_key(cluster: &str, workload: &str) -> String {
+    flotilla_store::typed::work_key(
+        cluster,
+        NS,
+        &flotilla_core::work::work_name(NS, workload, "Deployment"),
+    )
+}
+
+/// Read-modify-write with a CAS, retried on conflict (what any other writer does).
+pub async fn modify<R: Stored>(typed: &Typed, key: &str, f: impl Fn(&mut R)) -> R {
+    for _ in 0..50 {
+        let old: R = typed.get(key).await.unwrap().expect("object exists");
+        let mut new = old.clone();
+        f(&mut new);
+        match typed.update(&old, new).await {
+            Ok(r) => return r,
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => panic!("update {key}: {e}"),
+        }
+    }
+    panic!("update {key}: too many conflicts");
+}
+
+pub async fn set_ready(typed: &Typed, name: &str, ready: bool) {
+    modify::<v1::Cluster>(typed, &format!("clusters/{name}"), |c| {
+        c.status.get_or_insert_with(Default::default).conditions = vec![ready_condition(ready)];
+    })
+    .await;
+}
+
+// === executor ===
+
+pub fn test_config() -> Config {
+    Config {
+        status_sync_period: Duration::from_millis(100),
+        member_timeout: Duration::from_millis(300),
+        member_concurrency: 16,
+        binding_workers: 4,
+        work_workers: 8,
+        not_ready_recheck: Duration::from_millis(100),
+        identity: "test".into(),
+        lease_ttl: Duration::from_secs(3),
+        grpc_timeout: Duration::from_secs(5),
+        security: Default::default(),
+    }
+}
+
+/// A work executor on `store`, serving gRPC on 127.0.0.1:0.
+pub struct Running {
+    pub store: StoreRef,
+    pub typed: Typed,
+    pub shutdown: Shutdown,
+    pub executor: WorkExecutor,
+    pub addr: SocketAddr,
+}
+
+impl Running {
+    pub async fn start(store: StoreRef) -> Self {
+        Self::start_with(store, test_config()).await
+    }
+
+    pub async fn start_with(store: StoreRef, config: Config) -> Self {
+        let shutdown = Shutdown::new();
+        let readiness = Readiness::new();
+        let executor = WorkExecutor::start(store.clone(), config, &readiness, &shutdown);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = executor.server();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(server)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.triggered())
+                .await
+                .unwrap();
+        });
+        readiness.wait_ready().await;
+        Self {
+            typed: Typed::new(store.clone()),
+            store,
+            shutdown,
+            executor,
+            addr,
+        }
+    }
+
+    pub async fn client(&self) -> WorkExecutorClient<tonic::transport::Channel> {
+        WorkExecutorClient::connect(format!("http://{}", self.addr))
+            .await
+            .unwrap()
+    }
+
+    pub async fn work(&self, key: &str) -> Option<v1::Work> {
+        self.typed.get(key).await.unwrap()
+    }
+
+    pub async fn binding(&self, key: &str) -> v1::ResourceBinding {
+        self.typed.get(key).await.unwrap().expect("binding exists")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+    }
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, panicking after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// `spec.replicas` of a Work's manifest.
+pub fn manifest_replicas(work: &v1::Work) -> i64 {
+    let spec = work.spec.as_ref().unwrap();
+    let m: serde_json::Value = serde_json::from_str(&spec.manifest).unwrap();
+    m["spec"]["replicas"].as_i64().unwrap()
+}
+
+pub fn applied(work: &v1::Work) -> bool {
+    flotilla_work_executor::render::applied_current(work)
+}

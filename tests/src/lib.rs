@@ -1,0 +1,959 @@
+//! Test harness for Flotilla's scenario tests: a real etcd (from
+//! [`flotilla_store::testing`]) and the real service binaries as child processes on free
+//! loopback ports.
+//!
+//! ```text
+//!   EtcdServer ──► etcd (container, binary, or FLOTILLA_ETCD_ENDPOINTS)
+//!   Stack::start ─► flotilla-api, flotilla-cluster-health, flotilla-taint-manager,
+//!                   flotilla-scheduler, flotilla-graceful-eviction, flotilla-work-executor
+//!                   (each with its own --etcd-prefix namespace, so tests share one etcd)
+//!   Stack::member ─► flotilla-member-sim (push or pull), faults by RPC
+//! ```
+//!
+//! Service binaries are found next to the test executable's directory
+//! (`target/<profile>/flotilla-<service>`); `scripts/test.sh` builds them first
+//! (`cargo build --workspace --bins`). A missing binary fails the test with that hint.
+//!
+//! Helpers shared by the scenarios: reading clusters, bindings (targets, tasks, conditions,
+//! aggregated status) and Works through the api; waiting for clusters to be Ready or tainted;
+//! [`Recorder`]s that keep every change of an api watch (so that "never happened" is checked
+//! on the whole history, not on polls); and a store client in the stack's etcd namespace.
+//!
+//! Every test is its own process under nextest and every [`Stack`] its own etcd namespace, so
+//! tests run in parallel; they mostly wait on (compressed) timers, so more test threads than
+//! cores pay off, and with `FLOTILLA_ETCD_ENDPOINTS` they share one etcd instead of starting
+//! one each:
+//!
+//! ```text
+//! FLOTILLA_ETCD_ENDPOINTS=http://127.0.0.1:2379 cargo nextest run -p flotilla-tests --test-threads 4
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+pub use flotilla_store::testing::EtcdServer;
+
+use flotilla_proto::v1;
+use flotilla_store::{EtcdConfig, EtcdStore};
+
+/// The api client the scenarios use.
+pub type ApiClient = v1::api_client::ApiClient<tonic::transport::Channel>;
+
+/// A free TCP port on 127.0.0.1 for a child process to listen on (the probe listener is
+/// closed before returning).
+///
+/// The port is picked at random *below* the kernel's ephemeral range, and never handed out
+/// twice by this process: a port from `bind(":0")` is an ephemeral one, which the kernel may
+/// give again to the next `bind(":0")` or to any outgoing connection (e.g. a service's etcd
+/// client) before the child binds it — seen as two services of one stack getting the same
+/// port and one of them never serving.
+pub fn free_port() -> u16 {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static HANDED_OUT: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
+    let handed_out = HANDED_OUT.get_or_init(Default::default);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const LOW: u16 = 10_000;
+    if ephemeral_low > LOW + 1000 {
+        for _ in 0..1000 {
+            let port = rand::random_range(LOW..ephemeral_low);
+            let mut taken = handed_out.lock().unwrap();
+            if taken.contains(&port) {
+                continue;
+            }
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                taken.insert(port);
+                return port;
+            }
+        }
+    }
+    // An unusual port range: fall back to the kernel's choice (still never twice).
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if handed_out.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
+}
+
+/// The path of a workspace binary built by cargo, e.g. `flotilla-scheduler`.
+pub fn bin_path(name: &str) -> PathBuf {
+    // test executables live in target/<profile>/deps/
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .to_path_buf();
+    let path = profile_dir.join(name);
+    assert!(
+        path.exists(),
+        "binary {} not found; build the services first: `cargo build --workspace --bins` \
+         (scripts/test.sh does this)",
+        path.display()
+    );
+    path
+}
+
+/// A child process killed on drop; its output goes to a log file that is printed when the
+/// test panics.
+pub struct Process {
+    /// The program name.
+    pub name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Spawns `bin` with `args`, logging to a file in `dir`.
+    pub fn spawn(dir: &std::path::Path, name: &str, bin: &str, args: &[String]) -> Self {
+        Self::spawn_with_env(dir, name, bin, args, &[])
+    }
+
+    /// [`Process::spawn`] with extra environment variables.
+    pub fn spawn_with_env(
+        dir: &std::path::Path,
+        name: &str,
+        bin: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Self {
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let err = out.try_clone().unwrap();
+        let child = Command::new(bin_path(bin))
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(
+                "FLOTILLA_LOG",
+                std::env::var("FLOTILLA_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
+        Process {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// Whether it exited already.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "----- {} log ({}) -----\n{}",
+                self.name,
+                self.log.display(),
+                self.log()
+            );
+        }
+    }
+}
+
+/// Polls `f` until it returns `Some`, or panics after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until a gRPC server answers `grpc.health.v1.Health/Check` with SERVING.
+pub async fn wait_serving(addr: &str, timeout: Duration) {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let url = format!("http://{addr}");
+    eventually(timeout, &format!("{addr} to serve"), || {
+        let url = url.clone();
+        async move {
+            let channel = tonic::transport::Endpoint::from_shared(url)
+                .ok()?
+                .connect()
+                .await
+                .ok()?;
+            let mut client = HealthClient::new(channel);
+            let resp = client
+                .check(HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                .ok()?;
+            (resp.into_inner().status == 1).then_some(())
+        }
+    })
+    .await;
+}
+
+/// The services of the control plane, by binary name.
+pub const CONTROL_PLANE: [&str; 6] = [
+    "api",
+    "cluster-health",
+    "taint-manager",
+    "scheduler",
+    "graceful-eviction",
+    "work-executor",
+];
+
+/// Compressed timers for scenario tests (production defaults are minutes).
+#[derive(Clone, Debug)]
+pub struct Timers {
+    /// Extra flags per service (binary name without the `flotilla-` prefix).
+    pub flags: Vec<(&'static str, Vec<String>)>,
+}
+
+impl Timers {
+    /// Seconds-scale failover: probes every 200 ms, 1 s thresholds, NoExecute 1 s after the
+    /// cluster turned bad, default tolerations of 1 s, pods Ready after 1 s.
+    pub fn fast() -> Self {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        Timers {
+            flags: vec![
+                (
+                    "api",
+                    s(&[
+                        "--default-not-ready-toleration-seconds=1",
+                        "--default-unreachable-toleration-seconds=1",
+                    ]),
+                ),
+                (
+                    "cluster-health",
+                    s(&[
+                        "--cluster-status-update-frequency=200ms",
+                        "--cluster-success-threshold=1s",
+                        "--cluster-failure-threshold=1s",
+                        "--cluster-monitor-period=200ms",
+                        "--cluster-monitor-grace-period=2s",
+                        "--cluster-startup-grace-period=3s",
+                        "--failover-eviction-timeout=1s",
+                        "--probe-timeout=300ms",
+                    ]),
+                ),
+                ("graceful-eviction", s(&["--graceful-eviction-timeout=60s"])),
+                ("work-executor", s(&["--status-sync-period=200ms"])),
+            ],
+        }
+    }
+
+    /// The extra flags of one service.
+    pub fn for_service(&self, service: &str) -> Vec<String> {
+        self.flags
+            .iter()
+            .filter(|(s, _)| *s == service)
+            .flat_map(|(_, f)| f.clone())
+            .collect()
+    }
+
+    /// Replaces (or adds) one flag `--name=value` of a service.
+    pub fn set(mut self, service: &'static str, flag: &str, value: &str) -> Self {
+        let prefix = format!("--{flag}=");
+        let entry = match self.flags.iter_mut().find(|(s, _)| *s == service) {
+            Some(e) => e,
+            None => {
+                self.flags.push((service, vec![]));
+                self.flags.last_mut().expect("just pushed")
+            }
+        };
+        entry.1.retain(|f| !f.starts_with(&prefix));
+        entry.1.push(format!("{prefix}{value}"));
+        self
+    }
+}
+
+/// A simulated member cluster process.
+pub struct Member {
+    /// Cluster name.
+    pub name: String,
+    /// Address serving MemberSim gRPC and /readyz (subject to faults).
+    pub addr: String,
+    /// Control address: the same RPCs with faults ignored (to heal an unreachable member).
+    pub control_addr: String,
+    /// The process.
+    pub process: Process,
+}
+
+/// A running Flotilla: etcd, the six control-plane services and member clusters, all real
+/// processes on loopback, namespaced under a unique etcd prefix.
+pub struct Stack {
+    /// The etcd the stack uses.
+    pub etcd: EtcdServer,
+    /// The etcd key prefix of this stack.
+    pub prefix: String,
+    /// gRPC address of each service.
+    pub addrs: std::collections::BTreeMap<String, String>,
+    /// Admin (HTTP `/metrics`, `/livez`, `/readyz`) address of each service.
+    pub admin_addrs: std::collections::BTreeMap<String, String>,
+    /// Service processes, by name.
+    pub services: std::collections::BTreeMap<String, Process>,
+    /// Member clusters, by name.
+    pub members: std::collections::BTreeMap<String, Member>,
+    timers: Timers,
+    env: Vec<(String, String)>,
+    dir: tempfile::TempDir,
+}
+
+impl Stack {
+    /// Starts etcd and the control plane with `timers`, and waits until every service serves.
+    pub async fn start(timers: Timers) -> Self {
+        Self::start_with_env(timers, Vec::new()).await
+    }
+
+    /// [`Stack::start`] with extra environment variables for every control-plane service
+    /// (e.g. `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub async fn start_with_env(timers: Timers, env: Vec<(String, String)>) -> Self {
+        let etcd = EtcdServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        // A namespace of its own (fixed width, ending in `/`, so that no stack's prefix is a
+        // prefix of another's): stacks can share one etcd (FLOTILLA_ETCD_ENDPOINTS).
+        let prefix = format!("/flotilla-test-{:016x}/", rand::random::<u64>());
+        let mut stack = Stack {
+            etcd,
+            prefix,
+            addrs: Default::default(),
+            admin_addrs: Default::default(),
+            services: Default::default(),
+            members: Default::default(),
+            timers,
+            env,
+            dir,
+        };
+        for service in CONTROL_PLANE {
+            stack.start_service(service);
+        }
+        for service in CONTROL_PLANE {
+            let addr = stack.addrs[service].clone();
+            wait_serving(&addr, Duration::from_secs(30)).await;
+        }
+        stack
+    }
+
+    fn common_flags(&self, grpc: &str, admin: &str) -> Vec<String> {
+        vec![
+            "--store=etcd".into(),
+            format!("--etcd-endpoints={}", self.etcd.endpoints().join(",")),
+            format!("--etcd-prefix={}", self.prefix),
+            format!("--grpc-addr={grpc}"),
+            format!("--admin-addr={admin}"),
+            // fast leader hand-over for restart tests
+            "--lease-ttl=3s".into(),
+        ]
+    }
+
+    /// Starts (or restarts) one control-plane service on its address.
+    pub fn start_service(&mut self, service: &str) {
+        let addr = self
+            .addrs
+            .get(service)
+            .cloned()
+            .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()));
+        let admin = format!("127.0.0.1:{}", free_port());
+        let mut args = self.common_flags(&addr, &admin);
+        args.extend(self.timers.for_service(service));
+        let process = Process::spawn_with_env(
+            self.dir.path(),
+            service,
+            &format!("flotilla-{service}"),
+            &args,
+            &self.env,
+        );
+        self.addrs.insert(service.to_string(), addr);
+        self.admin_addrs.insert(service.to_string(), admin);
+        self.services.insert(service.to_string(), process);
+    }
+
+    /// The api's address as an `http://` URL.
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.addrs["api"])
+    }
+
+    /// Starts a Push member cluster (member-sim) with extra flags; returns its address.
+    pub async fn start_member(&mut self, name: &str, extra: &[&str]) -> String {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let control_addr = format!("127.0.0.1:{}", free_port());
+        let mut args = vec![
+            format!("--name={name}"),
+            format!("--listen={addr}"),
+            format!("--control-listen={control_addr}"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let process = Process::spawn(self.dir.path(), name, "flotilla-member-sim", &args);
+        wait_serving(&control_addr, Duration::from_secs(20)).await;
+        self.members.insert(
+            name.to_string(),
+            Member {
+                name: name.into(),
+                addr: addr.clone(),
+                control_addr,
+                process,
+            },
+        );
+        addr
+    }
+
+    /// Starts a Pull member cluster: member-sim `--mode pull` whose agent heartbeats to this
+    /// stack's cluster-health every 200 ms, watches its Works on the api and reports their
+    /// status to the work-executor. Returns its `--listen` address.
+    pub async fn start_pull_member(&mut self, name: &str, extra: &[&str]) -> String {
+        let mut args = vec![
+            "--mode=pull".to_string(),
+            format!("--api={}", self.addrs["api"]),
+            format!("--cluster-health={}", self.addrs["cluster-health"]),
+            format!("--work-executor={}", self.addrs["work-executor"]),
+            "--heartbeat-interval=200ms".to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.start_member(name, &args).await
+    }
+
+    /// Creates a Push Cluster object for each started member (endpoint `http://<its
+    /// --listen>`, region `eu`, label `env=test`).
+    pub async fn create_push_clusters(&self, api: &ApiClient, names: &[&str]) {
+        for name in names {
+            let addr = &self.members[*name].addr;
+            api.clone()
+                .create_cluster(v1::CreateClusterRequest {
+                    cluster: Some(flotilla_api::testing::cluster(
+                        name,
+                        &format!("http://{addr}"),
+                    )),
+                })
+                .await
+                .unwrap_or_else(|e| panic!("create cluster {name}: {e}"));
+        }
+    }
+
+    /// A store client in this stack's etcd namespace: keys are those the services use
+    /// (`clusters/…`, `bindings/…`), for checks behind the api's back and for the rare
+    /// operator action no RPC offers.
+    pub async fn store(&self) -> EtcdStore {
+        let config = EtcdConfig::new(self.etcd.endpoints().to_vec()).with_namespace(&self.prefix);
+        EtcdStore::connect(config).await.expect("connect to etcd")
+    }
+
+    /// Prints every process's log (for debugging a failing scenario).
+    pub fn dump_logs(&self) {
+        for p in self
+            .services
+            .values()
+            .chain(self.members.values().map(|m| &m.process))
+        {
+            eprintln!("----- {} -----\n{}", p.name, p.log());
+        }
+    }
+}
+
+/// An `Api` client of the stack.
+pub async fn api_client(stack: &Stack) -> ApiClient {
+    let channel = tonic::transport::Endpoint::from_shared(stack.api_url())
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+    flotilla_proto::v1::api_client::ApiClient::new(channel)
+}
+
+/// Sets a member's fault through its control address (works even when it is unreachable).
+pub async fn set_fault(member: &Member, mode: flotilla_proto::v1::FaultMode) {
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", member.control_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    let mut client = flotilla_proto::v1::member_sim_client::MemberSimClient::new(channel);
+    client
+        .set_fault(flotilla_proto::v1::SetFaultRequest { mode: mode as i32 })
+        .await
+        .unwrap();
+}
+
+/// The state of a member-sim as its control address sees it (faults ignored).
+pub async fn member_status(member: &Member) -> v1::MemberSimGetStatusResponse {
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", member.control_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    v1::member_sim_client::MemberSimClient::new(channel)
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading objects through the api
+// ---------------------------------------------------------------------------------------
+
+/// The condition of `type_` in `conditions`.
+pub fn condition<'a>(conditions: &'a [v1::Condition], type_: &str) -> Option<&'a v1::Condition> {
+    conditions.iter().find(|c| c.r#type == type_)
+}
+
+/// A cluster, or `None` if the api does not answer with it.
+pub async fn get_cluster(api: &ApiClient, name: &str) -> Option<v1::Cluster> {
+    api.clone()
+        .get_cluster(v1::GetClusterRequest { name: name.into() })
+        .await
+        .ok()
+        .map(|r| r.into_inner())
+}
+
+/// The status of a cluster's `Ready` condition (UNSPECIFIED when it has none).
+pub fn ready_status(c: &v1::Cluster) -> v1::ConditionStatus {
+    c.status
+        .as_ref()
+        .and_then(|s| condition(&s.conditions, "Ready"))
+        .and_then(|c| v1::ConditionStatus::try_from(c.status).ok())
+        .unwrap_or(v1::ConditionStatus::Unspecified)
+}
+
+/// Whether a cluster carries the taint (key, effect).
+pub fn has_taint(c: &v1::Cluster, key: &str, effect: v1::TaintEffect) -> bool {
+    c.spec.as_ref().is_some_and(|s| {
+        s.taints
+            .iter()
+            .any(|t| t.key == key && t.effect == effect as i32)
+    })
+}
+
+/// The cluster's taints as `key:Effect`.
+pub fn taint_names(c: &v1::Cluster) -> Vec<String> {
+    c.spec
+        .as_ref()
+        .map(|s| {
+            s.taints
+                .iter()
+                .map(|t| {
+                    let effect = v1::TaintEffect::try_from(t.effect)
+                        .map(|e| e.as_str_name().to_owned())
+                        .unwrap_or_else(|_| t.effect.to_string());
+                    format!("{}:{effect}", t.key)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits until every named cluster is Ready, untainted and reports its API enablements
+/// (so that the first schedule sees all of them as candidates).
+pub async fn wait_clusters_ready(api: &ApiClient, names: &[&str], timeout: Duration) {
+    for name in names {
+        eventually(timeout, &format!("{name} Ready and untainted"), || async {
+            let c = get_cluster(api, name).await?;
+            let status = c.status.as_ref()?;
+            (ready_status(&c) == v1::ConditionStatus::True
+                && !status.api_enablements.is_empty()
+                && c.spec.as_ref()?.taints.is_empty())
+            .then_some(())
+        })
+        .await;
+    }
+}
+
+/// Waits until a cluster carries the taint (key, effect); returns the cluster.
+pub async fn wait_taint(
+    api: &ApiClient,
+    name: &str,
+    key: &str,
+    effect: v1::TaintEffect,
+    timeout: Duration,
+) -> v1::Cluster {
+    eventually(
+        timeout,
+        &format!("{name} tainted {key}:{}", effect.as_str_name()),
+        || async {
+            let c = get_cluster(api, name).await?;
+            has_taint(&c, key, effect).then_some(c)
+        },
+    )
+    .await
+}
+
+/// A binding, or `None` if absent.
+pub async fn get_binding(
+    api: &ApiClient,
+    namespace: &str,
+    name: &str,
+) -> Option<v1::ResourceBinding> {
+    api.clone()
+        .get_resource_binding(v1::GetResourceBindingRequest {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+        .await
+        .ok()
+        .map(|r| r.into_inner())
+}
+
+/// The binding of the seed workload `default/nginx` (Deployment): `default/nginx-deployment`.
+pub async fn nginx_binding(api: &ApiClient) -> Option<v1::ResourceBinding> {
+    get_binding(api, "default", "nginx-deployment").await
+}
+
+/// `spec.clusters` as sorted (name, replicas).
+pub fn targets(b: &v1::ResourceBinding) -> Vec<(String, i32)> {
+    let mut t: Vec<(String, i32)> = b
+        .spec
+        .as_ref()
+        .map(|s| {
+            s.clusters
+                .iter()
+                .map(|c| (c.name.clone(), c.replicas))
+                .collect()
+        })
+        .unwrap_or_default();
+    t.sort();
+    t
+}
+
+/// The target names of `spec.clusters`, sorted.
+pub fn target_names(b: &v1::ResourceBinding) -> Vec<String> {
+    targets(b).into_iter().map(|(n, _)| n).collect()
+}
+
+/// The eviction tasks of a binding.
+pub fn eviction_tasks(b: &v1::ResourceBinding) -> Vec<v1::GracefulEvictionTask> {
+    b.spec
+        .as_ref()
+        .map(|s| s.graceful_eviction_tasks.clone())
+        .unwrap_or_default()
+}
+
+/// The `fromCluster` of every eviction task of a binding.
+pub fn tasks(b: &v1::ResourceBinding) -> Vec<String> {
+    eviction_tasks(b)
+        .into_iter()
+        .map(|t| t.from_cluster)
+        .collect()
+}
+
+/// A condition of a binding's status.
+pub fn binding_condition<'a>(b: &'a v1::ResourceBinding, type_: &str) -> Option<&'a v1::Condition> {
+    condition(&b.status.as_ref()?.conditions, type_)
+}
+
+/// The aggregated status item of one cluster.
+pub fn status_item<'a>(
+    b: &'a v1::ResourceBinding,
+    cluster: &str,
+) -> Option<&'a v1::AggregatedStatusItem> {
+    b.status
+        .as_ref()?
+        .aggregated_status
+        .iter()
+        .find(|i| i.cluster_name == cluster)
+}
+
+/// Whether every target of the binding reports Healthy with all its replicas Ready, in
+/// status aggregated for the binding's current generation.
+pub fn binding_healthy(b: &v1::ResourceBinding) -> bool {
+    let (Some(status), Some(meta)) = (b.status.as_ref(), b.metadata.as_ref()) else {
+        return false;
+    };
+    let t = targets(b);
+    !t.is_empty()
+        && status.aggregated_status_observed_generation == meta.generation
+        && t.iter().all(|(cluster, replicas)| {
+            status_item(b, cluster).is_some_and(|i| {
+                i.health == v1::ResourceHealth::Healthy as i32 && i.ready_replicas == *replicas
+            })
+        })
+}
+
+/// The cluster of a Work.
+pub fn work_cluster(w: &v1::Work) -> &str {
+    w.spec.as_ref().map_or("", |s| s.cluster.as_str())
+}
+
+/// Whether a Work is marked for deletion.
+pub fn work_deleting(w: &v1::Work) -> bool {
+    w.metadata
+        .as_ref()
+        .is_some_and(|m| m.deletion_timestamp.is_some())
+}
+
+/// The resourceVersion of an object's metadata.
+pub fn resource_version(meta: Option<&v1::ObjectMeta>) -> i64 {
+    meta.map_or(0, |m| m.resource_version)
+}
+
+/// Every Work in the stack.
+pub async fn list_works(api: &ApiClient) -> Vec<v1::Work> {
+    api.clone()
+        .list_works(v1::ListWorksRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .items
+}
+
+/// The Work of one cluster (the scenarios propagate one workload), if any.
+pub async fn cluster_work(api: &ApiClient, cluster: &str) -> Option<v1::Work> {
+    list_works(api)
+        .await
+        .into_iter()
+        .find(|w| work_cluster(w) == cluster)
+}
+
+/// The clusters that have a Work, sorted.
+pub async fn work_clusters(api: &ApiClient) -> Vec<String> {
+    let mut clusters: Vec<String> = list_works(api)
+        .await
+        .iter()
+        .map(|w| work_cluster(w).to_owned())
+        .collect();
+    clusters.sort();
+    clusters
+}
+
+// ---------------------------------------------------------------------------------------
+// Creating the seed objects
+// ---------------------------------------------------------------------------------------
+
+/// Creates the seed workload `default/nginx` (3 replicas) and `policy`.
+pub async fn create_nginx(api: &ApiClient, policy: v1::PropagationPolicy) {
+    api.clone()
+        .create_workload(v1::CreateWorkloadRequest {
+            workload: Some(flotilla_api::testing::nginx_workload()),
+        })
+        .await
+        .expect("create workload");
+    api.clone()
+        .create_propagation_policy(v1::CreatePropagationPolicyRequest {
+            propagation_policy: Some(policy),
+        })
+        .await
+        .expect("create policy");
+}
+
+/// The seed policy (Deployment `default/nginx`) with another placement and failover
+/// behaviour.
+pub fn nginx_policy(
+    placement: v1::Placement,
+    failover: Option<v1::FailoverBehavior>,
+) -> v1::PropagationPolicy {
+    let mut policy = flotilla_api::testing::seed_policy();
+    let spec = policy.spec.as_mut().expect("seed policy has a spec");
+    spec.placement = Some(placement);
+    spec.propagate_deps = failover.as_ref().is_some_and(|f| f.application.is_some());
+    spec.failover = failover;
+    policy
+}
+
+/// A cluster affinity naming clusters.
+pub fn cluster_names(names: &[&str]) -> v1::ClusterAffinity {
+    v1::ClusterAffinity {
+        cluster_names: names.iter().map(|n| n.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Watch recorders
+// ---------------------------------------------------------------------------------------
+
+/// One change seen by a [`Recorder`].
+#[derive(Clone, Debug)]
+pub struct Seen<T> {
+    /// ADDED, MODIFIED or DELETED.
+    pub kind: v1::WatchEventType,
+    /// The object after the change (its last state for DELETED).
+    pub object: T,
+    /// The store revision of the change.
+    pub revision: i64,
+}
+
+/// Records every change of an api watch stream in the background, from the state at the
+/// moment it started (sent as ADDED) on, so that a scenario can assert on everything that
+/// happened — including states too short-lived for polling to see.
+pub struct Recorder<T> {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen<T>>>>,
+    error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<T: Clone + Send + 'static> Recorder<T> {
+    /// Everything seen so far, in order. Panics if the watch broke (a broken watch would make
+    /// "never happened" assertions vacuous).
+    pub fn seen(&self) -> Vec<Seen<T>> {
+        if let Some(e) = self.error.lock().unwrap().as_ref() {
+            panic!("the watch recorder broke: {e}");
+        }
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The objects seen (every version), in order.
+    pub fn objects(&self) -> Vec<T> {
+        self.seen().into_iter().map(|s| s.object).collect()
+    }
+
+    async fn start<S, F>(mut stream: tonic::Streaming<S>, split: F) -> Self
+    where
+        S: Send + 'static,
+        F: Fn(S) -> (i32, Option<T>, i64) + Send + 'static,
+    {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let error = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let task = {
+            let seen = seen.clone();
+            let error = error.clone();
+            tokio::spawn(async move {
+                let mut synced = Some(synced_tx);
+                loop {
+                    match stream.message().await {
+                        Ok(Some(msg)) => {
+                            let (kind, object, revision) = split(msg);
+                            let kind = v1::WatchEventType::try_from(kind)
+                                .unwrap_or(v1::WatchEventType::Unspecified);
+                            match (kind, object) {
+                                (v1::WatchEventType::Bookmark, _) => {
+                                    if let Some(tx) = synced.take() {
+                                        let _ = tx.send(());
+                                    }
+                                }
+                                (kind, Some(object)) => seen.lock().unwrap().push(Seen {
+                                    kind,
+                                    object,
+                                    revision,
+                                }),
+                                (kind, None) => {
+                                    *error.lock().unwrap() =
+                                        Some(format!("{kind:?} event without an object"));
+                                }
+                            }
+                        }
+                        Ok(None) => {
+                            *error.lock().unwrap() = Some("the stream ended".into());
+                            return;
+                        }
+                        Err(e) => {
+                            *error.lock().unwrap() = Some(e.to_string());
+                            return;
+                        }
+                    }
+                }
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(10), synced_rx)
+            .await
+            .expect("the watch sends its initial state within 10 s")
+            .expect("the watch recorder stopped before its initial state");
+        Recorder { seen, error, task }
+    }
+}
+
+impl<T> Drop for Recorder<T> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Records every change of every Work (initial state first, as ADDED).
+pub async fn record_works(api: &ApiClient) -> Recorder<v1::Work> {
+    let stream = api
+        .clone()
+        .watch_works(v1::WatchWorksRequest::default())
+        .await
+        .expect("watch works")
+        .into_inner();
+    Recorder::start(stream, |m: v1::WatchWorksResponse| {
+        (m.r#type, m.object, m.resource_version)
+    })
+    .await
+}
+
+/// Records every change of every binding (initial state first, as ADDED).
+pub async fn record_bindings(api: &ApiClient) -> Recorder<v1::ResourceBinding> {
+    let stream = api
+        .clone()
+        .watch_resource_bindings(v1::WatchResourceBindingsRequest::default())
+        .await
+        .expect("watch bindings")
+        .into_inner();
+    Recorder::start(stream, |m: v1::WatchResourceBindingsResponse| {
+        (m.r#type, m.object, m.resource_version)
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors and the store behind the api
+// ---------------------------------------------------------------------------------------
+
+/// The `google.rpc.BadRequest` field violations of an error status, as (field, description).
+pub fn field_violations(status: &tonic::Status) -> Vec<(String, String)> {
+    use tonic_types::StatusExt;
+    status
+        .get_details_bad_request()
+        .map(|b| {
+            b.field_violations
+                .into_iter()
+                .map(|v| (v.field, v.description))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every key of the stack's namespace with its mod revision, except leader-election leases
+/// (renewed on their own) and events: the objects, as the services stored them.
+pub async fn object_revisions(store: &EtcdStore) -> std::collections::BTreeMap<String, i64> {
+    use flotilla_store::Store;
+    let (kvs, _) = store.list("", 0).await.expect("list the stack's keys");
+    kvs.into_iter()
+        .filter(|kv| !kv.key.starts_with("leases/") && !kv.key.starts_with("events/"))
+        .map(|kv| (kv.key, kv.mod_revision))
+        .collect()
+}
