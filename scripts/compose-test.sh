@@ -40,8 +40,8 @@ cargo build -p flotilla-cli
 log "the compose end-to-end test"
 started=$(date +%s)
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run -p flotilla-tests --test compose --run-ignored ignored-only --no-capture
+  cargo nextest run -p flotilla-tests --test scenarios --run-ignored ignored-only --no-capture compose::
 else
-  cargo test -p flotilla-tests --test compose -- --ignored --nocapture
+  cargo test -p flotilla-tests --test scenarios compose:: -- --ignored --nocapture
 fi
 echo "compose-test: the test took $(($(date +%s) - started)) s (with its build)"

@@ -8,7 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+log() { printf '\033[1m==> %s\033[0m   [%s free on the build disk]\n' "$*" "$(disk_free)"; }
+disk_free() { df -h --output=avail "${CARGO_TARGET_DIR:-target}" 2>/dev/null | tail -1 | tr -d ' ' || echo '?'; }
+
+# A one-shot build keeps no incremental cache: it is several GB on this workspace and a CI
+# machine's disk can be small (one CI run died with "No space left on device" while linking).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+mkdir -p "${CARGO_TARGET_DIR:-target}"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi

@@ -138,7 +138,7 @@ async fn api_and_detector_on_real_etcd() {
 
 /// Detector throughput on real etcd: N workloads exist, then one ClusterPropagationPolicy
 /// claims them all; prints how long until every binding exists (not asserted: timings are
-/// never asserted in tests). `cargo test -p flotilla-api --test etcd -- --ignored --nocapture`.
+/// never asserted in tests). `cargo test -p flotilla-api --test integration etcd:: -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement; run by hand"]
 async fn measure_detector_throughput_on_etcd() {

@@ -4,18 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use flotilla_cluster_health::NoExecuteTaints;
 use flotilla_member_sim::Fault;
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
 use flotilla_store::StoreRef;
 use flotilla_store::testing::EtcdServer;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_and_pull_health_on_etcd() {

@@ -4,18 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use flotilla_cluster_health::NoExecuteTaints;
 use flotilla_core::Time;
 use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
 use flotilla_store::{MemStore, StoreRef};
-use support::*;
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;

@@ -4,18 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use flotilla_cluster_health::NoExecuteTaints;
 use flotilla_member_sim::{Fault, PullConfig};
 use flotilla_proto::v1;
 use flotilla_proto::v1::ConditionStatus::{False, True, Unknown};
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef, WatchEvent};
-use support::*;
 use tokio::time::Instant;
 
 fn mem() -> StoreRef {

@@ -1,14 +1,13 @@
-//! Measurements (ignored by default; `cargo test -p flotilla-cluster-health --test scale --
-//! --ignored --nocapture`): 100 Push clusters behind one member-sim on a MemStore, and the
+//! Measurements (ignored by default; `cargo test -p flotilla-cluster-health --test integration scale::
+//! -- --ignored --nocapture`): 100 Push clusters behind one member-sim on a MemStore, and the
 //! cost of one `assess`. Figures are printed, never asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use flotilla_cluster_health::assess::{Inputs, Memory, Observation, Options, assess};
 use flotilla_core::Time;
 use flotilla_core::health::ProbeOutcome;
@@ -16,7 +15,6 @@ use flotilla_member_sim::Fault;
 use flotilla_proto::v1;
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
-use support::*;
 
 const CLUSTERS: usize = 100;
 

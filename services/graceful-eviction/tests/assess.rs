@@ -1,11 +1,9 @@
 //! `GracefulEviction.Assess` in process on 127.0.0.1:0: table cases and bad requests.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/harness.rs"]
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use flotilla_core::Time;
 use flotilla_core::types::ResourceHealth::{Healthy, Unhealthy, Unknown};
 use flotilla_core::types::{GracefulEvictionTask, ResourceBinding};
@@ -13,7 +11,6 @@ use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_proto::v1::graceful_eviction_client::GracefulEvictionClient;
 use flotilla_runtime::Shutdown;
-use support::*;
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;

@@ -1,17 +1,14 @@
 //! The graceful-eviction controller against a real etcd (fails, never skips, without one).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/harness.rs"]
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use flotilla_core::types::ResourceHealth::Healthy;
 use flotilla_store::StoreRef;
 use flotilla_store::testing::EtcdServer;
 use flotilla_store::typed::Typed;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_stamp_then_remove_when_healthy() {

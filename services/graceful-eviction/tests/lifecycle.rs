@@ -1,12 +1,10 @@
 //! The graceful-eviction controller on MemStore with compressed timeouts.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/harness.rs"]
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use flotilla_core::types::{
     ApplicationFailoverBehavior, CONDITION_REPLACEMENT_PENDING, ConditionStatus, FailoverBehavior,
     PRODUCER_APPLICATION_FAILOVER, PurgeMode, REASON_APPLICATION_FAILURE,
@@ -17,7 +15,6 @@ use flotilla_proto::v1;
 use flotilla_runtime::now;
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 

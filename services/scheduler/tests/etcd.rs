@@ -5,13 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use flotilla_core::types::{ResourceBinding, TaintEffect};
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;

@@ -4,12 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use flotilla_core::types::{
     ClusterAffinity, Placement, ResourceBinding, Taint, TaintEffect, Toleration, TolerationOperator,
 };

@@ -3,12 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use flotilla_runtime::Shutdown;
 use flotilla_scheduler::{Config, LEADER_ELECTION, run_with};
 use flotilla_store::typed::Typed;

@@ -3,15 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::*;
 use async_trait::async_trait;
 use bytes::Bytes;
-use common::*;
 use flotilla_core::types::{
     ClusterAffinity, Placement, ReplicaDivisionPreference, ReplicaSchedulingStrategy,
     ReplicaSchedulingType, TaintEffect,

@@ -1,18 +1,15 @@
 //! The taint manager against a real etcd (fails, never skips, when etcd is missing).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/harness.rs"]
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use flotilla_core::types::{TAINT_NOT_READY, TargetCluster};
 use flotilla_runtime::now;
 use flotilla_store::StoreRef;
 use flotilla_store::testing::EtcdServer;
 use flotilla_store::typed::Typed;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_toleration_expiry_evicts_once_and_recovery_keeps() {

@@ -1,12 +1,10 @@
 //! The taint manager on MemStore with compressed time (toleration seconds of 1 s).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/harness.rs"]
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use flotilla_core::types::{
     PRODUCER_TAINT_MANAGER, PurgeMode, REASON_TAINT_UNTOLERATED, TAINT_NOT_READY, TargetCluster,
 };
@@ -14,7 +12,6 @@ use flotilla_proto::v1;
 use flotilla_runtime::now;
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -1,12 +1,10 @@
 //! `TaintManager.Explain` in process on 127.0.0.1:0: table cases and bad requests.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/harness.rs"]
-mod support;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::support::*;
 use flotilla_core::Time;
 use flotilla_core::types::{
     ClusterFailoverBehavior, FailoverBehavior, PurgeMode, ResourceBinding, TAINT_NOT_READY,
@@ -16,7 +14,6 @@ use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_proto::v1::taint_manager_client::TaintManagerClient;
 use flotilla_runtime::Shutdown;
-use support::*;
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;

@@ -3,18 +3,15 @@
 //! the batching, never a timing. `FLOTILLA_SCALE_BINDINGS` overrides the size (default 2000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/harness.rs"]
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use flotilla_proto::v1;
 use flotilla_runtime::now;
 use flotilla_store::typed::{Typed, Update};
 use flotilla_store::{MemStore, StoreRef};
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mass_failover_is_batched() {

@@ -1,0 +1,9 @@
+//! The integration tests of this crate, linked into one test binary (one binary per crate
+//! instead of one per file keeps the build's disk use and link time down).
+
+mod bootstrap;
+mod leader;
+mod leader_etcd;
+mod security;
+mod watcher;
+mod watcher_etcd;

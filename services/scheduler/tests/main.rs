@@ -1,0 +1,8 @@
+//! The integration tests of this crate, linked into one test binary (one binary per crate
+//! instead of one per file keeps the build's disk use and link time down).
+
+mod common;
+mod etcd;
+mod grpc;
+mod leader;
+mod reconcile;

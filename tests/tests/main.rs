@@ -1,0 +1,13 @@
+//! The integration tests of this crate, linked into one test binary (one binary per crate
+//! instead of one per file keeps the build's disk use and link time down).
+
+mod bad_input;
+mod compose;
+mod grpcurl;
+mod no_replacement;
+mod observability;
+mod pull_cluster;
+mod purge_modes;
+mod recovery_before_toleration;
+mod seed_divided;
+mod seed_duplicated;
