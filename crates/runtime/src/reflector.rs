@@ -55,7 +55,18 @@ impl<K> Snapshot<K> {
         }
     }
 
-    fn insert(&mut self, names: &[&str], key: &str, entry: Entry<K>) {
+    /// Files `entry` under `key`; returns the entry it replaced in place, if any, for the
+    /// caller to drop once it has released the lock.
+    #[must_use]
+    fn insert(&mut self, names: &[&str], key: &str, entry: Entry<K>) -> Option<Entry<K>> {
+        // The common update files the object under the same index values as before (a
+        // binding's status changed, not its clusters): replace the entry in place and leave
+        // the indexes alone, which spares the key and index-value allocations of a re-file.
+        if let Some(existing) = self.objects.get_mut(key)
+            && existing.filed_under == entry.filed_under
+        {
+            return Some(std::mem::replace(existing, entry));
+        }
         self.remove(names, key);
         for (name, values) in names.iter().zip(&entry.filed_under) {
             let index = self.indexes.entry((*name).to_owned()).or_default();
@@ -64,6 +75,7 @@ impl<K> Snapshot<K> {
             }
         }
         self.objects.insert(key.to_owned(), entry);
+        None
     }
 
     fn remove(&mut self, names: &[&str], key: &str) -> bool {
@@ -218,9 +230,11 @@ impl<K> Writer<K> {
             }
             Event::InitApply(object) => {
                 let entry = self.entry(object);
-                self.buffer
+                let replaced = self
+                    .buffer
                     .get_or_insert_with(|| Snapshot::new(names.iter().copied()))
                     .insert(&names, &object.key, entry);
+                drop(replaced);
                 Vec::new()
             }
             Event::InitDone { revision } => {
@@ -247,10 +261,15 @@ impl<K> Writer<K> {
                     .objects
                     .get(&object.key)
                     .is_none_or(|e| e.revision <= object.revision);
-                if newer {
-                    snap.insert(&names, &object.key, entry);
-                }
+                let replaced = if newer {
+                    snap.insert(&names, &object.key, entry)
+                } else {
+                    None
+                };
                 snap.revision = snap.revision.max(object.revision);
+                drop(snap);
+                // the replaced object is freed outside the write lock
+                drop(replaced);
                 Vec::new()
             }
             Event::Delete { key, revision } => {

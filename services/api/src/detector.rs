@@ -16,7 +16,7 @@
 //!   FencedStore of the leadership (I8)
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flotilla_proto::Resource;
@@ -26,7 +26,9 @@ use flotilla_runtime::leader::{ElectionConfig, LeaderElector};
 use flotilla_runtime::queue::by_key;
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
-use flotilla_runtime::{Action, Controller, QueueConfig, Readiness, Shutdown, WorkQueue};
+use flotilla_runtime::{
+    Action, Controller, Digest, Fingerprints, QueueConfig, Readiness, Shutdown, WorkQueue,
+};
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
 use flotilla_store::{StoreError, StoreRef};
 use tokio::task::JoinHandle;
@@ -286,7 +288,10 @@ pub fn spawn(
     .workers(config.workers)
     .leader(elector.subscribe())
     .watches(workload_events, by_key)
-    .watches(binding_events, move |e| binding_trigger(&c1, e))
+    .watches(binding_events, {
+        let seen = Mutex::new(Fingerprints::new());
+        move |e| binding_trigger(&c1, &seen, e)
+    })
     .watches(policy_events, move |e| policy_trigger(&c2, e))
     .watches(cluster_policy_events, move |e| {
         cluster_policy_trigger(&c3, e)
@@ -302,14 +307,55 @@ pub fn spawn(
 
 /// A binding change → the workload it is for (a deleted binding: the workload whose binding
 /// key it was, so that a binding deleted by someone else is re-created).
-fn binding_trigger(caches: &Caches, event: &Event<v1::ResourceBinding>) -> Vec<String> {
+///
+/// Only changes to what the detector itself writes count: the other writers of a binding
+/// (scheduler, taint manager, graceful eviction, work-executor) change its clusters, tasks
+/// and status about seven times per failover, and each would otherwise re-run the detector
+/// for a workload whose binding is already as it should be. Karmada's detector does not
+/// watch bindings at all; this one still re-creates a deleted binding and undoes an edit of
+/// its own fields made behind its back.
+fn binding_trigger(
+    caches: &Caches,
+    seen: &Mutex<Fingerprints>,
+    event: &Event<v1::ResourceBinding>,
+) -> Vec<String> {
+    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
     match event {
-        Event::InitApply(o) | Event::Apply(o) => {
+        Event::InitApply(o) => {
+            seen.changed(&o.key, detector_digest(&o.value));
             resource_workload_key(&o.value).into_iter().collect()
         }
-        Event::Delete { key, .. } => caches.workloads.index_keys(BY_BINDING, key),
+        Event::Apply(o) => {
+            if seen.changed(&o.key, detector_digest(&o.value)) {
+                resource_workload_key(&o.value).into_iter().collect()
+            } else {
+                Vec::new()
+            }
+        }
+        Event::Delete { key, .. } => {
+            seen.forget(key);
+            caches.workloads.index_keys(BY_BINDING, key)
+        }
         Event::Init { .. } | Event::InitDone { .. } => Vec::new(),
     }
+}
+
+/// A digest of the fields of a binding that [`desired_binding`] writes (its labels and the
+/// template- and policy-derived parts of the spec), plus whether it is being deleted.
+fn detector_digest(b: &v1::ResourceBinding) -> u64 {
+    let mut d = Digest::new();
+    if let Some(m) = b.metadata.as_ref() {
+        d.add(&m.labels).message(m.deletion_timestamp.as_ref());
+    }
+    if let Some(spec) = b.spec.as_ref() {
+        d.message(spec.resource.as_ref())
+            .add(&spec.replicas)
+            .message(spec.replica_requirements.as_ref())
+            .message(spec.placement.as_ref())
+            .message(spec.failover.as_ref())
+            .add(&spec.scheduler_name);
+    }
+    d.finish()
 }
 
 /// The workloads a policy (whose store key is `policy_key`) claimed before this change.

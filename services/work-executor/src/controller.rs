@@ -119,8 +119,9 @@ struct View {
     key: String,
     namespace: String,
     name: String,
-    binding: Option<v1::ResourceBinding>,
-    works: BTreeMap<String, v1::Work>,
+    // shared with the caches: cloned only to write
+    binding: Option<Arc<v1::ResourceBinding>>,
+    works: BTreeMap<String, Arc<v1::Work>>,
 }
 
 impl View {
@@ -129,20 +130,20 @@ impl View {
             .works
             .by_index(INDEX_BINDING, &format!("{namespace}/{name}"))
             .into_iter()
-            .map(|w| (w.key(), (*w).clone()))
+            .map(|w| (w.key(), w))
             .collect();
         Self {
             key: key.to_owned(),
             namespace: namespace.to_owned(),
             name: name.to_owned(),
-            binding: ctx.bindings.get(key).map(|b| (*b).clone()),
+            binding: ctx.bindings.get(key),
             works,
         }
     }
 
     /// Re-reads the binding and every Work key involved from the store.
     async fn refresh(&mut self, ctx: &Context, extra: Vec<String>) -> Result<(), Error> {
-        self.binding = ctx.typed.get(&self.key).await?;
+        self.binding = ctx.typed.get(&self.key).await?.map(Arc::new);
         let mut keys: Vec<String> = self.works.keys().cloned().collect();
         keys.extend(extra);
         keys.sort();
@@ -150,7 +151,7 @@ impl View {
         for key in keys {
             match ctx.typed.get::<v1::Work>(&key).await? {
                 Some(w) => {
-                    self.works.insert(key, w);
+                    self.works.insert(key, Arc::new(w));
                 }
                 None => {
                     self.works.remove(&key);
@@ -242,11 +243,11 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     {
         // Before deleting Works of a binding the cache does not have, make sure it is really
         // gone: the bindings cache may lag behind the Works cache.
-        view.binding = ctx.typed.get(&view.key).await?;
+        view.binding = ctx.typed.get(&view.key).await?.map(Arc::new);
     }
-    let binding_ref = view.binding.as_ref();
-    let spec: domain::ResourceBindingSpec = match binding_ref.and_then(|b| b.spec.clone()) {
-        Some(spec) => match spec.try_into() {
+    let binding_ref = view.binding.as_deref();
+    let spec: domain::ResourceBindingSpec = match binding_ref.and_then(|b| b.spec.as_ref()) {
+        Some(spec) => match domain::ResourceBindingSpec::try_from(spec.clone()) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(binding = %view.key, error = %e, "binding spec cannot be read; skipped");
@@ -260,8 +261,9 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         ctx.workloads
             .get(&workload_key(&r.namespace, &r.kind, &r.name))
     });
-    let works: Vec<v1::Work> = view.works.values().cloned().collect();
+    let works: Vec<Arc<v1::Work>> = view.works.values().cloned().collect();
     let decision = decide(binding_ref, &spec, workload.as_deref(), &works);
+    drop(works);
 
     // WE-3.1 / WE-1: mark orphans deleting; the execution controller removes them once the
     // member confirms (WE-6.2..6.4).
@@ -295,7 +297,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         for (key, result) in keys.into_iter().zip(results) {
             match result {
                 Ok(w) => {
-                    view.works.insert(key, w);
+                    view.works.insert(key, Arc::new(w));
                 }
                 Err(e) if e.is_conflict() || matches!(e, StoreError::NotFound { .. }) => {
                     conflicts.push(key);
@@ -351,12 +353,12 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
             .as_ref()
             .is_some_and(|m| m.finalizers.iter().any(|f| f == BINDING_FINALIZER));
         if view.works.is_empty() && has_finalizer {
-            let mut new = binding.clone();
+            let mut new = (*binding).clone();
             if let Some(m) = new.metadata.as_mut() {
                 m.finalizers.retain(|f| f != BINDING_FINALIZER);
             }
-            match ctx.binding_writer.update(binding, new).await {
-                Ok(b) => view.binding = Some(b),
+            match ctx.binding_writer.update((*binding).clone(), new).await {
+                Ok(b) => view.binding = Some(Arc::new(b)),
                 Err(e) if e.is_conflict() => return Ok(Step::Conflict(Vec::new())),
                 Err(StoreError::NotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
@@ -366,7 +368,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     }
 
     // WE-8: aggregated status over the Works as they are now.
-    let works: Vec<v1::Work> = view.works.values().cloned().collect();
+    let works: Vec<Arc<v1::Work>> = view.works.values().cloned().collect();
     let previous = binding
         .status
         .as_ref()
@@ -386,8 +388,8 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     };
     if let Some(mut new) = update {
         stamp_trace_context(&mut new);
-        match ctx.binding_writer.update(binding, new).await {
-            Ok(b) => view.binding = Some(b),
+        match ctx.binding_writer.update((*binding).clone(), new).await {
+            Ok(b) => view.binding = Some(Arc::new(b)),
             Err(e) if e.is_conflict() => return Ok(Step::Conflict(Vec::new())),
             Err(StoreError::NotFound { .. }) => return Ok(Step::Conflict(Vec::new())),
             Err(e) => return Err(e.into()),

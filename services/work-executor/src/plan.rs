@@ -2,6 +2,7 @@
 //! which Works to mark deleting, create and update (WE-1..WE-5), and the aggregated status
 //! to write (WE-8). The controller executes it; the `Plan` RPC returns it.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::Time;
@@ -77,12 +78,15 @@ impl Decision {
 
 /// Decides a binding's sync. `binding` is `None` when it no longer exists; `works` are the
 /// Works found for it (any cluster, deleting ones included); `spec` is its converted spec.
-pub fn decide(
+pub fn decide<W: Borrow<v1::Work>>(
     binding: Option<&v1::ResourceBinding>,
     spec: &domain::ResourceBindingSpec,
     workload: Option<&v1::Workload>,
-    works: &[v1::Work],
+    works: &[W],
 ) -> Decision {
+    // the caller's Works are shared (cache `Arc`s) or owned; only those a decision names
+    // are cloned
+    let works: Vec<&v1::Work> = works.iter().map(Borrow::borrow).collect();
     let mut d = Decision::default();
     let Some(binding) = binding.filter(|b| !is_deleting(b.metadata.as_ref())) else {
         // WE-1: a deleting (or vanished) binding loses every Work.
@@ -91,11 +95,11 @@ pub fn decide(
         } else {
             "WE-1: the binding is gone: every Work goes".into()
         });
-        d.orphans = works.to_vec();
+        d.orphans = works.iter().map(|w| (*w).clone()).collect();
         d.mark_deleting = works
             .iter()
             .filter(|w| !is_deleting(w.metadata.as_ref()))
-            .cloned()
+            .map(|w| (*w).clone())
             .collect();
         return d;
     };
@@ -106,7 +110,7 @@ pub fn decide(
     d.waiting_for.clone_from(&plan.wait_for_directly);
     let deleted: BTreeSet<&String> = plan.delete.iter().collect();
     let held: BTreeSet<&String> = plan.hold.iter().collect();
-    for w in works {
+    for &w in &works {
         let cluster = work_cluster(w).to_owned();
         let orphan = deleted.contains(&cluster);
         // A Work of a kept, unheld cluster under another name than WE-5's (e.g. the template
@@ -146,7 +150,7 @@ pub fn decide(
             .push("WE-3.3: the resource template is missing: no Work is ensured".into());
         return d;
     };
-    let by_key: BTreeMap<String, &v1::Work> = works.iter().map(|w| (w.key(), w)).collect();
+    let by_key: BTreeMap<String, &v1::Work> = works.iter().map(|w| (w.key(), *w)).collect();
     for target in &plan.ensure {
         let desired = match render_work(binding, workload, target) {
             Ok(w) => w,
@@ -196,13 +200,14 @@ pub fn decide(
 
 /// WE-8: the aggregated status items (sorted by cluster, with each manifest's status JSON)
 /// and the `FullyApplied` condition, from the binding's current Works.
-pub fn aggregate(
+pub fn aggregate<W: Borrow<v1::Work>>(
     spec: &domain::ResourceBindingSpec,
-    works: &[v1::Work],
+    works: &[W],
     previous: &[v1::Condition],
     now: Time,
 ) -> (Vec<v1::AggregatedStatusItem>, v1::Condition) {
-    let observations: Vec<_> = works.iter().map(observation).collect();
+    let works: Vec<&v1::Work> = works.iter().map(Borrow::borrow).collect();
+    let observations: Vec<_> = works.iter().map(|w| observation(w)).collect();
     let (items, fully_applied) = aggregate_status(spec, &observations);
     let status_json: BTreeMap<&str, &str> = works
         .iter()
@@ -380,7 +385,7 @@ mod tests {
     #[test]
     fn fresh_binding_creates_one_work_per_target() {
         let b = binding(&[("member1", 1), ("member2", 2)], &[]);
-        let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &[]);
+        let d = decide::<v1::Work>(Some(&b), &spec_of(&b), Some(&workload()), &[]);
         assert_eq!(d.create.len(), 2);
         assert!(d.mark_deleting.is_empty() && !d.blocked());
         let clusters: Vec<_> = d.create.iter().map(work_cluster).collect();
@@ -479,7 +484,7 @@ mod tests {
     #[test]
     fn we_3_3_missing_template_ensures_nothing() {
         let b = binding(&[("member1", 1)], &[]);
-        let d = decide(Some(&b), &spec_of(&b), None, &[]);
+        let d = decide::<v1::Work>(Some(&b), &spec_of(&b), None, &[]);
         assert!(d.workload_missing && d.create.is_empty());
     }
 

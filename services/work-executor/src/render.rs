@@ -138,9 +138,14 @@ pub fn render_work(
     workload: &v1::Workload,
     target: &TargetCluster,
 ) -> Result<v1::Work, RenderError> {
-    let spec = binding.spec.clone().unwrap_or_default();
-    let resource = spec.resource.clone().unwrap_or_default();
-    let meta = binding.metadata.clone().unwrap_or_default();
+    // borrowed, not cloned: a binding's spec carries its whole placement and eviction tasks
+    let default_meta = v1::ObjectMeta::default();
+    let meta = binding.metadata.as_ref().unwrap_or(&default_meta);
+    let resource = binding
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource.clone())
+        .unwrap_or_default();
     let permanent_id = meta
         .labels
         .get(LABEL_PERMANENT_ID)
@@ -383,6 +388,16 @@ pub fn missing_status(old: &v1::WorkStatus, now: Time) -> v1::WorkStatus {
     status.health = v1::ResourceHealth::Unknown as i32;
     status.ready_replicas = 0;
     status
+}
+
+/// Whether status collection marked the Work's manifest missing on its member
+/// ([`missing_status`]): the execution controller must apply it again.
+pub fn manifest_missing(work: &v1::Work) -> bool {
+    work.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == CONDITION_APPLIED && c.reason == REASON_MANIFEST_MISSING)
+    })
 }
 
 /// Whether a cluster's `Ready` condition is True.
