@@ -387,6 +387,38 @@ fn seed_failover_through_the_cli() {
         .unwrap_or_else(|| panic!("no filter row for member1:\n{explain}"));
     assert!(m1.contains("TaintToleration"), "{explain}");
 
+    // explain cluster: member1 as cluster-health sees it now, and what an hour-long outage
+    // of member2 would make of it (ClusterHealth.Assess; nothing written).
+    let m1 = up.ok(&["explain", "cluster", "member1"]);
+    assert!(m1.contains("Ready now:       False"), "{m1}");
+    assert!(
+        m1.contains("cluster.karmada.io/not-ready:NoExecute"),
+        "{m1}"
+    );
+    let m2 = up.ok(&[
+        "explain",
+        "cluster",
+        "member2",
+        "--probe",
+        "unreachable",
+        "--for",
+        "1h",
+    ]);
+    assert!(
+        m2.contains("Ready:           False (ClusterNotReachable)"),
+        "{m2}"
+    );
+    assert!(
+        m2.contains("Taints added:    cluster.karmada.io/not-ready:NoSchedule"),
+        "{m2}"
+    );
+    assert!(m2.contains("CH-11"), "{m2}");
+    let still = up.ok(&["get", "cluster", "member2"]);
+    assert!(
+        !still.contains("not-ready"),
+        "explain wrote nothing: {still}"
+    );
+
     let healed = up.ok(&["cluster", "heal", "member1"]);
     assert!(
         healed.contains("is now healthy (was unreachable)"),

@@ -31,6 +31,8 @@ use futures::Stream;
 
 use crate::backoff::{Backoff, BackoffState};
 
+mod shared;
+
 /// One object of a watched prefix: its key, the revision it was last modified at (its
 /// `resource_version`) and its decoded value.
 #[derive(Debug, PartialEq)]
@@ -293,8 +295,9 @@ impl Metrics {
 
 impl<K, E, D> State<D>
 where
+    K: Send + Sync + 'static,
     E: Display,
-    D: Fn(&KeyValue) -> Result<K, E>,
+    D: Fn(&KeyValue) -> Result<K, E> + 'static,
 {
     /// Produces the next event, doing as much I/O (and back-off) as it takes.
     async fn step(&mut self) -> Event<K> {
@@ -326,11 +329,11 @@ where
     }
 
     fn decode_kv(&self, kv: KeyValue) -> Option<Object<K>> {
-        match (self.decode)(&kv) {
+        match shared::decode(&kv, &self.decode) {
             Ok(value) => Some(Object {
                 key: kv.key,
                 revision: kv.mod_revision,
-                value: Arc::new(value),
+                value,
             }),
             Err(error) => {
                 self.metrics.decode_errors.increment(1);

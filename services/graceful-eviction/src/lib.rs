@@ -33,8 +33,8 @@ use flotilla_runtime::{
     QueueConfig, Readiness, Recorder, Runtime, Shutdown, WatcherConfig, WorkQueue, Writer, reflect,
     watcher,
 };
+use flotilla_store::StoreRef;
 use flotilla_store::typed::{Typed, decode};
-use flotilla_store::{KeyValue, StoreRef};
 
 pub use crate::controller::Context;
 pub use crate::error::Error;
@@ -168,10 +168,6 @@ impl Args {
     }
 }
 
-fn decode_binding(kv: &KeyValue) -> Result<v1::ResourceBinding, String> {
-    decode(kv).map_err(|e| e.to_string())
-}
-
 /// The graceful-eviction controller, prepared: its cache exists and is registered with the
 /// readiness (so that health reports SERVING only once it synced), nothing runs yet.
 pub struct Service {
@@ -242,7 +238,9 @@ impl Service {
                 store.clone(),
                 "bindings/",
                 WatcherConfig::default().named("bindings"),
-                decode_binding,
+                // the plain typed decoder: values decoded by another service of the same
+                // process are shared (flotilla_runtime::watcher)
+                decode::<v1::ResourceBinding>,
             ),
         );
         let queue = WorkQueue::new(QueueConfig::new("graceful_eviction"));

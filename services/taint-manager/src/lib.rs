@@ -258,10 +258,6 @@ fn decode_cluster(kv: &KeyValue) -> Result<Cluster, String> {
     Cluster::try_from(wire).map_err(|e| e.to_string())
 }
 
-fn decode_binding(kv: &KeyValue) -> Result<v1::ResourceBinding, String> {
-    decode(kv).map_err(|e| e.to_string())
-}
-
 /// The taint manager's controller, prepared: its caches exist and are registered with the
 /// readiness (so that health reports SERVING only once they synced), nothing runs yet.
 pub struct Service {
@@ -357,7 +353,9 @@ impl Service {
                 store.clone(),
                 "bindings/",
                 WatcherConfig::default().named("bindings"),
-                decode_binding,
+                // the plain typed decoder: values decoded by another service of the same
+                // process are shared (flotilla_runtime::watcher)
+                decode::<v1::ResourceBinding>,
             ),
         );
         let feeds = {

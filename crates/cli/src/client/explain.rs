@@ -1,6 +1,7 @@
-//! `flotilla explain binding` and `flotilla what-if fail`: reports built from the
+//! `flotilla explain binding|cluster` and `flotilla what-if fail`: reports built from the
 //! controllers' dry-run RPCs, which run the very functions the controllers use
-//! (Scheduler.Simulate, TaintManager.Explain, GracefulEviction.Assess, WorkExecutor.Plan).
+//! (Scheduler.Simulate, TaintManager.Explain, GracefulEviction.Assess, WorkExecutor.Plan,
+//! ClusterHealth.Assess).
 //!
 //! ```text
 //!   explain binding NS/NAME:  api (binding, clusters, workload, works)
@@ -8,6 +9,9 @@
 //!       ─► Explain   per target with NoExecute taints  tolerate / evict after d / evict now
 //!       ─► Assess    when there are eviction tasks     kept / removed, next retry
 //!       ─► Plan      the binding's Works              kept, held, orphans, blocked
+//!
+//!   explain cluster NAME [--probe P [--for D]]:  api (cluster)
+//!       ─► ClusterHealth.Assess (cluster, probe, threshold memory) ─► Ready, taints ±, why
 //!
 //!   what-if fail CLUSTER:  clusters' = clusters with CLUSTER tainted not-ready NoSchedule +
 //!       NoExecute (timeAdded = now) and Ready=False; for each binding on CLUSTER:
@@ -25,6 +29,7 @@ use flotilla_core::types as core;
 use flotilla_proto::Resource as _;
 use flotilla_proto::convert::WireEnum as _;
 use flotilla_proto::v1;
+use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
 use flotilla_proto::v1::graceful_eviction_client::GracefulEvictionClient;
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_proto::v1::taint_manager_client::TaintManagerClient;
@@ -43,6 +48,10 @@ use super::words;
 /// `--server 127.0.0.1:7400` implies the scheduler at 127.0.0.1:7403.
 #[derive(Clone, Debug, clap::Args)]
 pub struct DryRunArgs {
+    /// cluster-health (ClusterHealth.Assess) [default: --server port + 1, 127.0.0.1:7401].
+    #[arg(long, env = "FLOTILLA_CLUSTER_HEALTH", value_name = "ADDR")]
+    pub cluster_health: Option<String>,
+
     /// The scheduler (Scheduler.Simulate) [default: --server port + 3, 127.0.0.1:7403].
     #[arg(long, env = "FLOTILLA_SCHEDULER", value_name = "ADDR")]
     pub scheduler: Option<String>,
@@ -72,6 +81,7 @@ pub struct DryRunArgs {
 /// The dry-run services, with `flotilla up`'s port offsets from the api.
 #[derive(Clone, Copy, Debug)]
 enum Service {
+    ClusterHealth,
     TaintManager,
     Scheduler,
     GracefulEviction,
@@ -81,6 +91,7 @@ enum Service {
 impl Service {
     fn offset(self) -> u16 {
         match self {
+            Service::ClusterHealth => 1,
             Service::TaintManager => 2,
             Service::Scheduler => 3,
             Service::GracefulEviction => 4,
@@ -90,6 +101,7 @@ impl Service {
 
     fn flag(self) -> &'static str {
         match self {
+            Service::ClusterHealth => "--cluster-health",
             Service::TaintManager => "--taint-manager",
             Service::Scheduler => "--scheduler",
             Service::GracefulEviction => "--graceful-eviction",
@@ -102,6 +114,7 @@ impl DryRunArgs {
     /// The address of `service`: its flag, else derived from `--server`.
     fn addr(&self, service: Service) -> String {
         let explicit = match service {
+            Service::ClusterHealth => &self.cluster_health,
             Service::TaintManager => &self.taint_manager,
             Service::Scheduler => &self.scheduler,
             Service::GracefulEviction => &self.graceful_eviction,
@@ -137,6 +150,51 @@ Examples:
   flotilla explain binding default/nginx-deployment
   flotilla explain binding nginx-deployment -n default --now 2025-06-01T12:00:00Z")]
     Binding(ExplainBindingArgs),
+
+    /// What cluster-health would make of a cluster: its Ready condition and taints after the
+    /// next probe (or with no new probe), and why, by the rules the service runs
+    /// (ClusterHealth.Assess; nothing is written).
+    #[command(after_help = "\
+Without --probe, no new observation is assumed: the stored state alone (e.g. a grace period or
+the failover eviction timeout running out by --now). With --probe, the next probe is assumed to
+see that; --for says it has seen it that long already (cluster-health's threshold memory, CH-4),
+e.g. past the failure threshold (30s by default).
+
+Examples:
+  flotilla explain cluster member1
+  flotilla explain cluster member1 --probe unreachable
+  flotilla explain cluster member1 --probe unhealthy --for 40s")]
+    Cluster(ExplainClusterArgs),
+}
+
+/// What a probe of a member sees, for `flotilla explain cluster --probe`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProbeArg {
+    /// The member answers `/readyz` (or `/healthz`) with 200.
+    Healthy,
+    /// The member answers, but not with 200.
+    Unhealthy,
+    /// The member does not answer.
+    Unreachable,
+}
+
+/// Arguments of `flotilla explain cluster`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainClusterArgs {
+    /// The cluster.
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
+
+    /// Assume the next probe sees this.
+    #[arg(long, value_enum)]
+    pub probe: Option<ProbeArg>,
+
+    /// ... and has seen it for this long already (e.g. 40s).
+    #[arg(long = "for", value_name = "DURATION", requires = "probe", value_parser = humantime::parse_duration)]
+    pub for_: Option<Duration>,
+
+    #[command(flatten)]
+    pub dry_run: DryRunArgs,
 }
 
 /// Arguments of `flotilla explain binding`.
@@ -196,6 +254,7 @@ pub struct WhatIfFailArgs {
 pub async fn explain(cmd: ExplainCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         ExplainCommand::Binding(args) => explain_binding(args).await,
+        ExplainCommand::Cluster(args) => explain_cluster(args).await,
     }
 }
 
@@ -1089,9 +1148,209 @@ async fn what_if_fail(args: WhatIfFailArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The Assess request of `flotilla explain cluster`: the stored cluster, the assumed probe and,
+/// with `--for`, a threshold memory that has seen the probe's Ready status since `at - for`.
+fn cluster_assess_request(
+    cluster: v1::Cluster,
+    probe: Option<ProbeArg>,
+    seen_for: Option<Duration>,
+    at: prost_types::Timestamp,
+) -> v1::ClusterHealthAssessRequest {
+    let probe = probe.map(|p| v1::ProbeResult {
+        online: p != ProbeArg::Unreachable,
+        healthy: p == ProbeArg::Healthy,
+        message: String::new(),
+    });
+    let threshold = match (&probe, seen_for) {
+        (Some(p), Some(d)) => {
+            let since = prost_types::Timestamp {
+                seconds: at
+                    .seconds
+                    .saturating_sub(i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+                nanos: at.nanos,
+            };
+            Some(v1::ThresholdState {
+                ready_status: if p.healthy {
+                    v1::ConditionStatus::True as i32
+                } else {
+                    v1::ConditionStatus::False as i32
+                },
+                threshold_start: Some(since),
+            })
+        }
+        _ => None,
+    };
+    v1::ClusterHealthAssessRequest {
+        cluster: Some(cluster),
+        probe,
+        threshold,
+        now: Some(at),
+        ..Default::default()
+    }
+}
+
+fn ready_words(c: Option<&v1::Condition>) -> String {
+    match c {
+        None => "no Ready condition".to_owned(),
+        Some(c) => format!(
+            "{} ({}){}",
+            words::condition_status(c.status),
+            if c.reason.is_empty() { "-" } else { &c.reason },
+            c.last_transition_time
+                .as_ref()
+                .map(|t| format!(" since {}", rfc3339(t)))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+async fn explain_cluster(args: ExplainClusterArgs) -> anyhow::Result<ExitCode> {
+    let dry = &args.dry_run;
+    let mut api = dry.server.api().await?;
+    let cluster = api
+        .get_cluster(v1::GetClusterRequest {
+            name: args.cluster.clone(),
+        })
+        .await
+        .map_err(|s| status_error(format!("reading cluster {}", args.cluster), &s))?
+        .into_inner();
+    let at = dry.now.unwrap_or_else(now);
+    let stored_ready = cluster
+        .status
+        .as_ref()
+        .and_then(|s| words::condition(&s.conditions, "Ready"))
+        .cloned();
+    let stored_taints: Vec<String> = cluster
+        .spec
+        .as_ref()
+        .map(|s| s.taints.iter().map(words::taint).collect())
+        .unwrap_or_default();
+    let request = cluster_assess_request(cluster.clone(), args.probe, args.for_, at);
+    let mut client = ClusterHealthClient::new(channel(dry, Service::ClusterHealth).await?);
+    let resp = client
+        .assess(request)
+        .await
+        .map_err(|s| status_error("ClusterHealth.Assess", &s))?
+        .into_inner();
+
+    let mut r = Report::default();
+    r.section(&format!("Cluster {}", args.cluster));
+    r.line(
+        2,
+        format!(
+            "Sync mode:       {}",
+            words::sync_mode(cluster.spec.as_ref().map_or(0, |s| s.sync_mode))
+        ),
+    );
+    r.line(
+        2,
+        format!("Ready now:       {}", ready_words(stored_ready.as_ref())),
+    );
+    r.line(
+        2,
+        format!("Taints now:      {}", words::list_or_none(&stored_taints)),
+    );
+    r.line(
+        2,
+        format!(
+            "Assumed probe:   {}",
+            match (args.probe, args.for_) {
+                (None, _) => "none (no new observation)".to_owned(),
+                (Some(p), None) => format!("{p:?}").to_lowercase(),
+                (Some(p), Some(d)) => format!(
+                    "{} for {}",
+                    format!("{p:?}").to_lowercase(),
+                    humantime::format_duration(d)
+                ),
+            }
+        ),
+    );
+    r.line(2, format!("At:              {}", rfc3339(&at)));
+
+    r.section("cluster-health would write (nothing is written)");
+    r.line(
+        2,
+        format!(
+            "Ready:           {}{}",
+            ready_words(resp.ready.as_ref()),
+            if resp.status_changed {
+                "   (changed)"
+            } else {
+                "   (unchanged)"
+            }
+        ),
+    );
+    let taints = |ts: &[v1::Taint]| words::list_or_none(ts.iter().map(words::taint));
+    r.line(
+        2,
+        format!("Taints added:    {}", taints(&resp.added_taints)),
+    );
+    r.line(
+        2,
+        format!("Taints removed:  {}", taints(&resp.removed_taints)),
+    );
+    r.line(2, format!("Taints then:     {}", taints(&resp.taints)));
+    r.line(
+        2,
+        format!(
+            "Look again in:   {}",
+            resp.requeue_after.as_ref().map_or_else(
+                || "only on new input".to_owned(),
+                |d| human_duration(std_duration(d))
+            )
+        ),
+    );
+    r.section("Why");
+    if resp.reasons.is_empty() {
+        r.line(2, "no rule applies: nothing to change");
+    }
+    for reason in &resp.reasons {
+        r.line(2, reason);
+    }
+    print!("{}", r.text);
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn explain_cluster_requests_carry_the_assumed_probe_and_memory() {
+        let at = prost_types::Timestamp {
+            seconds: 1_000,
+            nanos: 5,
+        };
+        let c = v1::Cluster::default();
+        let none = cluster_assess_request(c.clone(), None, None, at);
+        assert_eq!(none.probe, None, "no new observation");
+        assert_eq!(none.threshold, None);
+        assert_eq!(none.now, Some(at));
+
+        let down = cluster_assess_request(
+            c.clone(),
+            Some(ProbeArg::Unreachable),
+            Some(Duration::from_secs(40)),
+            at,
+        );
+        let p = down.probe.unwrap();
+        assert!(!p.online && !p.healthy);
+        let t = down.threshold.unwrap();
+        assert_eq!(t.ready_status, v1::ConditionStatus::False as i32);
+        assert_eq!(t.threshold_start.unwrap().seconds, 960);
+
+        let sick = cluster_assess_request(c.clone(), Some(ProbeArg::Unhealthy), None, at);
+        let p = sick.probe.unwrap();
+        assert!(p.online && !p.healthy);
+        assert_eq!(sick.threshold, None, "first sight without --for");
+
+        let fine = cluster_assess_request(c, Some(ProbeArg::Healthy), Some(Duration::ZERO), at);
+        assert!(fine.probe.unwrap().healthy);
+        assert_eq!(
+            fine.threshold.unwrap().ready_status,
+            v1::ConditionStatus::True as i32
+        );
+    }
 
     #[test]
     fn dry_run_addresses_follow_the_server() {
