@@ -263,7 +263,6 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     });
     let works: Vec<Arc<v1::Work>> = view.works.values().cloned().collect();
     let decision = decide(binding_ref, &spec, workload.as_deref(), &works);
-    drop(works);
 
     // WE-3.1 / WE-1: mark orphans deleting; the execution controller removes them once the
     // member confirms (WE-6.2..6.4).

@@ -310,17 +310,12 @@ fn feed<K: Send + Sync + 'static>(
 /// event queues the binding when a member's state moves.
 fn binding_digest(b: &v1::ResourceBinding) -> u64 {
     let mut d = Digest::new();
-    match b.metadata.as_ref() {
-        None => {
-            d.add(&0u8);
-        }
-        Some(m) => {
-            d.add(&m.generation)
-                .add(&m.uid)
-                .message(m.deletion_timestamp.as_ref())
-                .add(&m.finalizers)
-                .add(&m.labels);
-        }
+    if let Some(m) = b.metadata.as_ref() {
+        d.add(&m.generation)
+            .add(&m.uid)
+            .message(m.deletion_timestamp.as_ref())
+            .add(&m.finalizers)
+            .add(&m.labels);
     }
     d.finish()
 }

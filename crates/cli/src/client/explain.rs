@@ -1218,7 +1218,7 @@ async fn explain_cluster(args: ExplainClusterArgs) -> anyhow::Result<ExitCode> {
     let stored_ready = cluster
         .status
         .as_ref()
-        .and_then(|s| words::condition(&s.conditions, "Ready"))
+        .and_then(|s| words::condition(&s.conditions, core::CONDITION_READY))
         .cloned();
     let stored_taints: Vec<String> = cluster
         .spec
@@ -1254,14 +1254,15 @@ async fn explain_cluster(args: ExplainClusterArgs) -> anyhow::Result<ExitCode> {
         2,
         format!(
             "Assumed probe:   {}",
-            match (args.probe, args.for_) {
+            match (
+                args.probe
+                    .and_then(|p| clap::ValueEnum::to_possible_value(&p)),
+                args.for_
+            ) {
                 (None, _) => "none (no new observation)".to_owned(),
-                (Some(p), None) => format!("{p:?}").to_lowercase(),
-                (Some(p), Some(d)) => format!(
-                    "{} for {}",
-                    format!("{p:?}").to_lowercase(),
-                    humantime::format_duration(d)
-                ),
+                (Some(p), None) => p.get_name().to_owned(),
+                (Some(p), Some(d)) =>
+                    format!("{} for {}", p.get_name(), humantime::format_duration(d)),
             }
         ),
     );
