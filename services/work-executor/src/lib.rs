@@ -45,8 +45,8 @@ use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CommonArgs, Controller, Digest, Fingerprints, GrpcConfig, GrpcServer,
-    LeaderElector, Readiness, Recorder, Runtime, Shutdown, WorkQueue,
+    BatchConfig, BatchWriter, CommonArgs, Controller, GrpcConfig, GrpcServer, LeaderElector,
+    Readiness, Recorder, Runtime, Shutdown, WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
 use flotilla_store::{Leadership, StoreRef};
@@ -302,43 +302,6 @@ fn feed<K: Send + Sync + 'static>(
     });
 }
 
-/// What the binding controller reads of a binding, as a digest: the spec (by its generation,
-/// which every spec write bumps), and the metadata the Works are rendered from or that
-/// gates them (deletion, finalizers, labels, uid). The status is left out: its only parts
-/// read here are this controller's own (the aggregated status, `FullyApplied`), so the
-/// scheduler's conditions and this controller's own status writes queue nothing — a Work
-/// event queues the binding when a member's state moves.
-fn binding_digest(b: &v1::ResourceBinding) -> u64 {
-    let mut d = Digest::new();
-    if let Some(m) = b.metadata.as_ref() {
-        d.add(&m.generation)
-            .add(&m.uid)
-            .message(m.deletion_timestamp.as_ref())
-            .add(&m.finalizers)
-            .add(&m.labels);
-    }
-    d.finish()
-}
-
-/// Two digests of a Work: what its execution reads (generation, i.e. the spec; the metadata
-/// that gates it: deletion, finalizers; and whether the status sync marked its manifest
-/// missing on the member, to have it applied again) and what the binding's aggregation reads
-/// (the status, plus deletion). The execution's own status writes leave the first alone.
-fn work_digests(w: &v1::Work) -> (u64, u64) {
-    let mut execution = Digest::new();
-    let mut status = Digest::new();
-    execution.add(&crate::render::manifest_missing(w));
-    if let Some(m) = w.metadata.as_ref() {
-        execution
-            .add(&m.generation)
-            .message(m.deletion_timestamp.as_ref())
-            .add(&m.finalizers);
-        status.message(m.deletion_timestamp.as_ref());
-    }
-    status.message(w.status.as_ref());
-    (execution.finish(), status.finish())
-}
-
 /// What of a cluster matters to its Works' execution.
 #[derive(Clone, PartialEq, Eq)]
 struct ClusterState {
@@ -419,24 +382,16 @@ impl WorkExecutor {
             WorkQueue::new(QueueConfig::new("work_executor_bindings"));
         let work_queue: WorkQueue<String> = WorkQueue::new(QueueConfig::new("work_executor_works"));
 
-        // bindings → their own key, when what this controller reads of them changed
+        // bindings → their own key
         {
             let q = binding_queue.clone();
-            let mut seen = Fingerprints::new();
             feed(
                 watch_kind(&store, "bindings", bindings_w),
                 shutdown,
-                move |ev| match ev {
-                    Event::Apply(o) | Event::InitApply(o) => {
-                        if seen.changed(&o.key, binding_digest(&o.value)) {
-                            q.add(o.key.clone());
-                        }
+                move |ev| {
+                    if let Some(key) = ev.key() {
+                        q.add(key.to_owned());
                     }
-                    Event::Delete { key, .. } => {
-                        seen.forget(key);
-                        q.add(key.clone());
-                    }
-                    Event::Init { .. } | Event::InitDone { .. } => {}
                 },
             );
         }
@@ -445,31 +400,18 @@ impl WorkExecutor {
             let bq = binding_queue.clone();
             let wq = work_queue.clone();
             let mut owners: HashMap<String, String> = HashMap::new();
-            // The execution controller reads a Work's spec and metadata; the binding
-            // controller aggregates its status. Each is queued only when its part moved, so
-            // a status write does not re-run the execution and a spec write does not re-run
-            // the aggregation (the binding controller that wrote it has the new Work).
-            let mut for_execution = Fingerprints::new();
-            let mut for_binding = Fingerprints::new();
             feed(
                 watch_kind(&store, "works", works_w),
                 shutdown,
                 move |ev| match ev {
                     Event::Apply(o) | Event::InitApply(o) => {
-                        let (execution, status) = work_digests(&o.value);
                         if let Some(b) = binding_of_work(&o.value) {
-                            if for_binding.changed(&o.key, status) {
-                                bq.add(b.clone());
-                            }
-                            owners.insert(o.key.clone(), b);
+                            owners.insert(o.key.clone(), b.clone());
+                            bq.add(b);
                         }
-                        if for_execution.changed(&o.key, execution) {
-                            wq.add(o.key.clone());
-                        }
+                        wq.add(o.key.clone());
                     }
                     Event::Delete { key, .. } => {
-                        for_execution.forget(key);
-                        for_binding.forget(key);
                         if let Some(b) = owners.remove(key) {
                             bq.add(b);
                         }

@@ -390,16 +390,6 @@ pub fn missing_status(old: &v1::WorkStatus, now: Time) -> v1::WorkStatus {
     status
 }
 
-/// Whether status collection marked the Work's manifest missing on its member
-/// ([`missing_status`]): the execution controller must apply it again.
-pub fn manifest_missing(work: &v1::Work) -> bool {
-    work.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.r#type == CONDITION_APPLIED && c.reason == REASON_MANIFEST_MISSING)
-    })
-}
-
 /// Whether a cluster's `Ready` condition is True.
 pub fn cluster_ready(cluster: &v1::Cluster) -> bool {
     cluster.status.as_ref().is_some_and(|s| {
