@@ -33,6 +33,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::queue::{Reason, WorkQueue, metric_component};
+use crate::reflector::CacheBarrier;
 use crate::shutdown::Shutdown;
 use crate::watcher::Event;
 
@@ -113,6 +114,7 @@ pub struct Controller<T, Ctx, E> {
     triggers: Vec<Trigger>,
     metrics: Arc<Metrics>,
     trace_parent: Option<TraceParentFn<T, Ctx>>,
+    barrier: CacheBarrier,
 }
 
 impl<T, Ctx, E> fmt::Debug for Controller<T, Ctx, E> {
@@ -155,7 +157,16 @@ where
             leader: None,
             triggers: Vec::new(),
             trace_parent: None,
+            barrier: CacheBarrier::default(),
         }
+    }
+
+    /// Before the workers start on a newly won leadership, wait until these caches reflect
+    /// the store's revision at that moment (see [`CacheBarrier`]): a new leader never acts
+    /// on caches older than the store it now leads.
+    pub fn barrier(mut self, barrier: CacheBarrier) -> Self {
+        self.barrier = barrier;
+        self
     }
 
     /// Continues a stored trace: before each reconcile, `f(&key, &ctx)` may return the W3C
@@ -214,6 +225,7 @@ where
             triggers,
             metrics,
             trace_parent,
+            barrier,
         } = self;
         let worker = Worker {
             metrics,
@@ -249,8 +261,13 @@ where
                         term.trigger();
                     })
                 };
-                tracing::info!(queue = queue.name(), "leading: starting workers");
-                worker.run_term(workers, &term, &shutdown).await;
+                tokio::select! {
+                    () = term.triggered() => {}
+                    () = barrier.wait() => {
+                        tracing::info!(queue = queue.name(), "leading: starting workers");
+                        worker.run_term(workers, &term, &shutdown).await;
+                    }
+                }
                 lost.abort();
                 if shutdown.is_triggered() {
                     break;

@@ -61,7 +61,7 @@ pub use crate::events::{EventType, Recorder, Regarding, now};
 pub use crate::filter::{Digest, Fingerprints};
 pub use crate::leader::{ElectionConfig, Fence, FencedStore, LeaderElector};
 pub use crate::queue::{QueueConfig, QueueItem, Reason, WorkQueue};
-pub use crate::reflector::{Cache, Writer, reflect};
+pub use crate::reflector::{Cache, CacheBarrier, Revisioned, Writer, reflect};
 pub use crate::security::{AuthLayer, AuthTokens, SecurityArgs};
 pub use crate::server::{GrpcConfig, GrpcServer, Readiness};
 pub use crate::shutdown::Shutdown;

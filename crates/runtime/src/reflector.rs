@@ -272,6 +272,11 @@ impl<K> Writer<K> {
                 drop(replaced);
                 Vec::new()
             }
+            Event::Progress { revision } => {
+                let mut snap = self.shared.write();
+                snap.revision = snap.revision.max(*revision);
+                Vec::new()
+            }
             Event::Delete { key, revision } => {
                 let mut snap = self.shared.write();
                 let newer = snap
@@ -419,32 +424,161 @@ impl<K> Cache<K> {
     }
 }
 
+/// Anything that knows up to which store revision it has seen every change (a [`Cache`]).
+pub trait Revisioned: Send + Sync {
+    /// The store revision this reflects; 0 before the first list.
+    fn revision(&self) -> Revision;
+}
+
+impl<K: Send + Sync> Revisioned for Cache<K> {
+    fn revision(&self) -> Revision {
+        Cache::revision(self)
+    }
+}
+
+/// The caches a controller decides from, and the store they mirror: before a newly elected
+/// leader's workers start, [`CacheBarrier::wait`] reads the store's current revision and waits
+/// until every cache has caught up with it. A replica that regains leadership after its watch
+/// was cut therefore never acts on what its caches held before the cut (I7).
+#[derive(Clone, Default)]
+pub struct CacheBarrier {
+    store: Option<Arc<dyn flotilla_store::Store>>,
+    caches: Vec<(String, Arc<dyn Revisioned>)>,
+}
+
+impl std::fmt::Debug for CacheBarrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheBarrier")
+            .field(
+                "caches",
+                &self.caches.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl CacheBarrier {
+    /// A barrier over caches of `store`.
+    pub fn new(store: Arc<dyn flotilla_store::Store>) -> Self {
+        Self {
+            store: Some(store),
+            caches: Vec::new(),
+        }
+    }
+
+    /// Adds a cache (named for the logs).
+    pub fn cache<K: Send + Sync + 'static>(mut self, name: &str, cache: &Cache<K>) -> Self {
+        self.caches.push((name.to_owned(), Arc::new(cache.clone())));
+        self
+    }
+
+    /// Reads the store's revision `r` and waits until every cache reflects at least `r`.
+    /// Store errors are retried (the caller is a would-be leader with nothing else to do).
+    pub async fn wait(&self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        if self.caches.is_empty() {
+            return;
+        }
+        let started = tokio::time::Instant::now();
+        let target = loop {
+            match store.current_revision().await {
+                Ok(r) => break r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cache barrier: cannot read the store revision; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
+        };
+        let mut last_log = started;
+        loop {
+            let behind: Vec<(&str, Revision)> = self
+                .caches
+                .iter()
+                .filter(|(_, c)| c.revision() < target)
+                .map(|(n, c)| (n.as_str(), c.revision()))
+                .collect();
+            if behind.is_empty() {
+                tracing::info!(
+                    revision = target,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "caches caught up with the store revision at which leadership was won"
+                );
+                return;
+            }
+            if last_log.elapsed() >= std::time::Duration::from_secs(5) {
+                last_log = tokio::time::Instant::now();
+                tracing::warn!(
+                    revision = target,
+                    ?behind,
+                    "cache barrier: still waiting for caches"
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+}
+
 /// Applies every event of `events` to `writer` and passes it on, so that whoever consumes the
 /// returned stream (e.g. a controller's trigger) sees the cache already updated.
+///
+/// A (re-)list is passed on only once it is complete: the `InitApply` events are held back
+/// until their `InitDone` has swapped the fresh snapshot in, then handed out (followed by the
+/// `InitDone`). A consumer that queues keys on `InitApply` therefore never reconciles against
+/// the snapshot of before the list (a watch gap's changes would otherwise be read as already
+/// done and dropped: the fault suite found Works stuck at an old generation that way).
 ///
 /// After an `InitDone`, one synthetic `Event::Delete` (at the list's revision) follows for each
 /// key that vanished from the cache, so that deletions missed during a watch gap still reach
 /// the controller.
+///
+/// `Progress` events advance the cache's revision and are not passed on.
 pub fn reflect<K, S>(writer: Writer<K>, events: S) -> impl Stream<Item = Event<K>> + Send
 where
     K: Send + Sync + 'static,
     S: Stream<Item = Event<K>> + Send + 'static,
 {
-    let events = Box::pin(events);
-    let state = (writer, events, VecDeque::<Event<K>>::new());
-    futures::stream::unfold(state, |(mut writer, mut events, mut pending)| async move {
-        if let Some(ev) = pending.pop_front() {
-            return Some((ev, (writer, events, pending)));
+    struct State<K, S> {
+        writer: Writer<K>,
+        events: S,
+        /// Events ready to hand out.
+        ready: VecDeque<Event<K>>,
+        /// The `InitApply` events of the list in progress.
+        held: Vec<Event<K>>,
+    }
+    let state = State {
+        writer,
+        events: Box::pin(events),
+        ready: VecDeque::new(),
+        held: Vec::new(),
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(ev) = st.ready.pop_front() {
+                return Some((ev, st));
+            }
+            let ev = st.events.next().await?;
+            let vanished = st.writer.apply_watcher_event(&ev);
+            match ev {
+                Event::Init { .. } => {
+                    st.held.clear();
+                    st.ready.push_back(ev);
+                }
+                Event::InitApply(_) => st.held.push(ev),
+                Event::InitDone { revision } => {
+                    st.ready.extend(st.held.drain(..));
+                    st.ready.push_back(ev);
+                    st.ready.extend(
+                        vanished
+                            .into_iter()
+                            .map(|key| Event::Delete { key, revision }),
+                    );
+                }
+                Event::Progress { .. } => {}
+                Event::Apply(_) | Event::Delete { .. } => st.ready.push_back(ev),
+            }
         }
-        let ev = events.next().await?;
-        let vanished = writer.apply_watcher_event(&ev);
-        let revision = ev.revision();
-        pending.extend(
-            vanished
-                .into_iter()
-                .map(|key| Event::Delete { key, revision }),
-        );
-        Some((ev, (writer, events, pending)))
     })
 }
 

@@ -83,6 +83,13 @@ pub enum Event<K> {
         /// The revision of the delete.
         revision: Revision,
     },
+    /// Every change of the prefix up to `revision` has been delivered (an etcd progress
+    /// notification). A [`crate::reflect`]ed cache takes it as its revision and does not pass
+    /// it on; a leader's cache barrier waits for it ([`crate::CacheBarrier`]).
+    Progress {
+        /// The revision everything up to which was delivered.
+        revision: Revision,
+    },
 }
 
 impl<K> Clone for Event<K> {
@@ -100,6 +107,9 @@ impl<K> Clone for Event<K> {
                 key: key.clone(),
                 revision: *revision,
             },
+            Self::Progress { revision } => Self::Progress {
+                revision: *revision,
+            },
         }
     }
 }
@@ -111,7 +121,9 @@ impl<K> Event<K> {
     /// mod revision for `InitApply`/`Apply`, the delete's revision for `Delete`.
     pub fn revision(&self) -> Revision {
         match self {
-            Self::Init { revision } | Self::InitDone { revision } => *revision,
+            Self::Init { revision } | Self::InitDone { revision } | Self::Progress { revision } => {
+                *revision
+            }
             Self::InitApply(o) | Self::Apply(o) => o.revision,
             Self::Delete { revision, .. } => *revision,
         }
@@ -122,7 +134,7 @@ impl<K> Event<K> {
         match self {
             Self::InitApply(o) | Self::Apply(o) => Some(&o.key),
             Self::Delete { key, .. } => Some(key),
-            Self::Init { .. } | Self::InitDone { .. } => None,
+            Self::Init { .. } | Self::InitDone { .. } | Self::Progress { .. } => None,
         }
     }
 
@@ -151,6 +163,11 @@ pub struct WatcherConfig {
     /// stream breaks for a reason other than compaction. Default false: resuming is what
     /// etcd's own clients do and costs no list; a compacted resume re-lists anyway.
     pub relist_on_break: bool,
+    /// How long a watch may stay quiet before the watcher asks the store for a progress
+    /// notification, so that the cache's revision follows the store's even on a prefix that
+    /// does not change (a new leader waits for its caches to reach the revision it won at).
+    /// Default 1 s.
+    pub progress_interval: Duration,
 }
 
 impl Default for WatcherConfig {
@@ -161,6 +178,7 @@ impl Default for WatcherConfig {
             backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(30))
                 .with_jitter(true),
             relist_on_break: false,
+            progress_interval: Duration::from_secs(1),
         }
     }
 }
@@ -187,6 +205,12 @@ impl WatcherConfig {
     /// Re-list after every broken stream, not only after compaction.
     pub fn relist_on_break(mut self, relist: bool) -> Self {
         self.relist_on_break = relist;
+        self
+    }
+
+    /// Sets how long a quiet watch waits before asking for a progress notification.
+    pub fn progress_interval(mut self, interval: Duration) -> Self {
+        self.progress_interval = interval;
         self
     }
 }
@@ -268,6 +292,7 @@ enum PendingEvent {
     InitDone(Revision),
     Apply(KeyValue),
     Delete(String, Revision),
+    Progress(Revision),
 }
 
 struct Metrics {
@@ -323,6 +348,7 @@ where
             PendingEvent::Init(revision) => Event::Init { revision },
             PendingEvent::InitDone(revision) => Event::InitDone { revision },
             PendingEvent::Delete(key, revision) => Event::Delete { key, revision },
+            PendingEvent::Progress(revision) => Event::Progress { revision },
             PendingEvent::InitApply(kv) => Event::InitApply(self.decode_kv(kv)?),
             PendingEvent::Apply(kv) => Event::Apply(self.decode_kv(kv)?),
         })
@@ -454,7 +480,14 @@ where
     }
 
     async fn follow(&mut self, mut stream: WatchStream) -> Phase {
-        match stream.next().await {
+        let next = tokio::time::timeout(self.config.progress_interval, stream.next()).await;
+        let Ok(next) = next else {
+            // Quiet: ask where the store is. A failed request is harmless (the stream's own
+            // error, if any, arrives on the next read).
+            let _ = stream.request_progress();
+            return Phase::Watching(stream);
+        };
+        match next {
             Some(Ok(WatchEvent::Batch(batch))) => {
                 if batch.revision <= self.last_seen {
                     tracing::debug!(
@@ -476,7 +509,10 @@ where
                 Phase::Watching(stream)
             }
             Some(Ok(WatchEvent::Progress { revision })) => {
-                self.advance(revision);
+                if revision > self.last_seen {
+                    self.advance(revision);
+                    self.pending.push_back(PendingEvent::Progress(revision));
+                }
                 Phase::Watching(stream)
             }
             Some(Err(e @ StoreError::Compacted { .. })) => {

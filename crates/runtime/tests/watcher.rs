@@ -113,7 +113,7 @@ fn assert_monotonic<K>(events: &[Event<K>]) {
                 position = *revision;
                 listing = false;
             }
-            Event::Apply(_) | Event::Delete { .. } => {
+            Event::Apply(_) | Event::Delete { .. } | Event::Progress { .. } => {
                 // Synthetic deletes after a re-list carry the list revision itself.
                 assert!(
                     ev.revision() >= position,
@@ -367,4 +367,35 @@ async fn values_that_do_not_decode_are_skipped() {
     until(&mut events, |e| e.revision() == r).await;
     assert_eq!(*cache.get("n/b").unwrap(), 2);
     assert!(cache.get("n/d").is_none());
+}
+
+/// A quiet prefix's cache still follows the store's revision (progress notifications), so a
+/// new leader's [`CacheBarrier`] completes although nothing under the prefix changed, and it
+/// does not complete before the cache has seen the store's revision.
+#[tokio::test]
+async fn a_cache_barrier_waits_for_the_store_revision_even_on_a_quiet_prefix() {
+    use flotilla_runtime::CacheBarrier;
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    put(&*store, "b/1", "a").await;
+    let writer: Writer<KeyValue> = Writer::new();
+    let cache = writer.cache();
+    let config = WatcherConfig::default().progress_interval(Duration::from_millis(20));
+    let events = reflect(writer, watcher(store.clone(), "b/", config, raw));
+    let drive = tokio::spawn(async move {
+        let mut events = std::pin::pin!(events);
+        while events.next().await.is_some() {}
+    });
+    cache.wait_until_ready().await;
+    // Busy elsewhere: the store moves on, the watched prefix does not.
+    let mut last = 0;
+    for i in 0..50 {
+        last = put(&*store, &format!("other/{i}"), "x").await;
+    }
+    assert!(cache.revision() < last, "nothing under b/ changed yet");
+    let barrier = CacheBarrier::new(store.clone()).cache("b", &cache);
+    tokio::time::timeout(Duration::from_secs(10), barrier.wait())
+        .await
+        .expect("the barrier completes once progress reaches the store revision");
+    assert!(cache.revision() >= last, "{} < {last}", cache.revision());
+    drive.abort();
 }

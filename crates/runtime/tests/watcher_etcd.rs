@@ -259,7 +259,7 @@ async fn a_broken_stream_resumes_from_the_last_revision_or_relists_if_configured
         let after = until(&mut events, |e| match e {
             Event::InitDone { revision } => *revision >= last,
             Event::Apply(_) | Event::Delete { .. } => e.revision() == last,
-            Event::Init { .. } | Event::InitApply(_) => false,
+            Event::Init { .. } | Event::InitApply(_) | Event::Progress { .. } => false,
         })
         .await;
         let relisted = after.iter().any(|e| matches!(e, Event::Init { .. }));

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
+use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::leader::{ElectionConfig, LeaderElector};
 use flotilla_runtime::queue::by_key;
@@ -266,6 +267,7 @@ pub fn spawn(
         ),
     );
 
+    let barrier_store = store.clone();
     let elector = LeaderElector::spawn(
         store.clone(),
         DETECTOR_ELECTION,
@@ -281,12 +283,19 @@ pub fn spawn(
     ));
 
     let queue = WorkQueue::new(QueueConfig::new("api_detector"));
+    // A new leader decides only from caches at least as new as the store it won.
+    let barrier = CacheBarrier::new(barrier_store)
+        .cache("workloads", &caches.workloads)
+        .cache("policies", &caches.policies)
+        .cache("clusterpolicies", &caches.cluster_policies)
+        .cache("bindings", &caches.bindings);
     let (c1, c2, c3) = (caches.clone(), caches.clone(), caches.clone());
     let controller = Controller::new(queue, reconcile, |_key: &String, _e: &Error, _ctx: &Ctx| {
         Action::requeue(Duration::from_secs(1))
     })
     .workers(config.workers)
     .leader(elector.subscribe())
+    .barrier(barrier)
     .watches(workload_events, by_key)
     .watches(binding_events, {
         let seen = Mutex::new(Fingerprints::new());
@@ -336,7 +345,7 @@ fn binding_trigger(
             seen.forget(key);
             caches.workloads.index_keys(BY_BINDING, key)
         }
-        Event::Init { .. } | Event::InitDone { .. } => Vec::new(),
+        Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Vec::new(),
     }
 }
 
@@ -386,7 +395,7 @@ fn policy_trigger(caches: &Caches, event: &Event<v1::PropagationPolicy>) -> Vec<
             keys
         }
         Event::Delete { key, .. } => claimed_by(caches, key),
-        Event::Init { .. } | Event::InitDone { .. } => Vec::new(),
+        Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Vec::new(),
     }
 }
 
@@ -411,7 +420,7 @@ fn cluster_policy_trigger(
             keys
         }
         Event::Delete { key, .. } => claimed_by(caches, key),
-        Event::Init { .. } | Event::InitDone { .. } => Vec::new(),
+        Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Vec::new(),
     }
 }
 

@@ -39,6 +39,7 @@ use clap::Parser;
 use flotilla_core::health::{MonitorGrace, Thresholds};
 use flotilla_core::types::ClusterTaintPolicy;
 use flotilla_proto::v1;
+use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
     CommonArgs, Controller, ElectionConfig, Event, GrpcConfig, LeaderElector, QueueConfig,
@@ -383,6 +384,12 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
         watcher(s, p, c, controller::decode_binding_refs),
     );
 
+    // A new leader judges clusters only from caches at least as new as the store it won.
+    let barrier = CacheBarrier::new(store.clone())
+        .cache("clusters", &clusters)
+        .cache("clustertaintpolicies", &policies)
+        .cache("heartbeats", &heartbeats)
+        .cache("bindings", &bindings);
     let context = ctx.clone();
     let task = tokio::spawn(async move {
         let feeds = {
@@ -431,6 +438,7 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
                 })
                 .workers(config.concurrent_syncs)
                 .leader(elector.subscribe())
+                .barrier(barrier.clone())
                 .run(ctx, shutdown.clone());
                 let probes = Controller::new(
                     probe_queue,
@@ -439,6 +447,7 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
                 )
                 .workers(config.concurrent_probes)
                 .leader(elector.subscribe())
+                .barrier(barrier)
                 .run(probe_ctx, shutdown.clone());
                 tokio::join!(health, probes);
             }
@@ -511,7 +520,7 @@ async fn feed_clusters(
                     health.add(name.to_owned());
                 }
             }
-            Event::Init { .. } | Event::InitDone { .. } => {}
+            Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => {}
         }
     }
 }

@@ -149,7 +149,7 @@ pub fn keys_for(
             .filter(|o| interesting(&o.value))
             .map(|o| o.key)
             .collect(),
-        Event::Init { .. } | Event::InitApply(_) => Vec::new(),
+        Event::Init { .. } | Event::InitApply(_) | Event::Progress { .. } => Vec::new(),
     }
 }
 

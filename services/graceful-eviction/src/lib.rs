@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use flotilla_proto::v1;
+use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
     BatchConfig, BatchWriter, CommonArgs, Controller, ElectionConfig, GrpcConfig, LeaderElector,
@@ -251,6 +252,7 @@ impl Service {
             .trace_parent(controller::failover_trace)
             .workers(config.workers)
             .leader(elector.subscribe())
+            .barrier(CacheBarrier::new(store.clone()).cache("bindings", &bindings))
             .watches(events, move |ev| controller::keys_for(&cache, ev))
             .run(ctx, shutdown.clone())
             .await;

@@ -25,6 +25,7 @@ use flotilla_core::scheduler::trigger::{
 use flotilla_core::types::{Cluster, DEFAULT_SCHEDULER_NAME, Placement, ResourceBinding};
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
+use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
@@ -217,6 +218,8 @@ pub fn spawn(
     let cluster_writer: Writer<Cluster> = Writer::new();
     let bindings = binding_writer.cache();
     let clusters = cluster_writer.cache();
+    let (barrier_store, barrier_bindings, barrier_clusters) =
+        (store.clone(), bindings.clone(), clusters.clone());
 
     let binding_events = reflect(
         binding_writer,
@@ -280,7 +283,12 @@ pub fn spawn(
         .watches(binding_events, move |ev| binding_trigger.map(ev))
         .watches(cluster_events, move |ev| cluster_trigger.map(ev));
     if let Some(leader) = leader {
-        controller = controller.leader(leader);
+        // A new leader schedules only from caches at least as new as the store it won.
+        controller = controller.leader(leader).barrier(
+            CacheBarrier::new(barrier_store)
+                .cache("bindings", &barrier_bindings)
+                .cache("clusters", &barrier_clusters),
+        );
     }
     let task = tokio::spawn(
         controller
@@ -552,7 +560,7 @@ impl BindingTrigger {
                 generations.remove(key);
                 vec![key.clone()]
             }
-            Event::Init { .. } | Event::InitDone { .. } => Vec::new(),
+            Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Vec::new(),
         }
     }
 }
@@ -604,7 +612,7 @@ impl ClusterTrigger {
                     self.synced.store(true, Ordering::Relaxed);
                     None
                 }
-                Event::Init { .. } => None,
+                Event::Init { .. } | Event::Progress { .. } => None,
             }
         };
         let Some((old, new, why)) = change else {

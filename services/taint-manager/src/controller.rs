@@ -367,7 +367,7 @@ pub async fn feed_clusters(ctx: Arc<Context>, events: impl Stream<Item = Event<C
                     ctx.sweep(now);
                 }
             }
-            Event::Init { .. } | Event::InitApply(_) => {}
+            Event::Init { .. } | Event::InitApply(_) | Event::Progress { .. } => {}
         }
     }
 }
@@ -392,7 +392,10 @@ pub async fn feed_bindings(
                     ctx.sweep(now);
                 }
             }
-            Event::Init { .. } | Event::InitApply(_) | Event::Delete { .. } => {}
+            Event::Init { .. }
+            | Event::InitApply(_)
+            | Event::Delete { .. }
+            | Event::Progress { .. } => {}
         }
     }
 }

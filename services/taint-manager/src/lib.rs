@@ -32,6 +32,7 @@ use clap::{ArgAction, Parser};
 use flotilla_core::eviction::EvictionRateConfig;
 use flotilla_core::types::{Cluster, PurgeMode};
 use flotilla_proto::v1;
+use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
     BatchConfig, BatchWriter, CommonArgs, Controller, ElectionConfig, GrpcConfig, LeaderElector,
@@ -388,6 +389,11 @@ impl Service {
                     .trace_parent(controller::taint_trace)
                     .workers(config.workers)
                     .leader(elector.subscribe())
+                    .barrier(
+                        CacheBarrier::new(store.clone())
+                            .cache("clusters", &clusters)
+                            .cache("bindings", &bindings),
+                    )
                     .run(ctx, shutdown.clone())
                     .await;
             }

@@ -45,8 +45,8 @@ use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CommonArgs, Controller, GrpcConfig, GrpcServer, LeaderElector,
-    Readiness, Recorder, Runtime, Shutdown, WorkQueue,
+    BatchConfig, BatchWriter, CacheBarrier, CommonArgs, Controller, GrpcConfig, GrpcServer,
+    LeaderElector, Readiness, Recorder, Runtime, Shutdown, WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
 use flotilla_store::{Leadership, StoreRef};
@@ -381,6 +381,12 @@ impl WorkExecutor {
         let binding_queue: WorkQueue<String> =
             WorkQueue::new(QueueConfig::new("work_executor_bindings"));
         let work_queue: WorkQueue<String> = WorkQueue::new(QueueConfig::new("work_executor_works"));
+        // A new leader writes Works only from caches at least as new as the store it won.
+        let barrier = CacheBarrier::new(store.clone())
+            .cache("bindings", &ctx.bindings)
+            .cache("works", &ctx.works)
+            .cache("workloads", &ctx.workloads)
+            .cache("clusters", &ctx.clusters);
 
         // bindings → their own key
         {
@@ -416,7 +422,7 @@ impl WorkExecutor {
                             bq.add(b);
                         }
                     }
-                    Event::Init { .. } | Event::InitDone { .. } => {}
+                    Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => {}
                 },
             );
         }
@@ -462,7 +468,9 @@ impl WorkExecutor {
                                 .to_owned(),
                             None,
                         ),
-                        Event::Init { .. } | Event::InitDone { .. } => return,
+                        Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => {
+                            return;
+                        }
                     };
                     let changed = match &state {
                         Some(s) => seen.insert(name.clone(), s.clone()).as_ref() != Some(s),
@@ -486,7 +494,8 @@ impl WorkExecutor {
         // continue the span that last wrote its status (the scheduler's reschedule first)
         .trace_parent(controller::failover_trace)
         .workers(config.binding_workers)
-        .leader(leader.clone());
+        .leader(leader.clone())
+        .barrier(barrier.clone());
         let work_controller = Controller::new(
             work_queue,
             execution::reconcile_work,
@@ -495,7 +504,8 @@ impl WorkExecutor {
         // the apply of a Work written during a failover continues the Work's trace
         .trace_parent(execution::work_trace)
         .workers(config.work_workers)
-        .leader(leader.clone());
+        .leader(leader.clone())
+        .barrier(barrier);
         {
             let ctx = ctx.clone();
             let shutdown = shutdown.clone();

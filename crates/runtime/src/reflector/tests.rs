@@ -182,3 +182,50 @@ async fn reflect_applies_then_reports_vanished_keys_as_deletes() {
     assert_eq!(cache.keys(), vec!["b/2"]);
     cache.wait_until_ready().await;
 }
+
+/// Regression (fault suite, F5/I3): a consumer that queues keys on `InitApply` and reads the
+/// cache when it reconciles must see the re-listed object, not the one from before the gap.
+/// Before the fix the re-list's `InitApply` was passed on before `InitDone` swapped the new
+/// snapshot in, so the reader saw generation 1 although the list said generation 2.
+#[tokio::test]
+async fn a_relisted_object_is_in_the_cache_before_its_init_apply_is_passed_on() {
+    let w = writer();
+    let cache = w.cache();
+    let events = futures::stream::iter(vec![
+        Event::Init { revision: 5 },
+        Event::InitApply(obj("b/1", 2, &["old"])),
+        Event::InitDone { revision: 5 },
+        // The watch was cut; b/1 changed (and the history was compacted): a re-list.
+        Event::Init { revision: 9 },
+        Event::InitApply(obj("b/1", 8, &["new"])),
+        Event::InitDone { revision: 9 },
+    ]);
+    let mut out = std::pin::pin!(reflect(w, events));
+    let mut seen_by_consumer = Vec::new();
+    while let Some(ev) = out.next().await {
+        if let Event::InitApply(o) = &ev {
+            // what a worker would read for this key right now
+            let cached = cache.get_object(&o.key).expect("cached");
+            seen_by_consumer.push((o.revision, cached.revision, cached.value.clusters.clone()));
+        }
+    }
+    assert_eq!(
+        seen_by_consumer,
+        vec![(2, 2, vec!["old"]), (8, 8, vec!["new"])],
+        "every InitApply must be visible in the cache when it is handed out"
+    );
+}
+
+#[tokio::test]
+async fn progress_advances_the_cache_revision_and_is_not_passed_on() {
+    let w = writer();
+    let cache = w.cache();
+    let events = futures::stream::iter(vec![
+        Event::Init { revision: 5 },
+        Event::InitDone { revision: 5 },
+        Event::Progress { revision: 12 },
+    ]);
+    let out: Vec<Event<Binding>> = reflect(w, events).collect().await;
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(cache.revision(), 12);
+}
