@@ -253,6 +253,12 @@ pub struct MonitorOutcome {
 /// `created` is the Cluster's creationTimestamp, `heartbeat` the last heartbeat received
 /// (the lease renew time in Karmada). Push clusters stop after the bookkeeping (CH-9.3):
 /// their probes write False themselves.
+///
+/// `observing_since` (A13, Flotilla's rule) is when the monitor last began to observe: its
+/// start, or the end of an outage of its store. The grace period never counts from before it,
+/// so the control plane's own blindness is never charged to a member (deliberate difference
+/// from CH-9, which only has the start-up case through `probe = now` of a new entry).
+#[allow(clippy::too_many_arguments)]
 pub fn monitor_cluster(
     entry: Option<MonitorEntry>,
     sync_mode: SyncMode,
@@ -261,6 +267,7 @@ pub fn monitor_cluster(
     heartbeat: Option<Time>,
     now: Time,
     grace: MonitorGrace,
+    observing_since: Time,
 ) -> MonitorOutcome {
     let grace_period = if ready.is_some() {
         grace.monitor
@@ -286,6 +293,12 @@ pub fn monitor_cluster(
         },
         Some(e) => e,
     };
+    // A13: silence from before the monitor could observe (its own start, or the end of an
+    // outage of its store) is not the member's: the grace period counts from then at the
+    // earliest.
+    if entry.probe_timestamp < observing_since {
+        entry.probe_timestamp = observing_since;
+    }
     if sync_mode == SyncMode::Push {
         return MonitorOutcome { entry, write: None };
     }
@@ -567,12 +580,30 @@ mod tests {
         let t = Time::from_secs;
         let ready = cond(True);
         // Pull cluster, no Ready condition: startup grace from creation.
-        let out = monitor_cluster(None, SyncMode::Pull, None, t(0), None, t(60), g);
+        let out = monitor_cluster(
+            None,
+            SyncMode::Pull,
+            None,
+            t(0),
+            None,
+            t(60),
+            g,
+            Time::EPOCH,
+        );
         assert_eq!(
             out.write, None,
             "exactly at creation + startup grace: not yet"
         );
-        let out = monitor_cluster(Some(out.entry), SyncMode::Pull, None, t(0), None, t(61), g);
+        let out = monitor_cluster(
+            Some(out.entry),
+            SyncMode::Pull,
+            None,
+            t(0),
+            None,
+            t(61),
+            g,
+            Time::EPOCH,
+        );
         assert_eq!(
             out.write.as_ref().map(|c| (c.status, c.reason.as_str())),
             Some((Unknown, "ClusterStatusNeverUpdated"))
@@ -587,6 +618,7 @@ mod tests {
             Some(t(0)),
             t(0),
             g,
+            Time::EPOCH,
         );
         assert_eq!(out.write, None);
         let out2 = monitor_cluster(
@@ -597,6 +629,7 @@ mod tests {
             Some(t(0)),
             t(40),
             g,
+            Time::EPOCH,
         );
         assert_eq!(out2.write, None, "at probe + grace: not yet");
         let out3 = monitor_cluster(
@@ -607,6 +640,7 @@ mod tests {
             Some(t(0)),
             t(41),
             g,
+            Time::EPOCH,
         );
         assert_eq!(
             out3.write.as_ref().map(|c| (c.status, c.reason.as_str())),
@@ -626,6 +660,7 @@ mod tests {
             Some(t(30)),
             t(35),
             g,
+            Time::EPOCH,
         );
         assert_eq!(out4.entry.probe_timestamp, t(35));
         let out5 = monitor_cluster(
@@ -636,6 +671,7 @@ mod tests {
             Some(t(30)),
             t(75),
             g,
+            Time::EPOCH,
         );
         assert_eq!(out5.write, None);
 
@@ -654,7 +690,8 @@ mod tests {
                 t(0),
                 None,
                 t(100),
-                g
+                g,
+                Time::EPOCH
             )
             .write,
             None
@@ -674,7 +711,8 @@ mod tests {
                 t(0),
                 None,
                 t(1000),
-                g
+                g,
+                Time::EPOCH
             )
             .write,
             None
@@ -686,7 +724,16 @@ mod tests {
             saved_ready: Some(cond(False)),
             last_heartbeat: None,
         };
-        let out = monitor_cluster(Some(e), SyncMode::Pull, Some(&ready), t(0), None, t(100), g);
+        let out = monitor_cluster(
+            Some(e),
+            SyncMode::Pull,
+            Some(&ready),
+            t(0),
+            None,
+            t(100),
+            g,
+            Time::EPOCH,
+        );
         assert_eq!((out.entry.probe_timestamp, out.write), (t(100), None));
     }
 }
@@ -743,5 +790,50 @@ mod more_tests {
         let change = no_schedule_taints_for(Some(ConditionStatus::False));
         assert_eq!(change.add.len(), 1);
         assert_eq!(change.add[0].effect, crate::types::TaintEffect::NoSchedule);
+    }
+
+    #[test]
+    fn a13_grace_counts_from_when_observation_resumed() {
+        let g = MonitorGrace::default(); // monitor 40s
+        let t = Time::from_secs;
+        let ready = Condition {
+            type_: CONDITION_READY.into(),
+            status: ConditionStatus::True,
+            ..Default::default()
+        };
+        let entry = |probe: i64| MonitorEntry {
+            probe_timestamp: t(probe),
+            saved_ready: Some(ready.clone()),
+            last_heartbeat: Some(t(probe)),
+        };
+        // (last heard, observing since, now) → Unknown written?
+        let cases = [
+            // no outage: 41s of silence is past the 40s grace
+            (0, 0, 41, true),
+            // the store was down until 30s: the silence before counts from 30s
+            (0, 30, 41, false),
+            (0, 30, 70, false),
+            (0, 30, 71, true),
+            // an outage that ended before the last heartbeat changes nothing
+            (20, 10, 61, true),
+        ];
+        for (heard, since, now, unknown) in cases {
+            let out = monitor_cluster(
+                Some(entry(heard)),
+                SyncMode::Pull,
+                Some(&ready),
+                t(0),
+                Some(t(heard)),
+                t(now),
+                g,
+                t(since),
+            );
+            assert_eq!(
+                out.write.is_some(),
+                unknown,
+                "heard {heard}, observing since {since}, now {now}"
+            );
+            assert!(out.entry.probe_timestamp >= t(since));
+        }
     }
 }

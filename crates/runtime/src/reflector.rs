@@ -424,26 +424,57 @@ impl<K> Cache<K> {
     }
 }
 
-/// Anything that knows up to which store revision it has seen every change (a [`Cache`]).
+/// A cache as seen by a [`CacheBarrier`]: its keys with their mod revisions.
 pub trait Revisioned: Send + Sync {
-    /// The store revision this reflects; 0 before the first list.
+    /// The revision the cache reflects (0 before the first list).
     fn revision(&self) -> Revision;
+    /// Every cached key with its mod revision.
+    fn key_revisions(&self) -> Vec<(String, Revision)>;
 }
 
 impl<K: Send + Sync> Revisioned for Cache<K> {
     fn revision(&self) -> Revision {
         Cache::revision(self)
     }
+
+    fn key_revisions(&self) -> Vec<(String, Revision)> {
+        self.shared
+            .read()
+            .objects
+            .iter()
+            .map(|(k, e)| (k.clone(), e.revision))
+            .collect()
+    }
 }
 
-/// The caches a controller decides from, and the store they mirror: before a newly elected
-/// leader's workers start, [`CacheBarrier::wait`] reads the store's current revision and waits
-/// until every cache has caught up with it. A replica that regains leadership after its watch
-/// was cut therefore never acts on what its caches held before the cut (I7).
+/// Whether a cache holds the state of a listing at revision `at`, or something newer: every
+/// listed key is cached at its listed revision or later, and nothing the listing says was
+/// deleted is still cached from before.
+fn caught_up(listed: &[(String, Revision)], at: Revision, cached: &[(String, Revision)]) -> bool {
+    let cached_map: HashMap<&str, Revision> =
+        cached.iter().map(|(k, r)| (k.as_str(), *r)).collect();
+    let listed_map: HashMap<&str, Revision> =
+        listed.iter().map(|(k, r)| (k.as_str(), *r)).collect();
+    listed
+        .iter()
+        .all(|(k, r)| cached_map.get(k.as_str()).is_some_and(|c| c >= r))
+        && cached
+            .iter()
+            .all(|(k, r)| *r > at || listed_map.contains_key(k.as_str()))
+}
+
+/// The caches a controller decides from: before a newly elected leader's workers start,
+/// [`CacheBarrier::wait`] lists each cache's prefix in the store and waits until the cache
+/// holds that state (or a newer one). A replica that regains leadership after its watch was
+/// cut therefore never acts on what its caches held before the cut (I7).
+///
+/// It compares with a listing rather than waiting for the cache's revision to pass the
+/// store's: etcd 3.4 cannot confirm that a watch of a quiet prefix is up to date (it answers
+/// progress requests even while a watch is still replaying), so a revision may never come.
 #[derive(Clone, Default)]
 pub struct CacheBarrier {
     store: Option<Arc<dyn flotilla_store::Store>>,
-    caches: Vec<(String, Arc<dyn Revisioned>)>,
+    caches: Vec<(String, String, Arc<dyn Revisioned>)>,
 }
 
 impl std::fmt::Debug for CacheBarrier {
@@ -451,7 +482,7 @@ impl std::fmt::Debug for CacheBarrier {
         f.debug_struct("CacheBarrier")
             .field(
                 "caches",
-                &self.caches.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                &self.caches.iter().map(|(n, _, _)| n).collect::<Vec<_>>(),
             )
             .finish_non_exhaustive()
     }
@@ -466,56 +497,57 @@ impl CacheBarrier {
         }
     }
 
-    /// Adds a cache (named for the logs).
-    pub fn cache<K: Send + Sync + 'static>(mut self, name: &str, cache: &Cache<K>) -> Self {
-        self.caches.push((name.to_owned(), Arc::new(cache.clone())));
+    /// Adds the cache of the store prefix `prefix` (the one its watcher watches).
+    pub fn cache<K: Send + Sync + 'static>(mut self, prefix: &str, cache: &Cache<K>) -> Self {
+        self.caches.push((
+            prefix.to_owned(),
+            prefix.to_owned(),
+            Arc::new(cache.clone()),
+        ));
         self
     }
 
-    /// Reads the store's revision `r` and waits until every cache reflects at least `r`.
-    /// Store errors are retried (the caller is a would-be leader with nothing else to do).
+    /// Waits until every cache holds the state its prefix had in the store when this was
+    /// called (or a newer one). Store errors are retried: the caller has nothing else to do.
     pub async fn wait(&self) {
         let Some(store) = &self.store else {
             return;
         };
-        if self.caches.is_empty() {
-            return;
-        }
         let started = tokio::time::Instant::now();
-        let target = loop {
-            match store.current_revision().await {
-                Ok(r) => break r,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cache barrier: cannot read the store revision; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-            }
-        };
         let mut last_log = started;
-        loop {
-            let behind: Vec<(&str, Revision)> = self
-                .caches
-                .iter()
-                .filter(|(_, c)| c.revision() < target)
-                .map(|(n, c)| (n.as_str(), c.revision()))
-                .collect();
-            if behind.is_empty() {
-                tracing::info!(
-                    revision = target,
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    "caches caught up with the store revision at which leadership was won"
-                );
-                return;
+        for (name, prefix, cache) in &self.caches {
+            // The listing is taken once, now: a cache that then catches up with it (or
+            // passes it) is at least as new as the store was when the barrier began.
+            let (listed, at) = loop {
+                match store.list(prefix, 500).await {
+                    Ok((kvs, at)) => {
+                        break (
+                            kvs.into_iter()
+                                .map(|kv| (kv.key, kv.mod_revision))
+                                .collect::<Vec<_>>(),
+                            at,
+                        );
+                    }
+                    Err(e) => {
+                        tracing::warn!(cache = %name, error = %e, "cache barrier: cannot list; retrying");
+                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    }
+                }
+            };
+            while !caught_up(&listed, at, &cache.key_revisions()) {
+                if last_log.elapsed() >= std::time::Duration::from_secs(5) {
+                    last_log = tokio::time::Instant::now();
+                    tracing::warn!(cache = %name, revision = at, cached = cache.revision(), "cache barrier: still waiting for the cache to catch up");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
-            if last_log.elapsed() >= std::time::Duration::from_secs(5) {
-                last_log = tokio::time::Instant::now();
-                tracing::warn!(
-                    revision = target,
-                    ?behind,
-                    "cache barrier: still waiting for caches"
-                );
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        if !self.caches.is_empty() {
+            tracing::info!(
+                caches = self.caches.len(),
+                waited_ms = started.elapsed().as_millis() as u64,
+                "caches hold the store's state of when the barrier began"
+            );
         }
     }
 }

@@ -39,6 +39,7 @@ pub use self::harness::{Harness, eventually};
 pub struct FlakyStore {
     inner: Arc<dyn Store>,
     partitioned: AtomicBool,
+    paused: tokio::sync::watch::Sender<bool>,
     watch_errors: Mutex<VecDeque<StoreError>>,
     stale_lists: AtomicUsize,
     stale_revision: AtomicI64,
@@ -63,6 +64,7 @@ impl FlakyStore {
         Arc::new(Self {
             inner,
             partitioned: AtomicBool::new(false),
+            paused: tokio::sync::watch::channel(false).0,
             watch_errors: Mutex::new(VecDeque::new()),
             stale_lists: AtomicUsize::new(0),
             stale_revision: AtomicI64::new(0),
@@ -81,6 +83,23 @@ impl FlakyStore {
     /// Ends a partition.
     pub fn heal(&self) {
         self.partitioned.store(false, Ordering::SeqCst);
+    }
+
+    /// Every call waits (as against a SIGSTOPped etcd) until [`FlakyStore::resume`], then
+    /// goes through: a write decided during the pause commits after it. Watches opened
+    /// before keep running.
+    pub fn pause(&self) {
+        self.paused.send_replace(true);
+    }
+
+    /// Ends a pause: the waiting calls go through.
+    pub fn resume(&self) {
+        self.paused.send_replace(false);
+    }
+
+    async fn gate(&self) {
+        let mut rx = self.paused.subscribe();
+        let _ = rx.wait_for(|paused| !*paused).await;
     }
 
     /// The next `watch` call fails with `error` (queue several for several calls).
@@ -126,12 +145,14 @@ impl FlakyStore {
 #[async_trait]
 impl Store for FlakyStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        self.gate().await;
         self.check()?;
         self.inner.get(key).await
     }
 
     async fn range(&self, mut req: RangeRequest) -> Result<RangeResponse> {
         self.range_calls.fetch_add(1, Ordering::SeqCst);
+        self.gate().await;
         self.check()?;
         if req.revision.is_none()
             && self
@@ -145,32 +166,38 @@ impl Store for FlakyStore {
     }
 
     async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
+        self.gate().await;
         self.check()?;
         self.inner.put(key, value, lease).await
     }
 
     async fn delete(&self, key: &str) -> Result<DeleteResponse> {
+        self.gate().await;
         self.check()?;
         self.inner.delete(key).await
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
+        self.gate().await;
         self.check()?;
         self.inner.txn(txn).await
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {
+        self.gate().await;
         self.check()?;
         self.inner.compact(revision).await
     }
 
     async fn current_revision(&self) -> Result<Revision> {
+        self.gate().await;
         self.check()?;
         self.inner.current_revision().await
     }
 
     async fn watch(&self, prefix: &str, from_revision: Option<Revision>) -> Result<WatchStream> {
         self.watch_calls.fetch_add(1, Ordering::SeqCst);
+        self.gate().await;
         self.check()?;
         let injected = self
             .watch_errors
@@ -186,16 +213,19 @@ impl Store for FlakyStore {
     }
 
     async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
+        self.gate().await;
         self.check()?;
         self.inner.lease_grant(ttl).await
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
+        self.gate().await;
         self.check()?;
         self.inner.lease_keep_alive(lease).await
     }
 
     async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
+        self.gate().await;
         self.check()?;
         self.inner.lease_revoke(lease).await
     }

@@ -285,10 +285,13 @@ pub fn spawn(
     let queue = WorkQueue::new(QueueConfig::new("api_detector"));
     // A new leader decides only from caches at least as new as the store it won.
     let barrier = CacheBarrier::new(barrier_store)
-        .cache("workloads", &caches.workloads)
-        .cache("policies", &caches.policies)
-        .cache("clusterpolicies", &caches.cluster_policies)
-        .cache("bindings", &caches.bindings);
+        .cache(v1::Workload::PREFIX, &caches.workloads)
+        .cache(v1::PropagationPolicy::PREFIX, &caches.policies)
+        .cache(
+            v1::ClusterPropagationPolicy::PREFIX,
+            &caches.cluster_policies,
+        )
+        .cache(v1::ResourceBinding::PREFIX, &caches.bindings);
     let (c1, c2, c3) = (caches.clone(), caches.clone(), caches.clone());
     let controller = Controller::new(queue, reconcile, |_key: &String, _e: &Error, _ctx: &Ctx| {
         Action::requeue(Duration::from_secs(1))

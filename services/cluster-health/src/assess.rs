@@ -109,6 +109,10 @@ pub struct Inputs<'a> {
     pub ready_transition: Option<Time>,
     /// The memory from the previous evaluation.
     pub memory: Memory,
+    /// A13: when this replica last began to observe (its start, or the end of an outage of
+    /// its store). No grace period counts from before it. `Time::EPOCH` for a dry run that
+    /// assumes uninterrupted observation.
+    pub observing_since: Time,
     /// Every ClusterTaintPolicy.
     pub policies: &'a [ClusterTaintPolicy],
     /// Timers and switches.
@@ -168,6 +172,7 @@ pub fn assess(inputs: Inputs<'_>) -> Result<Decision, ConvertError> {
         last_heartbeat,
         ready_transition,
         memory,
+        observing_since,
         policies,
         options,
         now,
@@ -279,8 +284,10 @@ pub fn assess(inputs: Inputs<'_>) -> Result<Decision, ConvertError> {
     }
 
     // CH-9 monitor. A new entry of a Pull cluster starts at its last recorded heartbeat, so
-    // that a restarted (or newly elected) replica does not grant a fresh grace period to a
-    // cluster that has long been silent (deliberate difference from CH-9.2's `probe = now`).
+    // that a newly elected replica that was watching all along does not grant a fresh grace
+    // period to a cluster that has long been silent (deliberate difference from CH-9.2's
+    // `probe = now`); but never before `observing_since` (A13): silence while this replica or
+    // its store could not observe is not charged to the member.
     let ready_now = find_condition(&conditions, CONDITION_READY).cloned();
     let created = cluster.meta.creation_timestamp.unwrap_or(now);
     let entry = memory.monitor.take().or_else(|| {
@@ -298,6 +305,7 @@ pub fn assess(inputs: Inputs<'_>) -> Result<Decision, ConvertError> {
         last_heartbeat,
         now,
         grace,
+        observing_since,
     );
     let mut entry = out.entry;
     if let Some(unknown) = out.write {
@@ -359,7 +367,19 @@ pub fn assess(inputs: Inputs<'_>) -> Result<Decision, ConvertError> {
             ready_transition_seen: ready_transition.or(r.last_transition_time).unwrap_or(now),
             probe_timestamp,
         };
-        let no_execute = no_execute_taints_for(obs, now, options.failover_eviction_timeout);
+        let mut no_execute = no_execute_taints_for(obs, now, options.failover_eviction_timeout);
+        // A13: never from Ready to NoExecute in one step. When Ready turns bad in this very
+        // evaluation, the NoExecute taint waits for the next one (after the first write of
+        // the bad condition), so the taint-manager always sees the condition first.
+        let turned = current_ready.as_ref().map(|c| c.status) != Some(r.status);
+        if turned && !no_execute.add.is_empty() {
+            reasons.push(format!(
+                "A13: Ready turned {} in this step; the NoExecute taint waits for the next",
+                r.status.as_str()
+            ));
+            no_execute.add.clear();
+            deadlines.push(now + Duration::from_millis(1));
+        }
         if !no_execute.add.is_empty() {
             reasons.push(format!(
                 "CH-10: Ready={} for more than {:?} → {}",

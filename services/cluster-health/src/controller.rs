@@ -100,6 +100,19 @@ pub struct Context {
     pub recorder: Recorder,
     memory: Mutex<HashMap<String, ClusterMemory>>,
     deleting: Mutex<HashSet<String>>,
+    /// A13: whether this replica can observe now, and since when.
+    observing: Mutex<Observing>,
+}
+
+/// A13: this replica's own ability to observe. Blind from the start until the store first
+/// answers and the heartbeat cache has caught up with it, and again whenever the store stops
+/// answering; `since` is when observation last resumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Observing {
+    /// The store does not answer (or the caches have not caught up since it came back).
+    pub blind: bool,
+    /// When observation last (re)started; no grace period counts from before it.
+    pub since: Time,
 }
 
 impl std::fmt::Debug for Context {
@@ -148,7 +161,59 @@ impl Context {
             recorder,
             memory: Mutex::default(),
             deleting: Mutex::default(),
+            observing: Mutex::new(Observing {
+                blind: true,
+                since: Time::EPOCH,
+            }),
         }
+    }
+
+    /// A13: this replica's ability to observe.
+    pub fn observing(&self) -> Observing {
+        *self
+            .observing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A13: the store stopped answering at `now`: nothing is judged until it answers again.
+    /// Returns whether this is news.
+    pub fn store_lost(&self, now: Time) -> bool {
+        let mut o = self
+            .observing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let news = !o.blind;
+        o.blind = true;
+        if news {
+            tracing::warn!(
+                at = %now,
+                "A13: the store does not answer; no cluster is judged until it does, and \
+                 every cluster then gets a fresh grace period"
+            );
+        }
+        news
+    }
+
+    /// A13: the store answers again and the caches caught up at `now`: observation resumes,
+    /// and every grace period counts from now. Returns whether this is news.
+    pub fn observation_resumed(&self, now: Time) -> bool {
+        let mut o = self
+            .observing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !o.blind {
+            return false;
+        }
+        *o = Observing {
+            blind: false,
+            since: now,
+        };
+        tracing::info!(
+            since = %now,
+            "A13: observing; every cluster's grace period counts from now at the earliest"
+        );
+        true
     }
 
     fn memory_of(&self, name: &str, uid: &str) -> Memory {
@@ -357,6 +422,12 @@ fn with_trace_context(mut taint: v1::Taint, previous: &[v1::Taint]) -> v1::Taint
 pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error> {
     let now = flotilla_runtime::now();
     let key = cluster_key(&name);
+    let observing = ctx.observing();
+    if observing.blind {
+        // A13: the control plane's own blindness is not evidence against the member; the
+        // pulse queues every cluster again once observation resumes.
+        return Ok(Action::requeue(ctx.options.monitor_period));
+    }
     let mut cluster = ctx.clusters.get(&key).map(|c| (*c).clone());
     let policies: Vec<ClusterTaintPolicy> =
         ctx.policies.list().iter().map(|p| (**p).clone()).collect();
@@ -373,6 +444,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
             last_heartbeat,
             ready_transition: None,
             memory: ctx.memory_of(&name, &meta.uid),
+            observing_since: observing.since,
             policies: &policies,
             options: &ctx.options,
             now,

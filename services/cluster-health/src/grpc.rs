@@ -309,6 +309,7 @@ impl ClusterHealthService {
             last_heartbeat,
             ready_transition,
             memory: Memory { threshold, monitor },
+            observing_since: flotilla_core::Time::EPOCH,
             policies: &policies,
             options: &options,
             now,

@@ -287,6 +287,53 @@ impl Args {
     }
 }
 
+/// A13: asks the store for its revision every `period` (at most every second) and keeps the
+/// context's [`controller::Observing`] current. A pulse that fails or times out makes the
+/// replica blind (nothing is judged); the first one that succeeds afterwards waits until the
+/// heartbeat cache has caught up with the store, then resumes observation (every grace period
+/// counts from then) and queues every cluster.
+async fn store_pulse(
+    store: StoreRef,
+    ctx: Arc<Context>,
+    health: WorkQueue<String>,
+    period: Duration,
+    shutdown: Shutdown,
+) {
+    // A pulse that takes longer than its period counts as no answer: blindness is noticed
+    // well within one grace period (which is many monitor periods).
+    let period = period.min(Duration::from_secs(1));
+    let deadline = period;
+    loop {
+        let answered = tokio::time::timeout(deadline, store.current_revision()).await;
+        let now = flotilla_runtime::now();
+        match answered {
+            Ok(Ok(_)) => {
+                if ctx.observing().blind {
+                    // the heartbeats seen must be the store's, not those of before the gap
+                    let caught_up =
+                        CacheBarrier::new(store.clone()).cache(heartbeat::PREFIX, &ctx.heartbeats);
+                    tokio::select! {
+                        () = shutdown.triggered() => return,
+                        () = caught_up.wait() => {}
+                    }
+                    if ctx.observation_resumed(flotilla_runtime::now()) {
+                        for c in ctx.clusters.list() {
+                            health.add(name_of(&c).to_owned());
+                        }
+                    }
+                }
+            }
+            Ok(Err(_)) | Err(_) => {
+                ctx.store_lost(now);
+            }
+        }
+        tokio::select! {
+            () = shutdown.triggered() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+    }
+}
+
 fn decode_policy(kv: &KeyValue) -> Result<ClusterTaintPolicy, String> {
     let wire: v1::ClusterTaintPolicy = decode(kv).map_err(|e| e.to_string())?;
     ClusterTaintPolicy::try_from(wire).map_err(|e| e.to_string())
@@ -386,10 +433,10 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
 
     // A new leader judges clusters only from caches at least as new as the store it won.
     let barrier = CacheBarrier::new(store.clone())
-        .cache("clusters", &clusters)
-        .cache("clustertaintpolicies", &policies)
-        .cache("heartbeats", &heartbeats)
-        .cache("bindings", &bindings);
+        .cache("clusters/", &clusters)
+        .cache("clustertaintpolicies/", &policies)
+        .cache(heartbeat::PREFIX, &heartbeats)
+        .cache("bindings/", &bindings);
     let context = ctx.clone();
     let task = tokio::spawn(async move {
         let feeds = {
@@ -411,6 +458,13 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
                 }
             })
         };
+        let pulse = tokio::spawn(store_pulse(
+            store.clone(),
+            ctx.clone(),
+            health_queue.clone(),
+            config.options.monitor_period,
+            shutdown.clone(),
+        ));
         tokio::select! {
             () = shutdown.triggered() => {}
             () = async {
@@ -453,6 +507,7 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
             }
         }
         let _ = feeds.await;
+        pulse.abort();
         elector.resign().await;
         Ok(())
     });

@@ -270,8 +270,13 @@ async fn ch_9_pull_heartbeats_stop_then_unknown_and_unreachable_taints_then_reco
     h.stop().await;
 }
 
+/// A13: a replica that has just started could not observe before it started (when every
+/// replica was down, no heartbeat could be recorded at all), so a long-silent Pull cluster
+/// gets one fresh grace period, counted from the start, before it turns Unknown — the
+/// Kubernetes node-lifecycle controller's behaviour after its own restart. It still turns
+/// Unknown after that grace period, from the stored heartbeat's silence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ch_9_a_new_replica_counts_the_grace_period_from_the_stored_heartbeat() {
+async fn a13_ch_9_a_new_replica_counts_the_grace_period_from_its_start() {
     let store = mem();
     let mut c = cluster("p1", v1::SyncMode::Pull, "");
     let now = flotilla_runtime::now();
@@ -307,17 +312,26 @@ async fn ch_9_a_new_replica_counts_the_grace_period_from_the_stored_heartbeat() 
     )
     .await
     .unwrap();
+    let started = flotilla_runtime::now();
     let h = Health::with_mode(store.clone(), NoExecuteTaints::Policy);
     let c = eventually(&store, "p1", "Unknown", |c| {
         ready(c).is_some_and(|(s, _)| s == Unknown)
     })
     .await;
     assert_eq!(taints(&c), vec![UR_NS]);
+    let since = h.started.context.observing().since;
+    assert!(since >= started, "observation starts with the replica");
     let memory = h.started.context.memory("p1").unwrap();
-    assert_eq!(
-        memory.monitor.unwrap().probe_timestamp,
-        last,
-        "the grace period runs from the stored heartbeat, not from the restart"
+    let probe = memory.monitor.unwrap().probe_timestamp;
+    assert!(
+        probe >= since && probe > last,
+        "A13: the grace period runs from the start of observation ({since}), not from the \
+         stored heartbeat ({last}): {probe}"
+    );
+    let became_unknown = ready_transition(&c);
+    assert!(
+        became_unknown.saturating_since(since) >= Duration::from_millis(600),
+        "a full grace period after the start: {became_unknown} vs {since}"
     );
     h.stop().await;
 }
@@ -536,4 +550,88 @@ async fn i8_only_the_leader_decides_and_a_successor_takes_over_with_damping() {
     );
     assert!(follower.started.context.memory("m1").is_some());
     follower.stop().await;
+}
+
+fn ready_transition(c: &v1::Cluster) -> flotilla_core::Time {
+    let cond = condition(c, "Ready").unwrap();
+    flotilla_core::Time::from_millis(timestamp_ms(&cond.last_transition_time))
+}
+
+/// Regression (fault suite, F1 / I9 / A13): an outage of cluster-health's store during which a
+/// healthy Pull member's heartbeats cannot be recorded is not the member's silence. Before the
+/// fix, right after the store came back, cluster-health wrote Ready=Unknown and the
+/// `unreachable` NoSchedule AND NoExecute taints in one write (the grace period and the
+/// eviction timeout both counted from the last heartbeat recorded before the outage), and the
+/// taint-manager evicted every binding from a member that never failed. Checked on every
+/// version of the cluster the store recorded, not on the end state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f1_a13_a_store_outage_is_never_charged_to_a_healthy_pull_member() {
+    let inner: StoreRef = mem();
+    let flaky = flotilla_runtime::testing::FlakyStore::new(inner.clone());
+    let store: StoreRef = flaky.clone();
+    let mut config = fast_config("test");
+    config.lease_ttl = Duration::from_secs(30); // the leader stays leader through the pause
+    let h = Health::start(store.clone(), config);
+    let addr = h.serve_grpc().await.to_string();
+    create(&inner, cluster("p1", v1::SyncMode::Pull, "")).await;
+    let _m = Member::start(
+        "p1",
+        20,
+        Some(PullConfig {
+            cluster: "p1".into(),
+            api: addr.clone(),
+            cluster_health: addr.clone(),
+            work_executor: addr,
+            heartbeat_interval: Duration::from_millis(100),
+        }),
+    )
+    .await;
+    eventually(&inner, "p1", "Ready from heartbeats", |c| {
+        is_ready(c) && taints(c).is_empty()
+    })
+    .await;
+    let from = inner.current_revision().await.unwrap() + 1;
+
+    // The store hangs for 2.5 s (a paused etcd): longer than the grace period (600 ms) and
+    // the failover eviction timeout (1.2 s) together. The member keeps heartbeating all
+    // along; nothing it sends can be recorded, and whatever was decided meanwhile commits
+    // when the store comes back.
+    flaky.pause();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    flaky.resume();
+    // Long enough after the outage for the old code's verdict and for a fresh grace period.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!h.started.context.observing().blind, "observing again");
+    h.stop().await;
+
+    let mut history = inner.watch("clusters/p1", Some(from)).await.unwrap();
+    let until = inner.current_revision().await.unwrap();
+    let mut versions = 0;
+    while let Ok(Some(Ok(ev))) = tokio::time::timeout(
+        Duration::from_millis(500),
+        futures::StreamExt::next(&mut history),
+    )
+    .await
+    {
+        let WatchEvent::Batch(batch) = ev else {
+            continue;
+        };
+        for e in batch.events {
+            if let flotilla_store::Event::Put(kv) = e {
+                versions += 1;
+                let c: v1::Cluster = flotilla_store::typed::decode(&kv).unwrap();
+                assert!(
+                    is_ready(&c) && taints(&c).is_empty(),
+                    "revision {}: the healthy member was judged {:?} with taints {:?}",
+                    kv.mod_revision,
+                    ready(&c),
+                    taints(&c)
+                );
+            }
+        }
+        if batch.revision >= until {
+            break;
+        }
+    }
+    let _ = versions;
 }

@@ -107,6 +107,7 @@ fn assess_cost() {
             last_heartbeat: None,
             ready_transition: None,
             memory: Memory::default(),
+            observing_since: flotilla_core::Time::EPOCH,
             policies: &[],
             options: &options,
             now: Time::from_secs(i),

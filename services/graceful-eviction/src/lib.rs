@@ -252,7 +252,7 @@ impl Service {
             .trace_parent(controller::failover_trace)
             .workers(config.workers)
             .leader(elector.subscribe())
-            .barrier(CacheBarrier::new(store.clone()).cache("bindings", &bindings))
+            .barrier(CacheBarrier::new(store.clone()).cache("bindings/", &bindings))
             .watches(events, move |ev| controller::keys_for(&cache, ev))
             .run(ctx, shutdown.clone())
             .await;

@@ -286,8 +286,8 @@ pub fn spawn(
         // A new leader schedules only from caches at least as new as the store it won.
         controller = controller.leader(leader).barrier(
             CacheBarrier::new(barrier_store)
-                .cache("bindings", &barrier_bindings)
-                .cache("clusters", &barrier_clusters),
+                .cache(v1::ResourceBinding::PREFIX, &barrier_bindings)
+                .cache(v1::Cluster::PREFIX, &barrier_clusters),
         );
     }
     let task = tokio::spawn(

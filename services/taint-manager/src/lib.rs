@@ -391,8 +391,8 @@ impl Service {
                     .leader(elector.subscribe())
                     .barrier(
                         CacheBarrier::new(store.clone())
-                            .cache("clusters", &clusters)
-                            .cache("bindings", &bindings),
+                            .cache("clusters/", &clusters)
+                            .cache("bindings/", &bindings),
                     )
                     .run(ctx, shutdown.clone())
                     .await;

@@ -383,10 +383,10 @@ impl WorkExecutor {
         let work_queue: WorkQueue<String> = WorkQueue::new(QueueConfig::new("work_executor_works"));
         // A new leader writes Works only from caches at least as new as the store it won.
         let barrier = CacheBarrier::new(store.clone())
-            .cache("bindings", &ctx.bindings)
-            .cache("works", &ctx.works)
-            .cache("workloads", &ctx.workloads)
-            .cache("clusters", &ctx.clusters);
+            .cache(v1::ResourceBinding::PREFIX, &ctx.bindings)
+            .cache(v1::Work::PREFIX, &ctx.works)
+            .cache(v1::Workload::PREFIX, &ctx.workloads)
+            .cache(v1::Cluster::PREFIX, &ctx.clusters);
 
         // bindings → their own key
         {
