@@ -162,11 +162,14 @@ impl<R: Stored + 'static> BatchWriter<R> {
     /// change. Returns the written object, or the error of this write alone: `Conflict` or
     /// `NotFound` (re-read and re-decide), or the batch's failure (`LeadershipLost`, ...).
     pub async fn update(&self, old: R, new: R) -> Result<R> {
+        self.write(Update::new(old, new)).await
+    }
+
+    /// Like [`BatchWriter::update`], for an [`Update`] that may carry guards (other keys the
+    /// write was derived from, compared in the same transaction).
+    pub async fn write(&self, update: Update<R>) -> Result<R> {
         let (reply, rx) = oneshot::channel();
-        let request = Request {
-            update: Update { old, new },
-            reply,
-        };
+        let request = Request { update, reply };
         self.tx.send(request).await.map_err(|_| stopped::<R>())?;
         rx.await.map_err(|_| stopped::<R>())?
     }

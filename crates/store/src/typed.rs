@@ -189,6 +189,29 @@ pub struct Update<R> {
     pub old: R,
     /// The new object.
     pub new: R,
+    /// Other keys the write was derived from, each with the mod revision it had when read
+    /// (0: absent): the write commits only if they are all unchanged, in the same
+    /// transaction. E.g. an eviction guarded by the cluster whose taint caused it, or a Work
+    /// guarded by the binding revision it was rendered from. A write that fails on a guard
+    /// reports a `Conflict` on the guard's key.
+    pub guards: Vec<(String, Revision)>,
+}
+
+impl<R> Update<R> {
+    /// An update guarded by `old`'s resourceVersion only.
+    pub fn new(old: R, new: R) -> Self {
+        Self {
+            old,
+            new,
+            guards: Vec::new(),
+        }
+    }
+
+    /// Also requires `key` to still be at `revision` (0: absent) when the write commits.
+    pub fn guarded_by(mut self, key: impl Into<String>, revision: Revision) -> Self {
+        self.guards.push((key.into(), revision));
+        self
+    }
 }
 
 /// Typed access to a [`crate::Store`].
@@ -292,7 +315,12 @@ impl Typed {
         const CHUNK: usize = MAX_TXN_OPS / 2;
         let mut out: Vec<Option<Result<R>>> = Vec::with_capacity(updates.len());
         let mut prepared = Vec::with_capacity(updates.len());
-        for Update { old, mut new } in updates {
+        for Update {
+            old,
+            mut new,
+            guards,
+        } in updates
+        {
             prepare_generation(&old, &mut new);
             let key = old.key();
             if new.key() != key {
@@ -302,29 +330,53 @@ impl Typed {
                 prepared.push(None);
             } else {
                 out.push(None);
-                prepared.push(Some((key, old.resource_version(), new)));
+                prepared.push(Some((key, old.resource_version(), new, guards)));
             }
         }
         let pending: Vec<usize> = (0..prepared.len())
             .filter(|i| prepared[*i].is_some())
             .collect();
-        for chunk in pending.chunks(CHUNK) {
-            let mut live: Vec<usize> = chunk.to_vec();
+        // Chunks of at most CHUNK writes and MAX_TXN_OPS - 2 compares (guards add compares;
+        // a leadership fence adds one more), as etcd limits both per transaction.
+        let mut chunks: Vec<Vec<usize>> = Vec::new();
+        let mut compares = 0;
+        for &i in &pending {
+            let n = 1 + prepared[i].as_ref().map_or(0, |p| p.3.len());
+            match chunks.last_mut() {
+                Some(c) if c.len() < CHUNK && compares + n <= MAX_TXN_OPS - 2 => {
+                    c.push(i);
+                    compares += n;
+                }
+                _ => {
+                    chunks.push(vec![i]);
+                    compares = n;
+                }
+            }
+        }
+        for chunk in chunks {
+            let mut live: Vec<usize> = chunk;
             // A failed compare aborts the whole transaction: drop the losers and retry the
             // rest (at most once per loser).
             while !live.is_empty() {
                 let mut txn = Txn::new();
+                // compare index → the update it belongs to (guards add compares)
+                let mut owner_of_compare: Vec<(usize, Option<usize>)> = Vec::new();
                 for &i in &live {
-                    if let Some((key, rv, new)) = &prepared[i] {
+                    if let Some((key, rv, new, guards)) = &prepared[i] {
                         txn = txn
                             .when(Compare::mod_revision(key, CompareOp::Equal, *rv))
                             .and_then(Op::put(key, encode(new)));
+                        owner_of_compare.push((i, None));
+                        for (g, (gkey, grev)) in guards.iter().enumerate() {
+                            txn = txn.when(Compare::mod_revision(gkey, CompareOp::Equal, *grev));
+                            owner_of_compare.push((i, Some(g)));
+                        }
                     }
                 }
                 match self.store.txn(txn).await? {
                     TxnResponse::Committed { revision, .. } => {
                         for &i in &live {
-                            if let Some((_, _, new)) = prepared[i].take() {
+                            if let Some((_, _, new, _)) = prepared[i].take() {
                                 let mut new = new;
                                 new.meta_mut().resource_version = revision;
                                 out[i] = Some(Ok(new));
@@ -335,22 +387,36 @@ impl Typed {
                     TxnResponse::Failed {
                         failed, current, ..
                     } => {
-                        let mut losers: Vec<usize> = failed
-                            .iter()
-                            .filter_map(|f| live.get(*f).copied())
-                            .collect();
-                        if losers.is_empty() {
+                        // the first failed compare of each loser says why it lost
+                        let mut lost: Vec<(usize, Option<usize>, usize)> = Vec::new();
+                        for &f in &failed {
+                            if let Some(&(i, guard)) = owner_of_compare.get(f)
+                                && !lost.iter().any(|(j, _, _)| *j == i)
+                            {
+                                lost.push((i, guard, f));
+                            }
+                        }
+                        if lost.is_empty() {
                             // a compare we did not add failed (e.g. a leadership fence)
                             return Err(StoreError::LeadershipLost {
                                 key: "fence".into(),
                             });
                         }
+                        let mut losers: Vec<usize> = lost.iter().map(|(i, _, _)| *i).collect();
                         losers.sort_unstable();
-                        for (pos, &i) in live.iter().enumerate() {
-                            if losers.binary_search(&i).is_ok()
-                                && let Some((key, rv, _)) = prepared[i].take()
-                            {
-                                out[i] = Some(Err(stale(&key, rv, current.get(pos))));
+                        for (i, guard, f) in lost {
+                            if let Some((key, rv, _, guards)) = prepared[i].take() {
+                                out[i] = Some(Err(match guard.and_then(|g| guards.get(g)) {
+                                    None => stale(&key, rv, current.get(f)),
+                                    Some((gkey, grev)) => StoreError::Conflict {
+                                        key: gkey.clone(),
+                                        expected_revision: *grev,
+                                        actual_revision: current
+                                            .get(f)
+                                            .and_then(|c| c.as_ref())
+                                            .map_or(0, |kv| kv.mod_revision),
+                                    },
+                                }));
                             }
                         }
                         live.retain(|i| losers.binary_search(i).is_err());
@@ -505,6 +571,7 @@ mod tests {
                 Update {
                     old: o.clone(),
                     new: n,
+                    guards: Vec::new(),
                 }
             })
             .collect();

@@ -37,7 +37,7 @@ use flotilla_runtime::{
     Action, BatchWriter, Cache, Event, EventType, Recorder, Regarding, WorkQueue,
 };
 use flotilla_store::StoreError;
-use flotilla_store::typed::{Typed, cluster_scoped_key};
+use flotilla_store::typed::{Typed, Update, cluster_scoped_key};
 use futures::{Stream, StreamExt};
 
 use crate::Config;
@@ -445,9 +445,11 @@ pub fn taint_trace(key: &EvictKey, ctx: &Context) -> Option<String> {
 pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error> {
     let now = flotilla_runtime::now();
     // TM-7.2: cluster gone → nothing to do.
-    let Some(cluster) = ctx.clusters.get(&cluster_key(&key.cluster)) else {
+    let cluster_key = cluster_key(&key.cluster);
+    let Some(cluster_obj) = ctx.clusters.get_object(&cluster_key) else {
         return Ok(Action::await_change());
     };
+    let cluster = cluster_obj.value;
     // I11: recovery beats toleration — no NoExecute taint left, drop the item.
     if !ctx.config.eviction_enabled || no_execute_taints(&cluster.spec.taints).is_empty() {
         return Ok(Action::await_change());
@@ -512,7 +514,11 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
         let Some((new, outcome)) = evict_wire(&wire, &binding.spec, &key.cluster, &opts) else {
             return Ok(Action::await_change());
         };
-        match ctx.writer.update(wire, new).await {
+        // I11: the eviction commits only if the cluster is still as read — with the taint
+        // that is not tolerated. A taint removed meanwhile fails this guard instead of
+        // evicting from a recovered cluster.
+        let update = Update::new(wire, new).guarded_by(&cluster_key, cluster_obj.revision);
+        match ctx.writer.write(update).await {
             Ok(_) => {
                 let (namespace, name) = binding_ns_name(&key.binding);
                 tracing::info!(
@@ -537,6 +543,14 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
                     "",
                 );
                 return Ok(Action::await_change());
+            }
+            Err(StoreError::Conflict {
+                key: conflicted, ..
+            }) if conflicted == cluster_key => {
+                // The cluster changed since the cache showed it: decide again once the cache
+                // has the new version (its taint may be gone: I11).
+                tracing::debug!(binding = %key.binding, cluster = %key.cluster, "cluster changed under the eviction; deciding again");
+                return Ok(Action::requeue(Duration::from_millis(10)));
             }
             Err(e) if e.is_conflict() => {
                 // I5: someone else wrote the binding since we read it: re-read, re-decide.

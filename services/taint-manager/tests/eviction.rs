@@ -276,6 +276,55 @@ async fn tm_concurrent_scheduler_write_is_preserved_i5() {
     h.stop().await;
 }
 
+/// Regression (fault suite, I11 race): the NoExecute taint is removed between the taint
+/// manager's decision (made on its cached cluster) and its compare-and-swap of the binding.
+/// Before the fix the CAS compared only the binding's revision, and the binding was evicted
+/// from a cluster that no longer carried the taint (seen 4 ms after the removal). Now the
+/// eviction is guarded by the cluster's revision too: it fails, the key is decided again on
+/// the new cluster, and nothing is evicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_eviction_is_guarded_by_the_cluster_it_was_decided_on_i11() {
+    let mem: StoreRef = Arc::new(MemStore::new());
+    let typed = Typed::new(mem.clone());
+    for name in ["member1", "member2"] {
+        typed.create(cluster(name, true), None).await.unwrap();
+    }
+    typed
+        .create(
+            binding("b", &[("member1", 2), ("member2", 2)], vec![]),
+            None,
+        )
+        .await
+        .unwrap();
+    // Right before the eviction's write: the member recovers and its taint is removed.
+    let hook_typed = typed.clone();
+    let store = Interpose::new(
+        mem.clone(),
+        &binding_key("b"),
+        Box::new(move || {
+            let typed = hook_typed.clone();
+            Box::pin(async move {
+                set_taints(&typed, "member1", vec![]).await;
+            })
+        }),
+    );
+    let h = start_taint_manager(store.clone(), test_config()).await;
+    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    eventually(WAIT, "the eviction was attempted", || async {
+        (store.fired() == 1).then_some(())
+    })
+    .await;
+    // give a wrong eviction every chance to land
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let b = get_binding(&typed, "b").await;
+    assert!(
+        b.targets("member1") && b.spec.graceful_eviction_tasks.is_empty(),
+        "I11: no eviction from a cluster whose taint was removed before the write: {:?}",
+        b.spec
+    );
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_brake_no_eviction_when_every_cluster_is_unhealthy_i10() {
     let (store, typed) = setup(&[("member1", false), ("member2", false)]).await;

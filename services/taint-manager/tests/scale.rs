@@ -73,7 +73,11 @@ async fn mass_failover_is_batched() {
                 .unwrap()
                 .labels
                 .insert("floor".into(), "1".into());
-            Update { old, new }
+            Update {
+                old,
+                new,
+                guards: Vec::new(),
+            }
         })
         .collect();
     typed.update_many(updates).await.unwrap();

@@ -111,6 +111,7 @@ pub fn create_update(mut work: v1::Work, now: Time) -> Update<v1::Work> {
     Update {
         old: work.clone(),
         new: work,
+        guards: Vec::new(),
     }
 }
 
@@ -275,6 +276,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         writes.push(Update {
             old: w.clone(),
             new,
+            guards: Vec::new(),
         });
     }
     let marked = writes.len();
@@ -286,6 +288,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         writes.push(Update {
             old: old.clone(),
             new: new.clone(),
+            guards: Vec::new(),
         });
     }
     let (created, updated) = (decision.create.len(), decision.update.len());

@@ -160,6 +160,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
         updates.push(Update {
             old: (*work).clone(),
             new,
+            guards: Vec::new(),
         });
     }
     for result in ctx.work_writer.update_all(updates).await {

@@ -1104,6 +1104,7 @@ async fn throughput_of_a_failover_of_many_bindings() {
             .map(|o| Update {
                 old: o.clone(),
                 new: o,
+                guards: Vec::new(),
             })
             .collect();
         for r in t.update_many(updates).await.unwrap() {
@@ -1127,6 +1128,7 @@ async fn throughput_of_a_failover_of_many_bindings() {
                 Update {
                     old: b.clone(),
                     new: b,
+                    guards: Vec::new(),
                 }
             })
             .collect();
@@ -1147,7 +1149,11 @@ async fn throughput_of_a_failover_of_many_bindings() {
             let old: v1::ResourceBinding = t.get(&binding_key(n)).await.unwrap().unwrap();
             let mut new = old.clone();
             new.spec.as_mut().unwrap().clusters = targets(&[("member2", 1), ("member3", 1)]);
-            updates.push(Update { old, new });
+            updates.push(Update {
+                old,
+                new,
+                guards: Vec::new(),
+            });
         }
         let results = t.update_many(updates.clone()).await.unwrap();
         for (r, u) in results.into_iter().zip(updates) {

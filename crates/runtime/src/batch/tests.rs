@@ -117,22 +117,27 @@ async fn each_write_gets_its_own_conflict() {
             Update {
                 old: old[0].clone(),
                 new: scaled(&old[0], 2),
+                guards: Vec::new(),
             },
             Update {
                 new: scaled(&stale_b, 2),
                 old: stale_b,
+                guards: Vec::new(),
             },
             Update {
                 old: old[2].clone(),
                 new: scaled(&old[2], 2),
+                guards: Vec::new(),
             },
             Update {
                 new: scaled(&ghost, 2),
                 old: ghost,
+                guards: Vec::new(),
             },
             Update {
                 old: binding("fresh", 4),
                 new: binding("fresh", 4),
+                guards: Vec::new(),
             },
         ])
         .await;
@@ -232,14 +237,17 @@ async fn one_write_per_key_holds_the_second_for_the_next_batch() {
                     Update {
                         new: scaled(&a, 2),
                         old: a.clone(),
+                        guards: Vec::new(),
                     },
                     Update {
                         new: scaled(&a, 3),
                         old: a,
+                        guards: Vec::new(),
                     },
                     Update {
                         new: scaled(&b, 2),
                         old: b,
+                        guards: Vec::new(),
                     },
                 ])
                 .await
@@ -374,14 +382,17 @@ async fn creates_updates_and_conflicts_each_get_their_own_result() {
             Update {
                 old: stale,
                 new: next,
+                guards: Vec::new(),
             },
             Update {
                 old: work("b"),
                 new: work("b"),
+                guards: Vec::new(),
             },
             Update {
                 old: work("a"),
                 new: work("a"),
+                guards: Vec::new(),
             },
         ])
         .await;
