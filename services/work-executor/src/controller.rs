@@ -292,6 +292,17 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         });
     }
     let (created, updated) = (decision.create.len(), decision.update.len());
+    // WE-3.5: every Work write is derived from this binding revision (absent: 0) and commits
+    // only while the binding is still at it, so a Work is never written from a superseded
+    // placement (e.g. scaled up after a newer revision added an eviction task for its
+    // cluster). A lost guard re-reads the binding and decides again.
+    let derived_from = binding_ref
+        .and_then(|b| b.metadata.as_ref())
+        .map_or(0, |m| m.resource_version);
+    let writes: Vec<Update<v1::Work>> = writes
+        .into_iter()
+        .map(|u| u.guarded_by(view.key.clone(), derived_from))
+        .collect();
     if !writes.is_empty() {
         let keys: Vec<String> = writes.iter().map(|u| u.new.key()).collect();
         let results = ctx.work_writer.update_all(writes).await;
