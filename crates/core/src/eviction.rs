@@ -261,6 +261,10 @@ pub enum EvictionRate {
     /// Every cluster is unhealthy (or there are none): the control plane is the likelier one
     /// to be cut off, so nothing is evicted.
     Halted,
+    /// A disruption ended a short while ago: the secondary rate holds for the stabilisation
+    /// window, so that clusters coming back a moment later than the others lose nothing
+    /// (A8, "no herd").
+    Stabilising(f64),
 }
 
 impl EvictionRate {
@@ -270,6 +274,7 @@ impl EvictionRate {
             EvictionRate::Normal(_) => "Normal",
             EvictionRate::Secondary(_) => "PartialDisruption",
             EvictionRate::Halted => "FullDisruption",
+            EvictionRate::Stabilising(_) => "Stabilising",
         }
     }
 
@@ -277,7 +282,7 @@ impl EvictionRate {
     pub fn per_second(&self) -> Option<f64> {
         match *self {
             EvictionRate::Normal(r) => r,
-            EvictionRate::Secondary(r) => Some(r),
+            EvictionRate::Secondary(r) | EvictionRate::Stabilising(r) => Some(r),
             EvictionRate::Halted => Some(0.0),
         }
     }
@@ -296,6 +301,84 @@ pub fn eviction_rate(total: usize, unhealthy: usize, cfg: &EvictionRateConfig) -
     } else {
         EvictionRate::Normal(cfg.primary_rate)
     }
+}
+
+/// A8 "no herd": what the brake remembers between observations of the fleet.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BrakeMemory {
+    /// The rate the fleet's health called for at the last observation (`None`: never seen).
+    pub observed: Option<EvictionRate>,
+    /// Until when evictions stay at the secondary rate after a disruption ended.
+    pub stabilising_until: Option<Time>,
+    /// When the last disruption ended: the toleration clocks of NoExecute taints added before
+    /// it restart there ([`restart_toleration_clocks`]).
+    pub disruption_ended_at: Option<Time>,
+}
+
+fn severity(rate: EvictionRate) -> u8 {
+    match rate {
+        EvictionRate::Normal(_) | EvictionRate::Stabilising(_) => 0,
+        EvictionRate::Secondary(_) => 1,
+        EvictionRate::Halted => 2,
+    }
+}
+
+/// A8: records the rate the fleet's health calls for now ([`eviction_rate`]). Returns `true`
+/// when a disruption just ended — the rate fell from halted to secondary or normal, or from
+/// secondary to normal: then the toleration clocks restart at `now` and the secondary rate
+/// holds until `now + window` (the node-lifecycle controller's behaviour when a zone leaves
+/// a disruption; Flotilla's A8).
+pub fn observe_fleet(
+    memory: &mut BrakeMemory,
+    rate: EvictionRate,
+    now: Time,
+    window: Duration,
+) -> bool {
+    let ended = memory
+        .observed
+        .is_some_and(|previous| severity(previous) > severity(rate));
+    if ended {
+        memory.disruption_ended_at = Some(now);
+        memory.stabilising_until = Some(now + window);
+    }
+    memory.observed = Some(rate);
+    ended
+}
+
+/// A8: the rate in force at `now`: halted before the fleet was seen; the secondary rate
+/// (`Stabilising`) while a stabilisation window runs and the fleet alone would allow more.
+pub fn effective_rate(memory: &BrakeMemory, now: Time, cfg: &EvictionRateConfig) -> EvictionRate {
+    match memory.observed {
+        None => EvictionRate::Halted,
+        Some(EvictionRate::Normal(_) | EvictionRate::Stabilising(_))
+            if memory.stabilising_until.is_some_and(|until| now < until) =>
+        {
+            EvictionRate::Stabilising(cfg.secondary_rate)
+        }
+        Some(rate) => rate,
+    }
+}
+
+/// A8: toleration clocks restart when a disruption ends: a NoExecute taint added before
+/// `ended_at` counts as added then (its `timeAdded` kept through the halt would otherwise
+/// release every parked eviction at once). Taints added later, and taints without a
+/// `timeAdded`, are unchanged.
+pub fn restart_toleration_clocks(taints: &[Taint], ended_at: Option<Time>) -> Vec<Taint> {
+    let Some(ended_at) = ended_at else {
+        return taints.to_vec();
+    };
+    taints
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            if let Some(added) = t.time_added
+                && added < ended_at
+            {
+                t.time_added = Some(ended_at);
+            }
+            t
+        })
+        .collect()
 }
 
 /// A token bucket driven by the caller's clock (pure: `now` is passed in).
@@ -319,6 +402,15 @@ impl TokenBucket {
         TokenBucket {
             tokens: 1.0,
             last: None,
+        }
+    }
+
+    /// A bucket with no token at `now`: the first one comes after `1 / rate` (the start of a
+    /// stabilisation window).
+    pub fn empty(now: Time) -> Self {
+        TokenBucket {
+            tokens: 0.0,
+            last: Some(now),
         }
     }
 
@@ -695,5 +787,62 @@ mod tests {
                 prop_assert!(r.per_second().unwrap() <= cfg.secondary_rate);
             }
         }
+    }
+
+    #[test]
+    fn a8_leaving_a_disruption_stabilises_then_returns_to_normal() {
+        let cfg = EvictionRateConfig::default();
+        let window = Duration::from_secs(60);
+        let t = Time::from_secs;
+        let mut m = BrakeMemory::default();
+        assert_eq!(
+            effective_rate(&m, t(0), &cfg),
+            EvictionRate::Halted,
+            "unseen fleet"
+        );
+        // (now, total, unhealthy) → (disruption ended?, rate in force)
+        let steps = [
+            (1, 5, 0, false, EvictionRate::Normal(None)),
+            (2, 5, 5, false, EvictionRate::Halted),
+            // three of five come back: 2/5 < 0.55 would be Normal, but the window holds
+            (10, 5, 2, true, EvictionRate::Stabilising(0.01)),
+            (11, 5, 0, false, EvictionRate::Stabilising(0.01)),
+            (69, 5, 0, false, EvictionRate::Stabilising(0.01)),
+            (70, 5, 0, false, EvictionRate::Normal(None)),
+            // partial → normal is the end of a disruption too
+            (80, 5, 3, false, EvictionRate::Secondary(0.01)),
+            (90, 5, 1, true, EvictionRate::Stabilising(0.01)),
+            // a new full disruption inside the window halts
+            (91, 5, 5, false, EvictionRate::Halted),
+        ];
+        for (now, total, unhealthy, ended, want) in steps {
+            let raw = eviction_rate(total, unhealthy, &cfg);
+            assert_eq!(observe_fleet(&mut m, raw, t(now), window), ended, "t={now}");
+            assert_eq!(effective_rate(&m, t(now), &cfg), want, "t={now}");
+        }
+        assert_eq!(m.disruption_ended_at, Some(t(90)));
+    }
+
+    #[test]
+    fn a8_toleration_clocks_restart_when_a_disruption_ends() {
+        let taints = vec![ne("a", Some(0)), ne("b", Some(200)), ne("c", None)];
+        let restarted = restart_toleration_clocks(&taints, Some(Time::from_secs(100)));
+        let added: Vec<Option<Time>> = restarted.iter().map(|t| t.time_added).collect();
+        assert_eq!(
+            added,
+            vec![Some(Time::from_secs(100)), Some(Time::from_secs(200)), None]
+        );
+        assert_eq!(restart_toleration_clocks(&taints, None), taints);
+        // the first token of a stabilisation window comes after 1 / rate
+        let mut bucket = TokenBucket::empty(Time::from_secs(0));
+        assert_eq!(
+            bucket.try_take(Time::from_secs(0), Some(0.01), 1.0),
+            Err(Duration::from_secs(100))
+        );
+        assert!(
+            bucket
+                .try_take(Time::from_secs(100), Some(0.01), 1.0)
+                .is_ok()
+        );
     }
 }

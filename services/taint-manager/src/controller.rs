@@ -24,8 +24,9 @@ use std::time::Duration;
 
 use flotilla_core::Time;
 use flotilla_core::eviction::{
-    EvictOptions, EvictOutcome, EvictionDecision, EvictionError, EvictionRate, TokenBucket,
-    enqueue_delay, eviction_rate, graceful_evict_cluster, need_eviction, resolve_purge_mode,
+    BrakeMemory, EvictOptions, EvictOutcome, EvictionDecision, EvictionError, EvictionRate,
+    TokenBucket, effective_rate, enqueue_delay, eviction_rate, graceful_evict_cluster,
+    need_eviction, observe_fleet, resolve_purge_mode, restart_toleration_clocks,
 };
 use flotilla_core::taint::no_execute_taints;
 use flotilla_core::types::{
@@ -83,7 +84,7 @@ fn binding_ns_name(key: &str) -> (&str, &str) {
 
 /// The A8 state shared by the workers.
 struct Brake {
-    rate: Option<EvictionRate>,
+    memory: BrakeMemory,
     bucket: TokenBucket,
     /// Keys held back while evictions are halted; released when the brake lets go.
     parked: HashSet<EvictKey>,
@@ -154,7 +155,7 @@ impl Context {
             writer,
             recorder,
             brake: Mutex::new(Brake {
-                rate: None,
+                memory: BrakeMemory::default(),
                 bucket: TokenBucket::new(),
                 parked: HashSet::new(),
             }),
@@ -168,7 +169,17 @@ impl Context {
 
     /// The rate A8 currently applies (unknown before the cluster cache synced: halted).
     pub fn current_rate(&self) -> EvictionRate {
-        self.brake().rate.unwrap_or(EvictionRate::Halted)
+        effective_rate(
+            &self.brake().memory,
+            flotilla_runtime::now(),
+            &self.config.rate,
+        )
+    }
+
+    /// A8: the NoExecute taints of a cluster with their toleration clocks restarted at the
+    /// end of the last disruption.
+    fn restarted(&self, taints: &[Taint]) -> Vec<Taint> {
+        restart_toleration_clocks(taints, self.brake().memory.disruption_ended_at)
     }
 
     fn both_ready(&self) -> bool {
@@ -182,7 +193,7 @@ impl Context {
             return;
         };
         let placement = applied_placement(&binding);
-        if let Some(delay) = enqueue_delay(taints, placement.as_ref(), now) {
+        if let Some(delay) = enqueue_delay(&self.restarted(taints), placement.as_ref(), now) {
             let key = EvictKey {
                 cluster: cluster.to_owned(),
                 binding: binding_key.to_owned(),
@@ -259,20 +270,42 @@ impl Context {
             .iter()
             .filter(|c| c.ready().map(|r| r.status) != Some(ConditionStatus::True))
             .count();
-        let rate = eviction_rate(total, unhealthy, &self.config.rate);
-        let (previous, released) = {
+        let observed = eviction_rate(total, unhealthy, &self.config.rate);
+        let now = flotilla_runtime::now();
+        let (previous, rate, ended, released) = {
             let mut brake = self.brake();
-            let previous = brake.rate.replace(rate);
-            if previous == Some(rate) {
+            let previous = brake.memory.observed;
+            if previous == Some(observed) {
                 return;
             }
+            let ended = observe_fleet(
+                &mut brake.memory,
+                observed,
+                now,
+                self.config.stabilization_window,
+            );
+            if ended {
+                // A8 "no herd": the window starts without a token.
+                brake.bucket = TokenBucket::empty(now);
+            }
+            let rate = effective_rate(&brake.memory, now, &self.config.rate);
             let released: Vec<EvictKey> = if rate == EvictionRate::Halted {
                 Vec::new()
             } else {
                 brake.parked.drain().collect()
             };
-            (previous, released)
+            (previous, rate, ended, released)
         };
+        if ended {
+            tracing::info!(
+                window = ?self.config.stabilization_window,
+                secondary_rate = self.config.rate.secondary_rate,
+                unhealthy,
+                total,
+                "A8: a disruption ended; toleration clocks restart now and evictions stay at the \
+                 secondary rate for the stabilisation window"
+            );
+        }
         export_rate(rate);
         let per_second = rate
             .per_second()
@@ -317,15 +350,27 @@ impl Context {
     /// when evictions are halted).
     fn take_token(&self, key: &EvictKey, now: Time) -> Result<(), Duration> {
         let mut brake = self.brake();
-        let rate = brake.rate.unwrap_or(EvictionRate::Halted);
+        let rate = effective_rate(&brake.memory, now, &self.config.rate);
         if rate == EvictionRate::Halted {
             brake.parked.insert(key.clone());
             return Err(PARKED_RECHECK);
         }
+        // a stabilisation window's end lifts the limit: look again then at the latest
+        let window_end = match rate {
+            EvictionRate::Stabilising(_) => brake
+                .memory
+                .stabilising_until
+                .map(|until| until.saturating_since(now) + Duration::from_millis(1)),
+            _ => None,
+        };
         brake
             .bucket
             .try_take(now, rate.per_second(), 1.0)
-            .map_err(|wait| wait.clamp(Duration::from_millis(1), PARKED_RECHECK))
+            .map_err(|wait| {
+                window_end
+                    .map_or(wait, |end| wait.min(end))
+                    .clamp(Duration::from_millis(1), PARKED_RECHECK)
+            })
     }
 }
 
@@ -335,7 +380,12 @@ impl Context {
 fn export_rate(rate: EvictionRate) {
     let value = rate.per_second().unwrap_or(f64::INFINITY);
     metrics::gauge!("flotilla_taint_manager_eviction_rate").set(value);
-    for reason in ["Normal", "PartialDisruption", "FullDisruption"] {
+    for reason in [
+        "Normal",
+        "PartialDisruption",
+        "FullDisruption",
+        "Stabilising",
+    ] {
         let on = if reason == rate.reason() { 1.0 } else { 0.0 };
         metrics::gauge!("flotilla_taint_manager_brake_state", "reason" => reason).set(on);
     }
@@ -472,8 +522,9 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
             return Ok(Action::await_change());
         }
         // TM-7 with A3: tolerations from the placement the scheduler applied.
+        let taints = ctx.restarted(&cluster.spec.taints);
         let explanation = match need_eviction(
-            &cluster.spec.taints,
+            &taints,
             binding.status.applied_placement.as_ref(),
             now,
         ) {

@@ -106,6 +106,14 @@ pub struct Args {
     )]
     pub unhealthy_cluster_threshold: f64,
 
+    /// After a disruption ends (every cluster unhealthy, or at least
+    /// `--unhealthy-cluster-threshold` of them), evictions stay at the secondary rate this
+    /// long and the toleration clocks of older NoExecute taints restart, so that clusters
+    /// coming back a little later than the others lose nothing (A8, "no herd"; the
+    /// node-lifecycle controller's behaviour).
+    #[arg(long, env = "FLOTILLA_EVICTION_STABILIZATION_WINDOW", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub eviction_stabilization_window: Duration,
+
     /// Concurrent reconciles; also the largest batch of evictions written in one go
     /// (default 64, the size of one etcd transaction of guarded puts; Karmada has 3, A12).
     #[arg(long, env = "FLOTILLA_WORKERS", default_value_t = 64)]
@@ -121,6 +129,8 @@ pub struct Config {
     pub purge_mode: PurgeMode,
     /// A8 flags.
     pub rate: EvictionRateConfig,
+    /// `--eviction-stabilization-window` (A8).
+    pub stabilization_window: Duration,
     /// `--workers`.
     pub workers: usize,
     /// This replica's identity in the election.
@@ -136,6 +146,7 @@ impl Config {
             eviction_enabled: true,
             purge_mode: PurgeMode::Gracefully,
             rate: EvictionRateConfig::default(),
+            stabilization_window: Duration::from_secs(60),
             workers: 64,
             identity: identity.into(),
             lease_ttl: Duration::from_secs(15),
@@ -205,6 +216,7 @@ impl Args {
                 secondary_rate: self.secondary_eviction_rate,
                 unhealthy_threshold: self.unhealthy_cluster_threshold,
             },
+            stabilization_window: self.eviction_stabilization_window,
             workers: self.workers,
             identity: self.common.identity(),
             lease_ttl: self.common.lease_ttl,

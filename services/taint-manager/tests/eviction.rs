@@ -335,7 +335,9 @@ async fn tm_brake_no_eviction_when_every_cluster_is_unhealthy_i10() {
         )
         .await
         .unwrap();
-    let h = start_taint_manager(store, test_config()).await;
+    let mut config = test_config();
+    config.stabilization_window = Duration::from_secs(1);
+    let h = start_taint_manager(store, config).await;
     set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let b = get_binding(&typed, "b").await;
@@ -344,22 +346,97 @@ async fn tm_brake_no_eviction_when_every_cluster_is_unhealthy_i10() {
         "halted: nothing evicted while every cluster is down"
     );
     assert!(b.spec.graceful_eviction_tasks.is_empty());
-    // One cluster comes back (1 of 2 unhealthy < 0.55): the brake lets go, the parked
-    // eviction runs.
+    // One cluster comes back (1 of 2 unhealthy < 0.55): the brake lets go; the parked
+    // eviction runs once the stabilisation window (A8, 1 s here) is over.
+    let released = Instant::now();
     set_ready(&typed, "member2", true).await;
     eventually(WAIT, "evicted after the brake released", || {
         evicted_from(&typed, "b", "member1")
     })
     .await;
+    assert!(
+        released.elapsed() >= Duration::from_millis(900),
+        "A8: not before the stabilisation window ended ({:?})",
+        released.elapsed()
+    );
     eventually(WAIT, "a brake event", || async {
         let (events, _) = typed.list::<v1::Event>(None).await.unwrap();
         events
             .iter()
-            .any(|e| e.reason == "EvictionRateNormal")
+            .any(|e| e.reason == "EvictionRateStabilising")
             .then_some(())
     })
     .await;
     h.stop().await;
+}
+
+/// Regression (fault suite, F10 / I10 / A8 "no herd"): every member failed and the brake held
+/// evictions at zero; when they healed, three turned Ready a moment before the other two,
+/// the unhealthy share fell from 5/5 to 2/5, the rate limit lifted, and every binding parked
+/// on the two late members was evicted at once (Directly ones lost their old copy). Now the
+/// end of the disruption restarts the toleration clocks and holds the secondary rate for the
+/// stabilisation window, so the two late members lose nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_leaving_a_full_disruption_releases_no_herd_a8_i10() {
+    let names = ["member1", "member2", "member3", "member4", "member5"];
+    let (store, typed) = setup(&names.map(|n| (n, false))).await;
+    const N: usize = 20;
+    for i in 0..N {
+        let (a, b) = (names[i % 5], names[(i + 1) % 5]);
+        typed
+            .create(binding(&format!("b{i}"), &[(a, 1), (b, 1)], vec![]), None)
+            .await
+            .unwrap();
+    }
+    let from = store.current_revision().await.unwrap();
+    let h = start_taint_manager(store.clone(), test_config()).await; // window 60 s
+    for n in names {
+        set_taints(&typed, n, vec![not_ready_taint(now())]).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Three come back first (their taints go, then Ready) ...
+    for n in &names[..3] {
+        set_taints(&typed, n, vec![]).await;
+        set_ready(&typed, n, true).await;
+    }
+    // ... the other two 100 ms later.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for n in &names[3..] {
+        set_taints(&typed, n, vec![]).await;
+        set_ready(&typed, n, true).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    h.stop().await;
+    // Every version of every binding since the start: none ever lost a target.
+    let mut history = store.watch("bindings/", Some(from + 1)).await.unwrap();
+    let until = store.current_revision().await.unwrap();
+    let mut evictions = Vec::new();
+    while let Ok(Some(Ok(ev))) = tokio::time::timeout(
+        Duration::from_millis(500),
+        futures::StreamExt::next(&mut history),
+    )
+    .await
+    {
+        let flotilla_store::WatchEvent::Batch(batch) = ev else {
+            continue;
+        };
+        for e in batch.events {
+            if let flotilla_store::Event::Put(kv) = e {
+                let b: v1::ResourceBinding = flotilla_store::typed::decode(&kv).unwrap();
+                let spec = b.spec.unwrap_or_default();
+                if spec.clusters.len() < 2 || !spec.graceful_eviction_tasks.is_empty() {
+                    evictions.push((kv.key.clone(), kv.mod_revision));
+                }
+            }
+        }
+        if batch.revision >= until {
+            break;
+        }
+    }
+    assert!(
+        evictions.is_empty(),
+        "I10/A8: evictions released by the end of the disruption: {evictions:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
