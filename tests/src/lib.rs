@@ -30,6 +30,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod history;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -338,6 +340,8 @@ pub struct Stack {
     timers: Timers,
     env: Vec<(String, String)>,
     dir: tempfile::TempDir,
+    /// Per service: etcd endpoints other than the stack's (e.g. a fault-injecting proxy).
+    etcd_overrides: std::collections::BTreeMap<String, String>,
 }
 
 impl Stack {
@@ -349,7 +353,12 @@ impl Stack {
     /// [`Stack::start`] with extra environment variables for every control-plane service
     /// (e.g. `OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub async fn start_with_env(timers: Timers, env: Vec<(String, String)>) -> Self {
-        let etcd = EtcdServer::start().await;
+        Self::start_on(EtcdServer::start().await, timers, env).await
+    }
+
+    /// [`Stack::start_with_env`] on a given etcd (e.g. a dedicated one a fault scenario may
+    /// pause or compact).
+    pub async fn start_on(etcd: EtcdServer, timers: Timers, env: Vec<(String, String)>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         // A namespace of its own (fixed width, ending in `/`, so that no stack's prefix is a
         // prefix of another's): stacks can share one etcd (FLOTILLA_ETCD_ENDPOINTS).
@@ -364,6 +373,7 @@ impl Stack {
             timers,
             env,
             dir,
+            etcd_overrides: Default::default(),
         };
         for service in CONTROL_PLANE {
             stack.start_service(service);
@@ -375,10 +385,15 @@ impl Stack {
         stack
     }
 
-    fn common_flags(&self, grpc: &str, admin: &str) -> Vec<String> {
+    fn common_flags(&self, service: &str, grpc: &str, admin: &str) -> Vec<String> {
+        let endpoints = self
+            .etcd_overrides
+            .get(service)
+            .cloned()
+            .unwrap_or_else(|| self.etcd.endpoints().join(","));
         vec![
             "--store=etcd".into(),
-            format!("--etcd-endpoints={}", self.etcd.endpoints().join(",")),
+            format!("--etcd-endpoints={endpoints}"),
             format!("--etcd-prefix={}", self.prefix),
             format!("--grpc-addr={grpc}"),
             format!("--admin-addr={admin}"),
@@ -395,7 +410,7 @@ impl Stack {
             .cloned()
             .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()));
         let admin = format!("127.0.0.1:{}", free_port());
-        let mut args = self.common_flags(&addr, &admin);
+        let mut args = self.common_flags(service, &addr, &admin);
         args.extend(self.timers.for_service(service));
         let process = Process::spawn_with_env(
             self.dir.path(),
@@ -407,6 +422,25 @@ impl Stack {
         self.addrs.insert(service.to_string(), addr);
         self.admin_addrs.insert(service.to_string(), admin);
         self.services.insert(service.to_string(), process);
+    }
+
+    /// Restarts `service` talking to etcd through `endpoints` (e.g. a proxy that can cut its
+    /// link) instead of the stack's etcd.
+    pub async fn restart_service_via(&mut self, service: &str, endpoints: &str) {
+        if let Some(mut p) = self.services.remove(service) {
+            p.kill().await;
+        }
+        self.etcd_overrides
+            .insert(service.to_owned(), endpoints.to_owned());
+        self.start_service(service);
+        wait_serving(&self.addrs[service].clone(), Duration::from_secs(30)).await;
+    }
+
+    /// SIGKILLs a control-plane service (it stays down until [`Stack::start_service`]).
+    pub async fn kill_service(&mut self, service: &str) {
+        if let Some(mut p) = self.services.remove(service) {
+            p.kill().await;
+        }
     }
 
     /// The api's address as an `http://` URL.

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod compose;
+mod faults;
 mod grpcurl;
 mod no_replacement;
 mod observability;

@@ -313,35 +313,42 @@ pub struct BrakeMemory {
     /// When the last disruption ended: the toleration clocks of NoExecute taints added before
     /// it restart there ([`restart_toleration_clocks`]).
     pub disruption_ended_at: Option<Time>,
+    /// How disrupted the fleet was at the last observation (0 none, 1 partial, 2 full).
+    pub level: u8,
 }
 
-fn severity(rate: EvictionRate) -> u8 {
-    match rate {
-        EvictionRate::Normal(_) | EvictionRate::Stabilising(_) => 0,
+/// How disrupted a fleet is: 0 none, 1 partial (secondary rate), 2 full (halted). A fleet
+/// with no judged cluster is not disrupted (it is halted only because there is nothing to
+/// judge), so a joining fleet ends no disruption when its clusters turn Ready.
+fn disruption_level(total: usize, unhealthy: usize, cfg: &EvictionRateConfig) -> u8 {
+    match eviction_rate(total, unhealthy, cfg) {
+        EvictionRate::Halted if total > 0 => 2,
         EvictionRate::Secondary(_) => 1,
-        EvictionRate::Halted => 2,
+        _ => 0,
     }
 }
 
-/// A8: records the rate the fleet's health calls for now ([`eviction_rate`]). Returns `true`
-/// when a disruption just ended — the rate fell from halted to secondary or normal, or from
-/// secondary to normal: then the toleration clocks restart at `now` and the secondary rate
-/// holds until `now + window` (the node-lifecycle controller's behaviour when a zone leaves
-/// a disruption; Flotilla's A8).
+/// A8: records the fleet's health now: `total` clusters judged (with a Ready condition), of
+/// which `unhealthy` are not Ready. Returns `true` when a disruption just ended — from full to
+/// partial or none, or from partial to none: then the toleration clocks restart at `now` and
+/// the secondary rate holds until `now + window` (the node-lifecycle controller's behaviour
+/// when a zone leaves a disruption; Flotilla's A8).
 pub fn observe_fleet(
     memory: &mut BrakeMemory,
-    rate: EvictionRate,
+    total: usize,
+    unhealthy: usize,
+    cfg: &EvictionRateConfig,
     now: Time,
     window: Duration,
 ) -> bool {
-    let ended = memory
-        .observed
-        .is_some_and(|previous| severity(previous) > severity(rate));
+    let level = disruption_level(total, unhealthy, cfg);
+    let ended = memory.level > level;
+    memory.level = level;
     if ended {
         memory.disruption_ended_at = Some(now);
         memory.stabilising_until = Some(now + window);
     }
-    memory.observed = Some(rate);
+    memory.observed = Some(eviction_rate(total, unhealthy, cfg));
     ended
 }
 
@@ -800,8 +807,11 @@ mod tests {
             EvictionRate::Halted,
             "unseen fleet"
         );
-        // (now, total, unhealthy) → (disruption ended?, rate in force)
+        // (now, total judged, unhealthy) → (disruption ended?, rate in force)
         let steps = [
+            // a joining fleet: nothing judged yet is halted, but no disruption ends when its
+            // clusters turn Ready
+            (0, 0, 0, false, EvictionRate::Halted),
             (1, 5, 0, false, EvictionRate::Normal(None)),
             (2, 5, 5, false, EvictionRate::Halted),
             // three of five come back: 2/5 < 0.55 would be Normal, but the window holds
@@ -816,8 +826,11 @@ mod tests {
             (91, 5, 5, false, EvictionRate::Halted),
         ];
         for (now, total, unhealthy, ended, want) in steps {
-            let raw = eviction_rate(total, unhealthy, &cfg);
-            assert_eq!(observe_fleet(&mut m, raw, t(now), window), ended, "t={now}");
+            assert_eq!(
+                observe_fleet(&mut m, total, unhealthy, &cfg, t(now), window),
+                ended,
+                "t={now}"
+            );
             assert_eq!(effective_rate(&m, t(now), &cfg), want, "t={now}");
         }
         assert_eq!(m.disruption_ended_at, Some(t(90)));

@@ -359,6 +359,40 @@ impl EtcdServer {
         self.source
     }
 
+    /// Freezes this etcd (SIGSTOP, or `docker pause`): every request hangs, and leases do
+    /// not run out, until [`EtcdServer::resume`]. Panics on an external etcd, which is not
+    /// this test's to pause (use [`EtcdServer::dedicated`]).
+    pub fn pause(&self) {
+        self.freeze(true);
+    }
+
+    /// Ends a [`EtcdServer::pause`].
+    pub fn resume(&self) {
+        self.freeze(false);
+    }
+
+    fn freeze(&self, stop: bool) {
+        let status = match &self.owned {
+            Some(Owned::Process { child, .. }) => Command::new("kill")
+                .arg(if stop { "-STOP" } else { "-CONT" })
+                .arg(child.id().to_string())
+                .status(),
+            Some(Owned::Container { id, .. }) => Command::new("docker")
+                .arg(if stop { "pause" } else { "unpause" })
+                .arg(id)
+                .stdout(Stdio::null())
+                .status(),
+            None => {
+                panic!("an external etcd cannot be paused by a test; use EtcdServer::dedicated()")
+            }
+        };
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "could not {} etcd",
+            if stop { "pause" } else { "resume" }
+        );
+    }
+
     /// How long starting it took (zero for an external etcd).
     pub fn started_in(&self) -> Duration {
         self.started_in

@@ -420,8 +420,20 @@ fn report(
     let trigger = decision.trigger().map_or("", trigger_name);
     let trace = trace_context(written);
     match decision {
-        Decision::Scheduled { outcome, .. } if material => {
+        Decision::Scheduled {
+            outcome,
+            reinstated,
+            ..
+        } if material => {
             let reason = decision.trigger().map(trigger_reason).unwrap_or_default();
+            if !reinstated.is_empty() {
+                tracing::info!(
+                    binding = %key,
+                    clusters = %reinstated.join(","),
+                    "A6: evicted cluster(s) recovered and nothing replaced them: scheduled \
+                     again, their eviction tasks end"
+                );
+            }
             tracing::info!(
                 binding = %key,
                 from = %format_wire_targets(from),
@@ -631,12 +643,14 @@ impl ClusterTrigger {
             .into_iter()
             .filter(|o| responsible(&o.value, &self.scheduler_name))
             .filter(|o| {
-                let targets = o
-                    .value
-                    .spec
-                    .as_ref()
-                    .is_some_and(|s| s.clusters.iter().any(|t| t.name == new.name()));
-                targets || wire_affected(&o.value, old, new)
+                // targets, and eviction tasks: a recovered cluster may end its task (A6)
+                let concerned = o.value.spec.as_ref().is_some_and(|s| {
+                    s.clusters.iter().any(|t| t.name == new.name())
+                        || s.graceful_eviction_tasks
+                            .iter()
+                            .any(|t| t.from_cluster == new.name())
+                });
+                concerned || wire_affected(&o.value, old, new)
             })
             .map(|o| o.key)
             .collect()

@@ -56,6 +56,9 @@ pub enum Decision {
         trigger: Option<ScheduleTrigger>,
         /// The result.
         outcome: ScheduleOutcome,
+        /// A6: evicted clusters scheduled again because they recovered while no other
+        /// cluster replaced them; their eviction tasks end in the same write.
+        reinstated: Vec<String>,
     },
     /// The pipeline ran and failed.
     Failed {
@@ -114,10 +117,68 @@ pub fn decide(
         Err(_) => return Decision::MissingPlacement,
     };
     input.options = options;
-    match schedule(&input) {
-        Ok(outcome) => Decision::Scheduled { trigger, outcome },
+    let result = schedule(&input);
+    let replaced = matches!(&result, Ok(outcome) if !outcome.targets.is_empty());
+    if !replaced {
+        // A6 (Flotilla; Karmada #5803): a task never sticks. When nothing replaced an
+        // evicted cluster and that cluster is Ready and untainted again, it may be scheduled
+        // again; the scheduler then ends its task in the same write, so the cluster is never
+        // both a target and a task (I4) and its Work is never orphaned in between (I1).
+        let recovered = recovered_task_clusters(binding, clusters);
+        if !recovered.is_empty() {
+            let remaining: Vec<_> = binding
+                .spec
+                .graceful_eviction_tasks
+                .iter()
+                .filter(|t| !recovered.contains(&t.from_cluster))
+                .cloned()
+                .collect();
+            let mut again = input;
+            again.eviction_tasks = &remaining;
+            if let Ok(outcome) = schedule(&again) {
+                let reinstated: Vec<String> = outcome
+                    .targets
+                    .iter()
+                    .filter(|t| recovered.contains(&t.name))
+                    .map(|t| t.name.clone())
+                    .collect();
+                if !reinstated.is_empty() {
+                    return Decision::Scheduled {
+                        trigger,
+                        outcome,
+                        reinstated,
+                    };
+                }
+            }
+        }
+    }
+    match result {
+        Ok(outcome) => Decision::Scheduled {
+            trigger,
+            outcome,
+            reinstated: Vec::new(),
+        },
         Err(error) => Decision::Failed { trigger, error },
     }
+}
+
+/// A6: the clusters of the binding's eviction tasks that are back: present, not being
+/// deleted, Ready=True and without any taint.
+pub fn recovered_task_clusters(binding: &ResourceBinding, clusters: &[Cluster]) -> Vec<String> {
+    binding
+        .spec
+        .graceful_eviction_tasks
+        .iter()
+        .filter(|t| {
+            clusters.iter().any(|c| {
+                c.name() == t.from_cluster
+                    && c.meta.deletion_timestamp.is_none()
+                    && c.spec.taints.is_empty()
+                    && c.ready().is_some_and(|r| r.status == ConditionStatus::True)
+            })
+        })
+        .map(|t| t.from_cluster.clone())
+        .collect()
 }
 
 /// A trigger's name, e.g. `ReplicasChanged`.
@@ -253,13 +314,21 @@ pub fn plan_write(
                 .get_or_insert_with(Default::default)
                 .scheduler_observed_generation = generation;
         }
-        Decision::Scheduled { trigger, outcome } => {
-            new.spec.get_or_insert_with(Default::default).clusters = outcome
+        Decision::Scheduled {
+            trigger,
+            outcome,
+            reinstated,
+        } => {
+            let spec = new.spec.get_or_insert_with(Default::default);
+            spec.clusters = outcome
                 .targets
                 .iter()
                 .cloned()
                 .map(v1::TargetCluster::from)
                 .collect();
+            // A6: a reinstated cluster's eviction task ends with this write.
+            spec.graceful_eviction_tasks
+                .retain(|t| !reinstated.contains(&t.from_cluster));
             // The generation this write will carry: observed == generation exactly when the
             // written result reflects the written spec (SC-4.1, GE-2 hasScheduled).
             prepare_generation(old, &mut new);
@@ -387,6 +456,50 @@ mod tests {
         let again = decide(&rb2, &clusters, ScheduleOptions::default(), false);
         assert!(matches!(again, Decision::Scheduled { .. }), "SC-3.5");
         assert_eq!(plan_write(&new, &again, Time::from_secs(200)), None);
+    }
+
+    /// Regression (Karmada #5803, I6, A6): the only cluster a policy allows is evicted (task
+    /// kept, placement empty), then recovers. Before the fix the SC-6.6 filter kept it out
+    /// for as long as the task existed, and the task existed because nothing replaced it:
+    /// the binding stayed `Scheduled=False` for good.
+    #[test]
+    fn a6_a_recovered_evicted_cluster_with_no_replacement_is_scheduled_again() {
+        use flotilla_core::types::{GracefulEvictionTask, PurgeMode, Taint, TaintEffect};
+        let mut rb = duplicated(2, &[]);
+        rb.spec.graceful_eviction_tasks.push(GracefulEvictionTask {
+            from_cluster: "member1".into(),
+            purge_mode: PurgeMode::Gracefully,
+            producer: "TaintManager".into(),
+            reason: "TaintUntolerated".into(),
+            ..Default::default()
+        });
+        let mut member1 = cluster("member1");
+        member1.status.conditions.push(Condition {
+            type_: "Ready".into(),
+            status: ConditionStatus::True,
+            ..Default::default()
+        });
+        // still tainted: no reinstatement, the binding stays unscheduled (A6 first half)
+        let mut tainted = member1.clone();
+        tainted.spec.taints.push(Taint::new(
+            "cluster.karmada.io/not-ready",
+            TaintEffect::NoExecute,
+            None,
+        ));
+        let decision = decide(&rb, &[tainted], ScheduleOptions::default(), false);
+        assert!(matches!(decision, Decision::Failed { .. }), "{decision:?}");
+        // Ready and untainted: scheduled again and the task ends in the same write
+        let decision = decide(&rb, &[member1], ScheduleOptions::default(), false);
+        let Decision::Scheduled { reinstated, .. } = &decision else {
+            panic!("{decision:?}");
+        };
+        assert_eq!(reinstated, &vec!["member1".to_owned()]);
+        let old = v1::ResourceBinding::from(rb);
+        let new = plan_write(&old, &decision, Time::from_secs(10)).expect("writes");
+        let spec = new.spec.as_ref().unwrap();
+        assert_eq!(spec.clusters.len(), 1);
+        assert_eq!(spec.clusters[0].name, "member1");
+        assert!(spec.graceful_eviction_tasks.is_empty(), "the task ended");
     }
 
     #[test]

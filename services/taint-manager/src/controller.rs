@@ -264,11 +264,16 @@ impl Context {
     /// A8: recompute the rate from the clusters' Ready conditions; on a change, log it once,
     /// export it and record an event; when the brake lets go, release the parked keys.
     fn update_rate(&self) {
+        // A cluster that has no Ready condition yet (it is joining) is not judged either way.
         let clusters = self.clusters.list();
-        let total = clusters.len();
-        let unhealthy = clusters
+        let judged: Vec<ConditionStatus> = clusters
             .iter()
-            .filter(|c| c.ready().map(|r| r.status) != Some(ConditionStatus::True))
+            .filter_map(|c| c.ready().map(|r| r.status))
+            .collect();
+        let total = judged.len();
+        let unhealthy = judged
+            .iter()
+            .filter(|s| **s != ConditionStatus::True)
             .count();
         let observed = eviction_rate(total, unhealthy, &self.config.rate);
         let now = flotilla_runtime::now();
@@ -280,7 +285,9 @@ impl Context {
             }
             let ended = observe_fleet(
                 &mut brake.memory,
-                observed,
+                total,
+                unhealthy,
+                &self.config.rate,
                 now,
                 self.config.stabilization_window,
             );

@@ -1,0 +1,382 @@
+//! The fault suite: the real service binaries on a real etcd, seeded faults, and every
+//! revision of the stack's etcd namespace recorded from before the first write and checked
+//! against the invariants afterwards (`flotilla_tests::history`). Each scenario prints its
+//! seed, the faults it injected, the invariants it checked and every violation with its
+//! evidence; a violation fails the test.
+//!
+//! ```text
+//!   FLOTILLA_FAULT_SEED=N   replay one schedule (the seed is printed by every run)
+//!   FLOTILLA_SOAK=1         run every scenario over FLOTILLA_SOAK_SEEDS seeds (default 20)
+//! ```
+//!
+//! | scenario | fault (docs/reliability.md) | promise beyond I1, I4, I11 |
+//! |---|---|---|
+//! | `f1_etcd_pause`        | F1: etcd frozen for 3–6 s (longer than grace + timeout) | no member judged, no eviction (I9, I10), I3 |
+//! | `f2_kill_mid_failover` | F2: a controller SIGKILLed during a failover, restarted | the healthy members untouched (I9), I3 |
+//! | `f5_compacted_gap`     | F5: the work-executor cut off, Works changed, history compacted | every Work catches up (I3) |
+//! | `f10_mass_failure`     | F10: every member fails, then they heal a moment apart | no eviction (I10), I3 |
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use flotilla_proto::v1;
+use flotilla_runtime::testing::TcpProxy;
+use flotilla_store::Store;
+use flotilla_store::testing::EtcdServer;
+use flotilla_tests::history::{Expect, HistoryRecorder, check};
+use flotilla_tests::{
+    ApiClient, Stack, Timers, api_client, binding_healthy, cluster_names, create_nginx, eventually,
+    nginx_binding, nginx_policy, set_fault, target_names, tasks, wait_clusters_ready,
+};
+use rand::{Rng, SeedableRng};
+
+const T: Duration = Duration::from_secs(60);
+
+/// The seeds to run: `FLOTILLA_FAULT_SEED`, else a random one; with `FLOTILLA_SOAK=1`,
+/// `FLOTILLA_SOAK_SEEDS` (default 20) seeds following it.
+fn seeds() -> Vec<u64> {
+    let first = std::env::var("FLOTILLA_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random::<u32>) as u64;
+    if std::env::var("FLOTILLA_SOAK").is_ok_and(|v| v == "1") {
+        let n: u64 = std::env::var("FLOTILLA_SOAK_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20);
+        (0..n).map(|i| first + i).collect()
+    } else {
+        vec![first]
+    }
+}
+
+/// A stack on `etcd` whose whole history is recorded.
+async fn recorded(etcd: EtcdServer, timers: Timers) -> (Stack, HistoryRecorder) {
+    let probe = etcd.store("fault-suite-probe").await;
+    let from = probe.current_revision().await.unwrap() + 1;
+    let stack = Stack::start_on(etcd, timers, Vec::new()).await;
+    let recorder = HistoryRecorder::start(stack.store().await, from);
+    (stack, recorder)
+}
+
+/// Stops recording at the current revision and checks the history; panics on a violation.
+async fn verdict(
+    stack: &Stack,
+    recorder: HistoryRecorder,
+    scenario: &str,
+    seed: u64,
+    faults: &[String],
+    expect: &Expect,
+) {
+    let until = stack.store().await.current_revision().await.unwrap();
+    let history = recorder.stop_at(until).await;
+    let report = check(&history, expect);
+    report.print(scenario, seed, faults);
+    if !report.violations.is_empty() {
+        stack.dump_logs();
+        panic!(
+            "{scenario} (seed {seed}): {} invariant violation(s), first: {}",
+            report.violations.len(),
+            report.violations[0]
+        );
+    }
+}
+
+fn duplicated_on(names: &[&str]) -> v1::Placement {
+    v1::Placement {
+        cluster_affinity: Some(cluster_names(names)),
+        replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
+            replica_scheduling_type: v1::ReplicaSchedulingType::Duplicated as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn divided_on(names: &[&str]) -> v1::Placement {
+    v1::Placement {
+        cluster_affinity: Some(cluster_names(names)),
+        replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
+            replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
+            replica_division_preference: v1::ReplicaDivisionPreference::Weighted as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn healthy_on(api: &ApiClient, want: &[&str]) {
+    let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    eventually(T, &format!("nginx healthy on {want:?}"), || {
+        let want = want.clone();
+        async move {
+            let b = nginx_binding(api).await?;
+            let mut got = target_names(&b);
+            got.sort();
+            (got == want && tasks(&b).is_empty() && binding_healthy(&b)).then_some(())
+        }
+    })
+    .await;
+}
+
+async fn create_pull_cluster(api: &ApiClient, name: &str) {
+    api.clone()
+        .create_cluster(v1::CreateClusterRequest {
+            cluster: Some(v1::Cluster {
+                metadata: Some(v1::ObjectMeta {
+                    name: name.into(),
+                    labels: [("env".to_owned(), "test".to_owned())].into(),
+                    ..Default::default()
+                }),
+                spec: Some(v1::ClusterSpec {
+                    sync_mode: v1::SyncMode::Pull as i32,
+                    region: "eu".into(),
+                    ..Default::default()
+                }),
+                status: None,
+            }),
+        })
+        .await
+        .unwrap();
+}
+
+/// F1: etcd freezes for longer than the monitor grace period and the failover eviction
+/// timeout together, while every member (two Push, one Pull) stays healthy. The control
+/// plane's own blindness must not be charged to any member (A13): no Ready change, no taint,
+/// no eviction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f1_etcd_pause() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (mut stack, recorder) = recorded(EtcdServer::dedicated().await, Timers::fast()).await;
+        for m in ["member1", "member2"] {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        stack
+            .start_pull_member("member3", &["--pod-startup-delay=200ms"])
+            .await;
+        let api = api_client(&stack).await;
+        stack
+            .create_push_clusters(&api, &["member1", "member2"])
+            .await;
+        create_pull_cluster(&api, "member3").await;
+        let all = ["member1", "member2", "member3"];
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        let pause = Duration::from_millis(rng.random_range(3000..6000));
+        stack.etcd.pause();
+        tokio::time::sleep(pause).await;
+        stack.etcd.resume();
+        // a fresh grace period (2 s) and the success threshold (1 s) with room to spare
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        healthy_on(&api, &all).await;
+        let faults = vec![format!("etcd paused for {pause:?} (SIGSTOP … SIGCONT)")];
+        let expect = Expect {
+            healthy_members: all.iter().map(|s| s.to_string()).collect(),
+            no_evictions: true,
+            converged: true,
+        };
+        verdict(&stack, recorder, "f1_etcd_pause", seed, &faults, &expect).await;
+    }
+}
+
+/// F2: during a failover (member1 unreachable), one controller is SIGKILLed at a seeded
+/// moment and restarted after a seeded pause. The failover completes, the healthy members are
+/// never judged, and every binding ends with exactly the Works it needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_kill_mid_failover() {
+    const VICTIMS: [&str; 5] = [
+        "cluster-health",
+        "taint-manager",
+        "scheduler",
+        "graceful-eviction",
+        "work-executor",
+    ];
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
+        let all = ["member1", "member2", "member3"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        let victim = VICTIMS[rng.random_range(0..VICTIMS.len())];
+        let kill_after = Duration::from_millis(rng.random_range(0..4000));
+        let down_for = Duration::from_millis(rng.random_range(200..3000));
+        set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
+        tokio::time::sleep(kill_after).await;
+        stack.kill_service(victim).await;
+        tokio::time::sleep(down_for).await;
+        stack.start_service(victim);
+        healthy_on(&api, &["member2", "member3"]).await;
+        let faults = vec![
+            "member1 unreachable".to_owned(),
+            format!("{victim} SIGKILLed {kill_after:?} later, restarted after {down_for:?}"),
+        ];
+        let expect = Expect {
+            healthy_members: vec!["member2".into(), "member3".into()],
+            no_evictions: false,
+            converged: true,
+        };
+        verdict(
+            &stack,
+            recorder,
+            "f2_kill_mid_failover",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
+    }
+}
+
+/// F5: the work-executor's link to etcd is cut; meanwhile the workload changes (every Work
+/// must move to generation 2) and the history is compacted past the gap. After the link
+/// heals the work-executor re-lists, and every Work catches up — before the fix a re-listed
+/// binding was reconciled against the cache of before the gap, seen as done, and dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f5_compacted_gap() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (mut stack, recorder) = recorded(EtcdServer::dedicated().await, Timers::fast()).await;
+        let upstream: std::net::SocketAddr = stack.etcd.endpoints()[0]
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap();
+        let proxy = TcpProxy::start(upstream).await.unwrap();
+        stack
+            .restart_service_via("work-executor", &proxy.url())
+            .await;
+        let all = ["member1", "member2"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        proxy.cut();
+        let cut_for = Duration::from_millis(rng.random_range(500..3000));
+        let w = api
+            .clone()
+            .get_workload(v1::GetWorkloadRequest {
+                namespace: "default".into(),
+                kind: "Deployment".into(),
+                name: "nginx".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut changed = w.clone();
+        changed.manifest = changed
+            .manifest
+            .replace("\"replicas\": 3", "\"replicas\": 5");
+        assert_ne!(
+            changed.manifest, w.manifest,
+            "the seed manifest has 3 replicas"
+        );
+        api.clone()
+            .update_workload(v1::UpdateWorkloadRequest {
+                workload: Some(changed),
+            })
+            .await
+            .unwrap();
+        // let the api and scheduler move the binding on, then compact the gap away
+        tokio::time::sleep(cut_for).await;
+        let store = stack.store().await;
+        let rev = store.current_revision().await.unwrap();
+        store.compact(rev).await.unwrap();
+        proxy.restore();
+
+        eventually(
+            T,
+            "every Work carries 5 replicas and is observed",
+            || async {
+                let works = flotilla_tests::list_works(&api).await;
+                let done = works.len() == 2
+                    && works.iter().all(|w| {
+                        let generation = w.metadata.as_ref().map_or(0, |m| m.generation);
+                        w.spec.as_ref().and_then(|s| s.replicas) == Some(5)
+                            && w.status
+                                .as_ref()
+                                .is_some_and(|s| s.observed_generation == generation && s.applied)
+                    });
+                done.then_some(())
+            },
+        )
+        .await;
+        healthy_on(&api, &all).await;
+        let faults = vec![format!(
+            "work-executor cut off from etcd for {cut_for:?}+, workload changed, history compacted at {rev}"
+        )];
+        let expect = Expect {
+            healthy_members: all.iter().map(|s| s.to_string()).collect(),
+            no_evictions: true,
+            converged: true,
+        };
+        // the recorder's own watch is live, so the compaction did not cut it
+        verdict(&stack, recorder, "f5_compacted_gap", seed, &faults, &expect).await;
+    }
+}
+
+/// F10: every member fails at once (the brake halts evictions), then they heal a seeded
+/// moment apart. Leaving the full disruption must release no herd (A8): the members that come
+/// back last lose nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f10_mass_failure() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
+        let all = ["member1", "member2", "member3", "member4", "member5"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        for m in all {
+            set_fault(&stack.members[m], v1::FaultMode::Unreachable).await;
+        }
+        // past the failure threshold, the NoExecute timeout and the default toleration
+        let down = Duration::from_millis(rng.random_range(5000..7000));
+        tokio::time::sleep(down).await;
+        let first = rng.random_range(1..all.len());
+        let gap = Duration::from_millis(rng.random_range(50..1500));
+        for m in &all[..first] {
+            set_fault(&stack.members[*m], v1::FaultMode::Healthy).await;
+        }
+        tokio::time::sleep(gap).await;
+        for m in &all[first..] {
+            set_fault(&stack.members[*m], v1::FaultMode::Healthy).await;
+        }
+        wait_clusters_ready(&api, &all, T).await;
+        healthy_on(&api, &all).await;
+        let faults = vec![
+            format!("all 5 members unreachable for {down:?}"),
+            format!(
+                "{first} healed, the other {} {gap:?} later",
+                all.len() - first
+            ),
+        ];
+        let expect = Expect {
+            healthy_members: Vec::new(),
+            no_evictions: true,
+            converged: true,
+        };
+        verdict(&stack, recorder, "f10_mass_failure", seed, &faults, &expect).await;
+    }
+}
