@@ -54,6 +54,8 @@ pub struct Entry {
     pub key: String,
     /// What happened.
     pub change: Change,
+    /// When the recorder received it (the test's clock: one authority for timing checks).
+    pub at: std::time::Instant,
 }
 
 /// Records every change of a stack's namespace until stopped.
@@ -110,6 +112,7 @@ impl HistoryRecorder {
                                 continue;
                             }
                             let mut out = sink.lock().unwrap();
+                            let at = std::time::Instant::now();
                             for ev in batch.events {
                                 let (key, change) = match ev {
                                     Event::Put(kv) => {
@@ -122,6 +125,7 @@ impl HistoryRecorder {
                                     revision: batch.revision,
                                     key,
                                     change,
+                                    at,
                                 });
                             }
                             next = batch.revision + 1;

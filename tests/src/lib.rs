@@ -342,6 +342,8 @@ pub struct Stack {
     dir: tempfile::TempDir,
     /// Per service: etcd endpoints other than the stack's (e.g. a fault-injecting proxy).
     etcd_overrides: std::collections::BTreeMap<String, String>,
+    /// Per service: extra environment (e.g. a skewed clock).
+    service_env: std::collections::BTreeMap<String, Vec<(String, String)>>,
 }
 
 impl Stack {
@@ -374,6 +376,7 @@ impl Stack {
             env,
             dir,
             etcd_overrides: Default::default(),
+            service_env: Default::default(),
         };
         for service in CONTROL_PLANE {
             stack.start_service(service);
@@ -412,12 +415,14 @@ impl Stack {
         let admin = format!("127.0.0.1:{}", free_port());
         let mut args = self.common_flags(service, &addr, &admin);
         args.extend(self.timers.for_service(service));
+        let mut env = self.env.clone();
+        env.extend(self.service_env.get(service).cloned().unwrap_or_default());
         let process = Process::spawn_with_env(
             self.dir.path(),
             service,
             &format!("flotilla-{service}"),
             &args,
-            &self.env,
+            &env,
         );
         self.addrs.insert(service.to_string(), addr);
         self.admin_addrs.insert(service.to_string(), admin);
@@ -432,6 +437,16 @@ impl Stack {
         }
         self.etcd_overrides
             .insert(service.to_owned(), endpoints.to_owned());
+        self.start_service(service);
+        wait_serving(&self.addrs[service].clone(), Duration::from_secs(30)).await;
+    }
+
+    /// Restarts `service` with extra environment variables (kept for later restarts).
+    pub async fn restart_service_with_env(&mut self, service: &str, env: Vec<(String, String)>) {
+        if let Some(mut p) = self.services.remove(service) {
+            p.kill().await;
+        }
+        self.service_env.insert(service.to_owned(), env);
         self.start_service(service);
         wait_serving(&self.addrs[service].clone(), Duration::from_secs(30)).await;
     }
@@ -546,7 +561,10 @@ pub async fn set_fault(member: &Member, mode: flotilla_proto::v1::FaultMode) {
             .unwrap();
     let mut client = flotilla_proto::v1::member_sim_client::MemberSimClient::new(channel);
     client
-        .set_fault(flotilla_proto::v1::SetFaultRequest { mode: mode as i32 })
+        .set_fault(flotilla_proto::v1::SetFaultRequest {
+            mode: mode as i32,
+            api_errors: None,
+        })
         .await
         .unwrap();
 }
@@ -990,4 +1008,101 @@ pub async fn object_revisions(store: &EtcdStore) -> std::collections::BTreeMap<S
         .filter(|kv| !kv.key.starts_with("leases/") && !kv.key.starts_with("events/"))
         .map(|kv| (kv.key, kv.mod_revision))
         .collect()
+}
+
+/// A multi-member etcd cluster of the `etcd` binary on loopback (data on `/dev/shm` when it
+/// exists), for the fault suite: the shape a production user runs, whose members can be
+/// SIGKILLed one at a time. Removed on drop.
+pub struct EtcdCluster {
+    /// Client URLs, one per member.
+    pub endpoints: Vec<String>,
+    members: Vec<Option<std::process::Child>>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members and waits until the cluster answers.
+    pub async fn start(n: usize) -> Self {
+        let token = format!("flotilla-test-{:08x}", rand::random::<u32>());
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let initial = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("e{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let shm = std::path::Path::new("/dev/shm");
+        let mut dirs = Vec::new();
+        let mut members = Vec::new();
+        let mut endpoints = Vec::new();
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let dir = if shm.is_dir() {
+                tempfile::tempdir_in(shm).unwrap()
+            } else {
+                tempfile::tempdir().unwrap()
+            };
+            let url = format!("http://127.0.0.1:{client}");
+            let child = std::process::Command::new("etcd")
+                .args([
+                    format!("--name=e{i}"),
+                    format!("--data-dir={}", dir.path().join("data").display()),
+                    format!("--listen-client-urls={url}"),
+                    format!("--advertise-client-urls={url}"),
+                    format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+                    format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+                    format!("--initial-cluster={initial}"),
+                    "--initial-cluster-state=new".into(),
+                    format!("--initial-cluster-token={token}"),
+                    "--heartbeat-interval=50".into(),
+                    "--election-timeout=500".into(),
+                    "--logger=zap".into(),
+                    "--log-level=error".into(),
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start an etcd member (is Debian's etcd-server installed?)");
+            members.push(Some(child));
+            endpoints.push(url);
+            dirs.push(dir);
+        }
+        let cluster = EtcdCluster {
+            endpoints,
+            members,
+            _dirs: dirs,
+        };
+        let config = EtcdConfig::new(cluster.endpoints.clone());
+        eventually(Duration::from_secs(30), "the etcd cluster answers", || {
+            let config = config.clone();
+            async move {
+                let store = EtcdStore::connect(config).await.ok()?;
+                use flotilla_store::Store;
+                store.current_revision().await.ok()
+            }
+        })
+        .await;
+        cluster
+    }
+
+    /// The cluster as the [`EtcdServer`] a [`Stack`] runs on (every member's endpoint).
+    pub fn server(&self) -> EtcdServer {
+        EtcdServer::external(self.endpoints.clone())
+    }
+
+    /// SIGKILLs member `i` (it stays down).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
 }

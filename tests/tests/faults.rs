@@ -15,6 +15,9 @@
 //! | `f2_kill_mid_failover` | F2: a controller SIGKILLed during a failover, restarted | the healthy members untouched (I9), I3 |
 //! | `f5_compacted_gap`     | F5: the work-executor cut off, Works changed, history compacted | every Work catches up (I3) |
 //! | `f10_mass_failure`     | F10: every member fails, then they heal a moment apart | no eviction (I10), I3 |
+//! | `f11_member_api_errors` | F11: the member's API fails, conflicts, loses replies | the Work says so; applied in the end; nothing created twice; I3 |
+//! | `f6_clock_skew`        | F6: the taint-manager's wall clock minutes off (libfaketime) | no eviction before the toleration on the test's clock (I12); the task ends (I6); I3 |
+//! | `f1_etcd_member_lost_mid_failover` | one of three etcd members SIGKILLed mid-failover | the failover completes; I9 for the healthy members, I3 |
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -378,5 +381,277 @@ async fn f10_mass_failure() {
             converged: true,
         };
         verdict(&stack, recorder, "f10_mass_failure", seed, &faults, &expect).await;
+    }
+}
+
+/// F11: member1's API fails a seeded share of its calls — 500s, 409 conflicts, applies whose
+/// reply is lost, status reads that fail — while the workload is placed and then changed.
+/// The work-executor retries with back-off, a failed apply shows on the Work's status (seen in
+/// the recorded history), every Work ends applied at its generation, and nothing is created
+/// twice on the member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f11_member_api_errors() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
+        let all = ["member1", "member2"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        let errors = v1::ApiErrors {
+            apply_error_percent: rng.random_range(10..30),
+            apply_conflict_percent: rng.random_range(5..20),
+            apply_lost_reply_percent: rng.random_range(10..30),
+            apply_timeout_percent: 0,
+            delete_error_percent: rng.random_range(10..40),
+            status_error_percent: rng.random_range(10..40),
+            seed,
+        };
+        let mut control = v1::member_sim_client::MemberSimClient::connect(format!(
+            "http://{}",
+            stack.members["member1"].control_addr
+        ))
+        .await
+        .unwrap();
+        // First every apply fails: the Work must say so.
+        control
+            .set_fault(v1::SetFaultRequest {
+                mode: v1::FaultMode::Healthy as i32,
+                api_errors: Some(v1::ApiErrors {
+                    apply_error_percent: 100,
+                    ..Default::default()
+                }),
+            })
+            .await
+            .unwrap();
+        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
+        let message = eventually(T, "member1's Work reports the failed apply", || async {
+            let w = flotilla_tests::cluster_work(&api, "member1").await?;
+            let s = w.status?;
+            (!s.applied && s.applied_message.contains("injected")).then_some(s.applied_message)
+        })
+        .await;
+        eprintln!("member1's Work while its API fails: {message}");
+        // Then the seeded mix.
+        control
+            .set_fault(v1::SetFaultRequest {
+                mode: v1::FaultMode::Healthy as i32,
+                api_errors: Some(errors),
+            })
+            .await
+            .unwrap();
+        healthy_on(&api, &all).await;
+        // a change: every Work moves to generation 2 through the same errors
+        let w = api
+            .clone()
+            .get_workload(v1::GetWorkloadRequest {
+                namespace: "default".into(),
+                kind: "Deployment".into(),
+                name: "nginx".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut changed = w.clone();
+        changed.manifest = changed
+            .manifest
+            .replace("\"replicas\": 3", "\"replicas\": 4");
+        api.clone()
+            .update_workload(v1::UpdateWorkloadRequest {
+                workload: Some(changed),
+            })
+            .await
+            .unwrap();
+        eventually(
+            T,
+            "every Work applied at its generation with 4 replicas",
+            || async {
+                let works = flotilla_tests::list_works(&api).await;
+                let done = works.len() == 2
+                    && works.iter().all(|w| {
+                        let generation = w.metadata.as_ref().map_or(0, |m| m.generation);
+                        w.spec.as_ref().and_then(|s| s.replicas) == Some(4)
+                            && w.status
+                                .as_ref()
+                                .is_some_and(|s| s.observed_generation == generation && s.applied)
+                    });
+                done.then_some(())
+            },
+        )
+        .await;
+        healthy_on(&api, &all).await;
+        let status = control
+            .get_status(v1::MemberSimGetStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            (status.manifests, status.creates),
+            (1, 1),
+            "one object on member1, created once"
+        );
+        let faults = vec![format!(
+            "member1's API: {}% 500s, {}% conflicts, {}% lost replies on apply; {}% failed deletes; \
+             {}% failed status reads ({} errors injected)",
+            errors.apply_error_percent,
+            errors.apply_conflict_percent,
+            errors.apply_lost_reply_percent,
+            errors.delete_error_percent,
+            errors.status_error_percent,
+            status.injected_errors
+        )];
+        let expect = Expect {
+            healthy_members: all.iter().map(|s| s.to_string()).collect(),
+            no_evictions: true,
+            converged: true,
+        };
+        verdict(
+            &stack,
+            recorder,
+            "f11_member_api_errors",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
+    }
+}
+
+/// A three-member etcd cluster loses one member (a seeded one, perhaps the leader) in the
+/// middle of a failover: nothing is lost and the failover completes once etcd has elected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f1_etcd_member_lost_mid_failover() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut etcd = flotilla_tests::EtcdCluster::start(3).await;
+        let (mut stack, recorder) = recorded(etcd.server(), Timers::fast()).await;
+        let all = ["member1", "member2", "member3"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        let victim = rng.random_range(0..3);
+        let after = Duration::from_millis(rng.random_range(0..3000));
+        set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
+        tokio::time::sleep(after).await;
+        etcd.kill(victim);
+        healthy_on(&api, &["member2", "member3"]).await;
+        let faults = vec![
+            "member1 unreachable".to_owned(),
+            format!("etcd member e{victim} of 3 SIGKILLed {after:?} later"),
+        ];
+        let expect = Expect {
+            healthy_members: vec!["member2".into(), "member3".into()],
+            no_evictions: false,
+            converged: true,
+        };
+        verdict(
+            &stack,
+            recorder,
+            "f1_etcd_member_lost_mid_failover",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
+    }
+}
+
+/// Debian's libfaketime (package `faketime`), which skews the wall clock of a dynamically
+/// linked program.
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// F6: the taint-manager's wall clock runs minutes ahead of (or behind) cluster-health's, which
+/// stamps the NoExecute taints. No eviction may come before the toleration (5 s here) has
+/// passed since the taint appeared — measured by the test's own clock on the recorded history
+/// (I12) — and the failover must still finish, its task ending (I6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f6_clock_skew() {
+    assert!(
+        std::path::Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: install Debian's faketime (scripts/test.sh does)"
+    );
+    const TOLERATION: Duration = Duration::from_secs(5);
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let skew: i64 = rng.random_range(120..600) * if rng.random_bool(0.5) { 1 } else { -1 };
+        let timers = Timers::fast()
+            .set("api", "default-not-ready-toleration-seconds", "5")
+            .set("api", "default-unreachable-toleration-seconds", "5");
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, timers).await;
+        stack
+            .restart_service_with_env(
+                "taint-manager",
+                vec![
+                    ("LD_PRELOAD".into(), LIBFAKETIME.into()),
+                    ("FAKETIME".into(), format!("{skew:+}s")),
+                    ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+                ],
+            )
+            .await;
+        let all = ["member1", "member2", "member3"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
+        healthy_on(&api, &["member2", "member3"]).await;
+        let until = stack.store().await.current_revision().await.unwrap();
+        let history = recorder.stop_at(until).await;
+        // I12 on the test's clock: the first NoExecute on member1 → the eviction from it
+        let tainted_at = history.iter().find_map(|e| match &e.change {
+            flotilla_tests::history::Change::Cluster(c)
+                if e.key == "clusters/member1"
+                    && c.spec
+                        .iter()
+                        .flat_map(|s| s.taints.iter())
+                        .any(|t| t.effect == v1::TaintEffect::NoExecute as i32) =>
+            {
+                Some(e.at)
+            }
+            _ => None,
+        });
+        let expect = Expect {
+            healthy_members: vec!["member2".into(), "member3".into()],
+            no_evictions: false,
+            converged: true,
+        };
+        let report = check(&history, &expect);
+        let faults = vec![
+            format!("the taint-manager's wall clock {skew:+} s (libfaketime)"),
+            "member1 unreachable".to_owned(),
+        ];
+        report.print("f6_clock_skew", seed, &faults);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        let tainted_at = tainted_at.expect("member1 got a NoExecute taint");
+        let evicted_at = history
+            .iter()
+            .find(|e| {
+                report
+                    .evictions
+                    .iter()
+                    .any(|(rev, _, c)| *rev == e.revision && c == "member1")
+            })
+            .map(|e| e.at)
+            .expect("the binding was evicted from member1");
+        let waited = evicted_at.duration_since(tainted_at);
+        eprintln!("    NoExecute → eviction: {waited:?} (toleration {TOLERATION:?})");
+        assert!(
+            waited + Duration::from_millis(300) >= TOLERATION,
+            "I12: evicted {waited:?} after the taint, before the {TOLERATION:?} toleration"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! `flotilla bench`: Flotilla measured against the floor of its store, in the same run
-//! (DESIGN.md §7).
+//! (docs/design.md §7).
 //!
 //! ```text
 //!   bench failover  the whole suite in this process, N member-sims, M bindings; one cluster
@@ -23,7 +23,7 @@ pub enum BenchCommand {
     /// Fail one of N clusters under M bindings with every timer at zero and measure the
     /// failover end to end, per stage, next to the store's floor.
     Failover(failover::FailoverArgs),
-    /// The store benchmark of DESIGN.md §7 on etcd (given or temporary) and MemStore.
+    /// The store benchmark of docs/design.md §7 on etcd (given or temporary) and MemStore.
     Store(store::StoreBenchArgs),
 }
 

@@ -177,7 +177,7 @@ pub enum EvictOutcome {
 }
 
 /// TM-11 `GracefulEvictCluster`: move `cluster` from `spec.clusters` to a graceful eviction
-/// task. One CAS write of the whole binding carries both changes (DESIGN.md §3), so a
+/// task. One CAS write of the whole binding carries both changes (docs/design.md §3), so a
 /// cluster is never both a target and a task (A7).
 pub fn graceful_evict_cluster(
     spec: &mut ResourceBindingSpec,
@@ -382,6 +382,30 @@ pub fn restart_toleration_clocks(taints: &[Taint], ended_at: Option<Time>) -> Ve
                 && added < ended_at
             {
                 t.time_added = Some(ended_at);
+            }
+            t
+        })
+        .collect()
+}
+
+/// F6 / I12 (Flotilla's rule): toleration clocks run on the evaluator's own clock. A
+/// NoExecute taint's `timeAdded` is written by cluster-health with *its* clock; comparing it
+/// with the taint-manager's `now` would let a skewed clock evict early (or late). So each taint
+/// counts as added when this replica first saw it (`first_seen`, read off the same clock as
+/// `now`), or now if it has not been seen yet. A replica that starts after the taint was added
+/// counts from its own start: a late eviction at worst, never an early one. (Karmada compares
+/// the writer's `timeAdded` with the reader's clock, TM-8.3.)
+pub fn local_toleration_clocks(
+    taints: &[Taint],
+    first_seen: impl Fn(&Taint) -> Option<Time>,
+    now: Time,
+) -> Vec<Taint> {
+    taints
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            if t.effect == TaintEffect::NoExecute {
+                t.time_added = Some(first_seen(&t).unwrap_or(now));
             }
             t
         })
@@ -856,6 +880,48 @@ mod tests {
             bucket
                 .try_take(Time::from_secs(100), Some(0.01), 1.0)
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn f6_toleration_clocks_run_on_the_evaluators_clock() {
+        // cluster-health's clock is 300 s behind: its timeAdded looks 300 s old here
+        let writer_added = Some(Time::from_secs(1_000));
+        let taints = vec![
+            ne("seen", writer_added.map(|t| t.as_millis() / 1000)),
+            ne("unseen", writer_added.map(|t| t.as_millis() / 1000)),
+            Taint::new("ns", TaintEffect::NoSchedule, writer_added),
+        ];
+        let now = Time::from_secs(1_310);
+        let first_seen = |t: &Taint| (t.key == "seen").then_some(Time::from_secs(1_305));
+        let local = local_toleration_clocks(&taints, first_seen, now);
+        let added: Vec<Option<Time>> = local.iter().map(|t| t.time_added).collect();
+        assert_eq!(
+            added,
+            vec![Some(Time::from_secs(1_305)), Some(now), writer_added],
+            "NoExecute taints count from when they were first seen here; others untouched"
+        );
+        // with a 60 s toleration nothing is due yet, although the writer's clock says 310 s
+        let placement = Placement {
+            cluster_tolerations: vec![Toleration {
+                key: "seen".into(),
+                operator: TolerationOperator::Exists,
+                effect: Some(TaintEffect::NoExecute),
+                toleration_seconds: Some(60),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let on_writer_clock = need_eviction(&taints[..1], Some(&placement), now).unwrap();
+        assert_eq!(
+            on_writer_clock.decision,
+            EvictionDecision::EvictNow,
+            "the skew's verdict"
+        );
+        let on_own_clock = need_eviction(&local[..1], Some(&placement), now).unwrap();
+        assert_eq!(
+            on_own_clock.decision,
+            EvictionDecision::EvictAfter(Duration::from_secs(55))
         );
     }
 }

@@ -1,4 +1,4 @@
-//! Domain types with Karmada's names (SEMANTICS.md §1). These are plain data: the wire
+//! Domain types with Karmada's names (docs/semantics.md). These are plain data: the wire
 //! format lives in `flotilla-proto`, which converts to and from these at the edge.
 
 use std::collections::BTreeMap;

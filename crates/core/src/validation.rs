@@ -1,4 +1,4 @@
-//! Validation of everything a user can send (RELIABILITY.md §3, SEMANTICS.md §7 PD-3).
+//! Validation of everything a user can send (docs/reliability.md (bad input), docs/semantics.md PD-3).
 //!
 //! ```text
 //!   gRPC request ──► proto::convert (enums, wrappers) ──► types ──► validation ──► FieldErrors
@@ -283,12 +283,12 @@ impl fmt::Display for FieldPath {
 // ---------------------------------------------------------------------------------------
 
 /// One year in seconds: the cap on every toleration time and grace period
-/// (RELIABILITY.md §3, *(infer)* "a total toleration time or grace period beyond the cap").
+/// (docs/reliability.md (bad input), *(infer)* "a total toleration time or grace period beyond the cap").
 pub const ONE_YEAR_SECONDS: i64 = 365 * 24 * 60 * 60;
 
 /// Size caps on user input, passed explicitly to the validators (no globals).
 ///
-/// The defaults come from RELIABILITY.md §3 ("gRPC-specific requirements"); where it gives
+/// The defaults come from docs/reliability.md (bad input) ("gRPC-specific requirements"); where it gives
 /// no number the default is a Flotilla choice, marked as such. Format limits fixed by
 /// Kubernetes or Karmada (63-char labels, 48-char cluster names, …) are constants in
 /// this module instead, because changing them would break compatibility.

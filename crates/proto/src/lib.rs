@@ -32,6 +32,6 @@ pub mod v1 {
 /// imports (`google/protobuf/timestamp.proto`, `duration.proto`), with source comments.
 ///
 /// Register it with `tonic_reflection` (both `build_v1()` and `build_v1alpha()`, see
-/// ECOSYSTEM.md §3) so that `grpcurl list` and `describe` work on every service.
+/// docs/design.md §8) so that `grpcurl list` and `describe` work on every service.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/flotilla_v1_descriptor.bin"));

@@ -36,7 +36,7 @@ pub struct CommonArgs {
     )]
     pub etcd_endpoints: Vec<String>,
 
-    /// Key prefix of this installation in etcd (DESIGN.md §3).
+    /// Key prefix of this installation in etcd (docs/design.md §3).
     #[arg(long, env = "FLOTILLA_ETCD_PREFIX", default_value = "/flotilla")]
     pub etcd_prefix: String,
 

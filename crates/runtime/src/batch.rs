@@ -13,7 +13,7 @@
 //! ```
 //!
 //! A failover of 10,000 bindings thus costs about 10,000 / 64 transactions instead of 10,000
-//! sequential round trips (DESIGN.md §7), while a lone write still goes out at once. Batching
+//! sequential round trips (docs/design.md §7), while a lone write still goes out at once. Batching
 //! changes how many round trips a burst costs, never what a write may overwrite: a loser gets
 //! its own `Conflict` (or `NotFound`) and is re-read and re-decided by its caller (I5);
 //! nothing is retried here. A failure of the whole batch (the leadership fence of a

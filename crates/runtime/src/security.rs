@@ -1,5 +1,5 @@
 //! Transport security and caller authentication for every Flotilla gRPC link
-//! (RELIABILITY.md S1, S3).
+//! (docs/design.md §9 (S1, S3)).
 //!
 //! ```text
 //!   server:  --tls-cert + --tls-key            → TLS

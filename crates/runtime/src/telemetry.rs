@@ -136,7 +136,7 @@ where
 
 /// Exports the spans still queued and stops the exporter, waiting at most `timeout`. Runs on
 /// a plain thread, never on the caller's runtime: the tonic exporter deadlocks when flushed
-/// from a `current_thread` or 1-worker runtime (ECOSYSTEM.md §4). No-op without an exporter.
+/// from a `current_thread` or 1-worker runtime (docs/design.md §8). No-op without an exporter.
 pub fn shutdown_tracing(timeout: Duration) {
     let provider = PROVIDER
         .lock()

@@ -1,4 +1,4 @@
-//! Transport security over real sockets (RELIABILITY.md S1, S3): a server started with
+//! Transport security over real sockets (docs/design.md §9 (S1, S3)): a server started with
 //! `--tls-cert/--tls-key/--tls-client-ca` accepts only clients holding a certificate of its
 //! CA, and with `--auth-tokens-file` only calls carrying an accepted bearer token (health
 //! and reflection stay open). The certificates come from `scripts/dev-certs.sh`, the same

@@ -1,7 +1,7 @@
 //! `cargo bench -p flotilla-store --features test-util`: the store benchmark on a real etcd
 //! (FLOTILLA_ETCD_ENDPOINTS, else one the harness starts; FLOTILLA_ETCD_SOURCE=binary avoids
 //! Docker's port proxy), printed next to the same workload on the raw etcd-client (the floor,
-//! measured in the same run), MemStore, and DESIGN.md §7's figures.
+//! measured in the same run), MemStore, and docs/design.md §7's figures.
 //!
 //! etcd slows down as its database grows, so when the harness starts etcd each side of each
 //! round gets a fresh instance; on external endpoints the sides alternate which goes first.

@@ -1,4 +1,4 @@
-//! The store benchmark (feature `bench`): the etcd round-trip figures DESIGN.md §7 budgets
+//! The store benchmark (feature `bench`): the etcd round-trip figures docs/design.md §7 budgets
 //! a failover with, measured through the [`Store`] trait so that our own overhead counts.
 //! `cargo bench -p flotilla-store --features test-util` runs it on a real etcd; the CLI's
 //! `flotilla bench store` can call [`run`] on any store.
@@ -34,7 +34,7 @@ pub struct BenchOptions {
     pub seq_puts: usize,
     /// Puts in the concurrent run.
     pub concurrent_puts: usize,
-    /// Puts in flight in the concurrent run (DESIGN.md §7 uses 64).
+    /// Puts in flight in the concurrent run (docs/design.md §7 uses 64).
     pub concurrency: usize,
     /// Compare-and-swaps on one key.
     pub cas_ops: usize,
@@ -86,7 +86,7 @@ pub struct BenchReport {
     pub watch_p99: Duration,
 }
 
-/// DESIGN.md §7's figures for Debian's etcd 3.4 on the 2-core build machines (0 = not
+/// docs/design.md §7's figures for Debian's etcd 3.4 on the 2-core build machines (0 = not
 /// quoted).
 pub const DESIGN_REFERENCE: BenchReport = BenchReport {
     seq_puts_per_sec: 2_400.0,

@@ -34,7 +34,7 @@ use crate::types::{
 };
 use crate::watch::WatchStream;
 
-/// The default key namespace (DESIGN.md §3).
+/// The default key namespace (docs/design.md §3).
 pub const DEFAULT_NAMESPACE: &str = "/flotilla";
 
 /// TLS material for a secured etcd, as PEM files (the usual `--cacert`, `--cert`, `--key`).

@@ -359,6 +359,17 @@ impl EtcdServer {
         self.source
     }
 
+    /// An etcd this test does not own (e.g. a cluster it started itself), at `endpoints`.
+    pub fn external(endpoints: Vec<String>) -> Self {
+        Self {
+            endpoints,
+            tls: None,
+            source: EtcdSource::External,
+            owned: None,
+            started_in: Duration::ZERO,
+        }
+    }
+
     /// Freezes this etcd (SIGSTOP, or `docker pause`): every request hangs, and leases do
     /// not run out, until [`EtcdServer::resume`]. Panics on an external etcd, which is not
     /// this test's to pause (use [`EtcdServer::dedicated`]).

@@ -1,4 +1,4 @@
-//! The typed layer: protobuf-encoded objects under the key layout of DESIGN.md §3.
+//! The typed layer: protobuf-encoded objects under the key layout of docs/design.md §3.
 //!
 //! ```text
 //!   clusters/<name>                       Cluster
@@ -310,7 +310,7 @@ impl Typed {
     /// Applies many guarded updates in as few transactions as possible (each update keeps its
     /// own compare; at most `MAX_TXN_OPS / 2` per transaction). Returns one result per
     /// update, in order: the written object, or the conflict. Losers are not retried here —
-    /// the caller re-reads and re-decides them (DESIGN.md §7).
+    /// the caller re-reads and re-decides them (docs/design.md §7).
     pub async fn update_many<R: Stored>(&self, updates: Vec<Update<R>>) -> Result<Vec<Result<R>>> {
         const CHUNK: usize = MAX_TXN_OPS / 2;
         let mut out: Vec<Option<Result<R>>> = Vec::with_capacity(updates.len());

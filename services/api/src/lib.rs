@@ -1,4 +1,4 @@
-//! `flotilla-api`: the front door of Flotilla (DESIGN.md §4) and the detector.
+//! `flotilla-api`: the front door of Flotilla (docs/design.md §4) and the detector.
 //!
 //! ```text
 //!   user / CLI / pull agents ──gRPC flotilla.v1.Api──► handlers (grpc.rs)

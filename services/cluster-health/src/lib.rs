@@ -1,6 +1,6 @@
 //! `flotilla-cluster-health`: turns probes of Push members and heartbeats of Pull agents into
 //! each cluster's `Ready` condition and its controller taints (`cluster.karmada.io/*`)
-//! (SEMANTICS.md §2: CH-1..CH-19, with A1, A2, A9).
+//! (docs/semantics.md: CH-1..CH-19, with A1, A2, A9).
 //!
 //! ```text
 //!   etcd ─watch clusters/──────────────► Cache<Cluster> ──┬─► probe queue (Push clusters)

@@ -1,6 +1,6 @@
 //! `flotilla-graceful-eviction`: stamps and removes graceful eviction tasks once the new
 //! placement is healthy or the task timed out, keeps them while no replacement exists, and
-//! runs application failover (SEMANTICS.md §5, GE-1..GE-8, with A6 and A10).
+//! runs application failover (docs/semantics.md, GE-1..GE-8, with A6 and A10).
 //!
 //! ```text
 //!   etcd ──watch bindings/──► Cache<binding> ──create/update/list──► WorkQueue<binding key>
@@ -218,7 +218,7 @@ impl Service {
         );
         let typed = Typed::new(Arc::new(elector.fenced_store(store.clone())));
         let recorder = Recorder::spawn(store.clone(), "graceful-eviction", shutdown.clone());
-        // Group commit (DESIGN.md §7): up to --workers binding writes per update_many, a few
+        // Group commit (docs/design.md §7): up to --workers binding writes per update_many, a few
         // yields of lingering so that workers mid-decision join the batch.
         let batches = BatchConfig::default()
             .max_batch(config.workers)

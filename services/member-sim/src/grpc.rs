@@ -6,7 +6,24 @@ use flotilla_proto::v1;
 use flotilla_proto::v1::member_sim_server::MemberSim;
 use tonic::{Request, Response, Status};
 
-use crate::sim::{Fault, FieldError, LookupError, Sim, key_of, parse_apply};
+use crate::sim::{
+    ApiCall, Fault, FieldError, InjectedError, LookupError, Sim, key_of, parse_apply,
+};
+
+/// The status of an injected API error (F11); a timeout first hangs for 30 s.
+async fn injected(e: InjectedError) -> Status {
+    match e {
+        InjectedError::Unavailable => {
+            Status::unavailable("injected (F11): the member's API answered 500")
+        }
+        InjectedError::Conflict => Status::aborted("injected (F11): 409 Conflict"),
+        InjectedError::LostReply => Status::unavailable("injected (F11): the reply was lost"),
+        InjectedError::Timeout => {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+            Status::deadline_exceeded("injected (F11): the member's API did not answer")
+        }
+    }
+}
 
 /// Errors of the MemberSim RPCs, mapped to gRPC codes in one place.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +84,16 @@ impl MemberSim for MemberSimService {
     ) -> Result<Response<v1::ApplyManifestResponse>, Status> {
         let req = request.into_inner();
         let spec = parse_apply(&req.manifest, req.resource, req.replicas).map_err(Error::from)?;
+        match self.sim.inject(ApiCall::Apply) {
+            None => {}
+            Some(InjectedError::LostReply) => {
+                self.sim.apply(spec);
+                return Err(Status::unavailable(
+                    "injected (F11): applied, but the reply was lost",
+                ));
+            }
+            Some(other) => return Err(injected(other).await),
+        }
         let (created, status) = self.sim.apply(spec);
         Ok(Response::new(v1::ApplyManifestResponse {
             created,
@@ -79,6 +106,9 @@ impl MemberSim for MemberSimService {
         request: Request<v1::DeleteManifestRequest>,
     ) -> Result<Response<v1::DeleteManifestResponse>, Status> {
         let r = required_resource(request.into_inner().resource).map_err(Error::from)?;
+        if let Some(e) = self.sim.inject(ApiCall::Delete) {
+            return Err(injected(e).await);
+        }
         let deleted = self.sim.delete(&key_of(&r));
         Ok(Response::new(v1::DeleteManifestResponse { deleted }))
     }
@@ -88,6 +118,9 @@ impl MemberSim for MemberSimService {
         request: Request<v1::GetManifestRequest>,
     ) -> Result<Response<v1::GetManifestResponse>, Status> {
         let r = required_resource(request.into_inner().resource).map_err(Error::from)?;
+        if let Some(e) = self.sim.inject(ApiCall::Status) {
+            return Err(injected(e).await);
+        }
         let status = self.sim.get(&key_of(&r)).map_err(Error::from)?;
         Ok(Response::new(v1::GetManifestResponse {
             status: Some(status),
@@ -110,7 +143,8 @@ impl MemberSim for MemberSimService {
         &self,
         request: Request<v1::SetFaultRequest>,
     ) -> Result<Response<v1::SetFaultResponse>, Status> {
-        let raw = request.into_inner().mode;
+        let request = request.into_inner();
+        let raw = request.mode;
         let fault = Fault::from_wire(raw).ok_or_else(|| {
             Error::from(FieldError {
                 field: "mode".into(),
@@ -119,6 +153,9 @@ impl MemberSim for MemberSimService {
                 ),
             })
         })?;
+        self.sim
+            .set_api_errors(request.api_errors)
+            .map_err(Error::from)?;
         let previous = self.sim.set_fault(fault);
         Ok(Response::new(v1::SetFaultResponse {
             previous: previous.to_wire().into(),

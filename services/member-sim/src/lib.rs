@@ -20,7 +20,10 @@
 //! work (reachable but not ok, CH-3.2); `unreachable` makes every HTTP request and RPC on
 //! `--listen` hang until healed (CH-3.1) — except `SetFault` itself, which stays exempt so
 //! that a test can heal the member through the same address — and stops a Pull agent's
-//! heartbeats and works watch.
+//! heartbeats and works watch. `SetFault` also sets the member API's errors (F11,
+//! `api_errors`): seeded percentages of applies that fail (500), conflict (409), apply but lose
+//! their reply, or hang past the caller's timeout, and of deletes and status reads that fail;
+//! `GetStatus` counts the objects ever created (`creates`) and the errors injected.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

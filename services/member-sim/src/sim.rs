@@ -299,6 +299,36 @@ struct State {
     next_seq: u64,
     bound: u64,
     pending: u64,
+    /// Objects created since start.
+    creates: u64,
+    /// API calls failed on purpose since start.
+    injected: u64,
+    /// F11: the API errors in force and their generator.
+    api_errors: Option<(v1::ApiErrors, rand::rngs::StdRng)>,
+}
+
+/// An API call of the member (F11 error injection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiCall {
+    /// ApplyManifest.
+    Apply,
+    /// DeleteManifest.
+    Delete,
+    /// GetManifest.
+    Status,
+}
+
+/// What an injected API error does to one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectedError {
+    /// Fails at once; nothing done (an HTTP 500).
+    Unavailable,
+    /// Fails at once with a conflict; nothing done (an HTTP 409).
+    Conflict,
+    /// Does the work, then fails (the reply is lost).
+    LostReply,
+    /// Hangs for 30 s, then fails (the caller times out first).
+    Timeout,
 }
 
 /// One simulated member cluster. Shared (`Arc<Sim>`) by the gRPC service, the HTTP probes
@@ -487,6 +517,80 @@ impl Sim {
         *self.fault.borrow()
     }
 
+    /// F11: the API errors from now on (`None`: none). Percentages above 100 are refused.
+    pub fn set_api_errors(&self, errors: Option<v1::ApiErrors>) -> Result<(), FieldError> {
+        if let Some(e) = &errors {
+            for (field, p) in [
+                ("api_errors.apply_error_percent", e.apply_error_percent),
+                (
+                    "api_errors.apply_conflict_percent",
+                    e.apply_conflict_percent,
+                ),
+                (
+                    "api_errors.apply_lost_reply_percent",
+                    e.apply_lost_reply_percent,
+                ),
+                ("api_errors.apply_timeout_percent", e.apply_timeout_percent),
+                ("api_errors.delete_error_percent", e.delete_error_percent),
+                ("api_errors.status_error_percent", e.status_error_percent),
+            ] {
+                if p > 100 {
+                    return Err(FieldError {
+                        field: field.into(),
+                        message: format!("is a percentage (0..=100), not {p}"),
+                    });
+                }
+            }
+            let apply = u64::from(e.apply_error_percent)
+                + u64::from(e.apply_conflict_percent)
+                + u64::from(e.apply_lost_reply_percent)
+                + u64::from(e.apply_timeout_percent);
+            if apply > 100 {
+                return Err(FieldError {
+                    field: "api_errors".into(),
+                    message: format!("the apply percentages add up to {apply}, more than 100"),
+                });
+            }
+        }
+        use rand::SeedableRng;
+        tracing::info!(cluster = %self.config.name, ?errors, "API errors changed (F11)");
+        self.lock().api_errors = errors.map(|e| (e, rand::rngs::StdRng::seed_from_u64(e.seed)));
+        Ok(())
+    }
+
+    /// F11: whether this call of the member's API fails on purpose, and how.
+    pub fn inject(&self, call: ApiCall) -> Option<InjectedError> {
+        use rand::Rng;
+        let mut st = self.lock();
+        let (e, rng) = st.api_errors.as_mut()?;
+        let roll: u32 = rng.random_range(0..100);
+        let outcome = match call {
+            ApiCall::Apply => {
+                let bands = [
+                    (e.apply_error_percent, InjectedError::Unavailable),
+                    (e.apply_conflict_percent, InjectedError::Conflict),
+                    (e.apply_lost_reply_percent, InjectedError::LostReply),
+                    (e.apply_timeout_percent, InjectedError::Timeout),
+                ];
+                let mut upto = 0;
+                bands.into_iter().find_map(|(p, what)| {
+                    upto += p;
+                    (roll < upto).then_some(what)
+                })
+            }
+            ApiCall::Delete => {
+                (roll < e.delete_error_percent).then_some(InjectedError::Unavailable)
+            }
+            ApiCall::Status => {
+                (roll < e.status_error_percent).then_some(InjectedError::Unavailable)
+            }
+        };
+        if outcome.is_some() {
+            st.injected += 1;
+        }
+        outcome
+    }
+
     /// Sets the fault; returns the previous one.
     pub fn set_fault(&self, fault: Fault) -> Fault {
         let previous = self.fault.send_replace(fault);
@@ -544,6 +648,7 @@ impl Sim {
                 false
             }
             None => {
+                st.creates += 1;
                 let seq = st.next_seq;
                 st.next_seq += 1;
                 st.manifests.insert(
@@ -702,6 +807,10 @@ impl Sim {
     /// The GetStatus answer.
     pub fn status(&self) -> v1::MemberSimGetStatusResponse {
         let summary = self.summary();
+        let (creates, injected) = {
+            let st = self.lock();
+            (st.creates, st.injected)
+        };
         v1::MemberSimGetStatusResponse {
             cluster_name: self.config.name.clone(),
             fault: self.fault().to_wire().into(),
@@ -714,6 +823,8 @@ impl Sim {
             manifest_statuses: self.list(),
             capacity: clamp_i32(i64::from(self.config.capacity)),
             pending_replicas: clamp_i32(summary.pending),
+            creates,
+            injected_errors: injected,
         }
     }
 

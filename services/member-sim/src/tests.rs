@@ -344,6 +344,7 @@ async fn readyz_answers_500_when_unhealthy_while_rpcs_still_answer() {
     let prev = c
         .set_fault(v1::SetFaultRequest {
             mode: v1::FaultMode::Unhealthy as i32,
+            api_errors: None,
         })
         .await
         .unwrap()
@@ -372,6 +373,7 @@ async fn readyz_answers_500_when_unhealthy_while_rpcs_still_answer() {
 
     c.set_fault(v1::SetFaultRequest {
         mode: v1::FaultMode::Healthy as i32,
+        api_errors: None,
     })
     .await
     .unwrap();
@@ -388,6 +390,7 @@ async fn unreachable_hangs_everything_but_set_fault_until_healed() {
     let mut c = r.client().await;
     c.set_fault(v1::SetFaultRequest {
         mode: v1::FaultMode::Unreachable as i32,
+        api_errors: None,
     })
     .await
     .unwrap();
@@ -429,6 +432,7 @@ async fn unreachable_hangs_everything_but_set_fault_until_healed() {
     let prev = c
         .set_fault(v1::SetFaultRequest {
             mode: v1::FaultMode::Healthy as i32,
+            api_errors: None,
         })
         .await
         .expect("SetFault answers while unreachable")
@@ -484,7 +488,10 @@ async fn bad_requests_are_invalid_argument_naming_the_field() {
         );
     }
     let err = c
-        .set_fault(v1::SetFaultRequest { mode: 0 })
+        .set_fault(v1::SetFaultRequest {
+            mode: 0,
+            api_errors: None,
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -1013,4 +1020,117 @@ async fn pull_agent_applies_reports_and_follows_its_works() {
     let (req, _feed) = recv(&mut f.watches, "watch after healing").await;
     assert_eq!(req.resource_version, 10);
     shutdown.trigger();
+}
+
+/// F11: injected API errors — a failing apply changes nothing, a lost reply applies but
+/// fails, conflicts are ABORTED, bad percentages are refused, and creates are counted once.
+#[tokio::test]
+async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
+    let r = Running::start(10, Duration::from_millis(50)).await;
+    let mut c = r.client().await;
+    let set = |errors: v1::ApiErrors| v1::SetFaultRequest {
+        mode: v1::FaultMode::Healthy as i32,
+        api_errors: Some(errors),
+    };
+    let refused = c
+        .set_fault(set(v1::ApiErrors {
+            apply_error_percent: 101,
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+
+    c.set_fault(set(v1::ApiErrors {
+        apply_error_percent: 100,
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    let e = c.apply_manifest(apply_req("web", 1)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    let s = c
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (s.manifests, s.creates, s.injected_errors),
+        (0, 0, 1),
+        "nothing applied"
+    );
+
+    c.set_fault(set(v1::ApiErrors {
+        apply_conflict_percent: 100,
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    let e = c.apply_manifest(apply_req("web", 1)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Aborted);
+
+    c.set_fault(set(v1::ApiErrors {
+        apply_lost_reply_percent: 100,
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    let e = c.apply_manifest(apply_req("web", 1)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    let e = c.apply_manifest(apply_req("web", 2)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    let s = c
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (s.manifests, s.replicas, s.creates),
+        (1, 2, 1),
+        "both applies took effect; the object was created once"
+    );
+
+    c.set_fault(set(v1::ApiErrors {
+        delete_error_percent: 100,
+        status_error_percent: 100,
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    let resource = Some(v1::ObjectReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        namespace: "default".into(),
+        name: "web".into(),
+        uid: String::new(),
+    });
+    let e = c
+        .delete_manifest(v1::DeleteManifestRequest {
+            resource: resource.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    let e = c
+        .get_manifest(v1::GetManifestRequest { resource })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    // healing clears the errors
+    c.set_fault(v1::SetFaultRequest {
+        mode: v1::FaultMode::Healthy as i32,
+        api_errors: None,
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        c.get_status(v1::MemberSimGetStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .manifests,
+        1,
+        "the failed delete deleted nothing"
+    );
+    r.stop().await;
 }

@@ -247,7 +247,7 @@ pub fn spawn(
     );
 
     let ctx = Arc::new(Context {
-        // Group commit (DESIGN.md §7): ≤ 64 writes per transaction, several in flight.
+        // Group commit (docs/design.md §7): ≤ 64 writes per transaction, several in flight.
         writer: BatchWriter::spawn(
             Typed::new(writes),
             BatchConfig::default()

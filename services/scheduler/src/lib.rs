@@ -1,4 +1,4 @@
-//! The scheduler service (SEMANTICS.md §4, SC-1..SC-20): decides where each ResourceBinding
+//! The scheduler service (docs/semantics.md, SC-1..SC-20): decides where each ResourceBinding
 //! runs and writes `spec.clusters` and the scheduling status.
 //!
 //! ```text
@@ -58,7 +58,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (e.g. 500ms, 1s, 2m)"))
 }
 
-/// `flotilla-scheduler`: places ResourceBindings on member clusters (SEMANTICS.md §4).
+/// `flotilla-scheduler`: places ResourceBindings on member clusters (docs/semantics.md).
 #[derive(Clone, Debug, clap::Parser)]
 #[command(name = "flotilla-scheduler", version, about, long_about = None)]
 pub struct Args {
@@ -83,7 +83,7 @@ pub struct Args {
     pub workers: usize,
 
     /// Binding writes per etcd transaction (1..=64). Default 64 = etcd's `--max-txn-ops` 128
-    /// divided by the compare and the put of each write (DESIGN.md §7).
+    /// divided by the compare and the put of each write (docs/design.md §7).
     #[arg(
         long,
         env = "FLOTILLA_SCHEDULER_WRITE_BATCH_SIZE",

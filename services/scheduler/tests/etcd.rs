@@ -98,7 +98,7 @@ async fn etcd_seed_divided_failover() {
 
 /// Evicts `cluster` from every binding (TM-11), 64 guarded puts per transaction, 4
 /// transactions in flight; returns how long it took (the batched etcd floor for these
-/// writes, DESIGN.md §7).
+/// writes, docs/design.md §7).
 async fn evict_all(store: &StoreRef, cluster: &str) -> Duration {
     let typed = Typed::new(store.clone());
     let (current, _) = typed.list::<v1::ResourceBinding>(None).await.unwrap();

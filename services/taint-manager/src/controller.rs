@@ -26,11 +26,12 @@ use flotilla_core::Time;
 use flotilla_core::eviction::{
     BrakeMemory, EvictOptions, EvictOutcome, EvictionDecision, EvictionError, EvictionRate,
     TokenBucket, effective_rate, enqueue_delay, eviction_rate, graceful_evict_cluster,
-    need_eviction, observe_fleet, resolve_purge_mode, restart_toleration_clocks,
+    local_toleration_clocks, need_eviction, observe_fleet, resolve_purge_mode,
+    restart_toleration_clocks,
 };
 use flotilla_core::taint::no_execute_taints;
 use flotilla_core::types::{
-    Cluster, ConditionStatus, Placement, ResourceBinding, ResourceBindingSpec, Taint,
+    Cluster, ConditionStatus, Placement, ResourceBinding, ResourceBindingSpec, Taint, TaintEffect,
 };
 use flotilla_proto::v1;
 use flotilla_runtime::queue::Reason;
@@ -104,6 +105,8 @@ pub struct Context {
     /// The NoExecute taints last acted on, per cluster: a cluster update that does not
     /// change them (a heartbeat) re-enqueues nothing.
     seen_taints: Mutex<HashMap<String, Vec<Taint>>>,
+    /// F6: when this replica first saw each NoExecute taint, per cluster and (key, effect).
+    first_seen: Mutex<HashMap<String, HashMap<(String, TaintEffect), Time>>>,
 }
 
 impl fmt::Debug for Context {
@@ -160,6 +163,7 @@ impl Context {
                 parked: HashSet::new(),
             }),
             seen_taints: Mutex::new(HashMap::new()),
+            first_seen: Mutex::new(HashMap::new()),
         }
     }
 
@@ -176,10 +180,48 @@ impl Context {
         )
     }
 
-    /// A8: the NoExecute taints of a cluster with their toleration clocks restarted at the
-    /// end of the last disruption.
-    fn restarted(&self, taints: &[Taint]) -> Vec<Taint> {
-        restart_toleration_clocks(taints, self.brake().memory.disruption_ended_at)
+    /// The NoExecute taints of `cluster` as this replica's toleration clocks see them: added
+    /// when this replica first saw them (F6, single clock authority), and restarted at the end
+    /// of the last disruption (A8).
+    fn clocked(&self, cluster: &str, taints: &[Taint], now: Time) -> Vec<Taint> {
+        let local = {
+            let seen = self
+                .first_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let of_cluster = seen.get(cluster);
+            local_toleration_clocks(
+                taints,
+                |t| of_cluster.and_then(|m| m.get(&(t.key.clone(), t.effect)).copied()),
+                now,
+            )
+        };
+        restart_toleration_clocks(&local, self.brake().memory.disruption_ended_at)
+    }
+
+    /// F6: notes when this replica first saw each NoExecute taint of `cluster` (now, for the
+    /// ones it had not seen), and forgets the ones that are gone.
+    fn note_taints(&self, cluster: &Cluster, now: Time) {
+        let mut seen = self
+            .first_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let present: Vec<(String, TaintEffect)> = cluster
+            .spec
+            .taints
+            .iter()
+            .filter(|t| t.effect == TaintEffect::NoExecute)
+            .map(|t| (t.key.clone(), t.effect))
+            .collect();
+        if present.is_empty() {
+            seen.remove(cluster.name());
+            return;
+        }
+        let of_cluster = seen.entry(cluster.name().to_owned()).or_default();
+        of_cluster.retain(|k, _| present.contains(k));
+        for k in present {
+            of_cluster.entry(k).or_insert(now);
+        }
     }
 
     fn both_ready(&self) -> bool {
@@ -193,7 +235,9 @@ impl Context {
             return;
         };
         let placement = applied_placement(&binding);
-        if let Some(delay) = enqueue_delay(&self.restarted(taints), placement.as_ref(), now) {
+        if let Some(delay) =
+            enqueue_delay(&self.clocked(cluster, taints, now), placement.as_ref(), now)
+        {
             let key = EvictKey {
                 cluster: cluster.to_owned(),
                 binding: binding_key.to_owned(),
@@ -405,6 +449,7 @@ pub async fn feed_clusters(ctx: Arc<Context>, events: impl Stream<Item = Event<C
         let now = flotilla_runtime::now();
         match &ev {
             Event::Apply(obj) => {
+                ctx.note_taints(&obj.value, now);
                 if ctx.bindings.is_ready() {
                     ctx.enqueue_cluster(&obj.value, false, now);
                 }
@@ -416,9 +461,16 @@ pub async fn feed_clusters(ctx: Arc<Context>, events: impl Stream<Item = Event<C
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(name);
+                ctx.first_seen
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(name);
                 ctx.update_rate();
             }
             Event::InitDone { .. } => {
+                for cluster in ctx.clusters.list() {
+                    ctx.note_taints(&cluster, now);
+                }
                 ctx.update_rate();
                 if ctx.both_ready() {
                     ctx.sweep(now);
@@ -529,7 +581,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
             return Ok(Action::await_change());
         }
         // TM-7 with A3: tolerations from the placement the scheduler applied.
-        let taints = ctx.restarted(&cluster.spec.taints);
+        let taints = ctx.clocked(&key.cluster, &cluster.spec.taints, now);
         let explanation = match need_eviction(
             &taints,
             binding.status.applied_placement.as_ref(),

@@ -1,6 +1,6 @@
 //! `flotilla-taint-manager`: evicts bindings from clusters with untolerated NoExecute taints
 //! by moving the cluster from `spec.clusters` to a graceful eviction task, in one CAS
-//! (SEMANTICS.md §3, TM-1..TM-12, with A3, A4, A7, A8, A12).
+//! (docs/semantics.md, TM-1..TM-12, with A3, A4, A7, A8, A12).
 //!
 //! ```text
 //!   etcd ──watch clusters/──► Cache<Cluster> ─┐                 leases/taint-manager
@@ -326,7 +326,7 @@ impl Service {
         );
         let typed = Typed::new(Arc::new(elector.fenced_store(store.clone())));
         let recorder = Recorder::spawn(store.clone(), "taint-manager", shutdown.clone());
-        // Group commit (DESIGN.md §7): up to --workers evictions per update_many, a few
+        // Group commit (docs/design.md §7): up to --workers evictions per update_many, a few
         // yields of lingering so that workers mid-decision join the batch.
         // Queue keys are (cluster, binding): when two clusters of one binding fail together
         // both evictions of that binding may be due at once, and etcd refuses a transaction

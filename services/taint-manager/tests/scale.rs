@@ -1,5 +1,5 @@
 //! A mass failover on MemStore: every binding on one cluster is evicted, and the writes are
-//! batched (DESIGN.md §7: not one round trip per binding). Prints the figures; asserts only
+//! batched (docs/design.md §7: not one round trip per binding). Prints the figures; asserts only
 //! the batching, never a timing. `FLOTILLA_SCALE_BINDINGS` overrides the size (default 2000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

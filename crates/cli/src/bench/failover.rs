@@ -3,7 +3,7 @@
 //! then the failed cluster goes away with every failover timer at zero, and the time until
 //! every affected binding has been rescheduled, its new Works applied and Ready and its
 //! eviction task removed is measured per binding and stage — printed next to the store floor
-//! measured in the same run (DESIGN.md §7).
+//! measured in the same run (docs/design.md §7).
 //!
 //! ```text
 //!   layout: clusters c000 … c(N-1); workload i lives in namespace bench-<partner>,
@@ -43,7 +43,7 @@ use crate::up::suite::{MemberSpec, Service, ServiceListen, Suite, SuiteConfig};
 use crate::up::timers::{flag_duration, merge_service_flags};
 
 /// Writes a failover costs per binding (evict, schedule, update the Work, member status,
-/// aggregated status, drop the task, mark the orphan): DESIGN.md §7.
+/// aggregated status, drop the task, mark the orphan): docs/design.md §7.
 const WRITES_PER_BINDING: usize = 7;
 
 /// The label naming a workload's partner cluster (informative; the namespace decides).
@@ -72,7 +72,7 @@ cluster 0 fails with every failover timer at zero (failure threshold, eviction t
 tolerations 0), and the bench reports, per stage (evicted → rescheduled → Works applied → \
 Ready → task removed), percentiles of the time since the fault, the end-to-end time and \
 bindings per second — next to the floor of the store measured in the same run: the time to \
-write 7 × M keys in transactions of 64 guarded puts (DESIGN.md §7: a failover touches each \
+write 7 × M keys in transactions of 64 guarded puts (docs/design.md §7: a failover touches each \
 binding about seven times). With --store etcd and no --etcd-endpoints a temporary etcd is \
 started from the `etcd` on PATH.";
 

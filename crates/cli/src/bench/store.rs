@@ -1,6 +1,6 @@
 //! `flotilla bench store`: the store benchmark (`flotilla_store::bench`) on etcd — through
 //! Flotilla's store layer (`EtcdStore`) and on the raw etcd client (the floor), plus
-//! `MemStore` — printed next to DESIGN.md §7's figures.
+//! `MemStore` — printed next to docs/design.md §7's figures.
 
 use std::sync::Arc;
 
@@ -12,10 +12,10 @@ use indicatif::ProgressBar;
 use super::etcd::TempEtcd;
 
 const LONG_ABOUT: &str = "\
-Runs the store benchmark of DESIGN.md §7 (sequential and concurrent puts, compare-and-swaps, \
+Runs the store benchmark of docs/design.md §7 (sequential and concurrent puts, compare-and-swaps, \
 transactions of 64 guarded puts and of 128 puts, watch latency) against etcd: once through \
 Flotilla's store layer (EtcdStore) and once on the raw etcd client (the floor), plus \
-MemStore, next to the figures DESIGN.md §7 budgets with. Without --etcd-endpoints each side \
+MemStore, next to the figures docs/design.md §7 budgets with. Without --etcd-endpoints each side \
 gets a fresh temporary etcd from the `etcd` on PATH (etcd slows down as its database grows).";
 
 /// Flags of `flotilla bench store`.

@@ -101,7 +101,10 @@ pub async fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("reaching the member-sim of {name:?} at {endpoint}"))?;
     let previous = MemberSimClient::new(channel)
-        .set_fault(v1::SetFaultRequest { mode: mode as i32 })
+        .set_fault(v1::SetFaultRequest {
+            mode: mode as i32,
+            api_errors: None,
+        })
         .await
         .map_err(|s| {
             status_error(

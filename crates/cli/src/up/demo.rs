@@ -528,7 +528,10 @@ impl Demo {
 async fn set_fault(addr: std::net::SocketAddr, mode: v1::FaultMode) -> anyhow::Result<()> {
     let channel = channel(&format!("http://{addr}")).await?;
     MemberSimClient::new(channel)
-        .set_fault(v1::SetFaultRequest { mode: mode as i32 })
+        .set_fault(v1::SetFaultRequest {
+            mode: mode as i32,
+            api_errors: None,
+        })
         .await
         .with_context(|| format!("MemberSim.SetFault at {addr}"))?;
     Ok(())

@@ -19,7 +19,7 @@ pub struct StoreArgs {
     #[arg(long, value_delimiter = ',', value_name = "URL,...")]
     pub etcd_endpoints: Vec<String>,
 
-    /// Key prefix of this installation in etcd (DESIGN.md §3).
+    /// Key prefix of this installation in etcd (docs/design.md §3).
     #[arg(long, default_value = "/flotilla")]
     pub etcd_prefix: String,
 

@@ -22,7 +22,7 @@ const PRODUCER_MAX_LEN: usize = 253;
 const TRACE_CONTEXT_MAX_LEN: usize = 1024;
 
 /// Validate a GracefulEvictionTask at `path` (e.g. `spec.gracefulEvictionTasks[0]`; pass an
-/// empty path for paths relative to the task), per SEMANTICS.md §1.7:
+/// empty path for paths relative to the task), per docs/semantics.md:
 /// - `fromCluster` is a valid cluster name (Required when empty);
 /// - `reason` is 1–32 characters matching `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`;
 /// - `message` is at most 1024 characters, without control characters except tab/newline;

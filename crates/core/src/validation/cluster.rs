@@ -1,4 +1,4 @@
-//! Cluster, cluster taints and ClusterTaintPolicy (RELIABILITY.md §3, CH-16).
+//! Cluster, cluster taints and ClusterTaintPolicy (docs/reliability.md (bad input), CH-16).
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,7 +12,7 @@ use crate::types::{
     Cluster, ClusterTaintPolicy, MatchCondition, SelectorOperator, Taint, TaintEffect,
 };
 
-/// Validate a Cluster as a user submits it (RELIABILITY.md §3, Karmada
+/// Validate a Cluster as a user submits it (docs/reliability.md (bad input), Karmada
 /// `pkg/apis/cluster/validation`):
 /// - `metadata.name` is a cluster name (non-empty, ≤ 48, DNS-1123 label); no namespace;
 ///   labels, annotations and finalizers are well-formed;

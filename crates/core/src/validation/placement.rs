@@ -48,7 +48,7 @@ pub fn validate_placement(placement: &Placement, limits: &Limits) -> FieldErrors
 ///   `clusterNames` of two name-only targets), each target a valid affinity.
 ///
 /// As in Karmada (whose scheduler ignores them), a division preference or weights given with
-/// `Duplicated` are accepted, so that Karmada YAML applies unchanged (DESIGN.md §4); their
+/// `Duplicated` are accepted, so that Karmada YAML applies unchanged (docs/design.md §4); their
 /// contents are still validated.
 pub fn validate_placement_at(
     placement: &Placement,
@@ -200,7 +200,7 @@ fn check_field_selector(
 }
 
 /// Validate one toleration at `path` with Kubernetes' rules (Karmada does not run them on
-/// `clusterTolerations`; RELIABILITY.md §3 says we should):
+/// `clusterTolerations`; docs/reliability.md (bad input) says we should):
 /// - a non-empty key is a qualified name;
 /// - an empty key requires operator Exists (Invalid at `operator`);
 /// - Exists with a non-empty value is Invalid at `operator`

@@ -1,4 +1,4 @@
-//! Cluster, cluster taints and ClusterTaintPolicy (RELIABILITY.md §3, CH-16).
+//! Cluster, cluster taints and ClusterTaintPolicy (docs/reliability.md (bad input), CH-16).
 
 use std::collections::BTreeMap;
 
