@@ -158,8 +158,7 @@ impl HistoryRecorder {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.task.abort();
-        let entries = self.entries.lock().unwrap().clone();
-        entries
+        self.entries.lock().unwrap().clone()
     }
 }
 

@@ -830,6 +830,28 @@ pub async fn create_nginx(api: &ApiClient, policy: v1::PropagationPolicy) {
         .expect("create policy");
 }
 
+/// Creates a Pull Cluster `name` (region `eu`, label `env=test`) through the api.
+pub async fn create_pull_cluster(api: &ApiClient, name: &str) {
+    api.clone()
+        .create_cluster(v1::CreateClusterRequest {
+            cluster: Some(v1::Cluster {
+                metadata: Some(v1::ObjectMeta {
+                    name: name.into(),
+                    labels: [("env".to_owned(), "test".to_owned())].into(),
+                    ..Default::default()
+                }),
+                spec: Some(v1::ClusterSpec {
+                    sync_mode: v1::SyncMode::Pull as i32,
+                    region: "eu".into(),
+                    ..Default::default()
+                }),
+                status: None,
+            }),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("create cluster {name}: {e}"));
+}
+
 /// The seed policy (Deployment `default/nginx`) with another placement and failover
 /// behaviour.
 pub fn nginx_policy(

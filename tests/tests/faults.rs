@@ -124,25 +124,54 @@ async fn healthy_on(api: &ApiClient, want: &[&str]) {
     .await;
 }
 
-async fn create_pull_cluster(api: &ApiClient, name: &str) {
+/// Changes the nginx template's replicas from `from` to `to` through the api.
+async fn scale_nginx(api: &ApiClient, from: i32, to: i32) {
+    let w = api
+        .clone()
+        .get_workload(v1::GetWorkloadRequest {
+            namespace: "default".into(),
+            kind: "Deployment".into(),
+            name: "nginx".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut changed = w.clone();
+    changed.manifest = changed.manifest.replace(
+        &format!("\"replicas\": {from}"),
+        &format!("\"replicas\": {to}"),
+    );
+    assert_ne!(
+        changed.manifest, w.manifest,
+        "the template had {from} replicas"
+    );
     api.clone()
-        .create_cluster(v1::CreateClusterRequest {
-            cluster: Some(v1::Cluster {
-                metadata: Some(v1::ObjectMeta {
-                    name: name.into(),
-                    labels: [("env".to_owned(), "test".to_owned())].into(),
-                    ..Default::default()
-                }),
-                spec: Some(v1::ClusterSpec {
-                    sync_mode: v1::SyncMode::Pull as i32,
-                    region: "eu".into(),
-                    ..Default::default()
-                }),
-                status: None,
-            }),
+        .update_workload(v1::UpdateWorkloadRequest {
+            workload: Some(changed),
         })
         .await
         .unwrap();
+}
+
+/// Waits until there are `n` Works, each carrying `replicas` and applied at its generation.
+async fn works_applied_with(api: &ApiClient, n: usize, replicas: i32) {
+    eventually(
+        T,
+        &format!("{n} Works with {replicas} replicas, applied at their generation"),
+        || async {
+            let works = flotilla_tests::list_works(api).await;
+            let done = works.len() == n
+                && works.iter().all(|w| {
+                    let generation = w.metadata.as_ref().map_or(0, |m| m.generation);
+                    w.spec.as_ref().and_then(|s| s.replicas) == Some(replicas)
+                        && w.status
+                            .as_ref()
+                            .is_some_and(|s| s.observed_generation == generation && s.applied)
+                });
+            done.then_some(())
+        },
+    )
+    .await;
 }
 
 /// F1: etcd freezes for longer than the monitor grace period and the failover eviction
@@ -164,7 +193,7 @@ async fn f1_etcd_pause() {
         stack
             .create_push_clusters(&api, &["member1", "member2"])
             .await;
-        create_pull_cluster(&api, "member3").await;
+        flotilla_tests::create_pull_cluster(&api, "member3").await;
         let all = ["member1", "member2", "member3"];
         wait_clusters_ready(&api, &all, T).await;
         create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
@@ -271,30 +300,7 @@ async fn f5_compacted_gap() {
 
         proxy.cut();
         let cut_for = Duration::from_millis(rng.random_range(500..3000));
-        let w = api
-            .clone()
-            .get_workload(v1::GetWorkloadRequest {
-                namespace: "default".into(),
-                kind: "Deployment".into(),
-                name: "nginx".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let mut changed = w.clone();
-        changed.manifest = changed
-            .manifest
-            .replace("\"replicas\": 3", "\"replicas\": 5");
-        assert_ne!(
-            changed.manifest, w.manifest,
-            "the seed manifest has 3 replicas"
-        );
-        api.clone()
-            .update_workload(v1::UpdateWorkloadRequest {
-                workload: Some(changed),
-            })
-            .await
-            .unwrap();
+        scale_nginx(&api, 3, 5).await;
         // let the api and scheduler move the binding on, then compact the gap away
         tokio::time::sleep(cut_for).await;
         let store = stack.store().await;
@@ -302,23 +308,7 @@ async fn f5_compacted_gap() {
         store.compact(rev).await.unwrap();
         proxy.restore();
 
-        eventually(
-            T,
-            "every Work carries 5 replicas and is observed",
-            || async {
-                let works = flotilla_tests::list_works(&api).await;
-                let done = works.len() == 2
-                    && works.iter().all(|w| {
-                        let generation = w.metadata.as_ref().map_or(0, |m| m.generation);
-                        w.spec.as_ref().and_then(|s| s.replicas) == Some(5)
-                            && w.status
-                                .as_ref()
-                                .is_some_and(|s| s.observed_generation == generation && s.applied)
-                    });
-                done.then_some(())
-            },
-        )
-        .await;
+        works_applied_with(&api, 2, 5).await;
         healthy_on(&api, &all).await;
         let faults = vec![format!(
             "work-executor cut off from etcd for {cut_for:?}+, workload changed, history compacted at {rev}"
@@ -445,43 +435,8 @@ async fn f11_member_api_errors() {
             .unwrap();
         healthy_on(&api, &all).await;
         // a change: every Work moves to generation 2 through the same errors
-        let w = api
-            .clone()
-            .get_workload(v1::GetWorkloadRequest {
-                namespace: "default".into(),
-                kind: "Deployment".into(),
-                name: "nginx".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let mut changed = w.clone();
-        changed.manifest = changed
-            .manifest
-            .replace("\"replicas\": 3", "\"replicas\": 4");
-        api.clone()
-            .update_workload(v1::UpdateWorkloadRequest {
-                workload: Some(changed),
-            })
-            .await
-            .unwrap();
-        eventually(
-            T,
-            "every Work applied at its generation with 4 replicas",
-            || async {
-                let works = flotilla_tests::list_works(&api).await;
-                let done = works.len() == 2
-                    && works.iter().all(|w| {
-                        let generation = w.metadata.as_ref().map_or(0, |m| m.generation);
-                        w.spec.as_ref().and_then(|s| s.replicas) == Some(4)
-                            && w.status
-                                .as_ref()
-                                .is_some_and(|s| s.observed_generation == generation && s.applied)
-                    });
-                done.then_some(())
-            },
-        )
-        .await;
+        scale_nginx(&api, 3, 4).await;
+        works_applied_with(&api, 2, 4).await;
         healthy_on(&api, &all).await;
         let status = control
             .get_status(v1::MemberSimGetStatusRequest {})

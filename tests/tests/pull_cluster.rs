@@ -18,9 +18,9 @@ use std::time::Duration;
 use flotilla_api::testing::seed_policy;
 use flotilla_proto::v1;
 use flotilla_tests::{
-    Stack, Timers, api_client, binding_healthy, cluster_work, create_nginx, eventually,
-    get_cluster, member_status, nginx_binding, ready_status, status_item, targets, tasks,
-    wait_clusters_ready, wait_taint, work_clusters,
+    Stack, Timers, api_client, binding_healthy, cluster_work, create_nginx, create_pull_cluster,
+    eventually, get_cluster, member_status, nginx_binding, ready_status, status_item, targets,
+    tasks, wait_clusters_ready, wait_taint, work_clusters,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -36,24 +36,7 @@ async fn pull_cluster_applies_reports_and_fails_over() {
         .await;
     let api = api_client(&stack).await;
     stack.create_push_clusters(&api, &["member2"]).await;
-    api.clone()
-        .create_cluster(v1::CreateClusterRequest {
-            cluster: Some(v1::Cluster {
-                metadata: Some(v1::ObjectMeta {
-                    name: "member1".into(),
-                    labels: [("env".to_owned(), "test".to_owned())].into(),
-                    ..Default::default()
-                }),
-                spec: Some(v1::ClusterSpec {
-                    sync_mode: v1::SyncMode::Pull as i32,
-                    region: "eu".into(),
-                    ..Default::default()
-                }),
-                status: None,
-            }),
-        })
-        .await
-        .unwrap();
+    create_pull_cluster(&api, "member1").await;
     // The Pull cluster turns Ready from its heartbeats alone (status, API enablements).
     wait_clusters_ready(&api, &["member1", "member2"], T).await;
     create_nginx(&api, seed_policy()).await;

@@ -57,6 +57,9 @@ const MAX_ATTEMPTS: usize = 8;
 /// released it (a safety net; the release on a brake change is what normally wakes it).
 const PARKED_RECHECK: Duration = Duration::from_secs(30);
 
+/// F6: when this replica first saw each NoExecute taint of one cluster, by (key, effect).
+type FirstSeen = HashMap<(String, TaintEffect), Time>;
+
 /// The queue key: one binding on one cluster (TM-4).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct EvictKey {
@@ -106,7 +109,7 @@ pub struct Context {
     /// change them (a heartbeat) re-enqueues nothing.
     seen_taints: Mutex<HashMap<String, Vec<Taint>>>,
     /// F6: when this replica first saw each NoExecute taint, per cluster and (key, effect).
-    first_seen: Mutex<HashMap<String, HashMap<(String, TaintEffect), Time>>>,
+    first_seen: Mutex<HashMap<String, FirstSeen>>,
 }
 
 impl fmt::Debug for Context {

@@ -6,6 +6,7 @@
 #[path = "support/harness.rs"]
 mod harness;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -390,12 +391,18 @@ async fn two_replicas_one_leader_no_duplicate_side_effects() {
 
 // === concurrent writers ===
 
-/// A store that, on the first write of the binding key, lets a "detector" change the
-/// binding's spec between the executor's read and its CAS.
+/// What [`Interleaving`] runs between a controller's read and its CAS.
+type Hook = Box<dyn Fn(Typed) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// A store that, while armed, runs `hook` (another writer) once right before the first
+/// transaction that puts `key` (an existing key) with a value `trigger` accepts: a concurrent
+/// writer between the executor's read and its CAS.
 struct Interleaving {
     inner: StoreRef,
     key: String,
     armed: AtomicBool,
+    trigger: Box<dyn Fn(&Bytes) -> bool + Send + Sync>,
+    hook: Hook,
 }
 
 #[async_trait]
@@ -424,18 +431,16 @@ impl flotilla_store::Store for Interleaving {
         &self,
         txn: flotilla_store::Txn,
     ) -> flotilla_store::Result<flotilla_store::TxnResponse> {
-        let writes_binding = txn.success.iter().any(|op| op.key() == self.key);
-        if writes_binding
+        let writes_key = txn.success.iter().any(|op| match op {
+            flotilla_store::Op::Put { key, value, .. } => *key == self.key && (self.trigger)(value),
+            _ => false,
+        });
+        if writes_key
             && self.armed.load(Ordering::SeqCst)
             && self.inner.get(&self.key).await?.is_some()
             && self.armed.swap(false, Ordering::SeqCst)
         {
-            // the concurrent writer: the detector changes spec.replicas
-            let typed = Typed::new(self.inner.clone());
-            modify::<v1::ResourceBinding>(&typed, &self.key, |b| {
-                b.spec.as_mut().unwrap().replicas = 7;
-            })
-            .await;
+            (self.hook)(Typed::new(self.inner.clone())).await;
         }
         self.inner.txn(txn).await
     }
@@ -466,6 +471,71 @@ impl flotilla_store::Store for Interleaving {
     }
 }
 
+/// Regression (fault suite, WE-3.5 race): the scheduler scales member2 up (2 → 3) and, between
+/// the work-executor's render of that revision and its write of member2's Work, the
+/// taint-manager evicts member2 Gracefully (the Work must now be held as it is). Before the fix
+/// the Work write compared only the Work's own revision and the held Work was scaled up from
+/// the superseded binding revision; now it is guarded by the binding revision it was rendered
+/// from, fails, and is decided again: the held Work keeps 2 replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn we_3_5_a_work_is_never_written_from_a_superseded_binding_revision() {
+    let inner: StoreRef = Arc::new(MemStore::new());
+    let interleaving = Arc::new(Interleaving {
+        inner,
+        key: work_key("member2", "nginx"),
+        armed: AtomicBool::new(false),
+        // the scale-up's write of member2's Work
+        trigger: Box::new(|value| {
+            flotilla_store::typed::decode::<v1::Work>(&flotilla_store::KeyValue {
+                key: work_key("member2", "nginx"),
+                value: value.clone(),
+                create_revision: 1,
+                mod_revision: 1,
+                version: 1,
+                lease: None,
+            })
+            .is_ok_and(|w| w.spec.is_some_and(|s| s.replicas == Some(3)))
+        }),
+        hook: Box::new(|typed| {
+            Box::pin(async move {
+                modify::<v1::ResourceBinding>(&typed, &binding_key("nginx"), |b| {
+                    let spec = b.spec.as_mut().unwrap();
+                    spec.clusters = targets(&[("member1", 1)]);
+                    spec.graceful_eviction_tasks = vec![task("member2", v1::PurgeMode::Gracefully)];
+                })
+                .await;
+            })
+        }),
+    });
+    let store: StoreRef = interleaving.clone();
+    let (run, _m1, m2) = converged(store).await;
+    interleaving.armed.store(true, Ordering::SeqCst);
+    // the scheduler: member2 2 → 3
+    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
+        b.spec.as_mut().unwrap().clusters = targets(&[("member1", 1), ("member2", 3)]);
+    })
+    .await;
+    eventually(
+        "the eviction between the render and the write",
+        WAIT,
+        || async { (!interleaving.armed.load(Ordering::SeqCst)).then_some(()) },
+    )
+    .await;
+    // a few more reconciles and status passes
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let w = run.work(&work_key("member2", "nginx")).await.unwrap();
+    assert_eq!(
+        manifest_replicas(&w),
+        2,
+        "WE-3.5: the held Work was written from a superseded binding revision"
+    );
+    assert_eq!(
+        m2.replicas("nginx"),
+        Some(2),
+        "the old copy keeps its replicas"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_spec_writer_during_the_status_write_loses_nothing() {
     let inner: StoreRef = Arc::new(MemStore::new());
@@ -473,6 +543,16 @@ async fn concurrent_spec_writer_during_the_status_write_loses_nothing() {
         inner,
         key: binding_key("nginx"),
         armed: AtomicBool::new(true),
+        trigger: Box::new(|_| true),
+        // the concurrent writer: the detector changes spec.replicas
+        hook: Box::new(|typed| {
+            Box::pin(async move {
+                modify::<v1::ResourceBinding>(&typed, &binding_key("nginx"), |b| {
+                    b.spec.as_mut().unwrap().replicas = 7;
+                })
+                .await;
+            })
+        }),
     });
     let store: StoreRef = interleaving.clone();
     let (run, _m1, _m2) = converged(store).await;
