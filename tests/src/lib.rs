@@ -171,6 +171,16 @@ impl Process {
         let _ = self.child.kill().await;
     }
 
+    /// Freezes (`true`, SIGSTOP) or thaws (`false`, SIGCONT) the process.
+    pub fn freeze(&self, stop: bool) {
+        let pid = self.pid().expect("the process runs");
+        let status = std::process::Command::new("kill")
+            .arg(if stop { "-STOP" } else { "-CONT" })
+            .arg(pid.to_string())
+            .status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -STOP/-CONT {pid}");
+    }
+
     /// Whether it exited already.
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
@@ -427,6 +437,48 @@ impl Stack {
         self.addrs.insert(service.to_string(), addr);
         self.admin_addrs.insert(service.to_string(), admin);
         self.services.insert(service.to_string(), process);
+    }
+
+    /// Starts a second replica of `service` (same flags, its own ports), registered as
+    /// `<service>-2`; the replicas share one leader election. Waits until it serves.
+    pub async fn start_replica(&mut self, service: &str) -> String {
+        let name = format!("{service}-2");
+        let addr = format!("127.0.0.1:{}", free_port());
+        let admin = format!("127.0.0.1:{}", free_port());
+        let mut args = self.common_flags(service, &addr, &admin);
+        args.extend(self.timers.for_service(service));
+        let mut env = self.env.clone();
+        env.extend(self.service_env.get(service).cloned().unwrap_or_default());
+        let process = Process::spawn_with_env(
+            self.dir.path(),
+            &name,
+            &format!("flotilla-{service}"),
+            &args,
+            &env,
+        );
+        self.addrs.insert(name.clone(), addr.clone());
+        self.admin_addrs.insert(name.clone(), admin);
+        self.services.insert(name.clone(), process);
+        wait_serving(&addr, Duration::from_secs(30)).await;
+        name
+    }
+
+    /// Whether the replica registered as `name` leads its election now (its
+    /// `flotilla_leader` gauge on `/metrics` is 1).
+    pub async fn is_leader(&self, name: &str) -> bool {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = &self.admin_addrs[name];
+        let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await else {
+            return false;
+        };
+        let request = format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+        if conn.write_all(request.as_bytes()).await.is_err() {
+            return false;
+        }
+        let mut body = String::new();
+        let _ = conn.read_to_string(&mut body).await;
+        body.lines()
+            .any(|l| l.starts_with("flotilla_leader{") && l.trim_end().ends_with(" 1"))
     }
 
     /// Restarts `service` talking to etcd through `endpoints` (e.g. a proxy that can cut its
@@ -1094,16 +1146,23 @@ impl EtcdCluster {
             members,
             _dirs: dirs,
         };
-        let config = EtcdConfig::new(cluster.endpoints.clone());
-        eventually(Duration::from_secs(30), "the etcd cluster answers", || {
-            let config = config.clone();
-            async move {
-                let store = EtcdStore::connect(config).await.ok()?;
-                use flotilla_store::Store;
-                store.current_revision().await.ok()
-            }
-        })
-        .await;
+        // every member answers on its own endpoint
+        for endpoint in &cluster.endpoints {
+            let config = EtcdConfig::new(vec![endpoint.clone()]);
+            eventually(
+                Duration::from_secs(30),
+                &format!("etcd member {endpoint} answers"),
+                || {
+                    let config = config.clone();
+                    async move {
+                        let store = EtcdStore::connect(config).await.ok()?;
+                        use flotilla_store::Store;
+                        store.current_revision().await.ok()
+                    }
+                },
+            )
+            .await;
+        }
         cluster
     }
 

@@ -14,6 +14,8 @@
 //! | `f1_etcd_pause`        | F1: etcd frozen for 3–6 s (longer than grace + timeout) | no member judged, no eviction (I9, I10), I3 |
 //! | `f2_kill_mid_failover` | F2: a controller SIGKILLed during a failover, restarted | the healthy members untouched (I9), I3 |
 //! | `f5_compacted_gap`     | F5: the work-executor cut off, Works changed, history compacted | every Work catches up (I3) |
+//! | `f3_frozen_leaders_are_fenced` | F3: two replicas each of taint-manager and scheduler; the leaders SIGSTOPped past their lease mid-failover | no double eviction or lost task (I4); the failover completes; I3 |
+//! | `f4_flapping_member_is_never_evicted` | F4: a member flaps faster than the failure threshold | never judged, nothing evicted (I9, I10) |
 //! | `f10_mass_failure`     | F10: every member fails, then they heal a moment apart | no eviction (I10), I3 |
 //! | `f11_member_api_errors` | F11: the member's API fails, conflicts, loses replies | the Work says so; applied in the end; nothing created twice; I3 |
 //! | `f6_clock_skew`        | F6: the taint-manager's wall clock minutes off (libfaketime) | no eviction before the toleration on the test's clock (I12); the task ends (I6); I3 |
@@ -57,7 +59,11 @@ fn seeds() -> Vec<u64> {
 /// A stack on `etcd` whose whole history is recorded.
 async fn recorded(etcd: EtcdServer, timers: Timers) -> (Stack, HistoryRecorder) {
     let probe = etcd.store("fault-suite-probe").await;
-    let from = probe.current_revision().await.unwrap() + 1;
+    let from = eventually(T, "etcd answers", || async {
+        probe.current_revision().await.ok()
+    })
+    .await
+        + 1;
     let stack = Stack::start_on(etcd, timers, Vec::new()).await;
     let recorder = HistoryRecorder::start(stack.store().await, from);
     (stack, recorder)
@@ -608,5 +614,123 @@ async fn f6_clock_skew() {
             waited + Duration::from_millis(300) >= TOLERATION,
             "I12: evicted {waited:?} after the taint, before the {TOLERATION:?} toleration"
         );
+    }
+}
+
+/// F3: two replicas of the taint-manager and the scheduler; during a failover the leader of
+/// each is frozen (SIGSTOP) for longer than its lease, a standby takes over, and the old
+/// leader is thawed. Its writes are fenced: no double eviction, no lost task (I4), and the
+/// failover completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_frozen_leaders_are_fenced() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
+        let replicated = ["taint-manager", "scheduler"];
+        for s in replicated {
+            stack.start_replica(s).await;
+        }
+        let all = ["member1", "member2", "member3"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        // the leaders now
+        let mut frozen = Vec::new();
+        for s in replicated {
+            let second = format!("{s}-2");
+            let leader = if stack.is_leader(&second).await {
+                second
+            } else {
+                s.to_owned()
+            };
+            frozen.push(leader);
+        }
+        let after = Duration::from_millis(rng.random_range(0..2000));
+        set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
+        tokio::time::sleep(after).await;
+        for name in &frozen {
+            stack.services[name].freeze(true);
+        }
+        // the lease is 3 s: 1.5 of it and more
+        let frozen_for = Duration::from_millis(rng.random_range(4500..7000));
+        tokio::time::sleep(frozen_for).await;
+        for name in &frozen {
+            stack.services[name].freeze(false);
+        }
+        healthy_on(&api, &["member2", "member3"]).await;
+        let faults = vec![
+            "member1 unreachable".to_owned(),
+            format!("leaders {frozen:?} frozen {after:?} later for {frozen_for:?}"),
+        ];
+        let expect = Expect {
+            healthy_members: vec!["member2".into(), "member3".into()],
+            no_evictions: false,
+            converged: true,
+        };
+        verdict(
+            &stack,
+            recorder,
+            "f3_frozen_leaders_are_fenced",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
+    }
+}
+
+/// F4: member1 flaps (unreachable, then answering) with a period shorter than the failure
+/// threshold (1 s) for several seconds. The damper must hold: member1 is never judged
+/// anything but Ready, never tainted NoExecute, and nothing is evicted (I9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f4_flapping_member_is_never_evicted() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
+        let all = ["member1", "member2"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        // down for less than the failure threshold, up for at least as long
+        let down = Duration::from_millis(rng.random_range(200..600));
+        let up = Duration::from_millis(rng.random_range(700..1000));
+        let flaps = rng.random_range(4..8);
+        for _ in 0..flaps {
+            set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
+            tokio::time::sleep(down).await;
+            set_fault(&stack.members["member1"], v1::FaultMode::Healthy).await;
+            tokio::time::sleep(up).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        healthy_on(&api, &all).await;
+        let faults = vec![format!(
+            "member1 flapped {flaps} times: {down:?} unreachable, {up:?} answering"
+        )];
+        let expect = Expect {
+            healthy_members: all.iter().map(|s| s.to_string()).collect(),
+            no_evictions: true,
+            converged: true,
+        };
+        verdict(
+            &stack,
+            recorder,
+            "f4_flapping_member_is_never_evicted",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
     }
 }

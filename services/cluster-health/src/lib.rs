@@ -288,10 +288,12 @@ impl Args {
 }
 
 /// A13: asks the store for its revision every `period` (at most every second) and keeps the
-/// context's [`controller::Observing`] current. A pulse that fails or times out makes the
-/// replica blind (nothing is judged); the first one that succeeds afterwards waits until the
-/// heartbeat cache has caught up with the store, then resumes observation (every grace period
-/// counts from then) and queues every cluster.
+/// context's [`controller::Observing`] current. When no pulse has succeeded for a quarter of
+/// the monitor grace period (at most 500 ms) the replica turns blind (nothing is judged); a
+/// single failed call does not (with several etcd endpoints the client may still try a dead
+/// one now and then, which is no outage). The first pulse that succeeds afterwards waits until
+/// the heartbeat cache has caught up with the store, then resumes observation (every grace
+/// period counts from then) and queues every cluster.
 async fn store_pulse(
     store: StoreRef,
     ctx: Arc<Context>,
@@ -303,11 +305,14 @@ async fn store_pulse(
     // well within one grace period (which is many monitor periods).
     let period = period.min(Duration::from_secs(1));
     let deadline = period;
+    let blind_after = (ctx.options.grace.monitor / 4).min(Duration::from_millis(500));
+    let mut last_success = flotilla_runtime::now();
     loop {
         let answered = tokio::time::timeout(deadline, store.current_revision()).await;
         let now = flotilla_runtime::now();
         match answered {
             Ok(Ok(_)) => {
+                last_success = now;
                 if ctx.observing().blind {
                     // the heartbeats seen must be the store's, not those of before the gap
                     let caught_up =
@@ -324,7 +329,9 @@ async fn store_pulse(
                 }
             }
             Ok(Err(_)) | Err(_) => {
-                ctx.store_lost(now);
+                if now.saturating_since(last_success) >= blind_after || ctx.observing().blind {
+                    ctx.store_lost(now);
+                }
             }
         }
         tokio::select! {
