@@ -833,6 +833,16 @@ pub fn resource_version(meta: Option<&v1::ObjectMeta>) -> i64 {
     meta.map_or(0, |m| m.resource_version)
 }
 
+/// Every binding in the stack.
+pub async fn list_bindings(api: &ApiClient) -> Vec<v1::ResourceBinding> {
+    api.clone()
+        .list_resource_bindings(v1::ListResourceBindingsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .items
+}
+
 /// Every Work in the stack.
 pub async fn list_works(api: &ApiClient) -> Vec<v1::Work> {
     api.clone()

@@ -16,6 +16,8 @@
 //! | `f5_compacted_gap`     | F5: the work-executor cut off, Works changed, history compacted | every Work catches up (I3) |
 //! | `f3_frozen_leaders_are_fenced` | F3: two replicas each of taint-manager and scheduler; the leaders SIGSTOPped past their lease mid-failover | no double eviction or lost task (I4); the failover completes; I3 |
 //! | `f4_flapping_member_is_never_evicted` | F4: a member flaps faster than the failure threshold | never judged, nothing evicted (I9, I10) |
+//! | `f7_concurrent_writers_lose_nothing` | F7: two replicas of three writers, 30 bindings, 3 of 5 members fail at once | I4 on every revision; every binding converges; I3 |
+//! | `f9_recovery_before_toleration_evicts_nothing` | F9: a member tainted NoExecute heals before the 5 s toleration | no eviction (I10, I11); I3 |
 //! | `f10_mass_failure`     | F10: every member fails, then they heal a moment apart | no eviction (I10), I3 |
 //! | `f11_member_api_errors` | F11: the member's API fails, conflicts, loses replies | the Work says so; applied in the end; nothing created twice; I3 |
 //! | `f6_clock_skew`        | F6: the taint-manager's wall clock minutes off (libfaketime) | no eviction before the toleration on the test's clock (I12); the task ends (I6); I3 |
@@ -727,6 +729,161 @@ async fn f4_flapping_member_is_never_evicted() {
             &stack,
             recorder,
             "f4_flapping_member_is_never_evicted",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
+    }
+}
+
+/// F9: member1 fails long enough to be tainted NoExecute, and comes back before the policy's
+/// toleration (5 s) runs out: nothing may be evicted, no task created (I11), no Work touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f9_recovery_before_toleration_evicts_nothing() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let timers = Timers::fast()
+            .set("api", "default-not-ready-toleration-seconds", "5")
+            .set("api", "default-unreachable-toleration-seconds", "5");
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, timers).await;
+        let all = ["member1", "member2", "member3"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
+        healthy_on(&api, &all).await;
+
+        set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
+        flotilla_tests::wait_taint(
+            &api,
+            "member1",
+            "cluster.karmada.io/not-ready",
+            v1::TaintEffect::NoExecute,
+            T,
+        )
+        .await;
+        // back well before the 5 s toleration ends (the success threshold is 1 s)
+        let within = Duration::from_millis(rng.random_range(0..2000));
+        tokio::time::sleep(within).await;
+        set_fault(&stack.members["member1"], v1::FaultMode::Healthy).await;
+        wait_clusters_ready(&api, &all, T).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        healthy_on(&api, &all).await;
+        let faults = vec![format!(
+            "member1 unreachable until tainted NoExecute, healed {within:?} later (toleration 5 s)"
+        )];
+        let expect = Expect {
+            healthy_members: vec!["member2".into(), "member3".into()],
+            no_evictions: true,
+            converged: true,
+        };
+        verdict(
+            &stack,
+            recorder,
+            "f9_recovery_before_toleration_evicts_nothing",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
+    }
+}
+
+/// F7: two replicas each of the taint-manager, the scheduler and graceful-eviction, 30
+/// bindings, and three of five members failing at once: every binding is written by three
+/// kinds of writer at once. No task may be lost or doubled and no cluster may be a target and
+/// a task at once (I4); every binding converges on the two healthy members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f7_concurrent_writers_lose_nothing() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        // 3 of 5 unhealthy is 0.6: above the brake's default threshold (0.55), which would
+        // slow the evictions to the secondary rate; this scenario is about concurrent writers
+        let timers = Timers::fast().set("taint-manager", "unhealthy-cluster-threshold", "0.7");
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, timers).await;
+        for s in ["taint-manager", "scheduler", "graceful-eviction"] {
+            stack.start_replica(s).await;
+        }
+        let all = ["member1", "member2", "member3", "member4", "member5"];
+        for m in all {
+            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
+        }
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        let mut policy = nginx_policy(divided_on(&all), None);
+        // select every Deployment of the namespace: 30 workloads, 30 bindings
+        if let Some(spec) = policy.spec.as_mut() {
+            for s in &mut spec.resource_selectors {
+                s.name.clear();
+            }
+        }
+        api.clone()
+            .create_propagation_policy(v1::CreatePropagationPolicyRequest {
+                propagation_policy: Some(policy),
+            })
+            .await
+            .unwrap();
+        const N: usize = 30;
+        for i in 0..N {
+            let mut w = flotilla_api::testing::nginx_workload();
+            w.manifest = w.manifest.replace(
+                "{\"name\": \"nginx\", \"namespace\"",
+                &format!("{{\"name\": \"web-{i}\", \"namespace\""),
+            );
+            api.clone()
+                .create_workload(v1::CreateWorkloadRequest { workload: Some(w) })
+                .await
+                .unwrap();
+        }
+        let failing: Vec<&str> = {
+            let mut names = all.to_vec();
+            for i in (1..names.len()).rev() {
+                names.swap(i, rng.random_range(0..=i));
+            }
+            names[..3].to_vec()
+        };
+        eventually(T, "30 bindings placed and healthy", || async {
+            let bindings = flotilla_tests::list_bindings(&api).await;
+            (bindings.len() == N && bindings.iter().all(binding_healthy)).then_some(())
+        })
+        .await;
+        for m in &failing {
+            set_fault(&stack.members[*m], v1::FaultMode::Unreachable).await;
+        }
+        let healthy: Vec<String> = all
+            .iter()
+            .filter(|m| !failing.contains(m))
+            .map(|m| m.to_string())
+            .collect();
+        eventually(T, "every binding on the two healthy members", || async {
+            let bindings = flotilla_tests::list_bindings(&api).await;
+            let done = bindings.len() == N
+                && bindings.iter().all(|b| {
+                    let mut t = target_names(b);
+                    t.sort();
+                    t == healthy && tasks(b).is_empty() && binding_healthy(b)
+                });
+            done.then_some(())
+        })
+        .await;
+        let faults = vec![
+            "two replicas each of taint-manager, scheduler and graceful-eviction".to_owned(),
+            format!("{failing:?} unreachable at once, {N} bindings"),
+        ];
+        let expect = Expect {
+            healthy_members: healthy.clone(),
+            no_evictions: false,
+            converged: true,
+        };
+        verdict(
+            &stack,
+            recorder,
+            "f7_concurrent_writers_lose_nothing",
             seed,
             &faults,
             &expect,
