@@ -80,7 +80,12 @@ async fn verdict(
     faults: &[String],
     expect: &Expect,
 ) {
-    let until = stack.store().await.current_revision().await.unwrap();
+    // (with a dead etcd member the client may try its endpoint first: retry)
+    let store = stack.store().await;
+    let until = eventually(T, "etcd answers", || async {
+        store.current_revision().await.ok()
+    })
+    .await;
     let history = recorder.stop_at(until).await;
     let report = check(&history, expect);
     report.print(scenario, seed, faults);
