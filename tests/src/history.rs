@@ -18,14 +18,30 @@
 //! - **I9** (when the scenario says every member stays healthy) a member is ever written with
 //!   Ready other than True, or with a NoExecute taint;
 //! - **I10** (when the scenario forbids them) any eviction at all;
+//! - **I1** (full form) a Work goes while an eviction task of its binding for its cluster,
+//!   other than a Directly one, still protects it;
+//! - **I5** an eviction task disappears from a live binding only through the graceful-eviction
+//!   rule: its cluster is scheduled again (A6, F9), `suppressDeletion` was set to false, its
+//!   grace period elapsed on the recorder's clock, or every target of the version it was
+//!   removed from reported Healthy for that version's generation;
+//! - **I12** an eviction from a cluster happens no earlier than the first moment the recorder
+//!   saw the NoExecute taint that caused it, plus the binding's toleration of it;
 //! - **I3** at the end: every target and task cluster of a live binding has a live Work, and
-//!   every live Work has a live binding that names its cluster.
+//!   every live Work has a live binding that names its cluster;
+//! - **I2** at the end: a Divided binding's targets carry its replicas exactly, a Duplicated
+//!   binding's every target carries all of them;
+//! - **I6** at the end: no task of a binding with a target outlived its grace period by more
+//!   than [`TASK_SLACK`].
+//!
+//! Times are the recorder's receive times (one clock, the test's), so a service with a skewed
+//! wall clock cannot hide an early decision. I7 and I8 are not visible in a history (which
+//! replica wrote a revision is not recorded); the F3 and F5 scenarios assert them directly.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flotilla_proto::v1;
 use flotilla_store::{EtcdStore, Event, Revision, Store, WatchEvent};
@@ -170,9 +186,20 @@ pub struct Expect {
     pub healthy_members: Vec<String>,
     /// I10: no eviction at all may happen.
     pub no_evictions: bool,
-    /// I3 at the end (the scenario waited for convergence).
+    /// I3, I2 and I6 at the end (the scenario waited for convergence).
     pub converged: bool,
+    /// The graceful-eviction default timeout the stack runs with (I5, I6); `None`:
+    /// [`crate::DEFAULT_GRACE`], what [`crate::Timers::fast`] gives it.
+    pub grace: Option<Duration>,
 }
+
+/// How much later than its deadline a task may end (I6): a graceful-eviction reconcile and the
+/// watch deliveries around it on a loaded 2-core machine.
+pub const TASK_SLACK: Duration = Duration::from_secs(5);
+
+/// How much earlier than the recorder's clock says a timed decision may appear: the recorder
+/// receives the taint or task slightly after the service wrote it.
+const CLOCK_SLACK: Duration = Duration::from_millis(300);
 
 /// One broken promise, with its evidence.
 #[derive(Clone, Debug)]
@@ -231,6 +258,69 @@ fn has_no_execute(c: &v1::Cluster) -> bool {
         .any(|t| t.effect == v1::TaintEffect::NoExecute as i32)
 }
 
+/// The NoExecute taints of a cluster, as (key, value).
+fn no_execute_taints(c: &v1::Cluster) -> Vec<(String, String)> {
+    c.spec
+        .iter()
+        .flat_map(|s| s.taints.iter())
+        .filter(|t| t.effect == v1::TaintEffect::NoExecute as i32)
+        .map(|t| (t.key.clone(), t.value.clone()))
+        .collect()
+}
+
+/// The earliest moment after the NoExecute taint (key, value) appeared that `b` may be
+/// evicted for it: `None` never (tolerated forever), `Some(0)` at once (no toleration
+/// matches). Written from the Kubernetes toleration rules, independently of the
+/// taint-manager's, and generous: the shortest finite toleration among all that match.
+fn toleration_of(b: &v1::ResourceBinding, key: &str, value: &str) -> Option<Duration> {
+    let tolerations = b
+        .spec
+        .as_ref()
+        .and_then(|s| s.placement.as_ref())
+        .map(|p| p.cluster_tolerations.as_slice())
+        .unwrap_or_default();
+    let mut matched = false;
+    let mut shortest: Option<Duration> = None;
+    for t in tolerations {
+        let effect_ok = t.effect == v1::TaintEffect::Unspecified as i32
+            || t.effect == v1::TaintEffect::NoExecute as i32;
+        let exists = t.operator == v1::TolerationOperator::Exists as i32;
+        let key_ok = t.key.is_empty() || t.key == key;
+        let value_ok = exists || t.value == value;
+        if !(effect_ok && key_ok && value_ok) {
+            continue;
+        }
+        matched = true;
+        if let Some(secs) = t.toleration_seconds {
+            let d = Duration::from_secs(u64::try_from(secs).unwrap_or(0));
+            shortest = Some(shortest.map_or(d, |s: Duration| s.min(d)));
+        }
+    }
+    if matched {
+        shortest
+    } else {
+        Some(Duration::ZERO)
+    }
+}
+
+/// Whether every target of `b` reported Healthy for `b`'s current generation (GE-4.3 with
+/// A6: an empty placement is never healthy).
+fn replacement_healthy(b: &v1::ResourceBinding) -> bool {
+    let generation = b.metadata.as_ref().map_or(0, |m| m.generation);
+    let Some(status) = b.status.as_ref() else {
+        return false;
+    };
+    let t = targets(b);
+    !t.is_empty()
+        && status.aggregated_status_observed_generation == generation
+        && t.iter().all(|c| {
+            status
+                .aggregated_status
+                .iter()
+                .any(|i| &i.cluster_name == c && i.health == v1::ResourceHealth::Healthy as i32)
+        })
+}
+
 fn ready(c: &v1::Cluster) -> Option<i32> {
     c.status.as_ref().and_then(|s| {
         s.conditions
@@ -256,7 +346,7 @@ fn work_cluster(w: &v1::Work) -> String {
 /// Replays `history` and checks the invariants (see the module docs).
 pub fn check(history: &[Entry], expect: &Expect) -> Report {
     let mut report = Report {
-        checked: vec!["I1", "I4", "I11"],
+        checked: vec!["I1", "I4", "I5", "I11", "I12"],
         ..Default::default()
     };
     if !expect.healthy_members.is_empty() {
@@ -266,8 +356,18 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
         report.checked.push("I10");
     }
     if expect.converged {
-        report.checked.push("I3");
+        report.checked.extend(["I3", "I2", "I6"]);
     }
+    let grace = expect.grace.unwrap_or(crate::DEFAULT_GRACE);
+    let task_grace = |t: &v1::GracefulEvictionTask| {
+        t.grace_period_seconds.map_or(grace, |s| {
+            Duration::from_secs(u64::try_from(s).unwrap_or(0))
+        })
+    };
+    // when the recorder first saw each current NoExecute taint (cluster, key, value) and each
+    // current task (binding, cluster)
+    let mut taint_seen: BTreeMap<(String, String, String), Instant> = BTreeMap::new();
+    let mut task_seen: BTreeMap<(String, String), Instant> = BTreeMap::new();
     let mut clusters: BTreeMap<String, v1::Cluster> = BTreeMap::new();
     let mut bindings: BTreeMap<String, v1::ResourceBinding> = BTreeMap::new();
     let mut works: BTreeMap<String, v1::Work> = BTreeMap::new();
@@ -307,6 +407,12 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                             "a member that never failed was tainted NoExecute".into(),
                         );
                     }
+                }
+                let now: Vec<(String, String)> = no_execute_taints(c);
+                taint_seen
+                    .retain(|(cl, k, v), _| cl != &name || now.contains(&(k.clone(), v.clone())));
+                for (k, v) in now {
+                    taint_seen.entry((name.clone(), k, v)).or_insert(e.at);
                 }
                 clusters.insert(name, (**c).clone());
             }
@@ -349,6 +455,9 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                     report
                         .evictions
                         .push((e.revision, e.key.clone(), task.from_cluster.clone()));
+                    if let Some(c) = clusters.get(&task.from_cluster) {
+                        early_eviction_check(&mut report, &taint_seen, b, c, &task.from_cluster, e);
+                    }
                     let tainted = clusters.get(&task.from_cluster).is_some_and(has_no_execute);
                     if !tainted {
                         violation(
@@ -375,6 +484,50 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                         );
                     }
                 }
+                // I5: every task that went, went through the graceful-eviction rule
+                if let Some(prev) = previous {
+                    let live: BTreeSet<&str> =
+                        task_list.iter().map(|t| t.from_cluster.as_str()).collect();
+                    for gone in tasks(prev)
+                        .into_iter()
+                        .filter(|t| !live.contains(t.from_cluster.as_str()))
+                    {
+                        let since = task_seen
+                            .get(&(e.key.clone(), gone.from_cluster.clone()))
+                            .copied();
+                        let timed_out = since.is_some_and(|s| {
+                            e.at.duration_since(s) + CLOCK_SLACK >= task_grace(gone)
+                        });
+                        let justified = t.contains(&gone.from_cluster)
+                            || gone.suppress_deletion == Some(false)
+                            || timed_out
+                            || replacement_healthy(prev);
+                        if !justified {
+                            violation(
+                                &mut report,
+                                "I5",
+                                &e.key,
+                                e.revision,
+                                format!(
+                                    "the eviction task for {} was removed {:?} after it appeared \
+                                     (grace {:?}), with the replacement not healthy and the \
+                                     cluster not scheduled again",
+                                    gone.from_cluster,
+                                    since.map(|s| e.at.duration_since(s)),
+                                    task_grace(gone)
+                                ),
+                            );
+                        }
+                    }
+                }
+                task_seen.retain(|(bk, c), _| {
+                    bk != &e.key || task_list.iter().any(|t| &t.from_cluster == c)
+                });
+                for task in &task_list {
+                    task_seen
+                        .entry((e.key.clone(), task.from_cluster.clone()))
+                        .or_insert(e.at);
+                }
                 bindings.insert(e.key.clone(), (**b).clone());
             }
             Change::Work(w) => {
@@ -392,6 +545,7 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                     clusters.remove(e.key.trim_start_matches("clusters/"));
                 } else if e.key.starts_with("bindings/") {
                     bindings.remove(&e.key);
+                    task_seen.retain(|(bk, _), _| bk != &e.key);
                 } else if let Some(w) = works.remove(&e.key)
                     && !deleting(w.metadata.as_ref())
                 {
@@ -448,7 +602,114 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
             }
         }
     }
+    if expect.converged {
+        let end = history.last().map(|e| e.at);
+        for (key, b) in &bindings {
+            if deleting(b.metadata.as_ref()) {
+                continue;
+            }
+            replicas_check(&mut report, key, b);
+            let Some(end) = end else { continue };
+            if targets(b).is_empty() {
+                continue; // A6: the task keeps the only copy
+            }
+            for task in tasks(b) {
+                if task.suppress_deletion == Some(true) {
+                    continue;
+                }
+                let Some(since) = task_seen.get(&(key.clone(), task.from_cluster.clone())) else {
+                    continue;
+                };
+                let age = end.duration_since(*since);
+                if age > task_grace(task) + TASK_SLACK {
+                    violation(
+                        &mut report,
+                        "I6",
+                        key,
+                        0,
+                        format!(
+                            "the eviction task for {} is {age:?} old at the end, past its grace \
+                             period of {:?}",
+                            task.from_cluster,
+                            task_grace(task)
+                        ),
+                    );
+                }
+            }
+        }
+    }
     report
+}
+
+/// I12: an eviction of `b` from `cluster` (recorded as `e`) comes no earlier than the first
+/// sight of one of the cluster's NoExecute taints plus the binding's toleration of it.
+fn early_eviction_check(
+    report: &mut Report,
+    taint_seen: &BTreeMap<(String, String, String), Instant>,
+    b: &v1::ResourceBinding,
+    c: &v1::Cluster,
+    cluster: &str,
+    e: &Entry,
+) {
+    let earliest = no_execute_taints(c)
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let seen = taint_seen.get(&(cluster.to_owned(), k.clone(), v.clone()))?;
+            toleration_of(b, &k, &v).map(|wait| *seen + wait)
+        })
+        .min();
+    let what = match earliest {
+        // (no NoExecute taint at all is I11's finding)
+        None if !has_no_execute(c) => return,
+        None => format!("evicted from {cluster}, whose NoExecute taints it tolerates forever"),
+        Some(at) if e.at + CLOCK_SLACK >= at => return,
+        Some(at) => format!(
+            "evicted from {cluster} {:?} before its toleration of the NoExecute taint ran out",
+            at.duration_since(e.at)
+        ),
+    };
+    report.violations.push(Violation {
+        invariant: "I12",
+        key: e.key.clone(),
+        revision: e.revision,
+        what,
+    });
+}
+
+/// I2 after convergence: Divided targets carry the binding's replicas exactly; Duplicated
+/// targets each carry all of them.
+fn replicas_check(report: &mut Report, key: &str, b: &v1::ResourceBinding) {
+    let Some(spec) = b.spec.as_ref() else { return };
+    if spec.replicas == 0 || spec.clusters.is_empty() {
+        return;
+    }
+    let divided = spec
+        .placement
+        .as_ref()
+        .and_then(|p| p.replica_scheduling.as_ref())
+        .is_some_and(|r| r.replica_scheduling_type == v1::ReplicaSchedulingType::Divided as i32);
+    let placed: Vec<i32> = spec.clusters.iter().map(|t| t.replicas).collect();
+    let ok = if divided {
+        placed.iter().sum::<i32>() == spec.replicas
+    } else {
+        placed.iter().all(|r| *r == spec.replicas)
+    };
+    if !ok {
+        report.violations.push(Violation {
+            invariant: "I2",
+            key: key.to_owned(),
+            revision: 0,
+            what: format!(
+                "{} binding of {} replicas placed as {:?} at the end",
+                if divided { "a Divided" } else { "a Duplicated" },
+                spec.replicas,
+                spec.clusters
+                    .iter()
+                    .map(|t| format!("{}:{}", t.name, t.replicas))
+                    .collect::<Vec<_>>()
+            ),
+        });
+    }
 }
 
 /// I1: the Work `w` goes (marked or deleted) at `revision`: its binding, if it still exists,
@@ -471,6 +732,15 @@ fn only_copy_check(
     let directly = tasks(b)
         .iter()
         .any(|t| t.from_cluster == cluster && t.purge_mode == v1::PurgeMode::Directly as i32);
+    if !directly && tasks(b).iter().any(|t| t.from_cluster == cluster) {
+        report.violations.push(Violation {
+            invariant: "I1",
+            key: key.to_owned(),
+            revision,
+            what: format!("the Work on {cluster} goes while an eviction task still keeps it"),
+        });
+        return;
+    }
     let replicas = b.spec.as_ref().map_or(0, |s| s.replicas);
     if targets(b).is_empty() && replicas > 0 && !directly {
         report.violations.push(Violation {

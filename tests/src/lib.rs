@@ -255,6 +255,9 @@ pub const CONTROL_PLANE: [&str; 6] = [
     "work-executor",
 ];
 
+/// The graceful-eviction timeout of [`Timers::fast`] (the fault suite's I5 and I6 use it).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
+
 /// Compressed timers for scenario tests (production defaults are minutes).
 #[derive(Clone, Debug)]
 pub struct Timers {
@@ -289,7 +292,13 @@ impl Timers {
                         "--probe-timeout=300ms",
                     ]),
                 ),
-                ("graceful-eviction", s(&["--graceful-eviction-timeout=60s"])),
+                (
+                    "graceful-eviction",
+                    vec![format!(
+                        "--graceful-eviction-timeout={}s",
+                        DEFAULT_GRACE.as_secs()
+                    )],
+                ),
                 ("work-executor", s(&["--status-sync-period=200ms"])),
             ],
         }

@@ -9,7 +9,7 @@
 //!   FLOTILLA_SOAK=1         run every scenario over FLOTILLA_SOAK_SEEDS seeds (default 20)
 //! ```
 //!
-//! | scenario | fault (docs/reliability.md) | promise beyond I1, I4, I11 |
+//! | scenario | fault (docs/reliability.md) | promise beyond I1, I4, I5, I11, I12 (and I2, I3, I6 at the end) |
 //! |---|---|---|
 //! | `f1_etcd_pause`        | F1: etcd frozen for 3–6 s (longer than grace + timeout) | no member judged, no eviction (I9, I10), I3 |
 //! | `f2_kill_mid_failover` | F2: a controller SIGKILLed during a failover, restarted | the healthy members untouched (I9), I3 |
@@ -21,6 +21,7 @@
 //! | `f10_mass_failure`     | F10: every member fails, then they heal a moment apart | no eviction (I10), I3 |
 //! | `f11_member_api_errors` | F11: the member's API fails, conflicts, loses replies | the Work says so; applied in the end; nothing created twice; I3 |
 //! | `f6_clock_skew`        | F6: the taint-manager's wall clock minutes off (libfaketime) | no eviction before the toleration on the test's clock (I12); the task ends (I6); I3 |
+//! | `f8_replacement_never_healthy` | F8: the replacement never turns healthy (pods never Ready, status unreadable) or there is none | the old copy goes at the grace period, not before (I1, I5); with no replacement it stays and the cluster is scheduled again (A6); no task outlives its grace (I6) |
 //! | `f1_etcd_member_lost_mid_failover` | one of three etcd members SIGKILLed mid-failover | the failover completes; I9 for the healthy members, I3 |
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -224,6 +225,7 @@ async fn f1_etcd_pause() {
             healthy_members: all.iter().map(|s| s.to_string()).collect(),
             no_evictions: true,
             converged: true,
+            grace: None,
         };
         verdict(&stack, recorder, "f1_etcd_pause", seed, &faults, &expect).await;
     }
@@ -271,6 +273,7 @@ async fn f2_kill_mid_failover() {
             healthy_members: vec!["member2".into(), "member3".into()],
             no_evictions: false,
             converged: true,
+            grace: None,
         };
         verdict(
             &stack,
@@ -330,6 +333,7 @@ async fn f5_compacted_gap() {
             healthy_members: all.iter().map(|s| s.to_string()).collect(),
             no_evictions: true,
             converged: true,
+            grace: None,
         };
         // the recorder's own watch is live, so the compaction did not cut it
         verdict(&stack, recorder, "f5_compacted_gap", seed, &faults, &expect).await;
@@ -382,6 +386,7 @@ async fn f10_mass_failure() {
             healthy_members: Vec::new(),
             no_evictions: true,
             converged: true,
+            grace: None,
         };
         verdict(&stack, recorder, "f10_mass_failure", seed, &faults, &expect).await;
     }
@@ -451,11 +456,18 @@ async fn f11_member_api_errors() {
         scale_nginx(&api, 3, 4).await;
         works_applied_with(&api, 2, 4).await;
         healthy_on(&api, &all).await;
-        let status = control
-            .get_status(v1::MemberSimGetStatusRequest {})
-            .await
-            .unwrap()
-            .into_inner();
+        // (status reads fail at the seeded rate too)
+        let status = eventually(T, "member1's status", || {
+            let mut control = control.clone();
+            async move {
+                control
+                    .get_status(v1::MemberSimGetStatusRequest {})
+                    .await
+                    .ok()
+                    .map(tonic::Response::into_inner)
+            }
+        })
+        .await;
         assert_eq!(
             (status.manifests, status.creates),
             (1, 1),
@@ -475,6 +487,7 @@ async fn f11_member_api_errors() {
             healthy_members: all.iter().map(|s| s.to_string()).collect(),
             no_evictions: true,
             converged: true,
+            grace: None,
         };
         verdict(
             &stack,
@@ -520,6 +533,7 @@ async fn f1_etcd_member_lost_mid_failover() {
             healthy_members: vec!["member2".into(), "member3".into()],
             no_evictions: false,
             converged: true,
+            grace: None,
         };
         verdict(
             &stack,
@@ -596,6 +610,7 @@ async fn f6_clock_skew() {
             healthy_members: vec!["member2".into(), "member3".into()],
             no_evictions: false,
             converged: true,
+            grace: None,
         };
         let report = check(&history, &expect);
         let faults = vec![
@@ -679,6 +694,7 @@ async fn f3_frozen_leaders_are_fenced() {
             healthy_members: vec!["member2".into(), "member3".into()],
             no_evictions: false,
             converged: true,
+            grace: None,
         };
         verdict(
             &stack,
@@ -729,6 +745,7 @@ async fn f4_flapping_member_is_never_evicted() {
             healthy_members: all.iter().map(|s| s.to_string()).collect(),
             no_evictions: true,
             converged: true,
+            grace: None,
         };
         verdict(
             &stack,
@@ -785,6 +802,7 @@ async fn f9_recovery_before_toleration_evicts_nothing() {
             healthy_members: vec!["member2".into(), "member3".into()],
             no_evictions: true,
             converged: true,
+            grace: None,
         };
         verdict(
             &stack,
@@ -884,11 +902,160 @@ async fn f7_concurrent_writers_lose_nothing() {
             healthy_members: healthy.clone(),
             no_evictions: false,
             converged: true,
+            grace: None,
         };
         verdict(
             &stack,
             recorder,
             "f7_concurrent_writers_lose_nothing",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
+    }
+}
+
+/// F8: the graceful-eviction timeout passes while the new placement never becomes healthy.
+/// The seed picks how the replacement fails: its pods never turn Ready, its status can never
+/// be read, or the policy allows only the failed cluster (no replacement at all). The old
+/// copy goes at the grace period and not before (I1 b, I5 on the history); with no
+/// replacement the task and the Work stay past the grace period (A6) and the cluster is
+/// scheduled again when it heals; no task outlives its grace (I6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f8_replacement_never_healthy() {
+    #[derive(Clone, Copy, Debug)]
+    enum Flavor {
+        NeverReady,
+        StatusUnreadable,
+        NoReplacement,
+    }
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let flavor = [
+            Flavor::NeverReady,
+            Flavor::StatusUnreadable,
+            Flavor::NoReplacement,
+        ][rng.random_range(0..3)];
+        let grace = Duration::from_secs(rng.random_range(3..7));
+        let timers = Timers::fast().set(
+            "graceful-eviction",
+            "graceful-eviction-timeout",
+            &format!("{}s", grace.as_secs()),
+        );
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, timers).await;
+        stack
+            .start_member("member1", &["--pod-startup-delay=200ms"])
+            .await;
+        let member2_delay = match flavor {
+            Flavor::NeverReady => "--pod-startup-delay=1h",
+            _ => "--pod-startup-delay=200ms",
+        };
+        stack.start_member("member2", &[member2_delay]).await;
+        let all = ["member1", "member2"];
+        let api = api_client(&stack).await;
+        stack.create_push_clusters(&api, &all).await;
+        wait_clusters_ready(&api, &all, T).await;
+        if let Flavor::StatusUnreadable = flavor {
+            let mut control = v1::member_sim_client::MemberSimClient::connect(format!(
+                "http://{}",
+                stack.members["member2"].control_addr
+            ))
+            .await
+            .unwrap();
+            control
+                .set_fault(v1::SetFaultRequest {
+                    mode: v1::FaultMode::Healthy as i32,
+                    api_errors: Some(v1::ApiErrors {
+                        status_error_percent: 100,
+                        seed,
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .unwrap();
+        }
+        let allowed: &[&str] = match flavor {
+            Flavor::NoReplacement => &["member1"],
+            _ => &all,
+        };
+        create_nginx(&api, nginx_policy(divided_on(allowed), None)).await;
+        let mut want: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        eventually(T, "nginx placed, a Work on every target", || {
+            let want = want.clone();
+            let api = api.clone();
+            async move {
+                let b = nginx_binding(&api).await?;
+                let mut got = target_names(&b);
+                got.sort();
+                let works = flotilla_tests::work_clusters(&api).await;
+                (got == want && works == want).then_some(())
+            }
+        })
+        .await;
+
+        set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
+        eventually(T, "member1 evicted (an eviction task for it)", || async {
+            let b = nginx_binding(&api).await?;
+            tasks(&b).contains(&"member1".to_owned()).then_some(())
+        })
+        .await;
+        let task_at = std::time::Instant::now();
+        match flavor {
+            Flavor::NoReplacement => {
+                // past the grace period the task and the only copy stay (A6)
+                tokio::time::sleep(grace + Duration::from_secs(2)).await;
+                let b = nginx_binding(&api).await.expect("the binding");
+                assert_eq!(tasks(&b), vec!["member1".to_owned()], "A6 keeps the task");
+                let w = flotilla_tests::cluster_work(&api, "member1")
+                    .await
+                    .expect("member1's Work stays");
+                assert!(
+                    w.metadata.and_then(|m| m.deletion_timestamp).is_none(),
+                    "the only copy is never marked for deletion"
+                );
+            }
+            _ => {
+                eventually(T, "the task ends at its grace period", || async {
+                    let b = nginx_binding(&api).await?;
+                    tasks(&b).is_empty().then_some(())
+                })
+                .await;
+                let waited = task_at.elapsed();
+                eprintln!("    task → its end: {waited:?} (grace {grace:?})");
+            }
+        }
+        set_fault(&stack.members["member1"], v1::FaultMode::Healthy).await;
+        let end_targets: Vec<String> = match flavor {
+            Flavor::NoReplacement => vec!["member1".into()],
+            _ => vec!["member2".into()],
+        };
+        eventually(T, "the binding settles without a task", || {
+            let end_targets = end_targets.clone();
+            let api = api.clone();
+            async move {
+                let b = nginx_binding(&api).await?;
+                let works = flotilla_tests::work_clusters(&api).await;
+                (target_names(&b) == end_targets && tasks(&b).is_empty() && works == end_targets)
+                    .then_some(())
+            }
+        })
+        .await;
+        let faults = vec![
+            format!("the replacement never becomes healthy ({flavor:?}), grace {grace:?}"),
+            "member1 unreachable, healed after the grace period".to_owned(),
+        ];
+        let expect = Expect {
+            healthy_members: vec!["member2".into()],
+            no_evictions: false,
+            converged: true,
+            grace: Some(grace),
+        };
+        verdict(
+            &stack,
+            recorder,
+            "f8_replacement_never_healthy",
             seed,
             &faults,
             &expect,

@@ -5,6 +5,7 @@ mod bad_input;
 mod compose;
 mod faults;
 mod grpcurl;
+mod history_checker;
 mod no_replacement;
 mod observability;
 mod pull_cluster;

@@ -166,6 +166,11 @@ impl MemberSim for MemberSimService {
         &self,
         _request: Request<v1::MemberSimGetStatusRequest>,
     ) -> Result<Response<v1::MemberSimGetStatusResponse>, Status> {
+        // the work-executor collects every manifest's status with this call: a status-read
+        // fault must reach it too, not only GetManifest
+        if let Some(e) = self.sim.inject(ApiCall::Status) {
+            return Err(injected(e).await);
+        }
         Ok(Response::new(self.sim.status()))
     }
 }

@@ -1116,6 +1116,13 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable);
+    // GetStatus is how the work-executor reads every manifest's status: it fails too (F8's
+    // "status missing" replacement relies on it)
+    let e = c
+        .get_status(v1::MemberSimGetStatusRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
     // healing clears the errors
     c.set_fault(v1::SetFaultRequest {
         mode: v1::FaultMode::Healthy as i32,

@@ -1,0 +1,306 @@
+//! The fault suite's invariant checker on hand-written histories: each check must find the
+//! violation it exists for, and must not find one in the legitimate variant next to it. (A
+//! checker that never fires would let every fault scenario pass.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use flotilla_proto::v1;
+use flotilla_tests::history::{Change, Entry, Expect, Report, check};
+
+const B: &str = "bindings/default/nginx";
+
+/// Builds a history one change at a time, each `after` the start.
+struct History {
+    start: Instant,
+    revision: i64,
+    entries: Vec<Entry>,
+}
+
+impl History {
+    fn new() -> Self {
+        History {
+            start: Instant::now(),
+            revision: 0,
+            entries: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, after: Duration, key: &str, change: Change) {
+        self.revision += 1;
+        self.entries.push(Entry {
+            revision: self.revision,
+            key: key.to_owned(),
+            change,
+            at: self.start + after,
+        });
+    }
+
+    fn cluster(&mut self, after: Duration, c: v1::Cluster) {
+        let key = format!("clusters/{}", c.metadata.as_ref().unwrap().name);
+        self.push(after, &key, Change::Cluster(Box::new(c)));
+    }
+
+    fn binding(&mut self, after: Duration, b: v1::ResourceBinding) {
+        self.push(after, B, Change::Binding(Box::new(b)));
+    }
+
+    fn work(&mut self, after: Duration, w: v1::Work) {
+        let cluster = w.spec.as_ref().unwrap().cluster.clone();
+        self.push(
+            after,
+            &format!("works/{cluster}/nginx"),
+            Change::Work(Box::new(w)),
+        );
+    }
+
+    fn check(&self, expect: &Expect) -> Report {
+        check(&self.entries, expect)
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn meta(name: &str, generation: i64) -> Option<v1::ObjectMeta> {
+    Some(v1::ObjectMeta {
+        name: name.into(),
+        namespace: "default".into(),
+        generation,
+        ..Default::default()
+    })
+}
+
+fn cluster(name: &str, no_execute: bool) -> v1::Cluster {
+    let taints = if no_execute {
+        vec![v1::Taint {
+            key: "cluster.karmada.io/not-ready".into(),
+            effect: v1::TaintEffect::NoExecute as i32,
+            ..Default::default()
+        }]
+    } else {
+        Vec::new()
+    };
+    v1::Cluster {
+        metadata: meta(name, 1),
+        spec: Some(v1::ClusterSpec {
+            taints,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A Divided binding of 3 replicas: `targets` (cluster, replicas), eviction tasks from
+/// `tasks`, tolerating not-ready for `toleration` seconds.
+fn binding(
+    generation: i64,
+    targets: &[(&str, i32)],
+    tasks: &[&str],
+    toleration: i64,
+) -> v1::ResourceBinding {
+    v1::ResourceBinding {
+        metadata: meta("nginx", generation),
+        spec: Some(v1::ResourceBindingSpec {
+            replicas: 3,
+            placement: Some(v1::Placement {
+                cluster_tolerations: vec![v1::Toleration {
+                    key: "cluster.karmada.io/not-ready".into(),
+                    operator: v1::TolerationOperator::Exists as i32,
+                    effect: v1::TaintEffect::NoExecute as i32,
+                    toleration_seconds: Some(toleration),
+                    ..Default::default()
+                }],
+                replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
+                    replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            clusters: targets
+                .iter()
+                .map(|(name, replicas)| v1::TargetCluster {
+                    name: (*name).into(),
+                    replicas: *replicas,
+                })
+                .collect(),
+            graceful_eviction_tasks: tasks
+                .iter()
+                .map(|c| v1::GracefulEvictionTask {
+                    from_cluster: (*c).into(),
+                    purge_mode: v1::PurgeMode::Gracefully as i32,
+                    producer: "TaintManager".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `b` with every target reported Healthy for its generation.
+fn healthy(mut b: v1::ResourceBinding) -> v1::ResourceBinding {
+    let generation = b.metadata.as_ref().unwrap().generation;
+    let items = b
+        .spec
+        .as_ref()
+        .unwrap()
+        .clusters
+        .iter()
+        .map(|t| v1::AggregatedStatusItem {
+            cluster_name: t.name.clone(),
+            health: v1::ResourceHealth::Healthy as i32,
+            ..Default::default()
+        })
+        .collect();
+    b.status = Some(v1::ResourceBindingStatus {
+        aggregated_status: items,
+        aggregated_status_observed_generation: generation,
+        ..Default::default()
+    });
+    b
+}
+
+fn work(cluster: &str, deleting: bool) -> v1::Work {
+    v1::Work {
+        metadata: Some(v1::ObjectMeta {
+            name: "nginx".into(),
+            namespace: cluster.into(),
+            deletion_timestamp: deleting.then(prost_types::Timestamp::default),
+            ..Default::default()
+        }),
+        spec: Some(v1::WorkSpec {
+            cluster: cluster.into(),
+            binding: Some(v1::BindingReference {
+                namespace: "default".into(),
+                name: "nginx".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn found(report: &Report, invariant: &str) -> usize {
+    report
+        .violations
+        .iter()
+        .filter(|v| v.invariant == invariant)
+        .count()
+}
+
+fn grace(s: u64) -> Expect {
+    Expect {
+        grace: Some(secs(s)),
+        ..Default::default()
+    }
+}
+
+/// member1 tainted at 0 s and the binding evicted from it at `evicted_at`; tolerated 5 s.
+fn eviction_at(evicted_at: Duration) -> History {
+    let mut h = History::new();
+    h.binding(secs(0), binding(1, &[("member1", 3)], &[], 5));
+    h.cluster(secs(0), cluster("member1", true));
+    h.binding(evicted_at, binding(2, &[("member2", 3)], &["member1"], 5));
+    h
+}
+
+#[test]
+fn i12_an_eviction_before_the_toleration_ran_out_is_found() {
+    let early = eviction_at(secs(2)).check(&grace(60));
+    assert_eq!(found(&early, "I12"), 1, "{:?}", early.violations);
+    let on_time = eviction_at(secs(5)).check(&grace(60));
+    assert_eq!(found(&on_time, "I12"), 0, "{:?}", on_time.violations);
+}
+
+#[test]
+fn i12_a_taint_that_went_away_and_came_back_restarts_the_toleration() {
+    let mut h = History::new();
+    h.binding(secs(0), binding(1, &[("member1", 3)], &[], 5));
+    h.cluster(secs(0), cluster("member1", true));
+    h.cluster(secs(4), cluster("member1", false));
+    h.cluster(secs(5), cluster("member1", true));
+    h.binding(secs(6), binding(2, &[("member2", 3)], &["member1"], 5));
+    let r = h.check(&grace(60));
+    assert_eq!(found(&r, "I12"), 1, "{:?}", r.violations);
+}
+
+/// An eviction at 5 s, then the task removed from `removed` (a binding version) at `at`.
+fn task_removed(at: Duration, before: v1::ResourceBinding, after: v1::ResourceBinding) -> Report {
+    let mut h = eviction_at(secs(5));
+    h.binding(secs(5) + Duration::from_millis(100), before);
+    h.binding(at, after);
+    h.check(&grace(10))
+}
+
+#[test]
+fn i5_a_task_removed_early_without_a_healthy_replacement_is_found() {
+    let before = binding(2, &[("member2", 3)], &["member1"], 5);
+    let r = task_removed(secs(8), before, binding(2, &[("member2", 3)], &[], 5));
+    assert_eq!(found(&r, "I5"), 1, "{:?}", r.violations);
+}
+
+#[test]
+fn i5_a_task_removed_for_a_legitimate_reason_is_not_a_violation() {
+    let before = || binding(2, &[("member2", 3)], &["member1"], 5);
+    let after = || binding(2, &[("member2", 3)], &[], 5);
+    // the grace period (10 s from 5 s) elapsed
+    let r = task_removed(secs(16), before(), after());
+    assert_eq!(found(&r, "I5"), 0, "timed out: {:?}", r.violations);
+    // every target reported Healthy for the generation
+    let r = task_removed(secs(8), healthy(before()), after());
+    assert_eq!(found(&r, "I5"), 0, "healthy: {:?}", r.violations);
+    // healthy, but for an older generation: not a reason
+    let mut stale = healthy(before());
+    stale.metadata.as_mut().unwrap().generation = 3;
+    let r = task_removed(secs(8), stale, after());
+    assert_eq!(found(&r, "I5"), 1, "stale health: {:?}", r.violations);
+    // the cluster was scheduled again (A6)
+    let r = task_removed(secs(8), before(), binding(3, &[("member1", 3)], &[], 5));
+    assert_eq!(found(&r, "I5"), 0, "reinstated: {:?}", r.violations);
+}
+
+#[test]
+fn i1_a_work_deleted_while_its_task_keeps_it_is_found() {
+    let mut h = eviction_at(secs(5));
+    h.work(secs(0), work("member1", false));
+    h.work(secs(6), work("member1", true));
+    let r = h.check(&grace(60));
+    assert_eq!(found(&r, "I1"), 1, "{:?}", r.violations);
+    // after the task went (timed out), the same deletion is fine
+    let mut h = eviction_at(secs(5));
+    h.work(secs(0), work("member1", false));
+    h.binding(secs(70), binding(2, &[("member2", 3)], &[], 5));
+    h.work(secs(70), work("member1", true));
+    let r = h.check(&grace(60));
+    assert_eq!(found(&r, "I1"), 0, "{:?}", r.violations);
+}
+
+#[test]
+fn i2_and_i6_at_the_end() {
+    let converged = |g| Expect {
+        converged: true,
+        grace: Some(secs(g)),
+        ..Default::default()
+    };
+    // a Divided binding of 3 with 2 placed
+    let mut h = History::new();
+    h.binding(secs(0), binding(1, &[("member1", 2)], &[], 5));
+    h.work(secs(0), work("member1", false));
+    let r = h.check(&converged(60));
+    assert_eq!(found(&r, "I2"), 1, "{:?}", r.violations);
+    // a task alive 30 s at the end, with a 10 s grace period (and a target)
+    let mut h = eviction_at(secs(5));
+    h.work(secs(0), work("member1", false));
+    h.work(secs(5), work("member2", false));
+    h.push(secs(35), "events/x", Change::Other);
+    let r = h.check(&converged(10));
+    assert_eq!(found(&r, "I6"), 1, "{:?}", r.violations);
+    assert_eq!(found(&r, "I2"), 0, "{:?}", r.violations);
+    let r = h.check(&converged(60));
+    assert_eq!(found(&r, "I6"), 0, "{:?}", r.violations);
+}
