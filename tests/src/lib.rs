@@ -35,7 +35,7 @@ pub mod history;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
@@ -201,23 +201,7 @@ impl Drop for Process {
 }
 
 /// Polls `f` until it returns `Some`, or panics after `timeout` with `what`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use flotilla_runtime::testing::eventually;
 
 /// Waits until a gRPC server answers `grpc.health.v1.Health/Check` with SERVING.
 pub async fn wait_serving(addr: &str, timeout: Duration) {

@@ -22,16 +22,18 @@ use std::time::Duration;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
+use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::leader::{ElectionConfig, LeaderElector};
 use flotilla_runtime::queue::by_key;
+use flotilla_runtime::read_decide_write;
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
     Action, Controller, Digest, Fingerprints, QueueConfig, Readiness, Shutdown, WorkQueue,
 };
+use flotilla_store::StoreRef;
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
-use flotilla_store::{StoreError, StoreRef};
 use tokio::task::JoinHandle;
 
 use crate::batch::{BatchWriter, Write};
@@ -40,9 +42,6 @@ use crate::error::Error;
 
 /// The election the detector runs under.
 pub const DETECTOR_ELECTION: &str = "leases/api-detector";
-/// How often one reconcile re-reads and re-decides after losing a CAS before giving up
-/// (and being retried by the queue).
-const ATTEMPTS: usize = 8;
 
 /// Index of workloads by namespace.
 const BY_NAMESPACE: &str = "namespace";
@@ -448,110 +447,102 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
         namespace,
         &claim::binding_name(name, kind),
     );
-    for attempt in 0..ATTEMPTS {
-        let workload = ctx.caches.workloads.get(&key);
-        // The cache first; after a lost race the store itself.
-        let current: Option<v1::ResourceBinding> = if attempt == 0 {
-            ctx.caches.bindings.get(&binding_key).map(|b| (*b).clone())
-        } else {
-            ctx.typed.get(&binding_key).await?
-        };
-        if let Some(b) = &current
-            && !binding_is_for(b, namespace, kind, name)
-        {
-            tracing::warn!(binding = %binding_key, workload = %key, "a binding of another resource holds this name; leaving it alone");
-            return Ok(Action::await_change());
-        }
-        let policies = ctx.caches.policies.by_index(BY_NAMESPACE, namespace);
-        let cluster_policies = ctx.caches.cluster_policies.list();
-        let namespaced: Vec<Candidate<'_>> = policies
-            .iter()
-            .filter_map(|p| Candidate::namespaced(p))
-            .collect();
-        let cluster_wide: Vec<Candidate<'_>> = cluster_policies
-            .iter()
-            .filter_map(|p| Candidate::cluster(p))
-            .collect();
-        let claim = workload
-            .as_deref()
-            .and_then(|w| claim::select(w, &namespaced, &cluster_wide));
-        let previous = current
-            .as_ref()
-            .and_then(|b| b.meta())
-            .and_then(|m| PolicyRef::from_labels(&m.labels));
-        let plan = match (workload.as_deref(), &claim, current) {
-            (Some(w), Some(claim), None) => Plan::Create(Box::new(desired_binding(w, claim, None))),
-            (Some(w), Some(claim), Some(b)) => {
-                let desired = desired_binding(w, claim, Some(&b));
-                if desired == b {
-                    Plan::Nothing
-                } else {
-                    Plan::Update(Box::new(b), Box::new(desired))
-                }
-            }
-            (None, _, Some(b)) => Plan::Delete(Box::new(b), "its workload is gone"),
-            (Some(_), None, Some(b)) => Plan::Delete(Box::new(b), "no policy matches its workload"),
-            (_, _, None) => Plan::Nothing,
-        };
-        let claimed_now = matches!(plan, Plan::Create(_) | Plan::Update(..))
-            && claim.as_ref().map(|c| &c.policy) != previous.as_ref();
-        let result = match plan {
-            Plan::Nothing => return Ok(Action::await_change()),
-            Plan::Create(b) => ctx.writer.write(Write::Create(b)).await,
-            Plan::Update(old, new) => ctx.writer.write(Write::Update { old, new }).await,
-            Plan::Delete(old, why) => {
-                let deleted = ctx
-                    .writer
-                    .write(Write::Delete {
-                        key: binding_key.clone(),
-                        revision: old.resource_version(),
-                    })
-                    .await;
-                if deleted.is_ok() {
-                    tracing::info!(binding = %binding_key, workload = %key, reason = why, "binding deleted");
-                    ctx.recorder.record(
-                        Regarding::binding(namespace, &claim::binding_name(name, kind)),
-                        EventType::Normal,
-                        "BindingDeleted",
-                        format!("deleted: {why}"),
-                        "",
-                    );
-                }
-                deleted
-            }
-        };
-        match result {
-            Ok(()) => {
-                if claimed_now && let Some(claim) = &claim {
-                    let why = claim.reason();
-                    tracing::info!(binding = %binding_key, workload = %key, policy = %claim.policy, "{why}");
-                    ctx.recorder.record(
-                        Regarding::binding(namespace, &claim::binding_name(name, kind)),
-                        EventType::Normal,
-                        "ApplyPolicySucceed",
-                        format!("{} for {kind} {namespace}/{name}", why),
-                        "",
-                    );
-                } else {
-                    tracing::debug!(binding = %binding_key, workload = %key, "binding in line with its policy");
-                }
+    // The cache first; after a lost race the store itself.
+    let first = ctx.caches.bindings.get(&binding_key).map(|b| (*b).clone());
+    read_decide_write!(
+        binding_key,
+        first,
+        ctx.typed.get(&binding_key),
+        |current, _| {
+            let workload = ctx.caches.workloads.get(&key);
+            if let Some(b) = &current
+                && !binding_is_for(b, namespace, kind, name)
+            {
+                tracing::warn!(binding = %binding_key, workload = %key, "a binding of another resource holds this name; leaving it alone");
                 return Ok(Action::await_change());
             }
-            Err(e) if is_lost_race(&e) => {
-                tracing::debug!(binding = %binding_key, error = %e, "lost a race; re-reading");
+            let policies = ctx.caches.policies.by_index(BY_NAMESPACE, namespace);
+            let cluster_policies = ctx.caches.cluster_policies.list();
+            let namespaced: Vec<Candidate<'_>> = policies
+                .iter()
+                .filter_map(|p| Candidate::namespaced(p))
+                .collect();
+            let cluster_wide: Vec<Candidate<'_>> = cluster_policies
+                .iter()
+                .filter_map(|p| Candidate::cluster(p))
+                .collect();
+            let claim = workload
+                .as_deref()
+                .and_then(|w| claim::select(w, &namespaced, &cluster_wide));
+            let previous = current
+                .as_ref()
+                .and_then(|b| b.meta())
+                .and_then(|m| PolicyRef::from_labels(&m.labels));
+            let plan = match (workload.as_deref(), &claim, current) {
+                (Some(w), Some(claim), None) => {
+                    Plan::Create(Box::new(desired_binding(w, claim, None)))
+                }
+                (Some(w), Some(claim), Some(b)) => {
+                    let desired = desired_binding(w, claim, Some(&b));
+                    if desired == b {
+                        Plan::Nothing
+                    } else {
+                        Plan::Update(Box::new(b), Box::new(desired))
+                    }
+                }
+                (None, _, Some(b)) => Plan::Delete(Box::new(b), "its workload is gone"),
+                (Some(_), None, Some(b)) => {
+                    Plan::Delete(Box::new(b), "no policy matches its workload")
+                }
+                (_, _, None) => Plan::Nothing,
+            };
+            let claimed_now = matches!(plan, Plan::Create(_) | Plan::Update(..))
+                && claim.as_ref().map(|c| &c.policy) != previous.as_ref();
+            let result = match plan {
+                Plan::Nothing => return Ok(Action::await_change()),
+                Plan::Create(b) => ctx.writer.write(Write::Create(b)).await,
+                Plan::Update(old, new) => ctx.writer.write(Write::Update { old, new }).await,
+                Plan::Delete(old, why) => {
+                    let deleted = ctx
+                        .writer
+                        .write(Write::Delete {
+                            key: binding_key.clone(),
+                            revision: old.resource_version(),
+                        })
+                        .await;
+                    if deleted.is_ok() {
+                        tracing::info!(binding = %binding_key, workload = %key, reason = why, "binding deleted");
+                        ctx.recorder.record(
+                            Regarding::binding(namespace, &claim::binding_name(name, kind)),
+                            EventType::Normal,
+                            "BindingDeleted",
+                            format!("deleted: {why}"),
+                            "",
+                        );
+                    }
+                    deleted
+                }
+            };
+            match result {
+                Ok(()) => {
+                    if claimed_now && let Some(claim) = &claim {
+                        let why = claim.reason();
+                        tracing::info!(binding = %binding_key, workload = %key, policy = %claim.policy, "{why}");
+                        ctx.recorder.record(
+                            Regarding::binding(namespace, &claim::binding_name(name, kind)),
+                            EventType::Normal,
+                            "ApplyPolicySucceed",
+                            format!("{} for {kind} {namespace}/{name}", why),
+                            "",
+                        );
+                    } else {
+                        tracing::debug!(binding = %binding_key, workload = %key, "binding in line with its policy");
+                    }
+                    Attempt::Done(Action::await_change())
+                }
+                // lost a race (changed, created or deleted meanwhile): decide again
+                Err(e) => Attempt::after(e)?,
             }
-            Err(e) => return Err(e.into()),
         }
-    }
-    Err(Error::Aborted(format!(
-        "{binding_key}: still conflicting after {ATTEMPTS} attempts"
-    )))
-}
-
-fn is_lost_race(e: &StoreError) -> bool {
-    e.is_conflict()
-        || matches!(
-            e,
-            StoreError::AlreadyExists { .. } | StoreError::NotFound { .. }
-        )
+    )
 }

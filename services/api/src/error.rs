@@ -2,9 +2,8 @@
 
 use flotilla_core::validation::{FieldError, FieldErrorKind, FieldErrors, FieldPath};
 use flotilla_proto::ConvertError;
+use flotilla_runtime::status::Failure;
 use flotilla_store::StoreError;
-use tonic::Code;
-use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
 
 /// How many field errors the status message lists (all of them go into the details).
 const MESSAGE_ERRORS: usize = 8;
@@ -108,45 +107,36 @@ impl From<StoreError> for Error {
     }
 }
 
+impl From<flotilla_runtime::cas::Exhausted> for Error {
+    fn from(e: flotilla_runtime::cas::Exhausted) -> Self {
+        Error::Aborted(e.to_string())
+    }
+}
+
+impl flotilla_runtime::IntoStatus for Error {
+    fn failure(&self) -> Failure<'_> {
+        match self {
+            Error::Invalid(errs) => Failure::Invalid(errs),
+            Error::NotFound(_) => Failure::NotFound,
+            Error::AlreadyExists(_) => Failure::AlreadyExists,
+            Error::Aborted(_) => Failure::Aborted,
+            Error::OutOfRange(_) => Failure::OutOfRange,
+            Error::Store(store) => Failure::Store(store),
+        }
+    }
+}
+
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> Self {
-        let message = e.to_string();
-        match e {
-            Error::Invalid(errs) => {
-                let violations: Vec<FieldViolation> = errs
-                    .iter()
-                    .map(|err| FieldViolation {
-                        field: err.field.clone(),
-                        description: format!("{}: {}", err.kind, err.message),
-                        reason: err.kind.as_str().to_owned(),
-                        localized_message: None,
-                    })
-                    .collect();
-                tonic::Status::with_error_details(
-                    Code::InvalidArgument,
-                    message,
-                    ErrorDetails::with_bad_request(violations),
-                )
-            }
-            Error::NotFound(_) => tonic::Status::not_found(message),
-            Error::AlreadyExists(_) => tonic::Status::already_exists(message),
-            Error::Aborted(_) => tonic::Status::aborted(message),
-            Error::OutOfRange(_) => tonic::Status::out_of_range(message),
-            Error::Store(store) => {
-                if store.is_retryable() || matches!(store, StoreError::LeadershipLost { .. }) {
-                    tonic::Status::unavailable(message)
-                } else {
-                    tracing::error!(error = %store, "store error");
-                    tonic::Status::internal(message)
-                }
-            }
-        }
+        flotilla_runtime::IntoStatus::into_status(e)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::Code;
+    use tonic_types::StatusExt;
 
     #[test]
     fn invalid_carries_bad_request_details() {

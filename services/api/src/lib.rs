@@ -43,6 +43,7 @@ pub mod kinds;
 pub mod manifest;
 pub mod objects;
 pub mod quantity;
+pub mod requests;
 pub mod selector;
 pub mod watch;
 

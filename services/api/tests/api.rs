@@ -32,23 +32,12 @@ async fn setup() -> (StoreRef, TestApi, Client) {
     (store, api, client)
 }
 
-/// Polls `f` every 20 ms until it returns `Some`, for at most 10 s.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+/// [`flotilla_runtime::testing::eventually`] for at most 10 s.
+async fn eventually<T, Fut>(what: &str, f: impl FnMut() -> Fut) -> T
 where
-    F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    flotilla_runtime::testing::eventually(Duration::from_secs(10), what, f).await
 }
 
 /// Every key except the election's, with its mod revision.

@@ -21,6 +21,8 @@ use std::time::Duration;
 use flotilla_core::Time;
 use flotilla_core::types::{ClusterTaintPolicy, ConditionStatus};
 use flotilla_proto::v1;
+use flotilla_runtime::cas::Attempt;
+use flotilla_runtime::read_decide_write;
 use flotilla_runtime::{Action, Cache, EventType, Recorder, Regarding};
 use flotilla_store::typed::Typed;
 use flotilla_store::{Compare, CompareOp, KeyValue, Op, RangeRequest, StoreError, StoreRef, Txn};
@@ -31,9 +33,6 @@ use crate::assess::{
 use crate::error::Error;
 use crate::heartbeat;
 use crate::probe::Observations;
-
-/// How many times a reconcile re-reads and re-decides after losing a compare-and-swap.
-pub const MAX_ATTEMPTS: usize = 5;
 
 /// Index of the bindings cache: the clusters a binding references.
 pub const BINDING_INDEX: &str = "cluster";
@@ -428,11 +427,11 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
         // pulse queues every cluster again once observation resumes.
         return Ok(Action::requeue(ctx.options.monitor_period));
     }
-    let mut cluster = ctx.clusters.get(&key).map(|c| (*c).clone());
+    let first = ctx.clusters.get(&key).map(|c| (*c).clone());
     let policies: Vec<ClusterTaintPolicy> =
         ctx.policies.list().iter().map(|p| (**p).clone()).collect();
-    for _attempt in 0..MAX_ATTEMPTS {
-        let Some(current) = cluster.take() else {
+    read_decide_write!(key, first, ctx.typed.get(&key), |cluster, _| 'attempt: {
+        let Some(current) = cluster else {
             ctx.forget(&name).await?;
             return Ok(Action::await_change());
         };
@@ -470,15 +469,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
                     ctx.forget(&name).await?;
                     return Ok(Action::await_change());
                 }
-                Err(StoreError::NotFound { .. }) => {
-                    cluster = None;
-                    continue;
-                }
-                Err(e) if e.is_conflict() => {
-                    cluster = ctx.typed.get(&key).await?;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) => break 'attempt Attempt::after(e)?,
             }
         }
 
@@ -501,14 +492,10 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
             new.status = Some(decision.status.clone());
             match ctx.typed.update(&current, new).await {
                 Ok(_) => report(&ctx, &name, &current, &decision),
-                Err(StoreError::NotFound { .. }) => {
-                    cluster = None;
-                    continue;
-                }
-                Err(e) if e.is_conflict() => {
-                    // someone (the api, another writer) changed the cluster: re-read, re-decide
-                    cluster = ctx.typed.get(&key).await?;
-                    continue;
+                // someone (the api, another writer) changed or removed the cluster: the loop
+                // re-reads and decides again
+                Err(e) if e.is_conflict() || matches!(e, StoreError::NotFound { .. }) => {
+                    break 'attempt Attempt::after(e)?;
                 }
                 Err(e) => {
                     ctx.recorder.record(
@@ -530,11 +517,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
             // CH-15.4: look again every CleanupCheckInterval (Karmada: 10s)
             requeue = Some(requeue.map_or(ctx.frequency, |d| d.min(ctx.frequency)));
         }
-        return Ok(requeue.map_or_else(Action::await_change, Action::requeue));
-    }
-    Err(Error::TooManyConflicts {
-        key,
-        attempts: MAX_ATTEMPTS,
+        Attempt::Done(requeue.map_or_else(Action::await_change, Action::requeue))
     })
 }
 

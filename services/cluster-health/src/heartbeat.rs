@@ -16,10 +16,13 @@ use bytes::Bytes;
 use flotilla_core::Time;
 use flotilla_proto::convert::timestamp_to_time;
 use flotilla_proto::v1;
-use flotilla_store::{KeyValue, Revision, Store, StoreError};
+use flotilla_store::{KeyValue, Revision, Store};
 use prost::Message;
 
 use crate::assess::Observation;
+use crate::error::Error;
+use flotilla_runtime::cas::Attempt;
+use flotilla_runtime::read_decide_write;
 
 /// The key prefix of heartbeat records.
 pub const PREFIX: &str = "heartbeats/";
@@ -64,19 +67,14 @@ pub fn observation(record: &v1::HeartbeatRecord) -> Option<Observation> {
 }
 
 /// Writes `record` unless the stored one is newer; returns the record's revision.
-pub async fn record(
-    store: &dyn Store,
-    record: &v1::HeartbeatRecord,
-) -> Result<Revision, StoreError> {
+pub async fn record(store: &dyn Store, record: &v1::HeartbeatRecord) -> Result<Revision, Error> {
     let key = key(&record.cluster_name);
     let value = Bytes::from(record.encode_to_vec());
     let ours = renew_time(record);
-    // A concurrent writer (another replica) makes the compare fail: re-read, and give up
-    // when what is stored is newer than ours.
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let current = store.get(&key).await?;
+    // A concurrent writer (another replica) makes the compare fail: the loop re-reads, and
+    // gives up when what is stored is newer than ours.
+    let first = store.get(&key).await?;
+    read_decide_write!(key, first, store.get(&key), |current, _| {
         let expected = current.as_ref().map_or(0, |kv| kv.mod_revision);
         if let Some(kv) = &current
             && let Ok(stored) = decode(kv)
@@ -85,11 +83,10 @@ pub async fn record(
             return Ok(kv.mod_revision);
         }
         match store.compare_and_put(&key, expected, value.clone()).await {
-            Ok(rev) => return Ok(rev),
-            Err(e) if e.is_conflict() && attempt < 5 => {}
-            Err(e) => return Err(e),
+            Ok(rev) => Attempt::Done(rev),
+            Err(e) => Attempt::after(e)?,
         }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -21,16 +21,14 @@ use std::time::Duration;
 use flotilla_core::Time;
 use flotilla_core::types::{CONDITION_REPLACEMENT_PENDING, ResourceBinding};
 use flotilla_proto::v1;
+use flotilla_runtime::cas::Attempt;
+use flotilla_runtime::read_decide_write;
 use flotilla_runtime::{Action, BatchWriter, Cache, Event, EventType, Recorder, Regarding};
-use flotilla_store::StoreError;
 use flotilla_store::typed::Typed;
 
 use crate::Config;
 use crate::error::Error;
 use crate::plan::{Plan, describe, plan};
-
-/// How often a re-read-and-re-plan loop may lose a CAS before the reconcile fails.
-const MAX_ATTEMPTS: usize = 8;
 
 /// The parent of a binding's reconcile span while it has an eviction task: the span that
 /// last wrote `status.traceContext` (scheduler, then work executor) when it belongs to the
@@ -246,9 +244,9 @@ fn report(ctx: &Context, key: &str, before: &ResourceBinding, plan: &Plan) {
 /// GE-2: assess one binding's tasks (and application failover) and write the result.
 pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> {
     let now = flotilla_runtime::now();
-    let mut current = ctx.bindings.get(&key).map(|b| (*b).clone());
-    for attempt in 0..MAX_ATTEMPTS {
-        let Some(wire) = current.take() else {
+    let first = ctx.bindings.get(&key).map(|b| (*b).clone());
+    read_decide_write!(key, first, ctx.typed.get(&key), |current, _| {
+        let Some(wire) = current else {
             ctx.remember(&key, None);
             return Ok(Action::await_change());
         };
@@ -271,28 +269,16 @@ pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> 
             return Ok(action(step.requeue));
         }
         let new = apply_to_wire(&wire, &step);
+        // I5: a conflict means another writer (scheduler, taint manager, work executor) got
+        // there first: the loop re-reads and re-plans at once.
         match ctx.writer.update(wire, new).await {
             Ok(_) => {
                 ctx.remember(&key, step.app_memory.clone());
                 report(&ctx, &key, &binding, &step);
-                return Ok(action(step.requeue));
+                Attempt::Done(action(step.requeue))
             }
-            Err(e) if e.is_conflict() => {
-                // I5: another writer (scheduler, taint manager, work executor) got there
-                // first: re-read and re-plan at once.
-                tracing::debug!(binding = %key, attempt, "conflict; re-reading");
-                current = ctx.typed.get(&key).await?;
-            }
-            Err(StoreError::NotFound { .. }) => {
-                ctx.remember(&key, None);
-                return Ok(Action::await_change());
-            }
-            Err(e) => return Err(e.into()),
+            Err(e) => Attempt::after(e)?,
         }
-    }
-    Err(Error::TooManyConflicts {
-        key,
-        attempts: MAX_ATTEMPTS,
     })
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use flotilla_proto::v1;
 use flotilla_proto::v1::member_sim_server::MemberSim;
+use flotilla_runtime::status::{Failure, to_status};
 use tonic::{Request, Response, Status};
 
 use crate::sim::{
@@ -37,13 +38,25 @@ pub enum Error {
 }
 
 impl From<Error> for Status {
+    /// The codes every Flotilla service uses (`flotilla_runtime::status`): INVALID_ARGUMENT
+    /// with one `google.rpc.BadRequest` violation naming the field, or NOT_FOUND.
     fn from(e: Error) -> Self {
-        match &e {
-            Error::Invalid(_) | Error::Lookup(LookupError::Ambiguous { .. }) => {
-                Status::invalid_argument(e.to_string())
+        let message = e.to_string();
+        let field = match &e {
+            Error::Invalid(f) => f.clone(),
+            Error::Lookup(LookupError::Ambiguous { .. }) => FieldError {
+                field: "resource.kind".into(),
+                message: message.clone(),
+            },
+            Error::Lookup(LookupError::NotFound(_)) => {
+                return to_status(message, Failure::NotFound);
             }
-            Error::Lookup(LookupError::NotFound(_)) => Status::not_found(e.to_string()),
-        }
+        };
+        let invalid = flotilla_core::validation::FieldError::invalid(
+            &flotilla_core::validation::FieldPath::new(&field.field),
+            field.message,
+        );
+        to_status(message, Failure::Invalid(&[invalid]))
     }
 }
 

@@ -29,22 +29,16 @@ use super::*;
 
 // === helpers ===
 
-/// Polls `check` every 20 ms until it holds or `within` passes.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+/// Polls `check` until it holds or `within` passes.
+async fn eventually<Fut>(within: Duration, what: &str, mut check: impl FnMut() -> Fut)
 where
-    F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if check().await {
-            return;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("not within {within:?}: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    flotilla_runtime::testing::eventually(within, what, || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    })
+    .await;
 }
 
 struct Running {

@@ -26,8 +26,10 @@ use flotilla_core::types::{Cluster, DEFAULT_SCHEDULER_NAME, Placement, ResourceB
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
+use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::queue::QueueConfig;
+use flotilla_runtime::read_decide_write;
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
     Action, BatchConfig, BatchWriter, Cache, Controller, Shutdown, WorkQueue, Writer, reflect,
@@ -43,11 +45,6 @@ use crate::decision::{
     trigger_name, trigger_reason,
 };
 use crate::error::Error;
-
-/// How many times one reconcile re-reads and re-decides after losing a compare-and-swap
-/// before giving up to the queue's back-off (A12: conflicts are resolved at once, but a
-/// binding rewritten continuously must not pin a worker).
-pub const MAX_CONFLICT_RETRIES: usize = 16;
 
 /// The controller's tunables (see the flags in [`crate::Args`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -303,16 +300,14 @@ pub fn spawn(
 pub fn error_policy(error: &Error) -> Action {
     match error {
         Error::InvalidArgument(_) => Action::await_change(),
-        Error::Store(_) | Error::TooManyConflicts { .. } => {
-            Action::requeue(Duration::from_millis(100))
-        }
+        _ => Action::requeue(Duration::from_millis(100)),
     }
 }
 
 /// Reconciles one binding: decide on the cached object, write the result with a
-/// compare-and-swap; on a conflict re-read it from the store and re-decide at once, at most
-/// [`MAX_CONFLICT_RETRIES`] times (I5: a concurrent writer's change — e.g. an eviction task
-/// appended by the taint manager — is never overwritten).
+/// compare-and-swap; on a conflict re-read it from the store and re-decide at once
+/// ([`read_decide_write!`]; I5: a concurrent writer's change — e.g. an eviction task appended
+/// by the taint manager — is never overwritten).
 pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> {
     // Never decide on a partial view: with the cluster cache not yet listed every target
     // would look missing (SC-3.6) and every result would be wiped by a FitError.
@@ -320,9 +315,18 @@ pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> 
     ctx.bindings.wait_until_ready().await;
     let now = flotilla_runtime::now();
     let clusters = ctx.cluster_snapshot();
-    let mut current = ctx.bindings.get(&key);
-    for attempt in 0..=MAX_CONFLICT_RETRIES {
-        let Some(old) = current.take() else {
+    let first = ctx.bindings.get(&key);
+    let reread = || async {
+        metrics::counter!("flotilla_scheduler_write_conflicts_total").increment(1);
+        Ok::<_, StoreError>(
+            ctx.reader
+                .get::<v1::ResourceBinding>(&key)
+                .await?
+                .map(Arc::new),
+        )
+    };
+    read_decide_write!(key, first, reread(), |current, _| {
+        let Some(old) = current else {
             // Deleted: nothing to schedule.
             ctx.forget(&key);
             return Ok(Action::await_change());
@@ -353,27 +357,10 @@ pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> 
         match ctx.writer.update((*old).clone(), new).await {
             Ok(written) => {
                 report(&ctx, &key, &old, &written, &decision);
-                return Ok(ctx.action_for(&key, &decision));
+                Attempt::Done(ctx.action_for(&key, &decision))
             }
-            Err(StoreError::Conflict { .. }) => {
-                metrics::counter!("flotilla_scheduler_write_conflicts_total").increment(1);
-                tracing::debug!(binding = %key, attempt, "conflict; re-reading and re-deciding");
-                current = ctx
-                    .reader
-                    .get::<v1::ResourceBinding>(&key)
-                    .await?
-                    .map(Arc::new);
-            }
-            Err(StoreError::NotFound { .. }) => {
-                ctx.forget(&key);
-                return Ok(Action::await_change());
-            }
-            Err(e) => return Err(e.into()),
+            Err(e) => Attempt::after(e)?,
         }
-    }
-    Err(Error::TooManyConflicts {
-        key,
-        attempts: MAX_CONFLICT_RETRIES + 1,
     })
 }
 

@@ -19,6 +19,8 @@ use flotilla_core::types as domain;
 use flotilla_core::work::DIRECTLY_PURGE_RECHECK;
 use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
+use flotilla_runtime::cas::{Attempt, Exhausted};
+use flotilla_runtime::retry_races;
 use flotilla_runtime::{Action, BatchWriter, Cache, EventType, Recorder, Regarding};
 use flotilla_store::StoreError;
 use flotilla_store::typed::{Stored, Typed, Update, workload_key};
@@ -34,8 +36,6 @@ pub const INDEX_BINDING: &str = "binding";
 pub const INDEX_CLUSTER: &str = "cluster";
 /// Index of the bindings cache: the key of the binding's template (`workloads/<ns>/<kind>/<name>`).
 pub const INDEX_WORKLOAD: &str = "workload";
-/// How many times one reconcile re-reads and re-decides after losing a CAS.
-pub const MAX_ATTEMPTS: usize = 8;
 
 /// Why a reconcile failed (it is retried with back-off).
 #[derive(Debug, thiserror::Error)]
@@ -46,9 +46,9 @@ pub enum Error {
     /// A member call failed.
     #[error(transparent)]
     Member(#[from] crate::member::MemberError),
-    /// Still losing CAS races after [`MAX_ATTEMPTS`] re-reads.
-    #[error("{0}: still conflicting after {MAX_ATTEMPTS} attempts")]
-    Contended(String),
+    /// Still losing compare-and-swap races after every attempt.
+    #[error(transparent)]
+    Contended(#[from] Exhausted),
 }
 
 /// Everything the controllers share: caches, writers, member clients.
@@ -226,13 +226,13 @@ pub async fn reconcile_binding(key: String, ctx: Arc<Context>) -> Result<Action,
     };
     let now = flotilla_runtime::now();
     let mut view = View::from_cache(&ctx, &key, namespace, name);
-    for _ in 0..MAX_ATTEMPTS {
-        match sync(&ctx, &mut view, now).await? {
-            Step::Done(action) => return Ok(action),
-            Step::Conflict(keys) => view.refresh(&ctx, keys).await?,
+    retry_races!(key, |_| match sync(&ctx, &mut view, now).await? {
+        Step::Done(action) => Attempt::Done(action),
+        Step::Conflict(keys) => {
+            view.refresh(&ctx, keys).await?;
+            Attempt::Reread
         }
-    }
-    Err(Error::Contended(key))
+    })
 }
 
 async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> {

@@ -23,11 +23,13 @@ use flotilla_runtime::{Action, EventType, Recorder, Regarding};
 use flotilla_store::StoreError;
 use flotilla_store::typed::Stored;
 
-use crate::controller::{Context, Error, MAX_ATTEMPTS};
+use crate::controller::{Context, Error};
 use crate::render::{
     EXECUTION_FINALIZER, applied_current, applied_status, cluster_endpoint, cluster_is_pull,
     cluster_ready, failed_status, is_deleting, work_cluster,
 };
+use flotilla_runtime::cas::Attempt;
+use flotilla_runtime::read_decide_write;
 
 /// The Work's binding, for events.
 fn regarding(work: &v1::Work) -> Option<(String, String)> {
@@ -79,23 +81,19 @@ pub fn work_trace(key: &String, ctx: &Context) -> Option<String> {
 
 /// Reconciles one Work key (`works/<cluster>/<ns>/<name>`).
 pub async fn reconcile_work(key: String, ctx: Arc<Context>) -> Result<Action, Error> {
-    let mut work = ctx.works.get(&key).map(|w| (*w).clone());
+    let first = ctx.works.get(&key).map(|w| (*w).clone());
     // The generation whose manifest this reconcile already applied (not re-applied after a
     // lost status write for the same generation).
     let mut applied: Option<(i64, v1::ApplyManifestResponse)> = None;
-    for attempt in 0..MAX_ATTEMPTS {
-        if attempt > 0 {
-            work = ctx.typed.get(&key).await?;
-        }
-        let Some(w) = work.take() else {
+    read_decide_write!(key, first, ctx.typed.get(&key), |work, _| {
+        let Some(w) = work else {
             return Ok(Action::await_change());
         };
         match step(&ctx, w, &mut applied).await? {
-            Step::Done(action) => return Ok(action),
-            Step::Conflict => {}
+            Step::Done(action) => Attempt::Done(action),
+            Step::Conflict => Attempt::Reread,
         }
-    }
-    Err(Error::Contended(key))
+    })
 }
 
 async fn step(

@@ -3,9 +3,13 @@
 //! the binding controller uses (`plan::decide`, `plan::aggregate`).
 
 use flotilla_core::types as domain;
+use flotilla_core::validation::{FieldError, FieldPath};
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutor;
+use flotilla_runtime::cas::{Attempt, Exhausted};
+use flotilla_runtime::retry_races;
+use flotilla_runtime::status::{Failure, IntoStatus};
 use flotilla_store::StoreError;
 use flotilla_store::typed::{Stored, Typed, work_key};
 use tonic::{Request, Response, Status};
@@ -15,20 +19,13 @@ use crate::render::{cluster_is_pull, is_deleting, work_cluster};
 
 /// Metadata key naming the calling agent's cluster; when present it must match the Work's.
 pub const CLUSTER_METADATA: &str = "x-flotilla-cluster";
-/// How many times a report re-reads the Work after losing a CAS before answering ABORTED.
-const MAX_ATTEMPTS: usize = 8;
 
 /// Why an RPC failed; mapped to a status in one place.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// A request field is missing or malformed (INVALID_ARGUMENT).
-    #[error("{field}: {message}")]
-    Invalid {
-        /// JSON path of the field.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
+    #[error("{}: {}", .0.field, .0.message)]
+    Invalid(FieldError),
     /// NOT_FOUND.
     #[error("{0}")]
     NotFound(String),
@@ -47,34 +44,31 @@ pub enum ApiError {
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
-    ApiError::Invalid {
-        field: field.into(),
-        message: message.into(),
+    ApiError::Invalid(FieldError::invalid(&FieldPath::new(&field.into()), message))
+}
+
+impl IntoStatus for ApiError {
+    fn failure(&self) -> Failure<'_> {
+        match self {
+            ApiError::Invalid(e) => Failure::Invalid(std::slice::from_ref(e)),
+            ApiError::NotFound(_) => Failure::NotFound,
+            ApiError::PermissionDenied(_) => Failure::PermissionDenied,
+            ApiError::FailedPrecondition(_) => Failure::FailedPrecondition,
+            ApiError::Aborted(_) => Failure::Aborted,
+            ApiError::Store(e) => Failure::Store(e),
+        }
+    }
+}
+
+impl From<Exhausted> for ApiError {
+    fn from(e: Exhausted) -> Self {
+        ApiError::Aborted(format!("{e}; report again"))
     }
 }
 
 impl From<ApiError> for Status {
     fn from(e: ApiError) -> Self {
-        let message = e.to_string();
-        match e {
-            ApiError::Invalid { .. } => Status::invalid_argument(message),
-            ApiError::NotFound(_) => Status::not_found(message),
-            ApiError::PermissionDenied(_) => Status::permission_denied(message),
-            ApiError::FailedPrecondition(_) => Status::failed_precondition(message),
-            ApiError::Aborted(_) => Status::aborted(message),
-            ApiError::Store(e) => match e {
-                StoreError::NotFound { .. } => Status::not_found(message),
-                StoreError::Conflict { .. } | StoreError::AlreadyExists { .. } => {
-                    Status::aborted(message)
-                }
-                StoreError::Unavailable(_)
-                | StoreError::LeadershipLost { .. }
-                | StoreError::WatchClosed(_) => Status::unavailable(message),
-                StoreError::PermissionDenied(_) => Status::permission_denied(message),
-                StoreError::InvalidArgument(_) => Status::invalid_argument(message),
-                _ => Status::internal(message),
-            },
-        }
+        e.into_status()
     }
 }
 
@@ -174,7 +168,7 @@ impl WorkExecutorApi {
             .typed
             .get(&format!("{}{}", v1::Cluster::PREFIX, wk.cluster))
             .await?;
-        for _ in 0..MAX_ATTEMPTS {
+        retry_races!(key, |_| 'attempt: {
             let work: v1::Work = self
                 .typed
                 .get(&key)
@@ -221,7 +215,7 @@ impl WorkExecutorApi {
                             resource_version: revision,
                         });
                     }
-                    Err(e) if e.is_conflict() => continue,
+                    Err(e) if e.is_conflict() => break 'attempt Attempt::Reread,
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -251,18 +245,13 @@ impl WorkExecutorApi {
             let mut new = work.clone();
             new.status = Some(status);
             match self.typed.update(&work, new).await {
-                Ok(w) => {
-                    return Ok(v1::ReportWorkStatusResponse {
-                        resource_version: w.resource_version(),
-                    });
-                }
-                Err(e) if e.is_conflict() => continue,
+                Ok(w) => Attempt::Done(v1::ReportWorkStatusResponse {
+                    resource_version: w.resource_version(),
+                }),
+                Err(e) if e.is_conflict() => Attempt::Reread,
                 Err(e) => return Err(e.into()),
             }
-        }
-        Err(ApiError::Aborted(format!(
-            "Work {key} kept changing; report again"
-        )))
+        })
     }
 
     fn plan(req: v1::PlanRequest) -> Result<v1::PlanResponse, ApiError> {

@@ -2,7 +2,6 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::future::Future;
 use std::time::Duration;
 
 use flotilla_core::types::{
@@ -217,24 +216,7 @@ pub async fn clear_taints(typed: &Typed, cluster: &str) -> v1::Cluster {
     .await
 }
 
-/// Polls `f` every 10 ms until it returns `Some`, for at most `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+pub use flotilla_runtime::testing::eventually;
 
 /// Waits until the stored binding satisfies `pred`; returns it.
 pub async fn wait_binding(

@@ -427,23 +427,12 @@ impl Drop for Running {
     }
 }
 
-/// Polls `f` every 20 ms until it returns `Some`, panicking after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+/// [`flotilla_runtime::testing::eventually`], naming what is awaited first.
+pub async fn eventually<T, Fut>(what: &str, timeout: Duration, f: impl FnMut() -> Fut) -> T
 where
-    F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    flotilla_runtime::testing::eventually(timeout, what, f).await
 }
 
 pub const WAIT: Duration = Duration::from_secs(10);

@@ -1,0 +1,182 @@
+//! The handlers' shared halves: [`ApiService`]'s generic Get, List, Watch, Delete and
+//! Update over the request traits of [`crate::requests`], and the hold on a cluster's
+//! deletion.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_proto::Resource;
+use flotilla_proto::v1;
+use flotilla_runtime::Shutdown;
+use flotilla_runtime::reflector::Cache;
+use flotilla_store::typed::{namespaced_key, works_on_cluster_prefix};
+use flotilla_store::{RangeRequest, StoreRef};
+
+use super::{ApiService, Inner};
+use crate::admission::Admission;
+use crate::detector::BY_CLUSTER;
+use crate::error::Error;
+use crate::kinds::ApiKind;
+use crate::objects::{AsyncHold, Objects, carry_server_meta};
+use crate::requests::{DeleteRequest, ListRequest, Named, WatchRequest, key_part};
+use crate::selector::Selector;
+use crate::watch::{ValueFilter, WatchResponseStream, WatchSpec, watch};
+
+pub(super) fn meta_of<R: Resource>(obj: &Option<R>) -> (String, String, i64, String) {
+    let meta = obj
+        .as_ref()
+        .and_then(|o| o.meta())
+        .cloned()
+        .unwrap_or_default();
+    (meta.namespace, meta.name, meta.resource_version, meta.uid)
+}
+
+/// A DeleteCluster is only a mark while bindings or Works still reference the cluster
+/// (A2 / CH-15: cluster-health then adds `cluster.karmada.io/terminating:NoExecute` and
+/// removes the cluster once nothing references it).
+pub(super) struct ClusterHold {
+    pub(super) bindings: Cache<v1::ResourceBinding>,
+    pub(super) store: StoreRef,
+}
+
+impl AsyncHold<v1::Cluster> for ClusterHold {
+    async fn hold(&self, current: &v1::Cluster) -> Result<bool, Error> {
+        let name = current.name();
+        // An unsynced cache would say "unreferenced" for every cluster.
+        self.bindings.wait_until_ready().await;
+        if !self.bindings.index_keys(BY_CLUSTER, name).is_empty() {
+            return Ok(true);
+        }
+        let works = self
+            .store
+            .range(RangeRequest::prefix(works_on_cluster_prefix(name)).with_limit(1))
+            .await?;
+        Ok(!works.kvs.is_empty())
+    }
+}
+
+// === impl ApiService ===
+
+impl ApiService {
+    /// A service over `objects`, admitting with `admission`; `bindings` is a synced cache of
+    /// the bindings indexed by cluster (the detector's); watches end on `shutdown`.
+    pub fn new(
+        objects: Objects,
+        admission: Admission,
+        bindings: Cache<v1::ResourceBinding>,
+        shutdown: Shutdown,
+        bookmark_interval: Duration,
+    ) -> Self {
+        ApiService {
+            inner: Arc::new(Inner {
+                objects,
+                admission,
+                bindings,
+                shutdown,
+                bookmark_interval,
+            }),
+        }
+    }
+
+    pub(super) fn objects(&self) -> &Objects {
+        &self.inner.objects
+    }
+
+    pub(super) fn admission(&self) -> &Admission {
+        &self.inner.admission
+    }
+
+    pub(super) async fn get<Q: Named>(&self, request: Q) -> Result<Q::Kind, Error> {
+        self.objects().get(&request.key()?).await
+    }
+
+    pub(super) async fn list<Q: ListRequest>(&self, request: Q) -> Result<Q::Response, Error> {
+        let scope = request.scope()?;
+        let filter = |o: &Q::Kind| scope.filter.as_ref().is_none_or(|f| f(o));
+        let page = self
+            .objects()
+            .list(&scope.prefix, request.params(), filter)
+            .await?;
+        Ok(Q::respond(page))
+    }
+
+    pub(super) async fn watch<Q: WatchRequest>(
+        &self,
+        request: Q,
+    ) -> Result<WatchResponseStream<<Q::Kind as ApiKind>::WatchResponse>, Error> {
+        let scope = request.scope()?;
+        let selector =
+            Selector::parse(request.label_selector(), "labelSelector").map_err(Error::Invalid)?;
+        let filter: Option<ValueFilter<Q::Kind>> = match (selector.is_empty(), scope.filter) {
+            (true, extra) => extra,
+            (false, extra) => Some(Arc::new(move |obj: &Q::Kind| {
+                obj.meta().is_some_and(|m| selector.matches(&m.labels))
+                    && extra.as_ref().is_none_or(|f| f(obj))
+            })),
+        };
+        watch(
+            self.objects().store().clone(),
+            WatchSpec {
+                prefix: scope.prefix,
+                resource_version: request.resource_version(),
+                filter,
+                bookmarks: request
+                    .allow_bookmarks()
+                    .then_some(self.inner.bookmark_interval),
+            },
+            self.inner.shutdown.clone(),
+        )
+        .await
+    }
+
+    pub(super) async fn delete<Q: DeleteRequest>(
+        &self,
+        request: Q,
+        hold: impl AsyncHold<Q::Kind>,
+    ) -> Result<Q::Response, Error> {
+        let (object, deleted) = self
+            .objects()
+            .delete(&request.key()?, request.preconditions(), hold)
+            .await?;
+        Ok(Q::respond(object, deleted))
+    }
+
+    /// An update of the object in a request (its `field`): the key from its metadata, then
+    /// `admit(current, new)` on the stored object with the server's metadata carried over.
+    pub(super) async fn update<R: ApiKind>(
+        &self,
+        object: Option<R>,
+        field: &str,
+        namespaced: bool,
+        admit: impl Fn(&R, R) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        let (ns, name, rv, uid) = meta_of(&object);
+        let key = if namespaced {
+            let ns = key_part(&ns, "metadata.namespace")?;
+            namespaced_key(R::PREFIX, ns, key_part(&name, "metadata.name")?)
+        } else {
+            format!("{}{}", R::PREFIX, key_part(&name, "metadata.name")?)
+        };
+        let Some(object) = object else {
+            return Err(Error::required(field, "the object is required"));
+        };
+        self.objects()
+            .update(&key, rv, &uid, |current: &R| {
+                let mut new = object.clone();
+                carry_server_meta(current, &mut new);
+                admit(current, new)
+            })
+            .await
+    }
+
+    pub(super) async fn cluster_taint_policies(
+        &self,
+    ) -> Result<Vec<v1::ClusterTaintPolicy>, Error> {
+        Ok(self
+            .objects()
+            .typed()
+            .list::<v1::ClusterTaintPolicy>(None)
+            .await?
+            .0)
+    }
+}
