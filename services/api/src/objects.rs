@@ -9,12 +9,12 @@ use flotilla_proto::v1;
 use flotilla_store::typed::{Typed, decode};
 use flotilla_store::{RangeRequest, StoreError, StoreRef};
 
+use flotilla_runtime::cas::Attempt;
+use flotilla_runtime::retry_races;
+
 use crate::error::Error;
 use crate::kinds::ApiKind;
 use crate::selector::Selector;
-
-/// How often an unconditional update or delete re-reads and retries after losing a race.
-const UNCONDITIONAL_ATTEMPTS: usize = 8;
 
 /// Paging and filtering of a List call.
 #[derive(Clone, Copy, Debug, Default)]
@@ -178,9 +178,7 @@ impl Objects {
             ));
         }
         let typed = self.typed();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
+        retry_races!(key, |_| {
             let current: R = self.get(key).await?;
             check_preconditions(&current, resource_version, uid)?;
             let new = build(&current)?;
@@ -199,14 +197,12 @@ impl Objects {
                 typed.update(&current, new).await
             };
             match result {
-                Ok(obj) => return Ok(obj),
-                Err(e)
-                    if e.is_conflict()
-                        && resource_version == 0
-                        && attempt < UNCONDITIONAL_ATTEMPTS => {}
+                Ok(obj) => Attempt::Done(obj),
+                // unconditional: re-read and build again on the new version
+                Err(e) if e.is_conflict() && resource_version == 0 => Attempt::Reread,
                 Err(e) => return Err(e.into()),
             }
-        }
+        })
     }
 
     /// Deletes the object at `key`. While it has finalizers, or when `hold` says so for the
@@ -227,9 +223,7 @@ impl Objects {
             .and_then(|p| p.uid.as_deref())
             .unwrap_or_default();
         let typed = self.typed();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
+        retry_races!(key, |_| {
             let current: R = self.get(key).await?;
             check_preconditions(&current, rv, uid)?;
             let meta = current.meta().cloned().unwrap_or_default();
@@ -248,11 +242,11 @@ impl Objects {
                     .map(|_| (current, true))
             };
             match result {
-                Ok(done) => return Ok(done),
-                Err(e) if e.is_conflict() && rv == 0 && attempt < UNCONDITIONAL_ATTEMPTS => {}
+                Ok(done) => Attempt::Done(done),
+                Err(e) if e.is_conflict() && rv == 0 => Attempt::Reread,
                 Err(e) => return Err(e.into()),
             }
-        }
+        })
     }
 }
 
