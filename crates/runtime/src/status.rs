@@ -60,8 +60,9 @@ pub trait IntoStatus: std::fmt::Display {
 
 /// The gRPC code of a store error: NOT_FOUND, ALREADY_EXISTS, ABORTED for a conflict,
 /// OUT_OF_RANGE for a compacted or future revision, UNAVAILABLE when retrying may succeed
-/// (the store did not answer, a watch closed, this replica lost its leadership),
-/// PERMISSION_DENIED, INVALID_ARGUMENT, else INTERNAL.
+/// (the store did not answer, a watch closed, this replica lost its leadership), else
+/// INTERNAL — also when etcd refuses the server's own credentials or request: that is the
+/// server's problem, not the caller's permission or argument.
 pub fn store_code(e: &StoreError) -> Code {
     match e {
         StoreError::NotFound { .. } => Code::NotFound,
@@ -69,8 +70,6 @@ pub fn store_code(e: &StoreError) -> Code {
         StoreError::Conflict { .. } => Code::Aborted,
         StoreError::Compacted { .. } | StoreError::FutureRevision { .. } => Code::OutOfRange,
         StoreError::LeadershipLost { .. } => Code::Unavailable,
-        StoreError::PermissionDenied(_) => Code::PermissionDenied,
-        StoreError::InvalidArgument(_) => Code::InvalidArgument,
         e if e.is_retryable() => Code::Unavailable,
         _ => Code::Internal,
     }
@@ -239,14 +238,8 @@ mod tests {
             ),
             (StoreError::unavailable("refused"), Code::Unavailable),
             (StoreError::WatchClosed("gone".into()), Code::Unavailable),
-            (
-                StoreError::PermissionDenied("no".into()),
-                Code::PermissionDenied,
-            ),
-            (
-                StoreError::InvalidArgument("bad".into()),
-                Code::InvalidArgument,
-            ),
+            (StoreError::PermissionDenied("no".into()), Code::Internal),
+            (StoreError::InvalidArgument("bad".into()), Code::Internal),
             (StoreError::Internal("?".into()), Code::Internal),
         ];
         for (e, want) in cases {

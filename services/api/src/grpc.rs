@@ -282,6 +282,15 @@ impl Api for ApiService {
     ) -> Result<v1::ClusterTaintPolicy> {
         let req = request.into_inner();
         ok(async {
+            // the request's own checks before the listing that admission compares with
+            let (_, name, _, _) = meta_of(&req.cluster_taint_policy);
+            key_part(&name, "metadata.name")?;
+            if req.cluster_taint_policy.is_none() {
+                return Err(Error::required(
+                    "clusterTaintPolicy",
+                    "the object is required",
+                ));
+            }
             let others = self.cluster_taint_policies().await?;
             let admit = |_: &v1::ClusterTaintPolicy, new| {
                 self.admission().cluster_taint_policy(Some(new), &others)
