@@ -167,6 +167,19 @@ async fn scale_nginx(api: &ApiClient, from: i32, to: i32) {
         .unwrap();
 }
 
+/// A MemberSim client of the member's control address (faults, status).
+async fn member_control(
+    stack: &Stack,
+    member: &str,
+) -> v1::member_sim_client::MemberSimClient<tonic::transport::Channel> {
+    v1::member_sim_client::MemberSimClient::connect(format!(
+        "http://{}",
+        stack.members[member].control_addr
+    ))
+    .await
+    .unwrap()
+}
+
 /// Waits until there are `n` Works, each carrying `replicas` and applied at its generation.
 async fn works_applied_with(api: &ApiClient, n: usize, replicas: i32) {
     eventually(
@@ -418,12 +431,7 @@ async fn f11_member_api_errors() {
             status_error_percent: rng.random_range(10..40),
             seed,
         };
-        let mut control = v1::member_sim_client::MemberSimClient::connect(format!(
-            "http://{}",
-            stack.members["member1"].control_addr
-        ))
-        .await
-        .unwrap();
+        let mut control = member_control(&stack, "member1").await;
         // First every apply fails: the Work must say so.
         control
             .set_fault(v1::SetFaultRequest {
@@ -957,13 +965,8 @@ async fn f8_replacement_never_healthy() {
         stack.create_push_clusters(&api, &all).await;
         wait_clusters_ready(&api, &all, T).await;
         if let Flavor::StatusUnreadable = flavor {
-            let mut control = v1::member_sim_client::MemberSimClient::connect(format!(
-                "http://{}",
-                stack.members["member2"].control_addr
-            ))
-            .await
-            .unwrap();
-            control
+            member_control(&stack, "member2")
+                .await
                 .set_fault(v1::SetFaultRequest {
                     mode: v1::FaultMode::Healthy as i32,
                     api_errors: Some(v1::ApiErrors {

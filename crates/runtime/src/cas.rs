@@ -64,6 +64,18 @@ pub fn lost_race(key: &str, attempt: usize) {
     tracing::debug!(key, attempt, "lost a compare-and-swap race; deciding again");
 }
 
+/// The end of the macros' loop: the result, or [`Exhausted`].
+#[doc(hidden)]
+pub fn finish<R, E: From<Exhausted>>(result: Option<R>, key: &str) -> Result<R, E> {
+    result.ok_or_else(|| {
+        Exhausted {
+            key: key.to_owned(),
+            attempts: CAS_ATTEMPTS,
+        }
+        .into()
+    })
+}
+
 /// Reads, decides and writes one object until the write wins, at most [`CAS_ATTEMPTS`]
 /// times; evaluates to `Result<R, E>` where `E: From<Exhausted>`.
 ///
@@ -97,16 +109,7 @@ macro_rules! read_decide_write {
                 $crate::cas::Attempt::Gone => next = ::core::option::Option::Some(None),
             }
         }
-        match result {
-            ::core::option::Option::Some(done) => ::core::result::Result::Ok(done),
-            ::core::option::Option::None => ::core::result::Result::Err(
-                $crate::cas::Exhausted {
-                    key: ::std::string::ToString::to_string(&$key),
-                    attempts: $crate::cas::CAS_ATTEMPTS,
-                }
-                .into(),
-            ),
-        }
+        $crate::cas::finish(result, &$key)
     }};
 }
 
@@ -133,16 +136,7 @@ macro_rules! retry_races {
                 }
             }
         }
-        match result {
-            ::core::option::Option::Some(done) => ::core::result::Result::Ok(done),
-            ::core::option::Option::None => ::core::result::Result::Err(
-                $crate::cas::Exhausted {
-                    key: ::std::string::ToString::to_string(&$key),
-                    attempts: $crate::cas::CAS_ATTEMPTS,
-                }
-                .into(),
-            ),
-        }
+        $crate::cas::finish(result, &$key)
     }};
 }
 
