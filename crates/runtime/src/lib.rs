@@ -46,6 +46,7 @@ pub mod queue;
 pub mod reflector;
 pub mod security;
 pub mod server;
+pub mod service;
 pub mod shutdown;
 pub mod status;
 pub mod telemetry;

@@ -29,7 +29,7 @@ use flotilla_core::defaults::{
 use flotilla_core::validation::{Limits, ONE_YEAR_SECONDS};
 use flotilla_proto::v1::api_server::ApiServer;
 use flotilla_runtime::server::{GrpcConfig, GrpcServer};
-use flotilla_runtime::{CommonArgs, Readiness, Runtime, Shutdown, decode_limited};
+use flotilla_runtime::{CommonArgs, Readiness, Shutdown, decode_limited};
 use flotilla_store::StoreRef;
 use tokio::net::TcpListener;
 
@@ -183,21 +183,7 @@ impl Args {
     /// Runs the service until SIGTERM/SIGINT: store from `--store`, gRPC on `--grpc-addr`,
     /// admin on `--admin-addr`.
     pub async fn run(self) -> anyhow::Result<()> {
-        let config = self
-            .validate()
-            .map_err(|errs| anyhow::anyhow!("invalid flags: {}", errs.join("; ")))?;
-        let rt = Runtime::start(&self.common).await?;
-        let service = start(rt.store.clone(), &config, &rt.readiness, &rt.shutdown);
-        let grpc = rt
-            .grpc_server(
-                &[flotilla_proto::FILE_DESCRIPTOR_SET],
-                GrpcConfig::default().health_service(SERVICE_NAME),
-            )
-            .await?
-            .map_router(|r| r.add_service(decode_limited!(ApiServer::new(service.api))));
-        rt.serve(grpc).await?;
-        let _ = service.detector.task.await;
-        Ok(())
+        flotilla_runtime::service::run::<Api>(self).await
     }
 }
 
@@ -259,3 +245,42 @@ pub async fn run_with(
 
 #[cfg(feature = "test-util")]
 pub mod testing;
+
+/// The api as a service (`flotilla_runtime::service`): the detector, and `flotilla.v1.Api`.
+pub struct Api;
+
+impl flotilla_runtime::service::Service for Api {
+    const NAME: &'static str = "api";
+    const GRPC_SERVICE: &'static str = SERVICE_NAME;
+    type Args = Args;
+    type Config = Config;
+
+    fn common(args: &Args) -> &CommonArgs {
+        &args.common
+    }
+
+    fn validate(args: &Args) -> Result<Config, Vec<String>> {
+        args.validate()
+    }
+
+    fn start(
+        parts: &flotilla_runtime::service::Parts,
+        config: Config,
+    ) -> flotilla_runtime::service::Started {
+        let started = start(
+            parts.store.clone(),
+            &config,
+            &parts.readiness,
+            &parts.shutdown,
+        );
+        let api = started.api;
+        let detector = started.detector.task;
+        flotilla_runtime::service::Started::new(
+            move |r| r.add_service(decode_limited!(ApiServer::new(api))),
+            async move {
+                detector.await.context("detector task")?;
+                Ok(())
+            },
+        )
+    }
+}

@@ -42,8 +42,8 @@ use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
-    CommonArgs, Controller, ElectionConfig, Event, GrpcConfig, LeaderElector, QueueConfig,
-    Readiness, Recorder, Runtime, Shutdown, WatcherConfig, WorkQueue, Writer, reflect, watcher,
+    CommonArgs, Controller, ElectionConfig, Event, LeaderElector, QueueConfig, Readiness, Recorder,
+    Shutdown, WatcherConfig, WorkQueue, Writer, reflect, watcher,
 };
 use flotilla_store::typed::decode;
 use flotilla_store::{KeyValue, StoreRef};
@@ -244,46 +244,7 @@ impl Args {
 
     /// Runs the service until SIGTERM/SIGINT: store, controllers, gRPC and admin servers.
     pub async fn run(self) -> anyhow::Result<()> {
-        let config = self.validate().map_err(|errors| {
-            anyhow::anyhow!(
-                "invalid flags: {}",
-                errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        })?;
-        let rt = Runtime::start(&self.common).await?;
-        tracing::info!(
-            frequency = ?config.frequency,
-            success_threshold = ?config.options.thresholds.success,
-            failure_threshold = ?config.options.thresholds.failure,
-            monitor_period = ?config.options.monitor_period,
-            monitor_grace = ?config.options.grace.monitor,
-            startup_grace = ?config.options.grace.startup,
-            failover_eviction_timeout = ?config.options.failover_eviction_timeout,
-            no_execute_taints = ?config.options.no_execute,
-            probe_timeout = ?config.probe_timeout,
-            "cluster-health configured"
-        );
-        let started = start(
-            rt.store.clone(),
-            config,
-            rt.readiness.clone(),
-            rt.shutdown.clone(),
-        );
-        let grpc = rt
-            .grpc_server(
-                &[flotilla_proto::FILE_DESCRIPTOR_SET],
-                GrpcConfig::default().health_service(SERVICE_NAME),
-            )
-            .await?
-            .map_router(|r| r.add_service(grpc::server(started.service.clone())));
-        let (served, ran) = tokio::join!(rt.serve(grpc), started.task);
-        served?;
-        ran??;
-        Ok(())
+        flotilla_runtime::service::run::<ClusterHealth>(self).await
     }
 }
 
@@ -629,6 +590,59 @@ async fn feed_deleting(
                 health.add(name);
             }
         }
+    }
+}
+
+/// cluster-health as a service (`flotilla_runtime::service`).
+pub struct ClusterHealth;
+
+impl flotilla_runtime::service::Service for ClusterHealth {
+    const NAME: &'static str = "cluster-health";
+    const GRPC_SERVICE: &'static str = SERVICE_NAME;
+    type Args = Args;
+    type Config = Config;
+
+    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
+        &args.common
+    }
+
+    fn validate(args: &Args) -> Result<Config, Vec<String>> {
+        args.validate()
+            .map_err(|e| e.iter().map(ToString::to_string).collect())
+    }
+
+    fn start(
+        parts: &flotilla_runtime::service::Parts,
+        config: Config,
+    ) -> flotilla_runtime::service::Started {
+        tracing::info!(
+            frequency = ?config.frequency,
+            success_threshold = ?config.options.thresholds.success,
+            failure_threshold = ?config.options.thresholds.failure,
+            monitor_period = ?config.options.monitor_period,
+            monitor_grace = ?config.options.grace.monitor,
+            startup_grace = ?config.options.grace.startup,
+            failover_eviction_timeout = ?config.options.failover_eviction_timeout,
+            no_execute_taints = ?config.options.no_execute,
+            probe_timeout = ?config.probe_timeout,
+            "cluster-health configured"
+        );
+        let started = start(
+            parts.store.clone(),
+            config,
+            parts.readiness.clone(),
+            parts.shutdown.clone(),
+        );
+        let service = started.service.clone();
+        let task = started.task;
+        flotilla_runtime::service::Started::new(
+            move |r| r.add_service(grpc::server(service)),
+            async move {
+                task.await
+                    .map_err(|e| anyhow::anyhow!("controller task: {e}"))??;
+                Ok(())
+            },
+        )
     }
 }
 

@@ -30,9 +30,8 @@ use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CommonArgs, Controller, ElectionConfig, GrpcConfig, LeaderElector,
-    QueueConfig, Readiness, Recorder, Runtime, Shutdown, WatcherConfig, WorkQueue, Writer, reflect,
-    watcher,
+    BatchConfig, BatchWriter, CommonArgs, Controller, ElectionConfig, LeaderElector, QueueConfig,
+    Readiness, Recorder, Shutdown, WatcherConfig, WorkQueue, Writer, reflect, watcher,
 };
 use flotilla_store::StoreRef;
 use flotilla_store::typed::{Typed, decode};
@@ -131,41 +130,7 @@ impl Args {
 
     /// Runs the service until SIGTERM/SIGINT: store, controller, gRPC and admin servers.
     pub async fn run(self) -> anyhow::Result<()> {
-        let config = self.validate().map_err(|errors| {
-            anyhow::anyhow!(
-                "invalid flags: {}",
-                errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        })?;
-        let rt = Runtime::start(&self.common).await?;
-        // The cache first, so that health says SERVING only once it synced.
-        let service = Service::new(
-            rt.store.clone(),
-            config.clone(),
-            &rt.readiness,
-            rt.shutdown.clone(),
-        );
-        let timeout = config.default_timeout;
-        let grpc = rt
-            .grpc_server(
-                &[flotilla_proto::FILE_DESCRIPTOR_SET],
-                GrpcConfig::default().health_service(SERVICE_NAME),
-            )
-            .await?
-            .map_router(|r| r.add_service(grpc::server(timeout)));
-        tracing::info!(
-            graceful_eviction_timeout = %humantime::format_duration(config.default_timeout),
-            workers = config.workers,
-            "graceful-eviction configured"
-        );
-        let (served, ran) = tokio::join!(rt.serve(grpc), service.run());
-        served?;
-        ran?;
-        Ok(())
+        flotilla_runtime::service::run::<GracefulEviction>(self).await
     }
 }
 
@@ -273,4 +238,46 @@ pub async fn run_with(
     Service::new(store, config, &readiness, shutdown)
         .run()
         .await
+}
+
+/// graceful-eviction as a service (`flotilla_runtime::service`).
+pub struct GracefulEviction;
+
+impl flotilla_runtime::service::Service for GracefulEviction {
+    const NAME: &'static str = "graceful-eviction";
+    const GRPC_SERVICE: &'static str = SERVICE_NAME;
+    type Args = Args;
+    type Config = Config;
+
+    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
+        &args.common
+    }
+
+    fn validate(args: &Args) -> Result<Config, Vec<String>> {
+        args.validate()
+            .map_err(|e| e.iter().map(ToString::to_string).collect())
+    }
+
+    fn start(
+        parts: &flotilla_runtime::service::Parts,
+        config: Config,
+    ) -> flotilla_runtime::service::Started {
+        tracing::info!(
+            graceful_eviction_timeout = %humantime::format_duration(config.default_timeout),
+            workers = config.workers,
+            "graceful-eviction configured"
+        );
+        let timeout = config.default_timeout;
+        // The cache first, so that health says SERVING only once it synced.
+        let service = Service::new(
+            parts.store.clone(),
+            config,
+            &parts.readiness,
+            parts.shutdown.clone(),
+        );
+        flotilla_runtime::service::Started::new(
+            move |r| r.add_service(grpc::server(timeout)),
+            async move { Ok(service.run().await?) },
+        )
+    }
 }

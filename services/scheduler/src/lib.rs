@@ -38,11 +38,11 @@ use flotilla_core::validation::Limits;
 use flotilla_proto::v1::scheduler_server::SchedulerServer;
 use flotilla_runtime::admin::serve_admin;
 use flotilla_runtime::events::Recorder;
-use flotilla_runtime::server::bind;
+use flotilla_runtime::service::{Parts, Started};
 use flotilla_runtime::telemetry::install_metrics;
 use flotilla_runtime::{
-    CommonArgs, ElectionConfig, GrpcConfig, GrpcServer, LeaderElector, Readiness, Runtime,
-    SecurityArgs, Shutdown, decode_limited,
+    CommonArgs, ElectionConfig, GrpcConfig, GrpcServer, LeaderElector, Readiness, SecurityArgs,
+    Shutdown, decode_limited,
 };
 use flotilla_store::StoreRef;
 use tokio::net::TcpListener;
@@ -213,24 +213,7 @@ impl Args {
     /// Starts logging, metrics, signals and the store from the common flags, then runs the
     /// service on `--grpc-addr` and `--admin-addr` until SIGTERM/SIGINT.
     pub async fn run(self) -> anyhow::Result<()> {
-        let config = self
-            .validate()
-            .map_err(|e| anyhow::anyhow!("invalid flags: {}", e.join("; ")))?;
-        let rt = Runtime::start(&self.common).await?;
-        let grpc = bind(self.common.grpc_addr)
-            .await
-            .context("binding --grpc-addr")?;
-        let admin = bind(self.common.admin_addr)
-            .await
-            .context("binding --admin-addr")?;
-        run_with(
-            rt.store.clone(),
-            config,
-            grpc,
-            Some(admin),
-            rt.shutdown.clone(),
-        )
-        .await
+        flotilla_runtime::service::run::<Scheduler>(self).await
     }
 }
 
@@ -246,53 +229,29 @@ pub async fn run_with(
     admin: Option<TcpListener>,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let Config {
-        controller: controller_config,
-        identity,
-        lease_ttl,
-        grpc_timeout,
-        limits,
-        security,
-    } = config;
     // A child of the caller's shutdown: our own failure stops this service only.
     let shutdown = shutdown.child();
     let metrics = install_metrics().ok();
     let readiness = Readiness::new();
-
-    let elector = LeaderElector::spawn(
-        store.clone(),
-        LEADER_ELECTION,
-        ElectionConfig::new(identity).ttl(lease_ttl),
-        &shutdown,
-    );
-    let writes: StoreRef = Arc::new(elector.fenced_store(store.clone()));
-    let recorder = Recorder::spawn(store.clone(), "scheduler", shutdown.clone());
-    let options = controller_config.options;
-    let running = controller::spawn(
+    let (timeout, security) = (config.grpc_timeout, config.security.clone());
+    let parts = Parts {
         store,
-        writes,
-        controller_config,
-        Some(elector.subscribe()),
-        recorder,
-        shutdown.clone(),
-    );
-    readiness.add_cache("bindings", running.ctx.bindings());
-    readiness.add_cache("clusters", running.ctx.clusters());
-
-    let service = SchedulerService::new(limits, options);
+        readiness: readiness.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let started = <Scheduler as flotilla_runtime::service::Service>::start(&parts, config);
     let server = GrpcServer::new(
         &[flotilla_proto::FILE_DESCRIPTOR_SET],
         GrpcConfig::default()
-            .request_timeout(grpc_timeout)
-            .health_service("flotilla.v1.Scheduler")
+            .request_timeout(timeout)
+            .health_service(SERVICE_NAME)
             .tls(security.server_tls()?)
             .auth_tokens(security.auth_tokens()?),
         readiness.clone(),
         &shutdown,
     )
     .await?
-    .map_router(|r| r.add_service(decode_limited!(SchedulerServer::new(service))));
-
+    .map_router(started.routes);
     let addr = |l: Option<&TcpListener>| {
         l.and_then(|l| l.local_addr().ok())
             .map_or_else(|| "-".to_owned(), |a| a.to_string())
@@ -316,10 +275,75 @@ pub async fn run_with(
     if let Some(task) = admin_task {
         task.await.context("admin server task")??;
     }
-    running.task.await.context("controller task")?;
-    elector.resign().await;
+    started.run.await?;
     served?;
     Ok(())
+}
+
+/// The gRPC service the scheduler's health reports on.
+pub const SERVICE_NAME: &str = "flotilla.v1.Scheduler";
+
+/// The scheduler as a service (`flotilla_runtime::service`): caches and the controller
+/// (workers only while this replica leads [`LEADER_ELECTION`], writes fenced by that
+/// leadership) and `flotilla.v1.Scheduler`.
+pub struct Scheduler;
+
+impl flotilla_runtime::service::Service for Scheduler {
+    const NAME: &'static str = "scheduler";
+    const GRPC_SERVICE: &'static str = SERVICE_NAME;
+    type Args = Args;
+    type Config = Config;
+
+    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
+        &args.common
+    }
+
+    fn validate(args: &Args) -> Result<Config, Vec<String>> {
+        args.validate()
+    }
+
+    fn start(parts: &Parts, config: Config) -> Started {
+        let Config {
+            controller: controller_config,
+            identity,
+            lease_ttl,
+            limits,
+            ..
+        } = config;
+        let Parts {
+            store,
+            readiness,
+            shutdown,
+        } = parts;
+        let elector = LeaderElector::spawn(
+            store.clone(),
+            LEADER_ELECTION,
+            ElectionConfig::new(identity).ttl(lease_ttl),
+            shutdown,
+        );
+        let writes: StoreRef = Arc::new(elector.fenced_store(store.clone()));
+        let recorder = Recorder::spawn(store.clone(), "scheduler", shutdown.clone());
+        let options = controller_config.options;
+        let running = controller::spawn(
+            store.clone(),
+            writes,
+            controller_config,
+            Some(elector.subscribe()),
+            recorder,
+            shutdown.clone(),
+        );
+        readiness.add_cache("bindings", running.ctx.bindings());
+        readiness.add_cache("clusters", running.ctx.clusters());
+        let service = SchedulerService::new(limits, options);
+        Started::new(
+            move |r| r.add_service(decode_limited!(SchedulerServer::new(service))),
+            async move {
+                running.task.await.context("controller task")?;
+                elector.resign().await;
+                Ok(())
+            },
+        )
+    }
 }
 
 #[cfg(test)]

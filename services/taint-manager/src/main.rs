@@ -1,8 +1,6 @@
 //! `flotilla-taint-manager`: see the library documentation.
 
-use clap::Parser;
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
-    flotilla_taint_manager::Args::parse().run().await
+    flotilla_runtime::service::main::<flotilla_taint_manager::TaintManager>().await
 }

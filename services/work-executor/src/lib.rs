@@ -46,7 +46,7 @@ use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
     BatchConfig, BatchWriter, CacheBarrier, CommonArgs, Controller, GrpcConfig, GrpcServer,
-    LeaderElector, Readiness, Recorder, Runtime, Shutdown, WorkQueue,
+    LeaderElector, Readiness, Recorder, Shutdown, WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
 use flotilla_store::{Leadership, StoreRef};
@@ -207,27 +207,7 @@ impl Args {
 
     /// Runs the service until SIGTERM/SIGINT: store, caches, controllers, gRPC and admin.
     pub async fn run(self) -> anyhow::Result<()> {
-        let config = self.validate().map_err(|errors| {
-            anyhow::anyhow!(
-                "invalid flags: {}",
-                errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        })?;
-        let rt = Runtime::start(&self.common).await?;
-        let service = WorkExecutor::start(rt.store.clone(), config, &rt.readiness, &rt.shutdown);
-        let grpc = rt
-            .grpc_server(
-                &[flotilla_proto::FILE_DESCRIPTOR_SET],
-                GrpcConfig::default().health_service(SERVICE_NAME),
-            )
-            .await?
-            .map_router(|r| r.add_service(service.server()));
-        rt.serve(grpc).await?;
-        Ok(())
+        flotilla_runtime::service::run::<Executor>(self).await
     }
 }
 
@@ -547,5 +527,44 @@ impl WorkExecutor {
     /// Follows this replica's leadership of `leases/work-executor`.
     pub fn leader(&self) -> watch::Receiver<Option<Leadership>> {
         self.leader.clone()
+    }
+}
+
+/// The work-executor as a service (`flotilla_runtime::service`).
+pub struct Executor;
+
+impl flotilla_runtime::service::Service for Executor {
+    const NAME: &'static str = "work-executor";
+    const GRPC_SERVICE: &'static str = SERVICE_NAME;
+    type Args = Args;
+    type Config = Config;
+
+    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
+        &args.common
+    }
+
+    fn validate(args: &Args) -> Result<Config, Vec<String>> {
+        args.validate()
+            .map_err(|e| e.iter().map(ToString::to_string).collect())
+    }
+
+    fn start(
+        parts: &flotilla_runtime::service::Parts,
+        config: Config,
+    ) -> flotilla_runtime::service::Started {
+        let executor = WorkExecutor::start(
+            parts.store.clone(),
+            config,
+            &parts.readiness,
+            &parts.shutdown,
+        );
+        let server = executor.server();
+        let shutdown = parts.shutdown.clone();
+        flotilla_runtime::service::Started::new(move |r| r.add_service(server), async move {
+            // `executor` owns the controllers' context: keep it until the shutdown.
+            shutdown.triggered().await;
+            drop(executor);
+            Ok(())
+        })
     }
 }

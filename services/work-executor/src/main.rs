@@ -1,8 +1,6 @@
 //! `flotilla-work-executor`: see the library documentation.
 
-use clap::Parser;
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
-    flotilla_work_executor::Args::parse().run().await
+    flotilla_runtime::service::main::<flotilla_work_executor::Executor>().await
 }

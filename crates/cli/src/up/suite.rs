@@ -28,9 +28,8 @@ use clap::Parser;
 use flotilla_member_sim::{Fault, Listeners, Sim, SimConfig};
 use flotilla_proto::v1;
 use flotilla_proto::v1::api_client::ApiClient;
-use flotilla_runtime::admin::serve_admin;
+use flotilla_runtime::Shutdown;
 use flotilla_runtime::telemetry::install_metrics;
-use flotilla_runtime::{GrpcConfig, GrpcServer, Readiness, Shutdown, decode_limited};
 use flotilla_store::StoreRef;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
@@ -78,18 +77,6 @@ impl Service {
             Service::Scheduler => "scheduler",
             Service::GracefulEviction => "graceful-eviction",
             Service::WorkExecutor => "work-executor",
-        }
-    }
-
-    /// The fully qualified gRPC service it serves (besides health and reflection).
-    pub fn grpc_service(self) -> &'static str {
-        match self {
-            Service::Api => flotilla_api::SERVICE_NAME,
-            Service::ClusterHealth => flotilla_cluster_health::SERVICE_NAME,
-            Service::TaintManager => flotilla_taint_manager::SERVICE_NAME,
-            Service::Scheduler => "flotilla.v1.Scheduler",
-            Service::GracefulEviction => flotilla_graceful_eviction::SERVICE_NAME,
-            Service::WorkExecutor => flotilla_work_executor::SERVICE_NAME,
         }
     }
 
@@ -218,19 +205,6 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     })
 }
 
-/// Joins what `validate()` reported into one message.
-fn invalid<E: std::fmt::Display>(service: Service, errors: Vec<E>) -> anyhow::Error {
-    anyhow!(
-        "invalid flags for {}: {}",
-        service.name(),
-        errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    )
-}
-
 /// Parses a service's own flags: `flotilla-<name> --store mem <flags>`. The store flag only
 /// satisfies the parser; the suite hands every service the shared store.
 pub fn parse_service_args<A: Parser>(service: Service, flags: &[String]) -> anyhow::Result<A> {
@@ -246,48 +220,8 @@ pub fn parse_service_args<A: Parser>(service: Service, flags: &[String]) -> anyh
     })
 }
 
-/// Serves a service's gRPC router and admin endpoints until `shutdown`.
-async fn serve(
-    grpc: GrpcServer,
-    grpc_listener: TcpListener,
-    admin: Option<TcpListener>,
-    metrics: Handle,
-    readiness: Readiness,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    let admin = async {
-        match admin {
-            Some(l) => serve_admin(l, metrics, readiness, shutdown.clone())
-                .await
-                .context("admin server"),
-            None => Ok(()),
-        }
-    };
-    let (served, admin) = tokio::join!(grpc.serve(grpc_listener, shutdown.clone()), admin);
-    served.context("gRPC server")?;
-    admin
-}
-
-/// A gRPC server with health (following `readiness`) and reflection.
-async fn grpc_server(
-    service: Service,
-    timeout: Duration,
-    readiness: &Readiness,
-    shutdown: &Shutdown,
-) -> anyhow::Result<GrpcServer> {
-    GrpcServer::new(
-        &[flotilla_proto::FILE_DESCRIPTOR_SET],
-        GrpcConfig::default()
-            .request_timeout(timeout)
-            .health_service(service.grpc_service()),
-        readiness.clone(),
-        shutdown,
-    )
-    .await
-    .with_context(|| format!("building the gRPC server of {}", service.name()))
-}
-
-/// Starts one service on `store`; returns its task.
+/// Starts one service on `store` through the one service shape
+/// (`flotilla_runtime::service::spawn`); returns its task.
 async fn start_service(
     service: Service,
     store: StoreRef,
@@ -297,113 +231,29 @@ async fn start_service(
     metrics: Handle,
     shutdown: &Shutdown,
 ) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
-    let readiness = Readiness::new();
-    let sd = shutdown.clone();
-    let task = match service {
-        Service::Api => {
-            let args: flotilla_api::Args = parse_service_args(service, flags)?;
-            let config = args.validate().map_err(|e| invalid(service, e))?;
-            let started = flotilla_api::start(store, &config, &readiness, shutdown);
-            let server = grpc_server(service, config.grpc_timeout, &readiness, shutdown)
-                .await?
-                .map_router(|r| {
-                    r.add_service(decode_limited!(v1::api_server::ApiServer::new(started.api)))
-                });
-            let detector = started.detector.task;
-            tokio::spawn(async move {
-                serve(server, grpc, admin, metrics, readiness, sd).await?;
-                detector.await.context("detector task")?;
-                Ok(())
-            })
-        }
+    use flotilla_runtime::service::spawn;
+    let (s, f) = (store, flags);
+    match service {
+        Service::Api => spawn::<flotilla_api::Api>(s, f, grpc, admin, metrics, shutdown).await,
         Service::ClusterHealth => {
-            let args: flotilla_cluster_health::Args = parse_service_args(service, flags)?;
-            let timeout = args.common.grpc_timeout;
-            let config = args.validate().map_err(|e| invalid(service, e))?;
-            let started =
-                flotilla_cluster_health::start(store, config, readiness.clone(), shutdown.clone());
-            let svc = started.service.clone();
-            let server = grpc_server(service, timeout, &readiness, shutdown)
-                .await?
-                .map_router(|r| r.add_service(flotilla_cluster_health::grpc::server(svc)));
-            tokio::spawn(async move {
-                let (served, ran) = tokio::join!(
-                    serve(server, grpc, admin, metrics, readiness, sd),
-                    started.task
-                );
-                served?;
-                ran.context("controller task")??;
-                Ok(())
-            })
+            spawn::<flotilla_cluster_health::ClusterHealth>(s, f, grpc, admin, metrics, shutdown)
+                .await
         }
         Service::TaintManager => {
-            let args: flotilla_taint_manager::Args = parse_service_args(service, flags)?;
-            let timeout = args.common.grpc_timeout;
-            let config = args.validate().map_err(|e| invalid(service, e))?;
-            let controller =
-                flotilla_taint_manager::Service::new(store, config, &readiness, shutdown.clone());
-            let server = grpc_server(service, timeout, &readiness, shutdown)
-                .await?
-                .map_router(|r| r.add_service(flotilla_taint_manager::grpc::server()));
-            tokio::spawn(async move {
-                let (served, ran) = tokio::join!(
-                    serve(server, grpc, admin, metrics, readiness, sd),
-                    controller.run()
-                );
-                served?;
-                ran?;
-                Ok(())
-            })
+            spawn::<flotilla_taint_manager::TaintManager>(s, f, grpc, admin, metrics, shutdown)
+                .await
         }
         Service::Scheduler => {
-            let args: flotilla_scheduler::Args = parse_service_args(service, flags)?;
-            let config = args.validate().map_err(|e| invalid(service, e))?;
-            tokio::spawn(flotilla_scheduler::run_with(store, config, grpc, admin, sd))
+            spawn::<flotilla_scheduler::Scheduler>(s, f, grpc, admin, metrics, shutdown).await
         }
         Service::GracefulEviction => {
-            let args: flotilla_graceful_eviction::Args = parse_service_args(service, flags)?;
-            let timeout = args.common.grpc_timeout;
-            let config = args.validate().map_err(|e| invalid(service, e))?;
-            let default_timeout = config.default_timeout;
-            let controller = flotilla_graceful_eviction::Service::new(
-                store,
-                config,
-                &readiness,
-                shutdown.clone(),
-            );
-            let server = grpc_server(service, timeout, &readiness, shutdown)
-                .await?
-                .map_router(|r| {
-                    r.add_service(flotilla_graceful_eviction::grpc::server(default_timeout))
-                });
-            tokio::spawn(async move {
-                let (served, ran) = tokio::join!(
-                    serve(server, grpc, admin, metrics, readiness, sd),
-                    controller.run()
-                );
-                served?;
-                ran?;
-                Ok(())
-            })
+            type G = flotilla_graceful_eviction::GracefulEviction;
+            spawn::<G>(s, f, grpc, admin, metrics, shutdown).await
         }
         Service::WorkExecutor => {
-            let args: flotilla_work_executor::Args = parse_service_args(service, flags)?;
-            let config = args.validate().map_err(|e| invalid(service, e))?;
-            let timeout = config.grpc_timeout;
-            let executor =
-                flotilla_work_executor::WorkExecutor::start(store, config, &readiness, shutdown);
-            let server = grpc_server(service, timeout, &readiness, shutdown)
-                .await?
-                .map_router(|r| r.add_service(executor.server()));
-            tokio::spawn(async move {
-                // `executor` owns the controllers' context: keep it until the server stops.
-                let result = serve(server, grpc, admin, metrics, readiness, sd).await;
-                drop(executor);
-                result
-            })
+            spawn::<flotilla_work_executor::Executor>(s, f, grpc, admin, metrics, shutdown).await
         }
-    };
-    Ok(task)
+    }
 }
 
 // === impl Suite ===
