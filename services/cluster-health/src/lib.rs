@@ -486,21 +486,6 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
     }
 }
 
-/// [`start`] without serving gRPC: runs the controllers until `shutdown` fires.
-pub async fn run_with(
-    store: StoreRef,
-    config: Config,
-    readiness: Readiness,
-    shutdown: Shutdown,
-) -> Result<(), Error> {
-    match start(store, config, readiness, shutdown).task.await {
-        Ok(r) => r,
-        Err(e) => Err(Error::FailedPrecondition(format!(
-            "cluster-health task failed: {e}"
-        ))),
-    }
-}
-
 /// Cluster changes: the cluster's health key; its probe key when it is new to the prober or
 /// its sync mode or endpoint changed (not on our own status writes, which would probe in a
 /// loop).

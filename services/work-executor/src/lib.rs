@@ -45,13 +45,12 @@ use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CacheBarrier, CommonArgs, Controller, GrpcConfig, GrpcServer,
-    LeaderElector, Readiness, Recorder, Shutdown, WorkQueue,
+    BatchConfig, BatchWriter, CacheBarrier, CommonArgs, Controller, LeaderElector, Readiness,
+    Recorder, Shutdown, WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
 use flotilla_store::{Leadership, StoreRef};
 use futures::{Stream, StreamExt};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::controller::{Context, INDEX_BINDING, INDEX_CLUSTER, INDEX_WORKLOAD, binding_of_work};
@@ -209,32 +208,6 @@ impl Args {
     pub async fn run(self) -> anyhow::Result<()> {
         flotilla_runtime::service::run::<Executor>(self).await
     }
-}
-
-/// Runs the work executor on `store` and serves its gRPC API on `grpc` until `shutdown`
-/// (for `flotilla up`, which runs every service in one process on one store).
-pub async fn run_with(
-    store: StoreRef,
-    config: Config,
-    grpc: TcpListener,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    let readiness = Readiness::new();
-    let timeout = config.grpc_timeout;
-    let service = WorkExecutor::start(store, config, &readiness, &shutdown);
-    let server = GrpcServer::new(
-        &[flotilla_proto::FILE_DESCRIPTOR_SET],
-        GrpcConfig::default()
-            .request_timeout(timeout)
-            .health_service(SERVICE_NAME),
-        readiness,
-        &shutdown,
-    )
-    .await?
-    .map_router(|r| r.add_service(service.server()));
-    tracing::info!(grpc = ?grpc.local_addr().ok(), "work-executor listening");
-    server.serve(grpc, shutdown).await?;
-    Ok(())
 }
 
 /// A started work executor: its caches, controllers and status collection run in background
