@@ -80,19 +80,34 @@ pub trait Service: 'static {
     fn common(args: &Self::Args) -> &CommonArgs;
 
     /// Checks the flags; every problem found, each naming its flag.
-    fn validate(args: &Self::Args) -> Result<Self::Config, Vec<String>>;
+    fn validate(args: &Self::Args) -> Result<Self::Config, Vec<impl std::fmt::Display>>;
 
     /// Starts the service's controllers on `parts` and says what it serves and runs.
     fn start(parts: &Parts, config: Self::Config) -> Started;
 }
 
 /// The one flag error: every problem the service's `validate` found.
-fn flag_error<S: Service>(errors: Vec<String>) -> anyhow::Error {
+fn flag_error<S: Service>(errors: Vec<impl std::fmt::Display>) -> anyhow::Error {
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
     anyhow::anyhow!(
         "invalid flags for flotilla-{}: {}",
         S::NAME,
         errors.join("; ")
     )
+}
+
+/// Parses the flags of a service hosted in this process: `flotilla-<name> --store=mem
+/// <flags>` (the store flag only satisfies the parser; the host hands the service its store).
+pub fn parse_flags<A: clap::Parser>(name: &str, flags: &[String]) -> anyhow::Result<A> {
+    let argv = [format!("flotilla-{name}"), "--store=mem".into()]
+        .into_iter()
+        .chain(flags.iter().cloned());
+    A::try_parse_from(argv).map_err(|e| {
+        anyhow::anyhow!(
+            "invalid flags for flotilla-{name}: {}",
+            e.to_string().trim_end()
+        )
+    })
 }
 
 /// The gRPC server of `S` with its routes: health, reflection and `timeout` always; TLS and
@@ -167,16 +182,7 @@ pub async fn spawn<S: Service>(
     metrics: Option<PrometheusHandle>,
     shutdown: &Shutdown,
 ) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
-    let argv = [format!("flotilla-{}", S::NAME), "--store=mem".into()]
-        .into_iter()
-        .chain(flags.iter().cloned());
-    let args = <S::Args as clap::Parser>::try_parse_from(argv).map_err(|e| {
-        anyhow::anyhow!(
-            "invalid flags for flotilla-{}: {}",
-            S::NAME,
-            e.to_string().trim_end()
-        )
-    })?;
+    let args: S::Args = parse_flags(S::NAME, flags)?;
     let timeout = S::common(&args).grpc_timeout;
     let config = S::validate(&args).map_err(flag_error::<S>)?;
     let parts = Parts {

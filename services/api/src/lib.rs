@@ -259,7 +259,7 @@ impl flotilla_runtime::service::Service for Api {
         &args.common
     }
 
-    fn validate(args: &Args) -> Result<Config, Vec<String>> {
+    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
         args.validate()
     }
 

@@ -591,9 +591,8 @@ impl flotilla_runtime::service::Service for ClusterHealth {
         &args.common
     }
 
-    fn validate(args: &Args) -> Result<Config, Vec<String>> {
+    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
         args.validate()
-            .map_err(|e| e.iter().map(ToString::to_string).collect())
     }
 
     fn start(

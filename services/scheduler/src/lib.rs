@@ -298,7 +298,7 @@ impl flotilla_runtime::service::Service for Scheduler {
         &args.common
     }
 
-    fn validate(args: &Args) -> Result<Config, Vec<String>> {
+    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
         args.validate()
     }
 

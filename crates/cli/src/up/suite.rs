@@ -208,16 +208,7 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
 /// Parses a service's own flags: `flotilla-<name> --store mem <flags>`. The store flag only
 /// satisfies the parser; the suite hands every service the shared store.
 pub fn parse_service_args<A: Parser>(service: Service, flags: &[String]) -> anyhow::Result<A> {
-    let argv = [format!("flotilla-{}", service.name()), "--store=mem".into()]
-        .into_iter()
-        .chain(flags.iter().cloned());
-    A::try_parse_from(argv).map_err(|e| {
-        anyhow!(
-            "invalid flags for {}: {}",
-            service.name(),
-            e.to_string().trim_end()
-        )
-    })
+    flotilla_runtime::service::parse_flags(service.name(), flags)
 }
 
 /// Starts one service on `store` through the one service shape
