@@ -327,7 +327,7 @@ async fn f5_compacted_gap() {
         create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
         healthy_on(&api, &all).await;
 
-        proxy.cut();
+        proxy.cut().await;
         let cut_for = Duration::from_millis(rng.random_range(500..3000));
         scale_nginx(&api, 3, 5).await;
         // let the api and scheduler move the binding on, then compact the gap away

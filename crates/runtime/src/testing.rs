@@ -356,6 +356,8 @@ impl Store for Interpose {
 pub struct TcpProxy {
     addr: SocketAddr,
     cut: watch::Sender<bool>,
+    /// Connections being relayed.
+    open: watch::Receiver<usize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -367,8 +369,14 @@ impl TcpProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (cut, cut_rx) = watch::channel(false);
-        let task = tokio::spawn(proxy_loop(listener, upstream, cut_rx));
-        Ok(Self { addr, cut, task })
+        let (open_tx, open) = watch::channel(0);
+        let task = tokio::spawn(proxy_loop(listener, upstream, cut_rx, open_tx));
+        Ok(Self {
+            addr,
+            cut,
+            open,
+            task,
+        })
     }
 
     /// The proxy's address.
@@ -381,9 +389,12 @@ impl TcpProxy {
         format!("http://{}", self.addr)
     }
 
-    /// Drops every open connection and refuses new ones.
-    pub fn cut(&self) {
+    /// Drops every open connection and refuses new ones; returns once no connection relays
+    /// any more (a byte sent after this returns never crosses the proxy).
+    pub async fn cut(&self) {
         self.cut.send_replace(true);
+        let mut open = self.open.clone();
+        let _ = open.wait_for(|n| *n == 0).await;
     }
 
     /// Accepts connections again.
@@ -398,7 +409,13 @@ impl Drop for TcpProxy {
     }
 }
 
-async fn proxy_loop(listener: TcpListener, upstream: SocketAddr, cut: watch::Receiver<bool>) {
+async fn proxy_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    cut: watch::Receiver<bool>,
+    open: watch::Sender<usize>,
+) {
+    let open = std::sync::Arc::new(open);
     let mut conns = JoinSet::new();
     loop {
         let Ok((client, _)) = listener.accept().await else {
@@ -409,15 +426,19 @@ async fn proxy_loop(listener: TcpListener, upstream: SocketAddr, cut: watch::Rec
             continue;
         }
         let mut cut = cut.clone();
+        // counted from the accept, so that a cut waits for a relay still connecting
+        open.send_modify(|n| *n += 1);
+        let open = open.clone();
         conns.spawn(async move {
-            let Ok(mut server) = TcpStream::connect(upstream).await else {
-                return;
-            };
-            let mut client = client;
-            tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                _ = cut.wait_for(|c| *c) => {}
+            if let Ok(mut server) = TcpStream::connect(upstream).await {
+                let mut client = client;
+                tokio::select! {
+                    biased;
+                    _ = cut.wait_for(|c| *c) => {}
+                    _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                }
             }
+            open.send_modify(|n| *n -= 1);
         });
         while conns.try_join_next().is_some() {}
     }

@@ -4,6 +4,7 @@
 mod bootstrap;
 mod leader;
 mod leader_etcd;
+mod proxy;
 mod security;
 mod watcher;
 mod watcher_etcd;

@@ -117,7 +117,7 @@ async fn compaction_while_cut_off_from_etcd_relists_and_the_cache_equals_the_sto
     all.extend(until(&mut events, |e| e.revision() == r).await);
 
     // Cut the link; while the watcher is blind, delete, update, add, and compact.
-    proxy.cut();
+    proxy.cut().await;
     for i in 0..10 {
         direct.delete(&format!("b/{i:02}")).await.unwrap();
     }
@@ -242,7 +242,7 @@ async fn a_broken_stream_resumes_from_the_last_revision_or_relists_if_configured
         reflectors.push((relist_on_break, cache, events));
     }
 
-    proxy.cut();
+    proxy.cut().await;
     direct.delete("b/0").await.unwrap();
     direct
         .put("b/1", Bytes::from_static(b"v2"), None)
