@@ -229,15 +229,11 @@ pub async fn wait_serving(addr: &str, timeout: Duration) {
     .await;
 }
 
-/// The services of the control plane, by binary name.
-pub const CONTROL_PLANE: [&str; 6] = [
-    "api",
-    "cluster-health",
-    "taint-manager",
-    "scheduler",
-    "graceful-eviction",
-    "work-executor",
-];
+/// The services of the control plane, by binary name without `flotilla-`: the one registry
+/// that `flotilla up` and `flotilla bench` start from too.
+pub fn control_plane() -> impl Iterator<Item = &'static str> {
+    flotilla_suite::Service::ALL.into_iter().map(|s| s.name())
+}
 
 /// The graceful-eviction timeout of [`Timers::fast`] (the fault suite's I5 and I6 use it).
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
@@ -381,10 +377,10 @@ impl Stack {
             etcd_overrides: Default::default(),
             service_env: Default::default(),
         };
-        for service in CONTROL_PLANE {
+        for service in control_plane() {
             stack.start_service(service);
         }
-        for service in CONTROL_PLANE {
+        for service in control_plane() {
             let addr = stack.addrs[service].clone();
             wait_serving(&addr, Duration::from_secs(30)).await;
         }

@@ -4,7 +4,7 @@
 //!   flotilla up [--demo]          every service in one process on the embedded store (up.rs)
 //!   flotilla apply|get|describe…  client commands against the api (client/)
 //!   flotilla explain|what-if      dry-run RPCs of the controllers (client/)
-//!   flotilla bench failover|store measured against the etcd floor (bench.rs)
+//!   flotilla bench failover|store measured against the etcd floor (crates/bench)
 //!   flotilla healthcheck [ADDR]   one gRPC health check, exit 0/1 (containers' healthcheck)
 //! ```
 
@@ -12,7 +12,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod bench;
 mod client;
 mod healthcheck;
 mod up;
@@ -32,7 +31,7 @@ enum Command {
     Up(up::UpArgs),
     /// Measure Flotilla against the etcd floor.
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(flotilla_bench::BenchCommand),
     /// Ask a gRPC server's grpc.health.v1 once: exit 0 if SERVING, else 1 (the health check
     /// of the FROM-scratch container images, which have no shell or curl).
     Healthcheck(healthcheck::HealthcheckArgs),
@@ -45,7 +44,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Up(args) => up::run(args).await,
-        Command::Bench(cmd) => bench::run(cmd).await,
+        Command::Bench(cmd) => flotilla_bench::run(cmd).await,
         Command::Healthcheck(args) => healthcheck::run(args).await,
         Command::Client(cmd) => client::run(*cmd).await,
     };

@@ -12,10 +12,6 @@
 //! ```
 
 pub mod demo;
-pub mod logging;
-pub mod store;
-pub mod suite;
-pub mod timers;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -26,9 +22,10 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 use flotilla_runtime::Shutdown;
 
-use self::store::StoreArgs;
-use self::suite::{MemberSpec, Service, ServiceListen, Suite, SuiteConfig};
-use self::timers::{Effective, TimerFlags, merge_service_flags};
+use flotilla_suite::logging;
+use flotilla_suite::store::StoreArgs;
+use flotilla_suite::timers::{Effective, TimerFlags, merge_service_flags};
+use flotilla_suite::{MemberSpec, Service, ServiceListen, Suite, SuiteConfig};
 
 const AFTER_HELP: &str = "\
 How it works: every service runs in this one process — api, cluster-health, \
@@ -451,7 +448,7 @@ fn print_table(
         args.log
     ));
     let api = suite
-        .addr(Service::Api)
+        .addr(Service::API)
         .map_or_else(String::new, |a| a.to_string());
     out.push_str(&format!(
         "  try:    flotilla get clusters --server {api}   ·   grpcurl -plaintext {api} list\n"
@@ -468,10 +465,13 @@ mod tests {
     #[test]
     fn ports_follow_the_base() {
         let p = Ports::new(7400, 3).unwrap();
-        assert_eq!(p.service(Service::Api).grpc.port(), 7400);
-        assert_eq!(p.service(Service::WorkExecutor).grpc.port(), 7405);
-        assert_eq!(p.service(Service::Api).admin.unwrap().port(), 7420);
-        assert_eq!(p.service(Service::WorkExecutor).admin.unwrap().port(), 7425);
+        assert_eq!(p.service(Service::API).grpc.port(), 7400);
+        assert_eq!(p.service(Service::WORK_EXECUTOR).grpc.port(), 7405);
+        assert_eq!(p.service(Service::API).admin.unwrap().port(), 7420);
+        assert_eq!(
+            p.service(Service::WORK_EXECUTOR).admin.unwrap().port(),
+            7425
+        );
         assert_eq!(p.member(1).port(), 7411);
         assert_eq!(p.member(9).port(), 7419);
         assert_eq!(p.member(10).port(), 7430);

@@ -86,6 +86,57 @@ pub trait Service: 'static {
     fn start(parts: &Parts, config: Self::Config) -> Started;
 }
 
+/// Declares a service: its type and its [`Service`] impl, from its name, its gRPC service,
+/// its flags (`Args`, which hold the [`CommonArgs`] in a field `common` and check themselves
+/// with `Args::validate(&self) -> Result<Config, Vec<impl Display>>`) and the function that
+/// starts it (`fn(&Parts, Config) -> Started`).
+///
+/// ```ignore
+/// flotilla_runtime::service! {
+///     /// The taint-manager as a service.
+///     pub struct TaintManager {
+///         name: "taint-manager",
+///         grpc: SERVICE_NAME,
+///         flags: Args => Config,
+///         start: start_service,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! service {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $ty:ident {
+            name: $name:expr,
+            grpc: $grpc:expr,
+            flags: $args:ty => $config:ty,
+            start: $start:path $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $ty;
+
+        impl $crate::service::Service for $ty {
+            const NAME: &'static str = $name;
+            const GRPC_SERVICE: &'static str = $grpc;
+            type Args = $args;
+            type Config = $config;
+
+            fn common(args: &$args) -> &$crate::CommonArgs {
+                &args.common
+            }
+
+            fn validate(args: &$args) -> Result<$config, Vec<impl std::fmt::Display>> {
+                args.validate()
+            }
+
+            fn start(parts: &$crate::service::Parts, config: $config) -> $crate::service::Started {
+                $start(parts, config)
+            }
+        }
+    };
+}
+
 /// The one flag error: every problem the service's `validate` found.
 fn flag_error<S: Service>(errors: Vec<impl std::fmt::Display>) -> anyhow::Error {
     let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -185,6 +236,20 @@ pub async fn spawn<S: Service>(
     let args: S::Args = parse_flags(S::NAME, flags)?;
     let timeout = S::common(&args).grpc_timeout;
     let config = S::validate(&args).map_err(flag_error::<S>)?;
+    spawn_config::<S>(store, config, timeout, grpc, admin, metrics, shutdown).await
+}
+
+/// [`spawn`] with the configuration already made (tests that set fields no flag reaches) and
+/// `timeout` as the gRPC request timeout.
+pub async fn spawn_config<S: Service>(
+    store: StoreRef,
+    config: S::Config,
+    timeout: Duration,
+    grpc: TcpListener,
+    admin: Option<TcpListener>,
+    metrics: Option<PrometheusHandle>,
+    shutdown: &Shutdown,
+) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
     let parts = Parts {
         store,
         readiness: Readiness::new(),

@@ -19,7 +19,6 @@
 //! [`Args::run`] serves one process; [`run_with`] runs the same thing on a given store and
 //! listener so that `flotilla up` can host every service in one process.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -28,10 +27,8 @@ use flotilla_core::defaults::{
 };
 use flotilla_core::validation::{Limits, ONE_YEAR_SECONDS};
 use flotilla_proto::v1::api_server::ApiServer;
-use flotilla_runtime::server::{GrpcConfig, GrpcServer};
 use flotilla_runtime::{CommonArgs, Readiness, Shutdown, decode_limited};
 use flotilla_store::StoreRef;
-use tokio::net::TcpListener;
 
 pub mod admission;
 pub mod batch;
@@ -215,72 +212,37 @@ pub fn start(
     Started { api, detector }
 }
 
-/// Runs the api service on `store`, serving gRPC (with health and reflection) on
-/// `listener` until `shutdown` fires; for `flotilla up` and tests. Logs where it listens.
-pub async fn run_with(
-    store: StoreRef,
-    config: Config,
-    listener: TcpListener,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    let readiness = Readiness::new();
-    let service = start(store, &config, &readiness, &shutdown);
-    let addr: Option<SocketAddr> = listener.local_addr().ok();
-    tracing::info!(grpc = ?addr, "api serving");
-    let server = GrpcServer::new(
-        &[flotilla_proto::FILE_DESCRIPTOR_SET],
-        GrpcConfig::default()
-            .request_timeout(config.grpc_timeout)
-            .health_service(SERVICE_NAME),
-        readiness,
-        &shutdown,
-    )
-    .await
-    .context("building the gRPC server")?
-    .map_router(|r| r.add_service(decode_limited!(ApiServer::new(service.api))));
-    server.serve(listener, shutdown).await?;
-    let _ = service.detector.task.await;
-    Ok(())
-}
-
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-/// The api as a service (`flotilla_runtime::service`): the detector, and `flotilla.v1.Api`.
-pub struct Api;
-
-impl flotilla_runtime::service::Service for Api {
-    const NAME: &'static str = "api";
-    const GRPC_SERVICE: &'static str = SERVICE_NAME;
-    type Args = Args;
-    type Config = Config;
-
-    fn common(args: &Args) -> &CommonArgs {
-        &args.common
+flotilla_runtime::service! {
+    /// The api as a service (`flotilla_runtime::service`): the detector, and `flotilla.v1.Api`.
+    pub struct Api {
+        name: "api",
+        grpc: SERVICE_NAME,
+        flags: Args => Config,
+        start: start_service,
     }
+}
 
-    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
-        args.validate()
-    }
-
-    fn start(
-        parts: &flotilla_runtime::service::Parts,
-        config: Config,
-    ) -> flotilla_runtime::service::Started {
-        let started = start(
-            parts.store.clone(),
-            &config,
-            &parts.readiness,
-            &parts.shutdown,
-        );
-        let api = started.api;
-        let detector = started.detector.task;
-        flotilla_runtime::service::Started::new(
-            move |r| r.add_service(decode_limited!(ApiServer::new(api))),
-            async move {
-                detector.await.context("detector task")?;
-                Ok(())
-            },
-        )
-    }
+/// Starts Api: what `flotilla-api` runs on the parts of its runtime.
+fn start_service(
+    parts: &flotilla_runtime::service::Parts,
+    config: Config,
+) -> flotilla_runtime::service::Started {
+    let started = start(
+        parts.store.clone(),
+        &config,
+        &parts.readiness,
+        &parts.shutdown,
+    );
+    let api = started.api;
+    let detector = started.detector.task;
+    flotilla_runtime::service::Started::new(
+        move |r| r.add_service(decode_limited!(ApiServer::new(api))),
+        async move {
+            detector.await.context("detector task")?;
+            Ok(())
+        },
+    )
 }

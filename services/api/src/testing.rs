@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::{Args, Config, run_with};
+use crate::{Api, Args, Config};
 
 /// The default configuration (every flag at its default), with test-sized timers: a
 /// 100 ms bookmark period, two detector workers and a 2 s election lease.
@@ -53,7 +53,12 @@ pub async fn serve(store: StoreRef, config: Config) -> TestApi {
         .expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("local address");
     let shutdown = Shutdown::new();
-    let task = tokio::spawn(run_with(store, config, listener, shutdown.clone()));
+    let timeout = config.grpc_timeout;
+    let task = flotilla_runtime::service::spawn_config::<Api>(
+        store, config, timeout, listener, None, None, &shutdown,
+    )
+    .await
+    .expect("the api starts");
     TestApi {
         addr,
         shutdown,

@@ -578,56 +578,49 @@ async fn feed_deleting(
     }
 }
 
-/// cluster-health as a service (`flotilla_runtime::service`).
-pub struct ClusterHealth;
-
-impl flotilla_runtime::service::Service for ClusterHealth {
-    const NAME: &'static str = "cluster-health";
-    const GRPC_SERVICE: &'static str = SERVICE_NAME;
-    type Args = Args;
-    type Config = Config;
-
-    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
-        &args.common
+flotilla_runtime::service! {
+    /// cluster-health as a service (`flotilla_runtime::service`).
+    pub struct ClusterHealth {
+        name: "cluster-health",
+        grpc: SERVICE_NAME,
+        flags: Args => Config,
+        start: start_service,
     }
+}
 
-    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
-        args.validate()
-    }
-
-    fn start(
-        parts: &flotilla_runtime::service::Parts,
-        config: Config,
-    ) -> flotilla_runtime::service::Started {
-        tracing::info!(
-            frequency = ?config.frequency,
-            success_threshold = ?config.options.thresholds.success,
-            failure_threshold = ?config.options.thresholds.failure,
-            monitor_period = ?config.options.monitor_period,
-            monitor_grace = ?config.options.grace.monitor,
-            startup_grace = ?config.options.grace.startup,
-            failover_eviction_timeout = ?config.options.failover_eviction_timeout,
-            no_execute_taints = ?config.options.no_execute,
-            probe_timeout = ?config.probe_timeout,
-            "cluster-health configured"
-        );
-        let started = start(
-            parts.store.clone(),
-            config,
-            parts.readiness.clone(),
-            parts.shutdown.clone(),
-        );
-        let service = started.service.clone();
-        let task = started.task;
-        flotilla_runtime::service::Started::new(
-            move |r| r.add_service(grpc::server(service)),
-            async move {
-                task.await
-                    .map_err(|e| anyhow::anyhow!("controller task: {e}"))??;
-                Ok(())
-            },
-        )
-    }
+/// Starts ClusterHealth: what `flotilla-cluster-health` runs on the parts of its runtime.
+fn start_service(
+    parts: &flotilla_runtime::service::Parts,
+    config: Config,
+) -> flotilla_runtime::service::Started {
+    tracing::info!(
+        frequency = ?config.frequency,
+        success_threshold = ?config.options.thresholds.success,
+        failure_threshold = ?config.options.thresholds.failure,
+        monitor_period = ?config.options.monitor_period,
+        monitor_grace = ?config.options.grace.monitor,
+        startup_grace = ?config.options.grace.startup,
+        failover_eviction_timeout = ?config.options.failover_eviction_timeout,
+        no_execute_taints = ?config.options.no_execute,
+        probe_timeout = ?config.probe_timeout,
+        "cluster-health configured"
+    );
+    let started = start(
+        parts.store.clone(),
+        config,
+        parts.readiness.clone(),
+        parts.shutdown.clone(),
+    );
+    let service = started.service.clone();
+    let task = started.task;
+    flotilla_runtime::service::Started::new(
+        move |r| r.add_service(grpc::server(service)),
+        async move {
+            task.await
+                .map_err(|e| anyhow::anyhow!("controller task: {e}"))??;
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]

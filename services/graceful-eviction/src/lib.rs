@@ -22,6 +22,7 @@ pub mod error;
 pub mod grpc;
 pub mod plan;
 
+use flotilla_runtime::service::{Parts, Started};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,7 +75,7 @@ pub struct Args {
     pub workers: usize,
 }
 
-/// Validated settings of the controller (what [`run_with`] needs).
+/// Validated settings of the controller (what the service starts from).
 #[derive(Clone, Debug)]
 pub struct Config {
     /// `--graceful-eviction-timeout`.
@@ -136,7 +137,7 @@ impl Args {
 
 /// The graceful-eviction controller, prepared: its cache exists and is registered with the
 /// readiness (so that health reports SERVING only once it synced), nothing runs yet.
-pub struct Service {
+struct Service {
     store: StoreRef,
     config: Config,
     shutdown: Shutdown,
@@ -226,57 +227,32 @@ impl Service {
     }
 }
 
-/// Runs the graceful-eviction controller on `store` until `shutdown` fires
-/// ([`Service::new`] then [`Service::run`]). `flotilla up` calls this with a shared in-memory
-/// store; the gRPC service is [`grpc::server`].
-pub async fn run_with(
-    store: StoreRef,
-    config: Config,
-    readiness: Readiness,
-    shutdown: Shutdown,
-) -> Result<(), Error> {
-    Service::new(store, config, &readiness, shutdown)
-        .run()
-        .await
+flotilla_runtime::service! {
+    /// graceful-eviction as a service (`flotilla_runtime::service`).
+    pub struct GracefulEviction {
+        name: "graceful-eviction",
+        grpc: SERVICE_NAME,
+        flags: Args => Config,
+        start: start_service,
+    }
 }
 
-/// graceful-eviction as a service (`flotilla_runtime::service`).
-pub struct GracefulEviction;
-
-impl flotilla_runtime::service::Service for GracefulEviction {
-    const NAME: &'static str = "graceful-eviction";
-    const GRPC_SERVICE: &'static str = SERVICE_NAME;
-    type Args = Args;
-    type Config = Config;
-
-    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
-        &args.common
-    }
-
-    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
-        args.validate()
-    }
-
-    fn start(
-        parts: &flotilla_runtime::service::Parts,
-        config: Config,
-    ) -> flotilla_runtime::service::Started {
-        tracing::info!(
-            graceful_eviction_timeout = %humantime::format_duration(config.default_timeout),
-            workers = config.workers,
-            "graceful-eviction configured"
-        );
-        let timeout = config.default_timeout;
-        // The cache first, so that health says SERVING only once it synced.
-        let service = Service::new(
-            parts.store.clone(),
-            config,
-            &parts.readiness,
-            parts.shutdown.clone(),
-        );
-        flotilla_runtime::service::Started::new(
-            move |r| r.add_service(grpc::server(timeout)),
-            async move { Ok(service.run().await?) },
-        )
-    }
+/// Starts GracefulEviction: what `flotilla-graceful-eviction` runs on the [`Parts`] of its runtime.
+fn start_service(parts: &Parts, config: Config) -> Started {
+    tracing::info!(
+        graceful_eviction_timeout = %humantime::format_duration(config.default_timeout),
+        workers = config.workers,
+        "graceful-eviction configured"
+    );
+    let timeout = config.default_timeout;
+    // The cache first, so that health says SERVING only once it synced.
+    let service = Service::new(
+        parts.store.clone(),
+        config,
+        &parts.readiness,
+        parts.shutdown.clone(),
+    );
+    Started::new(move |r| r.add_service(grpc::server(timeout)), async move {
+        Ok(service.run().await?)
+    })
 }

@@ -36,16 +36,10 @@ use flotilla_core::scheduler::ScheduleOptions;
 use flotilla_core::types::DEFAULT_SCHEDULER_NAME;
 use flotilla_core::validation::Limits;
 use flotilla_proto::v1::scheduler_server::SchedulerServer;
-use flotilla_runtime::admin::serve_admin;
 use flotilla_runtime::events::Recorder;
 use flotilla_runtime::service::{Parts, Started};
-use flotilla_runtime::telemetry::install_metrics;
-use flotilla_runtime::{
-    CommonArgs, ElectionConfig, GrpcConfig, GrpcServer, LeaderElector, Readiness, SecurityArgs,
-    Shutdown, decode_limited,
-};
+use flotilla_runtime::{CommonArgs, ElectionConfig, LeaderElector, decode_limited};
 use flotilla_store::StoreRef;
-use tokio::net::TcpListener;
 
 pub use crate::controller::ControllerConfig;
 pub use crate::error::Error;
@@ -122,12 +116,8 @@ pub struct Config {
     pub identity: String,
     /// Leader-election lease TTL.
     pub lease_ttl: Duration,
-    /// Longest time one gRPC request may take.
-    pub grpc_timeout: Duration,
     /// Size caps for validating `Simulate` requests.
     pub limits: Limits,
-    /// TLS and caller authentication of the gRPC server.
-    pub security: SecurityArgs,
 }
 
 impl Default for Config {
@@ -137,9 +127,7 @@ impl Default for Config {
             controller: ControllerConfig::default(),
             identity: format!("scheduler-{}", std::process::id()),
             lease_ttl: Duration::from_secs(15),
-            grpc_timeout: Duration::from_secs(30),
             limits: Limits::default(),
-            security: SecurityArgs::default(),
         }
     }
 }
@@ -204,9 +192,7 @@ impl Args {
             },
             identity: common.identity(),
             lease_ttl: common.lease_ttl,
-            grpc_timeout: common.grpc_timeout,
             limits: Limits::default(),
-            security: common.security.clone(),
         })
     }
 
@@ -217,133 +203,63 @@ impl Args {
     }
 }
 
-/// Runs the scheduler on `store` until `shutdown` fires: caches and the controller (workers
-/// only while this replica leads `leases/scheduler`, writes fenced by that leadership), the
-/// `Scheduler` gRPC service with health and reflection on `grpc`, and `/metrics`, `/livez`,
-/// `/readyz` on `admin`. Several services can run in one process on one store this way
-/// (`flotilla up`).
-pub async fn run_with(
-    store: StoreRef,
-    config: Config,
-    grpc: TcpListener,
-    admin: Option<TcpListener>,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    // A child of the caller's shutdown: our own failure stops this service only.
-    let shutdown = shutdown.child();
-    let metrics = install_metrics().ok();
-    let readiness = Readiness::new();
-    let (timeout, security) = (config.grpc_timeout, config.security.clone());
-    let parts = Parts {
-        store,
-        readiness: readiness.clone(),
-        shutdown: shutdown.clone(),
-    };
-    let started = <Scheduler as flotilla_runtime::service::Service>::start(&parts, config);
-    let server = GrpcServer::new(
-        &[flotilla_proto::FILE_DESCRIPTOR_SET],
-        GrpcConfig::default()
-            .request_timeout(timeout)
-            .health_service(SERVICE_NAME)
-            .tls(security.server_tls()?)
-            .auth_tokens(security.auth_tokens()?),
-        readiness.clone(),
-        &shutdown,
-    )
-    .await?
-    .map_router(started.routes);
-    let addr = |l: Option<&TcpListener>| {
-        l.and_then(|l| l.local_addr().ok())
-            .map_or_else(|| "-".to_owned(), |a| a.to_string())
-    };
-    tracing::info!(
-        grpc = %addr(Some(&grpc)),
-        admin = %addr(admin.as_ref()),
-        election = LEADER_ELECTION,
-        "scheduler listening"
-    );
-    let admin_task = admin.map(|listener| {
-        tokio::spawn(serve_admin(
-            listener,
-            metrics,
-            readiness.clone(),
-            shutdown.clone(),
-        ))
-    });
-    let served = server.serve(grpc, shutdown.clone()).await;
-    shutdown.trigger();
-    if let Some(task) = admin_task {
-        task.await.context("admin server task")??;
-    }
-    started.run.await?;
-    served?;
-    Ok(())
-}
-
 /// The gRPC service the scheduler's health reports on.
 pub const SERVICE_NAME: &str = "flotilla.v1.Scheduler";
 
-/// The scheduler as a service (`flotilla_runtime::service`): caches and the controller
-/// (workers only while this replica leads [`LEADER_ELECTION`], writes fenced by that
-/// leadership) and `flotilla.v1.Scheduler`.
-pub struct Scheduler;
-
-impl flotilla_runtime::service::Service for Scheduler {
-    const NAME: &'static str = "scheduler";
-    const GRPC_SERVICE: &'static str = SERVICE_NAME;
-    type Args = Args;
-    type Config = Config;
-
-    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
-        &args.common
+flotilla_runtime::service! {
+    /// The scheduler as a service (`flotilla_runtime::service`): caches and the controller
+    /// (workers only while this replica leads [`LEADER_ELECTION`], writes fenced by that
+    /// leadership) and `flotilla.v1.Scheduler`.
+    pub struct Scheduler {
+        name: "scheduler",
+        grpc: SERVICE_NAME,
+        flags: Args => Config,
+        start: start_service,
     }
+}
 
-    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
-        args.validate()
-    }
-
-    fn start(parts: &Parts, config: Config) -> Started {
-        let Config {
-            controller: controller_config,
-            identity,
-            lease_ttl,
-            limits,
-            ..
-        } = config;
-        let Parts {
-            store,
-            readiness,
-            shutdown,
-        } = parts;
-        let elector = LeaderElector::spawn(
-            store.clone(),
-            LEADER_ELECTION,
-            ElectionConfig::new(identity).ttl(lease_ttl),
-            shutdown,
-        );
-        let writes: StoreRef = Arc::new(elector.fenced_store(store.clone()));
-        let recorder = Recorder::spawn(store.clone(), "scheduler", shutdown.clone());
-        let options = controller_config.options;
-        let running = controller::spawn(
-            store.clone(),
-            writes,
-            controller_config,
-            Some(elector.subscribe()),
-            recorder,
-            shutdown.clone(),
-        );
-        readiness.add_cache("bindings", running.ctx.bindings());
-        readiness.add_cache("clusters", running.ctx.clusters());
-        let service = SchedulerService::new(limits, options);
-        Started::new(
-            move |r| r.add_service(decode_limited!(SchedulerServer::new(service))),
-            async move {
-                running.task.await.context("controller task")?;
-                elector.resign().await;
-                Ok(())
-            },
-        )
-    }
+/// Starts Scheduler: what `flotilla-scheduler` runs on the [`Parts`] of its runtime.
+fn start_service(parts: &Parts, config: Config) -> Started {
+    let Config {
+        controller: controller_config,
+        identity,
+        lease_ttl,
+        limits,
+        ..
+    } = config;
+    let Parts {
+        store,
+        readiness,
+        shutdown,
+    } = parts;
+    let elector = LeaderElector::spawn(
+        store.clone(),
+        LEADER_ELECTION,
+        ElectionConfig::new(identity).ttl(lease_ttl),
+        shutdown,
+    );
+    let writes: StoreRef = Arc::new(elector.fenced_store(store.clone()));
+    let recorder = Recorder::spawn(store.clone(), "scheduler", shutdown.clone());
+    let options = controller_config.options;
+    let running = controller::spawn(
+        store.clone(),
+        writes,
+        controller_config,
+        Some(elector.subscribe()),
+        recorder,
+        shutdown.clone(),
+    );
+    readiness.add_cache("bindings", running.ctx.bindings());
+    readiness.add_cache("clusters", running.ctx.clusters());
+    let service = SchedulerService::new(limits, options);
+    Started::new(
+        move |r| r.add_service(decode_limited!(SchedulerServer::new(service))),
+        async move {
+            running.task.await.context("controller task")?;
+            elector.resign().await;
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]

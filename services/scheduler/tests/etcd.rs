@@ -1,5 +1,5 @@
 //! The scheduler against a real etcd (never skipped: `EtcdServer::start` fails without one):
-//! the whole service (`run_with`: leader election on `leases/scheduler`, fenced batched
+//! the whole service (`run_scheduler`, the service shape: leader election on `leases/scheduler`, fenced batched
 //! writes) schedules the seed example and fails it over; then a failover burst of many
 //! bindings, with its throughput printed next to the etcd floor measured in the same run.
 
@@ -13,7 +13,7 @@ use crate::common::*;
 use flotilla_core::types::{ResourceBinding, TaintEffect};
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
-use flotilla_scheduler::{Config, run_with};
+use flotilla_scheduler::Config;
 use flotilla_store::testing::EtcdServer;
 use flotilla_store::typed::{Stored, Typed, decode, encode};
 use flotilla_store::{Compare, CompareOp, Event as StoreEvent, Op, StoreRef, Txn, WatchEvent};
@@ -33,7 +33,7 @@ async fn start_service(store: StoreRef) -> (Shutdown, tokio::task::JoinHandle<an
     {
         config.controller.workers = workers;
     }
-    let task = tokio::spawn(run_with(store, config, grpc, None, shutdown.clone()));
+    let task = tokio::spawn(run_scheduler(store, config, grpc, None, shutdown.clone()));
     // Serving once both caches synced.
     eventually(Duration::from_secs(20), "SERVING", || async move {
         let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))

@@ -1,6 +1,6 @@
 //! `flotilla.v1.Scheduler/Simulate` in-process on 127.0.0.1:0: table cases (the seed
 //! examples, an untolerated taint, SC-3.7, SC-4.3), bad input → INVALID_ARGUMENT with field
-//! paths, and the whole service (`run_with`) on a MemStore.
+//! paths, and the whole service (`run_scheduler`, the service shape) on a MemStore.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,7 +15,7 @@ use flotilla_proto::v1;
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_proto::v1::scheduler_server::SchedulerServer;
 use flotilla_runtime::Shutdown;
-use flotilla_scheduler::{Config, SchedulerService, run_with};
+use flotilla_scheduler::{Config, SchedulerService};
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
 use tokio::net::TcpListener;
@@ -412,7 +412,7 @@ async fn bad_simulate_input_is_invalid_argument_with_field_paths() {
 /// The whole service on a MemStore: health turns SERVING once the caches synced, Simulate
 /// answers, and the controller (leader-elected on the same store) schedules a binding.
 #[tokio::test]
-async fn run_with_serves_and_schedules() {
+async fn the_service_serves_and_schedules() {
     let store: StoreRef = Arc::new(MemStore::new());
     let typed = Typed::new(store.clone());
     create_cluster(&typed, cluster("member1")).await;
@@ -425,7 +425,7 @@ async fn run_with_serves_and_schedules() {
         lease_ttl: Duration::from_secs(2),
         ..Config::default()
     };
-    let service = tokio::spawn(run_with(
+    let service = tokio::spawn(run_scheduler(
         store.clone(),
         config,
         grpc,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use flotilla_runtime::Shutdown;
-use flotilla_scheduler::{Config, LEADER_ELECTION, run_with};
+use flotilla_scheduler::{Config, LEADER_ELECTION};
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
 use tokio::net::TcpListener;
@@ -24,7 +24,7 @@ async fn replica(
         lease_ttl: Duration::from_secs(2),
         ..Config::default()
     };
-    let task = tokio::spawn(run_with(
+    let task = tokio::spawn(run_scheduler(
         store.clone(),
         config,
         grpc,

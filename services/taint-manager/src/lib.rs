@@ -25,6 +25,7 @@ pub mod controller;
 pub mod error;
 pub mod grpc;
 
+use flotilla_runtime::service::{Parts, Started};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,7 +120,7 @@ pub struct Args {
     pub workers: usize,
 }
 
-/// Validated settings of the controller (what [`run_with`] needs).
+/// Validated settings of the controller (what the service starts from).
 #[derive(Clone, Debug)]
 pub struct Config {
     /// `--enable-no-execute-taint-eviction`.
@@ -235,7 +236,7 @@ fn decode_cluster(kv: &KeyValue) -> Result<Cluster, String> {
 
 /// The taint manager's controller, prepared: its caches exist and are registered with the
 /// readiness (so that health reports SERVING only once they synced), nothing runs yet.
-pub struct Service {
+struct Service {
     store: StoreRef,
     config: Config,
     shutdown: Shutdown,
@@ -378,59 +379,35 @@ impl Service {
     }
 }
 
-/// Runs the taint manager's controller on `store` until `shutdown` fires ([`Service::new`]
-/// then [`Service::run`]). `flotilla up` calls this with a shared in-memory store; the gRPC
-/// service is [`grpc::server`].
-pub async fn run_with(
-    store: StoreRef,
-    config: Config,
-    readiness: Readiness,
-    shutdown: Shutdown,
-) -> Result<(), Error> {
-    Service::new(store, config, &readiness, shutdown)
-        .run()
-        .await
+flotilla_runtime::service! {
+    /// The taint-manager as a service (`flotilla_runtime::service`).
+    pub struct TaintManager {
+        name: "taint-manager",
+        grpc: SERVICE_NAME,
+        flags: Args => Config,
+        start: start_service,
+    }
 }
 
-/// The taint-manager as a service (`flotilla_runtime::service`).
-pub struct TaintManager;
-
-impl flotilla_runtime::service::Service for TaintManager {
-    const NAME: &'static str = "taint-manager";
-    const GRPC_SERVICE: &'static str = SERVICE_NAME;
-    type Args = Args;
-    type Config = Config;
-
-    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
-        &args.common
-    }
-
-    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
-        args.validate()
-    }
-
-    fn start(
-        parts: &flotilla_runtime::service::Parts,
-        config: Config,
-    ) -> flotilla_runtime::service::Started {
-        tracing::info!(
-            eviction_enabled = config.eviction_enabled,
-            purge_mode = config.purge_mode.as_str(),
-            eviction_rate = ?config.rate.primary_rate,
-            secondary_rate = config.rate.secondary_rate,
-            unhealthy_threshold = config.rate.unhealthy_threshold,
-            workers = config.workers,
-            "taint-manager configured"
-        );
-        // Caches first, so that health says SERVING only once they synced.
-        let service = Service::new(
-            parts.store.clone(),
-            config,
-            &parts.readiness,
-            parts.shutdown.clone(),
-        );
-        flotilla_runtime::service::Started::new(|r| r.add_service(grpc::server()), async move {
-            Ok(service.run().await?)
-        })
-    }
+/// Starts TaintManager: what `flotilla-taint-manager` runs on the [`Parts`] of its runtime.
+fn start_service(parts: &Parts, config: Config) -> Started {
+    tracing::info!(
+        eviction_enabled = config.eviction_enabled,
+        purge_mode = config.purge_mode.as_str(),
+        eviction_rate = ?config.rate.primary_rate,
+        secondary_rate = config.rate.secondary_rate,
+        unhealthy_threshold = config.rate.unhealthy_threshold,
+        workers = config.workers,
+        "taint-manager configured"
+    );
+    // Caches first, so that health says SERVING only once they synced.
+    let service = Service::new(
+        parts.store.clone(),
+        config,
+        &parts.readiness,
+        parts.shutdown.clone(),
+    );
+    Started::new(|r| r.add_service(grpc::server()), async move {
+        Ok(service.run().await?)
+    })
 }

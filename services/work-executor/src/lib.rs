@@ -32,6 +32,7 @@ pub mod plan;
 pub mod render;
 pub mod status;
 
+use flotilla_runtime::service::{Parts, Started};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -503,40 +504,30 @@ impl WorkExecutor {
     }
 }
 
-/// The work-executor as a service (`flotilla_runtime::service`).
-pub struct Executor;
-
-impl flotilla_runtime::service::Service for Executor {
-    const NAME: &'static str = "work-executor";
-    const GRPC_SERVICE: &'static str = SERVICE_NAME;
-    type Args = Args;
-    type Config = Config;
-
-    fn common(args: &Args) -> &flotilla_runtime::CommonArgs {
-        &args.common
+flotilla_runtime::service! {
+    /// The work-executor as a service (`flotilla_runtime::service`).
+    pub struct Executor {
+        name: "work-executor",
+        grpc: SERVICE_NAME,
+        flags: Args => Config,
+        start: start_service,
     }
+}
 
-    fn validate(args: &Args) -> Result<Config, Vec<impl std::fmt::Display>> {
-        args.validate()
-    }
-
-    fn start(
-        parts: &flotilla_runtime::service::Parts,
-        config: Config,
-    ) -> flotilla_runtime::service::Started {
-        let executor = WorkExecutor::start(
-            parts.store.clone(),
-            config,
-            &parts.readiness,
-            &parts.shutdown,
-        );
-        let server = executor.server();
-        let shutdown = parts.shutdown.clone();
-        flotilla_runtime::service::Started::new(move |r| r.add_service(server), async move {
-            // `executor` owns the controllers' context: keep it until the shutdown.
-            shutdown.triggered().await;
-            drop(executor);
-            Ok(())
-        })
-    }
+/// Starts Executor: what `flotilla-work-executor` runs on the [`Parts`] of its runtime.
+fn start_service(parts: &Parts, config: Config) -> Started {
+    let executor = WorkExecutor::start(
+        parts.store.clone(),
+        config,
+        &parts.readiness,
+        &parts.shutdown,
+    );
+    let server = executor.server();
+    let shutdown = parts.shutdown.clone();
+    Started::new(move |r| r.add_service(server), async move {
+        // `executor` owns the controllers' context: keep it until the shutdown.
+        shutdown.triggered().await;
+        drop(executor);
+        Ok(())
+    })
 }

@@ -23,8 +23,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
-use super::suite::{Suite, channel};
-use super::timers::Effective;
+use flotilla_suite::timers::Effective;
+use flotilla_suite::{Suite, channel};
 
 /// Namespace of the seed objects.
 const NAMESPACE: &str = "default";

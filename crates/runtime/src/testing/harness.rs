@@ -1,8 +1,9 @@
 //! A service under test on a task, and polling for what it eventually writes.
 //!
 //! ```text
-//!   Harness::spawn("taint manager", store, |store, readiness, shutdown|
-//!                  run_with(store, config, readiness, shutdown))
+//!   Harness::start::<TaintManager>(store, config)   the service's own `start` (the one
+//!                  service shape), its controllers only: no gRPC server
+//!   Harness::spawn("name", store, |store, readiness, shutdown| future)   anything else
 //!     .typed     read and write the store as other services would
 //!     .stop()    fire the shutdown; the service must return Ok within 10 s
 //!   eventually(timeout, what, || async { Some(..) })   poll every 20 ms
@@ -81,6 +82,19 @@ impl Harness {
             name,
             task,
         }
+    }
+
+    /// Starts `S` on `store` through the one service shape (`S::start`) and runs what it
+    /// runs (its controllers and elections); its gRPC routes are not served.
+    pub fn start<S: crate::service::Service>(store: StoreRef, config: S::Config) -> Self {
+        Self::spawn(S::NAME, store, move |store, readiness, shutdown| {
+            let parts = crate::service::Parts {
+                store,
+                readiness,
+                shutdown,
+            };
+            S::start(&parts, config).run
+        })
     }
 
     /// Fires the shutdown and waits (10 s at most) for the service to return `Ok`.

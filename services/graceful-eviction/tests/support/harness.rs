@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use flotilla_core::Time;
 use flotilla_core::types::ResourceBinding;
-use flotilla_graceful_eviction::{Config, run_with};
+use flotilla_graceful_eviction::{Config, GracefulEviction};
 use flotilla_proto::v1;
 pub use flotilla_runtime::testing::bindings::*;
 pub use flotilla_runtime::testing::{Harness, Interpose, eventually};
@@ -22,11 +22,7 @@ use flotilla_store::typed::Typed;
 
 /// A running graceful-eviction controller on `store`, until [`Harness::stop`].
 pub async fn start_graceful_eviction(store: StoreRef, config: Config) -> Harness {
-    Harness::spawn(
-        "graceful eviction",
-        store,
-        move |store, readiness, shutdown| run_with(store, config, readiness, shutdown),
-    )
+    Harness::start::<GracefulEviction>(store, config)
 }
 
 pub fn test_config() -> Config {

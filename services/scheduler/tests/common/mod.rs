@@ -241,3 +241,26 @@ pub fn scheduled(rb: &ResourceBinding) -> Option<(String, String)> {
         .find(|c| c.type_ == "Scheduled")
         .map(|c| (c.status.as_str().to_owned(), c.reason.clone()))
 }
+
+/// Runs the scheduler on `store` through the one service shape
+/// (`flotilla_runtime::service::spawn_config`): its gRPC service on `grpc`, `/metrics`,
+/// `/livez`, `/readyz` on `admin`, until `shutdown` fires.
+pub async fn run_scheduler(
+    store: flotilla_store::StoreRef,
+    config: flotilla_scheduler::Config,
+    grpc: tokio::net::TcpListener,
+    admin: Option<tokio::net::TcpListener>,
+    shutdown: flotilla_runtime::Shutdown,
+) -> anyhow::Result<()> {
+    let task = flotilla_runtime::service::spawn_config::<flotilla_scheduler::Scheduler>(
+        store,
+        config,
+        Duration::from_secs(30),
+        grpc,
+        admin,
+        None,
+        &shutdown,
+    )
+    .await?;
+    task.await?
+}

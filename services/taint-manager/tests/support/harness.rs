@@ -7,13 +7,11 @@ use std::time::Duration;
 pub use flotilla_runtime::testing::bindings::*;
 pub use flotilla_runtime::testing::{Harness, Interpose, eventually};
 use flotilla_store::StoreRef;
-use flotilla_taint_manager::{Config, run_with};
+use flotilla_taint_manager::{Config, TaintManager};
 
 /// A running taint manager on `store`, until [`Harness::stop`].
 pub async fn start_taint_manager(store: StoreRef, config: Config) -> Harness {
-    Harness::spawn("taint manager", store, move |store, readiness, shutdown| {
-        run_with(store, config, readiness, shutdown)
-    })
+    Harness::start::<TaintManager>(store, config)
 }
 
 pub fn test_config() -> Config {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 
-use super::suite::{Service, parse_service_args};
+use crate::{Service, parse_service_args};
 
 /// A duration as a service flag value (`1500ms`; humantime parses it back exactly).
 pub fn flag_duration(d: Duration) -> String {
@@ -100,7 +100,7 @@ impl TimerFlags {
         };
         let d = |v: Option<Duration>| v.map(flag_duration);
         add(
-            Service::ClusterHealth,
+            Service::CLUSTER_HEALTH,
             "cluster-status-update-frequency",
             d(self.pick(
                 self.status_update_frequency,
@@ -108,17 +108,17 @@ impl TimerFlags {
             )),
         );
         add(
-            Service::ClusterHealth,
+            Service::CLUSTER_HEALTH,
             "cluster-failure-threshold",
             d(self.pick(self.failure_threshold, DemoDefaults::FAILURE_THRESHOLD)),
         );
         add(
-            Service::ClusterHealth,
+            Service::CLUSTER_HEALTH,
             "cluster-success-threshold",
             d(self.pick(self.success_threshold, DemoDefaults::SUCCESS_THRESHOLD)),
         );
         add(
-            Service::ClusterHealth,
+            Service::CLUSTER_HEALTH,
             "failover-eviction-timeout",
             d(self.pick(
                 self.failover_eviction_timeout,
@@ -126,7 +126,7 @@ impl TimerFlags {
             )),
         );
         add(
-            Service::ClusterHealth,
+            Service::CLUSTER_HEALTH,
             "probe-timeout",
             d(self.pick(self.probe_timeout, DemoDefaults::PROBE_TIMEOUT)),
         );
@@ -137,17 +137,17 @@ impl TimerFlags {
             )
             .map(|s| s.to_string());
         add(
-            Service::Api,
+            Service::API,
             "default-not-ready-toleration-seconds",
             toleration.clone(),
         );
         add(
-            Service::Api,
+            Service::API,
             "default-unreachable-toleration-seconds",
             toleration,
         );
         add(
-            Service::GracefulEviction,
+            Service::GRACEFUL_EVICTION,
             "graceful-eviction-timeout",
             d(self.pick(
                 self.graceful_eviction_timeout,
@@ -155,12 +155,12 @@ impl TimerFlags {
             )),
         );
         add(
-            Service::WorkExecutor,
+            Service::WORK_EXECUTOR,
             "status-sync-period",
             d(self.pick(self.status_sync_period, DemoDefaults::STATUS_SYNC_PERIOD)),
         );
         add(
-            Service::WorkExecutor,
+            Service::WORK_EXECUTOR,
             "member-timeout",
             d(self.pick(self.member_timeout, DemoDefaults::MEMBER_TIMEOUT)),
         );
@@ -231,12 +231,12 @@ impl Effective {
     ) -> anyhow::Result<Self> {
         let of = |s: Service| flags.get(&s).cloned().unwrap_or_default();
         let health: flotilla_cluster_health::Args =
-            parse_service_args(Service::ClusterHealth, &of(Service::ClusterHealth))?;
-        let api: flotilla_api::Args = parse_service_args(Service::Api, &of(Service::Api))?;
+            parse_service_args(Service::CLUSTER_HEALTH, &of(Service::CLUSTER_HEALTH))?;
+        let api: flotilla_api::Args = parse_service_args(Service::API, &of(Service::API))?;
         let ge: flotilla_graceful_eviction::Args =
-            parse_service_args(Service::GracefulEviction, &of(Service::GracefulEviction))?;
+            parse_service_args(Service::GRACEFUL_EVICTION, &of(Service::GRACEFUL_EVICTION))?;
         let we: flotilla_work_executor::Args =
-            parse_service_args(Service::WorkExecutor, &of(Service::WorkExecutor))?;
+            parse_service_args(Service::WORK_EXECUTOR, &of(Service::WORK_EXECUTOR))?;
         Ok(Effective {
             status_update_frequency: health.cluster_status_update_frequency,
             failure_threshold: health.cluster_failure_threshold,
@@ -339,7 +339,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let health = &flags[&Service::ClusterHealth];
+        let health = &flags[&Service::CLUSTER_HEALTH];
         assert!(health.contains(&"--cluster-failure-threshold=7s".to_owned()));
         assert_eq!(
             health
@@ -348,7 +348,7 @@ mod tests {
                 .count(),
             1
         );
-        assert_eq!(flags[&Service::Scheduler], vec!["--workers=8".to_owned()]);
+        assert_eq!(flags[&Service::SCHEDULER], vec!["--workers=8".to_owned()]);
         assert!(merge_service_flags(&mut flags, &["nope:--x=1".into()]).is_err());
         assert!(merge_service_flags(&mut flags, &["api".into()]).is_err());
     }

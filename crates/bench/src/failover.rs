@@ -37,10 +37,10 @@ use super::cpu;
 use super::etcd::TempEtcd;
 use super::stats::{Summary, secs, thousands};
 use super::track::{self, STAGES, Shared};
-use crate::up::logging;
-use crate::up::store::StoreArgs;
-use crate::up::suite::{MemberSpec, Service, ServiceListen, Suite, SuiteConfig};
-use crate::up::timers::{flag_duration, merge_service_flags};
+use flotilla_suite::logging;
+use flotilla_suite::store::StoreArgs;
+use flotilla_suite::timers::{flag_duration, merge_service_flags};
+use flotilla_suite::{MemberSpec, Service, ServiceListen, Suite, SuiteConfig};
 
 /// Writes a failover costs per binding (evict, schedule, update the Work, member status,
 /// aggregated status, drop the task, mark the orphan): docs/design.md §7.
@@ -415,14 +415,14 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
 
     let mut flags: BTreeMap<Service, Vec<String>> = BTreeMap::new();
     flags.insert(
-        Service::Api,
+        Service::API,
         vec![
             "--default-not-ready-toleration-seconds=0".into(),
             "--default-unreachable-toleration-seconds=0".into(),
         ],
     );
     flags.insert(
-        Service::ClusterHealth,
+        Service::CLUSTER_HEALTH,
         vec![
             format!(
                 "--cluster-status-update-frequency={}",
@@ -434,7 +434,7 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         ],
     );
     flags.insert(
-        Service::WorkExecutor,
+        Service::WORK_EXECUTOR,
         vec![format!(
             "--status-sync-period={}",
             flag_duration(args.status_sync_period)
@@ -442,7 +442,7 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     );
     if let Some(timeout) = args.probe_timeout {
         flags
-            .entry(Service::ClusterHealth)
+            .entry(Service::CLUSTER_HEALTH)
             .or_default()
             .push(format!("--probe-timeout={}", flag_duration(timeout)));
     }

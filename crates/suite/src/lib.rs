@@ -16,7 +16,12 @@
 //!
 //! Every service's configuration comes from parsing its own clap `Args` with the flags we
 //! want (`flotilla_scheduler::Args::try_parse_from([...])`), so that defaults are defined in
-//! one place: the service.
+//! one place: the service. The services are started by looping over one registry,
+//! [`Service::ALL`]; the process-based test harness names its binaries from it too.
+
+pub mod logging;
+pub mod store;
+pub mod timers;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -31,6 +36,7 @@ use flotilla_proto::v1::api_client::ApiClient;
 use flotilla_runtime::Shutdown;
 use flotilla_runtime::telemetry::install_metrics;
 use flotilla_store::StoreRef;
+use futures::future::BoxFuture;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -40,50 +46,136 @@ use tonic::transport::{Channel, Endpoint};
 /// What every admin port's `/metrics` renders (one recorder per process).
 type Handle = Option<PrometheusHandle>;
 
-/// A control-plane service of the suite.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Service {
-    /// `flotilla-api`: the front door and the detector.
-    Api,
-    /// `flotilla-cluster-health`: probes members, Ready condition, controller taints.
-    ClusterHealth,
-    /// `flotilla-taint-manager`: evicts bindings from NoExecute-tainted clusters.
-    TaintManager,
-    /// `flotilla-scheduler`: places bindings.
-    Scheduler,
-    /// `flotilla-graceful-eviction`: removes eviction tasks.
-    GracefulEviction,
-    /// `flotilla-work-executor`: Works, member applies, aggregated status.
-    WorkExecutor,
+/// How the suite starts one service: `flotilla_runtime::service::spawn::<S>` for its `S`.
+type SpawnFn = for<'a> fn(
+    StoreRef,
+    &'a [String],
+    TcpListener,
+    Option<TcpListener>,
+    Handle,
+    &'a Shutdown,
+) -> BoxFuture<'a, anyhow::Result<JoinHandle<anyhow::Result<()>>>>;
+
+fn spawn_boxed<'a, S: flotilla_runtime::service::Service>(
+    store: StoreRef,
+    flags: &'a [String],
+    grpc: TcpListener,
+    admin: Option<TcpListener>,
+    metrics: Handle,
+    shutdown: &'a Shutdown,
+) -> BoxFuture<'a, anyhow::Result<JoinHandle<anyhow::Result<()>>>> {
+    Box::pin(flotilla_runtime::service::spawn::<S>(
+        store, flags, grpc, admin, metrics, shutdown,
+    ))
+}
+
+/// A control-plane service: an entry of the one registry ([`Service::ALL`]) that `flotilla
+/// up`, `flotilla bench` and the test harnesses loop over. Adding a service is one line
+/// there.
+#[derive(Clone, Copy)]
+pub struct Service {
+    name: &'static str,
+    grpc_service: &'static str,
+    spawn: SpawnFn,
 }
 
 impl Service {
-    /// Every service, in port order (api first: the client's default `--server`).
+    /// The entry of `S` (its name and gRPC service come from its `Service` impl).
+    const fn of<S: flotilla_runtime::service::Service>() -> Service {
+        Service {
+            name: S::NAME,
+            grpc_service: S::GRPC_SERVICE,
+            spawn: spawn_boxed::<S>,
+        }
+    }
+
+    /// `flotilla-api`: the front door and the detector.
+    pub const API: Service = Service::of::<flotilla_api::Api>();
+    /// `flotilla-cluster-health`: probes members, Ready condition, controller taints.
+    pub const CLUSTER_HEALTH: Service = Service::of::<flotilla_cluster_health::ClusterHealth>();
+    /// `flotilla-taint-manager`: evicts bindings from NoExecute-tainted clusters.
+    pub const TAINT_MANAGER: Service = Service::of::<flotilla_taint_manager::TaintManager>();
+    /// `flotilla-scheduler`: places bindings.
+    pub const SCHEDULER: Service = Service::of::<flotilla_scheduler::Scheduler>();
+    /// `flotilla-graceful-eviction`: removes eviction tasks.
+    pub const GRACEFUL_EVICTION: Service =
+        Service::of::<flotilla_graceful_eviction::GracefulEviction>();
+    /// `flotilla-work-executor`: Works, member applies, aggregated status.
+    pub const WORK_EXECUTOR: Service = Service::of::<flotilla_work_executor::Executor>();
+
+    /// The registry: every service, in port order (api first: the client's default
+    /// `--server`; `flotilla up` gives the i-th service the api's port + i).
     pub const ALL: [Service; 6] = [
-        Service::Api,
-        Service::ClusterHealth,
-        Service::TaintManager,
-        Service::Scheduler,
-        Service::GracefulEviction,
-        Service::WorkExecutor,
+        Service::API,
+        Service::CLUSTER_HEALTH,
+        Service::TAINT_MANAGER,
+        Service::SCHEDULER,
+        Service::GRACEFUL_EVICTION,
+        Service::WORK_EXECUTOR,
     ];
 
     /// The service's short name, as in its binary `flotilla-<name>`.
     pub fn name(self) -> &'static str {
-        match self {
-            Service::Api => "api",
-            Service::ClusterHealth => "cluster-health",
-            Service::TaintManager => "taint-manager",
-            Service::Scheduler => "scheduler",
-            Service::GracefulEviction => "graceful-eviction",
-            Service::WorkExecutor => "work-executor",
-        }
+        self.name
+    }
+
+    /// The gRPC service it serves (`flotilla.v1.Scheduler`).
+    pub fn grpc_service(self) -> &'static str {
+        self.grpc_service
     }
 
     /// Parses a name as given on the command line (`scheduler`, `flotilla-scheduler`).
     pub fn parse(name: &str) -> Option<Service> {
         let name = name.strip_prefix("flotilla-").unwrap_or(name);
         Service::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Starts the service on `store` through the one service shape
+    /// (`flotilla_runtime::service::spawn`); returns its task.
+    async fn spawn(
+        self,
+        store: StoreRef,
+        flags: &[String],
+        grpc: TcpListener,
+        admin: Option<TcpListener>,
+        metrics: Handle,
+        shutdown: &Shutdown,
+    ) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
+        (self.spawn)(store, flags, grpc, admin, metrics, shutdown).await
+    }
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for Service {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Service {}
+
+impl PartialOrd for Service {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Service {
+    /// Registry order.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let index = |s: &Service| Service::ALL.iter().position(|x| x == s);
+        index(self).cmp(&index(other))
+    }
+}
+
+impl std::hash::Hash for Service {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
     }
 }
 
@@ -211,42 +303,6 @@ pub fn parse_service_args<A: Parser>(service: Service, flags: &[String]) -> anyh
     flotilla_runtime::service::parse_flags(service.name(), flags)
 }
 
-/// Starts one service on `store` through the one service shape
-/// (`flotilla_runtime::service::spawn`); returns its task.
-async fn start_service(
-    service: Service,
-    store: StoreRef,
-    flags: &[String],
-    grpc: TcpListener,
-    admin: Option<TcpListener>,
-    metrics: Handle,
-    shutdown: &Shutdown,
-) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
-    use flotilla_runtime::service::spawn;
-    let (s, f) = (store, flags);
-    match service {
-        Service::Api => spawn::<flotilla_api::Api>(s, f, grpc, admin, metrics, shutdown).await,
-        Service::ClusterHealth => {
-            spawn::<flotilla_cluster_health::ClusterHealth>(s, f, grpc, admin, metrics, shutdown)
-                .await
-        }
-        Service::TaintManager => {
-            spawn::<flotilla_taint_manager::TaintManager>(s, f, grpc, admin, metrics, shutdown)
-                .await
-        }
-        Service::Scheduler => {
-            spawn::<flotilla_scheduler::Scheduler>(s, f, grpc, admin, metrics, shutdown).await
-        }
-        Service::GracefulEviction => {
-            type G = flotilla_graceful_eviction::GracefulEviction;
-            spawn::<G>(s, f, grpc, admin, metrics, shutdown).await
-        }
-        Service::WorkExecutor => {
-            spawn::<flotilla_work_executor::Executor>(s, f, grpc, admin, metrics, shutdown).await
-        }
-    }
-}
-
 // === impl Suite ===
 
 impl Suite {
@@ -291,16 +347,16 @@ impl Suite {
                 admin: admin.as_ref().and_then(|a| a.local_addr().ok()),
             };
             let flags = config.flags.get(&service).cloned().unwrap_or_default();
-            let task = start_service(
-                service,
-                store.clone(),
-                &flags,
-                grpc,
-                admin,
-                metrics.clone(),
-                &shutdown,
-            )
-            .await;
+            let task = service
+                .spawn(
+                    store.clone(),
+                    &flags,
+                    grpc,
+                    admin,
+                    metrics.clone(),
+                    &shutdown,
+                )
+                .await;
             let task = match task {
                 Ok(t) => t,
                 Err(e) => {
@@ -366,7 +422,7 @@ impl Suite {
     pub fn api_url(&self) -> String {
         format!(
             "http://{}",
-            self.addr(Service::Api)
+            self.addr(Service::API)
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
         )
     }
