@@ -126,8 +126,10 @@ pub type Changes<T> = Pin<Box<dyn Stream<Item = Result<Change<T>, Status>> + Sen
 
 type Api = ApiClient<Conn>;
 
-/// A kind the api serves: how to list, get and watch it, and its table row.
-pub trait ApiObject: Resource + Named + Send + Sync + 'static {
+/// A kind the api serves: how to list, get and watch it ([`api_object!`] writes these from
+/// the names of its RPCs), and its table row ([`Columns`]). Adding a kind is one
+/// `api_object!` and one `impl Columns`.
+pub trait ApiObject: Columns + Resource + Named + Send + Sync + 'static {
     /// Lower-case singular name for `-o name` and messages, e.g. `propagationpolicy`.
     const NAME: &'static str;
     /// The wire list type (printed by `-o json` for several objects).
@@ -156,7 +158,10 @@ pub trait ApiObject: Resource + Named + Send + Sync + 'static {
 
     /// The wire list of `items` read at `revision`.
     fn to_list(items: Vec<Self>, revision: i64) -> Self::List;
+}
 
+/// How a kind prints as a table.
+pub trait Columns: Sized {
     /// Table headers.
     fn headers(wide: bool) -> Vec<&'static str>;
 
@@ -165,6 +170,102 @@ pub trait ApiObject: Resource + Named + Send + Sync + 'static {
 
     /// Orders a listing for display (default: as listed, i.e. by key).
     fn sort(_items: &mut [Self]) {}
+}
+
+/// The value of a request field named after a [`Scope`] field.
+macro_rules! scope_field {
+    (namespace, $scope:ident) => {
+        $scope.ns()
+    };
+    (label_selector, $scope:ident) => {
+        $scope.label_selector.clone()
+    };
+    (cluster, $scope:ident) => {
+        $scope.cluster.clone().unwrap_or_default()
+    };
+    (kind, $scope:ident) => {
+        $scope.workload_kind.clone().unwrap_or_default()
+    };
+}
+
+/// `impl ApiObject` for a kind from its RPCs: each request lists the fields it takes from
+/// the [`Scope`] (`namespace`, `label_selector`, `cluster`, `kind`); paging, revisions and
+/// bookmarks are filled in. `get` is either the Get RPC (a missing object is an empty list)
+/// or a block over `api`, `scope` and `name`.
+macro_rules! api_object {
+    (
+        $ty:ty: $name:literal, $list_resp:ident,
+        list: $list:ident($list_req:ident { $($lf:ident),* }),
+        watch: $watch:ident($watch_req:ident { $($wf:ident),* }),
+        get: $get:ident($get_req:ident { $($gf:ident),* }),
+    ) => {
+        api_object! {
+            $ty: $name, $list_resp,
+            list: $list($list_req { $($lf),* }),
+            watch: $watch($watch_req { $($wf),* }),
+            get(api, scope, name) => {
+                let _ = &scope;
+                not_found_is_empty(
+                    api.$get(v1::$get_req {
+                        $($gf: scope_field!($gf, scope),)*
+                        name: name.into(),
+                    })
+                    .await,
+                )
+            },
+        }
+    };
+    (
+        $ty:ty: $name:literal, $list_resp:ident,
+        list: $list:ident($list_req:ident { $($lf:ident),* }),
+        watch: $watch:ident($watch_req:ident { $($wf:ident),* }),
+        get($api:ident, $scope:ident, $n:ident) => $get:block,
+    ) => {
+        #[allow(clippy::needless_update)] // requests take `..Default::default()` whatever they hold
+        impl ApiObject for $ty {
+            const NAME: &'static str = $name;
+            type List = v1::$list_resp;
+
+            async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
+                let r = api
+                    .$list(v1::$list_req {
+                        $($lf: scope_field!($lf, scope),)*
+                        page_token,
+                        ..Default::default()
+                    })
+                    .await?
+                    .into_inner();
+                Ok(Page {
+                    items: r.items,
+                    next: r.next_page_token,
+                    revision: r.resource_version,
+                })
+            }
+
+            async fn get_named($api: &mut Api, $scope: &Scope, $n: &str) -> Result<Vec<Self>, Status> $get
+
+            async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
+                let s = api
+                    .$watch(v1::$watch_req {
+                        $($wf: scope_field!($wf, scope),)*
+                        resource_version: revision,
+                        allow_bookmarks: false,
+                        ..Default::default()
+                    })
+                    .await?
+                    .into_inner();
+                Ok(changes!(s))
+            }
+
+            fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
+                v1::$list_resp {
+                    items,
+                    next_page_token: String::new(),
+                    resource_version: revision,
+                }
+            }
+        }
+    };
 }
 
 /// Lists every page.
@@ -229,53 +330,14 @@ pub fn cluster_ready(c: &v1::Cluster) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-impl ApiObject for v1::Cluster {
-    const NAME: &'static str = "cluster";
-    type List = v1::ListClustersResponse;
+api_object! {
+    v1::Cluster: "cluster", ListClustersResponse,
+    list: list_clusters(ListClustersRequest { label_selector }),
+    watch: watch_clusters(WatchClustersRequest { label_selector }),
+    get: get_cluster(GetClusterRequest {}),
+}
 
-    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
-        let r = api
-            .list_clusters(v1::ListClustersRequest {
-                label_selector: scope.label_selector.clone(),
-                page_size: 0,
-                page_token,
-            })
-            .await?
-            .into_inner();
-        Ok(Page {
-            items: r.items,
-            next: r.next_page_token,
-            revision: r.resource_version,
-        })
-    }
-
-    async fn get_named(api: &mut Api, _scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
-        not_found_is_empty(
-            api.get_cluster(v1::GetClusterRequest { name: name.into() })
-                .await,
-        )
-    }
-
-    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
-        let s = api
-            .watch_clusters(v1::WatchClustersRequest {
-                label_selector: scope.label_selector.clone(),
-                resource_version: revision,
-                allow_bookmarks: false,
-            })
-            .await?
-            .into_inner();
-        Ok(changes!(s))
-    }
-
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-        v1::ListClustersResponse {
-            items,
-            next_page_token: String::new(),
-            resource_version: revision,
-        }
-    }
-
+impl Columns for v1::Cluster {
     fn headers(wide: bool) -> Vec<&'static str> {
         let mut h = vec!["NAME", "MODE", "READY", "TAINTS", "AGE"];
         if wide {
@@ -344,58 +406,14 @@ fn affinity_clusters(spec: Option<&v1::PropagationSpec>) -> String {
     }
 }
 
-impl ApiObject for v1::PropagationPolicy {
-    const NAME: &'static str = "propagationpolicy";
-    type List = v1::ListPropagationPoliciesResponse;
+api_object! {
+    v1::PropagationPolicy: "propagationpolicy", ListPropagationPoliciesResponse,
+    list: list_propagation_policies(ListPropagationPoliciesRequest { namespace, label_selector }),
+    watch: watch_propagation_policies(WatchPropagationPoliciesRequest { namespace, label_selector }),
+    get: get_propagation_policy(GetPropagationPolicyRequest { namespace }),
+}
 
-    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
-        let r = api
-            .list_propagation_policies(v1::ListPropagationPoliciesRequest {
-                namespace: scope.ns(),
-                label_selector: scope.label_selector.clone(),
-                page_size: 0,
-                page_token,
-            })
-            .await?
-            .into_inner();
-        Ok(Page {
-            items: r.items,
-            next: r.next_page_token,
-            revision: r.resource_version,
-        })
-    }
-
-    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
-        not_found_is_empty(
-            api.get_propagation_policy(v1::GetPropagationPolicyRequest {
-                namespace: scope.ns(),
-                name: name.into(),
-            })
-            .await,
-        )
-    }
-
-    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
-        let s = api
-            .watch_propagation_policies(v1::WatchPropagationPoliciesRequest {
-                namespace: scope.ns(),
-                label_selector: scope.label_selector.clone(),
-                resource_version: revision,
-                allow_bookmarks: false,
-            })
-            .await?
-            .into_inner();
-        Ok(changes!(s))
-    }
-
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-        v1::ListPropagationPoliciesResponse {
-            items,
-            next_page_token: String::new(),
-            resource_version: revision,
-        }
-    }
-
+impl Columns for v1::PropagationPolicy {
     fn headers(_wide: bool) -> Vec<&'static str> {
         vec![
             "NAMESPACE",
@@ -421,55 +439,14 @@ impl ApiObject for v1::PropagationPolicy {
     }
 }
 
-impl ApiObject for v1::ClusterPropagationPolicy {
-    const NAME: &'static str = "clusterpropagationpolicy";
-    type List = v1::ListClusterPropagationPoliciesResponse;
+api_object! {
+    v1::ClusterPropagationPolicy: "clusterpropagationpolicy", ListClusterPropagationPoliciesResponse,
+    list: list_cluster_propagation_policies(ListClusterPropagationPoliciesRequest { label_selector }),
+    watch: watch_cluster_propagation_policies(WatchClusterPropagationPoliciesRequest { label_selector }),
+    get: get_cluster_propagation_policy(GetClusterPropagationPolicyRequest {}),
+}
 
-    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
-        let r = api
-            .list_cluster_propagation_policies(v1::ListClusterPropagationPoliciesRequest {
-                label_selector: scope.label_selector.clone(),
-                page_size: 0,
-                page_token,
-            })
-            .await?
-            .into_inner();
-        Ok(Page {
-            items: r.items,
-            next: r.next_page_token,
-            revision: r.resource_version,
-        })
-    }
-
-    async fn get_named(api: &mut Api, _scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
-        not_found_is_empty(
-            api.get_cluster_propagation_policy(v1::GetClusterPropagationPolicyRequest {
-                name: name.into(),
-            })
-            .await,
-        )
-    }
-
-    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
-        let s = api
-            .watch_cluster_propagation_policies(v1::WatchClusterPropagationPoliciesRequest {
-                label_selector: scope.label_selector.clone(),
-                resource_version: revision,
-                allow_bookmarks: false,
-            })
-            .await?
-            .into_inner();
-        Ok(changes!(s))
-    }
-
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-        v1::ListClusterPropagationPoliciesResponse {
-            items,
-            next_page_token: String::new(),
-            resource_version: revision,
-        }
-    }
-
+impl Columns for v1::ClusterPropagationPolicy {
     fn headers(_wide: bool) -> Vec<&'static str> {
         vec!["NAME", "SELECTORS", "CLUSTERS", "REPLICAS", "AGE"]
     }
@@ -504,53 +481,14 @@ pub fn match_conditions(conds: &[v1::MatchCondition]) -> String {
     }))
 }
 
-impl ApiObject for v1::ClusterTaintPolicy {
-    const NAME: &'static str = "clustertaintpolicy";
-    type List = v1::ListClusterTaintPoliciesResponse;
+api_object! {
+    v1::ClusterTaintPolicy: "clustertaintpolicy", ListClusterTaintPoliciesResponse,
+    list: list_cluster_taint_policies(ListClusterTaintPoliciesRequest { label_selector }),
+    watch: watch_cluster_taint_policies(WatchClusterTaintPoliciesRequest { label_selector }),
+    get: get_cluster_taint_policy(GetClusterTaintPolicyRequest {}),
+}
 
-    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
-        let r = api
-            .list_cluster_taint_policies(v1::ListClusterTaintPoliciesRequest {
-                label_selector: scope.label_selector.clone(),
-                page_size: 0,
-                page_token,
-            })
-            .await?
-            .into_inner();
-        Ok(Page {
-            items: r.items,
-            next: r.next_page_token,
-            revision: r.resource_version,
-        })
-    }
-
-    async fn get_named(api: &mut Api, _scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
-        not_found_is_empty(
-            api.get_cluster_taint_policy(v1::GetClusterTaintPolicyRequest { name: name.into() })
-                .await,
-        )
-    }
-
-    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
-        let s = api
-            .watch_cluster_taint_policies(v1::WatchClusterTaintPoliciesRequest {
-                label_selector: scope.label_selector.clone(),
-                resource_version: revision,
-                allow_bookmarks: false,
-            })
-            .await?
-            .into_inner();
-        Ok(changes!(s))
-    }
-
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-        v1::ListClusterTaintPoliciesResponse {
-            items,
-            next_page_token: String::new(),
-            resource_version: revision,
-        }
-    }
-
+impl Columns for v1::ClusterTaintPolicy {
     fn headers(_wide: bool) -> Vec<&'static str> {
         vec!["NAME", "TAINTS", "ADD-ON", "REMOVE-ON", "AGE"]
     }
@@ -580,29 +518,11 @@ impl ApiObject for v1::ClusterTaintPolicy {
 // Workload
 // ---------------------------------------------------------------------------------------
 
-impl ApiObject for v1::Workload {
-    const NAME: &'static str = "workload";
-    type List = v1::ListWorkloadsResponse;
-
-    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
-        let r = api
-            .list_workloads(v1::ListWorkloadsRequest {
-                namespace: scope.ns(),
-                kind: scope.workload_kind.clone().unwrap_or_default(),
-                label_selector: scope.label_selector.clone(),
-                page_size: 0,
-                page_token,
-            })
-            .await?
-            .into_inner();
-        Ok(Page {
-            items: r.items,
-            next: r.next_page_token,
-            revision: r.resource_version,
-        })
-    }
-
-    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+api_object! {
+    v1::Workload: "workload", ListWorkloadsResponse,
+    list: list_workloads(ListWorkloadsRequest { namespace, kind, label_selector }),
+    watch: watch_workloads(WatchWorkloadsRequest { namespace, kind, label_selector }),
+    get(api, scope, name) => {
         // `Kind/name` names the kind; otherwise every kind with that name.
         let (kind, name) = match name.split_once('/') {
             Some((k, n)) => (Some(k.to_owned()), n),
@@ -620,30 +540,10 @@ impl ApiObject for v1::Workload {
         }
         let (items, _) = list_all::<v1::Workload>(api, scope).await?;
         Ok(items.into_iter().filter(|w| w.name() == name).collect())
-    }
+    },
+}
 
-    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
-        let s = api
-            .watch_workloads(v1::WatchWorkloadsRequest {
-                namespace: scope.ns(),
-                kind: scope.workload_kind.clone().unwrap_or_default(),
-                label_selector: scope.label_selector.clone(),
-                resource_version: revision,
-                allow_bookmarks: false,
-            })
-            .await?
-            .into_inner();
-        Ok(changes!(s))
-    }
-
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-        v1::ListWorkloadsResponse {
-            items,
-            next_page_token: String::new(),
-            resource_version: revision,
-        }
-    }
-
+impl Columns for v1::Workload {
     fn headers(_wide: bool) -> Vec<&'static str> {
         vec!["NAMESPACE", "KIND", "NAME", "REPLICAS", "AGE"]
     }
@@ -664,60 +564,14 @@ impl ApiObject for v1::Workload {
 // ResourceBinding
 // ---------------------------------------------------------------------------------------
 
-impl ApiObject for v1::ResourceBinding {
-    const NAME: &'static str = "resourcebinding";
-    type List = v1::ListResourceBindingsResponse;
+api_object! {
+    v1::ResourceBinding: "resourcebinding", ListResourceBindingsResponse,
+    list: list_resource_bindings(ListResourceBindingsRequest { namespace, cluster, label_selector }),
+    watch: watch_resource_bindings(WatchResourceBindingsRequest { namespace, cluster, label_selector }),
+    get: get_resource_binding(GetResourceBindingRequest { namespace }),
+}
 
-    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
-        let r = api
-            .list_resource_bindings(v1::ListResourceBindingsRequest {
-                namespace: scope.ns(),
-                cluster: scope.cluster.clone().unwrap_or_default(),
-                label_selector: scope.label_selector.clone(),
-                page_size: 0,
-                page_token,
-            })
-            .await?
-            .into_inner();
-        Ok(Page {
-            items: r.items,
-            next: r.next_page_token,
-            revision: r.resource_version,
-        })
-    }
-
-    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
-        not_found_is_empty(
-            api.get_resource_binding(v1::GetResourceBindingRequest {
-                namespace: scope.ns(),
-                name: name.into(),
-            })
-            .await,
-        )
-    }
-
-    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
-        let s = api
-            .watch_resource_bindings(v1::WatchResourceBindingsRequest {
-                namespace: scope.ns(),
-                cluster: scope.cluster.clone().unwrap_or_default(),
-                label_selector: scope.label_selector.clone(),
-                resource_version: revision,
-                allow_bookmarks: false,
-            })
-            .await?
-            .into_inner();
-        Ok(changes!(s))
-    }
-
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-        v1::ListResourceBindingsResponse {
-            items,
-            next_page_token: String::new(),
-            resource_version: revision,
-        }
-    }
-
+impl Columns for v1::ResourceBinding {
     fn headers(wide: bool) -> Vec<&'static str> {
         let mut h = vec![
             "NAMESPACE",
@@ -772,29 +626,11 @@ impl ApiObject for v1::ResourceBinding {
 // Work
 // ---------------------------------------------------------------------------------------
 
-impl ApiObject for v1::Work {
-    const NAME: &'static str = "work";
-    type List = v1::ListWorksResponse;
-
-    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
-        let r = api
-            .list_works(v1::ListWorksRequest {
-                namespace: scope.ns(),
-                cluster: scope.cluster.clone().unwrap_or_default(),
-                label_selector: scope.label_selector.clone(),
-                page_size: 0,
-                page_token,
-            })
-            .await?
-            .into_inner();
-        Ok(Page {
-            items: r.items,
-            next: r.next_page_token,
-            revision: r.resource_version,
-        })
-    }
-
-    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
+api_object! {
+    v1::Work: "work", ListWorksResponse,
+    list: list_works(ListWorksRequest { namespace, cluster, label_selector }),
+    watch: watch_works(WatchWorksRequest { namespace, cluster, label_selector }),
+    get(api, scope, name) => {
         // A Work's key has its cluster: `CLUSTER/NAME`, `--cluster`, or every cluster.
         let (cluster, name) = match name.split_once('/') {
             Some((c, n)) => (Some(c.to_owned()), n),
@@ -812,30 +648,10 @@ impl ApiObject for v1::Work {
         }
         let (items, _) = list_all::<v1::Work>(api, scope).await?;
         Ok(items.into_iter().filter(|w| w.name() == name).collect())
-    }
+    },
+}
 
-    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
-        let s = api
-            .watch_works(v1::WatchWorksRequest {
-                namespace: scope.ns(),
-                cluster: scope.cluster.clone().unwrap_or_default(),
-                label_selector: scope.label_selector.clone(),
-                resource_version: revision,
-                allow_bookmarks: false,
-            })
-            .await?
-            .into_inner();
-        Ok(changes!(s))
-    }
-
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-        v1::ListWorksResponse {
-            items,
-            next_page_token: String::new(),
-            resource_version: revision,
-        }
-    }
-
+impl Columns for v1::Work {
     fn headers(_wide: bool) -> Vec<&'static str> {
         vec![
             "NAMESPACE",
@@ -878,62 +694,14 @@ impl ApiObject for v1::Work {
 // Event
 // ---------------------------------------------------------------------------------------
 
-impl ApiObject for v1::Event {
-    const NAME: &'static str = "event";
-    type List = v1::ListEventsResponse;
+api_object! {
+    v1::Event: "event", ListEventsResponse,
+    list: list_events(ListEventsRequest { namespace, label_selector }),
+    watch: watch_events(WatchEventsRequest { namespace, label_selector }),
+    get: get_event(GetEventRequest { namespace }),
+}
 
-    async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
-        let r = api
-            .list_events(v1::ListEventsRequest {
-                namespace: scope.ns(),
-                involved_object_kind: String::new(),
-                involved_object_name: String::new(),
-                label_selector: scope.label_selector.clone(),
-                page_size: 0,
-                page_token,
-            })
-            .await?
-            .into_inner();
-        Ok(Page {
-            items: r.items,
-            next: r.next_page_token,
-            revision: r.resource_version,
-        })
-    }
-
-    async fn get_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<Self>, Status> {
-        not_found_is_empty(
-            api.get_event(v1::GetEventRequest {
-                namespace: scope.ns(),
-                name: name.into(),
-            })
-            .await,
-        )
-    }
-
-    async fn watch(api: &mut Api, scope: &Scope, revision: i64) -> Result<Changes<Self>, Status> {
-        let s = api
-            .watch_events(v1::WatchEventsRequest {
-                namespace: scope.ns(),
-                involved_object_kind: String::new(),
-                involved_object_name: String::new(),
-                label_selector: scope.label_selector.clone(),
-                resource_version: revision,
-                allow_bookmarks: false,
-            })
-            .await?
-            .into_inner();
-        Ok(changes!(s))
-    }
-
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-        v1::ListEventsResponse {
-            items,
-            next_page_token: String::new(),
-            resource_version: revision,
-        }
-    }
-
+impl Columns for v1::Event {
     fn headers(_wide: bool) -> Vec<&'static str> {
         vec![
             "NAMESPACE",
