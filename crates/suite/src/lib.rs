@@ -340,13 +340,25 @@ impl Suite {
         let metrics: Handle = install_metrics().ok();
         let mut set: JoinSet<Task> = JoinSet::new();
         let mut services = Vec::new();
+        // The api tells the CLI where the other services are (`--peer`, `GetPeers`).
+        let peers: Vec<String> = listeners
+            .iter()
+            .filter(|(service, _, _)| *service != Service::API)
+            .filter_map(|(service, grpc, _)| {
+                let addr = grpc.local_addr().ok()?;
+                Some(format!("--peer={}={addr}", service.name()))
+            })
+            .collect();
         for (service, grpc, admin) in listeners {
             let addrs = RunningService {
                 service,
                 grpc: grpc.local_addr()?,
                 admin: admin.as_ref().and_then(|a| a.local_addr().ok()),
             };
-            let flags = config.flags.get(&service).cloned().unwrap_or_default();
+            let mut flags = config.flags.get(&service).cloned().unwrap_or_default();
+            if service == Service::API {
+                flags.extend(peers.iter().cloned());
+            }
             let task = service
                 .spawn(
                     store.clone(),

@@ -40,6 +40,8 @@ struct Inner {
     bindings: Cache<v1::ResourceBinding>,
     shutdown: Shutdown,
     bookmark_interval: Duration,
+    /// Other services' addresses (`--peer`), for `GetPeers`.
+    peers: std::collections::BTreeMap<String, String>,
 }
 
 mod crud;
@@ -434,6 +436,15 @@ impl Api for ApiService {
         request: Request<v1::WatchWorksRequest>,
     ) -> Result<Self::WatchWorksStream> {
         ok(self.watch(request.into_inner()).await)
+    }
+
+    async fn get_peers(
+        &self,
+        _request: Request<v1::GetPeersRequest>,
+    ) -> Result<v1::GetPeersResponse> {
+        Ok(Response::new(v1::GetPeersResponse {
+            peers: self.inner.peers.clone().into_iter().collect(),
+        }))
     }
 
     async fn get_event(&self, request: Request<v1::GetEventRequest>) -> Result<v1::Event> {

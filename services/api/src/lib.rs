@@ -19,6 +19,7 @@
 //! [`Args::run`] serves one process; [`run_with`] runs the same thing on a given store and
 //! listener so that `flotilla up` can host every service in one process.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -107,6 +108,38 @@ pub struct Args {
     /// watch cache sends one about every minute.
     #[arg(long, env = "FLOTILLA_WATCH_BOOKMARK_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
     pub watch_bookmark_interval: Duration,
+
+    /// Where another control-plane service answers, as `NAME=ADDR` (`scheduler=10.0.0.5:7403`;
+    /// repeat the flag, or comma-separate in the variable). `GetPeers` hands these to the CLI,
+    /// whose `explain` and `what-if` call the dry-run services (cluster-health,
+    /// taint-manager, scheduler, graceful-eviction, work-executor) there. `flotilla up`
+    /// sets them.
+    #[arg(
+        long = "peer",
+        env = "FLOTILLA_PEERS",
+        value_name = "NAME=ADDR",
+        value_delimiter = ','
+    )]
+    pub peers: Vec<String>,
+}
+
+/// `NAME=ADDR` of `--peer`: a service name (`scheduler`) and a non-empty address.
+fn parse_peer(peer: &str) -> Result<(&str, &str), &'static str> {
+    let (name, addr) = peer
+        .split_once('=')
+        .ok_or("expected NAME=ADDR, e.g. scheduler=127.0.0.1:7403")?;
+    let (name, addr) = (name.trim(), addr.trim());
+    let valid_name = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid_name {
+        return Err("NAME must be a service name such as scheduler or cluster-health");
+    }
+    if addr.is_empty() || addr.contains(char::is_whitespace) {
+        return Err("ADDR must be HOST:PORT or a URL, without spaces");
+    }
+    Ok((name, addr))
 }
 
 /// The validated configuration of the api service.
@@ -120,6 +153,8 @@ pub struct Config {
     pub watch_bookmark_interval: Duration,
     /// gRPC request timeout (does not apply to watch streams' lifetime).
     pub grpc_timeout: Duration,
+    /// Other services' addresses by name (`--peer`).
+    pub peers: BTreeMap<String, String>,
 }
 
 // === impl Args ===
@@ -148,6 +183,17 @@ impl Args {
         if self.watch_bookmark_interval < Duration::from_millis(10) {
             errors.push("--watch-bookmark-interval: must be at least 10ms".into());
         }
+        let mut peers = BTreeMap::new();
+        for peer in &self.peers {
+            match parse_peer(peer) {
+                Ok((name, addr)) => {
+                    if peers.insert(name.to_owned(), addr.to_owned()).is_some() {
+                        errors.push(format!("--peer: {name} is given twice"));
+                    }
+                }
+                Err(e) => errors.push(format!("--peer {peer:?}: {e}")),
+            }
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -174,6 +220,7 @@ impl Args {
             },
             watch_bookmark_interval: self.watch_bookmark_interval,
             grpc_timeout: self.common.grpc_timeout,
+            peers,
         })
     }
 
@@ -208,6 +255,7 @@ pub fn start(
         detector.caches.bindings.clone(),
         shutdown.clone(),
         config.watch_bookmark_interval,
+        config.peers.clone(),
     );
     Started { api, detector }
 }

@@ -1880,3 +1880,57 @@ async fn detector_rereads_after_a_conflict_and_loses_no_update() {
         "the detector's write lands"
     );
 }
+
+/// `--peer NAME=ADDR` is what `GetPeers` answers (the CLI's `explain` finds the dry-run
+/// services this way); malformed or repeated peers are refused, each naming the flag.
+#[tokio::test]
+async fn get_peers_answers_the_peer_flags_and_bad_peers_are_refused() {
+    use clap::Parser as _;
+    let parse = |peers: &[&str]| {
+        let mut argv = vec!["flotilla-api", "--store", "mem", "--identity", "t"];
+        for p in peers {
+            argv.extend(["--peer", p]);
+        }
+        flotilla_api::Args::try_parse_from(argv)
+            .expect("parses")
+            .validate()
+    };
+    for (bad, why) in [
+        ("scheduler", "expected NAME=ADDR"),
+        ("Scheduler=1.2.3.4:5", "NAME must be a service name"),
+        ("scheduler=", "ADDR must be"),
+        ("scheduler=a b", "ADDR must be"),
+    ] {
+        let errors = parse(&[bad]).expect_err(bad);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("--peer") && e.contains(why)),
+            "{bad}: {errors:?}"
+        );
+    }
+    let twice = parse(&["scheduler=a:1", "scheduler=b:2"]).expect_err("twice");
+    assert!(
+        twice.iter().any(|e| e.contains("scheduler is given twice")),
+        "{twice:?}"
+    );
+
+    let mut config = testing::config();
+    config.peers = parse(&["scheduler=127.0.0.1:7403", "cluster-health=http://h:1"])
+        .expect("valid")
+        .peers;
+    let store: StoreRef = Arc::new(MemStore::new());
+    let api = testing::serve(store, config).await;
+    let peers = api
+        .client()
+        .await
+        .get_peers(v1::GetPeersRequest {})
+        .await
+        .expect("GetPeers")
+        .into_inner()
+        .peers;
+    assert_eq!(peers.len(), 2, "{peers:?}");
+    assert_eq!(peers["scheduler"], "127.0.0.1:7403");
+    assert_eq!(peers["cluster-health"], "http://h:1");
+    api.stop().await;
+}

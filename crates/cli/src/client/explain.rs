@@ -50,31 +50,28 @@ use binding::*;
 use cluster::*;
 use what_if::*;
 
-/// Addresses of the controllers' dry-run services and the evaluation time. Each address
-/// defaults to the `--server` host with the port `flotilla up` gives the service (the api's
-/// port plus 2 to 5: taint-manager, scheduler, graceful-eviction, work-executor), so
-/// `--server 127.0.0.1:7400` implies the scheduler at 127.0.0.1:7403.
+/// Addresses of the controllers' dry-run services and the evaluation time. An address not
+/// given here is asked of the api (`GetPeers`: what its `--peer` flags say; `flotilla up`
+/// sets them).
 #[derive(Clone, Debug, clap::Args)]
 pub struct DryRunArgs {
-    /// cluster-health (ClusterHealth.Assess) [default: --server port + 1, 127.0.0.1:7401].
+    /// cluster-health (ClusterHealth.Assess) [default: as the api says].
     #[arg(long, env = "FLOTILLA_CLUSTER_HEALTH", value_name = "ADDR")]
     pub cluster_health: Option<String>,
 
-    /// The scheduler (Scheduler.Simulate) [default: --server port + 3, 127.0.0.1:7403].
+    /// The scheduler (Scheduler.Simulate) [default: as the api says].
     #[arg(long, env = "FLOTILLA_SCHEDULER", value_name = "ADDR")]
     pub scheduler: Option<String>,
 
-    /// The taint manager (TaintManager.Explain) [default: --server port + 2,
-    /// 127.0.0.1:7402].
+    /// The taint manager (TaintManager.Explain) [default: as the api says].
     #[arg(long, env = "FLOTILLA_TAINT_MANAGER", value_name = "ADDR")]
     pub taint_manager: Option<String>,
 
-    /// The graceful-eviction service (GracefulEviction.Assess) [default: --server port + 4,
-    /// 127.0.0.1:7404].
+    /// The graceful-eviction service (GracefulEviction.Assess) [default: as the api says].
     #[arg(long, env = "FLOTILLA_GRACEFUL_EVICTION", value_name = "ADDR")]
     pub graceful_eviction: Option<String>,
 
-    /// The work executor (WorkExecutor.Plan) [default: --server port + 5, 127.0.0.1:7405].
+    /// The work executor (WorkExecutor.Plan) [default: as the api says].
     #[arg(long, env = "FLOTILLA_WORK_EXECUTOR", value_name = "ADDR")]
     pub work_executor: Option<String>,
 
@@ -86,7 +83,7 @@ pub struct DryRunArgs {
     pub server: ServerArgs,
 }
 
-/// The dry-run services, with `flotilla up`'s port offsets from the api.
+/// The dry-run services.
 #[derive(Clone, Copy, Debug)]
 enum Service {
     ClusterHealth,
@@ -97,13 +94,14 @@ enum Service {
 }
 
 impl Service {
-    fn offset(self) -> u16 {
+    /// Its name, as the api's `GetPeers` knows it.
+    fn name(self) -> &'static str {
         match self {
-            Service::ClusterHealth => 1,
-            Service::TaintManager => 2,
-            Service::Scheduler => 3,
-            Service::GracefulEviction => 4,
-            Service::WorkExecutor => 5,
+            Service::ClusterHealth => "cluster-health",
+            Service::TaintManager => "taint-manager",
+            Service::Scheduler => "scheduler",
+            Service::GracefulEviction => "graceful-eviction",
+            Service::WorkExecutor => "work-executor",
         }
     }
 
@@ -119,8 +117,8 @@ impl Service {
 }
 
 impl DryRunArgs {
-    /// The address of `service`: its flag, else derived from `--server`.
-    fn addr(&self, service: Service) -> String {
+    /// The address of `service`: its flag, else what the api says (`GetPeers`).
+    async fn addr(&self, service: Service) -> anyhow::Result<String> {
         let explicit = match service {
             Service::ClusterHealth => &self.cluster_health,
             Service::TaintManager => &self.taint_manager,
@@ -129,22 +127,34 @@ impl DryRunArgs {
             Service::WorkExecutor => &self.work_executor,
         };
         if let Some(addr) = explicit {
-            return addr.clone();
+            return Ok(addr.clone());
         }
-        derive_addr(&self.server.server, service.offset())
-    }
-}
-
-/// `host:(port + offset)` of an api address (`HOST:PORT` or `http://HOST:PORT`).
-fn derive_addr(server: &str, offset: u16) -> String {
-    let bare = server.split_once("://").map_or(server, |(_, rest)| rest);
-    let bare = bare.trim_end_matches('/');
-    match bare.rsplit_once(':') {
-        Some((host, port)) => match port.parse::<u16>() {
-            Ok(p) => format!("{host}:{}", p.saturating_add(offset)),
-            Err(_) => format!("{bare}:{}", 7400 + offset),
-        },
-        None => format!("{bare}:{}", 7400 + offset),
+        let mut api = self.server.api().await?;
+        let peers = api
+            .get_peers(v1::GetPeersRequest {})
+            .await
+            .map_err(|s| {
+                anyhow::anyhow!(
+                    "asking the api at {} where the {} is: {}: {} (set {})",
+                    self.server.server,
+                    service.name(),
+                    s.code(),
+                    s.message(),
+                    service.flag()
+                )
+            })?
+            .into_inner()
+            .peers;
+        peers.get(service.name()).cloned().ok_or_else(|| {
+            anyhow::anyhow!(
+                "the api at {} does not know where the {} is: set {} (or start the api with \
+                 --peer {}=ADDR)",
+                self.server.server,
+                service.name(),
+                service.flag(),
+                service.name()
+            )
+        })
     }
 }
 
@@ -274,7 +284,7 @@ pub async fn what_if(cmd: WhatIfCommand) -> anyhow::Result<ExitCode> {
 }
 
 async fn channel(args: &DryRunArgs, service: Service) -> anyhow::Result<Conn> {
-    let addr = args.addr(service);
+    let addr = args.addr(service).await?;
     args.server
         .connect(&addr, true)
         .await
@@ -394,14 +404,6 @@ mod tests {
             fine.threshold.unwrap().ready_status,
             v1::ConditionStatus::True as i32
         );
-    }
-
-    #[test]
-    fn dry_run_addresses_follow_the_server() {
-        assert_eq!(derive_addr("127.0.0.1:7400", 3), "127.0.0.1:7403");
-        assert_eq!(derive_addr("http://10.0.0.1:17400/", 5), "10.0.0.1:17405");
-        assert_eq!(derive_addr("localhost", 2), "localhost:7402");
-        assert_eq!(derive_addr("[::1]:9000", 4), "[::1]:9004");
     }
 
     #[test]

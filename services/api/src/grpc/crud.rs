@@ -59,13 +59,15 @@ impl AsyncHold<v1::Cluster> for ClusterHold {
 
 impl ApiService {
     /// A service over `objects`, admitting with `admission`; `bindings` is a synced cache of
-    /// the bindings indexed by cluster (the detector's); watches end on `shutdown`.
+    /// the bindings indexed by cluster (the detector's); watches end on `shutdown`; `peers`
+    /// is what `GetPeers` answers.
     pub fn new(
         objects: Objects,
         admission: Admission,
         bindings: Cache<v1::ResourceBinding>,
         shutdown: Shutdown,
         bookmark_interval: Duration,
+        peers: std::collections::BTreeMap<String, String>,
     ) -> Self {
         ApiService {
             inner: Arc::new(Inner {
@@ -74,6 +76,7 @@ impl ApiService {
                 bindings,
                 shutdown,
                 bookmark_interval,
+                peers,
             }),
         }
     }
