@@ -22,9 +22,9 @@ use std::time::Duration;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
+use flotilla_runtime::Elected;
 use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
-use flotilla_runtime::leader::{ElectionConfig, LeaderElector};
 use flotilla_runtime::queue::by_key;
 use flotilla_runtime::read_decide_write;
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
@@ -267,18 +267,19 @@ pub fn spawn(
     );
 
     let barrier_store = store.clone();
-    let elector = LeaderElector::spawn(
+    let elected = Elected::spawn(
         store.clone(),
         DETECTOR_ELECTION,
-        ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+        &config.identity,
+        config.lease_ttl,
+        "api-detector",
         shutdown,
     );
-    let fenced: StoreRef = Arc::new(elector.fenced_store(store.clone()));
     let ctx = Arc::new(Ctx::new(
         caches.clone(),
-        Typed::new(fenced.clone()),
-        BatchWriter::spawn(fenced, shutdown.clone()),
-        Recorder::spawn(store, "api-detector", shutdown.clone()),
+        elected.typed(),
+        BatchWriter::spawn(elected.fenced.clone(), shutdown.clone()),
+        elected.recorder.clone(),
     ));
 
     let queue = WorkQueue::new(QueueConfig::new("api_detector"));
@@ -296,7 +297,7 @@ pub fn spawn(
         Action::requeue(Duration::from_secs(1))
     })
     .workers(config.workers)
-    .leader(elector.subscribe())
+    .leader(elected.leader())
     .barrier(barrier)
     .watches(workload_events, by_key)
     .watches(binding_events, {
@@ -311,7 +312,7 @@ pub fn spawn(
     let task = tokio::spawn(async move {
         controller.run(ctx, shutdown).await;
         // Resign at once so that another replica takes over without waiting for the TTL.
-        elector.resign().await;
+        elected.resign().await;
     });
     Detector { caches, task }
 }

@@ -42,8 +42,8 @@ use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
-    CommonArgs, Controller, ElectionConfig, Event, LeaderElector, QueueConfig, Readiness, Recorder,
-    Shutdown, WatcherConfig, WorkQueue, Writer, reflect, watcher,
+    CommonArgs, Controller, Elected, Event, QueueConfig, Readiness, Shutdown, WatcherConfig,
+    WorkQueue, Writer, reflect, watcher,
 };
 use flotilla_store::typed::decode;
 use flotilla_store::{KeyValue, StoreRef};
@@ -328,14 +328,16 @@ pub struct Started {
 /// `flotilla up` calls this with a shared in-memory store and mounts [`Started::service`].
 /// Must be called inside a tokio runtime.
 pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Shutdown) -> Started {
-    let elector = LeaderElector::spawn(
+    let elected = Elected::spawn(
         store.clone(),
         LEASE_PREFIX,
-        ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+        &config.identity,
+        config.lease_ttl,
+        "cluster-health",
         &shutdown,
     );
-    let fenced: StoreRef = Arc::new(elector.fenced_store(store.clone()));
-    let recorder = Recorder::spawn(store.clone(), "cluster-health", shutdown.clone());
+    let fenced = elected.fenced.clone();
+    let recorder = elected.recorder.clone();
 
     let clusters_writer: Writer<v1::Cluster> = Writer::new();
     let policies_writer: Writer<ClusterTaintPolicy> = Writer::new();
@@ -459,7 +461,7 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
                     ctx.observations.failure_trace(name)
                 })
                 .workers(config.concurrent_syncs)
-                .leader(elector.subscribe())
+                .leader(elected.leader())
                 .barrier(barrier.clone())
                 .run(ctx, shutdown.clone());
                 let probes = Controller::new(
@@ -468,7 +470,7 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
                     probe::probe_error_policy,
                 )
                 .workers(config.concurrent_probes)
-                .leader(elector.subscribe())
+                .leader(elected.leader())
                 .barrier(barrier)
                 .run(probe_ctx, shutdown.clone());
                 tokio::join!(health, probes);
@@ -476,7 +478,7 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
         }
         let _ = feeds.await;
         pulse.abort();
-        elector.resign().await;
+        elected.resign().await;
         Ok(())
     });
     Started {

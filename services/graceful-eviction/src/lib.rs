@@ -31,11 +31,11 @@ use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CommonArgs, Controller, ElectionConfig, LeaderElector, QueueConfig,
-    Readiness, Recorder, Shutdown, WatcherConfig, WorkQueue, Writer, reflect, watcher,
+    BatchConfig, BatchWriter, CommonArgs, Controller, Elected, QueueConfig, Readiness, Shutdown,
+    WatcherConfig, WorkQueue, Writer, reflect, watcher,
 };
 use flotilla_store::StoreRef;
-use flotilla_store::typed::{Typed, decode};
+use flotilla_store::typed::decode;
 
 pub use crate::controller::Context;
 pub use crate::error::Error;
@@ -176,14 +176,16 @@ impl Service {
             shutdown,
             bindings_writer,
         } = self;
-        let elector = LeaderElector::spawn(
+        let elected = Elected::spawn(
             store.clone(),
             LEASE_PREFIX,
-            ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+            &config.identity,
+            config.lease_ttl,
+            "graceful-eviction",
             &shutdown,
         );
-        let typed = Typed::new(Arc::new(elector.fenced_store(store.clone())));
-        let recorder = Recorder::spawn(store.clone(), "graceful-eviction", shutdown.clone());
+        let typed = elected.typed();
+        let recorder = elected.recorder.clone();
         // Group commit (docs/design.md §7): up to --workers binding writes per update_many, a few
         // yields of lingering so that workers mid-decision join the batch.
         let batches = BatchConfig::default()
@@ -217,12 +219,12 @@ impl Service {
             // wrote the binding's status (the work executor's aggregated status)
             .trace_parent(controller::failover_trace)
             .workers(config.workers)
-            .leader(elector.subscribe())
+            .leader(elected.leader())
             .barrier(CacheBarrier::new(store.clone()).cache("bindings/", &bindings))
             .watches(events, move |ev| controller::keys_for(&cache, ev))
             .run(ctx, shutdown.clone())
             .await;
-        elector.resign().await;
+        elected.resign().await;
         Ok(())
     }
 }

@@ -28,7 +28,6 @@ pub mod decision;
 pub mod error;
 pub mod grpc;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -36,10 +35,8 @@ use flotilla_core::scheduler::ScheduleOptions;
 use flotilla_core::types::DEFAULT_SCHEDULER_NAME;
 use flotilla_core::validation::Limits;
 use flotilla_proto::v1::scheduler_server::SchedulerServer;
-use flotilla_runtime::events::Recorder;
 use flotilla_runtime::service::{Parts, Started};
-use flotilla_runtime::{CommonArgs, ElectionConfig, LeaderElector, decode_limited};
-use flotilla_store::StoreRef;
+use flotilla_runtime::{CommonArgs, Elected, decode_limited};
 
 pub use crate::controller::ControllerConfig;
 pub use crate::error::Error;
@@ -232,21 +229,21 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         readiness,
         shutdown,
     } = parts;
-    let elector = LeaderElector::spawn(
+    let elected = Elected::spawn(
         store.clone(),
         LEADER_ELECTION,
-        ElectionConfig::new(identity).ttl(lease_ttl),
+        &identity,
+        lease_ttl,
+        "scheduler",
         shutdown,
     );
-    let writes: StoreRef = Arc::new(elector.fenced_store(store.clone()));
-    let recorder = Recorder::spawn(store.clone(), "scheduler", shutdown.clone());
     let options = controller_config.options;
     let running = controller::spawn(
         store.clone(),
-        writes,
+        elected.fenced.clone(),
         controller_config,
-        Some(elector.subscribe()),
-        recorder,
+        Some(elected.leader()),
+        elected.recorder.clone(),
         shutdown.clone(),
     );
     readiness.add_cache("bindings", running.ctx.bindings());
@@ -256,7 +253,7 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         move |r| r.add_service(decode_limited!(SchedulerServer::new(service))),
         async move {
             running.task.await.context("controller task")?;
-            elector.resign().await;
+            elected.resign().await;
             Ok(())
         },
     )

@@ -36,10 +36,10 @@ use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CommonArgs, Controller, ElectionConfig, LeaderElector, QueueConfig,
-    Readiness, Recorder, Shutdown, WatcherConfig, WorkQueue, Writer, reflect, watcher,
+    BatchConfig, BatchWriter, CommonArgs, Controller, Elected, QueueConfig, Readiness, Shutdown,
+    WatcherConfig, WorkQueue, Writer, reflect, watcher,
 };
-use flotilla_store::typed::{Typed, decode};
+use flotilla_store::typed::decode;
 use flotilla_store::{KeyValue, StoreRef};
 
 pub use crate::controller::{Context, EvictKey};
@@ -281,14 +281,16 @@ impl Service {
             clusters_writer,
             bindings_writer,
         } = self;
-        let elector = LeaderElector::spawn(
+        let elected = Elected::spawn(
             store.clone(),
             LEASE_PREFIX,
-            ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+            &config.identity,
+            config.lease_ttl,
+            "taint-manager",
             &shutdown,
         );
-        let typed = Typed::new(Arc::new(elector.fenced_store(store.clone())));
-        let recorder = Recorder::spawn(store.clone(), "taint-manager", shutdown.clone());
+        let typed = elected.typed();
+        let recorder = elected.recorder.clone();
         // Group commit (docs/design.md §7): up to --workers evictions per update_many, a few
         // yields of lingering so that workers mid-decision join the batch.
         // Queue keys are (cluster, binding): when two clusters of one binding fail together
@@ -363,7 +365,7 @@ impl Service {
                     // the cluster's NoExecute taint (cluster-health)
                     .trace_parent(controller::taint_trace)
                     .workers(config.workers)
-                    .leader(elector.subscribe())
+                    .leader(elected.leader())
                     .barrier(
                         CacheBarrier::new(store.clone())
                             .cache("clusters/", &clusters)
@@ -374,7 +376,7 @@ impl Service {
             }
         }
         let _ = feeds.await;
-        elector.resign().await;
+        elected.resign().await;
         Ok(())
     }
 }

@@ -41,13 +41,12 @@ use clap::Parser;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutorServer;
-use flotilla_runtime::leader::ElectionConfig;
 use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CacheBarrier, CommonArgs, Controller, LeaderElector, Readiness,
-    Recorder, Shutdown, WorkQueue,
+    BatchConfig, BatchWriter, CacheBarrier, CommonArgs, Controller, Elected, Readiness, Shutdown,
+    WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
 use flotilla_store::{Leadership, StoreRef};
@@ -276,23 +275,17 @@ impl WorkExecutor {
         readiness: &Readiness,
         shutdown: &Shutdown,
     ) -> Self {
-        let elector = LeaderElector::spawn(
+        let following = Elected::spawn(
             store.clone(),
             LEASE_PREFIX,
-            ElectionConfig::new(config.identity.clone()).ttl(config.lease_ttl),
+            &config.identity,
+            config.lease_ttl,
+            "work-executor",
             shutdown,
-        );
-        let leader = elector.subscribe();
-        let fenced: StoreRef = Arc::new(elector.fenced_store(store.clone()));
-        {
-            // The elector resigns when dropped: keep it until shutdown.
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                shutdown.triggered().await;
-                elector.resign().await;
-            });
-        }
-        let typed = Typed::new(fenced);
+        )
+        .resign_on(shutdown);
+        let leader = following.leader;
+        let typed = Typed::new(following.fenced);
 
         let bindings_w = Writer::<v1::ResourceBinding>::new().with_index(INDEX_WORKLOAD, |b| {
             b.spec
@@ -324,7 +317,7 @@ impl WorkExecutor {
             typed,
             members: MemberClients::new(config.member_timeout, config.member_concurrency)
                 .with_security(config.security.clone()),
-            recorder: Recorder::spawn(store.clone(), "work-executor", shutdown.clone()),
+            recorder: following.recorder,
             config: config.clone(),
         });
         readiness.add_cache("bindings", &ctx.bindings);
