@@ -115,7 +115,11 @@ pub struct Controller<T, Ctx, E> {
     metrics: Arc<Metrics>,
     trace_parent: Option<TraceParentFn<T, Ctx>>,
     barrier: CacheBarrier,
+    ready: Vec<ReadyGate>,
 }
+
+/// Resolves when one cache holds a full list; names it for the log.
+type ReadyGate = (String, BoxFuture<'static, usize>);
 
 impl<T, Ctx, E> fmt::Debug for Controller<T, Ctx, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -158,7 +162,27 @@ where
             triggers: Vec::new(),
             trace_parent: None,
             barrier: CacheBarrier::default(),
+            ready: Vec::new(),
         }
+    }
+
+    /// Starts no worker before `cache` holds a full list (its watcher's first `InitDone`):
+    /// decisions are never made on a partial view of the store. Triggers feed the queue
+    /// meanwhile. Call once per cache the reconciler reads.
+    pub fn ready_after<K>(mut self, name: &str, cache: &crate::reflector::Cache<K>) -> Self
+    where
+        K: Send + Sync + 'static,
+    {
+        let cache = cache.clone();
+        self.ready.push((
+            name.to_owned(),
+            async move {
+                cache.wait_until_ready().await;
+                cache.len()
+            }
+            .boxed(),
+        ));
+        self
     }
 
     /// Before the workers start on a newly won leadership, wait until these caches reflect
@@ -208,6 +232,28 @@ where
         self
     }
 
+    /// Feeds the queue from `events` through `on_event`, for triggers a list of keys cannot
+    /// express: `on_event` may keep state between events (it is `FnMut`), delay keys
+    /// ([`WorkQueue::add_after`]) or queue keys elsewhere too, through the queues and context
+    /// it captures. Runs like [`Controller::watches`].
+    pub fn watches_with<K, S, F>(mut self, events: S, mut on_event: F) -> Self
+    where
+        K: Send + Sync + 'static,
+        S: Stream<Item = Event<K>> + Send + 'static,
+        F: FnMut(&Event<K>) + Send + 'static,
+    {
+        self.triggers.push(
+            async move {
+                let mut events = std::pin::pin!(events);
+                while let Some(event) = futures::StreamExt::next(&mut events).await {
+                    on_event(&event);
+                }
+            }
+            .boxed(),
+        );
+        self
+    }
+
     /// The queue the controller works from.
     pub fn queue(&self) -> &WorkQueue<T> {
         &self.queue
@@ -226,6 +272,7 @@ where
             metrics,
             trace_parent,
             barrier,
+            ready,
         } = self;
         let worker = Worker {
             metrics,
@@ -238,6 +285,23 @@ where
         let mut trigger_tasks = JoinSet::new();
         for t in triggers {
             trigger_tasks.spawn(t);
+        }
+        if !ready.is_empty() {
+            let (names, gates): (Vec<String>, Vec<_>) = ready.into_iter().unzip();
+            tokio::select! {
+                () = shutdown.triggered() => {
+                    trigger_tasks.shutdown().await;
+                    return;
+                }
+                sizes = futures::future::join_all(gates) => {
+                    let synced: Vec<String> = names
+                        .iter()
+                        .zip(sizes)
+                        .map(|(name, len)| format!("{name}={len}"))
+                        .collect();
+                    tracing::info!(queue = queue.name(), caches = %synced.join(" "), "caches synced");
+                }
+            }
         }
         match leader {
             None => worker.run_term(workers, &shutdown, &shutdown).await,

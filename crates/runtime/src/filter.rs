@@ -3,8 +3,8 @@
 //! A binding is written about seven times in a failover, by five writers. A controller that
 //! reads only some of its fields (the work-executor reads the spec and metadata, not the
 //! conditions others write; the detector reads only the fields it wrote itself) would
-//! otherwise reconcile once per write and find nothing to do. [`Fingerprints`] remembers a
-//! digest of the fields that matter per key, so a trigger can drop the events that leave
+//! otherwise reconcile once per write and find nothing to do. [`ChangeFilter`] remembers
+//! the fields that matter (or a [`Digest`] of them) per key, so a trigger can drop the events that leave
 //! them as they were (kube-rs' `predicates::generation` is the same idea, keyed on one field).
 //!
 //! ```text
@@ -14,6 +14,8 @@
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::watcher::Event;
 
 /// A digest of chosen fields of an object, built field by field.
 #[derive(Debug, Default)]
@@ -56,37 +58,92 @@ impl Digest {
     }
 }
 
-/// The last digest seen per key.
-#[derive(Debug, Default)]
-pub struct Fingerprints {
-    seen: HashMap<String, u64>,
+/// What a [`ChangeFilter`] made of one event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change<'a> {
+    /// The key was not seen before (a new object, or the first list).
+    Added(&'a str),
+    /// The state the controller reads differs from the last one seen.
+    Changed(&'a str),
+    /// An update that leaves that state as it was: usually nothing to do.
+    Same(&'a str),
+    /// The object was deleted; `seen` says whether the filter knew it.
+    Removed {
+        /// The deleted key.
+        key: &'a str,
+        /// Whether the key had been seen.
+        seen: bool,
+    },
+    /// Not about one object (`Init`, `InitDone`, `Progress`).
+    None,
 }
 
-impl Fingerprints {
-    /// An empty memory.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Records `digest` for `key`; true when the key is new or its digest differs from the
-    /// last one recorded.
-    pub fn changed(&mut self, key: &str, digest: u64) -> bool {
-        match self.seen.get_mut(key) {
-            Some(last) if *last == digest => false,
-            Some(last) => {
-                *last = digest;
-                true
-            }
-            None => {
-                self.seen.insert(key.to_owned(), digest);
-                true
-            }
+impl<'a> Change<'a> {
+    /// The key the event is about, if any.
+    pub fn key(self) -> Option<&'a str> {
+        match self {
+            Change::Added(k) | Change::Changed(k) | Change::Same(k) => Some(k),
+            Change::Removed { key, .. } => Some(key),
+            Change::None => None,
         }
     }
 
-    /// Forgets `key` (deleted): its next event counts as new.
-    pub fn forget(&mut self, key: &str) {
-        self.seen.remove(key);
+    /// Whether the state the controller reads appeared, changed or went away.
+    pub fn is_change(self) -> bool {
+        match self {
+            Change::Added(_) | Change::Changed(_) => true,
+            Change::Removed { seen, .. } => seen,
+            Change::Same(_) | Change::None => false,
+        }
+    }
+}
+
+/// Remembers, per key, the part of an object a controller reads (`state`: a few fields, or a
+/// [`Digest`] of them) and tells each event apart: added, changed, the same, removed. The
+/// one change filter of the services' triggers.
+#[derive(Debug)]
+pub struct ChangeFilter<K, V> {
+    state: fn(&K) -> V,
+    seen: HashMap<String, V>,
+}
+
+impl<K, V: PartialEq> ChangeFilter<K, V> {
+    /// A filter on `state(object)`.
+    pub fn new(state: fn(&K) -> V) -> Self {
+        Self {
+            state,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Records the event and says what it changed.
+    pub fn observe<'e>(&mut self, event: &'e Event<K>) -> Change<'e> {
+        match event {
+            Event::InitApply(o) | Event::Apply(o) => {
+                let state = (self.state)(&o.value);
+                match self.seen.get_mut(&o.key) {
+                    Some(last) if *last == state => Change::Same(&o.key),
+                    Some(last) => {
+                        *last = state;
+                        Change::Changed(&o.key)
+                    }
+                    None => {
+                        self.seen.insert(o.key.clone(), state);
+                        Change::Added(&o.key)
+                    }
+                }
+            }
+            Event::Delete { key, .. } => Change::Removed {
+                key,
+                seen: self.seen.remove(key).is_some(),
+            },
+            Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Change::None,
+        }
+    }
+
+    /// The state last seen for `key`.
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.seen.get(key)
     }
 
     /// How many keys are remembered.
@@ -150,16 +207,42 @@ mod tests {
     }
 
     #[test]
-    fn fingerprints_report_new_changed_and_forgotten_keys() {
-        let mut f = Fingerprints::new();
-        assert!(f.changed("k", 1), "a new key is a change");
-        assert!(!f.changed("k", 1), "the same digest is not");
-        assert!(f.changed("k", 2));
-        assert!(!f.changed("k", 2));
-        assert!(f.changed("other", 2), "keys are separate");
-        f.forget("k");
-        assert_eq!(f.len(), 1);
-        assert!(f.changed("k", 2), "a forgotten key is new again");
-        assert!(!f.is_empty());
+    fn a_change_filter_tells_added_changed_same_and_removed_apart() {
+        use crate::watcher::Object;
+        let apply = |key: &str, v: (i64, &'static str)| {
+            Event::Apply(Object {
+                key: key.into(),
+                value: std::sync::Arc::new(v),
+                revision: 1,
+            })
+        };
+        let mut f: ChangeFilter<(i64, &'static str), i64> = ChangeFilter::new(|v| v.0);
+        assert_eq!(f.observe(&apply("a", (1, "x"))), Change::Added("a"));
+        assert_eq!(
+            f.observe(&apply("a", (1, "y"))),
+            Change::Same("a"),
+            "only .0 is read"
+        );
+        assert_eq!(f.observe(&apply("a", (2, "y"))), Change::Changed("a"));
+        assert_eq!(f.get("a"), Some(&2));
+        let delete = |key: &str| Event::Delete {
+            key: key.into(),
+            revision: 2,
+        };
+        let (del_a, del_b) = (delete("a"), delete("b"));
+        let removed = f.observe(&del_a);
+        assert_eq!(
+            removed,
+            Change::Removed {
+                key: "a",
+                seen: true
+            }
+        );
+        assert!(removed.is_change());
+        let unknown = f.observe(&del_b);
+        assert!(!unknown.is_change(), "a key never seen");
+        assert_eq!(unknown.key(), Some("b"));
+        assert_eq!(f.observe(&Event::InitDone { revision: 3 }), Change::None);
+        assert!(f.is_empty());
     }
 }

@@ -63,7 +63,7 @@ pub use crate::bootstrap::{BootstrapError, Runtime};
 pub use crate::controller::{Action, Controller};
 pub use crate::elected::{Elected, Following};
 pub use crate::events::{EventType, Recorder, Regarding, now};
-pub use crate::filter::{Digest, Fingerprints};
+pub use crate::filter::{Change, ChangeFilter, Digest};
 pub use crate::leader::{ElectionConfig, Fence, FencedStore, LeaderElector};
 pub use crate::queue::{QueueConfig, QueueItem, Reason, WorkQueue};
 pub use crate::reflector::{Cache, CacheBarrier, Revisioned, Writer, reflect};

@@ -30,7 +30,7 @@ use flotilla_runtime::read_decide_write;
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
-    Action, Controller, Digest, Fingerprints, QueueConfig, Readiness, Shutdown, WorkQueue,
+    Action, Change, ChangeFilter, Controller, Digest, QueueConfig, Readiness, Shutdown, WorkQueue,
 };
 use flotilla_store::StoreRef;
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
@@ -301,7 +301,7 @@ pub fn spawn(
     .barrier(barrier)
     .watches(workload_events, by_key)
     .watches(binding_events, {
-        let seen = Mutex::new(Fingerprints::new());
+        let seen = Mutex::new(ChangeFilter::new(detector_digest));
         move |e| binding_trigger(&c1, &seen, e)
     })
     .watches(policy_events, move |e| policy_trigger(&c2, e))
@@ -328,27 +328,18 @@ pub fn spawn(
 /// its own fields made behind its back.
 fn binding_trigger(
     caches: &Caches,
-    seen: &Mutex<Fingerprints>,
+    seen: &Mutex<ChangeFilter<v1::ResourceBinding, u64>>,
     event: &Event<v1::ResourceBinding>,
 ) -> Vec<String> {
     let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-    match event {
-        Event::InitApply(o) => {
-            seen.changed(&o.key, detector_digest(&o.value));
+    match (seen.observe(event), event) {
+        // the first list queues every workload; later, only changes of the detector's fields
+        (_, Event::InitApply(o)) => resource_workload_key(&o.value).into_iter().collect(),
+        (change, Event::Apply(o)) if change.is_change() => {
             resource_workload_key(&o.value).into_iter().collect()
         }
-        Event::Apply(o) => {
-            if seen.changed(&o.key, detector_digest(&o.value)) {
-                resource_workload_key(&o.value).into_iter().collect()
-            } else {
-                Vec::new()
-            }
-        }
-        Event::Delete { key, .. } => {
-            seen.forget(key);
-            caches.workloads.index_keys(BY_BINDING, key)
-        }
-        Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Vec::new(),
+        (Change::Removed { key, .. }, _) => caches.workloads.index_keys(BY_BINDING, key),
+        _ => Vec::new(),
     }
 }
 

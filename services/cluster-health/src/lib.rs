@@ -31,7 +31,6 @@ pub mod grpc;
 pub mod heartbeat;
 pub mod probe;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,12 +41,11 @@ use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
-    CommonArgs, Controller, Elected, Event, QueueConfig, Readiness, Shutdown, WatcherConfig,
-    WorkQueue, Writer, reflect, watcher,
+    ChangeFilter, CommonArgs, Controller, Elected, Event, QueueConfig, Readiness, Shutdown,
+    WatcherConfig, WorkQueue, Writer, reflect, watcher,
 };
 use flotilla_store::typed::decode;
 use flotilla_store::{KeyValue, StoreRef};
-use futures::{Stream, StreamExt};
 use tokio::task::JoinHandle;
 
 pub use crate::assess::{NoExecuteTaints, Options};
@@ -409,25 +407,6 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
         .cache("bindings/", &bindings);
     let context = ctx.clone();
     let task = tokio::spawn(async move {
-        let feeds = {
-            let ctx = ctx.clone();
-            let health = health_queue.clone();
-            let probes = probe_queue.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = shutdown.triggered() => {}
-                    () = async {
-                        tokio::join!(
-                            feed_clusters(cluster_events, ctx.clone(), health.clone(), probes),
-                            feed_all_clusters(policy_events, ctx.clone(), health.clone()),
-                            feed_heartbeats(heartbeat_events, health.clone()),
-                            feed_deleting(binding_events, ctx.clone(), health),
-                        );
-                    } => {}
-                }
-            })
-        };
         let pulse = tokio::spawn(store_pulse(
             store.clone(),
             ctx.clone(),
@@ -435,48 +414,42 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
             config.options.monitor_period,
             shutdown.clone(),
         ));
-        tokio::select! {
-            () = shutdown.triggered() => {}
-            () = async {
-                clusters.wait_until_ready().await;
-                policies.wait_until_ready().await;
-                heartbeats.wait_until_ready().await;
-                bindings.wait_until_ready().await;
-            } => {
-                tracing::info!(
-                    clusters = clusters.len(),
-                    policies = policies.len(),
-                    heartbeats = heartbeats.len(),
-                    bindings = bindings.len(),
-                    "caches synced"
-                );
-                let health = Controller::new(
-                    health_queue,
-                    controller::reconcile,
-                    controller::error_policy,
-                )
-                // one failover = one trace: while a Push cluster fails, its reconciles (and
-                // the taints they write) continue the probe span that first saw the failure
-                .trace_parent(|name: &String, ctx: &controller::Context| {
-                    ctx.observations.failure_trace(name)
-                })
-                .workers(config.concurrent_syncs)
-                .leader(elected.leader())
-                .barrier(barrier.clone())
-                .run(ctx, shutdown.clone());
-                let probes = Controller::new(
-                    probe_queue,
-                    probe::probe_cluster,
-                    probe::probe_error_policy,
-                )
-                .workers(config.concurrent_probes)
-                .leader(elected.leader())
-                .barrier(barrier)
-                .run(probe_ctx, shutdown.clone());
-                tokio::join!(health, probes);
-            }
-        }
-        let _ = feeds.await;
+        // Judge and probe only once every cache holds a full list.
+        let caches = (clusters, policies, heartbeats, bindings);
+        let (c1, c2) = (ctx.clone(), ctx.clone());
+        let health = ready_after_caches(
+            Controller::new(
+                health_queue.clone(),
+                controller::reconcile,
+                controller::error_policy,
+            ),
+            &caches,
+        )
+        .watches_with(
+            cluster_events,
+            cluster_trigger(ctx.clone(), health_queue, probe_queue.clone()),
+        )
+        .watches(policy_events, move |ev| all_clusters(&c1, ev))
+        .watches(heartbeat_events, heartbeat_cluster)
+        .watches(binding_events, move |ev| deleting_clusters(&c2, ev))
+        // one failover = one trace: while a Push cluster fails, its reconciles (and the
+        // taints they write) continue the probe span that first saw the failure
+        .trace_parent(|name: &String, ctx: &controller::Context| {
+            ctx.observations.failure_trace(name)
+        })
+        .workers(config.concurrent_syncs)
+        .leader(elected.leader())
+        .barrier(barrier.clone())
+        .run(ctx, shutdown.clone());
+        let probes = ready_after_caches(
+            Controller::new(probe_queue, probe::probe_cluster, probe::probe_error_policy),
+            &caches,
+        )
+        .workers(config.concurrent_probes)
+        .leader(elected.leader())
+        .barrier(barrier)
+        .run(probe_ctx, shutdown.clone());
+        tokio::join!(health, probes);
         pulse.abort();
         elected.resign().await;
         Ok(())
@@ -488,96 +461,91 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
     }
 }
 
+/// `controller`, starting no worker before every cache of cluster-health holds a full list.
+fn ready_after_caches<C: Send + Sync + 'static, E: std::fmt::Display + Send + 'static>(
+    controller: Controller<String, C, E>,
+    (clusters, policies, heartbeats, bindings): &(
+        flotilla_runtime::Cache<v1::Cluster>,
+        flotilla_runtime::Cache<ClusterTaintPolicy>,
+        flotilla_runtime::Cache<v1::HeartbeatRecord>,
+        flotilla_runtime::Cache<controller::BindingRefs>,
+    ),
+) -> Controller<String, C, E> {
+    controller
+        .ready_after("clusters", clusters)
+        .ready_after("clustertaintpolicies", policies)
+        .ready_after("heartbeats", heartbeats)
+        .ready_after("bindings", bindings)
+}
+
 /// Cluster changes: the cluster's health key; its probe key when it is new to the prober or
 /// its sync mode or endpoint changed (not on our own status writes, which would probe in a
-/// loop).
-async fn feed_clusters(
-    events: impl Stream<Item = Event<v1::Cluster>>,
+/// loop). Keeps what it last saw of each cluster's probe target.
+fn cluster_trigger(
     ctx: Arc<Context>,
     health: WorkQueue<String>,
     probes: WorkQueue<String>,
-) {
-    let mut targets: HashMap<String, (i32, String)> = HashMap::new();
-    let mut events = std::pin::pin!(events);
-    while let Some(ev) = events.next().await {
-        match &ev {
-            Event::InitApply(o) | Event::Apply(o) => {
-                let c = &o.value;
-                let name = name_of(c).to_owned();
-                if name.is_empty() {
-                    continue;
-                }
-                let deleting = c
+) -> impl FnMut(&Event<v1::Cluster>) + Send + 'static {
+    // what the prober reads of a cluster: its sync mode and endpoint
+    let mut targets = ChangeFilter::new(|c: &v1::Cluster| {
+        c.spec
+            .as_ref()
+            .map(|s| (s.sync_mode, s.api_endpoint.clone()))
+            .unwrap_or_default()
+    });
+    move |ev| {
+        let change = targets.observe(ev);
+        let Some(name) = change.key().and_then(|k| k.strip_prefix("clusters/")) else {
+            return;
+        };
+        if name.is_empty() {
+            return;
+        }
+        match (change, ev) {
+            (_, Event::InitApply(o) | Event::Apply(o)) => {
+                let deleting = o
+                    .value
                     .metadata
                     .as_ref()
                     .is_some_and(|m| m.deletion_timestamp.is_some());
-                ctx.note_deleting(&name, deleting);
-                let target = c
-                    .spec
-                    .as_ref()
-                    .map(|s| (s.sync_mode, s.api_endpoint.clone()))
-                    .unwrap_or_default();
-                if targets.get(&name) != Some(&target) {
-                    targets.insert(name.clone(), target);
-                    probes.add(name.clone());
-                }
-                health.add(name);
-            }
-            Event::Delete { key, .. } => {
-                if let Some(name) = key.strip_prefix("clusters/") {
-                    targets.remove(name);
+                ctx.note_deleting(name, deleting);
+                if change.is_change() {
                     probes.add(name.to_owned());
-                    health.add(name.to_owned());
                 }
             }
-            Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => {}
+            _ => probes.add(name.to_owned()),
         }
+        health.add(name.to_owned());
     }
 }
 
 /// ClusterTaintPolicy changes: every cluster (CH-17.1; a deleted policy leaves its taints).
-async fn feed_all_clusters(
-    events: impl Stream<Item = Event<ClusterTaintPolicy>>,
-    ctx: Arc<Context>,
-    health: WorkQueue<String>,
-) {
-    let mut events = std::pin::pin!(events);
-    while let Some(ev) = events.next().await {
-        if ev.key().is_some() {
-            for c in ctx.clusters.list() {
-                health.add(name_of(&c).to_owned());
-            }
-        }
+fn all_clusters(ctx: &Context, ev: &Event<ClusterTaintPolicy>) -> Vec<String> {
+    if ev.key().is_none() {
+        return Vec::new();
     }
+    ctx.clusters
+        .list()
+        .iter()
+        .map(|c| name_of(c).to_owned())
+        .collect()
 }
 
 /// Heartbeat record changes: that cluster.
-async fn feed_heartbeats(
-    events: impl Stream<Item = Event<v1::HeartbeatRecord>>,
-    health: WorkQueue<String>,
-) {
-    let mut events = std::pin::pin!(events);
-    while let Some(ev) = events.next().await {
-        if let Some(name) = ev.key().and_then(heartbeat::cluster_of) {
-            health.add(name.to_owned());
-        }
-    }
+fn heartbeat_cluster(ev: &Event<v1::HeartbeatRecord>) -> Vec<String> {
+    ev.key()
+        .and_then(heartbeat::cluster_of)
+        .map(str::to_owned)
+        .into_iter()
+        .collect()
 }
 
 /// Binding changes: the clusters being deleted, which go once no binding references them.
-async fn feed_deleting(
-    events: impl Stream<Item = Event<controller::BindingRefs>>,
-    ctx: Arc<Context>,
-    health: WorkQueue<String>,
-) {
-    let mut events = std::pin::pin!(events);
-    while let Some(ev) = events.next().await {
-        if ev.key().is_some() {
-            for name in ctx.deleting() {
-                health.add(name);
-            }
-        }
+fn deleting_clusters(ctx: &Context, ev: &Event<controller::BindingRefs>) -> Vec<String> {
+    if ev.key().is_none() {
+        return Vec::new();
     }
+    ctx.deleting()
 }
 
 flotilla_runtime::service! {

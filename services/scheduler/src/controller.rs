@@ -32,7 +32,8 @@ use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::read_decide_write;
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
-    Action, BatchConfig, BatchWriter, Cache, Controller, Shutdown, WorkQueue, Writer, reflect,
+    Action, BatchConfig, BatchWriter, Cache, Change, ChangeFilter, Controller, Shutdown, WorkQueue,
+    Writer, reflect,
 };
 use flotilla_store::typed::{Stored, Typed, decode};
 use flotilla_store::{KeyValue, Leadership, Revision, StoreError, StoreRef};
@@ -516,52 +517,49 @@ fn trace_context(binding: &v1::ResourceBinding) -> &str {
 /// status) never queue it. Deletions queue it once so that its bookkeeping is dropped.
 struct BindingTrigger {
     scheduler_name: String,
-    generations: Mutex<HashMap<String, i64>>,
+    generations: Mutex<ChangeFilter<v1::ResourceBinding, i64>>,
 }
 
 impl BindingTrigger {
     fn new(scheduler_name: String) -> Self {
         Self {
             scheduler_name,
-            generations: Mutex::new(HashMap::new()),
+            generations: Mutex::new(ChangeFilter::new(|b: &v1::ResourceBinding| b.generation())),
         }
     }
 
     fn map(&self, event: &Event<v1::ResourceBinding>) -> Vec<String> {
-        let mut generations = self
+        let change = self
             .generations
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match event {
-            Event::InitApply(o) | Event::Apply(o) => {
-                let generation = o.value.generation();
-                let before = generations.insert(o.key.clone(), generation);
-                // A generation this scheduler has already observed is its own successful
-                // write (only the scheduler sets the observed generation, and always to the
-                // generation it writes): re-deciding it would be a no-op, so it is not queued.
-                // A refinement of SC-2.2 that halves the reconciles of a failover.
-                let observed = o
-                    .value
-                    .status
-                    .as_ref()
-                    .is_some_and(|s| s.scheduler_observed_generation == generation);
-                let changed = match before {
-                    None => true,
-                    Some(g) => g != generation && !observed,
-                };
-                if changed && responsible(&o.value, &self.scheduler_name) {
-                    vec![o.key.clone()]
-                } else {
-                    Vec::new()
-                }
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(event);
+        match (change, event) {
+            (Change::Added(key), Event::InitApply(o) | Event::Apply(o))
+                if responsible(&o.value, &self.scheduler_name) =>
+            {
+                vec![key.to_owned()]
             }
-            Event::Delete { key, .. } => {
-                generations.remove(key);
-                vec![key.clone()]
+            // A generation this scheduler has already observed is its own successful write
+            // (only the scheduler sets the observed generation, and always to the generation
+            // it writes): re-deciding it would be a no-op, so it is not queued. A refinement
+            // of SC-2.2 that halves the reconciles of a failover.
+            (Change::Changed(key), Event::InitApply(o) | Event::Apply(o))
+                if !observed(&o.value) && responsible(&o.value, &self.scheduler_name) =>
+            {
+                vec![key.to_owned()]
             }
-            Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Vec::new(),
+            (Change::Removed { key, .. }, _) => vec![key.to_owned()],
+            _ => Vec::new(),
         }
     }
+}
+
+/// Whether the scheduler has observed the binding's generation (its own write).
+fn observed(b: &v1::ResourceBinding) -> bool {
+    b.status
+        .as_ref()
+        .is_some_and(|s| s.scheduler_observed_generation == b.generation())
 }
 
 /// SC-2.3/SC-2.4: a cluster whose deletion was newly requested, whose labels changed or whose

@@ -42,7 +42,6 @@ use flotilla_runtime::{
 };
 use flotilla_store::StoreError;
 use flotilla_store::typed::{Typed, Update, cluster_scoped_key};
-use futures::{Stream, StreamExt};
 
 use crate::Config;
 use crate::error::Error;
@@ -444,69 +443,60 @@ fn export_rate(rate: EvictionRate) {
 }
 
 /// Feeds the queue from cluster events (TM-2) and keeps the A8 rate current.
-pub async fn feed_clusters(ctx: Arc<Context>, events: impl Stream<Item = Event<Cluster>>) {
-    let mut events = std::pin::pin!(events);
-    while let Some(ev) = events.next().await {
-        let now = flotilla_runtime::now();
-        match &ev {
-            Event::Apply(obj) => {
-                ctx.note_taints(&obj.value, now);
-                if ctx.bindings.is_ready() {
-                    ctx.enqueue_cluster(&obj.value, false, now);
-                }
-                ctx.update_rate();
+pub fn on_cluster_event(ctx: &Context, ev: &Event<Cluster>) {
+    let now = flotilla_runtime::now();
+    match ev {
+        Event::Apply(obj) => {
+            ctx.note_taints(&obj.value, now);
+            if ctx.bindings.is_ready() {
+                ctx.enqueue_cluster(&obj.value, false, now);
             }
-            Event::Delete { key, .. } => {
-                let name = key.strip_prefix("clusters/").unwrap_or(key);
-                ctx.seen_taints
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(name);
-                ctx.first_seen
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(name);
-                ctx.update_rate();
-            }
-            Event::InitDone { .. } => {
-                for cluster in ctx.clusters.list() {
-                    ctx.note_taints(&cluster, now);
-                }
-                ctx.update_rate();
-                if ctx.both_ready() {
-                    ctx.sweep(now);
-                }
-            }
-            Event::Init { .. } | Event::InitApply(_) | Event::Progress { .. } => {}
+            ctx.update_rate();
         }
+        Event::Delete { key, .. } => {
+            let name = key.strip_prefix("clusters/").unwrap_or(key);
+            ctx.seen_taints
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(name);
+            ctx.first_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(name);
+            ctx.update_rate();
+        }
+        Event::InitDone { .. } => {
+            for cluster in ctx.clusters.list() {
+                ctx.note_taints(&cluster, now);
+            }
+            ctx.update_rate();
+            if ctx.both_ready() {
+                ctx.sweep(now);
+            }
+        }
+        Event::Init { .. } | Event::InitApply(_) | Event::Progress { .. } => {}
     }
 }
 
 /// Feeds the queue from binding events: a binding placed on (or changed on) a tainted
 /// cluster is decided too.
-pub async fn feed_bindings(
-    ctx: Arc<Context>,
-    events: impl Stream<Item = Event<v1::ResourceBinding>>,
-) {
-    let mut events = std::pin::pin!(events);
-    while let Some(ev) = events.next().await {
-        let now = flotilla_runtime::now();
-        match &ev {
-            Event::Apply(obj) => {
-                if ctx.clusters.is_ready() {
-                    ctx.enqueue_binding(&obj.key, &obj.value, now);
-                }
+pub fn on_binding_event(ctx: &Context, ev: &Event<v1::ResourceBinding>) {
+    let now = flotilla_runtime::now();
+    match ev {
+        Event::Apply(obj) => {
+            if ctx.clusters.is_ready() {
+                ctx.enqueue_binding(&obj.key, &obj.value, now);
             }
-            Event::InitDone { .. } => {
-                if ctx.both_ready() {
-                    ctx.sweep(now);
-                }
-            }
-            Event::Init { .. }
-            | Event::InitApply(_)
-            | Event::Delete { .. }
-            | Event::Progress { .. } => {}
         }
+        Event::InitDone { .. } => {
+            if ctx.both_ready() {
+                ctx.sweep(now);
+            }
+        }
+        Event::Init { .. }
+        | Event::InitApply(_)
+        | Event::Delete { .. }
+        | Event::Progress { .. } => {}
     }
 }
 

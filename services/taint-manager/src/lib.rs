@@ -336,46 +336,29 @@ impl Service {
                 decode::<v1::ResourceBinding>,
             ),
         );
-        let feeds = {
-            let ctx = ctx.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = shutdown.triggered() => {}
-                    () = async {
-                        tokio::join!(
-                            controller::feed_clusters(ctx.clone(), cluster_events),
-                            controller::feed_bindings(ctx.clone(), binding_events),
-                        );
-                    } => {}
-                }
+        let (on_clusters, on_bindings) = (ctx.clone(), ctx.clone());
+        Controller::new(queue, controller::reconcile, controller::error_policy)
+            .watches_with(cluster_events, move |ev| {
+                controller::on_cluster_event(&on_clusters, ev)
             })
-        };
-
-        // Decide only once both caches hold a full list.
-        tokio::select! {
-            () = shutdown.triggered() => {}
-            () = async {
-                clusters.wait_until_ready().await;
-                bindings.wait_until_ready().await;
-            } => {
-                tracing::info!(clusters = clusters.len(), bindings = bindings.len(), "caches synced");
-                Controller::new(queue, controller::reconcile, controller::error_policy)
-                    // one failover = one trace: an eviction continues the span that added
-                    // the cluster's NoExecute taint (cluster-health)
-                    .trace_parent(controller::taint_trace)
-                    .workers(config.workers)
-                    .leader(elected.leader())
-                    .barrier(
-                        CacheBarrier::new(store.clone())
-                            .cache("clusters/", &clusters)
-                            .cache("bindings/", &bindings),
-                    )
-                    .run(ctx, shutdown.clone())
-                    .await;
-            }
-        }
-        let _ = feeds.await;
+            .watches_with(binding_events, move |ev| {
+                controller::on_binding_event(&on_bindings, ev)
+            })
+            // decide only once both caches hold a full list
+            .ready_after("clusters", &clusters)
+            .ready_after("bindings", &bindings)
+            // one failover = one trace: an eviction continues the span that added the
+            // cluster's NoExecute taint (cluster-health)
+            .trace_parent(controller::taint_trace)
+            .workers(config.workers)
+            .leader(elected.leader())
+            .barrier(
+                CacheBarrier::new(store.clone())
+                    .cache("clusters/", &clusters)
+                    .cache("bindings/", &bindings),
+            )
+            .run(ctx, shutdown.clone())
+            .await;
         elected.resign().await;
         Ok(())
     }

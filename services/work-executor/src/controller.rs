@@ -85,6 +85,16 @@ impl std::fmt::Debug for Context {
     }
 }
 
+impl Context {
+    /// Resolves once every cache holds a full list.
+    pub async fn caches_ready(&self) {
+        self.bindings.wait_until_ready().await;
+        self.works.wait_until_ready().await;
+        self.workloads.wait_until_ready().await;
+        self.clusters.wait_until_ready().await;
+    }
+}
+
 /// A fresh uid (RFC 4122 version 4 layout) for a Work created in a batch.
 fn new_uid() -> String {
     let a: u64 = rand::random();

@@ -38,19 +38,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutorServer;
-use flotilla_runtime::queue::QueueConfig;
+use flotilla_runtime::queue::{QueueConfig, by_key};
 use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CacheBarrier, CommonArgs, Controller, Elected, Readiness, Shutdown,
-    WorkQueue,
+    BatchConfig, BatchWriter, CacheBarrier, ChangeFilter, CommonArgs, Controller, Elected,
+    Readiness, Shutdown, WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
 use flotilla_store::{Leadership, StoreRef};
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use tokio::sync::watch;
 
 use crate::controller::{Context, INDEX_BINDING, INDEX_CLUSTER, INDEX_WORKLOAD, binding_of_work};
@@ -235,24 +234,17 @@ fn watch_kind<K: Stored + Send + Sync + 'static>(
     Box::pin(reflect(writer, events))
 }
 
-/// Drains `events` until shutdown, handing each to `on_event`.
-fn feed<K: Send + Sync + 'static>(
-    mut events: Feed<K>,
-    shutdown: &Shutdown,
-    mut on_event: impl FnMut(&Event<K>) + Send + 'static,
-) {
-    let shutdown = shutdown.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = shutdown.triggered() => return,
-                ev = events.next() => match ev {
-                    Some(ev) => on_event(&ev),
-                    None => return,
-                },
-            }
-        }
-    });
+/// `controller`, starting no worker before every cache holds a full list: a partial Works
+/// cache would hide orphans and re-create existing Works.
+fn ready_after_caches<E: std::fmt::Display + Send + 'static>(
+    controller: Controller<String, Context, E>,
+    ctx: &Context,
+) -> Controller<String, Context, E> {
+    controller
+        .ready_after("bindings", &ctx.bindings)
+        .ready_after("works", &ctx.works)
+        .ready_after("workloads", &ctx.workloads)
+        .ready_after("clusters", &ctx.clusters)
 }
 
 /// What of a cluster matters to its Works' execution.
@@ -262,6 +254,16 @@ struct ClusterState {
     deleting: bool,
     pull: bool,
     endpoint: String,
+}
+
+/// The [`ClusterState`] of a cluster.
+fn cluster_state(c: &v1::Cluster) -> ClusterState {
+    ClusterState {
+        ready: cluster_ready(c),
+        deleting: is_deleting(c.metadata.as_ref()),
+        pull: cluster_is_pull(c),
+        endpoint: cluster_endpoint(c).to_owned(),
+    }
 }
 
 // === impl WorkExecutor ===
@@ -335,107 +337,64 @@ impl WorkExecutor {
             .cache(v1::Workload::PREFIX, &ctx.workloads)
             .cache(v1::Cluster::PREFIX, &ctx.clusters);
 
-        // bindings → their own key
-        {
-            let q = binding_queue.clone();
-            feed(
-                watch_kind(&store, "bindings", bindings_w),
-                shutdown,
-                move |ev| {
-                    if let Some(key) = ev.key() {
-                        q.add(key.to_owned());
-                    }
-                },
-            );
-        }
         // works → their binding (remembered for deletions) and themselves
-        {
+        let works_trigger = {
             let bq = binding_queue.clone();
             let wq = work_queue.clone();
             let mut owners: HashMap<String, String> = HashMap::new();
-            feed(
-                watch_kind(&store, "works", works_w),
-                shutdown,
-                move |ev| match ev {
-                    Event::Apply(o) | Event::InitApply(o) => {
-                        if let Some(b) = binding_of_work(&o.value) {
-                            owners.insert(o.key.clone(), b.clone());
-                            bq.add(b);
-                        }
-                        wq.add(o.key.clone());
+            move |ev: &Event<v1::Work>| match ev {
+                Event::Apply(o) | Event::InitApply(o) => {
+                    if let Some(b) = binding_of_work(&o.value) {
+                        owners.insert(o.key.clone(), b.clone());
+                        bq.add(b);
                     }
-                    Event::Delete { key, .. } => {
-                        if let Some(b) = owners.remove(key) {
-                            bq.add(b);
-                        }
+                    wq.add(o.key.clone());
+                }
+                Event::Delete { key, .. } => {
+                    if let Some(b) = owners.remove(key) {
+                        bq.add(b);
                     }
-                    Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => {}
-                },
-            );
-        }
+                }
+                Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => {}
+            }
+        };
         // workloads → the bindings of that template
-        {
-            let q = binding_queue.clone();
+        let workloads_trigger = {
             let bindings = ctx.bindings.clone();
-            feed(
-                watch_kind(&store, "workloads", workloads_w),
-                shutdown,
-                move |ev| {
-                    if let Some(key) = ev.key() {
-                        for b in bindings.index_keys(INDEX_WORKLOAD, key) {
-                            q.add(b);
-                        }
-                    }
-                },
-            );
-        }
+            move |ev: &Event<v1::Workload>| {
+                ev.key()
+                    .map(|key| bindings.index_keys(INDEX_WORKLOAD, key))
+                    .unwrap_or_default()
+            }
+        };
         // clusters → their Works, when readiness, deletion, mode or endpoint changed
-        {
-            let q = work_queue.clone();
+        let clusters_trigger = {
+            let wq = work_queue.clone();
             let works = ctx.works.clone();
-            let mut seen: HashMap<String, ClusterState> = HashMap::new();
-            feed(
-                watch_kind(&store, "clusters", clusters_w),
-                shutdown,
-                move |ev| {
-                    let (name, state) = match ev {
-                        Event::Apply(o) | Event::InitApply(o) => {
-                            let c = &o.value;
-                            let state = ClusterState {
-                                ready: cluster_ready(c),
-                                deleting: is_deleting(c.metadata.as_ref()),
-                                pull: cluster_is_pull(c),
-                                endpoint: cluster_endpoint(c).to_owned(),
-                            };
-                            (c.name().to_owned(), Some(state))
-                        }
-                        Event::Delete { key, .. } => (
-                            key.strip_prefix(v1::Cluster::PREFIX)
-                                .unwrap_or(key)
-                                .to_owned(),
-                            None,
-                        ),
-                        Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => {
-                            return;
-                        }
-                    };
-                    let changed = match &state {
-                        Some(s) => seen.insert(name.clone(), s.clone()).as_ref() != Some(s),
-                        None => seen.remove(&name).is_some(),
-                    };
-                    if changed {
-                        for key in works.index_keys(INDEX_CLUSTER, &name) {
-                            q.add(key);
-                        }
+            let mut seen = ChangeFilter::new(cluster_state);
+            move |ev: &Event<v1::Cluster>| {
+                let change = seen.observe(ev);
+                if let Some(key) = change.key().filter(|_| change.is_change()) {
+                    let name = key.strip_prefix(v1::Cluster::PREFIX).unwrap_or(key);
+                    for work in works.index_keys(INDEX_CLUSTER, name) {
+                        wq.add(work);
                     }
-                },
-            );
-        }
+                }
+            }
+        };
 
-        let binding_controller = Controller::new(
-            binding_queue,
-            controller::reconcile_binding,
-            controller::error_policy,
+        let binding_controller = ready_after_caches(
+            Controller::new(
+                binding_queue,
+                controller::reconcile_binding,
+                controller::error_policy,
+            ),
+            &ctx,
+        )
+        .watches(watch_kind(&store, "bindings", bindings_w), by_key)
+        .watches(
+            watch_kind(&store, "workloads", workloads_w),
+            workloads_trigger,
         )
         // one failover = one trace: while a binding has an eviction task, its reconciles
         // continue the span that last wrote its status (the scheduler's reschedule first)
@@ -443,11 +402,16 @@ impl WorkExecutor {
         .workers(config.binding_workers)
         .leader(leader.clone())
         .barrier(barrier.clone());
-        let work_controller = Controller::new(
-            work_queue,
-            execution::reconcile_work,
-            execution::error_policy,
+        let work_controller = ready_after_caches(
+            Controller::new(
+                work_queue,
+                execution::reconcile_work,
+                execution::error_policy,
+            ),
+            &ctx,
         )
+        .watches_with(watch_kind(&store, "works", works_w), works_trigger)
+        .watches_with(watch_kind(&store, "clusters", clusters_w), clusters_trigger)
         // the apply of a Work written during a failover continues the Work's trace
         .trace_parent(execution::work_trace)
         .workers(config.work_workers)
@@ -458,22 +422,18 @@ impl WorkExecutor {
             let shutdown = shutdown.clone();
             let leader = leader.clone();
             tokio::spawn(async move {
-                // Decide only on complete caches: a partial Works cache would hide orphans
-                // and re-create existing Works.
-                tokio::select! {
-                    () = shutdown.triggered() => return,
-                    () = async {
-                        ctx.bindings.wait_until_ready().await;
-                        ctx.works.wait_until_ready().await;
-                        ctx.workloads.wait_until_ready().await;
-                        ctx.clusters.wait_until_ready().await;
-                    } => {}
-                }
-                tracing::info!("caches synced; controllers start while leading");
                 tokio::join!(
                     binding_controller.run(ctx.clone(), shutdown.clone()),
                     work_controller.run(ctx.clone(), shutdown.clone()),
-                    status::run(ctx.clone(), leader, shutdown.clone()),
+                    async {
+                        // status collection, too, only on complete caches
+                        tokio::select! {
+                            () = shutdown.triggered() => {}
+                            () = ctx.caches_ready() => {
+                                status::run(ctx.clone(), leader, shutdown.clone()).await;
+                            }
+                        }
+                    },
                 );
             });
         }
