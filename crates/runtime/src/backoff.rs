@@ -139,3 +139,42 @@ mod tests {
         assert_eq!(s.next_delay(), Duration::from_millis(1));
     }
 }
+
+/// A back-off per key: consecutive attempts counted per key, each key's next delay from the
+/// one policy. The work queue's failure back-off, and the scheduler's unschedulable retries
+/// (SC-4.2/SC-4.4), are this.
+#[derive(Clone, Debug)]
+pub struct KeyedBackoff<T> {
+    policy: Backoff,
+    attempts: std::collections::HashMap<T, u32>,
+}
+
+// === impl KeyedBackoff ===
+
+impl<T: std::hash::Hash + Eq> KeyedBackoff<T> {
+    /// No key has attempts yet.
+    pub fn new(policy: Backoff) -> Self {
+        Self {
+            policy,
+            attempts: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The delay before `key`'s next attempt, counting one more.
+    pub fn next_delay(&mut self, key: T) -> Duration {
+        let n = self.attempts.entry(key).or_insert(0);
+        let d = self.policy.delay(*n);
+        *n = n.saturating_add(1);
+        d
+    }
+
+    /// Forgets `key`'s attempts (after a success).
+    pub fn forget(&mut self, key: &T) {
+        self.attempts.remove(key);
+    }
+
+    /// `key`'s consecutive attempts so far.
+    pub fn attempts(&self, key: &T) -> u32 {
+        self.attempts.get(key).copied().unwrap_or(0)
+    }
+}

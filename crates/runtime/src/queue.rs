@@ -29,7 +29,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backoff::Backoff;
+use crate::backoff::{Backoff, KeyedBackoff};
 use crate::watcher::Event;
 
 /// Why a key was queued: the `reason` field of the reconcile span.
@@ -151,7 +151,7 @@ struct State<T> {
     delayed: HashMap<T, Delayed>,
     timers: BTreeMap<(Instant, u64), T>,
     seq: u64,
-    failures: HashMap<T, u32>,
+    failures: KeyedBackoff<T>,
     shut_down: bool,
 }
 
@@ -199,7 +199,6 @@ impl<T: Clone + Eq + Hash> State<T> {
 struct Inner<T> {
     state: Mutex<State<T>>,
     wake: Notify,
-    backoff: Backoff,
     metrics: Metrics,
     name: String,
 }
@@ -260,11 +259,10 @@ where
                     delayed: HashMap::new(),
                     timers: BTreeMap::new(),
                     seq: 0,
-                    failures: HashMap::new(),
+                    failures: KeyedBackoff::new(config.backoff),
                     shut_down: false,
                 }),
                 wake: Notify::new(),
-                backoff: config.backoff,
                 metrics: Metrics::new(&config.name),
                 name: config.name,
             }),
@@ -328,11 +326,7 @@ where
     /// The next back-off delay for `key`: `base · 2^failures` (capped), counting one more
     /// failure.
     pub fn next_backoff(&self, key: &T) -> Duration {
-        let mut s = self.inner.lock();
-        let n = s.failures.entry(key.clone()).or_insert(0);
-        let d = self.inner.backoff.delay(*n);
-        *n = n.saturating_add(1);
-        d
+        self.inner.lock().failures.next_delay(key.clone())
     }
 
     /// Queues `key` after its next back-off delay.
@@ -344,12 +338,12 @@ where
 
     /// Forgets `key`'s failures (after a successful reconcile).
     pub fn forget(&self, key: &T) {
-        self.inner.lock().failures.remove(key);
+        self.inner.lock().failures.forget(key);
     }
 
     /// How many consecutive failures `key` has had.
     pub fn failures(&self, key: &T) -> u32 {
-        self.inner.lock().failures.get(key).copied().unwrap_or(0)
+        self.inner.lock().failures.attempts(key)
     }
 
     /// Waits for the next ready key and marks it as processing; `None` once the queue is shut

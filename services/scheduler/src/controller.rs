@@ -26,6 +26,7 @@ use flotilla_core::types::{Cluster, DEFAULT_SCHEDULER_NAME, Placement, ResourceB
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
+use flotilla_runtime::backoff::{Backoff, KeyedBackoff};
 use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::queue::QueueConfig;
@@ -116,7 +117,7 @@ pub struct Context {
     writer: BatchWriter<v1::ResourceBinding>,
     recorder: Recorder,
     /// Consecutive back-off retries per binding (SC-4.2 / SC-4.4), reset by any other outcome.
-    retries: Mutex<HashMap<String, u32>>,
+    retries: Mutex<KeyedBackoff<String>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -166,21 +167,17 @@ impl Context {
 
     /// The next back-off of `key` (SC-4.2/SC-4.4): initial · 2^n, capped.
     fn next_backoff(&self, key: &str) -> Duration {
-        let mut retries = self.retries.lock().unwrap_or_else(PoisonError::into_inner);
-        let n = retries.entry(key.to_owned()).or_insert(0);
-        let factor = 1u32.checked_shl(*n).unwrap_or(u32::MAX);
-        *n = n.saturating_add(1).min(31);
-        self.config
-            .unschedulable_initial_backoff
-            .saturating_mul(factor)
-            .min(self.config.unschedulable_max_backoff)
+        self.retries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_delay(key.to_owned())
     }
 
     fn forget(&self, key: &str) {
         self.retries
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(key);
+            .forget(&key.to_owned());
     }
 
     fn action_for(&self, key: &str, decision: &Decision) -> Action {
@@ -265,7 +262,10 @@ pub fn spawn(
         bindings: bindings.clone(),
         clusters,
         recorder,
-        retries: Mutex::new(HashMap::new()),
+        retries: Mutex::new(KeyedBackoff::new(Backoff::new(
+            config.unschedulable_initial_backoff,
+            config.unschedulable_max_backoff,
+        ))),
         config: config.clone(),
     });
 
