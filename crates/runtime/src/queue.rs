@@ -477,8 +477,8 @@ where
 
 /// The usual mapper: the key of the object the event is about (nothing for `Init` and
 /// `InitDone`).
-pub fn by_key<K>(event: &Event<K>) -> Vec<String> {
-    event.key().map(|k| vec![k.to_owned()]).unwrap_or_default()
+pub fn by_key<K, T: for<'a> From<&'a str>>(event: &Event<K>) -> Vec<T> {
+    event.key().map(|k| vec![T::from(k)]).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -27,14 +27,15 @@ use flotilla_runtime::{Action, BatchWriter, Cache, Event, EventType, Recorder, R
 use flotilla_store::typed::Typed;
 
 use crate::Config;
+use flotilla_store::ObjectKey;
+
 use crate::error::Error;
 use crate::plan::{Plan, describe, plan};
 
 /// The parent of a binding's reconcile span while it has an eviction task: the span that
 /// last wrote `status.traceContext` (scheduler, then work executor) when it belongs to the
 /// failover's trace, else the newest task's (the eviction). `None` otherwise.
-#[allow(clippy::ptr_arg)] // the signature of `Controller::trace_parent` hooks (keys are Strings)
-pub fn failover_trace(key: &String, ctx: &Context) -> Option<String> {
+pub fn failover_trace(key: &ObjectKey, ctx: &Context) -> Option<String> {
     let binding = ctx.bindings.get(key)?;
     let task = binding
         .spec
@@ -131,29 +132,24 @@ pub fn interesting(binding: &v1::ResourceBinding) -> bool {
 pub fn keys_for(
     cache: &Cache<v1::ResourceBinding>,
     event: &Event<v1::ResourceBinding>,
-) -> Vec<String> {
+) -> Vec<ObjectKey> {
     match event {
         Event::Apply(obj) => {
             if interesting(&obj.value) {
-                vec![obj.key.clone()]
+                vec![obj.key.as_str().into()]
             } else {
                 Vec::new()
             }
         }
-        Event::Delete { key, .. } => vec![key.clone()],
+        Event::Delete { key, .. } => vec![key.as_str().into()],
         Event::InitDone { .. } => cache
             .objects()
             .into_iter()
             .filter(|o| interesting(&o.value))
-            .map(|o| o.key)
+            .map(|o| o.key.into())
             .collect(),
         Event::Init { .. } | Event::InitApply(_) | Event::Progress { .. } => Vec::new(),
     }
-}
-
-fn ns_name(key: &str) -> (&str, &str) {
-    let rest = key.strip_prefix("bindings/").unwrap_or(key);
-    rest.split_once('/').unwrap_or(("", rest))
 }
 
 fn action(requeue: Option<Duration>) -> Action {
@@ -174,8 +170,8 @@ fn apply_to_wire(wire: &v1::ResourceBinding, plan: &Plan) -> v1::ResourceBinding
 }
 
 /// Logs and events of a written step, once each.
-fn report(ctx: &Context, key: &str, before: &ResourceBinding, plan: &Plan) {
-    let (namespace, name) = ns_name(key);
+fn report(ctx: &Context, key: &ObjectKey, before: &ResourceBinding, plan: &Plan) {
+    let (namespace, name) = key.namespace_name();
     let regarding = Regarding::binding(namespace, name);
     for cluster in &plan.app_evicted {
         tracing::info!(
@@ -242,7 +238,7 @@ fn report(ctx: &Context, key: &str, before: &ResourceBinding, plan: &Plan) {
 }
 
 /// GE-2: assess one binding's tasks (and application failover) and write the result.
-pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
     let now = flotilla_runtime::now();
     let first = ctx.bindings.get(&key).map(|b| (*b).clone());
     read_decide_write!(key, first, ctx.typed.get(&key), |current, _| {
@@ -262,7 +258,7 @@ pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> 
             ctx.remember(&key, None);
             return Ok(Action::await_change());
         }
-        let memory = ctx.memory().get(&key).cloned().unwrap_or_default();
+        let memory = ctx.memory().get(key.as_str()).cloned().unwrap_or_default();
         let step = plan(&binding, Some(&memory), ctx.config.default_timeout, now);
         if !step.changed() {
             ctx.remember(&key, step.app_memory.clone());
@@ -283,6 +279,6 @@ pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> 
 }
 
 /// After a failed reconcile: retry after the queue's back-off.
-pub fn error_policy(_key: &String, _error: &Error, _ctx: &Context) -> Action {
+pub fn error_policy(_key: &ObjectKey, _error: &Error, _ctx: &Context) -> Action {
     Action::requeue(Duration::from_millis(5))
 }

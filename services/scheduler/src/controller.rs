@@ -36,6 +36,7 @@ use flotilla_runtime::{
     Action, BatchConfig, BatchWriter, Cache, Change, ChangeFilter, Controller, Shutdown, WorkQueue,
     Writer, reflect,
 };
+use flotilla_store::ObjectKey;
 use flotilla_store::typed::{Stored, Typed, decode};
 use flotilla_store::{KeyValue, Leadership, Revision, StoreError, StoreRef};
 use tokio::sync::watch;
@@ -272,14 +273,15 @@ pub fn spawn(
     let binding_trigger = BindingTrigger::new(config.scheduler_name.clone());
     let cluster_trigger = ClusterTrigger::new(config.scheduler_name.clone(), bindings);
     let queue = WorkQueue::new(QueueConfig::new("scheduler"));
-    let mut controller =
-        Controller::new(queue, reconcile, |_key: &String, e: &Error, _: &Context| {
-            error_policy(e)
-        })
-        .trace_parent(eviction_trace)
-        .workers(config.workers)
-        .watches(binding_events, move |ev| binding_trigger.map(ev))
-        .watches(cluster_events, move |ev| cluster_trigger.map(ev));
+    let mut controller = Controller::new(
+        queue,
+        reconcile,
+        |_key: &ObjectKey, e: &Error, _: &Context| error_policy(e),
+    )
+    .trace_parent(eviction_trace)
+    .workers(config.workers)
+    .watches(binding_events, move |ev| binding_trigger.map(ev))
+    .watches(cluster_events, move |ev| cluster_trigger.map(ev));
     if let Some(leader) = leader {
         // A new leader schedules only from caches at least as new as the store it won.
         controller = controller.leader(leader).barrier(
@@ -309,7 +311,7 @@ pub fn error_policy(error: &Error) -> Action {
 /// compare-and-swap; on a conflict re-read it from the store and re-decide at once
 /// ([`read_decide_write!`]; I5: a concurrent writer's change — e.g. an eviction task appended
 /// by the taint manager — is never overwritten).
-pub async fn reconcile(key: String, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
     // Never decide on a partial view: with the cluster cache not yet listed every target
     // would look missing (SC-3.6) and every result would be wiped by a FitError.
     ctx.clusters.wait_until_ready().await;
@@ -485,8 +487,7 @@ fn stamp_trace_context(new: &mut v1::ResourceBinding) {
 /// The parent of a binding's reconcile span: the trace context of its newest eviction task
 /// that has one (the taint manager's eviction), so that the reschedule continues the
 /// failover's trace. `None` when the binding has no task.
-#[allow(clippy::ptr_arg)] // the signature of `Controller::trace_parent` hooks (keys are Strings)
-pub fn eviction_trace(key: &String, ctx: &Context) -> Option<String> {
+pub fn eviction_trace(key: &ObjectKey, ctx: &Context) -> Option<String> {
     let binding = ctx.bindings.get(key)?;
     binding
         .spec
@@ -528,7 +529,7 @@ impl BindingTrigger {
         }
     }
 
-    fn map(&self, event: &Event<v1::ResourceBinding>) -> Vec<String> {
+    fn map(&self, event: &Event<v1::ResourceBinding>) -> Vec<ObjectKey> {
         let change = self
             .generations
             .lock()
@@ -538,7 +539,7 @@ impl BindingTrigger {
             (Change::Added(key), Event::InitApply(o) | Event::Apply(o))
                 if responsible(&o.value, &self.scheduler_name) =>
             {
-                vec![key.to_owned()]
+                vec![key.into()]
             }
             // A generation this scheduler has already observed is its own successful write
             // (only the scheduler sets the observed generation, and always to the generation
@@ -547,9 +548,9 @@ impl BindingTrigger {
             (Change::Changed(key), Event::InitApply(o) | Event::Apply(o))
                 if !observed(&o.value) && responsible(&o.value, &self.scheduler_name) =>
             {
-                vec![key.to_owned()]
+                vec![key.into()]
             }
-            (Change::Removed { key, .. }, _) => vec![key.to_owned()],
+            (Change::Removed { key, .. }, _) => vec![key.into()],
             _ => Vec::new(),
         }
     }
@@ -586,7 +587,7 @@ impl ClusterTrigger {
         }
     }
 
-    fn map(&self, event: &Event<Cluster>) -> Vec<String> {
+    fn map(&self, event: &Event<Cluster>) -> Vec<ObjectKey> {
         let change = {
             let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
             match event {
@@ -622,7 +623,7 @@ impl ClusterTrigger {
 
     /// The responsible bindings the change of `old` → `new` concerns (SC-2.3), plus those
     /// targeting the cluster (a removed cluster must leave every result).
-    fn affected(&self, old: &Cluster, new: &Cluster) -> Vec<String> {
+    fn affected(&self, old: &Cluster, new: &Cluster) -> Vec<ObjectKey> {
         self.bindings
             .objects()
             .into_iter()
@@ -637,7 +638,7 @@ impl ClusterTrigger {
                 });
                 concerned || wire_affected(&o.value, old, new)
             })
-            .map(|o| o.key)
+            .map(|o| o.key.into())
             .collect()
     }
 }
@@ -819,7 +820,7 @@ mod tests {
             4,
             cluster("member2"),
         )));
-        assert!(keys.contains(&"bindings/default/m2".to_owned()));
-        assert!(!keys.contains(&"bindings/default/m1".to_owned()));
+        assert!(keys.contains(&"bindings/default/m2".into()));
+        assert!(!keys.contains(&"bindings/default/m1".into()));
     }
 }

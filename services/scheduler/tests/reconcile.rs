@@ -335,7 +335,9 @@ async fn no_write_when_nothing_changed() {
         (cached.metadata.as_ref()?.resource_version == settled.meta.resource_version).then_some(())
     })
     .await;
-    let action = reconcile(key.clone(), h.running.ctx.clone()).await.unwrap();
+    let action = reconcile(key.clone().into(), h.running.ctx.clone())
+        .await
+        .unwrap();
     assert_eq!(action, Action::await_change());
     assert_eq!(
         read_binding(&h.typed, &key).await.meta.resource_version,

@@ -40,6 +40,7 @@ use flotilla_runtime::read_decide_write;
 use flotilla_runtime::{
     Action, BatchWriter, Cache, Event, EventType, Recorder, Regarding, WorkQueue,
 };
+use flotilla_store::ObjectKey;
 use flotilla_store::StoreError;
 use flotilla_store::typed::{Typed, Update, cluster_scoped_key};
 
@@ -63,7 +64,7 @@ pub struct EvictKey {
     /// Cluster name.
     pub cluster: String,
     /// The binding's store key (`bindings/<ns>/<name>`).
-    pub binding: String,
+    pub binding: ObjectKey,
 }
 
 impl fmt::Display for EvictKey {
@@ -75,12 +76,6 @@ impl fmt::Display for EvictKey {
 /// The store key of a cluster.
 pub fn cluster_key(name: &str) -> String {
     cluster_scoped_key("clusters/", name)
-}
-
-/// `(namespace, name)` of a binding key `bindings/<ns>/<name>`.
-fn binding_ns_name(key: &str) -> (&str, &str) {
-    let rest = key.strip_prefix("bindings/").unwrap_or(key);
-    rest.split_once('/').unwrap_or(("", rest))
 }
 
 /// The A8 state shared by the workers.
@@ -240,7 +235,7 @@ impl Context {
         {
             let key = EvictKey {
                 cluster: cluster.to_owned(),
-                binding: binding_key.to_owned(),
+                binding: binding_key.into(),
             };
             self.queue.add_after(key, delay, Reason::Changed);
         }
@@ -626,7 +621,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
             let update = Update::new(wire, new).guarded_by(&cluster_key, cluster_obj.revision);
             match ctx.writer.write(update).await {
                 Ok(_) => {
-                    let (namespace, name) = binding_ns_name(&key.binding);
+                    let (namespace, name) = key.binding.namespace_name();
                     tracing::info!(
                         cluster = %key.cluster,
                         binding = %key.binding,
@@ -664,7 +659,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
                     Attempt::after(e)?
                 }
                 Err(e) => {
-                    let (namespace, name) = binding_ns_name(&key.binding);
+                    let (namespace, name) = key.binding.namespace_name();
                     ctx.recorder.record(
                         Regarding::binding(namespace, name),
                         EventType::Warning,

@@ -22,6 +22,7 @@ use flotilla_proto::v1;
 use flotilla_runtime::cas::{Attempt, Exhausted};
 use flotilla_runtime::retry_races;
 use flotilla_runtime::{Action, BatchWriter, Cache, EventType, Recorder, Regarding};
+use flotilla_store::ObjectKey;
 use flotilla_store::StoreError;
 use flotilla_store::typed::{Stored, Typed, Update, workload_key};
 
@@ -192,8 +193,7 @@ pub fn in_failover(binding: &v1::ResourceBinding) -> bool {
 /// aggregated-status writes) when it belongs to the failover's trace, else the newest
 /// eviction task's (the taint manager's eviction). `None` outside a failover: reconciles
 /// then start traces of their own.
-#[allow(clippy::ptr_arg)] // the signature of `Controller::trace_parent` hooks (keys are Strings)
-pub fn failover_trace(key: &String, ctx: &Context) -> Option<String> {
+pub fn failover_trace(key: &ObjectKey, ctx: &Context) -> Option<String> {
     let binding = ctx.bindings.get(key)?;
     let status = binding
         .status
@@ -229,9 +229,9 @@ fn stamp_trace_context(new: &mut v1::ResourceBinding) {
 }
 
 /// Reconciles one binding key (`bindings/<ns>/<name>`).
-pub async fn reconcile_binding(key: String, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile_binding(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
     let Some((namespace, name)) = parse_binding_key(&key) else {
-        tracing::warn!(key, "not a binding key; ignored");
+        tracing::warn!(%key, "not a binding key; ignored");
         return Ok(Action::await_change());
     };
     let now = flotilla_runtime::now();
@@ -431,7 +431,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
 }
 
 /// Error policy: retry soon; the queue's per-key back-off grows with repeated failures.
-pub fn error_policy(_key: &String, error: &Error, _ctx: &Context) -> Action {
+pub fn error_policy(_key: &ObjectKey, error: &Error, _ctx: &Context) -> Action {
     match error {
         Error::Contended(_) => Action::requeue(Duration::from_millis(10)),
         _ => Action::requeue(Duration::from_millis(500)),

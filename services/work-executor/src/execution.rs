@@ -20,6 +20,7 @@ use std::time::Duration;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::{Action, EventType, Recorder, Regarding};
+use flotilla_store::ObjectKey;
 use flotilla_store::StoreError;
 use flotilla_store::typed::Stored;
 
@@ -59,8 +60,7 @@ enum Step {
 /// The parent of a Work's reconcile span: the span that wrote the Work during a failover
 /// (`spec.traceContext`), as long as the Work is not applied yet and its binding still has
 /// an eviction task; otherwise `None` (a trace of its own).
-#[allow(clippy::ptr_arg)] // the signature of `Controller::trace_parent` hooks (keys are Strings)
-pub fn work_trace(key: &String, ctx: &Context) -> Option<String> {
+pub fn work_trace(key: &ObjectKey, ctx: &Context) -> Option<String> {
     let work = ctx.works.get(key)?;
     let trace = &work.spec.as_ref()?.trace_context;
     if trace.is_empty() {
@@ -80,7 +80,7 @@ pub fn work_trace(key: &String, ctx: &Context) -> Option<String> {
 }
 
 /// Reconciles one Work key (`works/<cluster>/<ns>/<name>`).
-pub async fn reconcile_work(key: String, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile_work(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
     let first = ctx.works.get(&key).map(|w| (*w).clone());
     // The generation whose manifest this reconcile already applied (not re-applied after a
     // lost status write for the same generation).
@@ -299,7 +299,7 @@ async fn release(ctx: &Context, work: &v1::Work, reason: &str) -> Result<Step, E
 
 /// Error policy: member and store failures are retried after at least a second (the queue's
 /// per-key back-off grows from there); CAS contention at once.
-pub fn error_policy(_key: &String, error: &Error, _ctx: &Context) -> Action {
+pub fn error_policy(_key: &ObjectKey, error: &Error, _ctx: &Context) -> Action {
     match error {
         Error::Contended(_) => Action::requeue(Duration::from_millis(10)),
         _ => Action::requeue(Duration::from_secs(1)),

@@ -48,7 +48,7 @@ use flotilla_runtime::{
     Readiness, Shutdown, WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
-use flotilla_store::{Leadership, StoreRef};
+use flotilla_store::{Leadership, ObjectKey, StoreRef};
 use futures::Stream;
 use tokio::sync::watch;
 
@@ -237,9 +237,9 @@ fn watch_kind<K: Stored + Send + Sync + 'static>(
 /// `controller`, starting no worker before every cache holds a full list: a partial Works
 /// cache would hide orphans and re-create existing Works.
 fn ready_after_caches<E: std::fmt::Display + Send + 'static>(
-    controller: Controller<String, Context, E>,
+    controller: Controller<ObjectKey, Context, E>,
     ctx: &Context,
-) -> Controller<String, Context, E> {
+) -> Controller<ObjectKey, Context, E> {
     controller
         .ready_after("bindings", &ctx.bindings)
         .ready_after("works", &ctx.works)
@@ -327,9 +327,10 @@ impl WorkExecutor {
         readiness.add_cache("workloads", &ctx.workloads);
         readiness.add_cache("clusters", &ctx.clusters);
 
-        let binding_queue: WorkQueue<String> =
+        let binding_queue: WorkQueue<ObjectKey> =
             WorkQueue::new(QueueConfig::new("work_executor_bindings"));
-        let work_queue: WorkQueue<String> = WorkQueue::new(QueueConfig::new("work_executor_works"));
+        let work_queue: WorkQueue<ObjectKey> =
+            WorkQueue::new(QueueConfig::new("work_executor_works"));
         // A new leader writes Works only from caches at least as new as the store it won.
         let barrier = CacheBarrier::new(store.clone())
             .cache(v1::ResourceBinding::PREFIX, &ctx.bindings)
@@ -346,13 +347,13 @@ impl WorkExecutor {
                 Event::Apply(o) | Event::InitApply(o) => {
                     if let Some(b) = binding_of_work(&o.value) {
                         owners.insert(o.key.clone(), b.clone());
-                        bq.add(b);
+                        bq.add(b.into());
                     }
-                    wq.add(o.key.clone());
+                    wq.add(o.key.as_str().into());
                 }
                 Event::Delete { key, .. } => {
                     if let Some(b) = owners.remove(key) {
-                        bq.add(b);
+                        bq.add(b.into());
                     }
                 }
                 Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => {}
@@ -365,6 +366,9 @@ impl WorkExecutor {
                 ev.key()
                     .map(|key| bindings.index_keys(INDEX_WORKLOAD, key))
                     .unwrap_or_default()
+                    .into_iter()
+                    .map(ObjectKey::from)
+                    .collect::<Vec<_>>()
             }
         };
         // clusters → their Works, when readiness, deletion, mode or endpoint changed
@@ -377,7 +381,7 @@ impl WorkExecutor {
                 if let Some(key) = change.key().filter(|_| change.is_change()) {
                     let name = key.strip_prefix(v1::Cluster::PREFIX).unwrap_or(key);
                     for work in works.index_keys(INDEX_CLUSTER, name) {
-                        wq.add(work);
+                        wq.add(work.into());
                     }
                 }
             }
