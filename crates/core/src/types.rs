@@ -261,6 +261,26 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// A cluster called `name`, with nothing else set.
+    pub fn named(name: &str) -> Self {
+        Cluster {
+            meta: ObjectMeta {
+                name: name.to_owned(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// The same cluster, also serving `kinds` of `group_version` (SC-6.1's API enablements).
+    pub fn serving(mut self, group_version: &str, kinds: &[&str]) -> Self {
+        self.status.api_enablements.push(ApiEnablement {
+            group_version: group_version.to_owned(),
+            kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
+        });
+        self
+    }
+
     /// The cluster's name.
     pub fn name(&self) -> &str {
         &self.meta.name

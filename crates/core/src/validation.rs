@@ -46,7 +46,7 @@ mod tests;
 
 pub use binding::{
     WorkloadTemplate, validate_binding_spec, validate_binding_update, validate_eviction_task,
-    validate_page_size, validate_workload,
+    validate_page_size, validate_target_names, validate_workload,
 };
 pub use cluster::{
     validate_api_endpoint, validate_cluster, validate_cluster_taint_policy,

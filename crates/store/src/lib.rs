@@ -50,7 +50,7 @@ pub mod watch;
 pub mod bench;
 #[cfg(feature = "test-util")]
 pub mod conformance;
-#[cfg(feature = "test-util")]
+#[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
 use std::sync::Arc;

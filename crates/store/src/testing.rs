@@ -650,3 +650,20 @@ impl TestCerts {
         }
     }
 }
+
+/// A ResourceBinding `default/<name>` with `replicas` (store, batch-writer and api tests).
+pub fn binding(name: &str, replicas: i32) -> flotilla_proto::v1::ResourceBinding {
+    use flotilla_proto::v1;
+    v1::ResourceBinding {
+        metadata: Some(v1::ObjectMeta {
+            name: name.into(),
+            namespace: "default".into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ResourceBindingSpec {
+            replicas,
+            ..Default::default()
+        }),
+        status: None,
+    }
+}

@@ -155,7 +155,8 @@ pub fn prepare_generation<R: Stored>(old: &R, new: &mut R) {
     new.meta_mut().generation = generation;
 }
 
-fn now_timestamp() -> prost_types::Timestamp {
+/// The wall clock now, at millisecond precision (as Flotilla keeps every timestamp).
+pub fn now_timestamp() -> prost_types::Timestamp {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -166,7 +167,8 @@ fn now_timestamp() -> prost_types::Timestamp {
     }
 }
 
-fn new_uid() -> String {
+/// A random RFC 4122 version-4 id (object uids, permanent ids).
+pub fn new_uid() -> String {
     let a: u64 = rand::random();
     let b: u64 = rand::random();
     // RFC 4122 version-4 layout
@@ -455,21 +457,7 @@ mod tests {
 
     use super::*;
     use crate::MemStore;
-
-    fn binding(name: &str, replicas: i32) -> v1::ResourceBinding {
-        v1::ResourceBinding {
-            metadata: Some(v1::ObjectMeta {
-                name: name.into(),
-                namespace: "default".into(),
-                ..Default::default()
-            }),
-            spec: Some(v1::ResourceBindingSpec {
-                replicas,
-                ..Default::default()
-            }),
-            status: None,
-        }
-    }
+    use crate::testing::binding;
 
     fn typed() -> Typed {
         Typed::new(Arc::new(MemStore::new()))

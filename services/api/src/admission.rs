@@ -39,18 +39,7 @@ pub struct Admission {
 
 /// A random RFC 4122 version-4 id, for permanent ids (PD-1.6).
 pub fn new_permanent_id() -> String {
-    let a: u64 = rand::random();
-    let b: u64 = rand::random();
-    let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
-    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xffff,
-        b >> 48,
-        b & 0xffff_ffff_ffff
-    )
+    flotilla_store::typed::new_uid()
 }
 
 /// Gives every NoExecute taint without `timeAdded` the time it was first seen: the stored

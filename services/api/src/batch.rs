@@ -210,21 +210,7 @@ mod tests {
     use flotilla_store::typed::Typed;
 
     use super::*;
-
-    fn binding(name: &str, replicas: i32) -> v1::ResourceBinding {
-        v1::ResourceBinding {
-            metadata: Some(v1::ObjectMeta {
-                name: name.into(),
-                namespace: "default".into(),
-                ..Default::default()
-            }),
-            spec: Some(v1::ResourceBindingSpec {
-                replicas,
-                ..Default::default()
-            }),
-            status: None,
-        }
-    }
+    use flotilla_store::testing::binding;
 
     #[tokio::test]
     async fn every_write_keeps_its_own_precondition() {

@@ -16,7 +16,7 @@ use flotilla_core::graceful::TaskVerdict;
 use flotilla_core::types::ResourceBinding;
 use flotilla_core::validation::{
     FieldError, FieldErrors, FieldPath, Limits, ONE_YEAR_SECONDS, check_cluster_name,
-    validate_eviction_task,
+    validate_eviction_task, validate_target_names,
 };
 use flotilla_proto::convert::{time_to_timestamp, timestamp_to_time};
 use flotilla_proto::v1;
@@ -58,15 +58,10 @@ fn outcome(verdict: TaskVerdict) -> v1::TaskOutcome {
 fn validate_binding(binding: &ResourceBinding, limits: &Limits) -> FieldErrors {
     let mut errs = FieldErrors::new();
     let spec = FieldPath::new("binding.spec");
-    let mut seen = HashSet::new();
-    for (i, target) in binding.spec.clusters.iter().enumerate() {
-        let p = spec.child("clusters").index(i).child("name");
-        if let Err(e) = check_cluster_name(&target.name) {
-            errs.push(e.at(&p));
-        } else if !seen.insert(target.name.as_str()) {
-            errs.push(FieldError::duplicate(&p, "cluster listed twice"));
-        }
-    }
+    errs.extend(validate_target_names(
+        &binding.spec.clusters,
+        &spec.child("clusters"),
+    ));
     let tasks = spec.child("gracefulEvictionTasks");
     if binding.spec.graceful_eviction_tasks.len() > limits.max_eviction_tasks {
         errs.push(FieldError::too_many(

@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_proto::v1::api_client::ApiClient;
@@ -28,6 +28,7 @@ use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
 use flotilla_proto::v1::work_executor_client::WorkExecutorClient;
 use flotilla_runtime::Shutdown;
 use flotilla_runtime::backoff::{Backoff, BackoffState};
+use flotilla_store::typed::now_timestamp;
 use futures::StreamExt;
 use tokio::time::Instant;
 use tonic::Code;
@@ -91,16 +92,6 @@ pub fn endpoint(addr: &str) -> Result<Endpoint, PullError> {
             addr: addr.to_owned(),
             source,
         })
-}
-
-fn now_timestamp() -> prost_types::Timestamp {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    prost_types::Timestamp {
-        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        nanos: i32::try_from(d.subsec_millis() * 1_000_000).unwrap_or(0),
-    }
 }
 
 /// The heartbeat the agent sends now: its own probe (CH-2) and the status it collected

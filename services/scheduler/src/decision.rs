@@ -375,25 +375,13 @@ pub fn plan_write(
 mod tests {
     use flotilla_core::scheduler::{DivideError, FitError};
     use flotilla_core::types::{
-        ApiEnablement, ObjectMeta, ObjectReference, Placement, ReplicaSchedulingStrategy,
-        ReplicaSchedulingType,
+        ObjectReference, Placement, ReplicaSchedulingStrategy, ReplicaSchedulingType,
     };
 
     use super::*;
 
     fn cluster(name: &str) -> Cluster {
-        let mut c = Cluster {
-            meta: ObjectMeta {
-                name: name.to_owned(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        c.status.api_enablements = vec![ApiEnablement {
-            group_version: "apps/v1".to_owned(),
-            kinds: vec!["Deployment".to_owned()],
-        }];
-        c
+        Cluster::named(name).serving("apps/v1", &["Deployment"])
     }
 
     fn duplicated(replicas: i32, targets: &[&str]) -> ResourceBinding {

@@ -8,8 +8,6 @@
 //!                              reasons }
 //! ```
 
-use std::collections::HashSet;
-
 use flotilla_core::Time;
 use flotilla_core::eviction::{
     EvictOptions, EvictOutcome, EvictionDecision, EvictionError, graceful_evict_cluster,
@@ -19,8 +17,8 @@ use flotilla_core::taint::no_execute_taints;
 use flotilla_core::toleration::tolerates;
 use flotilla_core::types::{Cluster, PurgeMode, ResourceBinding};
 use flotilla_core::validation::{
-    FieldError, FieldErrors, FieldPath, Limits, check_cluster_name, validate_cluster,
-    validate_eviction_task, validate_failover_at, validate_tolerations,
+    FieldError, FieldErrors, FieldPath, Limits, validate_cluster, validate_eviction_task,
+    validate_failover_at, validate_target_names, validate_tolerations,
 };
 use flotilla_proto::convert::{WireEnum, time_to_timestamp, timestamp_to_time};
 use flotilla_proto::v1;
@@ -58,15 +56,10 @@ fn prefixed(parent: &str, errors: FieldErrors) -> FieldErrors {
 fn validate_binding(binding: &ResourceBinding, limits: &Limits) -> FieldErrors {
     let mut errs = FieldErrors::new();
     let spec = FieldPath::new("binding.spec");
-    let mut seen = HashSet::new();
-    for (i, target) in binding.spec.clusters.iter().enumerate() {
-        let p = spec.child("clusters").index(i).child("name");
-        if let Err(e) = check_cluster_name(&target.name) {
-            errs.push(e.at(&p));
-        } else if !seen.insert(target.name.as_str()) {
-            errs.push(FieldError::duplicate(&p, "cluster listed twice"));
-        }
-    }
+    errs.extend(validate_target_names(
+        &binding.spec.clusters,
+        &spec.child("clusters"),
+    ));
     for (i, task) in binding.spec.graceful_eviction_tasks.iter().enumerate() {
         errs.extend(validate_eviction_task(
             task,

@@ -24,6 +24,7 @@ use flotilla_runtime::retry_races;
 use flotilla_runtime::{Action, BatchWriter, Cache, EventType, Recorder, Regarding};
 use flotilla_store::ObjectKey;
 use flotilla_store::StoreError;
+use flotilla_store::typed::new_uid;
 use flotilla_store::typed::{Stored, Typed, Update, workload_key};
 
 use crate::Config;
@@ -94,22 +95,6 @@ impl Context {
         self.workloads.wait_until_ready().await;
         self.clusters.wait_until_ready().await;
     }
-}
-
-/// A fresh uid (RFC 4122 version 4 layout) for a Work created in a batch.
-fn new_uid() -> String {
-    let a: u64 = rand::random();
-    let b: u64 = rand::random();
-    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
-    let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xffff,
-        b >> 48,
-        b & 0xffff_ffff_ffff
-    )
 }
 
 /// A create as a guarded update: compare resourceVersion 0 (absent), generation 1.

@@ -289,21 +289,10 @@ pub fn filter_cluster(ctx: &FilterContext<'_>, cluster: &Cluster) -> FilterVerdi
 mod tests {
     use super::*;
     use crate::time::Time;
-    use crate::types::{ClusterAffinityTerm, ObjectMeta, TolerationOperator};
+    use crate::types::{ClusterAffinityTerm, TolerationOperator};
 
     fn cluster(name: &str) -> Cluster {
-        let mut c = Cluster {
-            meta: ObjectMeta {
-                name: name.to_owned(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        c.status.api_enablements = vec![ApiEnablement {
-            group_version: "apps/v1".to_owned(),
-            kinds: vec!["Deployment".to_owned()],
-        }];
-        c
+        Cluster::named(name).serving("apps/v1", &["Deployment"])
     }
 
     fn ctx<'a>(previous: &'a [TargetCluster]) -> FilterContext<'a> {

@@ -4,25 +4,14 @@
 use super::*;
 use crate::time::Time;
 use crate::types::{
-    ApiEnablement, Cluster, ClusterAffinity, ClusterAffinityTerm, ClusterPreferences,
-    DynamicWeightFactor, GracefulEvictionTask, ObjectMeta, ObjectReference, Placement,
-    ReplicaDivisionPreference, ReplicaSchedulingStrategy, ReplicaSchedulingType, ResourceBinding,
-    SpreadConstraint, SpreadField, StaticClusterWeight, TAINT_NOT_READY, Taint, TaintEffect,
-    TargetCluster,
+    Cluster, ClusterAffinity, ClusterAffinityTerm, ClusterPreferences, DynamicWeightFactor,
+    GracefulEvictionTask, ObjectReference, Placement, ReplicaDivisionPreference,
+    ReplicaSchedulingStrategy, ReplicaSchedulingType, ResourceBinding, SpreadConstraint,
+    SpreadField, StaticClusterWeight, TAINT_NOT_READY, Taint, TaintEffect, TargetCluster,
 };
 
 fn cluster(name: &str, allocatable: Option<i64>) -> Cluster {
-    let mut c = Cluster {
-        meta: ObjectMeta {
-            name: name.to_owned(),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    c.status.api_enablements = vec![ApiEnablement {
-        group_version: "apps/v1".to_owned(),
-        kinds: vec!["Deployment".to_owned()],
-    }];
+    let mut c = Cluster::named(name).serving("apps/v1", &["Deployment"]);
     c.status.allocatable_replicas = allocatable;
     c
 }

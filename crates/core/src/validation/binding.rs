@@ -13,7 +13,7 @@ use super::policy::validate_failover_at;
 use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds, check_unique};
 use crate::types::{
     GracefulEvictionTask, ObjectMeta, ObjectReference, ReplicaRequirements, ResourceBinding,
-    ResourceBindingSpec,
+    ResourceBindingSpec, TargetCluster,
 };
 
 /// Maximum length of a task's `producer` (Flotilla choice; Karmada's are < 64).
@@ -153,6 +153,22 @@ fn check_object_reference(errs: &mut FieldErrors, r: &ObjectReference, path: &Fi
     if let Err(e) = check_path_segment_name(&r.name) {
         errs.push(e.at(&path.child("name")));
     }
+}
+
+/// The names of `targets` (at `path`, a list of target clusters): each a valid cluster name
+/// and listed once (the dry-run RPCs check this much of a binding they are given).
+pub fn validate_target_names(targets: &[TargetCluster], path: &FieldPath) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, target) in targets.iter().enumerate() {
+        let p = path.index(i).child("name");
+        if let Err(e) = check_cluster_name(&target.name) {
+            errs.push(e.at(&p));
+        } else if !seen.insert(target.name.as_str()) {
+            errs.push(FieldError::duplicate(&p, "cluster listed twice"));
+        }
+    }
+    errs
 }
 
 /// Validate a binding spec rooted at `spec`, including the invariants every writer must keep

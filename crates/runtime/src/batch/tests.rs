@@ -12,21 +12,7 @@ use futures::future::join_all;
 
 use super::*;
 use crate::leader::FencedStore;
-
-fn binding(name: &str, replicas: i32) -> v1::ResourceBinding {
-    v1::ResourceBinding {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            namespace: "default".into(),
-            ..Default::default()
-        }),
-        spec: Some(v1::ResourceBindingSpec {
-            replicas,
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
+use flotilla_store::testing::binding;
 
 fn scaled(b: &v1::ResourceBinding, replicas: i32) -> v1::ResourceBinding {
     let mut new = b.clone();

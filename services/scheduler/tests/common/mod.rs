@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use flotilla_core::types::{
-    ApiEnablement, Cluster, ClusterAffinity, ClusterPreferences, GracefulEvictionTask, ObjectMeta,
-    ObjectReference, Placement, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingStrategy,
-    ReplicaSchedulingType, ResourceBinding, SpreadConstraint, SpreadField, StaticClusterWeight,
-    TAINT_NOT_READY, Taint, TaintEffect,
+    Cluster, ClusterAffinity, ClusterPreferences, GracefulEvictionTask, ObjectReference, Placement,
+    PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingStrategy, ReplicaSchedulingType,
+    ResourceBinding, SpreadConstraint, SpreadField, StaticClusterWeight, TAINT_NOT_READY, Taint,
+    TaintEffect,
 };
 use flotilla_core::{Time, types::TargetCluster};
 use flotilla_proto::v1;
@@ -16,18 +16,7 @@ use flotilla_store::typed::Typed;
 
 /// A Ready-looking member serving `apps/v1` Deployments (SC-6.1), with unknown capacity.
 pub fn cluster(name: &str) -> Cluster {
-    let mut c = Cluster {
-        meta: ObjectMeta {
-            name: name.to_owned(),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    c.status.api_enablements = vec![ApiEnablement {
-        group_version: "apps/v1".to_owned(),
-        kinds: vec!["Deployment".to_owned()],
-    }];
-    c
+    Cluster::named(name).serving("apps/v1", &["Deployment"])
 }
 
 /// `cluster.karmada.io/not-ready` with `effect`.
