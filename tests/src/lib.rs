@@ -544,6 +544,23 @@ impl Stack {
         self.start_member(name, &args).await
     }
 
+    /// Starts member-sims `names` with `extra` flags, registers them as Push clusters and
+    /// waits (up to `timeout`) until each is Ready and untainted; returns an api client.
+    pub async fn ready_push_members(
+        &mut self,
+        names: &[&str],
+        extra: &[&str],
+        timeout: Duration,
+    ) -> ApiClient {
+        for name in names {
+            self.start_member(name, extra).await;
+        }
+        let api = api_client(self).await;
+        self.create_push_clusters(&api, names).await;
+        wait_clusters_ready(&api, names, timeout).await;
+        api
+    }
+
     /// Creates a Push Cluster object for each started member (endpoint `http://<its
     /// --listen>`, region `eu`, label `env=test`).
     pub async fn create_push_clusters(&self, api: &ApiClient, names: &[&str]) {
@@ -737,18 +754,7 @@ pub async fn nginx_binding(api: &ApiClient) -> Option<v1::ResourceBinding> {
 
 /// `spec.clusters` as sorted (name, replicas).
 pub fn targets(b: &v1::ResourceBinding) -> Vec<(String, i32)> {
-    let mut t: Vec<(String, i32)> = b
-        .spec
-        .as_ref()
-        .map(|s| {
-            s.clusters
-                .iter()
-                .map(|c| (c.name.clone(), c.replicas))
-                .collect()
-        })
-        .unwrap_or_default();
-    t.sort();
-    t
+    b.target_pairs()
 }
 
 /// The target names of `spec.clusters`, sorted.

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    Stack, Timers, api_client, binding_condition, binding_healthy, cluster_names, create_nginx,
-    eventually, nginx_binding, nginx_policy, record_works, set_fault, targets, tasks,
-    wait_clusters_ready, work_cluster, work_clusters,
+    Stack, Timers, binding_condition, binding_healthy, cluster_names, create_nginx, eventually,
+    nginx_binding, nginx_policy, record_works, set_fault, targets, tasks, work_cluster,
+    work_clusters,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -24,16 +24,9 @@ const GRACE: Duration = Duration::from_secs(2);
 async fn no_replacement_keeps_task_and_work() {
     let timers = Timers::fast().set("graceful-eviction", "graceful-eviction-timeout", "2s");
     let mut stack = Stack::start(timers).await;
-    for name in ["member1", "member2"] {
-        stack
-            .start_member(name, &["--pod-startup-delay=200ms"])
-            .await;
-    }
-    let api = api_client(&stack).await;
-    stack
-        .create_push_clusters(&api, &["member1", "member2"])
+    let api = stack
+        .ready_push_members(&["member1", "member2"], &["--pod-startup-delay=200ms"], T)
         .await;
-    wait_clusters_ready(&api, &["member1", "member2"], T).await;
     let placement = v1::Placement {
         cluster_affinity: Some(cluster_names(&["member1"])),
         replica_scheduling: Some(v1::ReplicaSchedulingStrategy {

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    Stack, Timers, api_client, binding_healthy, eventually, free_port, list_works, nginx_binding,
-    set_fault, targets, tasks, wait_clusters_ready,
+    Stack, Timers, binding_healthy, eventually, free_port, list_works, nginx_binding, set_fault,
+    targets, tasks,
 };
 
 const T: Duration = Duration::from_secs(60);
@@ -283,16 +283,9 @@ async fn one_failover_is_one_trace_and_metrics_move() {
         ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "200".to_owned()),
     ];
     let mut stack = Stack::start_with_env(Timers::fast(), env).await;
-    for name in ["member1", "member2"] {
-        stack
-            .start_member(name, &["--pod-startup-delay=500ms"])
-            .await;
-    }
-    let api = api_client(&stack).await;
-    stack
-        .create_push_clusters(&api, &["member1", "member2"])
+    let api = stack
+        .ready_push_members(&["member1", "member2"], &["--pod-startup-delay=500ms"], T)
         .await;
-    wait_clusters_ready(&api, &["member1", "member2"], T).await;
 
     let manifest = flotilla_api::testing::NGINX_MANIFEST.replace(
         r#""image": "nginx","#,

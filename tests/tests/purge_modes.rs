@@ -289,16 +289,9 @@ async fn never_keeps_the_old_work_until_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn directly_scales_an_existing_target_only_after_the_old_work_is_gone() {
     let mut stack = Stack::start(Timers::fast()).await;
-    for name in ["member1", "member2"] {
-        stack
-            .start_member(name, &["--pod-startup-delay=200ms"])
-            .await;
-    }
-    let api = api_client(&stack).await;
-    stack
-        .create_push_clusters(&api, &["member1", "member2"])
+    let api = stack
+        .ready_push_members(&["member1", "member2"], &["--pod-startup-delay=200ms"], T)
         .await;
-    wait_clusters_ready(&api, &["member1", "member2"], T).await;
     let mut policy = flotilla_api::testing::seed_policy();
     policy.spec.as_mut().unwrap().failover = Some(v1::FailoverBehavior {
         cluster: Some(v1::ClusterFailoverBehavior {

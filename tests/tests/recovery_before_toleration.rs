@@ -15,9 +15,9 @@ use std::time::{Duration, SystemTime};
 use flotilla_api::testing::seed_policy;
 use flotilla_proto::v1;
 use flotilla_tests::{
-    Stack, Timers, api_client, binding_healthy, create_nginx, eventually, get_cluster, list_works,
+    Stack, Timers, binding_healthy, create_nginx, eventually, get_cluster, list_works,
     nginx_binding, record_bindings, record_works, resource_version, set_fault, targets, tasks,
-    wait_clusters_ready, wait_taint, work_cluster,
+    wait_taint, work_cluster,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -37,16 +37,9 @@ async fn recovery_before_toleration_evicts_nothing() {
             &TOLERATION_SECONDS.to_string(),
         );
     let mut stack = Stack::start(timers).await;
-    for name in ["member1", "member2"] {
-        stack
-            .start_member(name, &["--pod-startup-delay=200ms"])
-            .await;
-    }
-    let api = api_client(&stack).await;
-    stack
-        .create_push_clusters(&api, &["member1", "member2"])
+    let api = stack
+        .ready_push_members(&["member1", "member2"], &["--pod-startup-delay=200ms"], T)
         .await;
-    wait_clusters_ready(&api, &["member1", "member2"], T).await;
     create_nginx(&api, seed_policy()).await;
 
     let placed = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];

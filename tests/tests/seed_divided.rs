@@ -13,24 +13,9 @@ use std::time::Duration;
 
 use flotilla_api::testing::{cluster, nginx_workload, seed_policy};
 use flotilla_proto::v1;
-use flotilla_tests::{Stack, Timers, api_client, eventually, set_fault};
+use flotilla_tests::{Stack, Timers, api_client, eventually, set_fault, targets};
 
 const T: Duration = Duration::from_secs(60);
-
-fn targets(b: &v1::ResourceBinding) -> Vec<(String, i32)> {
-    let mut t: Vec<(String, i32)> = b
-        .spec
-        .as_ref()
-        .map(|s| {
-            s.clusters
-                .iter()
-                .map(|c| (c.name.clone(), c.replicas))
-                .collect()
-        })
-        .unwrap_or_default();
-    t.sort();
-    t
-}
 
 fn tasks(b: &v1::ResourceBinding) -> Vec<String> {
     b.spec

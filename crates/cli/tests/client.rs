@@ -13,7 +13,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead as _, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -80,31 +79,10 @@ struct Up {
     dir: tempfile::TempDir,
 }
 
-fn ports_free(base: u16, count: u16) -> bool {
-    (base..base + count).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
-}
-
-fn pick_base() -> u16 {
-    let seed = u64::from(std::process::id())
-        ^ u64::from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos(),
-        );
-    for i in 0..200u64 {
-        let base = 20_000 + ((seed.wrapping_mul(31).wrapping_add(i * 7919)) % 400) as u16 * 100;
-        if ports_free(base, 40) {
-            return base;
-        }
-    }
-    panic!("no free block of 40 loopback ports");
-}
-
 impl Up {
     fn start() -> Up {
         let dir = tempfile::tempdir().unwrap();
-        let base = pick_base();
+        let base = crate::pick_base(20000);
         let out = std::fs::File::create(dir.path().join("up.out")).unwrap();
         let child = Command::new(BIN)
             .args(["up", "--base-port", &base.to_string(), "--log", "warn"])

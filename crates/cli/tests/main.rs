@@ -4,3 +4,26 @@
 mod bench;
 mod client;
 mod up;
+
+/// A free block of 40 loopback ports for one `flotilla up`: `base + 100·k` for a k drawn from
+/// the process id and the clock, below the ephemeral range. The client tests use base 20000,
+/// the `up` tests 20050, so that their blocks never overlap.
+fn pick_base(base: u16) -> u16 {
+    use std::net::TcpListener;
+    let free = |b: u16| (b..b + 40).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
+    let seed = u64::from(std::process::id())
+        ^ u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos(),
+        );
+    for i in 0..200u64 {
+        let block = (seed.wrapping_mul(131).wrapping_add(i * 7919)) % 120;
+        let candidate = base + block as u16 * 100;
+        if free(candidate) {
+            return candidate;
+        }
+    }
+    panic!("no free block of 40 loopback ports");
+}

@@ -12,30 +12,6 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
 
-fn ports_free(base: u16, count: u16) -> bool {
-    (base..base + count).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
-}
-
-/// A base port whose block (base .. base+40) is free; below the ephemeral range, and offset
-/// by 50 from the blocks the client tests pick, so that the two never overlap.
-fn pick_base() -> u16 {
-    let seed = u64::from(std::process::id())
-        ^ u64::from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos(),
-        );
-    for i in 0..200u64 {
-        let block = (seed.wrapping_mul(131).wrapping_add(i * 7919)) % 120;
-        let base = 20_050 + block as u16 * 100;
-        if ports_free(base, 40) {
-            return base;
-        }
-    }
-    panic!("no free block of 40 loopback ports");
-}
-
 /// Waits for `child` up to `timeout`; kills it if it is still running then.
 fn wait(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
@@ -81,7 +57,7 @@ fn assert_in_order(text: &str, needles: &[&str]) {
 #[test]
 fn demo_narrates_the_seed_failover_in_order_and_exits_0() {
     let dir = tempfile::tempdir().unwrap();
-    let base = pick_base();
+    let base = crate::pick_base(20050);
     let out_path = dir.path().join("up.out");
     let log_path = dir.path().join("up.log");
     let out = std::fs::File::create(&out_path).unwrap();
@@ -184,7 +160,7 @@ async fn serving(addr: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_prints_where_it_listens_serves_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let base = pick_base();
+    let base = crate::pick_base(20050);
     let out_path = dir.path().join("up.out");
     let log_path = dir.path().join("up.log");
     let out = std::fs::File::create(&out_path).unwrap();
@@ -272,7 +248,7 @@ async fn up_prints_where_it_listens_serves_and_stops_on_sigterm() {
 
 #[test]
 fn a_taken_port_is_a_clear_error() {
-    let base = pick_base();
+    let base = crate::pick_base(20050);
     let _taken = TcpListener::bind(("127.0.0.1", base + 3)).unwrap();
     let out = Command::new(BIN)
         .args(["up", "--base-port", &base.to_string()])

@@ -138,3 +138,21 @@ mod tests {
         assert_eq!(got, want);
     }
 }
+
+impl crate::v1::ResourceBinding {
+    /// `spec.clusters` as (name, replicas), sorted by name: a binding's placement at a glance.
+    pub fn target_pairs(&self) -> Vec<(String, i32)> {
+        let mut targets: Vec<(String, i32)> = self
+            .spec
+            .as_ref()
+            .map(|s| {
+                s.clusters
+                    .iter()
+                    .map(|c| (c.name.clone(), c.replicas))
+                    .collect()
+            })
+            .unwrap_or_default();
+        targets.sort();
+        targets
+    }
+}

@@ -367,23 +367,11 @@ async fn crud_round_trips_for_every_kind() {
         .unwrap();
 
     // ClusterTaintPolicy
-    let ctp = v1::ClusterTaintPolicy {
-        metadata: meta("maintenance"),
-        spec: Some(v1::ClusterTaintPolicySpec {
-            target_clusters: None,
-            add_on_conditions: vec![v1::MatchCondition {
-                condition_type: "Ready".into(),
-                operator: v1::SelectorOperator::In as i32,
-                status_values: vec![v1::ConditionStatus::False as i32],
-            }],
-            remove_on_conditions: vec![],
-            taints: vec![v1::TaintSpec {
-                key: "example.com/not-ready".into(),
-                value: String::new(),
-                effect: v1::TaintEffect::NoSchedule as i32,
-            }],
-        }),
-    };
+    let ctp = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
+        "maintenance",
+        "example.com/not-ready",
+        v1::TaintEffect::NoSchedule,
+    );
     let created = client
         .create_cluster_taint_policy(v1::CreateClusterTaintPolicyRequest {
             cluster_taint_policy: Some(ctp),

@@ -346,26 +346,11 @@ async fn assess_table() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assess_uses_the_given_taint_policies_and_the_service_options() {
     let (_store, h, mut client) = setup().await;
-    let policy = v1::ClusterTaintPolicy {
-        metadata: Some(v1::ObjectMeta {
-            name: "p".into(),
-            ..Default::default()
-        }),
-        spec: Some(v1::ClusterTaintPolicySpec {
-            target_clusters: None,
-            add_on_conditions: vec![v1::MatchCondition {
-                condition_type: "Ready".into(),
-                operator: v1::SelectorOperator::In as i32,
-                status_values: vec![v1::ConditionStatus::False as i32],
-            }],
-            remove_on_conditions: vec![],
-            taints: vec![v1::TaintSpec {
-                key: "example.com/down".into(),
-                value: String::new(),
-                effect: v1::TaintEffect::NoExecute as i32,
-            }],
-        }),
-    };
+    let policy = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
+        "p",
+        "example.com/down",
+        v1::TaintEffect::NoExecute,
+    );
     // no options: the service's compressed ones (400ms failure threshold) apply
     let resp = client
         .assess(v1::ClusterHealthAssessRequest {

@@ -290,18 +290,7 @@ fn controller_taint(c: &v1::Cluster, effect: v1::TaintEffect) -> Option<String> 
 }
 
 fn targets(b: &v1::ResourceBinding) -> Vec<(String, i32)> {
-    let mut t: Vec<(String, i32)> = b
-        .spec
-        .as_ref()
-        .map(|s| {
-            s.clusters
-                .iter()
-                .map(|c| (c.name.clone(), c.replicas))
-                .collect()
-        })
-        .unwrap_or_default();
-    t.sort();
-    t
+    b.target_pairs()
 }
 
 fn tasks(b: &v1::ResourceBinding) -> &[v1::GracefulEvictionTask] {

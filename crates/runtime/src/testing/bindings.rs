@@ -170,3 +170,32 @@ async fn get_cluster(typed: &Typed, name: &str) -> v1::Cluster {
 pub fn not_ready_taint(added: Time) -> Taint {
     no_execute(TAINT_NOT_READY, added)
 }
+
+/// A ClusterTaintPolicy `name` that adds `taint_key` with `effect` to clusters whose Ready
+/// condition is False (CH-16), on every cluster.
+pub fn taint_policy_on_not_ready(
+    name: &str,
+    taint_key: &str,
+    effect: v1::TaintEffect,
+) -> v1::ClusterTaintPolicy {
+    v1::ClusterTaintPolicy {
+        metadata: Some(v1::ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ClusterTaintPolicySpec {
+            target_clusters: None,
+            add_on_conditions: vec![v1::MatchCondition {
+                condition_type: "Ready".into(),
+                operator: v1::SelectorOperator::In as i32,
+                status_values: vec![v1::ConditionStatus::False as i32],
+            }],
+            remove_on_conditions: vec![],
+            taints: vec![v1::TaintSpec {
+                key: taint_key.into(),
+                value: String::new(),
+                effect: effect as i32,
+            }],
+        }),
+    }
+}
