@@ -72,6 +72,24 @@ impl_resource! {
     Event => "Event", namespaced: true;
 }
 
+impl crate::v1::ResourceBinding {
+    /// `spec.clusters` as (name, replicas), sorted by name: a binding's placement at a glance.
+    pub fn target_pairs(&self) -> Vec<(String, i32)> {
+        let mut targets: Vec<(String, i32)> = self
+            .spec
+            .as_ref()
+            .map(|s| {
+                s.clusters
+                    .iter()
+                    .map(|c| (c.name.clone(), c.replicas))
+                    .collect()
+            })
+            .unwrap_or_default();
+        targets.sort();
+        targets
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,23 +154,5 @@ mod tests {
             ("Event", true),
         ];
         assert_eq!(got, want);
-    }
-}
-
-impl crate::v1::ResourceBinding {
-    /// `spec.clusters` as (name, replicas), sorted by name: a binding's placement at a glance.
-    pub fn target_pairs(&self) -> Vec<(String, i32)> {
-        let mut targets: Vec<(String, i32)> = self
-            .spec
-            .as_ref()
-            .map(|s| {
-                s.clusters
-                    .iter()
-                    .map(|c| (c.name.clone(), c.replicas))
-                    .collect()
-            })
-            .unwrap_or_default();
-        targets.sort();
-        targets
     }
 }
