@@ -1,5 +1,6 @@
 //! The integration tests of this crate, linked into one test binary (one binary per crate
 //! instead of one per file keeps the build's disk use and link time down).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod bench;
 mod client;
