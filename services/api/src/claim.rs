@@ -4,8 +4,10 @@
 //! ```text
 //!   Workload ──► namespaced PropagationPolicies of its namespace that match ─┐ none?
 //!                 ClusterPropagationPolicies that match ◄────────────────────┘
-//!            ──► best by: priority (desc) ▸ specificity: name > labelSelector > kind-only
-//!                ▸ policy name (asc)
+//!            ──► claimed already and its policy still matches? keep it (PL-3)
+//!            ──► else best by: priority (desc) ▸ specificity: name > labelSelector >
+//!                kind-only ▸ policy name (asc) (PL-4)
+//!            ──► no policy matches: the binding is detached, not deleted (PL-1, PL-5)
 //!            ──► ResourceBinding `<ns>/<name>-<kind lowercased>`: spec.resource, replicas,
 //!                replicaRequirements, placement, failover, schedulerName (the detector's
 //!                fields, DESIGN §3), labelled with the policy's identity
@@ -223,11 +225,21 @@ pub struct Claim<'a> {
     pub specificity: Specificity,
     /// How many policies of the winning scope matched.
     pub matched: usize,
+    /// Whether the workload kept the policy that had claimed it (PL-3) rather than the
+    /// precedence of PL-4 choosing it.
+    pub kept: bool,
 }
 
 impl Claim<'_> {
     /// Why this policy won, for logs and events.
     pub fn reason(&self) -> String {
+        if self.kept {
+            return format!(
+                "{} keeps it: a claimed workload stays with its policy while that policy \
+                 matches it (PL-3, preemption Never; {} matching)",
+                self.policy, self.matched
+            );
+        }
         let scope = match self.policy {
             PolicyRef::Namespaced { .. } => "namespaced policies win over cluster policies",
             PolicyRef::Cluster { .. } => "no namespaced policy matches",
@@ -240,25 +252,56 @@ impl Claim<'_> {
     }
 }
 
-/// Picks the policy for `workload`: namespaced policies of its namespace first, cluster
-/// policies only if none of those matches; among the matching ones the highest
-/// `spec.priority`, then the most specific selector, then the smallest name. Policies marked
-/// for deletion and PropagationPolicies of other namespaces never claim.
+/// Picks the policy for `workload`.
 ///
-/// Flotilla deviation: Karmada keeps a workload with the policy that claimed it first unless
-/// the new one has `preemption: Always`; here the precedence above always decides.
+/// - PL-3 (`preemption: Never`, Karmada's default and the only value Flotilla accepts): a
+///   workload already claimed by a policy (`claimed`, from its binding's labels) keeps it as
+///   long as that policy exists, is not being deleted and still matches the workload, even
+///   when a policy of higher precedence appears. (Karmada's `preemption: Always` sits behind
+///   an alpha feature gate that is off by default; Flotilla refuses the field.)
+/// - PL-4, for an unclaimed workload (or one whose policy went away): namespaced policies of
+///   its namespace first, cluster policies only if none of those matches; among the matching
+///   ones the highest `spec.priority`, then the most specific selector, then the smallest
+///   name.
+///
+/// Policies marked for deletion and PropagationPolicies of other namespaces never claim.
 pub fn select<'a>(
     workload: &v1::Workload,
     namespaced: &[Candidate<'a>],
     cluster_wide: &[Candidate<'a>],
+    claimed: Option<&PolicyRef>,
 ) -> Option<Claim<'a>> {
-    let best = |candidates: &[Candidate<'a>]| -> Option<Claim<'a>> {
-        let matching: Vec<(Candidate<'a>, Specificity)> = candidates
+    let matching_in = |candidates: &[Candidate<'a>]| -> Vec<(Candidate<'a>, Specificity)> {
+        candidates
             .iter()
             .filter(|c| c.meta.deletion_timestamp.is_none())
             .filter(|c| c.cluster_wide || c.meta.namespace == workload.namespace())
             .filter_map(|c| policy_specificity(c.spec, workload).map(|s| (*c, s)))
-            .collect();
+            .collect()
+    };
+    if let Some(claimed) = claimed {
+        let scope = match claimed {
+            PolicyRef::Namespaced { .. } => namespaced,
+            PolicyRef::Cluster { .. } => cluster_wide,
+        };
+        let matching = matching_in(scope);
+        let matched = matching.len();
+        if let Some((keeper, specificity)) = matching
+            .into_iter()
+            .find(|(c, _)| c.policy_ref() == *claimed)
+        {
+            return Some(Claim {
+                policy: keeper.policy_ref(),
+                meta: keeper.meta,
+                spec: keeper.spec,
+                specificity,
+                matched,
+                kept: true,
+            });
+        }
+    }
+    let best = |candidates: &[Candidate<'a>]| -> Option<Claim<'a>> {
+        let matching = matching_in(candidates);
         let matched = matching.len();
         let (winner, specificity) = matching.into_iter().min_by(|(a, sa), (b, sb)| {
             b.spec
@@ -274,6 +317,7 @@ pub fn select<'a>(
             spec: winner.spec,
             specificity,
             matched,
+            kept: false,
         })
     };
     best(namespaced).or_else(|| best(cluster_wide))
@@ -346,6 +390,18 @@ pub fn desired_binding(
     spec.failover = claim.spec.failover.clone();
     spec.scheduler_name = claim.spec.scheduler_name.clone();
     binding
+}
+
+/// `binding` detached from its policy (PL-1, PL-5): the policy labels removed, everything
+/// else — placement, targets, eviction tasks, status, and so the Works on the members —
+/// kept until the workload itself is deleted or another policy claims it.
+pub fn detached_binding(binding: &v1::ResourceBinding) -> v1::ResourceBinding {
+    let mut detached = binding.clone();
+    let meta = detached.meta_mut();
+    for label in POLICY_LABELS {
+        meta.labels.remove(label);
+    }
+    detached
 }
 
 /// Whether `binding` is the one the detector made for the workload `(namespace, kind,
@@ -462,7 +518,7 @@ mod tests {
     }
 
     #[test]
-    fn precedence_namespaced_then_priority_then_specificity_then_name() {
+    fn pl_4_precedence_namespaced_then_priority_then_specificity_then_name() {
         let w = workload("nginx", &[("app", "nginx")]);
         let (m_kind, m_label, m_name, m_b, m_hi, m_other_ns) = (
             meta("default", "z-kind"),
@@ -489,7 +545,8 @@ mod tests {
             spec: &s_name,
             cluster_wide: true,
         }];
-        let pick = |ns: &[Candidate<'_>]| select(&w, ns, &cluster).map(|c| c.policy.to_string());
+        let pick =
+            |ns: &[Candidate<'_>]| select(&w, ns, &cluster, None).map(|c| c.policy.to_string());
         // specificity: name > label > kind
         assert_eq!(
             pick(&[
@@ -532,7 +589,139 @@ mod tests {
             Some("PropagationPolicy default/z-kind")
         );
         let none: [Candidate<'_>; 0] = [];
-        assert!(select(&w, &none, &none).is_none());
+        assert!(select(&w, &none, &none, None).is_none());
+    }
+
+    #[test]
+    fn pl_3_a_claimed_workload_keeps_its_policy_while_it_matches() {
+        let w = workload("nginx", &[("app", "nginx")]);
+        let (m_low, m_high, m_other) = (
+            meta("default", "low"),
+            meta("default", "high"),
+            meta("default", "other-app"),
+        );
+        let s_low = spec(1, vec![selector("", None)]);
+        let s_high = spec(50, vec![selector("nginx", None)]);
+        let s_other = spec(1, vec![selector("", Some(("app", "other")))]);
+        let c = |meta, spec| Candidate {
+            meta,
+            spec,
+            cluster_wide: false,
+        };
+        let cm = meta("", "everything");
+        let cs = spec(100, vec![selector("", None)]);
+        let cpp = [Candidate {
+            meta: &cm,
+            spec: &cs,
+            cluster_wide: true,
+        }];
+        let low = PolicyRef::Namespaced {
+            namespace: "default".into(),
+            name: "low".into(),
+        };
+        let pick = |ns: &[Candidate<'_>], cl: &[Candidate<'_>], claimed: Option<&PolicyRef>| {
+            select(&w, ns, cl, claimed).map(|c| (c.policy.to_string(), c.kept))
+        };
+        let both = [c(&m_low, &s_low), c(&m_high, &s_high)];
+        for (what, namespaced, cluster, claimed, want, kept) in [
+            // unclaimed: PL-4 precedence picks the higher priority
+            (
+                "unclaimed",
+                &both[..],
+                &cpp[..],
+                None,
+                "PropagationPolicy default/high",
+                false,
+            ),
+            // claimed by low: a higher-priority newcomer does not take it (PL-3)
+            (
+                "claimed",
+                &both[..],
+                &cpp[..],
+                Some(&low),
+                "PropagationPolicy default/low",
+                true,
+            ),
+            // the claiming policy is gone: the best remaining one claims
+            (
+                "gone",
+                &both[1..],
+                &cpp[..],
+                Some(&low),
+                "PropagationPolicy default/high",
+                false,
+            ),
+            // a namespaced claim is kept over a cluster policy of higher priority
+            (
+                "vs cluster",
+                &both[..1],
+                &cpp[..],
+                Some(&low),
+                "PropagationPolicy default/low",
+                true,
+            ),
+        ] {
+            assert_eq!(
+                pick(namespaced, cluster, claimed),
+                Some((want.to_owned(), kept)),
+                "{what}"
+            );
+        }
+        // the claiming policy no longer matches (PL-5): precedence decides again
+        let s_low_other = spec(1, vec![selector("", Some(("app", "other")))]);
+        let moved = [c(&m_low, &s_low_other), c(&m_other, &s_other)];
+        assert_eq!(
+            pick(&moved, &cpp, Some(&low)),
+            Some(("ClusterPropagationPolicy everything".to_owned(), false))
+        );
+        // a claimed policy being deleted no longer holds it
+        let mut deleting = m_low.clone();
+        deleting.deletion_timestamp = Some(prost_types::Timestamp::default());
+        assert_eq!(
+            pick(
+                &[c(&deleting, &s_low), c(&m_high, &s_high)],
+                &cpp,
+                Some(&low)
+            ),
+            Some(("PropagationPolicy default/high".to_owned(), false))
+        );
+    }
+
+    #[test]
+    fn pl_1_a_detached_binding_loses_only_its_policy_labels() {
+        let stored = v1::ResourceBinding {
+            metadata: Some(v1::ObjectMeta {
+                name: "nginx-deployment".into(),
+                namespace: "default".into(),
+                labels: [
+                    (LABEL_POLICY_NAMESPACE.to_owned(), "default".to_owned()),
+                    (LABEL_POLICY_NAME.to_owned(), "pp".to_owned()),
+                    (PERMANENT_ID_LABEL_POLICY.to_owned(), "pp-id".to_owned()),
+                    (LABEL_BINDING_PERMANENT_ID.to_owned(), "b-id".to_owned()),
+                    ("user".to_owned(), "kept".to_owned()),
+                ]
+                .into(),
+                ..Default::default()
+            }),
+            spec: Some(v1::ResourceBindingSpec {
+                replicas: 3,
+                clusters: vec![v1::TargetCluster {
+                    name: "member1".into(),
+                    replicas: 3,
+                }],
+                ..Default::default()
+            }),
+            status: Some(v1::ResourceBindingStatus::default()),
+        };
+        let detached = detached_binding(&stored);
+        let labels = &detached.metadata.as_ref().unwrap().labels;
+        assert_eq!(
+            labels.keys().map(String::as_str).collect::<Vec<_>>(),
+            [LABEL_BINDING_PERMANENT_ID, "user"]
+        );
+        assert_eq!(detached.spec, stored.spec, "placement and targets kept");
+        assert_eq!(detached.status, stored.status);
+        assert_eq!(PolicyRef::from_labels(labels), None);
     }
 
     #[test]
@@ -558,6 +747,7 @@ mod tests {
                 cluster_wide: false,
             }],
             &[],
+            None,
         )
         .unwrap();
         let mut stored = v1::ResourceBinding {

@@ -423,6 +423,7 @@ enum Plan {
     Nothing,
     Create(Box<v1::ResourceBinding>),
     Update(Box<v1::ResourceBinding>, Box<v1::ResourceBinding>),
+    Detach(Box<v1::ResourceBinding>, Box<v1::ResourceBinding>),
     Delete(Box<v1::ResourceBinding>, &'static str),
 }
 
@@ -463,13 +464,13 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
                 .iter()
                 .filter_map(|p| Candidate::cluster(p))
                 .collect();
-            let claim = workload
-                .as_deref()
-                .and_then(|w| claim::select(w, &namespaced, &cluster_wide));
             let previous = current
                 .as_ref()
                 .and_then(|b| b.meta())
                 .and_then(|m| PolicyRef::from_labels(&m.labels));
+            let claim = workload
+                .as_deref()
+                .and_then(|w| claim::select(w, &namespaced, &cluster_wide, previous.as_ref()));
             let plan = match (workload.as_deref(), &claim, current) {
                 (Some(w), Some(claim), None) => {
                     Plan::Create(Box::new(desired_binding(w, claim, None)))
@@ -483,8 +484,15 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
                     }
                 }
                 (None, _, Some(b)) => Plan::Delete(Box::new(b), "its workload is gone"),
+                // PL-1/PL-5: the policy was deleted or no longer matches: detach, keep the
+                // binding and the member copies until the workload is deleted
                 (Some(_), None, Some(b)) => {
-                    Plan::Delete(Box::new(b), "no policy matches its workload")
+                    let detached = claim::detached_binding(&b);
+                    if detached == b {
+                        Plan::Nothing
+                    } else {
+                        Plan::Detach(Box::new(b), Box::new(detached))
+                    }
                 }
                 (_, _, None) => Plan::Nothing,
             };
@@ -494,6 +502,29 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
                 Plan::Nothing => return Ok(Action::await_change()),
                 Plan::Create(b) => ctx.writer.write(Write::Create(b)).await,
                 Plan::Update(old, new) => ctx.writer.write(Write::Update { old, new }).await,
+                Plan::Detach(old, new) => {
+                    let detached = ctx.writer.write(Write::Update { old, new }).await;
+                    if detached.is_ok() {
+                        let why = format!(
+                            "{} no longer claims {kind} {namespace}/{name} (deleted, or it no \
+                             longer matches): the binding is detached and kept with its \
+                             placement and member copies until the workload is deleted or \
+                             another policy claims it (PL-1, PL-5)",
+                            previous
+                                .as_ref()
+                                .map_or_else(|| "its policy".to_owned(), ToString::to_string)
+                        );
+                        tracing::info!(binding = %binding_key, workload = %key, "{why}");
+                        ctx.recorder.record(
+                            Regarding::binding(namespace, &claim::binding_name(name, kind)),
+                            EventType::Normal,
+                            "PolicyDetached",
+                            why,
+                            "",
+                        );
+                    }
+                    detached
+                }
                 Plan::Delete(old, why) => {
                     let deleted = ctx
                         .writer

@@ -1646,13 +1646,12 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
     api.stop().await;
 }
 
+/// PL-4 for a workload no policy claims yet, and PL-1 on each deletion: every policy exists
+/// before the workload, so the best one claims it; deleting the claiming policy detaches the
+/// binding (kept, with its targets) and the best remaining policy claims it again.
 #[tokio::test]
-async fn detector_precedence_namespaced_priority_specificity() {
+async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
     let (_store, api, mut client) = setup().await;
-    client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap();
     let observer = client.clone();
     let claimed_by = move |want: &'static str| {
         let client = observer.clone();
@@ -1673,47 +1672,29 @@ async fn detector_precedence_namespaced_priority_specificity() {
         })
         .await
         .unwrap();
-    let b = claimed_by("all-deployments").await;
-    assert_eq!(
-        b.spec
-            .unwrap()
-            .placement
-            .unwrap()
-            .cluster_affinity
-            .unwrap()
-            .cluster_names,
-        ["cpp-cluster"]
-    );
-    // namespaced over cluster-wide, whatever the priorities
-    client
-        .create_propagation_policy(create_pp(pp("a-kind", kind_only("a-kind", 0))))
-        .await
-        .unwrap();
-    claimed_by("a-kind").await;
-    // a label selector is more specific than kind-only
     let mut by_label = kind_only("b-label", 0);
     by_label.resource_selectors[0].label_selector = Some(v1::LabelSelector {
         match_labels: [("app".to_owned(), "nginx".to_owned())].into(),
         match_expressions: vec![],
     });
-    client
-        .create_propagation_policy(create_pp(pp("b-label", by_label)))
-        .await
-        .unwrap();
-    claimed_by("b-label").await;
-    // a name more specific still (even though its name sorts last)
     let mut by_name = kind_only("z-name", 0);
     by_name.resource_selectors[0].name = "nginx".into();
+    for (name, spec) in [
+        ("a-kind", kind_only("a-kind", 0)),
+        ("b-label", by_label),
+        ("z-name", by_name),
+        ("high", kind_only("high", 10)),
+    ] {
+        client
+            .create_propagation_policy(create_pp(pp(name, spec)))
+            .await
+            .unwrap();
+    }
     client
-        .create_propagation_policy(create_pp(pp("z-name", by_name)))
+        .create_workload(create_workload(nginx_workload()))
         .await
         .unwrap();
-    claimed_by("z-name").await;
-    // a higher priority wins over specificity
-    client
-        .create_propagation_policy(create_pp(pp("high", kind_only("high", 10))))
-        .await
-        .unwrap();
+    // the highest priority wins over specificity
     let b = claimed_by("high").await;
     assert_eq!(
         b.spec
@@ -1725,18 +1706,25 @@ async fn detector_precedence_namespaced_priority_specificity() {
             .cluster_names,
         ["high-cluster"]
     );
-    // deleting the winner hands the workload back
-    for name in ["high", "z-name", "b-label", "a-kind"] {
+    // then, one deletion at a time: a name is more specific than a label selector, which is
+    // more specific than kind-only; namespaced policies win over cluster-wide ones
+    for (delete, next) in [
+        ("high", "z-name"),
+        ("z-name", "b-label"),
+        ("b-label", "a-kind"),
+        ("a-kind", "all-deployments"),
+    ] {
         client
             .delete_propagation_policy(v1::DeletePropagationPolicyRequest {
                 namespace: "default".into(),
-                name: name.into(),
+                name: delete.into(),
                 preconditions: None,
             })
             .await
             .unwrap();
+        claimed_by(next).await;
     }
-    let b = claimed_by("all-deployments").await;
+    let b = binding(&mut client).await.unwrap();
     assert!(
         !b.metadata
             .as_ref()
@@ -1745,7 +1733,7 @@ async fn detector_precedence_namespaced_priority_specificity() {
             .contains_key(LABEL_POLICY_NAME),
         "no stale namespaced policy label"
     );
-    // no policy at all: no binding
+    // no policy at all: the binding stays, detached (PL-1), until the workload goes (PL-2)
     client
         .delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
             name: "all-deployments".into(),
@@ -1753,12 +1741,134 @@ async fn detector_precedence_namespaced_priority_specificity() {
         })
         .await
         .unwrap();
-    eventually("the binding deleted", || {
+    let detached = claimed_by("").await;
+    assert_eq!(
+        detached
+            .spec
+            .unwrap()
+            .placement
+            .unwrap()
+            .cluster_affinity
+            .unwrap()
+            .cluster_names,
+        ["cpp-cluster"],
+        "the last placement is kept"
+    );
+    client
+        .delete_workload(v1::DeleteWorkloadRequest {
+            namespace: "default".into(),
+            kind: "Deployment".into(),
+            name: "nginx".into(),
+            preconditions: None,
+        })
+        .await
+        .unwrap();
+    eventually("the binding deleted with its workload", || {
         let mut c = client.clone();
         async move { binding(&mut c).await.is_none().then_some(()) }
     })
     .await;
     api.stop().await;
+}
+
+/// PL-3: a workload claimed by a low-priority policy keeps it when a higher-priority policy
+/// that also matches is created (Karmada's `preemption: Never`): the reconcile that follows
+/// the new policy writes nothing.
+#[tokio::test]
+async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
+    let store: StoreRef = Arc::new(MemStore::new());
+    let typed = Typed::new(store.clone());
+    let admission = testing::config().admission;
+    let low = typed
+        .create(
+            admission
+                .propagation_policy(Some(pp("low", kind_only("low", 1))), None)
+                .unwrap(),
+            None,
+        )
+        .await
+        .unwrap();
+    let workload = typed
+        .create(admission.workload(Some(nginx_workload())).unwrap(), None)
+        .await
+        .unwrap();
+    let mut writers = CacheWriters::new();
+    apply_list(
+        &mut writers.policies,
+        vec![(low.key(), low.resource_version(), low.clone())],
+    );
+    apply_list(
+        &mut writers.workloads,
+        vec![(
+            workload.key(),
+            workload.resource_version(),
+            workload.clone(),
+        )],
+    );
+    apply_list(&mut writers.cluster_policies, vec![]);
+    apply_list(&mut writers.bindings, vec![]);
+    let ctx = Arc::new(Ctx::new(
+        writers.caches(),
+        typed.clone(),
+        BatchWriter::spawn(store.clone(), flotilla_runtime::Shutdown::new()),
+        Recorder::disabled("test"),
+    ));
+    reconcile(workload.key(), ctx.clone()).await.unwrap();
+    let claimed: v1::ResourceBinding = typed
+        .get("bindings/default/nginx-deployment")
+        .await
+        .unwrap()
+        .expect("created");
+    assert_eq!(policy_label(&claimed), "low");
+    apply_list(
+        &mut writers.bindings,
+        vec![(claimed.key(), claimed.resource_version(), claimed.clone())],
+    );
+    // a priority-50 policy naming the workload arrives
+    let mut by_name = kind_only("high", 50);
+    by_name.resource_selectors[0].name = "nginx".into();
+    let high = typed
+        .create(
+            admission
+                .propagation_policy(Some(pp("high", by_name)), None)
+                .unwrap(),
+            None,
+        )
+        .await
+        .unwrap();
+    writers.policies.apply_watcher_event(&Event::Apply(Object {
+        key: high.key(),
+        revision: high.resource_version(),
+        value: Arc::new(high.clone()),
+    }));
+    reconcile(workload.key(), ctx.clone()).await.unwrap();
+    let after: v1::ResourceBinding = typed
+        .get("bindings/default/nginx-deployment")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(policy_label(&after), "low", "not preempted");
+    assert_eq!(
+        after.resource_version(),
+        claimed.resource_version(),
+        "nothing written"
+    );
+    // once the claiming policy is gone, the other one claims it (PL-1, then PL-4)
+    typed
+        .delete(&low.key(), Some(low.resource_version()))
+        .await
+        .unwrap();
+    writers.policies.apply_watcher_event(&Event::Delete {
+        key: low.key(),
+        revision: low.resource_version() + 10,
+    });
+    reconcile(workload.key(), ctx).await.unwrap();
+    let taken: v1::ResourceBinding = typed
+        .get("bindings/default/nginx-deployment")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(policy_label(&taken), "high");
 }
 
 fn apply_list<K: Send + Sync + 'static>(
