@@ -9,6 +9,7 @@ mod grpcurl;
 mod history_checker;
 mod no_replacement;
 mod observability;
+mod policy_lifecycle;
 mod pull_cluster;
 mod purge_modes;
 mod recovery_before_toleration;
