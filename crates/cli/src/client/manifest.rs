@@ -998,6 +998,9 @@ struct ClusterSpecDoc {
     id: Option<IgnoredAny>,
     secret_ref: Option<IgnoredAny>,
     impersonator_secret_ref: Option<IgnoredAny>,
+    // Karmada's spelling (`InsecureSkipTLSVerification bool json:"insecureSkipTLSVerification"`),
+    // which camelCase would not produce
+    #[serde(rename = "insecureSkipTLSVerification")]
     insecure_skip_tls_verification: Option<IgnoredAny>,
     // Karmada features Flotilla does not implement.
     #[serde(rename = "proxyURL")]

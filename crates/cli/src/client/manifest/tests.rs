@@ -373,6 +373,7 @@ spec:
   apiEndpoint: https://member2.example:6443
   syncMode: Push
   secretRef: {namespace: karmada-cluster, name: member2}
+  insecureSkipTLSVerification: true
   zone: z1
 "#,
     );
@@ -389,6 +390,22 @@ spec:
         panic!()
     };
     assert_eq!(c.spec.as_ref().unwrap().zones, vec!["z1"]);
+    // Karmada's spelling is accepted (and ignored with a warning, like secretRef); the
+    // camelCase one Flotilla used to expect is not Karmada's and is refused
+    let camel = read(
+        "c.yaml",
+        "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: m}\nspec:\n  \
+         apiEndpoint: https://m:6443\n  insecureSkipTlsVerification: true\n",
+        &opts(),
+    );
+    assert_eq!(camel.errors.len(), 1, "{:?}", camel.errors);
+    assert!(
+        camel.errors[0]
+            .to_string()
+            .contains("insecureSkipTlsVerification"),
+        "{}",
+        camel.errors[0]
+    );
     let parsed = read("c.yaml", &serde_norway::to_string(&"x").unwrap(), &opts());
     assert_eq!(parsed.errors.len(), 1, "a scalar is not an object");
 }
