@@ -1501,6 +1501,10 @@ fn workload(
             }
         },
     };
+    for field in fields::unknown_fields(api_version, kind, &json) {
+        // kubectl's strict field validation in Warn mode: the object applies, the user is told
+        ctx.warn(format!("unknown field \"{field}\""));
+    }
     let manifest = json.to_string();
     let meta = core::ObjectMeta {
         name,
@@ -1532,6 +1536,8 @@ fn workload(
         replica_requirements: None,
     }))
 }
+
+mod fields;
 
 #[cfg(test)]
 mod tests;

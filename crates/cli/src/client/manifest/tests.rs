@@ -555,3 +555,22 @@ fn duplicates_and_taint_policy_conflicts_span_documents() {
         "{errs:#?}"
     );
 }
+
+#[test]
+fn a_typo_in_a_deployment_is_a_warning_naming_the_field() {
+    let parsed = read(
+        "d.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx}\nspec:\n  replica: 3\n  \
+         selector: {matchLabels: {app: nginx}}\n  template:\n    metadata: {labels: {app: nginx}}\n    \
+         spec:\n      containers: [{name: nginx, image: nginx}]\n",
+        &opts(),
+    );
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    assert_eq!(parsed.documents.len(), 1, "the object still applies (Warn mode)");
+    assert_eq!(parsed.warnings.len(), 1, "{:?}", parsed.warnings);
+    assert!(
+        parsed.warnings[0].contains(r#"unknown field "spec.replica""#),
+        "{}",
+        parsed.warnings[0]
+    );
+}
