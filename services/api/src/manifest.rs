@@ -16,9 +16,18 @@ use serde_json::{Map, Value};
 
 use crate::quantity;
 
-/// Kinds whose `spec.replicas` defaults to 1 when absent (Kubernetes' defaulting); every
-/// other kind without `spec.replicas` has 0 replicas (SC-14.1: not a workload).
-const REPLICATED_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "ReplicaSet"];
+/// IN-1, Karmada's default replica interpreter: the field each kind's replicas are read from
+/// (group/version and kind, as Karmada keys it) and its default when absent. Every other kind
+/// has 0 replicas and no per-replica requirements (IN-2: not divided, it goes to every
+/// selected cluster), whatever its `spec.replicas` says (Karmada reads one only through a
+/// customised interpreter, which Flotilla does not have).
+fn replica_field(api_version: &str, kind: &str) -> Option<&'static str> {
+    match (api_version, kind) {
+        ("apps/v1", "Deployment" | "StatefulSet" | "ReplicaSet") => Some("replicas"),
+        ("batch/v1", "Job") => Some("parallelism"),
+        _ => None,
+    }
+}
 
 /// The facts read from a manifest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -33,9 +42,10 @@ pub struct Manifest {
     pub namespace: Option<String>,
     /// `metadata.labels` (string values only).
     pub labels: BTreeMap<String, String>,
-    /// `spec.replicas`, else 1 for Deployments, StatefulSets and ReplicaSets, else 0.
+    /// IN-1: `spec.replicas` of Deployments, StatefulSets and ReplicaSets (default 1), a
+    /// Job's `spec.parallelism` (default 1) capped at `spec.completions`, 1 for a Pod, else 0.
     pub replicas: i64,
-    /// Per-replica requests of the pod template, if the manifest has one.
+    /// Per-replica requests of the pod template, for the kinds IN-1 reads replicas of.
     pub requirements: Option<ReplicaRequirements>,
 }
 
@@ -102,24 +112,36 @@ pub fn inspect(text: &str) -> Result<Manifest, FieldErrors> {
 
     let spec_path = root.child("spec");
     let spec = obj.get("spec").and_then(Value::as_object);
-    let replicas_path = spec_path.child("replicas");
-    manifest.replicas = match spec.and_then(|s| s.get("replicas")) {
-        None | Some(Value::Null) => i64::from(REPLICATED_KINDS.contains(&manifest.kind.as_str())),
-        Some(Value::Number(n)) => match n.as_i64() {
-            Some(r) => r,
-            None => {
-                errs.push(FieldError::invalid(&replicas_path, "must be an integer"));
-                0
-            }
-        },
-        Some(_) => {
-            errs.push(FieldError::invalid(&replicas_path, "must be an integer"));
-            0
+    let is_pod = manifest.api_version == "v1" && manifest.kind == "Pod";
+    let field = replica_field(&manifest.api_version, &manifest.kind);
+    let read_int = |name: &str, errs: &mut FieldErrors| -> Option<i64> {
+        match spec.and_then(|s| s.get(name)) {
+            None | Some(Value::Null) => None,
+            Some(v) => v.as_i64().or_else(|| {
+                errs.push(FieldError::invalid(
+                    &spec_path.child(name),
+                    "must be an integer",
+                ));
+                Some(0)
+            }),
         }
     };
-
+    manifest.replicas = match field {
+        // a Pod is one replica
+        None if is_pod => 1,
+        None => 0,
+        Some(field) => {
+            let replicas = read_int(field, &mut errs).unwrap_or(1);
+            if field == "parallelism" {
+                // a Job never runs more pods at once than it has completions left
+                read_int("completions", &mut errs).map_or(replicas, |c| replicas.min(c))
+            } else {
+                replicas
+            }
+        }
+    };
     // The pod spec: a Pod's own spec, else the pod template's.
-    let (pod_spec, pod_path) = if manifest.kind == "Pod" {
+    let (pod_spec, pod_path) = if is_pod {
         (spec, spec_path.clone())
     } else {
         let template = spec_path.child("template").child("spec");
@@ -131,7 +153,7 @@ pub fn inspect(text: &str) -> Result<Manifest, FieldErrors> {
             template,
         )
     };
-    if let Some(pod) = pod_spec {
+    if let Some(pod) = pod_spec.filter(|_| field.is_some() || is_pod) {
         manifest.requirements = Some(pod_requests(pod, &pod_path, &mut errs));
     }
     if errs.is_empty() {
@@ -267,15 +289,88 @@ mod tests {
     }
 
     #[test]
-    fn replicas_default_by_kind() {
-        let deploy =
-            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},"spec":{}}"#;
-        assert_eq!(inspect(deploy).unwrap().replicas, 1);
-        let sts = r#"{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"a"}}"#;
-        assert_eq!(inspect(sts).unwrap().replicas, 1);
-        let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{}}"#;
-        let m = inspect(cm).unwrap();
-        assert_eq!((m.replicas, m.requirements), (0, None));
+    fn in_1_in_2_replicas_by_kind_as_karmadas_default_interpreter() {
+        let pod_template =
+            r#""template":{"spec":{"containers":[{"resources":{"requests":{"cpu":"1"}}}]}}"#;
+        for (api_version, kind, spec, replicas, requirements) in [
+            ("apps/v1", "Deployment", "{}".to_owned(), 1, false),
+            (
+                "apps/v1",
+                "Deployment",
+                r#"{"replicas":4}"#.to_owned(),
+                4,
+                false,
+            ),
+            (
+                "apps/v1",
+                "StatefulSet",
+                format!("{{{pod_template}}}"),
+                1,
+                true,
+            ),
+            (
+                "apps/v1",
+                "ReplicaSet",
+                r#"{"replicas":0}"#.to_owned(),
+                0,
+                false,
+            ),
+            // a Job's parallelism (default 1), capped at its completions
+            ("batch/v1", "Job", format!("{{{pod_template}}}"), 1, true),
+            (
+                "batch/v1",
+                "Job",
+                r#"{"parallelism":5}"#.to_owned(),
+                5,
+                false,
+            ),
+            (
+                "batch/v1",
+                "Job",
+                r#"{"parallelism":5,"completions":3}"#.to_owned(),
+                3,
+                false,
+            ),
+            (
+                "batch/v1",
+                "Job",
+                r#"{"parallelism":2,"completions":8}"#.to_owned(),
+                2,
+                false,
+            ),
+            // IN-2: no replicas, not divided, whatever it says
+            (
+                "apps/v1",
+                "DaemonSet",
+                format!("{{{pod_template}}}"),
+                0,
+                false,
+            ),
+            ("v1", "ConfigMap", "{}".to_owned(), 0, false),
+            (
+                "example.com/v1",
+                "Deployment",
+                r#"{"replicas":3}"#.to_owned(),
+                0,
+                false,
+            ),
+        ] {
+            let text = format!(
+                r#"{{"apiVersion":"{api_version}","kind":"{kind}","metadata":{{"name":"a"}},"spec":{spec}}}"#
+            );
+            let m = inspect(&text).unwrap();
+            assert_eq!(
+                (m.replicas, m.requirements.is_some()),
+                (replicas, requirements),
+                "{api_version} {kind} {spec}"
+            );
+        }
+        // a Pod is one replica, with its own spec's requests
+        let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},
+          "spec":{"containers":[{"resources":{"requests":{"cpu":"250m"}}}]}}"#;
+        let m = inspect(pod).unwrap();
+        assert_eq!(m.replicas, 1);
+        assert_eq!(m.requirements.unwrap().cpu_millis, 250);
     }
 
     #[test]

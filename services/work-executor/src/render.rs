@@ -89,8 +89,9 @@ pub fn expected_work_key(binding: &v1::ResourceBinding, cluster: &str) -> String
     )
 }
 
-/// WE-4.1: the template manifest with `spec.replicas` set to the target's replicas for kinds
-/// with replicas; other kinds are passed through (normalised JSON) with no replicas.
+/// WE-4.1: the template manifest with `spec.replicas` (a Job: `spec.parallelism`, IN-1) set
+/// to the target's replicas for kinds with replicas; other kinds are passed through
+/// (normalised JSON) with no replicas.
 pub fn revise_replicas(
     manifest: &str,
     kind: &str,
@@ -101,16 +102,21 @@ pub fn revise_replicas(
     let Some(object) = value.as_object_mut() else {
         return Err(RenderError::Manifest("not an object".into()));
     };
-    if !REPLICA_KINDS.contains(&kind) {
+    // the field Karmada's default interpreter revises (IN-1): a Job's parallelism
+    let field = if REPLICA_KINDS.contains(&kind) {
+        "replicas"
+    } else if kind == "Job" {
+        "parallelism"
+    } else {
         return Ok((value.to_string(), None));
-    }
+    };
     let spec = object
         .entry("spec")
         .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
     let Some(spec) = spec.as_object_mut() else {
         return Err(RenderError::Manifest("spec is not an object".into()));
     };
-    spec.insert("replicas".into(), serde_json::Value::from(replicas));
+    spec.insert(field.into(), serde_json::Value::from(replicas));
     Ok((value.to_string(), Some(replicas)))
 }
 
@@ -487,6 +493,24 @@ mod tests {
         assert!(!m.contains("replicas"), "{m}");
         assert!(revise_replicas("[1]", "Deployment", 1).is_err());
         assert!(revise_replicas("{", "Deployment", 1).is_err());
+        let (m, r) = revise_replicas(r#"{"spec":{"template":{}}}"#, "DaemonSet", 2).unwrap();
+        assert_eq!(r, None, "IN-2: a DaemonSet is not revised");
+        assert!(!m.contains("replicas"), "{m}");
+    }
+
+    #[test]
+    fn in_1_a_jobs_share_is_its_parallelism() {
+        let (m, r) = revise_replicas(
+            r#"{"kind":"Job","spec":{"parallelism":5,"completions":5}}"#,
+            "Job",
+            2,
+        )
+        .unwrap();
+        assert_eq!(r, Some(2));
+        let m: serde_json::Value = serde_json::from_str(&m).unwrap();
+        assert_eq!(m["spec"]["parallelism"], 2);
+        assert_eq!(m["spec"]["completions"], 5, "completions are the Job's own");
+        assert!(m["spec"].get("replicas").is_none());
     }
 
     #[test]

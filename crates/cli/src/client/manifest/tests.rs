@@ -566,7 +566,11 @@ fn a_typo_in_a_deployment_is_a_warning_naming_the_field() {
         &opts(),
     );
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-    assert_eq!(parsed.documents.len(), 1, "the object still applies (Warn mode)");
+    assert_eq!(
+        parsed.documents.len(),
+        1,
+        "the object still applies (Warn mode)"
+    );
     assert_eq!(parsed.warnings.len(), 1, "{:?}", parsed.warnings);
     assert!(
         parsed.warnings[0].contains(r#"unknown field "spec.replica""#),
