@@ -288,6 +288,9 @@ where
             return;
         }
         self.inner.metrics.adds.increment(1);
+        if reason == Reason::Backoff {
+            self.inner.metrics.retries.increment(1);
+        }
         let wake = s.enqueue(key, reason, now);
         self.inner.gauges(&s);
         drop(s);
@@ -312,6 +315,9 @@ where
             return;
         }
         self.inner.metrics.adds.increment(1);
+        if reason == Reason::Backoff {
+            self.inner.metrics.retries.increment(1);
+        }
         s.cancel_delay(&key);
         s.seq += 1;
         let seq = s.seq;
@@ -332,7 +338,6 @@ where
     /// Queues `key` after its next back-off delay.
     pub fn add_rate_limited(&self, key: T) {
         let d = self.next_backoff(&key);
-        self.inner.metrics.retries.increment(1);
         self.add_after(key, d, Reason::Backoff);
     }
 

@@ -346,6 +346,34 @@ async fn reconciles_are_counted_and_timed_by_result() {
     stop.trigger();
 }
 
+/// A failed reconcile queued again after its back-off counts as a retry of the queue
+/// (`flotilla_<name>_queue_retries_total`; it stayed 0 when the controller requeued failures
+/// itself).
+#[tokio::test(start_paused = true)]
+async fn failures_queued_again_are_counted_as_retries() {
+    let recorder = crate::telemetry::prometheus_recorder().unwrap();
+    let handle = recorder.handle();
+    let ctx = Ctx::new(Duration::from_millis(1), |_, _| Err("no".into()));
+    let (q, controller) = metrics::with_local_recorder(&recorder, || {
+        let q = WorkQueue::new(QueueConfig::new("retrying"));
+        let c = Controller::new(q.clone(), reconcile, |_: &String, _: &String, _: &Ctx| {
+            Action::requeue(Duration::from_millis(100))
+        });
+        (q, c)
+    });
+    q.add("bad".into());
+    let stop = start(controller, &ctx);
+    sleep(Duration::from_millis(350)).await;
+    let text = handle.render();
+    let retries: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("flotilla_retrying_queue_retries_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no retries series:\n{text}"));
+    assert!(retries >= 2.0, "{text}");
+    stop.trigger();
+}
+
 /// Captures the spans opened while a test runs.
 mod spans {
     use std::sync::{Arc, Mutex};
