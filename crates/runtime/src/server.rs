@@ -31,7 +31,7 @@ use crate::shutdown::Shutdown;
 
 pub mod metrics;
 
-pub use self::metrics::GrpcMetricsLayer;
+pub use self::metrics::{GrpcMetricsLayer, KnownMethods};
 
 /// The router of a [`GrpcServer`]: tonic's, with [`GrpcMetricsLayer`] in front (so refused
 /// calls are counted too) and [`AuthLayer`] behind it.
@@ -280,7 +280,9 @@ impl GrpcServer {
         let router = builder
             .timeout(config.request_timeout)
             .trace_fn(rpc_span)
-            .layer(GrpcMetricsLayer)
+            .layer(GrpcMetricsLayer::new(KnownMethods::from_descriptor_sets(
+                &known_sets(descriptor_sets),
+            )))
             .layer(AuthLayer::new(config.auth_tokens))
             .add_service(decode_limited!(health_service))
             .add_service(decode_limited!(v1))
@@ -335,4 +337,16 @@ async fn follow_readiness(
             .set_service_status(n, ServingStatus::NotServing)
             .await;
     }
+}
+
+/// The descriptor sets whose methods the metrics name: the services' own, health and both
+/// reflection versions.
+fn known_sets<'a>(descriptor_sets: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let mut sets: Vec<&'a [u8]> = vec![
+        tonic_health::pb::FILE_DESCRIPTOR_SET,
+        tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+        tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+    ];
+    sets.extend_from_slice(descriptor_sets);
+    sets
 }

@@ -9,7 +9,9 @@
 //!   body dropped before any grpc-status (client went away) → code CANCELLED
 //! ```
 
+use std::collections::HashSet;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
@@ -40,15 +42,69 @@ pub fn code_name(code: &str) -> &'static str {
     }
 }
 
-/// The layer (add it with `Server::builder().layer(GrpcMetricsLayer)`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct GrpcMetricsLayer;
+/// The methods a server may name in its `method` label: `/<package.Service>/<Method>` of
+/// every service in its descriptor sets. Any other path is counted as `other`, so that a
+/// client calling made-up methods cannot grow the label (and the metrics) without bound.
+#[derive(Clone, Debug, Default)]
+pub struct KnownMethods(Arc<HashSet<String>>);
+
+impl KnownMethods {
+    /// The methods of the services in `descriptor_sets` (encoded `FileDescriptorSet`s);
+    /// sets that do not decode add nothing.
+    pub fn from_descriptor_sets(descriptor_sets: &[&[u8]]) -> Self {
+        let mut methods = HashSet::new();
+        for set in descriptor_sets {
+            let Ok(set) = <prost_types::FileDescriptorSet as prost::Message>::decode(*set) else {
+                continue;
+            };
+            for file in &set.file {
+                for service in &file.service {
+                    for method in &service.method {
+                        methods.insert(format!(
+                            "/{}{}{}/{}",
+                            file.package(),
+                            if file.package().is_empty() { "" } else { "." },
+                            service.name(),
+                            method.name()
+                        ));
+                    }
+                }
+            }
+        }
+        Self(Arc::new(methods))
+    }
+
+    /// The label of a request path.
+    fn label(&self, path: &str) -> String {
+        if self.0.contains(path) {
+            path.to_owned()
+        } else {
+            "other".to_owned()
+        }
+    }
+}
+
+/// The layer (add it with `Server::builder().layer(GrpcMetricsLayer::new(known))`).
+#[derive(Clone, Debug, Default)]
+pub struct GrpcMetricsLayer {
+    known: KnownMethods,
+}
+
+impl GrpcMetricsLayer {
+    /// A layer labelling the `known` methods by name.
+    pub fn new(known: KnownMethods) -> Self {
+        Self { known }
+    }
+}
 
 impl<S> tower::Layer<S> for GrpcMetricsLayer {
     type Service = GrpcMetrics<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        GrpcMetrics { inner }
+        GrpcMetrics {
+            inner,
+            known: self.known.clone(),
+        }
     }
 }
 
@@ -56,6 +112,7 @@ impl<S> tower::Layer<S> for GrpcMetricsLayer {
 #[derive(Clone, Debug)]
 pub struct GrpcMetrics<S> {
     inner: S,
+    known: KnownMethods,
 }
 
 /// What a finished call is recorded under.
@@ -96,14 +153,9 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        // The path is `/<package.Service>/<Method>`; anything else is folded into "other" so
-        // that junk paths cannot make the label unbounded.
-        let path = req.uri().path();
-        let method = if path.len() <= 200 && path.matches('/').count() == 2 {
-            path.to_owned()
-        } else {
-            "other".to_owned()
-        };
+        // The path is `/<package.Service>/<Method>`; a method this server does not serve is
+        // folded into "other" so that made-up paths cannot make the label unbounded.
+        let method = self.known.label(req.uri().path());
         let call = Call {
             method,
             start: Instant::now(),
@@ -173,6 +225,32 @@ impl<B> Drop for MeteredBody<B> {
     fn drop(&mut self) {
         if let Some(call) = self.call.take() {
             call.record("CANCELLED");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_served_methods_get_a_label_of_their_own() {
+        let known = KnownMethods::from_descriptor_sets(&[
+            tonic_health::pb::FILE_DESCRIPTOR_SET,
+            b"not a descriptor set",
+        ]);
+        assert_eq!(
+            known.label("/grpc.health.v1.Health/Check"),
+            "/grpc.health.v1.Health/Check"
+        );
+        for junk in [
+            "/grpc.health.v1.Health/Nope",
+            "/made.up.Service/Method",
+            "/x/y",
+            "/",
+            "",
+        ] {
+            assert_eq!(known.label(junk), "other", "{junk:?}");
         }
     }
 }
