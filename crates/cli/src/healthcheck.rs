@@ -12,15 +12,14 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-use tonic::transport::Endpoint;
-
 /// Arguments of `flotilla healthcheck`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   flotilla healthcheck                          # the service in this container (127.0.0.1:50051)
   flotilla healthcheck 127.0.0.1:6444           # a member-sim's control address
-  flotilla healthcheck api:50051 --service flotilla.v1.Api")]
+  flotilla healthcheck api:50051 --service flotilla.v1.Api
+  flotilla healthcheck https://127.0.0.1:50051 --tls-ca ca.pem --tls-cert c.pem --tls-key c.key")]
 pub struct HealthcheckArgs {
     /// The gRPC server to ask, `HOST:PORT` or `http://HOST:PORT`.
     #[arg(default_value = "127.0.0.1:50051", value_name = "ADDR")]
@@ -33,6 +32,28 @@ pub struct HealthcheckArgs {
     /// How long the connection and the call may take together.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+
+    /// CA (PEM) to trust for an `https://` ADDR (a service started with --tls-cert).
+    #[arg(long, env = "FLOTILLA_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// Client certificate (PEM) for a service that requires mutual TLS; needs --tls-key.
+    #[arg(
+        long,
+        env = "FLOTILLA_TLS_CERT",
+        requires = "tls_key",
+        value_name = "FILE"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// Client private key (PEM) for --tls-cert.
+    #[arg(
+        long,
+        env = "FLOTILLA_TLS_KEY",
+        requires = "tls_cert",
+        value_name = "FILE"
+    )]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 /// The answer of one check.
@@ -55,8 +76,15 @@ pub async fn check(args: &HealthcheckArgs) -> Verdict {
         } else {
             format!("http://{}", args.addr)
         };
-        let channel = Endpoint::from_shared(url)
-            .map_err(|e| format!("{:?} is not a valid address: {e}", args.addr))?
+        let security = flotilla_runtime::SecurityArgs {
+            tls_ca: args.tls_ca.clone(),
+            tls_cert: args.tls_cert.clone(),
+            tls_key: args.tls_key.clone(),
+            ..Default::default()
+        };
+        let channel = security
+            .endpoint(&url)
+            .map_err(|e| format!("{:?}: {e:#}", args.addr))?
             .connect_timeout(args.timeout)
             .timeout(args.timeout)
             .connect()
@@ -117,7 +145,71 @@ mod tests {
             addr,
             service: service.into(),
             timeout: Duration::from_secs(2),
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         }
+    }
+
+    /// A service started with mutual TLS answers a healthcheck that presents the CA and a
+    /// client certificate, and none that does not (the compose healthcheck of a TLS stack).
+    #[tokio::test]
+    async fn mutual_tls_needs_the_ca_and_a_client_certificate() {
+        use std::path::Path;
+        let dir = std::env::temp_dir().join(format!("flotilla-hc-certs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/dev-certs.sh");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = |name: &str| Some(dir.join(name));
+        let server_security = flotilla_runtime::SecurityArgs {
+            tls_cert: file("api.pem"),
+            tls_key: file("api-key.pem"),
+            tls_client_ca: file("ca.pem"),
+            ..Default::default()
+        };
+        let shutdown = flotilla_runtime::Shutdown::new();
+        let readiness = flotilla_runtime::Readiness::new();
+        let server = flotilla_runtime::GrpcServer::new(
+            &[],
+            flotilla_runtime::GrpcConfig::default().tls(server_security.server_tls().unwrap()),
+            readiness,
+            &shutdown,
+        )
+        .await
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(server.serve(listener, shutdown.clone()));
+        let url = format!("https://localhost:{port}");
+        let mut good = args(url.clone(), "");
+        (good.tls_ca, good.tls_cert, good.tls_key) = (
+            file("ca.pem"),
+            file("scheduler.pem"),
+            file("scheduler-key.pem"),
+        );
+        assert_eq!(
+            check(&good).await,
+            Verdict::Serving,
+            "ready with no caches to wait for"
+        );
+        let mut no_client_cert = args(url.clone(), "");
+        no_client_cert.tls_ca = file("ca.pem");
+        assert!(matches!(check(&no_client_cert).await, Verdict::Failed(_)));
+        assert!(
+            matches!(check(&args(url, "")).await, Verdict::Failed(_)),
+            "no CA"
+        );
+        shutdown.trigger();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
