@@ -191,19 +191,35 @@ async fn write_events(store: StoreRef, mut rx: mpsc::Receiver<v1::Event>, shutdo
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, dropped = batch.len(), "cannot grant an event lease");
+                    count_dropped(&batch);
                     batch.clear();
                     continue;
                 }
             },
         };
         let mut txn = Txn::new();
-        for e in batch.drain(..) {
-            txn = txn.and_then(Op::put_with_lease(e.key(), encode(&e), lease_id));
+        for e in &batch {
+            txn = txn.and_then(Op::put_with_lease(e.key(), encode(e), lease_id));
         }
         if let Err(e) = store.txn(txn).await {
-            tracing::debug!(error = %e, "cannot write events");
+            tracing::debug!(error = %e, dropped = batch.len(), "cannot write events");
+            count_dropped(&batch);
             lease = None;
         }
+        batch.clear();
+    }
+}
+
+/// Counts events the store did not take (`flotilla_events_dropped_total`, by the component
+/// that recorded them), as a full queue is counted.
+fn count_dropped(batch: &[v1::Event]) {
+    for e in batch {
+        let component = e
+            .source
+            .as_ref()
+            .map(|s| s.component.clone())
+            .unwrap_or_default();
+        metrics::counter!("flotilla_events_dropped_total", "component" => component).increment(1);
     }
 }
 
@@ -215,6 +231,37 @@ mod tests {
     use flotilla_store::typed::Typed;
 
     use super::*;
+
+    /// Events the store refuses (no lease, a failed write) are counted as dropped, as a full
+    /// queue is, under the component that recorded each.
+    #[test]
+    fn refused_events_are_counted_as_dropped_by_component() {
+        let recorder = crate::telemetry::prometheus_recorder().unwrap();
+        let handle = recorder.handle();
+        let event = |component: &str| v1::Event {
+            source: Some(v1::EventSource {
+                component: component.into(),
+                host: String::new(),
+            }),
+            ..Default::default()
+        };
+        metrics::with_local_recorder(&recorder, || {
+            count_dropped(&[
+                event("taint-manager"),
+                event("taint-manager"),
+                event("scheduler"),
+            ]);
+        });
+        let text = handle.render();
+        assert!(
+            text.contains(r#"flotilla_events_dropped_total{component="taint-manager"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"flotilla_events_dropped_total{component="scheduler"} 1"#),
+            "{text}"
+        );
+    }
 
     #[tokio::test]
     async fn events_are_written_on_a_lease() {
