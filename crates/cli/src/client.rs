@@ -30,6 +30,8 @@ mod mutate;
 mod output;
 mod words;
 
+pub use conn::TlsArgs;
+
 /// Client commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum ClientCommand {

@@ -33,27 +33,9 @@ pub struct HealthcheckArgs {
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
 
-    /// CA (PEM) to trust for an `https://` ADDR (a service started with --tls-cert).
-    #[arg(long, env = "FLOTILLA_TLS_CA", value_name = "FILE")]
-    pub tls_ca: Option<std::path::PathBuf>,
-
-    /// Client certificate (PEM) for a service that requires mutual TLS; needs --tls-key.
-    #[arg(
-        long,
-        env = "FLOTILLA_TLS_CERT",
-        requires = "tls_key",
-        value_name = "FILE"
-    )]
-    pub tls_cert: Option<std::path::PathBuf>,
-
-    /// Client private key (PEM) for --tls-cert.
-    #[arg(
-        long,
-        env = "FLOTILLA_TLS_KEY",
-        requires = "tls_cert",
-        value_name = "FILE"
-    )]
-    pub tls_key: Option<std::path::PathBuf>,
+    /// TLS towards an `https://` ADDR (a service started with --tls-cert).
+    #[command(flatten)]
+    pub tls: crate::client::TlsArgs,
 }
 
 /// The answer of one check.
@@ -76,13 +58,9 @@ pub async fn check(args: &HealthcheckArgs) -> Verdict {
         } else {
             format!("http://{}", args.addr)
         };
-        let security = flotilla_runtime::SecurityArgs {
-            tls_ca: args.tls_ca.clone(),
-            tls_cert: args.tls_cert.clone(),
-            tls_key: args.tls_key.clone(),
-            ..Default::default()
-        };
-        let channel = security
+        let channel = args
+            .tls
+            .security()
             .endpoint(&url)
             .map_err(|e| format!("{:?}: {e:#}", args.addr))?
             .connect_timeout(args.timeout)
@@ -145,9 +123,7 @@ mod tests {
             addr,
             service: service.into(),
             timeout: Duration::from_secs(2),
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
+            tls: Default::default(),
         }
     }
 
@@ -191,18 +167,18 @@ mod tests {
         tokio::spawn(server.serve(listener, shutdown.clone()));
         let url = format!("https://localhost:{port}");
         let mut good = args(url.clone(), "");
-        (good.tls_ca, good.tls_cert, good.tls_key) = (
-            file("ca.pem"),
-            file("scheduler.pem"),
-            file("scheduler-key.pem"),
-        );
+        good.tls = crate::client::TlsArgs {
+            tls_ca: file("ca.pem"),
+            tls_cert: file("scheduler.pem"),
+            tls_key: file("scheduler-key.pem"),
+        };
         assert_eq!(
             check(&good).await,
             Verdict::Serving,
             "ready with no caches to wait for"
         );
         let mut no_client_cert = args(url.clone(), "");
-        no_client_cert.tls_ca = file("ca.pem");
+        no_client_cert.tls.tls_ca = file("ca.pem");
         assert!(matches!(check(&no_client_cert).await, Verdict::Failed(_)));
         assert!(
             matches!(check(&args(url, "")).await, Verdict::Failed(_)),

@@ -1771,23 +1771,19 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
     api.stop().await;
 }
 
-/// PL-3: a workload claimed by a low-priority policy keeps it when a higher-priority policy
-/// that also matches is created (Karmada's `preemption: Never`): the reconcile that follows
-/// the new policy writes nothing.
-#[tokio::test]
-async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
+/// A MemStore for detector tests, and the api's admission.
+fn detector_store() -> (Typed, flotilla_api::admission::Admission) {
     let store: StoreRef = Arc::new(MemStore::new());
-    let typed = Typed::new(store.clone());
-    let admission = testing::config().admission;
-    let low = typed
-        .create(
-            admission
-                .propagation_policy(Some(pp("low", kind_only("low", 1))), None)
-                .unwrap(),
-            None,
-        )
-        .await
-        .unwrap();
+    (Typed::new(store), testing::config().admission)
+}
+
+/// The seed workload stored beside `policy`, the detector's caches holding both (and no
+/// binding yet), and a detector context over `typed`.
+async fn detector_on(
+    typed: &Typed,
+    admission: &flotilla_api::admission::Admission,
+    policy: &v1::PropagationPolicy,
+) -> (v1::Workload, CacheWriters, Arc<Ctx>) {
     let workload = typed
         .create(admission.workload(Some(nginx_workload())).unwrap(), None)
         .await
@@ -1795,7 +1791,7 @@ async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
     let mut writers = CacheWriters::new();
     apply_list(
         &mut writers.policies,
-        vec![(low.key(), low.resource_version(), low.clone())],
+        vec![(policy.key(), policy.resource_version(), policy.clone())],
     );
     apply_list(
         &mut writers.workloads,
@@ -1810,9 +1806,28 @@ async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
     let ctx = Arc::new(Ctx::new(
         writers.caches(),
         typed.clone(),
-        BatchWriter::spawn(store.clone(), flotilla_runtime::Shutdown::new()),
+        BatchWriter::spawn(typed.store().clone(), flotilla_runtime::Shutdown::new()),
         Recorder::disabled("test"),
     ));
+    (workload, writers, ctx)
+}
+
+/// PL-3: a workload claimed by a low-priority policy keeps it when a higher-priority policy
+/// that also matches is created (Karmada's `preemption: Never`): the reconcile that follows
+/// the new policy writes nothing.
+#[tokio::test]
+async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
+    let (typed, admission) = detector_store();
+    let low = typed
+        .create(
+            admission
+                .propagation_policy(Some(pp("low", kind_only("low", 1))), None)
+                .unwrap(),
+            None,
+        )
+        .await
+        .unwrap();
+    let (workload, mut writers, ctx) = detector_on(&typed, &admission, &low).await;
     reconcile(workload.key(), ctx.clone()).await.unwrap();
     let claimed: v1::ResourceBinding = typed
         .get("bindings/default/nginx-deployment")
@@ -1891,38 +1906,17 @@ fn apply_list<K: Send + Sync + 'static>(
 /// is lost (I5).
 #[tokio::test]
 async fn detector_rereads_after_a_conflict_and_loses_no_update() {
-    let store: StoreRef = Arc::new(MemStore::new());
-    let typed = Typed::new(store.clone());
-    let admission = testing::config().admission;
-    let mut policy = admission
-        .propagation_policy(Some(seed_policy()), None)
-        .unwrap();
-    policy = typed.create(policy, None).await.unwrap();
-    let workload = typed
-        .create(admission.workload(Some(nginx_workload())).unwrap(), None)
+    let (typed, admission) = detector_store();
+    let policy = typed
+        .create(
+            admission
+                .propagation_policy(Some(seed_policy()), None)
+                .unwrap(),
+            None,
+        )
         .await
         .unwrap();
-    let mut writers = CacheWriters::new();
-    apply_list(
-        &mut writers.policies,
-        vec![(policy.key(), policy.resource_version(), policy.clone())],
-    );
-    apply_list(
-        &mut writers.workloads,
-        vec![(
-            workload.key(),
-            workload.resource_version(),
-            workload.clone(),
-        )],
-    );
-    apply_list(&mut writers.cluster_policies, vec![]);
-    apply_list(&mut writers.bindings, vec![]);
-    let ctx = Arc::new(Ctx::new(
-        writers.caches(),
-        typed.clone(),
-        BatchWriter::spawn(store.clone(), flotilla_runtime::Shutdown::new()),
-        Recorder::disabled("test"),
-    ));
+    let (workload, mut writers, ctx) = detector_on(&typed, &admission, &policy).await;
     reconcile(workload.key(), ctx.clone()).await.unwrap();
     let b1: v1::ResourceBinding = typed
         .get("bindings/default/nginx-deployment")

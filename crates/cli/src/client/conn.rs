@@ -48,7 +48,14 @@ pub struct ServerArgs {
     )]
     pub token: Option<String>,
 
-    /// CA (PEM) to trust for an `https://` --server (and the dry-run services).
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// The client side of TLS: whom to trust, and the certificate to present for mutual TLS.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct TlsArgs {
+    /// CA (PEM) to trust for an `https://` address.
     #[arg(long, env = "FLOTILLA_TLS_CA", value_name = "FILE")]
     pub tls_ca: Option<std::path::PathBuf>,
 
@@ -69,6 +76,18 @@ pub struct ServerArgs {
         value_name = "FILE"
     )]
     pub tls_key: Option<std::path::PathBuf>,
+}
+
+impl TlsArgs {
+    /// These settings as the runtime's security settings of a client.
+    pub fn security(&self) -> SecurityArgs {
+        SecurityArgs {
+            tls_ca: self.tls_ca.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            ..SecurityArgs::default()
+        }
+    }
 }
 
 /// A connection to a Flotilla service: a channel whose calls carry the bearer token (when
@@ -134,13 +153,13 @@ impl ServerArgs {
             .map(|t| format!("Bearer {}", t.trim()).parse())
             .transpose()
             .map_err(|_| anyhow::anyhow!("--token holds characters not allowed in metadata"))?;
-        let security = SecurityArgs {
-            tls_ca: self.tls_ca.clone(),
-            tls_cert: self.tls_cert.clone(),
-            tls_key: self.tls_key.clone(),
-            ..SecurityArgs::default()
-        };
-        let channel = connect(&security, addr, self.request_timeout, limit_requests).await?;
+        let channel = connect(
+            &self.tls.security(),
+            addr,
+            self.request_timeout,
+            limit_requests,
+        )
+        .await?;
         Ok(InterceptedService::new(
             channel,
             Credentials { authorization },
