@@ -61,6 +61,16 @@ impl Default for BatchConfig {
 // === impl BatchConfig ===
 
 impl BatchConfig {
+    /// Group commit for `workers` concurrent reconciles (docs/design.md §7): up to `workers`
+    /// writes per transaction, a few yields of lingering so that workers mid-decision join the
+    /// batch, metrics under `name`.
+    pub fn group_commit(workers: usize, name: &str) -> Self {
+        Self::default()
+            .max_batch(workers)
+            .linger_yields(4)
+            .metrics(name)
+    }
+
     /// The largest batch handed to one [`Typed::update_many`] call (at least 1). Default 64:
     /// etcd's `--max-txn-ops` 128 divided by the compare and the put of each write. A larger
     /// batch is split by `update_many` into transactions of 64 sent one after the other.

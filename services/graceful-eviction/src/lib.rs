@@ -186,12 +186,7 @@ impl Service {
         );
         let typed = elected.typed();
         let recorder = elected.recorder.clone();
-        // Group commit (docs/design.md §7): up to --workers binding writes per update_many, a few
-        // yields of lingering so that workers mid-decision join the batch.
-        let batches = BatchConfig::default()
-            .max_batch(config.workers)
-            .linger_yields(4)
-            .metrics("graceful_eviction");
+        let batches = BatchConfig::group_commit(config.workers, "graceful_eviction");
         let writer = BatchWriter::spawn_until(typed.clone(), batches, shutdown.clone());
         let bindings = bindings_writer.cache();
         let ctx = Arc::new(Context::new(

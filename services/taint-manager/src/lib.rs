@@ -291,17 +291,12 @@ impl Service {
         );
         let typed = elected.typed();
         let recorder = elected.recorder.clone();
-        // Group commit (docs/design.md §7): up to --workers evictions per update_many, a few
-        // yields of lingering so that workers mid-decision join the batch.
         // Queue keys are (cluster, binding): when two clusters of one binding fail together
         // both evictions of that binding may be due at once, and etcd refuses a transaction
         // that writes one key twice — so one write per key per batch (the second waits for
         // the next batch and then loses its CAS and re-decides on the new binding).
-        let batches = BatchConfig::default()
-            .max_batch(config.workers)
-            .linger_yields(4)
-            .one_write_per_key(true)
-            .metrics("taint_manager");
+        let batches =
+            BatchConfig::group_commit(config.workers, "taint_manager").one_write_per_key(true);
         let writer = BatchWriter::spawn_until(typed.clone(), batches, shutdown.clone());
         let clusters = clusters_writer.cache();
         let bindings = bindings_writer.cache();
