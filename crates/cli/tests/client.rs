@@ -482,10 +482,13 @@ spec:
     assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
 
     // A rule only the server knows: NoExecute taints in ClusterTaintPolicies are off by
-    // default (--allow-no-execute-taint-policy); the server's field violation is printed.
+    // default (--allow-no-execute-taint-policy); the server's field violation is printed,
+    // naming the document, and the ConfigMap before it in the file is not created either
+    // (the server admits the whole file before it writes any of it).
     let ctp = up.write(
         "ctp.yaml",
-        "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata:\n  name: evict\n\
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: before-the-policy\ndata:\n  a: b\n---\n\
+         apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata:\n  name: evict\n\
          spec:\n  addOnConditions:\n  - conditionType: Ready\n    operator: NotIn\n    statusValues: [\"True\"]\n  \
          taints:\n  - key: not-ready\n    effect: NoExecute\n",
     );
@@ -493,7 +496,17 @@ spec:
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("rejected by the server (invalid)"), "{err}");
+    assert!(err.contains("nothing was applied"), "{err}");
+    assert!(
+        err.contains("clustertaintpolicy/evict (document 2 of"),
+        "{err}"
+    );
     assert!(err.contains("spec.taints[0].effect"), "{err}");
+    let out = up.cli(&["get", "workloads", "-A"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("before-the-policy"),
+        "the ConfigMap was not created"
+    );
 
     // Taints: CAS updates of the cluster's user taints.
     let tainted = up.ok(&["taint", "cluster", "member3", "maintenance=true:NoSchedule"]);

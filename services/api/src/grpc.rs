@@ -44,6 +44,7 @@ struct Inner {
     peers: std::collections::BTreeMap<String, String>,
 }
 
+mod apply;
 mod crud;
 
 use crud::{ClusterHold, meta_of};
@@ -436,6 +437,10 @@ impl Api for ApiService {
         request: Request<v1::WatchWorksRequest>,
     ) -> Result<Self::WatchWorksStream> {
         ok(self.watch(request.into_inner()).await)
+    }
+
+    async fn apply(&self, request: Request<v1::ApplyRequest>) -> Result<v1::ApplyResponse> {
+        ok(self.apply_objects(request.into_inner()).await)
     }
 
     async fn get_peers(

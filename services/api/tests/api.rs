@@ -2026,3 +2026,116 @@ async fn get_peers_answers_the_peer_flags_and_bad_peers_are_refused() {
     assert_eq!(peers["cluster-health"], "http://h:1");
     api.stop().await;
 }
+
+/// `Apply` (#12 item 7): every object admitted first, then all written in one transaction;
+/// a file with one object the server refuses writes nothing, and the refusal names
+/// `objects[i]`. Applying the same objects again changes nothing; a change is `configured`.
+#[tokio::test]
+async fn apply_admits_everything_first_and_writes_all_or_nothing() {
+    let (store, api, client) = setup().await;
+    let cm = v1::Workload {
+        manifest: r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":"default"},"data":{"a":"b"}}"#.into(),
+        ..Default::default()
+    };
+    let objects = |policy: v1::PropagationPolicy| {
+        vec![
+            v1::ApplyObject {
+                object: Some(v1::apply_object::Object::Workload(cm.clone())),
+            },
+            v1::ApplyObject {
+                object: Some(v1::apply_object::Object::Workload(nginx_workload())),
+            },
+            v1::ApplyObject {
+                object: Some(v1::apply_object::Object::PropagationPolicy(policy)),
+            },
+        ]
+    };
+    let apply = |objects: Vec<v1::ApplyObject>, dry_run: bool| {
+        let mut c = client.clone();
+        async move {
+            c.apply(v1::ApplyRequest { objects, dry_run })
+                .await
+                .map(Response::into_inner)
+        }
+    };
+    let actions = |r: &v1::ApplyResponse| -> Vec<String> {
+        r.outcomes
+            .iter()
+            .map(|o| format!("{} {} {}", o.kind, o.name, o.action))
+            .collect()
+    };
+
+    // A refused object (a ClusterTaintPolicy with NoExecute, not allowed by default) after
+    // valid ones: nothing is written.
+    let before = snapshot(&store).await;
+    let mut refused = objects(seed_policy());
+    let mut ctp = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
+        "no-execute",
+        "example.com/down",
+        v1::TaintEffect::NoExecute,
+    );
+    ctp.metadata.as_mut().unwrap().namespace.clear();
+    refused.push(v1::ApplyObject {
+        object: Some(v1::apply_object::Object::ClusterTaintPolicy(ctp)),
+    });
+    let status = apply(refused, false).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    let fields = bad_fields(&status);
+    assert!(
+        fields.iter().all(|f| f.starts_with("objects[3].")) && !fields.is_empty(),
+        "{fields:?}"
+    );
+    assert_eq!(snapshot(&store).await, before, "nothing half-written");
+
+    // A dry run says what would happen and writes nothing.
+    let dry = apply(objects(seed_policy()), true).await.unwrap();
+    assert_eq!(
+        actions(&dry),
+        [
+            "Workload settings created",
+            "Workload nginx created",
+            "PropagationPolicy nginx-propagation created"
+        ]
+    );
+    assert_eq!(snapshot(&store).await, before);
+
+    // All three in one transaction: one revision (the detector writes the binding after).
+    let done = apply(objects(seed_policy()), false).await.unwrap();
+    assert_eq!(actions(&done), actions(&dry));
+    let after = snapshot(&store).await;
+    let new_revisions: std::collections::HashSet<i64> = after
+        .iter()
+        .filter(|(k, _)| k.starts_with("workloads/") || k.starts_with("policies/"))
+        .map(|(_, rv)| *rv)
+        .collect();
+    assert_eq!(
+        new_revisions,
+        std::collections::HashSet::from([done.resource_version]),
+        "{after:?}"
+    );
+
+    // Again: unchanged; a changed policy: configured, the others unchanged.
+    let again = apply(objects(seed_policy()), false).await.unwrap();
+    assert!(
+        again.outcomes.iter().all(|o| o.action == "unchanged"),
+        "{again:?}"
+    );
+    let mut changed = seed_policy();
+    changed.spec.as_mut().unwrap().priority = 5;
+    let configured = apply(objects(changed), false).await.unwrap();
+    assert_eq!(
+        actions(&configured),
+        [
+            "Workload settings unchanged",
+            "Workload nginx unchanged",
+            "PropagationPolicy nginx-propagation configured"
+        ]
+    );
+
+    // The same object twice in one request is refused.
+    let mut twice = objects(seed_policy());
+    twice.push(twice[0].clone());
+    let status = apply(twice, false).await.unwrap_err();
+    assert_eq!(bad_fields(&status), ["objects[3]"], "{status:?}");
+    api.stop().await;
+}

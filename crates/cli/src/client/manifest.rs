@@ -101,6 +101,18 @@ impl Object {
     pub fn handle(&self) -> String {
         format!("{}/{}", self.kind().to_ascii_lowercase(), self.id().1)
     }
+
+    /// The object as one item of an `Api.Apply`.
+    pub fn to_apply(&self) -> v1::apply_object::Object {
+        use v1::apply_object::Object as Apply;
+        match self.clone() {
+            Object::Cluster(o) => Apply::Cluster(o),
+            Object::PropagationPolicy(o) => Apply::PropagationPolicy(o),
+            Object::ClusterPropagationPolicy(o) => Apply::ClusterPropagationPolicy(o),
+            Object::ClusterTaintPolicy(o, _) => Apply::ClusterTaintPolicy(o),
+            Object::Workload(o) => Apply::Workload(o),
+        }
+    }
 }
 
 /// One problem with one document.
