@@ -1161,8 +1161,30 @@ fn failover(f: FailoverDoc) -> core::FailoverBehavior {
     }
 }
 
-/// Rejects Karmada policy fields Flotilla does not implement, unless they hold the default.
+/// Rejects Karmada policy fields Flotilla does not implement, unless they hold the default;
+/// warns about those it accepts without acting on them yet.
 fn unsupported_policy_fields(ctx: &mut Ctx<'_>, spec: &PolicySpecDoc) {
+    if spec
+        .failover
+        .as_ref()
+        .and_then(|f| f.cluster.as_ref())
+        .is_some_and(|c| c.failback.is_some())
+    {
+        ctx.warn(
+            "spec.failover.cluster.failback: failback is not implemented yet; replicas evicted \
+             from a cluster do not move back when it recovers (Karmada's behaviour)",
+        );
+    }
+    if spec.propagate_deps {
+        // Accepted (Karmada requires it with failover.application) but not acted on: say so
+        // rather than let a user believe the dependencies follow the workload.
+        ctx.warn(
+            "spec.propagateDeps: the workload's dependencies (ConfigMaps, Secrets, \
+             ServiceAccounts, PersistentVolumeClaims it references) are not propagated by \
+             Flotilla yet; select them with a policy of their own so that they are on the \
+             same clusters",
+        );
+    }
     let path = FieldPath::new("spec");
     let mut unsupported = |field: &str, why: String| {
         ctx.error(path.child(field).as_str(), why);

@@ -578,3 +578,43 @@ fn a_typo_in_a_deployment_is_a_warning_naming_the_field() {
         parsed.warnings[0]
     );
 }
+
+#[test]
+fn propagate_deps_is_accepted_with_a_warning_that_it_is_not_acted_on() {
+    let parsed = read(
+        "pp.yaml",
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\nspec:\n  \
+         propagateDeps: true\n  resourceSelectors:\n  - {apiVersion: apps/v1, kind: Deployment, name: nginx}\n",
+        &opts(),
+    );
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    assert_eq!(parsed.documents.len(), 1);
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.contains("spec.propagateDeps") && w.contains("not propagated")),
+        "{:?}",
+        parsed.warnings
+    );
+}
+
+#[test]
+fn failback_is_accepted_with_a_warning_that_it_is_not_acted_on() {
+    let parsed = read(
+        "pp.yaml",
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\nspec:\n  \
+         resourceSelectors:\n  - {apiVersion: apps/v1, kind: Deployment, name: nginx}\n  failover:\n    \
+         cluster:\n      failback: {stabilizationWindowSeconds: 600}\n",
+        &opts(),
+    );
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.contains("failback is not implemented yet")),
+        "{:?}",
+        parsed.warnings
+    );
+}
