@@ -2139,3 +2139,61 @@ async fn apply_admits_everything_first_and_writes_all_or_nothing() {
     assert_eq!(bad_fields(&status), ["objects[3]"], "{status:?}");
     api.stop().await;
 }
+
+/// A file of more objects than one transaction holds (128) is admitted whole, then written in
+/// transactions of 128, in order; a refused object among them still writes nothing.
+#[tokio::test]
+async fn apply_writes_a_large_file_in_transactions_of_128() {
+    let (store, api, mut client) = setup().await;
+    let config_map = |i: usize| v1::ApplyObject {
+        object: Some(v1::apply_object::Object::Workload(v1::Workload {
+            manifest: format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i}","namespace":"default"}},"data":{{}}}}"#
+            ),
+            ..Default::default()
+        })),
+    };
+    let mut objects: Vec<v1::ApplyObject> = (0..200).map(config_map).collect();
+    // one bad object at the end: nothing is written
+    let before = snapshot(&store).await;
+    objects.push(v1::ApplyObject {
+        object: Some(v1::apply_object::Object::Workload(v1::Workload {
+            manifest: "{not json".into(),
+            ..Default::default()
+        })),
+    });
+    let status = client
+        .apply(v1::ApplyRequest {
+            objects: objects.clone(),
+            dry_run: false,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        bad_fields(&status)
+            .iter()
+            .all(|f| f.starts_with("objects[200]")),
+        "{status:?}"
+    );
+    assert_eq!(snapshot(&store).await, before);
+    objects.pop();
+    let done = client
+        .apply(v1::ApplyRequest {
+            objects,
+            dry_run: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(done.outcomes.len(), 200);
+    assert!(done.outcomes.iter().all(|o| o.action == "created"));
+    let revisions: std::collections::BTreeSet<i64> = snapshot(&store)
+        .await
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("workloads/default/ConfigMap/cm-"))
+        .map(|(_, rv)| rv)
+        .collect();
+    assert_eq!(revisions.len(), 2, "128 + 72 objects: two transactions");
+    assert_eq!(revisions.last(), Some(&done.resource_version));
+    api.stop().await;
+}

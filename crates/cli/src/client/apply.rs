@@ -95,25 +95,81 @@ pub async fn run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     // taints other ClusterTaintPolicies manage, its own switches) and writes them all in one
     // transaction, or none.
     let mut api = args.server.api().await?;
-    let objects = documents
+    // One request holds what one gRPC message may (the servers decode up to 1.5 MiB) and one
+    // transaction (128 objects). A file that needs several requests is checked by the server
+    // as a whole first (a dry run of every request), so a refused object still applies
+    // nothing; only a concurrent write can then stop a later request.
+    let batches = batches(&documents);
+    if batches.len() > 1 {
+        for range in &batches {
+            apply_batch(&mut api, &documents[range.clone()], true).await?;
+        }
+    }
+    let suffix = if args.dry_run { " (dry run)" } else { "" };
+    for (n, range) in batches.iter().enumerate() {
+        let batch = &documents[range.clone()];
+        let response = apply_batch(&mut api, batch, args.dry_run)
+            .await
+            .map_err(|e| {
+                if n == 0 {
+                    e
+                } else {
+                    e.context(format!(
+                        "the first {} objects were applied, the rest was not",
+                        range.start
+                    ))
+                }
+            })?;
+        for (doc, outcome) in batch.iter().zip(&response.outcomes) {
+            println!("{} {}{suffix}", doc.object.handle(), outcome.action);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Bytes of objects per Apply request (below the servers' 1.5 MiB decode limit).
+const BATCH_BYTES: usize = 1024 * 1024;
+/// Objects per Apply request: one store transaction.
+const BATCH_OBJECTS: usize = 128;
+
+/// The documents split into consecutive requests of at most [`BATCH_OBJECTS`] objects and
+/// [`BATCH_BYTES`] bytes (an object larger than that alone is sent alone; the server refuses
+/// it as too large).
+fn batches(documents: &[Document]) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, doc) in documents.iter().enumerate() {
+        let size = prost::Message::encoded_len(&v1::ApplyObject {
+            object: Some(doc.object.to_apply()),
+        });
+        if i > start && (i - start == BATCH_OBJECTS || bytes + size > BATCH_BYTES) {
+            ranges.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < documents.len() {
+        ranges.push(start..documents.len());
+    }
+    ranges
+}
+
+async fn apply_batch(
+    api: &mut v1::api_client::ApiClient<super::conn::Conn>,
+    batch: &[Document],
+    dry_run: bool,
+) -> anyhow::Result<v1::ApplyResponse> {
+    let objects = batch
         .iter()
         .map(|d| v1::ApplyObject {
             object: Some(d.object.to_apply()),
         })
         .collect();
-    let response = api
-        .apply(v1::ApplyRequest {
-            objects,
-            dry_run: args.dry_run,
-        })
+    Ok(api
+        .apply(v1::ApplyRequest { objects, dry_run })
         .await
-        .map_err(|status| refused(&documents, &status))?
-        .into_inner();
-    let suffix = if args.dry_run { " (dry run)" } else { "" };
-    for (doc, outcome) in documents.iter().zip(&response.outcomes) {
-        println!("{} {}{suffix}", doc.object.handle(), outcome.action);
-    }
-    Ok(ExitCode::SUCCESS)
+        .map_err(|status| refused(batch, &status))?
+        .into_inner())
 }
 
 /// The server's refusal, with each `objects[i]` problem named by its document.
@@ -201,4 +257,38 @@ fn read_sources(files: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn config_maps(n: usize, data_bytes: usize) -> Vec<Document> {
+        let text: String = (0..n)
+            .map(|i| {
+                format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{i}}}\ndata: {{a: \"{}\"}}\n---\n",
+                    "x".repeat(data_bytes)
+                )
+            })
+            .collect();
+        let opts = ReadOptions {
+            namespace: "default".into(),
+            namespace_explicit: false,
+        };
+        let parsed = manifest::read("f.yaml", &text, &opts);
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        parsed.documents
+    }
+
+    #[test]
+    fn a_large_file_is_split_by_count_and_by_bytes() {
+        assert_eq!(batches(&config_maps(3, 1)), [0..3]);
+        assert_eq!(batches(&config_maps(300, 1)), [0..128, 128..256, 256..300]);
+        // ~400 KB each: two fit in one request of 1 MiB, the third starts the next
+        assert_eq!(batches(&config_maps(3, 400_000)), [0..2, 2..3]);
+        assert!(batches(&[]).is_empty());
+    }
 }

@@ -1,5 +1,8 @@
 //! `Api.Apply`: a whole file's objects admitted first, then written in one transaction.
 //!
+//! More objects than one etcd transaction holds (128) are written in transactions of 128, in
+//! order, after all of them were admitted; only a concurrent write can then stop a later one.
+//!
 //! ```text
 //!   objects[0..n] ──admit each (create, or update on what is stored)──► any problem?
 //!        │                                                              └► INVALID_ARGUMENT,
@@ -78,17 +81,6 @@ impl ApiService {
         request: v1::ApplyRequest,
     ) -> Result<v1::ApplyResponse, Error> {
         let objects = request.objects;
-        if objects.len() > MAX_TXN_OPS {
-            return Err(Error::field(
-                "objects",
-                FieldErrorKind::TooMany,
-                format!(
-                    "{} objects are more than one transaction holds ({MAX_TXN_OPS}); split the \
-                     file (nothing was written)",
-                    objects.len()
-                ),
-            ));
-        }
         // ClusterTaintPolicies are checked against the stored ones this request does not
         // replace, and against each other.
         let in_request: Vec<v1::ClusterTaintPolicy> = objects
@@ -136,27 +128,49 @@ impl ApiService {
                 resource_version: 0,
             });
         }
-        let mut txn = Txn::new();
-        for plan in plans {
-            txn = txn.when(match plan.read {
-                None => Compare::absent(&plan.key),
-                Some(revision) => Compare::mod_revision(&plan.key, CompareOp::Equal, revision),
-            });
-            if let Some(value) = plan.value {
-                txn = txn.and_then(Op::put(&plan.key, value));
+        // One transaction holds at most MAX_TXN_OPS (etcd's limit) objects: a larger file is
+        // written in transactions of that many, in order, each all or nothing. Every object
+        // was admitted above, so only a concurrent write can stop a later one.
+        let total = plans.len();
+        let mut written = 0;
+        let mut revision = 0;
+        let mut plans = plans.into_iter().peekable();
+        while plans.peek().is_some() {
+            let chunk: Vec<Planned> = plans.by_ref().take(MAX_TXN_OPS).collect();
+            let len = chunk.len();
+            let mut txn = Txn::new();
+            for plan in chunk {
+                txn = txn.when(match plan.read {
+                    None => Compare::absent(&plan.key),
+                    Some(revision) => Compare::mod_revision(&plan.key, CompareOp::Equal, revision),
+                });
+                if let Some(value) = plan.value {
+                    txn = txn.and_then(Op::put(&plan.key, value));
+                }
             }
+            match self.objects().store().txn(txn).await? {
+                TxnResponse::Committed { revision: r, .. } => revision = r,
+                TxnResponse::Failed { .. } => {
+                    let written_note = if written == 0 {
+                        "nothing was written".to_owned()
+                    } else {
+                        format!(
+                            "objects[0..{written}] were written (in transactions of \
+                             {MAX_TXN_OPS}), objects[{written}..{total}] were not"
+                        )
+                    };
+                    return Err(Error::Aborted(format!(
+                        "an object of the apply was written by someone else meanwhile; \
+                         {written_note}; apply again"
+                    )));
+                }
+            }
+            written += len;
         }
-        match self.objects().store().txn(txn).await? {
-            TxnResponse::Committed { revision, .. } => Ok(v1::ApplyResponse {
-                outcomes,
-                resource_version: revision,
-            }),
-            TxnResponse::Failed { .. } => Err(Error::Aborted(
-                "an object of the apply was written by someone else meanwhile; nothing was \
-                 written, apply again"
-                    .into(),
-            )),
-        }
+        Ok(v1::ApplyResponse {
+            outcomes,
+            resource_version: revision,
+        })
     }
 
     /// One object: admitted as a create when its key is free, as an update of what is
