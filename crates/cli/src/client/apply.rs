@@ -285,7 +285,10 @@ mod tests {
 
     #[test]
     fn a_large_file_is_split_by_count_and_by_bytes() {
-        assert_eq!(batches(&config_maps(3, 1)), [0..3]);
+        assert_eq!(
+            batches(&config_maps(3, 1)),
+            vec![std::ops::Range { start: 0, end: 3 }]
+        );
         assert_eq!(batches(&config_maps(300, 1)), [0..128, 128..256, 256..300]);
         // ~400 KB each: two fit in one request of 1 MiB, the third starts the next
         assert_eq!(batches(&config_maps(3, 400_000)), [0..2, 2..3]);
