@@ -1777,6 +1777,30 @@ fn detector_store() -> (Typed, flotilla_api::admission::Admission) {
     (Typed::new(store), testing::config().admission)
 }
 
+/// `policy`, admitted and stored.
+async fn create_policy(
+    typed: &Typed,
+    admission: &flotilla_api::admission::Admission,
+    policy: v1::PropagationPolicy,
+) -> v1::PropagationPolicy {
+    typed
+        .create(
+            admission.propagation_policy(Some(policy), None).unwrap(),
+            None,
+        )
+        .await
+        .unwrap()
+}
+
+/// The seed workload's binding as stored (it must exist).
+async fn stored_binding(typed: &Typed) -> v1::ResourceBinding {
+    typed
+        .get("bindings/default/nginx-deployment")
+        .await
+        .unwrap()
+        .expect("the binding exists")
+}
+
 /// The seed workload stored beside `policy`, the detector's caches holding both (and no
 /// binding yet), and a detector context over `typed`.
 async fn detector_on(
@@ -1818,22 +1842,10 @@ async fn detector_on(
 #[tokio::test]
 async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
     let (typed, admission) = detector_store();
-    let low = typed
-        .create(
-            admission
-                .propagation_policy(Some(pp("low", kind_only("low", 1))), None)
-                .unwrap(),
-            None,
-        )
-        .await
-        .unwrap();
+    let low = create_policy(&typed, &admission, pp("low", kind_only("low", 1))).await;
     let (workload, mut writers, ctx) = detector_on(&typed, &admission, &low).await;
     reconcile(workload.key(), ctx.clone()).await.unwrap();
-    let claimed: v1::ResourceBinding = typed
-        .get("bindings/default/nginx-deployment")
-        .await
-        .unwrap()
-        .expect("created");
+    let claimed: v1::ResourceBinding = stored_binding(&typed).await;
     assert_eq!(policy_label(&claimed), "low");
     apply_list(
         &mut writers.bindings,
@@ -1842,26 +1854,14 @@ async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
     // a priority-50 policy naming the workload arrives
     let mut by_name = kind_only("high", 50);
     by_name.resource_selectors[0].name = "nginx".into();
-    let high = typed
-        .create(
-            admission
-                .propagation_policy(Some(pp("high", by_name)), None)
-                .unwrap(),
-            None,
-        )
-        .await
-        .unwrap();
+    let high = create_policy(&typed, &admission, pp("high", by_name)).await;
     writers.policies.apply_watcher_event(&Event::Apply(Object {
         key: high.key(),
         revision: high.resource_version(),
         value: Arc::new(high.clone()),
     }));
     reconcile(workload.key(), ctx.clone()).await.unwrap();
-    let after: v1::ResourceBinding = typed
-        .get("bindings/default/nginx-deployment")
-        .await
-        .unwrap()
-        .unwrap();
+    let after: v1::ResourceBinding = stored_binding(&typed).await;
     assert_eq!(policy_label(&after), "low", "not preempted");
     assert_eq!(
         after.resource_version(),
@@ -1878,11 +1878,7 @@ async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
         revision: low.resource_version() + 10,
     });
     reconcile(workload.key(), ctx).await.unwrap();
-    let taken: v1::ResourceBinding = typed
-        .get("bindings/default/nginx-deployment")
-        .await
-        .unwrap()
-        .unwrap();
+    let taken: v1::ResourceBinding = stored_binding(&typed).await;
     assert_eq!(policy_label(&taken), "high");
 }
 
@@ -1907,22 +1903,10 @@ fn apply_list<K: Send + Sync + 'static>(
 #[tokio::test]
 async fn detector_rereads_after_a_conflict_and_loses_no_update() {
     let (typed, admission) = detector_store();
-    let policy = typed
-        .create(
-            admission
-                .propagation_policy(Some(seed_policy()), None)
-                .unwrap(),
-            None,
-        )
-        .await
-        .unwrap();
+    let policy = create_policy(&typed, &admission, seed_policy()).await;
     let (workload, mut writers, ctx) = detector_on(&typed, &admission, &policy).await;
     reconcile(workload.key(), ctx.clone()).await.unwrap();
-    let b1: v1::ResourceBinding = typed
-        .get("bindings/default/nginx-deployment")
-        .await
-        .unwrap()
-        .expect("created");
+    let b1: v1::ResourceBinding = stored_binding(&typed).await;
     apply_list(
         &mut writers.bindings,
         vec![(b1.key(), b1.resource_version(), b1.clone())],
@@ -1955,11 +1939,7 @@ async fn detector_rereads_after_a_conflict_and_loses_no_update() {
         value: Arc::new(changed.clone()),
     }));
     reconcile(workload.key(), ctx).await.unwrap();
-    let b3: v1::ResourceBinding = typed
-        .get("bindings/default/nginx-deployment")
-        .await
-        .unwrap()
-        .unwrap();
+    let b3: v1::ResourceBinding = stored_binding(&typed).await;
     let spec = b3.spec.unwrap();
     assert_eq!(spec.clusters.len(), 1, "the scheduler's write survives");
     assert_eq!(
