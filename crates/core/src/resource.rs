@@ -126,6 +126,19 @@ pub fn resolve_kind_segment(typed: &str) -> String {
     }
 }
 
+/// The kind, qualified with its group only where a bare kind would mean another group
+/// (`Deployment` for apps/v1's, `Deployment.example.com` for another's): what names the kind
+/// to a user, and what Work names are derived from so that they stay Karmada's for the
+/// built-in kinds while two groups' templates of one kind and name still get two Works.
+pub fn qualified_kind(group: &str, kind: &str) -> String {
+    let segment = kind_segment(group, kind);
+    if resolve_kind_segment(kind) == segment {
+        kind.to_owned()
+    } else {
+        segment
+    }
+}
+
 /// `(kind, group)` of a key's kind segment (the inverse of [`kind_segment`]).
 pub fn split_kind_segment(segment: &str) -> (&str, &str) {
     segment.split_once('.').unwrap_or((segment, ""))

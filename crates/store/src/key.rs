@@ -1,6 +1,6 @@
 //! [`ObjectKey`]: the store key of an object, with its parts read from the key layout of
 //! [`crate::typed`] (`clusters/<name>`, `bindings/<ns>/<name>`, `works/<cluster>/<ns>/<name>`,
-//! `workloads/<ns>/<kind>/<name>`, …). Controllers queue these instead of plain strings, so
+//! `workloads/<ns>/<kind>[.<group>]/<name>`, …; `<ns>` is empty for cluster-scoped objects). Controllers queue these instead of plain strings, so
 //! that "which namespace, which name" is answered in one place.
 
 use std::borrow::Borrow;
@@ -161,11 +161,15 @@ mod tests {
                 "nginx-x",
             ),
             (
-                "workloads/default/Deployment/nginx",
+                "workloads/default/Deployment.apps/nginx",
                 "workloads",
                 "default",
                 "nginx",
             ),
+            // cluster-scoped templates, their ClusterResourceBindings and Works
+            ("workloads//Namespace/team-a", "workloads", "", "team-a"),
+            ("bindings//team-a-namespace", "bindings", "", "team-a-namespace"),
+            ("works/m1//team-a-namespace", "works", "", "team-a-namespace"),
             // malformed: no namespace can be read, the name is the last segment
             ("bindings/nginx", "bindings", "", "nginx"),
             ("nginx", "", "", "nginx"),

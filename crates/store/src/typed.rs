@@ -5,11 +5,16 @@
 //!   policies/<ns>/<name>                  PropagationPolicy
 //!   clusterpolicies/<name>                ClusterPropagationPolicy
 //!   clustertaintpolicies/<name>           ClusterTaintPolicy
-//!   workloads/<ns>/<kind>/<name>          Workload (resource template)
-//!   bindings/<ns>/<name>                  ResourceBinding
+//!   workloads/<ns>/<kind>[.<group>]/<name>  Workload (resource template)
+//!   bindings/<ns>/<name>                  ResourceBinding (ClusterResourceBinding: <ns> empty)
 //!   works/<cluster>/<ns>/<name>           Work
 //!   events/<ns>/<name>                    Event (on a TTL lease)
 //! ```
+//!
+//! A cluster-scoped template (a Namespace, a ClusterRole) has an empty `<ns>` segment, and so
+//! have its binding — a ClusterResourceBinding — and its Works: `workloads//Namespace/team-a`,
+//! `bindings//team-a-namespace`. Every controller watches `bindings/` and so serves both binding
+//! kinds alike (CR-3).
 //!
 //! `metadata.resourceVersion` is the key's mod_revision: it is never stored in the value,
 //! only filled in on read. `create` fails with [`StoreError::AlreadyExists`] when the key
@@ -21,6 +26,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use flotilla_core::resource;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 
@@ -52,9 +58,18 @@ pub fn namespaced_key(prefix: &str, namespace: &str, name: &str) -> String {
     format!("{prefix}{namespace}/{name}")
 }
 
-/// The key of a Workload (`workloads/<ns>/<kind>/<name>`).
-pub fn workload_key(namespace: &str, kind: &str, name: &str) -> String {
-    format!("{}{namespace}/{kind}/{name}", v1::Workload::PREFIX)
+/// The key of a Workload: `workloads/<ns>/<kind>[.<group>]/<name>` (RM-1: the API group is
+/// part of a template's identity, so `example.com/v1 Deployment x` and `apps/v1 Deployment x`
+/// are two templates).
+pub fn workload_key(namespace: &str, api_version: &str, kind: &str, name: &str) -> String {
+    let segment = resource::kind_segment(resource::group(api_version), kind);
+    workload_key_of_segment(namespace, &segment, name)
+}
+
+/// The key of a Workload from its kind segment (`Deployment.apps`, see
+/// [`resource::kind_segment`]).
+pub fn workload_key_of_segment(namespace: &str, segment: &str, name: &str) -> String {
+    format!("{}{namespace}/{segment}/{name}", v1::Workload::PREFIX)
 }
 
 /// The key of a Work (`works/<cluster>/<ns>/<name>`).
@@ -106,7 +121,7 @@ stored!(Event, "events/", namespaced, none);
 impl Stored for v1::Workload {
     const PREFIX: &'static str = "workloads/";
     fn key(&self) -> String {
-        workload_key(self.namespace(), &self.kind, self.name())
+        workload_key(self.namespace(), &self.api_version, &self.kind, self.name())
     }
     fn clear_status(&mut self) {}
 }
@@ -595,12 +610,25 @@ mod tests {
         c.meta_mut().name = "member1".into();
         assert_eq!(c.key(), "clusters/member1");
         let mut wl = v1::Workload {
+            api_version: "apps/v1".into(),
             kind: "Deployment".into(),
             ..Default::default()
         };
         wl.meta_mut().name = "nginx".into();
         wl.meta_mut().namespace = "default".into();
-        assert_eq!(wl.key(), "workloads/default/Deployment/nginx");
+        assert_eq!(wl.key(), "workloads/default/Deployment.apps/nginx");
+        wl.api_version = "example.com/v1".into();
+        assert_eq!(wl.key(), "workloads/default/Deployment.example.com/nginx");
+        let mut ns = v1::Workload {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            ..Default::default()
+        };
+        ns.meta_mut().name = "team-a".into();
+        assert_eq!(ns.key(), "workloads//Namespace/team-a");
+        let mut crb = v1::ResourceBinding::default();
+        crb.meta_mut().name = "team-a-namespace".into();
+        assert_eq!(crb.key(), "bindings//team-a-namespace");
         assert_eq!(works_on_cluster_prefix("m1"), "works/m1/");
     }
 }

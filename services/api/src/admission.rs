@@ -11,6 +11,7 @@
 //! ```
 
 use flotilla_core::defaults::{DefaultingOptions, default_propagation_spec};
+use flotilla_core::resource::{self, Scope};
 use flotilla_core::types as domain;
 use flotilla_core::validation::{
     FieldError, FieldErrorKind, FieldErrors, FieldPath, Limits, PERMANENT_ID_LABEL_CLUSTER_POLICY,
@@ -252,10 +253,16 @@ impl Admission {
         };
         agree("apiVersion", &mut workload.api_version, &m.api_version);
         agree("kind", &mut workload.kind, &m.kind);
+        let cluster_scoped = resource::scope_of(&m.api_version, &m.kind) == Scope::Cluster;
         {
             let meta = workload.metadata.get_or_insert_with(Default::default);
             agree("metadata.name", &mut meta.name, &m.name);
-            if let Some(ns) = &m.namespace {
+            if cluster_scoped {
+                // CR-4: a cluster-scoped object has no namespace; as the Kubernetes API
+                // server does, one given is dropped (from the manifest too, so no member
+                // sees it).
+                meta.namespace.clear();
+            } else if let Some(ns) = &m.namespace {
                 agree("metadata.namespace", &mut meta.namespace, ns);
             }
             if meta.labels.is_empty() {
@@ -263,6 +270,14 @@ impl Admission {
             }
         }
         Error::check(errs)?;
+        if cluster_scoped && m.namespace.is_some() {
+            workload.manifest = manifest::without_namespace(&workload.manifest);
+        } else if !cluster_scoped && workload.metadata.as_ref().is_none_or(|m| m.namespace.is_empty()) {
+            return Err(Error::required(
+                "metadata.namespace",
+                format!("{} is namespaced: a namespace is required", m.kind),
+            ));
+        }
         let requirements = m.requirements.clone();
         let meta = domain::ObjectMeta::try_from(workload.metadata.clone().unwrap_or_default())
             .map_err(|e| Error::convert(e.within("metadata")))?;

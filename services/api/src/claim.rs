@@ -17,11 +17,12 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use flotilla_core::affinity::label_selector_matches;
+use flotilla_core::resource;
 use flotilla_core::types as domain;
 use flotilla_core::validation::{PERMANENT_ID_LABEL_CLUSTER_POLICY, PERMANENT_ID_LABEL_POLICY};
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
-use flotilla_store::typed::{Stored, namespaced_key};
+use flotilla_store::typed::{Stored, namespaced_key, workload_key};
 
 use crate::admission::new_permanent_id;
 
@@ -323,18 +324,19 @@ pub fn select<'a>(
     best(namespaced).or_else(|| best(cluster_wide))
 }
 
-/// The binding name of a workload: `<name>-<kind lowercased>` (Karmada's convention).
-pub fn binding_name(workload_name: &str, kind: &str) -> String {
-    format!("{workload_name}-{}", kind.to_ascii_lowercase())
-}
-
-/// The binding key of a workload.
-pub fn binding_key_of(workload: &v1::Workload) -> String {
-    namespaced_key(
-        v1::ResourceBinding::PREFIX,
-        workload.namespace(),
-        &binding_name(workload.name(), &workload.kind),
-    )
+/// The binding keys a workload may have (RM-1): `<ns>/<name>-<kind lowercased>` (Karmada's
+/// convention; the namespace is empty for a cluster-scoped template, whose binding is a
+/// ClusterResourceBinding), and the same with a suffix naming the group, used only when the
+/// first is held by a template of the same kind and name in another group.
+pub fn binding_keys_of(workload: &v1::Workload) -> [String; 2] {
+    let group = resource::group(&workload.api_version);
+    [false, true].map(|collision| {
+        namespaced_key(
+            v1::ResourceBinding::PREFIX,
+            workload.namespace(),
+            &resource::binding_name(workload.name(), group, &workload.kind, collision),
+        )
+    })
 }
 
 /// The binding `workload` should have under `claim`: `base` (the stored binding, if any)
@@ -345,10 +347,11 @@ pub fn desired_binding(
     workload: &v1::Workload,
     claim: &Claim<'_>,
     base: Option<&v1::ResourceBinding>,
+    name: &str,
 ) -> v1::ResourceBinding {
     let mut binding = base.cloned().unwrap_or_default();
     let meta = binding.meta_mut();
-    meta.name = binding_name(workload.name(), &workload.kind);
+    name.clone_into(&mut meta.name);
     meta.namespace = workload.namespace().to_owned();
     for label in POLICY_LABELS {
         meta.labels.remove(label);
@@ -404,19 +407,10 @@ pub fn detached_binding(binding: &v1::ResourceBinding) -> v1::ResourceBinding {
     detached
 }
 
-/// Whether `binding` is the one the detector made for the workload `(namespace, kind,
-/// name)` (its spec.resource names it).
-pub fn binding_is_for(
-    binding: &v1::ResourceBinding,
-    namespace: &str,
-    kind: &str,
-    name: &str,
-) -> bool {
-    binding
-        .spec
-        .as_ref()
-        .and_then(|s| s.resource.as_ref())
-        .is_some_and(|r| r.namespace == namespace && r.kind == kind && r.name == name)
+/// The store key of the workload `binding` is for (from its `spec.resource`).
+pub fn workload_key_of(binding: &v1::ResourceBinding) -> Option<String> {
+    let r = binding.spec.as_ref()?.resource.as_ref()?;
+    Some(workload_key(&r.namespace, &r.api_version, &r.kind, &r.name))
 }
 
 #[cfg(test)]
@@ -773,7 +767,7 @@ mod tests {
                 ..Default::default()
             }),
         };
-        let b = desired_binding(&w, &claim, Some(&stored));
+        let b = desired_binding(&w, &claim, Some(&stored), "nginx-deployment");
         let labels = &b.metadata.as_ref().unwrap().labels;
         assert_eq!(labels.get(LABEL_POLICY_NAME).unwrap(), "pp");
         assert_eq!(labels.get(PERMANENT_ID_LABEL_POLICY).unwrap(), "pp-id");
@@ -789,7 +783,14 @@ mod tests {
         assert_eq!(b.metadata.as_ref().unwrap().name, "nginx-deployment");
         // idempotent: applying again changes nothing
         stored = b.clone();
-        assert_eq!(desired_binding(&w, &claim, Some(&stored)), b);
-        assert!(binding_is_for(&b, "default", "Deployment", "nginx"));
+        assert_eq!(
+            desired_binding(&w, &claim, Some(&stored), "nginx-deployment"),
+            b
+        );
+        assert_eq!(
+            workload_key_of(&b).as_deref(),
+            Some(w.key().as_str()),
+            "the binding names its workload"
+        );
     }
 }

@@ -33,11 +33,13 @@ use flotilla_runtime::{
     Action, Change, ChangeFilter, Controller, Digest, QueueConfig, Readiness, Shutdown, WorkQueue,
 };
 use flotilla_store::StoreRef;
-use flotilla_store::typed::{Stored, Typed, decode, workload_key};
+use flotilla_core::resource;
+use flotilla_store::ObjectKey;
+use flotilla_store::typed::{Stored, Typed, decode, namespaced_key};
 use tokio::task::JoinHandle;
 
 use crate::batch::{BatchWriter, Write};
-use crate::claim::{self, Candidate, PolicyRef, binding_is_for, binding_key_of, desired_binding};
+use crate::claim::{self, Candidate, PolicyRef, binding_keys_of, desired_binding, workload_key_of};
 use crate::error::Error;
 
 /// The election the detector runs under.
@@ -45,8 +47,11 @@ pub const DETECTOR_ELECTION: &str = "leases/api-detector";
 
 /// Index of workloads by namespace.
 const BY_NAMESPACE: &str = "namespace";
-/// Index of workloads by the key of their binding.
+/// Index of workloads by the keys their binding may have (RM-1: the usual one and the one
+/// with a group suffix).
 const BY_BINDING: &str = "binding";
+/// Index of bindings by the store key of their workload (`spec.resource`).
+const BY_WORKLOAD: &str = "workload";
 /// Index of bindings by the store key of the policy that claimed them.
 const BY_POLICY: &str = "policy";
 /// Index of bindings by the clusters they target or have an eviction task for.
@@ -120,7 +125,7 @@ impl CacheWriters {
         CacheWriters {
             workloads: Writer::<v1::Workload>::new()
                 .with_index(BY_NAMESPACE, |w| vec![w.namespace().to_owned()])
-                .with_index(BY_BINDING, |w| vec![binding_key_of(w)]),
+                .with_index(BY_BINDING, |w| binding_keys_of(w).to_vec()),
             policies: Writer::<v1::PropagationPolicy>::new()
                 .with_index(BY_NAMESPACE, |p| vec![p.namespace().to_owned()]),
             cluster_policies: Writer::new(),
@@ -131,7 +136,8 @@ impl CacheWriters {
                         .map(|p| vec![p.key()])
                         .unwrap_or_default()
                 })
-                .with_index(BY_CLUSTER, binding_clusters),
+                .with_index(BY_CLUSTER, binding_clusters)
+                .with_index(BY_WORKLOAD, |b| workload_key_of(b).into_iter().collect()),
         }
     }
 
@@ -197,11 +203,6 @@ fn binding_clusters(b: &v1::ResourceBinding) -> Vec<String> {
     clusters.sort();
     clusters.dedup();
     clusters
-}
-
-fn resource_workload_key(b: &v1::ResourceBinding) -> Option<String> {
-    let r = b.spec.as_ref()?.resource.as_ref()?;
-    Some(workload_key(&r.namespace, &r.kind, &r.name))
 }
 
 /// Starts the detector on `store`: caches (registered with `readiness`), the election and
@@ -334,9 +335,9 @@ fn binding_trigger(
     let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
     match (seen.observe(event), event) {
         // the first list queues every workload; later, only changes of the detector's fields
-        (_, Event::InitApply(o)) => resource_workload_key(&o.value).into_iter().collect(),
+        (_, Event::InitApply(o)) => workload_key_of(&o.value).into_iter().collect(),
         (change, Event::Apply(o)) if change.is_change() => {
-            resource_workload_key(&o.value).into_iter().collect()
+            workload_key_of(&o.value).into_iter().collect()
         }
         (Change::Removed { key, .. }, _) => caches.workloads.index_keys(BY_BINDING, key),
         _ => Vec::new(),
@@ -367,7 +368,7 @@ fn claimed_by(caches: &Caches, policy_key: &str) -> Vec<String> {
         .bindings
         .by_index(BY_POLICY, policy_key)
         .iter()
-        .filter_map(|b| resource_workload_key(b))
+        .filter_map(|b| workload_key_of(b))
         .collect()
 }
 
@@ -427,19 +428,46 @@ enum Plan {
     Delete(Box<v1::ResourceBinding>, &'static str),
 }
 
-/// Keeps the binding of the workload at `key` (`workloads/<ns>/<kind>/<name>`) in line
-/// with the policy that claims it.
+/// The key of the binding of the workload at `key`: the binding the cache holds for it, else
+/// `<ns>/<name>-<kind>`, else — when a template of the same kind and name in another group
+/// holds that name (RM-1) — the same with the group's suffix.
+fn binding_key_for(caches: &Caches, key: &ObjectKey) -> String {
+    if let Some(b) = caches.bindings.by_index(BY_WORKLOAD, key).first() {
+        return b.key();
+    }
+    let (namespace, segment, name) = workload_parts(key);
+    let (kind, group) = resource::split_kind_segment(segment);
+    let name_for = |collision| {
+        namespaced_key(
+            v1::ResourceBinding::PREFIX,
+            namespace,
+            &resource::binding_name(name, group, kind, collision),
+        )
+    };
+    let base = name_for(false);
+    match caches.bindings.get(&base) {
+        Some(other) if workload_key_of(&other).as_deref() != Some(key.as_str()) => name_for(true),
+        _ => base,
+    }
+}
+
+/// `(namespace, kind segment, name)` of a workload key (`workloads/<ns>/<kind>[.<group>]/<name>`).
+fn workload_parts(key: &ObjectKey) -> (&str, &str, &str) {
+    let mut parts = key.splitn(4, '/').skip(1);
+    let namespace = parts.next().unwrap_or_default();
+    let segment = parts.next().unwrap_or_default();
+    (namespace, segment, key.name())
+}
+
+/// Keeps the binding of the workload at `key` (`workloads/<ns>/<kind>[.<group>]/<name>`) in
+/// line with the policy that claims it.
 pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
     ctx.caches.synced().await;
-    let parts: Vec<&str> = key.split('/').collect();
-    let [_, namespace, kind, name] = parts.as_slice() else {
-        return Ok(Action::await_change());
-    };
-    let binding_key = flotilla_store::typed::namespaced_key(
-        v1::ResourceBinding::PREFIX,
-        namespace,
-        &claim::binding_name(name, kind),
-    );
+    let key = ObjectKey::new(key);
+    let (namespace, segment, name) = workload_parts(&key);
+    let kind = resource::split_kind_segment(segment).0;
+    let binding_key = binding_key_for(&ctx.caches, &key);
+    let binding_name = ObjectKey::new(binding_key.as_str()).name().to_owned();
     // The cache first; after a lost race the store itself.
     let first = ctx.caches.bindings.get(&binding_key).map(|b| (*b).clone());
     read_decide_write!(
@@ -449,10 +477,12 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
         |current, _| {
             let workload = ctx.caches.workloads.get(&key);
             if let Some(b) = &current
-                && !binding_is_for(b, namespace, kind, name)
+                && workload_key_of(b).as_deref() != Some(key.as_str())
             {
-                tracing::warn!(binding = %binding_key, workload = %key, "a binding of another resource holds this name; leaving it alone");
-                return Ok(Action::await_change());
+                // Another template's binding took this name meanwhile (RM-1): once the cache
+                // holds it, binding_key_for picks the name with the group suffix.
+                tracing::debug!(binding = %binding_key, workload = %key, "a binding of another template holds this name; choosing again");
+                return Ok(Action::requeue(Duration::from_millis(50)));
             }
             let policies = ctx.caches.policies.by_index(BY_NAMESPACE, namespace);
             let cluster_policies = ctx.caches.cluster_policies.list();
@@ -473,10 +503,10 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
                 .and_then(|w| claim::select(w, &namespaced, &cluster_wide, previous.as_ref()));
             let plan = match (workload.as_deref(), &claim, current) {
                 (Some(w), Some(claim), None) => {
-                    Plan::Create(Box::new(desired_binding(w, claim, None)))
+                    Plan::Create(Box::new(desired_binding(w, claim, None, &binding_name)))
                 }
                 (Some(w), Some(claim), Some(b)) => {
-                    let desired = desired_binding(w, claim, Some(&b));
+                    let desired = desired_binding(w, claim, Some(&b), &binding_name);
                     if desired == b {
                         Plan::Nothing
                     } else {
@@ -516,7 +546,7 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
                         );
                         tracing::info!(binding = %binding_key, workload = %key, "{why}");
                         ctx.recorder.record(
-                            Regarding::binding(namespace, &claim::binding_name(name, kind)),
+                            Regarding::binding(namespace, &binding_name),
                             EventType::Normal,
                             "PolicyDetached",
                             why,
@@ -536,7 +566,7 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
                     if deleted.is_ok() {
                         tracing::info!(binding = %binding_key, workload = %key, reason = why, "binding deleted");
                         ctx.recorder.record(
-                            Regarding::binding(namespace, &claim::binding_name(name, kind)),
+                            Regarding::binding(namespace, &binding_name),
                             EventType::Normal,
                             "BindingDeleted",
                             format!("deleted: {why}"),
@@ -552,7 +582,7 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
                         let why = claim.reason();
                         tracing::info!(binding = %binding_key, workload = %key, policy = %claim.policy, "{why}");
                         ctx.recorder.record(
-                            Regarding::binding(namespace, &claim::binding_name(name, kind)),
+                            Regarding::binding(namespace, &binding_name),
                             EventType::Normal,
                             "ApplyPolicySucceed",
                             format!("{} for {kind} {namespace}/{name}", why),

@@ -15,8 +15,8 @@ use std::time::Duration;
 use flotilla_proto::Resource;
 use flotilla_proto::v1::{self, api_server::Api};
 use flotilla_runtime::Shutdown;
+use flotilla_store::typed::Stored;
 use flotilla_runtime::reflector::Cache;
-use flotilla_store::typed::workload_key;
 use tonic::{Request, Response, Status};
 
 use crate::admission::Admission;
@@ -359,12 +359,11 @@ impl Api for ApiService {
             let (_, _, rv, uid) = meta_of(&req.workload);
             // Admission fills the identity in from the manifest; the key needs it.
             let admitted = self.admission().workload(req.workload)?;
-            let ns = key_part(admitted.namespace(), "metadata.namespace")?.to_owned();
-            let name = key_part(admitted.name(), "metadata.name")?.to_owned();
-            let kind = key_part(&admitted.kind, "kind")?.to_owned();
+            key_part(admitted.name(), "metadata.name")?;
+            key_part(&admitted.kind, "kind")?;
             self.objects()
                 .update(
-                    &workload_key(&ns, &kind, &name),
+                    &admitted.key(),
                     rv,
                     &uid,
                     |current: &v1::Workload| {

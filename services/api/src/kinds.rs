@@ -1,6 +1,7 @@
 //! What the generic CRUD and watch code needs to know per kind: its watch response message
 //! and how to name an object from its key alone.
 
+use flotilla_core::resource;
 use flotilla_proto::Resource;
 use flotilla_proto::v1::{self, WatchEventType};
 use flotilla_store::typed::Stored;
@@ -75,12 +76,13 @@ impl ApiKind for v1::Workload {
         }
     }
 
-    /// `workloads/<ns>/<kind>/<name>`.
+    /// `workloads/<ns>/<kind>[.<group>]/<name>` (the version is not in the key, so
+    /// `apiVersion` stays empty).
     fn tombstone(key: &str) -> Self {
         let parts: Vec<&str> = key.split('/').collect();
         let mut obj = Self::default();
-        if let [_, ns, kind, name] = parts.as_slice() {
-            obj.kind = (*kind).to_owned();
+        if let [_, ns, segment, name] = parts.as_slice() {
+            obj.kind = resource::split_kind_segment(segment).0.to_owned();
             let meta = obj.meta_mut();
             meta.namespace = (*ns).to_owned();
             meta.name = (*name).to_owned();
@@ -131,7 +133,7 @@ mod tests {
         assert_eq!((b.namespace(), b.name()), ("default", "nginx-deployment"));
         let c = v1::Cluster::tombstone("clusters/member1");
         assert_eq!((c.namespace(), c.name()), ("", "member1"));
-        let w = v1::Workload::tombstone("workloads/default/Deployment/nginx");
+        let w = v1::Workload::tombstone("workloads/default/Deployment.apps/nginx");
         assert_eq!(
             (w.namespace(), w.kind.as_str(), w.name()),
             ("default", "Deployment", "nginx")

@@ -29,6 +29,20 @@ fn replica_field(api_version: &str, kind: &str) -> Option<&'static str> {
     }
 }
 
+/// `text` (a manifest `inspect` accepted) without `metadata.namespace` (CR-4: a cluster-scoped
+/// object's manifest has none).
+pub fn without_namespace(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(mut value) => {
+            if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("namespace");
+            }
+            value.to_string()
+        }
+        Err(_) => text.to_owned(),
+    }
+}
+
 /// The facts read from a manifest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {

@@ -8,11 +8,12 @@
 
 use std::sync::Arc;
 
+use flotilla_core::resource;
 use flotilla_core::validation::{FieldPath, check_cluster_name, check_dns1123_label};
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_store::typed::{
-    Stored, namespaced_key, work_key, workload_key, works_on_cluster_prefix,
+    Stored, namespaced_key, work_key, workload_key_of_segment, works_on_cluster_prefix,
 };
 
 use crate::error::Error;
@@ -144,7 +145,9 @@ fn workloads(namespace: &str, kind: &str) -> Result<Scope<v1::Workload>, Error> 
         return in_namespace(namespace);
     }
     key_part(kind, "kind")?;
-    if !namespace.is_empty() {
+    // `Kind.group` names one kind (RM-1); a bare `Deployment` every group's Deployments, so
+    // that a user who does not know the group still finds them all.
+    if kind.contains('.') && !namespace.is_empty() {
         return Ok(Scope {
             prefix: format!("{}{namespace}/{kind}/", v1::Workload::PREFIX),
             filter: None,
@@ -152,8 +155,11 @@ fn workloads(namespace: &str, kind: &str) -> Result<Scope<v1::Workload>, Error> 
     }
     let kind = kind.to_owned();
     Ok(Scope {
-        prefix: v1::Workload::PREFIX.to_owned(),
-        filter: Some(Arc::new(move |w: &v1::Workload| w.kind == kind)),
+        prefix: under(v1::Workload::PREFIX, namespace),
+        filter: Some(Arc::new(move |w: &v1::Workload| {
+            resource::kind_segment(resource::group(&w.api_version), &w.kind) == kind
+                || w.kind == kind
+        })),
     })
 }
 
@@ -305,10 +311,20 @@ fn namespaced<R: ApiKind>(namespace: &str, name: &str) -> Result<String, Error> 
     ))
 }
 
-fn workload(namespace: &str, kind: &str, name: &str) -> Result<String, Error> {
-    Ok(workload_key(
-        key_part(namespace, "namespace")?,
-        key_part(kind, "kind")?,
+/// The key of the workload a Get/Delete names. `kind` is `Kind.group` (`Deployment.apps`,
+/// `Gateway.networking.istio.io`) or a bare kind, which means the built-in kind of that name
+/// (`Deployment` → `Deployment.apps`) or else the core group. The namespace of a cluster-scoped
+/// kind is ignored, as kubectl ignores `-n` for them.
+pub fn workload(namespace: &str, kind: &str, name: &str) -> Result<String, Error> {
+    let segment = resource::resolve_kind_segment(key_part(kind, "kind")?);
+    let (bare, group) = resource::split_kind_segment(&segment);
+    let namespace = match resource::scope(group, bare) {
+        resource::Scope::Cluster => "",
+        resource::Scope::Namespaced => key_part(namespace, "namespace")?,
+    };
+    Ok(workload_key_of_segment(
+        namespace,
+        &segment,
         key_part(name, "name")?,
     ))
 }
@@ -351,14 +367,16 @@ delete!(v1::DeleteWorkloadRequest => DeleteWorkloadResponse.workload);
 covers!(ListWorkloadsRequest, ListWorkloadsResponse, WatchWorkloadsRequest => v1::Workload,
     |r| workloads(&r.namespace, &r.kind));
 
+// An empty namespace names a ClusterResourceBinding (the binding of a cluster-scoped template).
 named!(v1::GetResourceBindingRequest => v1::ResourceBinding,
-    |r| namespaced::<v1::ResourceBinding>(&r.namespace, &r.name));
+    |r| Ok(namespaced_key(v1::ResourceBinding::PREFIX, &r.namespace, key_part(&r.name, "name")?)));
 covers!(ListResourceBindingsRequest, ListResourceBindingsResponse,
     WatchResourceBindingsRequest => v1::ResourceBinding, |r| bindings(&r.namespace, &r.cluster));
 
+// An empty namespace names the Work of a ClusterResourceBinding.
 named!(v1::GetWorkRequest => v1::Work, |r| Ok(work_key(
     key_part(&r.cluster, "cluster")?,
-    key_part(&r.namespace, "namespace")?,
+    &r.namespace,
     key_part(&r.name, "name")?,
 )));
 covers!(ListWorksRequest, ListWorksResponse, WatchWorksRequest => v1::Work,

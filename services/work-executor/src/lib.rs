@@ -293,7 +293,7 @@ impl WorkExecutor {
             b.spec
                 .as_ref()
                 .and_then(|s| s.resource.as_ref())
-                .map(|r| vec![workload_key(&r.namespace, &r.kind, &r.name)])
+                .map(|r| vec![workload_key(&r.namespace, &r.api_version, &r.kind, &r.name)])
                 .unwrap_or_default()
         });
         let works_w = Writer::<v1::Work>::new()

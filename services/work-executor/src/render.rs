@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use flotilla_core::resource;
 use flotilla_core::Time;
 use flotilla_core::types::{ResourceHealth, TargetCluster};
 use flotilla_core::work::{WorkObservation, work_name};
@@ -55,13 +56,15 @@ pub fn binding_key(namespace: &str, name: &str) -> String {
 pub fn parse_binding_key(key: &str) -> Option<(&str, &str)> {
     key.strip_prefix(v1::ResourceBinding::PREFIX)?
         .split_once('/')
-        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+        // an empty namespace: a ClusterResourceBinding
+        .filter(|(_, n)| !n.is_empty() && !n.contains('/'))
 }
 
 /// The `<ns>/<name>` index value of the binding a Work belongs to.
 pub fn work_binding_ref(work: &v1::Work) -> Option<String> {
     let b = work.spec.as_ref()?.binding.as_ref()?;
-    (!b.namespace.is_empty() && !b.name.is_empty()).then(|| format!("{}/{}", b.namespace, b.name))
+    // `/<name>` for a ClusterResourceBinding's Work
+    (!b.name.is_empty()).then(|| format!("{}/{}", b.namespace, b.name))
 }
 
 /// The Work's target cluster (`""` without a spec).
@@ -85,7 +88,11 @@ pub fn expected_work_key(binding: &v1::ResourceBinding, cluster: &str) -> String
     work_key(
         cluster,
         ns,
-        &work_name(&resource.namespace, &resource.name, &resource.kind),
+        &work_name(
+            &resource.namespace,
+            &resource.name,
+            &resource::qualified_kind(resource::group(&resource.api_version), &resource.kind),
+        ),
     )
 }
 
@@ -166,7 +173,11 @@ pub fn render_work(
     ]);
     Ok(v1::Work {
         metadata: Some(v1::ObjectMeta {
-            name: work_name(&resource.namespace, &resource.name, &resource.kind),
+            name: work_name(
+            &resource.namespace,
+            &resource.name,
+            &resource::qualified_kind(resource::group(&resource.api_version), &resource.kind),
+        ),
             namespace: meta.namespace.clone(),
             labels: labels.into_iter().collect(),
             finalizers: vec![EXECUTION_FINALIZER.to_owned()],
@@ -582,6 +593,7 @@ mod tests {
         assert_eq!(binding_key("ns", "b"), "bindings/ns/b");
         assert_eq!(parse_binding_key("bindings/ns/b"), Some(("ns", "b")));
         assert_eq!(parse_binding_key("bindings/ns"), None);
+        assert_eq!(parse_binding_key("bindings//crb"), Some(("", "crb")));
         assert_eq!(parse_binding_key("works/ns/b"), None);
     }
 }

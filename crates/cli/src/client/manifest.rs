@@ -26,6 +26,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
+use flotilla_core::resource;
 use flotilla_core::defaults::{DefaultingOptions, default_propagation_spec};
 use flotilla_core::types as core;
 use flotilla_core::validation::{
@@ -97,9 +98,20 @@ impl Object {
             .unwrap_or_default()
     }
 
-    /// `kind/name` in kubectl's lower-case style, e.g. `propagationpolicy/nginx-propagation`.
+    /// The kind with its API group where that tells two kinds apart (RM-1): a workload's
+    /// `Deployment.example.com`, but `Deployment` for apps/v1's (the group a bare kind
+    /// means) and for Flotilla's own kinds.
+    pub fn qualified_kind(&self) -> String {
+        match self {
+            Object::Workload(w) => resource::qualified_kind(resource::group(&w.api_version), &w.kind),
+            other => other.kind().to_owned(),
+        }
+    }
+
+    /// `kind/name` in kubectl's lower-case style, e.g. `propagationpolicy/nginx-propagation`,
+    /// `deployment.example.com/clash`.
     pub fn handle(&self) -> String {
-        format!("{}/{}", self.kind().to_ascii_lowercase(), self.id().1)
+        format!("{}/{}", self.qualified_kind().to_ascii_lowercase(), self.id().1)
     }
 
     /// The object as one item of an `Api.Apply`.
@@ -224,7 +236,7 @@ pub fn cross_check(documents: &[Document]) -> Vec<DocError> {
     let mut seen: HashMap<(String, String, String), &Document> = HashMap::new();
     for doc in documents {
         let (ns, name) = doc.object.id();
-        let key = (doc.object.kind().to_owned(), ns, name);
+        let key = (doc.object.qualified_kind(), ns, name);
         if let Some(first) = seen.get(&key) {
             errors.push(DocError {
                 source: doc.source.clone(),
@@ -1495,9 +1507,20 @@ fn workload(
         .get("namespace")
         .and_then(serde_json::Value::as_str)
         .map(str::to_owned);
-    let namespace = namespace_of(ctx, own_ns.as_deref(), opts);
-    // As kubectl does, the object lands in the namespace it is applied to.
-    metadata.insert("namespace".into(), namespace.clone().into());
+    let namespace = if resource::scope_of(api_version, kind) == resource::Scope::Cluster {
+        // CR-4: a cluster-scoped object (Namespace, ClusterRole, ...) has no namespace
+        if metadata.remove("namespace").is_some() {
+            ctx.warn(format!(
+                "metadata.namespace ignored: {kind} is cluster-scoped"
+            ));
+        }
+        String::new()
+    } else {
+        let namespace = namespace_of(ctx, own_ns.as_deref(), opts);
+        // As kubectl does, the object lands in the namespace it is applied to.
+        metadata.insert("namespace".into(), namespace.clone().into());
+        namespace
+    };
     let name = metadata
         .get("name")
         .and_then(serde_json::Value::as_str)

@@ -337,10 +337,10 @@ async fn delete_one(
                 [one] => one.clone(),
                 [] => anyhow::bail!("workload {name:?} not found in namespace {namespace:?}"),
                 many => anyhow::bail!(
-                    "{name:?} names {} workloads in {namespace:?} ({}); name one as Kind/name",
+                    "{name:?} names {} workloads in {namespace:?} ({}); name one as Kind.group/name",
                     many.len(),
                     many.iter()
-                        .map(|w| format!("{}/{}", w.kind, w.name()))
+                        .map(|w| format!("{}/{}", segment_of(w), w.name()))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -348,7 +348,7 @@ async fn delete_one(
             let r = api
                 .delete_workload(v1::DeleteWorkloadRequest {
                     namespace: namespace.into(),
-                    kind: workload.kind.clone(),
+                    kind: segment_of(&workload),
                     name: workload.name().to_owned(),
                     preconditions: None,
                 })
@@ -356,7 +356,11 @@ async fn delete_one(
                 .map_err(|s| status_error(what("workload"), &s))?
                 .into_inner();
             (
-                format!("{}/{}", workload.kind.to_ascii_lowercase(), workload.name()),
+                format!(
+                    "{}/{}",
+                    segment_of(&workload).to_ascii_lowercase(),
+                    workload.name()
+                ),
                 r.deleted,
             )
         }
@@ -365,6 +369,14 @@ async fn delete_one(
              deleted; delete the workload or its policy instead"
         ),
     })
+}
+
+/// A workload's kind with its group (`Deployment.apps`), which names it exactly (RM-1).
+fn segment_of(workload: &v1::Workload) -> String {
+    flotilla_core::resource::kind_segment(
+        flotilla_core::resource::group(&workload.api_version),
+        &workload.kind,
+    )
 }
 
 /// Reads the cluster, applies `change` to its taints and writes it back at the

@@ -178,3 +178,15 @@ fn dep_1_stateful_set_claim_templates_are_not_dependencies() {
         }});
     assert_eq!(deps(sts), owned(&[("PersistentVolumeClaim", "shared")]));
 }
+
+#[test]
+fn rm_1_qualified_kind_only_where_a_bare_kind_means_another_group() {
+    for (group, kind, want) in [
+        ("apps", "Deployment", "Deployment"),
+        ("", "ConfigMap", "ConfigMap"),
+        ("example.com", "Deployment", "Deployment.example.com"),
+        ("example.com", "Widget", "Widget.example.com"),
+    ] {
+        assert_eq!(qualified_kind(group, kind), want, "{group} {kind}");
+    }
+}

@@ -1,5 +1,6 @@
 //! Graceful eviction tasks (§1.7), bindings (A7), workload templates and List paging.
 
+use crate::resource::Scope;
 use std::collections::HashMap;
 
 use super::meta::{validate_labels, validate_object_meta};
@@ -362,11 +363,14 @@ pub fn validate_workload(workload: &WorkloadTemplate<'_>, limits: &Limits) -> Fi
     if let Err(e) = check_kind(workload.kind) {
         errs.push(e.at(&FieldPath::new("kind")));
     }
+    // CR-2: a cluster-scoped kind (Namespace, ClusterRole, ...) has no namespace.
+    let namespaced =
+        crate::resource::scope_of(workload.api_version, workload.kind) == Scope::Namespaced;
     errs.extend(validate_object_meta(
         workload.meta,
         &FieldPath::new("metadata"),
         check_dns1123_subdomain,
-        true,
+        namespaced,
         limits,
     ));
     let spec = FieldPath::new("spec");

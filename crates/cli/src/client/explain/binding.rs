@@ -196,7 +196,10 @@ pub(super) async fn plan(
         Some(res) => match api
             .get_workload(v1::GetWorkloadRequest {
                 namespace: res.namespace.clone(),
-                kind: res.kind.clone(),
+                kind: flotilla_core::resource::kind_segment(
+                    flotilla_core::resource::group(&res.api_version),
+                    &res.kind,
+                ),
                 name: res.name.clone(),
             })
             .await
