@@ -44,10 +44,19 @@ const CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("scheduling.k8s.io", "PriorityClass"),
     ("node.k8s.io", "RuntimeClass"),
     ("networking.k8s.io", "IngressClass"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
     ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+    ),
     ("certificates.k8s.io", "CertificateSigningRequest"),
     ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
     ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
@@ -78,8 +87,14 @@ const BUILTIN_GROUPS: &[(&str, &str)] = &[
     ("RuntimeClass", "node.k8s.io"),
     ("CustomResourceDefinition", "apiextensions.k8s.io"),
     ("APIService", "apiregistration.k8s.io"),
-    ("ValidatingWebhookConfiguration", "admissionregistration.k8s.io"),
-    ("MutatingWebhookConfiguration", "admissionregistration.k8s.io"),
+    (
+        "ValidatingWebhookConfiguration",
+        "admissionregistration.k8s.io",
+    ),
+    (
+        "MutatingWebhookConfiguration",
+        "admissionregistration.k8s.io",
+    ),
 ];
 
 /// The API group of an `apiVersion` (`apps/v1` → `apps`; `v1` → `""`, the core group).
@@ -179,9 +194,8 @@ pub struct Dependency {
 /// The path of the pod spec inside a workload kind's manifest (DEP-1 kinds).
 fn pod_spec_path(api_version: &str, kind: &str) -> Option<&'static str> {
     match (api_version, kind) {
-        ("apps/v1", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") | ("batch/v1", "Job") => {
-            Some("/spec/template/spec")
-        }
+        ("apps/v1", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
+        | ("batch/v1", "Job") => Some("/spec/template/spec"),
         ("batch/v1", "CronJob") => Some("/spec/jobTemplate/spec/template/spec"),
         ("v1", "Pod") => Some("/spec"),
         _ => None,
@@ -195,7 +209,10 @@ fn pod_spec_path(api_version: &str, kind: &str) -> Option<&'static str> {
 /// `volumeClaimTemplates` excepted). Sorted, without duplicates;
 /// empty for kinds without a pod template.
 pub fn dependencies(manifest: &Value) -> Vec<Dependency> {
-    let api_version = manifest.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let api_version = manifest
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let kind = manifest.get("kind").and_then(Value::as_str).unwrap_or("");
     let Some(pod) = pod_spec_path(api_version, kind).and_then(|p| manifest.pointer(p)) else {
         return Vec::new();

@@ -168,8 +168,18 @@ mod tests {
             ),
             // cluster-scoped templates, their ClusterResourceBindings and Works
             ("workloads//Namespace/team-a", "workloads", "", "team-a"),
-            ("bindings//team-a-namespace", "bindings", "", "team-a-namespace"),
-            ("works/m1//team-a-namespace", "works", "", "team-a-namespace"),
+            (
+                "bindings//team-a-namespace",
+                "bindings",
+                "",
+                "team-a-namespace",
+            ),
+            (
+                "works/m1//team-a-namespace",
+                "works",
+                "",
+                "team-a-namespace",
+            ),
             // malformed: no namespace can be read, the name is the last segment
             ("bindings/nginx", "bindings", "", "nginx"),
             ("nginx", "", "", "nginx"),

@@ -272,7 +272,12 @@ impl Admission {
         Error::check(errs)?;
         if cluster_scoped && m.namespace.is_some() {
             workload.manifest = manifest::without_namespace(&workload.manifest);
-        } else if !cluster_scoped && workload.metadata.as_ref().is_none_or(|m| m.namespace.is_empty()) {
+        } else if !cluster_scoped
+            && workload
+                .metadata
+                .as_ref()
+                .is_none_or(|m| m.namespace.is_empty())
+        {
             return Err(Error::required(
                 "metadata.namespace",
                 format!("{} is namespaced: a namespace is required", m.kind),

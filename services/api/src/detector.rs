@@ -19,6 +19,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use flotilla_core::resource;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
@@ -32,9 +33,8 @@ use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
     Action, Change, ChangeFilter, Controller, Digest, QueueConfig, Readiness, Shutdown, WorkQueue,
 };
-use flotilla_store::StoreRef;
-use flotilla_core::resource;
 use flotilla_store::ObjectKey;
+use flotilla_store::StoreRef;
 use flotilla_store::typed::{Stored, Typed, decode, namespaced_key};
 use tokio::task::JoinHandle;
 

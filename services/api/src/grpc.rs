@@ -15,8 +15,8 @@ use std::time::Duration;
 use flotilla_proto::Resource;
 use flotilla_proto::v1::{self, api_server::Api};
 use flotilla_runtime::Shutdown;
-use flotilla_store::typed::Stored;
 use flotilla_runtime::reflector::Cache;
+use flotilla_store::typed::Stored;
 use tonic::{Request, Response, Status};
 
 use crate::admission::Admission;
@@ -362,16 +362,11 @@ impl Api for ApiService {
             key_part(admitted.name(), "metadata.name")?;
             key_part(&admitted.kind, "kind")?;
             self.objects()
-                .update(
-                    &admitted.key(),
-                    rv,
-                    &uid,
-                    |current: &v1::Workload| {
-                        let mut new = admitted.clone();
-                        carry_server_meta(current, &mut new);
-                        Ok(new)
-                    },
-                )
+                .update(&admitted.key(), rv, &uid, |current: &v1::Workload| {
+                    let mut new = admitted.clone();
+                    carry_server_meta(current, &mut new);
+                    Ok(new)
+                })
                 .await
         }
         .await)

@@ -2177,3 +2177,281 @@ async fn apply_writes_a_large_file_in_transactions_of_128() {
     assert_eq!(revisions.last(), Some(&done.resource_version));
     api.stop().await;
 }
+
+/// A ClusterPropagationPolicy selecting every template of the given `(apiVersion, kind)`s.
+fn cpp_for(name: &str, kinds: &[(&str, &str)]) -> v1::CreateClusterPropagationPolicyRequest {
+    let mut spec = kind_only(name, 0);
+    spec.resource_selectors = kinds
+        .iter()
+        .map(|(api_version, kind)| v1::ResourceSelector {
+            api_version: (*api_version).into(),
+            kind: (*kind).into(),
+            ..Default::default()
+        })
+        .collect();
+    v1::CreateClusterPropagationPolicyRequest {
+        cluster_propagation_policy: Some(v1::ClusterPropagationPolicy {
+            metadata: meta(name),
+            spec: Some(spec),
+        }),
+    }
+}
+
+fn manifest_workload(manifest: &str) -> v1::CreateWorkloadRequest {
+    create_workload(v1::Workload {
+        manifest: manifest.into(),
+        ..Default::default()
+    })
+}
+
+/// The binding at `key` once it exists and `ok` holds for it.
+async fn stored_binding_at(
+    typed: &Typed,
+    key: &str,
+    ok: impl Fn(&v1::ResourceBinding) -> bool,
+) -> v1::ResourceBinding {
+    eventually(key, || async {
+        typed
+            .get::<v1::ResourceBinding>(key)
+            .await
+            .unwrap()
+            .filter(|b| ok(b))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_bindings() {
+    let (store, _api, mut client) = setup().await;
+    let typed = Typed::new(store.clone());
+    client
+        .create_cluster_propagation_policy(cpp_for(
+            "deployments",
+            &[("apps/v1", "Deployment"), ("example.com/v1", "Deployment")],
+        ))
+        .await
+        .unwrap();
+    let apps = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"clash","namespace":"default"},"spec":{"replicas":2}}"#;
+    let custom = r#"{"apiVersion":"example.com/v1","kind":"Deployment","metadata":{"name":"clash","namespace":"default"},"spec":{"size":9}}"#;
+    client
+        .create_workload(manifest_workload(apps))
+        .await
+        .unwrap();
+    let first = stored_binding_at(&typed, "bindings/default/clash-deployment", |_| true).await;
+    // the other group's template is created beside it, not in its place
+    client
+        .create_workload(manifest_workload(custom))
+        .await
+        .expect("another group's Deployment of the same name is another template");
+    let keys: Vec<String> = snapshot(&store)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with("workloads/"))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "workloads/default/Deployment.apps/clash",
+            "workloads/default/Deployment.example.com/clash"
+        ]
+    );
+    // its binding takes the usual name with the group's suffix, since that name is taken
+    let suffixed = format!(
+        "bindings/default/clash-deployment-{}",
+        flotilla_core::resource::group_suffix("example.com")
+    );
+    let second = stored_binding_at(&typed, &suffixed, |_| true).await;
+    let resource = |b: &v1::ResourceBinding| b.spec.clone().unwrap().resource.unwrap();
+    assert_eq!(resource(&first).api_version, "apps/v1");
+    assert_eq!(resource(&second).api_version, "example.com/v1");
+    assert_eq!(
+        second.spec.as_ref().unwrap().replicas,
+        0,
+        "IN-1: a custom kind has none"
+    );
+    // the first binding was not touched by the second template
+    let again: v1::ResourceBinding = typed
+        .get("bindings/default/clash-deployment")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resource(&again).api_version, "apps/v1");
+
+    // Get: a bare kind means the built-in group; Kind.group names one exactly
+    let get = |kind: &str| {
+        let mut c = client.clone();
+        let kind = kind.to_owned();
+        async move {
+            c.get_workload(v1::GetWorkloadRequest {
+                namespace: "default".into(),
+                kind,
+                name: "clash".into(),
+            })
+            .await
+            .map(|r| r.into_inner().api_version)
+        }
+    };
+    assert_eq!(get("Deployment").await.unwrap(), "apps/v1");
+    assert_eq!(get("Deployment.apps").await.unwrap(), "apps/v1");
+    assert_eq!(
+        get("Deployment.example.com").await.unwrap(),
+        "example.com/v1"
+    );
+    // List by a bare kind finds both groups' Deployments
+    let listed = client
+        .list_workloads(v1::ListWorkloadsRequest {
+            namespace: "default".into(),
+            kind: "Deployment".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    assert_eq!(listed.len(), 2);
+
+    // deleting one group's template removes its binding only
+    client
+        .delete_workload(v1::DeleteWorkloadRequest {
+            namespace: "default".into(),
+            kind: "Deployment.example.com".into(),
+            name: "clash".into(),
+            preconditions: None,
+        })
+        .await
+        .unwrap();
+    eventually("the custom template's binding deleted", || async {
+        typed
+            .get::<v1::ResourceBinding>(&suffixed)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        typed
+            .get::<v1::ResourceBinding>("bindings/default/clash-deployment")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
+    let (store, _api, mut client) = setup().await;
+    let typed = Typed::new(store.clone());
+    // CR-1: a namespaced policy never claims a cluster-scoped template
+    let mut namespaced = kind_only("namespaced", 100);
+    namespaced.resource_selectors[0] = v1::ResourceSelector {
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        ..Default::default()
+    };
+    client
+        .create_propagation_policy(create_pp(pp("namespaced", namespaced)))
+        .await
+        .unwrap();
+    client
+        .create_cluster_propagation_policy(cpp_for(
+            "platform",
+            &[
+                ("v1", "Namespace"),
+                ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            ],
+        ))
+        .await
+        .unwrap();
+    // a namespace given to a cluster-scoped object is dropped, from the manifest too (CR-4)
+    let ns = client
+        .create_workload(manifest_workload(
+            r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","namespace":"default"}}"#,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ns.metadata.as_ref().unwrap().namespace, "");
+    assert!(
+        !ns.manifest.contains("namespace\":\"default"),
+        "{}",
+        ns.manifest
+    );
+    client
+        .create_workload(manifest_workload(
+            r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"viewer"},"rules":[]}"#,
+        ))
+        .await
+        .unwrap();
+    let keys: Vec<String> = snapshot(&store)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with("workloads/"))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "workloads//ClusterRole.rbac.authorization.k8s.io/viewer",
+            "workloads//Namespace/team-a"
+        ]
+    );
+    // CR-2: ClusterResourceBindings (no namespace), claimed by the cluster-wide policy
+    for (key, name) in [
+        ("bindings//team-a-namespace", "team-a"),
+        ("bindings//viewer-clusterrole", "viewer"),
+    ] {
+        let b = stored_binding_at(&typed, key, |_| true).await;
+        assert_eq!(b.metadata.as_ref().unwrap().namespace, "");
+        assert_eq!(policy_label(&b), "platform", "{key}");
+        let resource = b.spec.unwrap().resource.unwrap();
+        assert_eq!(
+            (resource.namespace.as_str(), resource.name.as_str()),
+            ("", name)
+        );
+    }
+    // Get with an empty namespace names a ClusterResourceBinding; no ResourceBinding exists
+    let crb = client
+        .get_resource_binding(v1::GetResourceBindingRequest {
+            namespace: String::new(),
+            name: "team-a-namespace".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(crb.metadata.unwrap().name, "team-a-namespace");
+    let in_default = client
+        .list_resource_bindings(v1::ListResourceBindingsRequest {
+            namespace: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    assert!(in_default.is_empty(), "{in_default:?}");
+    // a cluster-scoped kind is found whatever namespace the request names (kubectl's -n)
+    let got = client
+        .get_workload(v1::GetWorkloadRequest {
+            namespace: "default".into(),
+            kind: "Namespace".into(),
+            name: "team-a".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.metadata.unwrap().name, "team-a");
+    // a namespaced kind still needs its namespace
+    let err = client
+        .create_workload(manifest_workload(
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(
+        bad_fields(&err).contains(&"metadata.namespace".to_owned()),
+        "{err:?}"
+    );
+}

@@ -254,8 +254,12 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     };
     let workload = binding_ref.and_then(|b| {
         let r = b.spec.as_ref()?.resource.as_ref()?;
-        ctx.workloads
-            .get(&workload_key(&r.namespace, &r.api_version, &r.kind, &r.name))
+        ctx.workloads.get(&workload_key(
+            &r.namespace,
+            &r.api_version,
+            &r.kind,
+            &r.name,
+        ))
     });
     let works: Vec<Arc<v1::Work>> = view.works.values().cloned().collect();
     let decision = decide(binding_ref, &spec, workload.as_deref(), &works);

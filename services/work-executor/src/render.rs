@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use flotilla_core::resource;
 use flotilla_core::Time;
+use flotilla_core::resource;
 use flotilla_core::types::{ResourceHealth, TargetCluster};
 use flotilla_core::work::{WorkObservation, work_name};
 use flotilla_proto::Resource;
@@ -174,10 +174,10 @@ pub fn render_work(
     Ok(v1::Work {
         metadata: Some(v1::ObjectMeta {
             name: work_name(
-            &resource.namespace,
-            &resource.name,
-            &resource::qualified_kind(resource::group(&resource.api_version), &resource.kind),
-        ),
+                &resource.namespace,
+                &resource.name,
+                &resource::qualified_kind(resource::group(&resource.api_version), &resource.kind),
+            ),
             namespace: meta.namespace.clone(),
             labels: labels.into_iter().collect(),
             finalizers: vec![EXECUTION_FINALIZER.to_owned()],

@@ -26,8 +26,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use flotilla_core::resource;
 use flotilla_core::defaults::{DefaultingOptions, default_propagation_spec};
+use flotilla_core::resource;
 use flotilla_core::types as core;
 use flotilla_core::validation::{
     FieldError, FieldErrors, FieldPath, Limits, WorkloadTemplate, validate_cluster,
@@ -103,7 +103,9 @@ impl Object {
     /// means) and for Flotilla's own kinds.
     pub fn qualified_kind(&self) -> String {
         match self {
-            Object::Workload(w) => resource::qualified_kind(resource::group(&w.api_version), &w.kind),
+            Object::Workload(w) => {
+                resource::qualified_kind(resource::group(&w.api_version), &w.kind)
+            }
             other => other.kind().to_owned(),
         }
     }
@@ -111,7 +113,11 @@ impl Object {
     /// `kind/name` in kubectl's lower-case style, e.g. `propagationpolicy/nginx-propagation`,
     /// `deployment.example.com/clash`.
     pub fn handle(&self) -> String {
-        format!("{}/{}", self.qualified_kind().to_ascii_lowercase(), self.id().1)
+        format!(
+            "{}/{}",
+            self.qualified_kind().to_ascii_lowercase(),
+            self.id().1
+        )
     }
 
     /// The object as one item of an `Api.Apply`.

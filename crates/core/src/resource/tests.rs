@@ -19,8 +19,16 @@ fn rm_1_kind_segment_names_the_group() {
     for (group, kind, segment) in [
         ("apps", "Deployment", "Deployment.apps"),
         ("", "ConfigMap", "ConfigMap"),
-        ("gateway.networking.k8s.io", "Gateway", "Gateway.gateway.networking.k8s.io"),
-        ("networking.istio.io", "Gateway", "Gateway.networking.istio.io"),
+        (
+            "gateway.networking.k8s.io",
+            "Gateway",
+            "Gateway.gateway.networking.k8s.io",
+        ),
+        (
+            "networking.istio.io",
+            "Gateway",
+            "Gateway.networking.istio.io",
+        ),
     ] {
         assert_eq!(kind_segment(group, kind), segment);
         assert_eq!(split_kind_segment(segment), (kind, group));
@@ -59,9 +67,21 @@ fn rm_1_binding_name_suffix_only_on_collision() {
 fn cr_2_builtin_cluster_scoped_kinds() {
     for (api_version, kind, want) in [
         ("v1", "Namespace", Scope::Cluster),
-        ("rbac.authorization.k8s.io/v1", "ClusterRole", Scope::Cluster),
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", Scope::Cluster),
-        ("apiextensions.k8s.io/v1", "CustomResourceDefinition", Scope::Cluster),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            Scope::Cluster,
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            Scope::Cluster,
+        ),
+        (
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            Scope::Cluster,
+        ),
         ("storage.k8s.io/v1", "StorageClass", Scope::Cluster),
         ("rbac.authorization.k8s.io/v1", "Role", Scope::Namespaced),
         ("apps/v1", "Deployment", Scope::Namespaced),
@@ -133,15 +153,24 @@ fn dep_1_pod_template_references() {
         ("apps/v1", "DaemonSet", "/spec/template/spec"),
         ("apps/v1", "ReplicaSet", "/spec/template/spec"),
         ("batch/v1", "Job", "/spec/template/spec"),
-        ("batch/v1", "CronJob", "/spec/jobTemplate/spec/template/spec"),
+        (
+            "batch/v1",
+            "CronJob",
+            "/spec/jobTemplate/spec/template/spec",
+        ),
         ("v1", "Pod", "/spec"),
     ] {
-        let mut manifest = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
+        let mut manifest =
+            json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
         // build the nesting of the pod spec for this kind
         let mut at = &mut manifest;
         let parts: Vec<&str> = wrap.trim_start_matches('/').split('/').collect();
         for (i, part) in parts.iter().enumerate() {
-            let value = if i + 1 == parts.len() { pod.clone() } else { json!({}) };
+            let value = if i + 1 == parts.len() {
+                pod.clone()
+            } else {
+                json!({})
+            };
             at = at
                 .as_object_mut()
                 .expect("object")
@@ -169,13 +198,13 @@ fn dep_1_default_service_account_and_other_kinds_have_none() {
 #[test]
 fn dep_1_stateful_set_claim_templates_are_not_dependencies() {
     let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
-        "spec": {
-            "volumeClaimTemplates": [{"metadata": {"name": "data"}}],
-            "template": {"spec": {"volumes": [
-                {"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
-                {"name": "b", "persistentVolumeClaim": {"claimName": "shared"}}
-            ]}}
-        }});
+    "spec": {
+        "volumeClaimTemplates": [{"metadata": {"name": "data"}}],
+        "template": {"spec": {"volumes": [
+            {"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "b", "persistentVolumeClaim": {"claimName": "shared"}}
+        ]}}
+    }});
     assert_eq!(deps(sts), owned(&[("PersistentVolumeClaim", "shared")]));
 }
 
