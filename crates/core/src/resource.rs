@@ -202,6 +202,11 @@ fn pod_spec_path(api_version: &str, kind: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether the kind has a pod template whose dependencies [`dependencies`] reads (DEP-1).
+pub fn has_pod_template(api_version: &str, kind: &str) -> bool {
+    pod_spec_path(api_version, kind).is_some()
+}
+
 /// DEP-1: the ConfigMaps, Secrets, ServiceAccount and PersistentVolumeClaims a workload's pod
 /// template refers to — volumes (projected sources included), `env[].valueFrom`, `envFrom`
 /// of every container, init and ephemeral container, `imagePullSecrets`, the

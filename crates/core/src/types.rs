@@ -732,6 +732,8 @@ pub struct ResourceBindingSpec {
     pub failover: Option<FailoverBehavior>,
     /// Scheduler name.
     pub scheduler_name: String,
+    /// Dependencies follow the template (`propagateDeps`, DEP-2).
+    pub propagate_deps: bool,
 }
 
 /// A binding's status.

@@ -1592,6 +1592,7 @@ impl From<domain::ResourceBindingSpec> for v1::ResourceBindingSpec {
             reschedule_triggered_at,
             failover,
             scheduler_name,
+            propagate_deps,
         } = spec;
         // The domain flattens `requiredBy[].clusters`; write them back as one unnamed entry.
         let required_by = if required_by_clusters.is_empty() {
@@ -1617,6 +1618,7 @@ impl From<domain::ResourceBindingSpec> for v1::ResourceBindingSpec {
             reschedule_triggered_at: opt_timestamp(reschedule_triggered_at),
             failover: failover.map(Into::into),
             scheduler_name,
+            propagate_deps,
         }
     }
 }
@@ -1636,6 +1638,7 @@ impl TryFrom<v1::ResourceBindingSpec> for domain::ResourceBindingSpec {
             reschedule_triggered_at,
             failover,
             scheduler_name,
+            propagate_deps,
         } = spec;
         Ok(domain::ResourceBindingSpec {
             resource: msg(resource, "resource")?,
@@ -1652,6 +1655,7 @@ impl TryFrom<v1::ResourceBindingSpec> for domain::ResourceBindingSpec {
             reschedule_triggered_at: opt_time(reschedule_triggered_at, "rescheduleTriggeredAt")?,
             failover: opt(failover, "failover")?,
             scheduler_name,
+            propagate_deps,
         })
     }
 }

@@ -380,19 +380,65 @@ pub fn desired_binding(
         .entry(LABEL_BINDING_PERMANENT_ID.to_owned())
         .or_insert_with(new_permanent_id);
     let spec = binding.spec.get_or_insert_with(Default::default);
-    spec.resource = Some(v1::ObjectReference {
-        api_version: workload.api_version.clone(),
-        kind: workload.kind.clone(),
-        namespace: workload.namespace().to_owned(),
-        name: workload.name().to_owned(),
-        uid: workload.meta().map(|m| m.uid.clone()).unwrap_or_default(),
-    });
+    spec.resource = Some(resource_of(workload));
     spec.replicas = workload.replicas;
     spec.replica_requirements = workload.replica_requirements;
     spec.placement = claim.spec.placement.clone();
     spec.failover = claim.spec.failover.clone();
     spec.scheduler_name = claim.spec.scheduler_name.clone();
+    spec.propagate_deps = claim.spec.propagate_deps;
     binding
+}
+
+/// The attached binding of a dependency no policy claims (DEP-2): `base` (the stored one, if
+/// any) with the template's identity and no placement; its clusters are those of the
+/// `requiredBy` entries (set by [`with_required_by`]), and the scheduler leaves it alone.
+pub fn attached_binding(
+    workload: &v1::Workload,
+    base: Option<&v1::ResourceBinding>,
+    name: &str,
+) -> v1::ResourceBinding {
+    let mut binding = base.cloned().unwrap_or_default();
+    let meta = binding.meta_mut();
+    name.clone_into(&mut meta.name);
+    meta.namespace = workload.namespace().to_owned();
+    meta.labels
+        .entry(LABEL_BINDING_PERMANENT_ID.to_owned())
+        .or_insert_with(new_permanent_id);
+    let spec = binding.spec.get_or_insert_with(Default::default);
+    spec.resource = Some(resource_of(workload));
+    spec.replicas = workload.replicas;
+    spec.replica_requirements = workload.replica_requirements;
+    binding
+}
+
+/// `binding` with `spec.requiredBy` set to `required_by` (DEP-2: the bindings that depend on
+/// it, with their clusters).
+pub fn with_required_by(
+    mut binding: v1::ResourceBinding,
+    required_by: &[v1::BindingSnapshot],
+) -> v1::ResourceBinding {
+    binding
+        .spec
+        .get_or_insert_with(Default::default)
+        .required_by = required_by.to_vec();
+    binding
+}
+
+/// Whether `binding` exists only because other bindings require it (DEP-2): no placement of
+/// its own, so no policy has ever claimed its template.
+pub fn is_attached_only(binding: &v1::ResourceBinding) -> bool {
+    binding.spec.as_ref().is_none_or(|s| s.placement.is_none())
+}
+
+fn resource_of(workload: &v1::Workload) -> v1::ObjectReference {
+    v1::ObjectReference {
+        api_version: workload.api_version.clone(),
+        kind: workload.kind.clone(),
+        namespace: workload.namespace().to_owned(),
+        name: workload.name().to_owned(),
+        uid: workload.meta().map(|m| m.uid.clone()).unwrap_or_default(),
+    }
 }
 
 /// `binding` detached from its policy (PL-1, PL-5): the policy labels removed, everything

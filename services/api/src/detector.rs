@@ -26,7 +26,6 @@ use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::Elected;
 use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
-use flotilla_runtime::queue::by_key;
 use flotilla_runtime::read_decide_write;
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
@@ -35,11 +34,14 @@ use flotilla_runtime::{
 };
 use flotilla_store::ObjectKey;
 use flotilla_store::StoreRef;
-use flotilla_store::typed::{Stored, Typed, decode, namespaced_key};
+use flotilla_store::typed::{Stored, Typed, decode, namespaced_key, workload_key};
 use tokio::task::JoinHandle;
 
 use crate::batch::{BatchWriter, Write};
-use crate::claim::{self, Candidate, PolicyRef, binding_keys_of, desired_binding, workload_key_of};
+use crate::claim::{
+    self, Candidate, PolicyRef, attached_binding, binding_keys_of, desired_binding,
+    is_attached_only, with_required_by, workload_key_of,
+};
 use crate::error::Error;
 
 /// The election the detector runs under.
@@ -52,6 +54,10 @@ const BY_NAMESPACE: &str = "namespace";
 const BY_BINDING: &str = "binding";
 /// Index of bindings by the store key of their workload (`spec.resource`).
 const BY_WORKLOAD: &str = "workload";
+/// Index of workloads by the keys of the templates they depend on (DEP-1).
+const BY_DEPENDENCY: &str = "dependency";
+/// Index of bindings by the `<ns>/<name>` of the bindings that require them (DEP-2).
+const BY_REQUIRED_BY: &str = "required-by";
 /// Index of bindings by the store key of the policy that claimed them.
 const BY_POLICY: &str = "policy";
 /// Index of bindings by the clusters they target or have an eviction task for.
@@ -125,7 +131,8 @@ impl CacheWriters {
         CacheWriters {
             workloads: Writer::<v1::Workload>::new()
                 .with_index(BY_NAMESPACE, |w| vec![w.namespace().to_owned()])
-                .with_index(BY_BINDING, |w| binding_keys_of(w).to_vec()),
+                .with_index(BY_BINDING, |w| binding_keys_of(w).to_vec())
+                .with_index(BY_DEPENDENCY, dependency_keys),
             policies: Writer::<v1::PropagationPolicy>::new()
                 .with_index(BY_NAMESPACE, |p| vec![p.namespace().to_owned()]),
             cluster_policies: Writer::new(),
@@ -137,7 +144,14 @@ impl CacheWriters {
                         .unwrap_or_default()
                 })
                 .with_index(BY_CLUSTER, binding_clusters)
-                .with_index(BY_WORKLOAD, |b| workload_key_of(b).into_iter().collect()),
+                .with_index(BY_WORKLOAD, |b| workload_key_of(b).into_iter().collect())
+                .with_index(BY_REQUIRED_BY, |b| {
+                    b.spec
+                        .iter()
+                        .flat_map(|s| &s.required_by)
+                        .map(|r| format!("{}/{}", r.namespace, r.name))
+                        .collect()
+                }),
         }
     }
 
@@ -293,16 +307,21 @@ pub fn spawn(
             &caches.cluster_policies,
         )
         .cache(v1::ResourceBinding::PREFIX, &caches.bindings);
-    let (c1, c2, c3) = (caches.clone(), caches.clone(), caches.clone());
+    let (c0, c1, c2, c3) = (
+        caches.clone(),
+        caches.clone(),
+        caches.clone(),
+        caches.clone(),
+    );
     let controller = Controller::new(queue, reconcile, |_key: &String, _e: &Error, _ctx: &Ctx| {
         Action::requeue(Duration::from_secs(1))
     })
     .workers(config.workers)
     .leader(elected.leader())
     .barrier(barrier)
-    .watches(workload_events, by_key)
+    .watches(workload_events, move |e| workload_trigger(&c0, e))
     .watches(binding_events, {
-        let seen = Mutex::new(ChangeFilter::new(detector_digest));
+        let seen = Mutex::new(ChangeFilter::new(trigger_digest));
         move |e| binding_trigger(&c1, &seen, e)
     })
     .watches(policy_events, move |e| policy_trigger(&c2, e))
@@ -319,33 +338,167 @@ pub fn spawn(
 }
 
 /// A binding change → the workload it is for (a deleted binding: the workload whose binding
-/// key it was, so that a binding deleted by someone else is re-created).
+/// key it was, so that a binding deleted by someone else is re-created), and the templates
+/// it requires when its clusters change (DEP-2).
 ///
 /// Only changes to what the detector itself writes count: the other writers of a binding
 /// (scheduler, taint manager, graceful eviction, work-executor) change its clusters, tasks
 /// and status about seven times per failover, and each would otherwise re-run the detector
 /// for a workload whose binding is already as it should be. Karmada's detector does not
 /// watch bindings at all; this one still re-creates a deleted binding and undoes an edit of
-/// its own fields made behind its back.
+/// its own fields made behind its back. A binding with `propagateDeps` also counts when its
+/// clusters or eviction tasks change: its dependencies follow them.
 fn binding_trigger(
     caches: &Caches,
-    seen: &Mutex<ChangeFilter<v1::ResourceBinding, u64>>,
+    seen: &Mutex<ChangeFilter<v1::ResourceBinding, (u64, u64)>>,
     event: &Event<v1::ResourceBinding>,
 ) -> Vec<String> {
     let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    let before = match event {
+        Event::Apply(o) => seen.get(&o.key).copied(),
+        _ => None,
+    };
     match (seen.observe(event), event) {
         // the first list queues every workload; later, only changes of the detector's fields
         (_, Event::InitApply(o)) => workload_key_of(&o.value).into_iter().collect(),
         (change, Event::Apply(o)) if change.is_change() => {
-            workload_key_of(&o.value).into_iter().collect()
+            let (own, deps) = trigger_digest(&o.value);
+            let mut keys = Vec::new();
+            if before.is_none_or(|(o, _)| o != own) {
+                keys.extend(workload_key_of(&o.value));
+            }
+            if before.is_none_or(|(_, d)| d != deps) {
+                keys.extend(required_now(caches, &o.value));
+                keys.extend(required_before(caches, &o.key));
+            }
+            keys
         }
-        (Change::Removed { key, .. }, _) => caches.workloads.index_keys(BY_BINDING, key),
+        (Change::Removed { key, .. }, _) => {
+            let mut keys = caches.workloads.index_keys(BY_BINDING, key);
+            keys.extend(required_before(caches, key));
+            keys
+        }
         _ => Vec::new(),
     }
 }
 
+/// A workload change → the workload itself, and for a kind with a pod template the templates
+/// it refers to now and those its binding required before (DEP-1: a dependency added to or
+/// removed from the manifest).
+fn workload_trigger(caches: &Caches, event: &Event<v1::Workload>) -> Vec<String> {
+    match event {
+        Event::InitApply(o) | Event::Apply(o) => {
+            let mut keys = vec![o.key.clone()];
+            if resource::has_pod_template(&o.value.api_version, &o.value.kind) {
+                keys.extend(dependency_keys(&o.value));
+                for binding in binding_keys_of(&o.value) {
+                    keys.extend(required_before(caches, &binding));
+                }
+            }
+            keys
+        }
+        Event::Delete { key, .. } => vec![key.clone()],
+        Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Vec::new(),
+    }
+}
+
+/// `(detector_digest, dependency digest)` of a binding: the second is 0 without
+/// `propagateDeps`, so only bindings whose dependencies follow them trigger that path.
+fn trigger_digest(b: &v1::ResourceBinding) -> (u64, u64) {
+    let deps = match &b.spec {
+        Some(spec) if spec.propagate_deps => {
+            let mut d = Digest::new();
+            for c in required_clusters(spec) {
+                d.add(&c.name).add(&c.replicas);
+            }
+            d.message(b.meta().and_then(|m| m.deletion_timestamp.as_ref()));
+            d.finish()
+        }
+        _ => 0,
+    };
+    (detector_digest(b), deps)
+}
+
+/// DEP-1: the keys of the templates a workload's pod template refers to (core-group objects
+/// in its namespace); empty for a kind without a pod template.
+fn dependency_keys(w: &v1::Workload) -> Vec<String> {
+    if !resource::has_pod_template(&w.api_version, &w.kind) {
+        return Vec::new();
+    }
+    let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&w.manifest) else {
+        return Vec::new();
+    };
+    resource::dependencies(&manifest)
+        .into_iter()
+        .map(|d| workload_key(w.namespace(), "v1", d.kind, &d.name))
+        .collect()
+}
+
+/// The templates the binding `b` requires by its workload's manifest now.
+fn required_now(caches: &Caches, b: &v1::ResourceBinding) -> Vec<String> {
+    workload_key_of(b)
+        .and_then(|key| caches.workloads.get(&key))
+        .map(|w| dependency_keys(&w))
+        .unwrap_or_default()
+}
+
+/// The templates whose bindings name the binding at `binding_key` in `requiredBy`.
+fn required_before(caches: &Caches, binding_key: &str) -> Vec<String> {
+    let key = ObjectKey::new(binding_key);
+    let (namespace, name) = key.namespace_name();
+    caches
+        .bindings
+        .by_index(BY_REQUIRED_BY, &format!("{namespace}/{name}"))
+        .iter()
+        .filter_map(|b| workload_key_of(b))
+        .collect()
+}
+
+/// The clusters a parent's dependencies must be on (DEP-2): its targets with their replicas,
+/// then, with 0 replicas, the clusters it still has an eviction task for — the old copy
+/// runs there until the task ends, and needs its ConfigMaps and Secrets until then.
+fn required_clusters(spec: &v1::ResourceBindingSpec) -> Vec<v1::TargetCluster> {
+    let mut clusters = spec.clusters.clone();
+    for task in &spec.graceful_eviction_tasks {
+        if !clusters.iter().any(|c| c.name == task.from_cluster) {
+            clusters.push(v1::TargetCluster {
+                name: task.from_cluster.clone(),
+                replicas: 0,
+            });
+        }
+    }
+    clusters.sort_by(|a, b| a.name.cmp(&b.name));
+    clusters
+}
+
+/// DEP-2: the bindings that require the template at `key` — the bindings, with
+/// `propagateDeps`, of the workloads whose pod templates refer to it — each with the clusters
+/// its dependencies must be on. A parent not scheduled yet, or being deleted, requires nothing.
+fn required_by(caches: &Caches, key: &str) -> Vec<v1::BindingSnapshot> {
+    let mut snapshots: Vec<v1::BindingSnapshot> = caches
+        .workloads
+        .by_index(BY_DEPENDENCY, key)
+        .iter()
+        .flat_map(|parent| caches.bindings.by_index(BY_WORKLOAD, &parent.key()))
+        .filter(|b| b.meta().is_some_and(|m| m.deletion_timestamp.is_none()))
+        .filter_map(|b| {
+            let spec = b.spec.as_ref().filter(|s| s.propagate_deps)?;
+            let clusters = required_clusters(spec);
+            (!clusters.is_empty()).then(|| v1::BindingSnapshot {
+                namespace: b.namespace().to_owned(),
+                name: b.name().to_owned(),
+                clusters,
+            })
+        })
+        .collect();
+    snapshots.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    snapshots.dedup_by(|a, b| (&a.namespace, &a.name) == (&b.namespace, &b.name));
+    snapshots
+}
+
 /// A digest of the fields of a binding that [`desired_binding`] writes (its labels and the
-/// template- and policy-derived parts of the spec), plus whether it is being deleted.
+/// template- and policy-derived parts of the spec, `requiredBy` included), plus whether it
+/// is being deleted.
 fn detector_digest(b: &v1::ResourceBinding) -> u64 {
     let mut d = Digest::new();
     if let Some(m) = b.metadata.as_ref() {
@@ -357,7 +510,11 @@ fn detector_digest(b: &v1::ResourceBinding) -> u64 {
             .message(spec.replica_requirements.as_ref())
             .message(spec.placement.as_ref())
             .message(spec.failover.as_ref())
-            .add(&spec.scheduler_name);
+            .add(&spec.scheduler_name)
+            .add(&spec.propagate_deps);
+        for r in &spec.required_by {
+            d.message(Some(r));
+        }
     }
     d.finish()
 }
@@ -501,29 +658,52 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
             let claim = workload
                 .as_deref()
                 .and_then(|w| claim::select(w, &namespaced, &cluster_wide, previous.as_ref()));
-            let plan = match (workload.as_deref(), &claim, current) {
-                (Some(w), Some(claim), None) => {
-                    Plan::Create(Box::new(desired_binding(w, claim, None, &binding_name)))
+            // DEP-2: the bindings that require this template, with their clusters
+            let required = match workload.as_deref() {
+                Some(_) => required_by(&ctx.caches, &key),
+                None => Vec::new(),
+            };
+            let update = |b: v1::ResourceBinding, desired: v1::ResourceBinding| {
+                if desired == b {
+                    Plan::Nothing
+                } else {
+                    Plan::Update(Box::new(b), Box::new(desired))
                 }
+            };
+            let plan = match (workload.as_deref(), &claim, current) {
+                (Some(w), Some(claim), None) => Plan::Create(Box::new(with_required_by(
+                    desired_binding(w, claim, None, &binding_name),
+                    &required,
+                ))),
                 (Some(w), Some(claim), Some(b)) => {
                     let desired = desired_binding(w, claim, Some(&b), &binding_name);
-                    if desired == b {
-                        Plan::Nothing
-                    } else {
-                        Plan::Update(Box::new(b), Box::new(desired))
-                    }
+                    update(b, with_required_by(desired, &required))
                 }
                 (None, _, Some(b)) => Plan::Delete(Box::new(b), "its workload is gone"),
+                // DEP-3: a binding only dependants kept, none of which requires it any more
+                (Some(_), None, Some(b)) if is_attached_only(&b) && required.is_empty() => {
+                    Plan::Delete(Box::new(b), "no binding requires it any more (DEP-3)")
+                }
+                // DEP-2: an attached binding follows its dependants
+                (Some(w), None, Some(b)) if is_attached_only(&b) => {
+                    let desired = attached_binding(w, Some(&b), &binding_name);
+                    update(b, with_required_by(desired, &required))
+                }
                 // PL-1/PL-5: the policy was deleted or no longer matches: detach, keep the
                 // binding and the member copies until the workload is deleted
                 (Some(_), None, Some(b)) => {
-                    let detached = claim::detached_binding(&b);
+                    let detached = with_required_by(claim::detached_binding(&b), &required);
                     if detached == b {
                         Plan::Nothing
+                    } else if previous.is_none() {
+                        Plan::Update(Box::new(b), Box::new(detached))
                     } else {
                         Plan::Detach(Box::new(b), Box::new(detached))
                     }
                 }
+                (Some(w), None, None) if !required.is_empty() => Plan::Create(Box::new(
+                    with_required_by(attached_binding(w, None, &binding_name), &required),
+                )),
                 (_, _, None) => Plan::Nothing,
             };
             let claimed_now = matches!(plan, Plan::Create(_) | Plan::Update(..))

@@ -2455,3 +2455,210 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
         "{err:?}"
     );
 }
+
+/// Sets what the scheduler, taint manager and graceful eviction own on the binding at `key`
+/// (its targets and eviction tasks), retrying on a conflict with the detector.
+async fn place(typed: &Typed, key: &str, targets: &[(&str, i32)], evicting: &[&str]) {
+    loop {
+        let old: v1::ResourceBinding = typed.get(key).await.unwrap().expect(key);
+        let mut new = old.clone();
+        let spec = new.spec.as_mut().unwrap();
+        spec.clusters = targets
+            .iter()
+            .map(|(name, replicas)| v1::TargetCluster {
+                name: (*name).into(),
+                replicas: *replicas,
+            })
+            .collect();
+        spec.graceful_eviction_tasks = evicting
+            .iter()
+            .map(|cluster| v1::GracefulEvictionTask {
+                from_cluster: (*cluster).into(),
+                purge_mode: v1::PurgeMode::Gracefully as i32,
+                reason: "TaintUntolerated".into(),
+                producer: "TaintManager".into(),
+                grace_period_seconds: Some(600),
+                ..Default::default()
+            })
+            .collect();
+        match typed.update(&old, new).await {
+            Ok(_) => return,
+            Err(flotilla_store::StoreError::Conflict { .. }) => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// `requiredBy` of the binding at `key` as `(parent, [(cluster, replicas)])`.
+fn required_by_of(b: &v1::ResourceBinding) -> Vec<(String, Vec<(String, i32)>)> {
+    b.spec
+        .iter()
+        .flat_map(|s| &s.required_by)
+        .map(|r| {
+            (
+                format!("{}/{}", r.namespace, r.name),
+                r.clusters
+                    .iter()
+                    .map(|c| (c.name.clone(), c.replicas))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn web_deployment(secret: bool) -> String {
+    let secret_env = if secret {
+        r#",{"name":"TOKEN","valueFrom":{"secretKeyRef":{"name":"web-secret","key":"token"}}}"#
+    } else {
+        ""
+    };
+    format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"web","namespace":"default"}},"spec":{{"replicas":2,"template":{{"spec":{{"containers":[{{"name":"web","image":"nginx","envFrom":[{{"configMapRef":{{"name":"web-config"}}}},{{"configMapRef":{{"name":"not-applied"}}}}],"env":[{{"name":"A","value":"b"}}{secret_env}]}}]}}}}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
+    let (store, _api, mut client) = setup().await;
+    let typed = Typed::new(store.clone());
+    let mut spec = kind_only("web", 0);
+    spec.resource_selectors[0].name = "web".into();
+    spec.propagate_deps = true;
+    client
+        .create_propagation_policy(create_pp(pp("web", spec)))
+        .await
+        .unwrap();
+    for manifest in [
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-config","namespace":"default"},"data":{"a":"b"}}"#,
+        r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"web-secret","namespace":"default"},"data":{"token":"eA=="}}"#,
+    ] {
+        client
+            .create_workload(manifest_workload(manifest))
+            .await
+            .unwrap();
+    }
+    let parent = client
+        .create_workload(manifest_workload(&web_deployment(true)))
+        .await
+        .unwrap()
+        .into_inner();
+    let parent_key = "bindings/default/web-deployment";
+    let b = stored_binding_at(&typed, parent_key, |_| true).await;
+    assert!(
+        b.spec.as_ref().unwrap().propagate_deps,
+        "copied from the policy"
+    );
+    // not scheduled yet: nothing requires the dependencies
+    assert!(
+        typed
+            .get::<v1::ResourceBinding>("bindings/default/web-config-configmap")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // DEP-2: once the parent is scheduled, each dependency that exists as a template gets an
+    // attached binding naming it, with its clusters; no placement, no policy
+    place(&typed, parent_key, &[("member1", 2)], &[]).await;
+    let parent_ref = "default/web-deployment".to_owned();
+    let on = |clusters: &[(&str, i32)]| {
+        vec![(
+            parent_ref.clone(),
+            clusters
+                .iter()
+                .map(|(c, r)| ((*c).to_owned(), *r))
+                .collect::<Vec<_>>(),
+        )]
+    };
+    for key in [
+        "bindings/default/web-config-configmap",
+        "bindings/default/web-secret-secret",
+    ] {
+        let want = on(&[("member1", 2)]);
+        let attached = stored_binding_at(&typed, key, |b| required_by_of(b) == want).await;
+        let spec = attached.spec.as_ref().unwrap();
+        assert!(
+            spec.placement.is_none(),
+            "{key}: an attached binding has no placement"
+        );
+        assert_eq!(policy_label(&attached), "", "{key}: and no policy");
+    }
+    assert!(
+        typed
+            .get::<v1::ResourceBinding>("bindings/default/not-applied-configmap")
+            .await
+            .unwrap()
+            .is_none(),
+        "a dependency that is not a template is not propagated"
+    );
+
+    // a failover: the parent moves to member2 and keeps a task on member1 — the dependencies
+    // stay on member1 while the old copy runs there
+    place(&typed, parent_key, &[("member2", 2)], &["member1"]).await;
+    let want = on(&[("member1", 0), ("member2", 2)]);
+    stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
+        required_by_of(b) == want
+    })
+    .await;
+    // the task ends: the dependencies leave member1
+    place(&typed, parent_key, &[("member2", 2)], &[]).await;
+    let want = on(&[("member2", 2)]);
+    stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
+        required_by_of(b) == want
+    })
+    .await;
+
+    // DEP-3: the parent stops referring to the Secret: its attached binding goes
+    let mut changed = parent.clone();
+    changed.manifest = web_deployment(false);
+    client
+        .update_workload(v1::UpdateWorkloadRequest {
+            workload: Some(changed),
+        })
+        .await
+        .unwrap();
+    eventually("the Secret's attached binding deleted", || async {
+        typed
+            .get::<v1::ResourceBinding>("bindings/default/web-secret-secret")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // a dependency with a policy of its own keeps its binding and placement; it is required too
+    let mut own = kind_only("config", 0);
+    own.resource_selectors[0] = v1::ResourceSelector {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "web-config".into(),
+        ..Default::default()
+    };
+    client
+        .create_propagation_policy(create_pp(pp("config", own)))
+        .await
+        .unwrap();
+    let claimed = stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
+        policy_label(b) == "config"
+    })
+    .await;
+    assert_eq!(required_by_of(&claimed), on(&[("member2", 2)]));
+
+    // the parent template is deleted: its binding goes, and with it the requirement; the
+    // claimed dependency keeps its binding (its own policy), with an empty requiredBy
+    client
+        .delete_workload(v1::DeleteWorkloadRequest {
+            namespace: "default".into(),
+            kind: "Deployment".into(),
+            name: "web".into(),
+            preconditions: None,
+        })
+        .await
+        .unwrap();
+    let kept = stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
+        required_by_of(b).is_empty()
+    })
+    .await;
+    assert_eq!(policy_label(&kept), "config");
+}

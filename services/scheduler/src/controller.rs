@@ -351,7 +351,12 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
         let decision = decide(&binding, &clusters, ctx.config.options, false);
         record_decision_metrics(&decision, started.elapsed());
         if decision == Decision::MissingPlacement {
-            tracing::warn!(binding = %key, "SC-3.1: binding has no placement; nothing to schedule");
+            if old.spec.as_ref().is_some_and(|s| !s.required_by.is_empty()) {
+                // an attached binding (DEP-2): its clusters are its dependants'
+                tracing::debug!(binding = %key, "attached binding: placed by the bindings that require it, not scheduled");
+            } else {
+                tracing::warn!(binding = %key, "SC-3.1: binding has no placement; nothing to schedule");
+            }
         }
         let Some(mut new) = plan_write(&old, &decision, now) else {
             return Ok(ctx.action_for(&key, &decision));

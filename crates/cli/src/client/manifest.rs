@@ -1193,16 +1193,6 @@ fn unsupported_policy_fields(ctx: &mut Ctx<'_>, spec: &PolicySpecDoc) {
              from a cluster do not move back when it recovers (Karmada's behaviour)",
         );
     }
-    if spec.propagate_deps {
-        // Accepted (Karmada requires it with failover.application) but not acted on: say so
-        // rather than let a user believe the dependencies follow the workload.
-        ctx.warn(
-            "spec.propagateDeps: the workload's dependencies (ConfigMaps, Secrets, \
-             ServiceAccounts, PersistentVolumeClaims it references) are not propagated by \
-             Flotilla yet; select them with a policy of their own so that they are on the \
-             same clusters",
-        );
-    }
     let path = FieldPath::new("spec");
     let mut unsupported = |field: &str, why: String| {
         ctx.error(path.child(field).as_str(), why);

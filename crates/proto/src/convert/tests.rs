@@ -310,6 +310,7 @@ fn binding() -> domain::ResourceBinding {
             reschedule_triggered_at: t(1_700_000_500),
             failover: Some(failover()),
             scheduler_name: "default-scheduler".into(),
+            propagate_deps: true,
         },
         status: domain::ResourceBindingStatus {
             conditions: vec![condition("Scheduled", domain::ConditionStatus::True)],

@@ -580,7 +580,7 @@ fn a_typo_in_a_deployment_is_a_warning_naming_the_field() {
 }
 
 #[test]
-fn propagate_deps_is_accepted_with_a_warning_that_it_is_not_acted_on() {
+fn propagate_deps_is_accepted_and_carried_to_the_server() {
     let parsed = read(
         "pp.yaml",
         "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\nspec:\n  \
@@ -588,15 +588,14 @@ fn propagate_deps_is_accepted_with_a_warning_that_it_is_not_acted_on() {
         &opts(),
     );
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-    assert_eq!(parsed.documents.len(), 1);
-    assert!(
-        parsed
-            .warnings
-            .iter()
-            .any(|w| w.contains("spec.propagateDeps") && w.contains("not propagated")),
-        "{:?}",
-        parsed.warnings
-    );
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let [doc] = parsed.documents.as_slice() else {
+        panic!("one document: {:?}", parsed.documents.len())
+    };
+    let Object::PropagationPolicy(p) = &doc.object else {
+        panic!("a PropagationPolicy")
+    };
+    assert!(p.spec.as_ref().unwrap().propagate_deps);
 }
 
 #[test]

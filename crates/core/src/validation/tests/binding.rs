@@ -207,6 +207,7 @@ fn binding() -> ResourceBinding {
             reschedule_triggered_at: None,
             failover: Some(FailoverBehavior::default()),
             scheduler_name: DEFAULT_SCHEDULER_NAME.to_owned(),
+            propagate_deps: false,
         },
         status: ResourceBindingStatus::default(),
     }
