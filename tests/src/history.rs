@@ -26,8 +26,8 @@
 //!   removed from reported Healthy for that version's generation;
 //! - **I12** an eviction from a cluster happens no earlier than the first moment the recorder
 //!   saw the NoExecute taint that caused it, plus the binding's toleration of it;
-//! - **I3** at the end: every target and task cluster of a live binding has a live Work, and
-//!   every live Work has a live binding that names its cluster;
+//! - **I3** at the end: every target, task and `requiredBy` cluster of a live binding has a
+//!   live Work, and every live Work has a live binding that names its cluster;
 //! - **I2** at the end: a Divided binding's targets carry its replicas exactly, a Duplicated
 //!   binding's every target carries all of them;
 //! - **I6** at the end: no task of a binding with a target outlived its grace period by more
@@ -241,6 +241,15 @@ fn targets(b: &v1::ResourceBinding) -> BTreeSet<String> {
     b.spec
         .iter()
         .flat_map(|s| s.clusters.iter().map(|t| t.name.clone()))
+        .collect()
+}
+
+/// The clusters the bindings that require `b` are on (an attached binding's placement, DEP-2).
+fn required_clusters(b: &v1::ResourceBinding) -> BTreeSet<String> {
+    b.spec
+        .iter()
+        .flat_map(|s| s.required_by.iter())
+        .flat_map(|r| r.clusters.iter().map(|t| t.name.clone()))
         .collect()
 }
 
@@ -564,6 +573,7 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
             let needed: BTreeSet<String> = targets(b)
                 .into_iter()
                 .chain(tasks(b).iter().map(|t| t.from_cluster.clone()))
+                .chain(required_clusters(b))
                 .collect();
             for cluster in needed {
                 let has = works.values().any(|w| {
@@ -589,7 +599,9 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
             let owner = work_binding(w).and_then(|b| bindings.get(&b));
             let wanted = owner.is_some_and(|b| {
                 let c = work_cluster(w);
-                targets(b).contains(&c) || tasks(b).iter().any(|t| t.from_cluster == c)
+                targets(b).contains(&c)
+                    || tasks(b).iter().any(|t| t.from_cluster == c)
+                    || required_clusters(b).contains(&c)
             });
             if !wanted {
                 violation(

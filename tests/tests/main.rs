@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod compose;
+mod dependencies;
 mod docs_ids;
 mod faults;
 mod grpcurl;

@@ -49,6 +49,17 @@ pub const API_ENABLEMENTS: &[(&str, &[(&str, &str)])] = &[
             ("services", "Service"),
             ("namespaces", "Namespace"),
             ("serviceaccounts", "ServiceAccount"),
+            ("persistentvolumeclaims", "PersistentVolumeClaim"),
+            ("pods", "Pod"),
+        ],
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        &[
+            ("clusterroles", "ClusterRole"),
+            ("clusterrolebindings", "ClusterRoleBinding"),
+            ("roles", "Role"),
+            ("rolebindings", "RoleBinding"),
         ],
     ),
 ];

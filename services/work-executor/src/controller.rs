@@ -430,5 +430,6 @@ pub fn error_policy(_key: &ObjectKey, error: &Error, _ctx: &Context) -> Action {
 /// The binding key a Work event is about (from the Work's binding reference).
 pub fn binding_of_work(work: &v1::Work) -> Option<String> {
     let b = work.spec.as_ref()?.binding.as_ref()?;
-    (!b.namespace.is_empty() && !b.name.is_empty()).then(|| binding_key(&b.namespace, &b.name))
+    // an empty namespace: the Work of a ClusterResourceBinding
+    (!b.name.is_empty()).then(|| binding_key(&b.namespace, &b.name))
 }

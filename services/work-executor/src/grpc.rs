@@ -260,9 +260,7 @@ impl WorkExecutorApi {
         if meta.name.is_empty() {
             return Err(invalid("binding.metadata.name", "required"));
         }
-        if meta.namespace.is_empty() {
-            return Err(invalid("binding.metadata.namespace", "required"));
-        }
+        // (an empty namespace is a ClusterResourceBinding's)
         let wire_spec = binding
             .spec
             .clone()

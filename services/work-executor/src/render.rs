@@ -594,6 +594,26 @@ mod tests {
         assert_eq!(parse_binding_key("bindings/ns/b"), Some(("ns", "b")));
         assert_eq!(parse_binding_key("bindings/ns"), None);
         assert_eq!(parse_binding_key("bindings//crb"), Some(("", "crb")));
+        // CR-3: a ClusterResourceBinding's Work leads back to its binding
+        let work = v1::Work {
+            spec: Some(v1::WorkSpec {
+                binding: Some(v1::BindingReference {
+                    namespace: String::new(),
+                    name: "viewer-clusterrole".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            crate::controller::binding_of_work(&work).as_deref(),
+            Some("bindings//viewer-clusterrole")
+        );
+        assert_eq!(
+            work_binding_ref(&work).as_deref(),
+            Some("/viewer-clusterrole")
+        );
         assert_eq!(parse_binding_key("works/ns/b"), None);
     }
 }
