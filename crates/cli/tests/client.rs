@@ -705,3 +705,80 @@ fn usage_errors_exit_2_and_unreachable_servers_exit_1() {
         );
     }
 }
+
+const PLATFORM: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-a
+  namespace: default
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: clash}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: clash}}
+  template:
+    metadata: {labels: {app: clash}}
+    spec:
+      containers: [{name: app, image: nginx}]
+---
+apiVersion: example.com/v1
+kind: Deployment
+metadata: {name: clash}
+spec: {size: 3}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: namespaces}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: Namespace}
+  placement:
+    clusterAffinity: {clusterNames: [member1, member2]}
+";
+
+/// RM-1 and CR-2 through the CLI: a Namespace becomes a ClusterResourceBinding (`get crb`),
+/// and two groups' Deployments of one name are two templates.
+#[test]
+fn cluster_scoped_templates_and_api_groups_through_the_cli() {
+    let up = Up::start();
+    let file = up.write("platform.yaml", PLATFORM);
+    let out = up.cli(&["apply", "-f", file.to_str().unwrap()]);
+    let (stdout, err) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(out.status.success(), "{stdout}\n{err}");
+    assert!(stdout.contains("namespace/team-a created"), "{stdout}");
+    assert!(stdout.contains("deployment/clash created"), "{stdout}");
+    assert!(
+        stdout.contains("deployment.example.com/clash created"),
+        "the other group's Deployment is another object: {stdout}"
+    );
+    assert!(
+        err.contains("metadata.namespace ignored: Namespace is cluster-scoped"),
+        "{err}"
+    );
+    let crb = up.eventually("the Namespace's ClusterResourceBinding on both", |up| {
+        let b = up.json(&["get", "crb", "team-a-namespace"]);
+        // (0 replicas: the proto3 JSON mapping leaves the field out)
+        (targets(&b) == "member1:null,member2:null").then_some(b)
+    });
+    assert_eq!(crb["metadata"]["namespace"], serde_json::Value::Null);
+    let table = up.ok(&["get", "crb"]);
+    assert!(table.contains("team-a-namespace"), "{table}");
+    let rbs = up.ok(&["get", "rb"]);
+    assert!(
+        !rbs.contains("team-a-namespace"),
+        "not a namespaced binding: {rbs}"
+    );
+    let workloads = up.ok(&["get", "deployments"]);
+    assert_eq!(
+        workloads.matches("clash").count(),
+        2,
+        "both groups' Deployments: {workloads}"
+    );
+    // naming one by its group
+    up.ok(&["delete", "workload", "Deployment.example.com/clash"]);
+    let left = up.ok(&["get", "deployments"]);
+    assert_eq!(left.matches("clash").count(), 1, "{left}");
+}

@@ -173,8 +173,22 @@ fn binding_involves(b: &v1::ResourceBinding, cluster: &str) -> bool {
     })
 }
 
-fn bindings(namespace: &str, cluster: &str) -> Result<Scope<v1::ResourceBinding>, Error> {
+/// Bindings of a namespace (or all), or only the ClusterResourceBindings (`bindings//…`).
+fn bindings(
+    namespace: &str,
+    cluster: &str,
+    cluster_scoped: bool,
+) -> Result<Scope<v1::ResourceBinding>, Error> {
     let mut scope = in_namespace(namespace)?;
+    if cluster_scoped {
+        if !namespace.is_empty() {
+            return Err(Error::invalid(
+                "namespace",
+                "ClusterResourceBindings have no namespace: leave it empty with clusterScoped",
+            ));
+        }
+        scope.prefix = format!("{}/", v1::ResourceBinding::PREFIX);
+    }
     cluster_filter(cluster)?;
     if !cluster.is_empty() {
         let cluster = cluster.to_owned();
@@ -371,7 +385,8 @@ covers!(ListWorkloadsRequest, ListWorkloadsResponse, WatchWorkloadsRequest => v1
 named!(v1::GetResourceBindingRequest => v1::ResourceBinding,
     |r| Ok(namespaced_key(v1::ResourceBinding::PREFIX, &r.namespace, key_part(&r.name, "name")?)));
 covers!(ListResourceBindingsRequest, ListResourceBindingsResponse,
-    WatchResourceBindingsRequest => v1::ResourceBinding, |r| bindings(&r.namespace, &r.cluster));
+    WatchResourceBindingsRequest => v1::ResourceBinding,
+    |r| bindings(&r.namespace, &r.cluster, r.cluster_scoped));
 
 // An empty namespace names the Work of a ClusterResourceBinding.
 named!(v1::GetWorkRequest => v1::Work, |r| Ok(work_key(

@@ -130,6 +130,7 @@ fn scope(kind: &Kind, ns: &NamespaceArgs, selector: &str, cluster: Option<String
             Kind::Workload(k) => k.clone(),
             _ => None,
         },
+        cluster_scoped: matches!(kind, Kind::ClusterResourceBinding),
     }
 }
 
@@ -144,7 +145,9 @@ pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         }
         Kind::ClusterTaintPolicy => get_kind::<v1::ClusterTaintPolicy>(&args, &scope).await,
         Kind::Workload(_) => get_kind::<v1::Workload>(&args, &scope).await,
-        Kind::ResourceBinding => get_kind::<v1::ResourceBinding>(&args, &scope).await,
+        Kind::ResourceBinding | Kind::ClusterResourceBinding => {
+            get_kind::<v1::ResourceBinding>(&args, &scope).await
+        }
         Kind::Work => get_kind::<v1::Work>(&args, &scope).await,
         Kind::Event => get_kind::<v1::Event>(&args, &scope).await,
     }
@@ -161,7 +164,9 @@ pub async fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
         }
         Kind::ClusterTaintPolicy => describe_kind::<v1::ClusterTaintPolicy>(&args, &scope).await,
         Kind::Workload(_) => describe_kind::<v1::Workload>(&args, &scope).await,
-        Kind::ResourceBinding => describe_kind::<v1::ResourceBinding>(&args, &scope).await,
+        Kind::ResourceBinding | Kind::ClusterResourceBinding => {
+            describe_kind::<v1::ResourceBinding>(&args, &scope).await
+        }
         Kind::Work => describe_kind::<v1::Work>(&args, &scope).await,
         Kind::Event => describe_kind::<v1::Event>(&args, &scope).await,
     }

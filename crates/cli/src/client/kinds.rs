@@ -29,6 +29,8 @@ pub enum Kind {
     Workload(Option<String>),
     /// `resourcebindings`, `bindings`, `rb`.
     ResourceBinding,
+    /// `clusterresourcebindings`, `crb`: the bindings of cluster-scoped templates.
+    ClusterResourceBinding,
     /// `works`.
     Work,
     /// `events`, `ev`.
@@ -38,7 +40,8 @@ pub enum Kind {
 /// The accepted spellings, for help texts.
 pub const KIND_HELP: &str = "clusters, propagationpolicies (pp), clusterpropagationpolicies \
     (cpp), clustertaintpolicies (ctp), workloads (or a workload kind: deployments, \
-    statefulsets, configmaps, ...), resourcebindings (bindings, rb), works, events (ev)";
+    statefulsets, configmaps, ...), resourcebindings (bindings, rb), clusterresourcebindings \
+    (crb), works, events (ev)";
 
 // === impl Kind ===
 
@@ -56,6 +59,9 @@ impl Kind {
             "workload" | "workloads" => Kind::Workload(None),
             "resourcebinding" | "resourcebindings" | "binding" | "bindings" | "rb" => {
                 Kind::ResourceBinding
+            }
+            "clusterresourcebinding" | "clusterresourcebindings" | "crb" => {
+                Kind::ClusterResourceBinding
             }
             "work" | "works" => Kind::Work,
             "event" | "events" | "ev" => Kind::Event,
@@ -75,7 +81,10 @@ impl Kind {
     pub fn namespaced(&self) -> bool {
         !matches!(
             self,
-            Kind::Cluster | Kind::ClusterPropagationPolicy | Kind::ClusterTaintPolicy
+            Kind::Cluster
+                | Kind::ClusterPropagationPolicy
+                | Kind::ClusterTaintPolicy
+                | Kind::ClusterResourceBinding
         )
     }
 }
@@ -91,6 +100,8 @@ pub struct Scope {
     pub cluster: Option<String>,
     /// Workloads: only this kind.
     pub workload_kind: Option<String>,
+    /// Bindings: only ClusterResourceBindings (`get crb`).
+    pub cluster_scoped: bool,
 }
 
 impl Scope {
@@ -185,6 +196,9 @@ macro_rules! scope_field {
     };
     (kind, $scope:ident) => {
         $scope.workload_kind.clone().unwrap_or_default()
+    };
+    (cluster_scoped, $scope:ident) => {
+        $scope.cluster_scoped
     };
 }
 
@@ -566,8 +580,8 @@ impl Columns for v1::Workload {
 
 api_object! {
     v1::ResourceBinding: "resourcebinding", ListResourceBindingsResponse,
-    list: list_resource_bindings(ListResourceBindingsRequest { namespace, cluster, label_selector }),
-    watch: watch_resource_bindings(WatchResourceBindingsRequest { namespace, cluster, label_selector }),
+    list: list_resource_bindings(ListResourceBindingsRequest { namespace, cluster, label_selector, cluster_scoped }),
+    watch: watch_resource_bindings(WatchResourceBindingsRequest { namespace, cluster, label_selector, cluster_scoped }),
     get: get_resource_binding(GetResourceBindingRequest { namespace }),
 }
 

@@ -364,10 +364,12 @@ async fn delete_one(
                 r.deleted,
             )
         }
-        Kind::ResourceBinding | Kind::Work | Kind::Event => anyhow::bail!(
-            "bindings, Works and events are written by Flotilla's controllers and cannot be \
+        Kind::ResourceBinding | Kind::ClusterResourceBinding | Kind::Work | Kind::Event => {
+            anyhow::bail!(
+                "bindings, Works and events are written by Flotilla's controllers and cannot be \
              deleted; delete the workload or its policy instead"
-        ),
+            )
+        }
     })
 }
 
