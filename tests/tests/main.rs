@@ -5,6 +5,7 @@ mod bad_input;
 mod compose;
 mod dependencies;
 mod docs_ids;
+mod failback;
 mod faults;
 mod grpcurl;
 mod history_checker;

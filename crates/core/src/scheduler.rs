@@ -25,6 +25,7 @@
 //!   terms, so every cluster has overflow order 0 in SC-9.
 
 pub mod divide;
+pub mod failback;
 pub mod filter;
 pub mod schedule;
 pub mod score;

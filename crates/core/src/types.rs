@@ -754,6 +754,8 @@ pub struct ResourceBindingStatus {
     pub aggregated_status: Vec<AggregatedStatusItem>,
     /// The generation `aggregated_status` was computed for (Flotilla, I1a).
     pub aggregated_status_observed_generation: i64,
+    /// A11: clusters evicted by the taint manager that the binding may fail back to.
+    pub failback_clusters: Vec<String>,
 }
 
 /// A ResourceBinding: a template, its placement and where it runs.

@@ -1670,8 +1670,10 @@ impl From<domain::ResourceBindingStatus> for v1::ResourceBindingStatus {
             applied_placement,
             aggregated_status,
             aggregated_status_observed_generation,
+            failback_clusters,
         } = status;
         v1::ResourceBindingStatus {
+            failback_clusters,
             aggregated_status_observed_generation,
             conditions: to_wire(conditions),
             scheduler_observed_generation,
@@ -1698,9 +1700,11 @@ impl TryFrom<v1::ResourceBindingStatus> for domain::ResourceBindingStatus {
             aggregated_status,
             aggregated_status_observed_generation,
             trace_context: _,
+            failback_clusters,
         } = status;
         Ok(domain::ResourceBindingStatus {
             aggregated_status_observed_generation,
+            failback_clusters,
             conditions: list(conditions, "conditions")?,
             scheduler_observed_generation,
             scheduler_observing_affinity_name,

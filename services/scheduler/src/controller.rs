@@ -18,10 +18,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use flotilla_core::scheduler::ScheduleOptions;
+use flotilla_core::Time;
 use flotilla_core::scheduler::trigger::{
     binding_affected_by_cluster_change, cluster_change_relevant,
 };
+use flotilla_core::scheduler::{ScheduleOptions, ScheduleTrigger};
 use flotilla_core::types::{Cluster, DEFAULT_SCHEDULER_NAME, Placement, ResourceBinding};
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
@@ -66,6 +67,8 @@ pub struct ControllerConfig {
     pub unschedulable_initial_backoff: Duration,
     /// Largest retry delay of an unschedulable binding.
     pub unschedulable_max_backoff: Duration,
+    /// A11: at least this long between two failbacks (`--failback-rate`); `None` = no limit.
+    pub failback_interval: Option<Duration>,
 }
 
 impl Default for ControllerConfig {
@@ -78,6 +81,7 @@ impl Default for ControllerConfig {
             write_concurrency: 4,
             unschedulable_initial_backoff: Duration::from_secs(1),
             unschedulable_max_backoff: Duration::from_secs(10),
+            failback_interval: None,
         }
     }
 }
@@ -119,6 +123,8 @@ pub struct Context {
     recorder: Recorder,
     /// Consecutive back-off retries per binding (SC-4.2 / SC-4.4), reset by any other outcome.
     retries: Mutex<KeyedBackoff<String>>,
+    /// A11: when the next failback may be written (`--failback-rate`).
+    next_failback: Mutex<std::time::Instant>,
 }
 
 impl std::fmt::Debug for Context {
@@ -181,13 +187,43 @@ impl Context {
             .forget(&key.to_owned());
     }
 
-    fn action_for(&self, key: &str, decision: &Decision) -> Action {
+    fn action_for(&self, key: &str, decision: &Decision, now: Time) -> Action {
         if decision.retry_with_backoff() {
-            Action::requeue(self.next_backoff(key))
-        } else {
-            self.forget(key);
-            Action::await_change()
+            return Action::requeue(self.next_backoff(key));
         }
+        self.forget(key);
+        match decision {
+            // A11: look again when the first pending stabilisation window ends
+            Decision::Unchanged {
+                failback_pending, ..
+            } if !failback_pending.is_empty() => {
+                let first = failback_pending
+                    .iter()
+                    .map(|(_, at)| *at)
+                    .min()
+                    .unwrap_or(now);
+                Action::requeue(first.saturating_since(now) + Duration::from_millis(100))
+            }
+            _ => Action::await_change(),
+        }
+    }
+
+    /// A11: whether a failback may be written now (`--failback-rate`); otherwise how long
+    /// until one may.
+    fn take_failback_slot(&self) -> Result<(), Duration> {
+        let Some(interval) = self.config.failback_interval else {
+            return Ok(());
+        };
+        let mut next = self
+            .next_failback
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        if *next > now {
+            return Err(*next - now);
+        }
+        *next = now + interval;
+        Ok(())
     }
 }
 
@@ -263,6 +299,7 @@ pub fn spawn(
         bindings: bindings.clone(),
         clusters,
         recorder,
+        next_failback: Mutex::new(std::time::Instant::now()),
         retries: Mutex::new(KeyedBackoff::new(Backoff::new(
             config.unschedulable_initial_backoff,
             config.unschedulable_max_backoff,
@@ -348,7 +385,7 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
             }
         };
         let started = std::time::Instant::now();
-        let decision = decide(&binding, &clusters, ctx.config.options, false);
+        let decision = decide(&binding, &clusters, ctx.config.options, false, now);
         record_decision_metrics(&decision, started.elapsed());
         if decision == Decision::MissingPlacement {
             if old.spec.as_ref().is_some_and(|s| !s.required_by.is_empty()) {
@@ -358,14 +395,20 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
                 tracing::warn!(binding = %key, "SC-3.1: binding has no placement; nothing to schedule");
             }
         }
-        let Some(mut new) = plan_write(&old, &decision, now) else {
-            return Ok(ctx.action_for(&key, &decision));
+        if let Some(ScheduleTrigger::Failback { clusters: back }) = decision.trigger()
+            && let Err(wait) = ctx.take_failback_slot()
+        {
+            tracing::debug!(binding = %key, clusters = ?back, wait_ms = wait.as_millis() as u64, "A11: failback waits for the failback rate");
+            return Ok(Action::requeue(wait));
+        }
+        let Some(mut new) = plan_write(&old, &binding, &decision, now) else {
+            return Ok(ctx.action_for(&key, &decision, now));
         };
         stamp_trace_context(&mut new);
         match ctx.writer.update((*old).clone(), new).await {
             Ok(written) => {
                 report(&ctx, &key, &old, &written, &decision);
-                Attempt::Done(ctx.action_for(&key, &decision))
+                Attempt::Done(ctx.action_for(&key, &decision, now))
             }
             Err(e) => Attempt::after(e)?,
         }

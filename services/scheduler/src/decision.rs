@@ -18,6 +18,9 @@
 use std::fmt::Write as _;
 
 use flotilla_core::Time;
+use flotilla_core::scheduler::failback::{
+    Failback, failback, failback_clusters_after, failback_tasks,
+};
 use flotilla_core::scheduler::{
     ScheduleDecision, ScheduleError, ScheduleInput, ScheduleOptions, ScheduleOutcome,
     ScheduleTrigger, needs_scheduling, schedule,
@@ -49,6 +52,8 @@ pub enum Decision {
     Unchanged {
         /// The generation to record as observed, when it differs.
         bump_observed_generation: Option<i64>,
+        /// A11: recovered clusters whose stabilisation window ends later, with its end.
+        failback_pending: Vec<(String, Time)>,
     },
     /// The pipeline ran and produced a result.
     Scheduled {
@@ -96,20 +101,27 @@ pub fn decide(
     clusters: &[Cluster],
     options: ScheduleOptions,
     force: bool,
+    now: Time,
 ) -> Decision {
     let trigger = match needs_scheduling(binding, clusters) {
         ScheduleDecision::Deleting => return Decision::Deleting,
         ScheduleDecision::MissingPlacement => return Decision::MissingPlacement,
         ScheduleDecision::NoSchedule {
             bump_observed_generation,
-        } => {
-            if !force {
+        } => match failback(binding, clusters, now) {
+            // A11: only when nothing else calls for a schedule
+            Failback::Due(clusters) => Some(ScheduleTrigger::Failback { clusters }),
+            pending if !force => {
                 return Decision::Unchanged {
                     bump_observed_generation,
+                    failback_pending: match pending {
+                        Failback::Pending { clusters } => clusters,
+                        _ => Vec::new(),
+                    },
                 };
             }
-            None
-        }
+            _ => None,
+        },
         ScheduleDecision::Schedule(trigger) => Some(trigger),
     };
     let mut input = match ScheduleInput::from_binding(binding, clusters) {
@@ -117,6 +129,7 @@ pub fn decide(
         Err(_) => return Decision::MissingPlacement,
     };
     input.options = options;
+    input.fresh = matches!(trigger, Some(ScheduleTrigger::Failback { .. }));
     let result = schedule(&input);
     let replaced = matches!(&result, Ok(outcome) if !outcome.targets.is_empty());
     if !replaced {
@@ -190,6 +203,7 @@ pub fn trigger_name(trigger: &ScheduleTrigger) -> &'static str {
         ScheduleTrigger::NonWorkloadOrDuplicated => "NonWorkloadOrDuplicated",
         ScheduleTrigger::TargetClusterDeleting { .. } => "TargetClusterDeleting",
         ScheduleTrigger::TargetClusterMissing { .. } => "TargetClusterMissing",
+        ScheduleTrigger::Failback { .. } => "Failback",
     }
 }
 
@@ -215,6 +229,12 @@ pub fn trigger_reason(trigger: &ScheduleTrigger) -> String {
         ScheduleTrigger::TargetClusterMissing { cluster } => {
             format!("SC-3.6: target cluster {cluster} no longer exists")
         }
+        ScheduleTrigger::Failback { clusters } => format!(
+            "A11: {} has been Ready and untainted for the policy's stabilisation window; the \
+             placement's preference is recomputed (Fresh), and a cluster the result leaves \
+             keeps its copy through a graceful task until the new one is healthy",
+            clusters.join(", ")
+        ),
     }
 }
 
@@ -299,6 +319,7 @@ fn set_condition(conditions: &mut Vec<v1::Condition>, condition: Condition) {
 /// - SC-3.7: only `schedulerObservedGeneration`, when it differs.
 pub fn plan_write(
     old: &v1::ResourceBinding,
+    domain: &ResourceBinding,
     decision: &Decision,
     now: Time,
 ) -> Option<v1::ResourceBinding> {
@@ -308,6 +329,7 @@ pub fn plan_write(
         Decision::Deleting | Decision::MissingPlacement => return None,
         Decision::Unchanged {
             bump_observed_generation,
+            ..
         } => {
             let generation = (*bump_observed_generation)?;
             new.status
@@ -329,6 +351,22 @@ pub fn plan_write(
             // A6: a reinstated cluster's eviction task ends with this write.
             spec.graceful_eviction_tasks
                 .retain(|t| !reinstated.contains(&t.from_cluster));
+            // A11: a failback leaves no cluster at once: each one the result drops keeps its
+            // copy through a graceful task (I4: it is no longer a target).
+            let failed_back: &[String] = match trigger {
+                Some(ScheduleTrigger::Failback { clusters }) => clusters,
+                _ => &[],
+            };
+            for task in failback_tasks(&domain.spec.clusters, &outcome.targets, failed_back) {
+                if !spec
+                    .graceful_eviction_tasks
+                    .iter()
+                    .any(|o| o.from_cluster == task.from_cluster)
+                {
+                    spec.graceful_eviction_tasks.push(task.into());
+                }
+            }
+            let remembered = failback_clusters_after(domain, &outcome.targets, failed_back);
             // The generation this write will carry: observed == generation exactly when the
             // written result reflects the written spec (SC-4.1, GE-2 hasScheduled).
             prepare_generation(old, &mut new);
@@ -338,10 +376,14 @@ pub fn plan_write(
             status.scheduler_observing_affinity_name =
                 outcome.affinity_name.clone().unwrap_or_default();
             status.scheduler_observed_generation = generation;
+            status.failback_clusters = remembered;
             if let Some(condition) = scheduled_condition(decision, now) {
                 set_condition(&mut status.conditions, condition);
             }
-            let reschedule = matches!(trigger, Some(ScheduleTrigger::RescheduleRequested));
+            let reschedule = matches!(
+                trigger,
+                Some(ScheduleTrigger::RescheduleRequested | ScheduleTrigger::Failback { .. })
+            );
             if new == *old && !reschedule {
                 return None;
             }
@@ -411,14 +453,24 @@ mod tests {
         rb
     }
 
+    fn domain(b: &v1::ResourceBinding) -> ResourceBinding {
+        ResourceBinding::try_from(b.clone()).expect("a valid binding")
+    }
+
     #[test]
     fn sc_4_1_success_sets_result_placement_condition_and_observed_generation() {
         let rb = duplicated(2, &[]);
         let clusters = [cluster("member1")];
-        let decision = decide(&rb, &clusters, ScheduleOptions::default(), false);
+        let decision = decide(
+            &rb,
+            &clusters,
+            ScheduleOptions::default(),
+            false,
+            Time::from_secs(0),
+        );
         let old = v1::ResourceBinding::from(rb.clone());
         let now = Time::from_secs(100);
-        let new = plan_write(&old, &decision, now).expect("writes");
+        let new = plan_write(&old, &rb, &decision, now).expect("writes");
         let spec = new.spec.as_ref().unwrap();
         assert_eq!(
             spec.clusters,
@@ -441,9 +493,15 @@ mod tests {
 
         // The same decision again on the written object: nothing to write.
         let rb2 = ResourceBinding::try_from(new.clone()).unwrap();
-        let again = decide(&rb2, &clusters, ScheduleOptions::default(), false);
+        let again = decide(
+            &rb2,
+            &clusters,
+            ScheduleOptions::default(),
+            false,
+            Time::from_secs(0),
+        );
         assert!(matches!(again, Decision::Scheduled { .. }), "SC-3.5");
-        assert_eq!(plan_write(&new, &again, Time::from_secs(200)), None);
+        assert_eq!(plan_write(&new, &rb2, &again, Time::from_secs(200)), None);
     }
 
     /// Regression (Karmada #5803, I6, A6): the only cluster a policy allows is evicted (task
@@ -474,16 +532,28 @@ mod tests {
             TaintEffect::NoExecute,
             None,
         ));
-        let decision = decide(&rb, &[tainted], ScheduleOptions::default(), false);
+        let decision = decide(
+            &rb,
+            &[tainted],
+            ScheduleOptions::default(),
+            false,
+            Time::from_secs(0),
+        );
         assert!(matches!(decision, Decision::Failed { .. }), "{decision:?}");
         // Ready and untainted: scheduled again and the task ends in the same write
-        let decision = decide(&rb, &[member1], ScheduleOptions::default(), false);
+        let decision = decide(
+            &rb,
+            &[member1],
+            ScheduleOptions::default(),
+            false,
+            Time::from_secs(0),
+        );
         let Decision::Scheduled { reinstated, .. } = &decision else {
             panic!("{decision:?}");
         };
         assert_eq!(reinstated, &vec!["member1".to_owned()]);
-        let old = v1::ResourceBinding::from(rb);
-        let new = plan_write(&old, &decision, Time::from_secs(10)).expect("writes");
+        let old = v1::ResourceBinding::from(rb.clone());
+        let new = plan_write(&old, &rb, &decision, Time::from_secs(10)).expect("writes");
         let spec = new.spec.as_ref().unwrap();
         assert_eq!(spec.clusters.len(), 1);
         assert_eq!(spec.clusters[0].name, "member1");
@@ -503,7 +573,7 @@ mod tests {
             trigger: None,
             error,
         };
-        let new = plan_write(&old, &decision, Time::from_secs(5)).expect("writes");
+        let new = plan_write(&old, &domain(&old), &decision, Time::from_secs(5)).expect("writes");
         assert!(new.spec.as_ref().unwrap().clusters.is_empty());
         let status = new.status.as_ref().unwrap();
         assert_eq!(status.scheduler_observed_generation, 1, "not bumped");
@@ -527,12 +597,12 @@ mod tests {
             },
         };
         assert!(decision.retry_with_backoff());
-        let first = plan_write(&old, &decision, Time::from_secs(5)).expect("writes");
+        let first = plan_write(&old, &domain(&old), &decision, Time::from_secs(5)).expect("writes");
         assert_eq!(first.spec, old.spec, "previous result kept");
         let cond = &first.status.as_ref().unwrap().conditions[0];
         assert_eq!(cond.reason, "Unschedulable");
         assert_eq!(
-            plan_write(&first, &decision, Time::from_secs(9)),
+            plan_write(&first, &domain(&first), &decision, Time::from_secs(9)),
             None,
             "same condition again: no write"
         );
@@ -543,12 +613,14 @@ mod tests {
         let old = v1::ResourceBinding::from(duplicated(2, &["member1"]));
         let none = Decision::Unchanged {
             bump_observed_generation: None,
+            failback_pending: vec![],
         };
-        assert_eq!(plan_write(&old, &none, Time::EPOCH), None);
+        assert_eq!(plan_write(&old, &domain(&old), &none, Time::EPOCH), None);
         let bump = Decision::Unchanged {
             bump_observed_generation: Some(7),
+            failback_pending: vec![],
         };
-        let new = plan_write(&old, &bump, Time::EPOCH).expect("writes");
+        let new = plan_write(&old, &domain(&old), &bump, Time::EPOCH).expect("writes");
         assert_eq!(
             new.status.as_ref().unwrap().scheduler_observed_generation,
             7
@@ -563,5 +635,150 @@ mod tests {
             format_core_targets(&[TargetCluster::new("a", 1), TargetCluster::new("b", 2)]),
             "a:1, b:2"
         );
+    }
+
+    /// A11: a binding the taint manager evicted from member1 (all 3 replicas now on member2,
+    /// Divided + Aggregated), whose policy fails back after 60 s; member1 has the larger
+    /// capacity and has been Ready and untainted since t = 1000 s.
+    fn evicted_with_failback() -> (ResourceBinding, Vec<Cluster>) {
+        use flotilla_core::types::{
+            ClusterFailoverBehavior, FailoverBehavior, ReplicaDivisionPreference,
+        };
+        let mut rb = duplicated(3, &[]);
+        rb.spec.placement = Some(Placement {
+            replica_scheduling: Some(ReplicaSchedulingStrategy {
+                replica_scheduling_type: ReplicaSchedulingType::Divided,
+                replica_division_preference: Some(ReplicaDivisionPreference::Aggregated),
+                weight_preference: None,
+            }),
+            ..Default::default()
+        });
+        rb.status.applied_placement = rb.spec.placement.clone();
+        rb.status.scheduler_observed_generation = 1;
+        rb.spec.clusters = vec![TargetCluster::new("member2", 3)];
+        rb.spec.failover = Some(FailoverBehavior {
+            cluster: Some(ClusterFailoverBehavior {
+                failback_stabilization_window_seconds: Some(60),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        rb.status.failback_clusters = vec!["member1".to_owned()];
+        let ready = |name: &str, allocatable: i64| {
+            let mut c = cluster(name);
+            c.status.allocatable_replicas = Some(allocatable);
+            c.status.conditions.push(Condition {
+                type_: "Ready".into(),
+                status: ConditionStatus::True,
+                last_transition_time: Some(Time::from_secs(1000)),
+                ..Default::default()
+            });
+            c
+        };
+        (rb, vec![ready("member1", 10), ready("member2", 5)])
+    }
+
+    #[test]
+    fn a11_failback_waits_for_the_window_then_moves_back_gracefully() {
+        let (rb, clusters) = evicted_with_failback();
+        // within the window: nothing moves; the pending failback is reported
+        let early = decide(
+            &rb,
+            &clusters,
+            ScheduleOptions::default(),
+            false,
+            Time::from_secs(1030),
+        );
+        assert_eq!(
+            early,
+            Decision::Unchanged {
+                bump_observed_generation: None,
+                failback_pending: vec![("member1".to_owned(), Time::from_secs(1060))],
+            }
+        );
+        // the window is over: a Fresh schedule prefers member1 again
+        let now = Time::from_secs(1061);
+        let due = decide(&rb, &clusters, ScheduleOptions::default(), false, now);
+        let Decision::Scheduled {
+            trigger, outcome, ..
+        } = &due
+        else {
+            panic!("{due:?}");
+        };
+        assert_eq!(
+            trigger,
+            &Some(ScheduleTrigger::Failback {
+                clusters: vec!["member1".to_owned()]
+            })
+        );
+        assert_eq!(outcome.targets, vec![TargetCluster::new("member1", 3)]);
+        let old = v1::ResourceBinding::from(rb.clone());
+        let new = plan_write(&old, &rb, &due, now).expect("writes");
+        let spec = new.spec.as_ref().unwrap();
+        assert_eq!(spec.clusters.len(), 1);
+        assert_eq!(spec.clusters[0].name, "member1");
+        // member2 keeps its copy until member1's is healthy: a graceful task, not a drop
+        let tasks: Vec<(&str, &str, &str)> = spec
+            .graceful_eviction_tasks
+            .iter()
+            .map(|t| {
+                (
+                    t.from_cluster.as_str(),
+                    t.producer.as_str(),
+                    t.reason.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(tasks, [("member2", "Scheduler", "Failback")]);
+        assert_eq!(
+            spec.graceful_eviction_tasks[0].purge_mode,
+            v1::PurgeMode::Gracefully as i32
+        );
+        assert!(
+            new.status.as_ref().unwrap().failback_clusters.is_empty(),
+            "member1 is no longer waited for"
+        );
+        // without the policy field nothing moves back (SC-3.8)
+        let mut off = rb.clone();
+        off.spec.failover = None;
+        let decision = decide(&off, &clusters, ScheduleOptions::default(), false, now);
+        assert!(
+            matches!(decision, Decision::Unchanged { .. }),
+            "{decision:?}"
+        );
+    }
+
+    #[test]
+    fn a11_a_taint_eviction_is_remembered_when_the_refill_is_written() {
+        use flotilla_core::types::{GracefulEvictionTask, PurgeMode};
+        let (mut rb, clusters) = evicted_with_failback();
+        rb.status.failback_clusters.clear();
+        // the taint manager just took member1 out (2 of 3 replicas) with a task
+        rb.spec.clusters = vec![TargetCluster::new("member2", 1)];
+        rb.spec.graceful_eviction_tasks.push(GracefulEvictionTask {
+            from_cluster: "member1".into(),
+            purge_mode: PurgeMode::Gracefully,
+            producer: "TaintManager".into(),
+            reason: "TaintUntolerated".into(),
+            ..Default::default()
+        });
+        let mut tainted = clusters.clone();
+        tainted[0]
+            .spec
+            .taints
+            .push(flotilla_core::types::Taint::new(
+                "cluster.karmada.io/not-ready",
+                flotilla_core::types::TaintEffect::NoExecute,
+                None,
+            ));
+        let now = Time::from_secs(2000);
+        let refill = decide(&rb, &tainted, ScheduleOptions::default(), false, now);
+        assert!(
+            matches!(refill.trigger(), Some(ScheduleTrigger::ReplicasChanged)),
+            "{refill:?}"
+        );
+        let old = v1::ResourceBinding::from(rb.clone());
+        let new = plan_write(&old, &rb, &refill, now).expect("writes");
+        assert_eq!(new.status.as_ref().unwrap().failback_clusters, ["member1"]);
     }
 }

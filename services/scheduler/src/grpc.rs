@@ -236,7 +236,7 @@ pub fn simulate(input: &SimulateInput) -> v1::SimulateResponse {
         force,
         now,
     } = input;
-    let decision = decide(binding, clusters, *options, *force);
+    let decision = decide(binding, clusters, *options, *force, *now);
     let mut resp = v1::SimulateResponse::default();
     let mut reasons = Vec::new();
     if let Some(t) = decision.trigger() {
@@ -290,7 +290,16 @@ pub fn simulate(input: &SimulateInput) -> v1::SimulateResponse {
         }
         Decision::Unchanged {
             bump_observed_generation,
+            failback_pending,
         } => {
+            for (cluster, at) in failback_pending {
+                reasons.push(format!(
+                    "A11: failback to {cluster} pending: Ready and untainted, its stabilisation \
+                     window ends at {} ({} s from now)",
+                    flotilla_proto::convert::time_to_timestamp(*at),
+                    at.saturating_since(*now).as_secs()
+                ));
+            }
             reasons.push(
                 "SC-3.7: no trigger fired; the current result stays (the filters and scores \
                  below are for explanation only)"

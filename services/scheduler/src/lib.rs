@@ -102,6 +102,12 @@ pub struct Args {
     /// cluster event or a 5-minute flush; Flotilla simply retries with this back-off.)
     #[arg(long, env = "FLOTILLA_UNSCHEDULABLE_MAX_BACKOFF", default_value = "10s", value_parser = parse_duration)]
     pub unschedulable_max_backoff: Duration,
+
+    /// Failbacks per second (A11: bindings moved back to a recovered cluster after their
+    /// policy's `failover.cluster.failback` window), the counterpart of the taint-manager's
+    /// `--eviction-rate`; set both alike. Unset = unlimited, as `--eviction-rate`.
+    #[arg(long, env = "FLOTILLA_FAILBACK_RATE")]
+    pub failback_rate: Option<f64>,
 }
 
 /// A validated configuration: what [`run_with`] needs besides the store and the listeners.
@@ -143,6 +149,7 @@ impl Args {
             write_concurrency,
             unschedulable_initial_backoff,
             unschedulable_max_backoff,
+            failback_rate,
         } = self;
         let mut errors: Vec<String> = match common.validate() {
             Ok(()) => Vec::new(),
@@ -172,6 +179,16 @@ impl Args {
                     .into(),
             );
         }
+        let failback_interval = match failback_rate {
+            None => None,
+            Some(r) if r.is_finite() && *r > 0.0 => Some(Duration::from_secs_f64(1.0 / r)),
+            Some(r) => {
+                errors.push(format!(
+                    "--failback-rate: must be a positive number (got {r})"
+                ));
+                None
+            }
+        };
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -186,6 +203,7 @@ impl Args {
                 write_concurrency: *write_concurrency,
                 unschedulable_initial_backoff: *unschedulable_initial_backoff,
                 unschedulable_max_backoff: *unschedulable_max_backoff,
+                failback_interval,
             },
             identity: common.identity(),
             lease_ttl: common.lease_ttl,

@@ -1179,20 +1179,8 @@ fn failover(f: FailoverDoc) -> core::FailoverBehavior {
     }
 }
 
-/// Rejects Karmada policy fields Flotilla does not implement, unless they hold the default;
-/// warns about those it accepts without acting on them yet.
+/// Rejects Karmada policy fields Flotilla does not implement, unless they hold the default.
 fn unsupported_policy_fields(ctx: &mut Ctx<'_>, spec: &PolicySpecDoc) {
-    if spec
-        .failover
-        .as_ref()
-        .and_then(|f| f.cluster.as_ref())
-        .is_some_and(|c| c.failback.is_some())
-    {
-        ctx.warn(
-            "spec.failover.cluster.failback: failback is not implemented yet; replicas evicted \
-             from a cluster do not move back when it recovers (Karmada's behaviour)",
-        );
-    }
     let path = FieldPath::new("spec");
     let mut unsupported = |field: &str, why: String| {
         ctx.error(path.child(field).as_str(), why);

@@ -60,6 +60,9 @@ pub struct ScheduleInput<'a> {
     pub clusters: &'a [Cluster],
     /// Switches.
     pub options: ScheduleOptions,
+    /// A11: schedule in Fresh mode whatever the reschedule times say (a failback recomputes
+    /// the placement's preference).
+    pub fresh: bool,
 }
 
 // === impl ScheduleInput ===
@@ -90,12 +93,15 @@ impl<'a> ScheduleInput<'a> {
             observed_affinity_name: &binding.status.scheduler_observing_affinity_name,
             clusters,
             options: ScheduleOptions::default(),
+            fresh: false,
         })
     }
 
-    /// SC-17: Fresh when a reschedule was requested after the last schedule, else Steady.
+    /// SC-17: Fresh when a reschedule was requested after the last schedule (or for a
+    /// failback, A11), else Steady.
     pub fn mode(&self) -> AssignmentMode {
-        if reschedule_required(self.reschedule_triggered_at, self.last_scheduled_time) {
+        if self.fresh || reschedule_required(self.reschedule_triggered_at, self.last_scheduled_time)
+        {
             AssignmentMode::Fresh
         } else {
             AssignmentMode::Steady

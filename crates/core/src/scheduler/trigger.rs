@@ -33,6 +33,12 @@ pub enum ScheduleTrigger {
         /// The cluster.
         cluster: String,
     },
+    /// A11 (Flotilla): clusters the binding was evicted from have been Ready and untainted
+    /// for the policy's stabilisation window; the preference is recomputed (Fresh).
+    Failback {
+        /// The recovered clusters.
+        clusters: Vec<String>,
+    },
 }
 
 /// The decision on dequeue (SC-3).

@@ -316,6 +316,7 @@ fn binding() -> domain::ResourceBinding {
             conditions: vec![condition("Scheduled", domain::ConditionStatus::True)],
             scheduler_observed_generation: 7,
             aggregated_status_observed_generation: 7,
+            failback_clusters: strings(&["member9"]),
             scheduler_observing_affinity_name: "primary".into(),
             last_scheduled_time: t(1_700_000_450),
             applied_placement: Some(placement()),

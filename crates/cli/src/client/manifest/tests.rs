@@ -599,7 +599,7 @@ fn propagate_deps_is_accepted_and_carried_to_the_server() {
 }
 
 #[test]
-fn failback_is_accepted_with_a_warning_that_it_is_not_acted_on() {
+fn failback_is_accepted_and_carried_to_the_server() {
     let parsed = read(
         "pp.yaml",
         "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\nspec:\n  \
@@ -608,12 +608,26 @@ fn failback_is_accepted_with_a_warning_that_it_is_not_acted_on() {
         &opts(),
     );
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-    assert!(
-        parsed
-            .warnings
-            .iter()
-            .any(|w| w.contains("failback is not implemented yet")),
-        "{:?}",
-        parsed.warnings
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let Object::PropagationPolicy(p) = &parsed.documents[0].object else {
+        panic!("a PropagationPolicy")
+    };
+    let cluster = p
+        .spec
+        .as_ref()
+        .unwrap()
+        .failover
+        .as_ref()
+        .unwrap()
+        .cluster
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        cluster
+            .failback
+            .as_ref()
+            .unwrap()
+            .stabilization_window_seconds,
+        600
     );
 }
