@@ -459,6 +459,16 @@ pub struct Placement {
 // Failover behaviour
 // ---------------------------------------------------------------------------------------
 
+/// Whether a policy may take a template another policy has claimed (PL-3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Preemption {
+    /// A claimed template stays with its policy (Karmada's default).
+    #[default]
+    Never,
+    /// Take it from a policy of lower precedence (see PL-3).
+    Always,
+}
+
 /// How the old copy is removed on eviction (A4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum PurgeMode {
@@ -558,6 +568,8 @@ pub struct PropagationSpec {
     pub propagate_deps: bool,
     /// Scheduler name (default `default-scheduler`).
     pub scheduler_name: String,
+    /// PL-3: whether it may take a template another policy claimed.
+    pub preemption: Preemption,
 }
 
 /// A namespaced or cluster-wide propagation policy.

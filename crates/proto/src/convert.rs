@@ -225,6 +225,7 @@ wire_enum!(ReplicaDivisionPreference {
     Weighted
 });
 wire_enum!(DynamicWeightFactor { AvailableReplicas });
+wire_enum!(Preemption { Never, Always });
 wire_enum!(PurgeMode {
     Directly,
     Gracefully,
@@ -1228,8 +1229,10 @@ impl From<domain::PropagationSpec> for v1::PropagationSpec {
             failover,
             propagate_deps,
             scheduler_name,
+            preemption,
         } = spec;
         v1::PropagationSpec {
+            preemption: enc::<_, v1::Preemption>(preemption),
             resource_selectors: to_wire(resource_selectors),
             priority,
             placement: Some(placement.into()),
@@ -1251,8 +1254,10 @@ impl TryFrom<v1::PropagationSpec> for domain::PropagationSpec {
             failover,
             propagate_deps,
             scheduler_name,
+            preemption,
         } = spec;
         Ok(domain::PropagationSpec {
+            preemption: WireEnum::from_wire_or_default(preemption, "preemption")?,
             resource_selectors: list(resource_selectors, "resourceSelectors")?,
             priority,
             placement: msg(placement, "placement")?,

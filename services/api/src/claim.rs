@@ -229,11 +229,22 @@ pub struct Claim<'a> {
     /// Whether the workload kept the policy that had claimed it (PL-3) rather than the
     /// precedence of PL-4 choosing it.
     pub kept: bool,
+    /// The policy this one took the workload from (PL-3, `preemption: Always`).
+    pub preempted: Option<PolicyRef>,
 }
 
 impl Claim<'_> {
     /// Why this policy won, for logs and events.
     pub fn reason(&self) -> String {
+        if let Some(from) = &self.preempted {
+            return format!(
+                "{} preempts {from}: preemption Always, priority {} (PL-3: a \
+                 PropagationPolicy takes a template from any ClusterPropagationPolicy and from a \
+                 PropagationPolicy of lower priority; a ClusterPropagationPolicy only from a \
+                 ClusterPropagationPolicy of lower priority)",
+                self.policy, self.spec.priority
+            );
+        }
         if self.kept {
             return format!(
                 "{} keeps it: a claimed workload stays with its policy while that policy \
@@ -255,11 +266,14 @@ impl Claim<'_> {
 
 /// Picks the policy for `workload`.
 ///
-/// - PL-3 (`preemption: Never`, Karmada's default and the only value Flotilla accepts): a
-///   workload already claimed by a policy (`claimed`, from its binding's labels) keeps it as
-///   long as that policy exists, is not being deleted and still matches the workload, even
-///   when a policy of higher precedence appears. (Karmada's `preemption: Always` sits behind
-///   an alpha feature gate that is off by default; Flotilla refuses the field.)
+/// - PL-3: a workload already claimed by a policy (`claimed`, from its binding's labels)
+///   keeps it as long as that policy exists, is not being deleted and still matches the
+///   workload, even when a policy of higher precedence appears (`preemption: Never`, the
+///   default) — unless a matching policy with `preemption: Always` may preempt the claimer:
+///   a PropagationPolicy preempts any ClusterPropagationPolicy and a PropagationPolicy of
+///   lower priority; a ClusterPropagationPolicy only a ClusterPropagationPolicy of lower
+///   priority. The best preemptor wins by PL-4's order. (Karmada keeps preemption behind its
+///   `PropagationPolicyPreemption` feature gate; Flotilla always honours the field.)
 /// - PL-4, for an unclaimed workload (or one whose policy went away): namespaced policies of
 ///   its namespace first, cluster policies only if none of those matches; among the matching
 ///   ones the highest `spec.priority`, then the most specific selector, then the smallest
@@ -280,27 +294,6 @@ pub fn select<'a>(
             .filter_map(|c| policy_specificity(c.spec, workload).map(|s| (*c, s)))
             .collect()
     };
-    if let Some(claimed) = claimed {
-        let scope = match claimed {
-            PolicyRef::Namespaced { .. } => namespaced,
-            PolicyRef::Cluster { .. } => cluster_wide,
-        };
-        let matching = matching_in(scope);
-        let matched = matching.len();
-        if let Some((keeper, specificity)) = matching
-            .into_iter()
-            .find(|(c, _)| c.policy_ref() == *claimed)
-        {
-            return Some(Claim {
-                policy: keeper.policy_ref(),
-                meta: keeper.meta,
-                spec: keeper.spec,
-                specificity,
-                matched,
-                kept: true,
-            });
-        }
-    }
     let best = |candidates: &[Candidate<'a>]| -> Option<Claim<'a>> {
         let matching = matching_in(candidates);
         let matched = matching.len();
@@ -319,8 +312,57 @@ pub fn select<'a>(
             specificity,
             matched,
             kept: false,
+            preempted: None,
         })
     };
+    if let Some(claimed) = claimed {
+        let scope = match claimed {
+            PolicyRef::Namespaced { .. } => namespaced,
+            PolicyRef::Cluster { .. } => cluster_wide,
+        };
+        let matching = matching_in(scope);
+        let matched = matching.len();
+        if let Some((keeper, specificity)) = matching
+            .into_iter()
+            .find(|(c, _)| c.policy_ref() == *claimed)
+        {
+            // PL-3, `preemption: Always`: a PropagationPolicy takes a template from a
+            // ClusterPropagationPolicy whatever their priorities, and from a
+            // PropagationPolicy of lower priority; a ClusterPropagationPolicy only from a
+            // ClusterPropagationPolicy of lower priority.
+            let may_preempt = |c: &Candidate<'a>| {
+                c.spec.preemption == v1::Preemption::Always as i32
+                    && c.policy_ref() != *claimed
+                    && match (keeper.cluster_wide, c.cluster_wide) {
+                        (true, false) => true,
+                        (false, true) => false,
+                        _ => c.spec.priority > keeper.spec.priority,
+                    }
+            };
+            let preemptors = |candidates: &[Candidate<'a>]| -> Vec<Candidate<'a>> {
+                candidates
+                    .iter()
+                    .filter(|c| may_preempt(c))
+                    .copied()
+                    .collect()
+            };
+            if let Some(mut winner) =
+                best(&preemptors(namespaced)).or_else(|| best(&preemptors(cluster_wide)))
+            {
+                winner.preempted = Some(claimed.clone());
+                return Some(winner);
+            }
+            return Some(Claim {
+                policy: keeper.policy_ref(),
+                meta: keeper.meta,
+                spec: keeper.spec,
+                specificity,
+                matched,
+                kept: true,
+                preempted: None,
+            });
+        }
+    }
     best(namespaced).or_else(|| best(cluster_wide))
 }
 
@@ -630,6 +672,107 @@ mod tests {
         );
         let none: [Candidate<'_>; 0] = [];
         assert!(select(&w, &none, &none, None).is_none());
+    }
+
+    #[test]
+    fn pl_3_preemption_always_takes_a_claim_from_lower_precedence() {
+        let w = workload("nginx", &[]);
+        let always = |priority: i32| {
+            let mut s = spec(priority, vec![selector("", None)]);
+            s.preemption = v1::Preemption::Always as i32;
+            s
+        };
+        let never = |priority: i32| spec(priority, vec![selector("", None)]);
+        let (pp_low_m, pp_high_m, pp_eq_m) = (
+            meta("default", "pp-low"),
+            meta("default", "pp-high"),
+            meta("default", "pp-eq"),
+        );
+        let (cpp_low_m, cpp_high_m) = (meta("", "cpp-low"), meta("", "cpp-high"));
+        let pp = |m: &'static str| PolicyRef::Namespaced {
+            namespace: "default".into(),
+            name: m.into(),
+        };
+        let cpp = |m: &'static str| PolicyRef::Cluster { name: m.into() };
+        // (what, namespaced (meta, spec), cluster-wide (meta, spec), claimed by, winner)
+        let table: Vec<(
+            &str,
+            Vec<(&v1::ObjectMeta, v1::PropagationSpec)>,
+            Vec<(&v1::ObjectMeta, v1::PropagationSpec)>,
+            PolicyRef,
+            PolicyRef,
+        )> = vec![
+            (
+                "PP Always of higher priority preempts a PP",
+                vec![(&pp_low_m, never(1)), (&pp_high_m, always(5))],
+                vec![],
+                pp("pp-low"),
+                pp("pp-high"),
+            ),
+            (
+                "PP Always of equal priority does not",
+                vec![(&pp_low_m, never(5)), (&pp_eq_m, always(5))],
+                vec![],
+                pp("pp-low"),
+                pp("pp-low"),
+            ),
+            (
+                "PP Never of higher priority does not",
+                vec![(&pp_low_m, never(1)), (&pp_high_m, never(9))],
+                vec![],
+                pp("pp-low"),
+                pp("pp-low"),
+            ),
+            (
+                "PP Always preempts a CPP whatever the priorities",
+                vec![(&pp_low_m, always(0))],
+                vec![(&cpp_high_m, never(100))],
+                cpp("cpp-high"),
+                pp("pp-low"),
+            ),
+            (
+                "CPP Always of higher priority preempts a CPP",
+                vec![],
+                vec![(&cpp_low_m, never(1)), (&cpp_high_m, always(2))],
+                cpp("cpp-low"),
+                cpp("cpp-high"),
+            ),
+            (
+                "CPP Always never preempts a PP",
+                vec![(&pp_low_m, never(0))],
+                vec![(&cpp_high_m, always(100))],
+                pp("pp-low"),
+                pp("pp-low"),
+            ),
+        ];
+        for (what, ns, cw, claimed, want) in &table {
+            let namespaced: Vec<Candidate<'_>> = ns
+                .iter()
+                .map(|(meta, spec)| Candidate {
+                    meta,
+                    spec,
+                    cluster_wide: false,
+                })
+                .collect();
+            let cluster_wide: Vec<Candidate<'_>> = cw
+                .iter()
+                .map(|(meta, spec)| Candidate {
+                    meta,
+                    spec,
+                    cluster_wide: true,
+                })
+                .collect();
+            let claim = select(&w, &namespaced, &cluster_wide, Some(claimed)).unwrap();
+            assert_eq!(&claim.policy, want, "{what}");
+            assert_eq!(
+                claim.preempted.as_ref(),
+                (want != claimed).then_some(claimed),
+                "{what}"
+            );
+            if claim.preempted.is_some() {
+                assert!(claim.reason().contains("preempts"), "{}", claim.reason());
+            }
+        }
     }
 
     #[test]

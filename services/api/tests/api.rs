@@ -1882,6 +1882,44 @@ async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
     assert_eq!(policy_label(&taken), "high");
 }
 
+#[tokio::test]
+async fn detector_pl3_preemption_always_takes_a_claimed_workload() {
+    let (typed, admission) = detector_store();
+    let low = create_policy(&typed, &admission, pp("low", kind_only("low", 1))).await;
+    let (workload, mut writers, ctx) = detector_on(&typed, &admission, &low).await;
+    reconcile(workload.key(), ctx.clone()).await.unwrap();
+    let claimed: v1::ResourceBinding = stored_binding(&typed).await;
+    assert_eq!(policy_label(&claimed), "low");
+    apply_list(
+        &mut writers.bindings,
+        vec![(claimed.key(), claimed.resource_version(), claimed.clone())],
+    );
+    // a priority-50 policy with `preemption: Always` arrives: it takes the workload
+    let mut preempting = kind_only("high", 50);
+    preempting.preemption = v1::Preemption::Always as i32;
+    let high = create_policy(&typed, &admission, pp("high", preempting)).await;
+    writers.policies.apply_watcher_event(&Event::Apply(Object {
+        key: high.key(),
+        revision: high.resource_version(),
+        value: Arc::new(high.clone()),
+    }));
+    reconcile(workload.key(), ctx).await.unwrap();
+    let taken: v1::ResourceBinding = stored_binding(&typed).await;
+    assert_eq!(policy_label(&taken), "high", "preempted");
+    assert_eq!(
+        taken
+            .spec
+            .unwrap()
+            .placement
+            .unwrap()
+            .cluster_affinity
+            .unwrap()
+            .cluster_names,
+        ["high-cluster"],
+        "the new policy's placement"
+    );
+}
+
 fn apply_list<K: Send + Sync + 'static>(
     writer: &mut flotilla_runtime::Writer<K>,
     objects: Vec<(String, i64, K)>,

@@ -1191,10 +1191,14 @@ fn unsupported_policy_fields(ctx: &mut Ctx<'_>, spec: &PolicySpecDoc) {
             "Unsupported value: true: deprecated in Karmada; use `propagateDeps: true`".into(),
         );
     }
-    if let Some(p) = spec.preemption.as_deref().filter(|p| *p != "Never") {
+    if let Some(p) = spec
+        .preemption
+        .as_deref()
+        .filter(|p| !matches!(*p, "Never" | "Always"))
+    {
         unsupported(
             "preemption",
-            format!("Unsupported value: {p:?}: Flotilla supports only \"Never\""),
+            format!("Unsupported value: {p:?}: supported values: \"Always\", \"Never\""),
         );
     }
     if let Some(c) = spec
@@ -1291,6 +1295,11 @@ fn propagation_policy(
             failover: spec.failover.map(failover),
             propagate_deps: spec.propagate_deps,
             scheduler_name: spec.scheduler_name,
+            preemption: if spec.preemption.as_deref() == Some("Always") {
+                core::Preemption::Always
+            } else {
+                core::Preemption::Never
+            },
         },
     };
     // The validators expect defaulted input, as the api defaults before it validates.

@@ -230,6 +230,7 @@ fn propagation_policy(namespace: &str) -> domain::PropagationPolicy {
             failover: Some(failover()),
             propagate_deps: true,
             scheduler_name: domain::DEFAULT_SCHEDULER_NAME.into(),
+            preemption: domain::Preemption::Always,
         },
     }
 }

@@ -478,7 +478,7 @@ fn unknown_and_unsupported_fields_are_errors() {
     let errs = errors(
         "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\n\
          spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  \
-         preemption: Always\n  conflictResolution: Abort\n",
+         preemption: Sometimes\n  conflictResolution: Abort\n",
     );
     assert_eq!(errs.len(), 1, "{errs:#?}");
     assert!(errs[0].contains("spec.preemption"), "{}", errs[0]);

@@ -134,6 +134,7 @@ proptest! {
                 failover: Some(failover.clone()),
                 propagate_deps: false,
                 scheduler_name: c.clone(),
+                preemption: Default::default(),
             },
         };
         let _ = validate_propagation_policy(&policy, false, &limits);
@@ -278,6 +279,7 @@ proptest! {
                 }),
                 propagate_deps: true,
                 scheduler_name: String::new(),
+                preemption: Default::default(),
             },
         };
         let errs = validate_propagation_policy(&policy, false, &Limits::default());
