@@ -694,14 +694,9 @@ mod tests {
             name: m.into(),
         };
         let cpp = |m: &'static str| PolicyRef::Cluster { name: m.into() };
+        type Policies<'m> = Vec<(&'m v1::ObjectMeta, v1::PropagationSpec)>;
         // (what, namespaced (meta, spec), cluster-wide (meta, spec), claimed by, winner)
-        let table: Vec<(
-            &str,
-            Vec<(&v1::ObjectMeta, v1::PropagationSpec)>,
-            Vec<(&v1::ObjectMeta, v1::PropagationSpec)>,
-            PolicyRef,
-            PolicyRef,
-        )> = vec![
+        let table: Vec<(&str, Policies<'_>, Policies<'_>, PolicyRef, PolicyRef)> = vec![
             (
                 "PP Always of higher priority preempts a PP",
                 vec![(&pp_low_m, never(1)), (&pp_high_m, always(5))],
