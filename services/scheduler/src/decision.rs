@@ -357,7 +357,12 @@ pub fn plan_write(
                 Some(ScheduleTrigger::Failback { clusters }) => clusters,
                 _ => &[],
             };
-            for task in failback_tasks(&domain.spec.clusters, &outcome.targets, failed_back) {
+            let new_tasks = if failed_back.is_empty() {
+                Vec::new()
+            } else {
+                failback_tasks(&domain.spec.clusters, &outcome.targets, failed_back)
+            };
+            for task in new_tasks {
                 if !spec
                     .graceful_eviction_tasks
                     .iter()
@@ -780,5 +785,27 @@ mod tests {
         let old = v1::ResourceBinding::from(rb.clone());
         let new = plan_write(&old, &rb, &refill, now).expect("writes");
         assert_eq!(new.status.as_ref().unwrap().failback_clusters, ["member1"]);
+    }
+
+    /// Regression: only a Failback schedule adds tasks; any other reschedule that drops a
+    /// cluster (here SC-3.6, a deleting target) drops it as before.
+    #[test]
+    fn a11_no_task_outside_a_failback() {
+        let (mut rb, mut clusters) = evicted_with_failback();
+        rb.spec.failover = None;
+        rb.status.failback_clusters.clear();
+        clusters[1].meta.deletion_timestamp = Some(Time::from_secs(5));
+        let now = Time::from_secs(5000);
+        let decision = decide(&rb, &clusters, ScheduleOptions::default(), false, now);
+        assert!(
+            matches!(
+                decision.trigger(),
+                Some(ScheduleTrigger::TargetClusterDeleting { .. })
+            ),
+            "{decision:?}"
+        );
+        let old = v1::ResourceBinding::from(rb.clone());
+        let new = plan_write(&old, &rb, &decision, now).expect("writes");
+        assert!(new.spec.unwrap().graceful_eviction_tasks.is_empty());
     }
 }
