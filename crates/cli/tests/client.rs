@@ -331,6 +331,18 @@ fn seed_failover_through_the_cli() {
         seen[1].contains("member1:1,member2:2"),
         "then the current row: {seen:?}"
     );
+    // a row is printed only when a printed column changed (AGE aside), as kubectl does
+    let rows: Vec<Vec<&str>> = seen[1..]
+        .iter()
+        .map(|l| {
+            let mut t: Vec<&str> = l.split_whitespace().collect();
+            t.pop();
+            t
+        })
+        .collect();
+    for pair in rows.windows(2) {
+        assert_ne!(pair[0], pair[1], "the same row printed twice: {seen:#?}");
+    }
 
     // The eviction finishes once member2's replicas are Ready.
     up.eventually("{member2:3} without eviction tasks", |up| {
@@ -781,4 +793,65 @@ fn cluster_scoped_templates_and_api_groups_through_the_cli() {
     up.ok(&["delete", "workload", "Deployment.example.com/clash"]);
     let left = up.ok(&["get", "deployments"]);
     assert_eq!(left.matches("clash").count(), 1, "{left}");
+}
+
+/// kubectl's habits: connection flags before the command, `taint KEY:EFFECT-`, `cordon cluster
+/// NAME`, `get policies`, `delete -f`.
+#[test]
+fn kubectl_habits() {
+    let up = Up::start();
+    // --server before the command wins over a wrong FLOTILLA_SERVER
+    let out = up
+        .command(&["--server", &up.server, "get", "clusters"])
+        .env("FLOTILLA_SERVER", "127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("member1"));
+
+    let taints = |up: &Up| -> Vec<String> {
+        let c = up.json(&["get", "cluster", "member1"]);
+        c["spec"]["taints"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| format!("{}:{}", t["key"].as_str().unwrap_or(""), t["effect"]))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    up.ok(&["taint", "cluster", "member1", "maintenance=yes:NoSchedule"]);
+    assert_eq!(taints(&up).len(), 1, "{:?}", taints(&up));
+    let removed = up.ok(&["taint", "cluster", "member1", "maintenance:NoSchedule-"]);
+    assert!(removed.contains("cluster/member1 untainted"), "{removed}");
+    assert!(taints(&up).is_empty(), "{:?}", taints(&up));
+    // removing a taint that is not there is an error, as in kubectl
+    let out = up.cli(&["taint", "cluster", "member1", "maintenance-"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("has no taint maintenance"),
+        "{}",
+        stderr(&out)
+    );
+
+    let cordoned = up.ok(&["cordon", "cluster", "member1"]);
+    assert!(cordoned.contains("cluster/member1 cordoned"), "{cordoned}");
+    assert_eq!(taints(&up).len(), 1);
+    up.ok(&["uncordon", "cluster", "member1"]);
+    assert!(taints(&up).is_empty());
+    let out = up.cli(&["cordon", "deployment", "member1"]);
+    assert!(!out.status.success(), "only clusters are cordoned");
+
+    let seed = up.write("nginx.yaml", SEED);
+    up.ok(&["apply", "-f", seed.to_str().unwrap()]);
+    let policies = up.ok(&["get", "policies"]);
+    assert!(policies.contains("nginx-propagation"), "{policies}");
+    let deleted = up.ok(&["delete", "-f", seed.to_str().unwrap()]);
+    assert!(deleted.contains("deployment/nginx deleted"), "{deleted}");
+    assert!(
+        deleted.contains("propagationpolicy/nginx-propagation deleted"),
+        "{deleted}"
+    );
+    let out = up.cli(&["get", "pp", "nginx-propagation"]);
+    assert!(!out.status.success(), "the policy is gone");
 }

@@ -20,6 +20,7 @@ pub mod defaults;
 pub mod eviction;
 pub mod graceful;
 pub mod health;
+pub mod overrides;
 pub mod resource;
 pub mod scheduler;
 pub mod taint;

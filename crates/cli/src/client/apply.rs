@@ -224,7 +224,7 @@ fn invalid(errors: &[DocError]) -> anyhow::Error {
 }
 
 /// The text of every source: files, `-` (stdin) and the YAML/JSON files of directories.
-fn read_sources(files: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+pub(super) fn read_sources(files: &[String]) -> anyhow::Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for file in files {
         if file == "-" {

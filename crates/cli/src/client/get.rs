@@ -1,7 +1,7 @@
 //! `flotilla get` and `flotilla describe`: kubectl-style tables, `-o json|yaml|name`,
 //! `-w` watches and human-readable descriptions.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -267,6 +267,20 @@ async fn get_kind<T: ApiObject>(args: &GetArgs, scope: &Scope) -> anyhow::Result
         revision = r;
     }
     let names: BTreeSet<&str> = args.names.iter().map(String::as_str).collect();
+    // `-w` in a table prints a row only when a printed column changed (AGE aside), as kubectl
+    // does: the controllers' status writes that show nowhere in the table print nothing.
+    let age = T::headers(wide).iter().position(|h| *h == "AGE");
+    let printed = |object: &T| -> Vec<String> {
+        let mut row = object.row(&now, wide);
+        if let Some(i) = age.filter(|i| *i < row.len()) {
+            row.remove(i);
+        }
+        row
+    };
+    let mut last: HashMap<String, Vec<String>> = items
+        .iter()
+        .map(|o| (format!("{}/{}", o.namespace(), o.name()), printed(o)))
+        .collect();
     let mut watch_api = args.server.api_streaming().await?;
     let mut header_printed = !table.is_empty();
     let mut failures = 0u32;
@@ -301,6 +315,17 @@ async fn get_kind<T: ApiObject>(args: &GetArgs, scope: &Scope) -> anyhow::Result
             };
             if !names.is_empty() && !names.contains(object.name()) {
                 continue;
+            }
+            if matches!(args.output, Format::Table | Format::Wide) {
+                let key = format!("{}/{}", object.namespace(), object.name());
+                let row = printed(&object);
+                if change.kind == v1::WatchEventType::Deleted {
+                    last.remove(&key);
+                } else if last.get(&key) == Some(&row) {
+                    continue;
+                } else {
+                    last.insert(key, row);
+                }
             }
             print_change(&object, args.output, &mut table, &mut header_printed)?;
         }

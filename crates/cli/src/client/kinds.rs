@@ -38,7 +38,7 @@ pub enum Kind {
 }
 
 /// The accepted spellings, for help texts.
-pub const KIND_HELP: &str = "clusters, propagationpolicies (pp), clusterpropagationpolicies \
+pub const KIND_HELP: &str = "clusters, propagationpolicies (pp, policies), clusterpropagationpolicies \
     (cpp), clustertaintpolicies (ctp), workloads (or a workload kind: deployments, \
     statefulsets, configmaps, ...), resourcebindings (bindings, rb), clusterresourcebindings \
     (crb), works, events (ev)";
@@ -51,7 +51,9 @@ impl Kind {
         let lower = text.to_ascii_lowercase();
         Ok(match lower.as_str() {
             "cluster" | "clusters" => Kind::Cluster,
-            "propagationpolicy" | "propagationpolicies" | "pp" => Kind::PropagationPolicy,
+            "propagationpolicy" | "propagationpolicies" | "pp" | "policy" | "policies" => {
+                Kind::PropagationPolicy
+            }
             "clusterpropagationpolicy" | "clusterpropagationpolicies" | "cpp" => {
                 Kind::ClusterPropagationPolicy
             }

@@ -29,16 +29,31 @@ Examples:
   flotilla delete pp nginx-propagation
   flotilla delete deployment nginx -n default
   flotilla delete ctp detect-cluster-notready
-  flotilla delete cluster member3          # same as `flotilla unjoin member3`")]
+  flotilla delete cluster member3          # same as `flotilla unjoin member3`
+  flotilla delete -f nginx.yaml            # every object of the file, as kubectl does")]
 pub struct DeleteArgs {
     /// What to delete: clusters, pp, cpp, ctp, workloads (or deployments, configmaps, ...).
     /// Bindings, Works and events are written by the controllers and cannot be deleted.
-    #[arg(value_parser = Kind::parse, value_name = "KIND")]
-    pub kind: Kind,
+    #[arg(
+        value_parser = Kind::parse,
+        value_name = "KIND",
+        required_unless_present = "filenames"
+    )]
+    pub kind: Option<Kind>,
 
-    /// Names to delete (workloads may be named `Kind/name`).
-    #[arg(required = true, value_name = "NAME")]
+    /// Names to delete (workloads may be named `Kind/name` or `Kind.group/name`).
+    #[arg(value_name = "NAME", required_unless_present = "filenames")]
     pub names: Vec<String>,
+
+    /// Delete the objects a file (or directory, or `-` for stdin) describes, as `apply -f`
+    /// reads it; every document is read and checked before anything is deleted.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        conflicts_with_all = ["kind", "names"]
+    )]
+    pub filenames: Vec<String>,
 
     #[command(flatten)]
     pub ns: NamespaceArgs,
@@ -77,6 +92,27 @@ fn parse_effect(text: &str) -> Result<v1::TaintEffect, String> {
             "unknown effect {other:?}: use NoSchedule or NoExecute"
         )),
     }
+}
+
+/// A taint argument of `flotilla taint`: `key[=value]:Effect` adds, `key[:Effect]-` removes
+/// (kubectl's spelling).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaintChange {
+    /// Add (or with --overwrite, change) a taint.
+    Add(TaintArg),
+    /// Remove a taint (every effect of the key without an effect).
+    Remove(UntaintArg),
+}
+
+fn parse_taint_change(text: &str) -> Result<TaintChange, String> {
+    if text.ends_with('-') {
+        let u = parse_untaint(text)?;
+        if u.key.is_empty() {
+            return Err(format!("{text:?} has an empty key"));
+        }
+        return Ok(TaintChange::Remove(u));
+    }
+    parse_taint(text).map(TaintChange::Add)
 }
 
 fn parse_taint(text: &str) -> Result<TaintArg, String> {
@@ -124,7 +160,8 @@ Taints under cluster.karmada.io/ belong to cluster-health and cannot be set here
 Examples:
   flotilla taint cluster member1 maintenance=true:NoSchedule   # no new placements
   flotilla taint cluster member1 decommission:NoExecute        # evict what does not tolerate it
-  flotilla taint cluster member1 maintenance=later:NoSchedule --overwrite")]
+  flotilla taint cluster member1 maintenance=later:NoSchedule --overwrite
+  flotilla taint cluster member1 maintenance:NoSchedule-       # remove it (kubectl's spelling)")]
 pub struct TaintArgs {
     /// `cluster` (only clusters have taints).
     #[arg(value_parser = cluster_kind, value_name = "cluster")]
@@ -134,9 +171,10 @@ pub struct TaintArgs {
     #[arg(value_name = "NAME")]
     pub name: String,
 
-    /// Taints as `key[=value]:Effect`; Effect is NoSchedule or NoExecute.
-    #[arg(required = true, value_parser = parse_taint, value_name = "KEY[=VALUE]:EFFECT")]
-    pub taints: Vec<TaintArg>,
+    /// Taints as `key[=value]:Effect` (Effect is NoSchedule or NoExecute) to add, or
+    /// `key[:Effect]-` to remove, as with kubectl.
+    #[arg(required = true, value_parser = parse_taint_change, value_name = "KEY[=VALUE]:EFFECT[-]")]
+    pub taints: Vec<TaintChange>,
 
     /// Replace the value of a taint with the same key and effect instead of failing.
     #[arg(long)]
@@ -169,12 +207,21 @@ pub struct UntaintArgs {
     pub server: ServerArgs,
 }
 
-/// Arguments of `flotilla cordon` and `flotilla uncordon`.
+/// Arguments of `flotilla cordon` and `flotilla uncordon`: `cluster NAME`, as `taint` takes
+/// them (the bare `NAME` is accepted too).
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  flotilla cordon cluster member1      # no new placements on member1 (a NoSchedule taint)
+  flotilla uncordon cluster member1")]
 pub struct CordonArgs {
-    /// The cluster.
+    /// `cluster` (as with `taint`), or the cluster's name.
+    #[arg(value_name = "cluster")]
+    pub kind_or_name: String,
+
+    /// The cluster, after `cluster`.
     #[arg(value_name = "NAME")]
-    pub name: String,
+    pub cluster: Option<String>,
 
     #[command(flatten)]
     pub server: ServerArgs,
@@ -247,11 +294,18 @@ pub struct UnjoinArgs {
 
 /// Runs `flotilla delete`.
 pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
+    let targets: Vec<(Kind, String, String)> = match &args.kind {
+        Some(kind) => args
+            .names
+            .iter()
+            .map(|name| (kind.clone(), args.ns.namespace.clone(), name.clone()))
+            .collect(),
+        None => file_targets(&args)?,
+    };
     let mut api = args.server.api().await?;
-    let ns = args.ns.namespace.clone();
     let mut failed = 0;
-    for name in &args.names {
-        let result = delete_one(&mut api, &args.kind, &ns, name).await;
+    for (kind, ns, name) in &targets {
+        let result = delete_one(&mut api, kind, ns, name).await;
         match result {
             Ok((handle, true)) => println!("{handle} deleted"),
             Ok((handle, false)) => println!(
@@ -269,6 +323,59 @@ pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The objects `delete -f` names: every document of the files, read and checked as `apply -f`
+/// reads them (a file with a problem deletes nothing), as `(kind, namespace, name)`.
+fn file_targets(args: &DeleteArgs) -> anyhow::Result<Vec<(Kind, String, String)>> {
+    use super::manifest::{self, Object, ReadOptions};
+    let opts = ReadOptions {
+        namespace: args.ns.namespace.clone(),
+        namespace_explicit: false,
+    };
+    let mut documents = Vec::new();
+    let mut errors = Vec::new();
+    for (source, text) in super::apply::read_sources(&args.filenames)? {
+        let parsed = manifest::read(&source, &text, &opts);
+        documents.extend(parsed.documents);
+        errors.extend(parsed.errors);
+    }
+    if !errors.is_empty() {
+        let mut text = format!(
+            "the input has {} problem{}; nothing was deleted:",
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" }
+        );
+        for e in &errors {
+            text.push_str("\n  ");
+            text.push_str(&e.to_string());
+        }
+        anyhow::bail!(text);
+    }
+    if documents.is_empty() {
+        anyhow::bail!("no objects found in {}", args.filenames.join(", "));
+    }
+    Ok(documents
+        .iter()
+        .map(|doc| {
+            let (namespace, name) = doc.object.id();
+            let kind = match &doc.object {
+                Object::Cluster(_) => Kind::Cluster,
+                Object::PropagationPolicy(_) => Kind::PropagationPolicy,
+                Object::ClusterPropagationPolicy(_) => Kind::ClusterPropagationPolicy,
+                Object::ClusterTaintPolicy(..) => Kind::ClusterTaintPolicy,
+                Object::Workload(w) => {
+                    // named exactly, with its group (RM-1)
+                    return (
+                        Kind::Workload(None),
+                        namespace,
+                        format!("{}/{name}", segment_of(w)),
+                    );
+                }
+            };
+            (kind, namespace, name)
+        })
+        .collect())
 }
 
 async fn delete_one(
@@ -358,7 +465,11 @@ async fn delete_one(
             (
                 format!(
                     "{}/{}",
-                    segment_of(&workload).to_ascii_lowercase(),
+                    flotilla_core::resource::qualified_kind(
+                        flotilla_core::resource::group(&workload.api_version),
+                        &workload.kind
+                    )
+                    .to_ascii_lowercase(),
                     workload.name()
                 ),
                 r.deleted,
@@ -428,13 +539,23 @@ fn check_user_key(key: &str) -> anyhow::Result<()> {
 
 /// Runs `flotilla taint`.
 pub async fn taint(args: TaintArgs) -> anyhow::Result<ExitCode> {
-    for t in &args.taints {
-        check_user_key(&t.key)?;
+    let mut wanted = Vec::new();
+    let mut unwanted = Vec::new();
+    for change in &args.taints {
+        match change {
+            TaintChange::Add(t) => {
+                check_user_key(&t.key)?;
+                wanted.push(t.clone());
+            }
+            TaintChange::Remove(u) => {
+                check_user_key(&u.key)?;
+                unwanted.push(u.clone());
+            }
+        }
     }
-    let wanted = args.taints.clone();
     let overwrite = args.overwrite;
     let message = update_taints(&args.server, &args.name, |taints| {
-        let mut changed = false;
+        let mut changed = remove_taints(&args.name, taints, &unwanted)?;
         for t in &wanted {
             let effect = t.effect as i32;
             match taints
@@ -464,11 +585,42 @@ pub async fn taint(args: TaintArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Ok(changed.then(|| format!("cluster/{} tainted", args.name)))
+        Ok(changed.then(|| {
+            let verb = if wanted.is_empty() {
+                "untainted"
+            } else {
+                "tainted"
+            };
+            format!("cluster/{} {verb}", args.name)
+        }))
     })
     .await?;
     println!("{message}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Removes each of `unwanted` from `taints` (a key without an effect: every effect of it);
+/// a taint the cluster does not have is an error, as in kubectl. Whether anything changed.
+fn remove_taints(
+    cluster: &str,
+    taints: &mut Vec<v1::Taint>,
+    unwanted: &[UntaintArg],
+) -> anyhow::Result<bool> {
+    for u in unwanted {
+        let matches =
+            |x: &v1::Taint| x.key == u.key && u.effect.is_none_or(|e| x.effect == e as i32);
+        if !taints.iter().any(matches) {
+            anyhow::bail!(
+                "cluster {cluster:?} has no taint {}{}",
+                u.key,
+                u.effect
+                    .map(|e| format!(":{}", words::effect(e as i32)))
+                    .unwrap_or_default()
+            );
+        }
+        taints.retain(|x| !matches(x));
+    }
+    Ok(!unwanted.is_empty())
 }
 
 /// Runs `flotilla untaint`.
@@ -478,21 +630,7 @@ pub async fn untaint(args: UntaintArgs) -> anyhow::Result<ExitCode> {
     }
     let unwanted = args.taints.clone();
     let message = update_taints(&args.server, &args.name, |taints| {
-        for u in &unwanted {
-            let matches =
-                |x: &v1::Taint| x.key == u.key && u.effect.is_none_or(|e| x.effect == e as i32);
-            if !taints.iter().any(matches) {
-                anyhow::bail!(
-                    "cluster {:?} has no taint {}{}",
-                    args.name,
-                    u.key,
-                    u.effect
-                        .map(|e| format!(":{}", words::effect(e as i32)))
-                        .unwrap_or_default()
-                );
-            }
-            taints.retain(|x| !matches(x));
-        }
+        remove_taints(&args.name, taints, &unwanted)?;
         Ok(Some(format!("cluster/{} untainted", args.name)))
     })
     .await?;
@@ -502,8 +640,14 @@ pub async fn untaint(args: UntaintArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `flotilla cordon` (`cordon` true) or `flotilla uncordon`.
 pub async fn cordon(args: CordonArgs, cordon: bool) -> anyhow::Result<ExitCode> {
-    let name = args.name.clone();
-    let message = update_taints(&args.server, &args.name, |taints| {
+    let name = match &args.cluster {
+        Some(name) => {
+            cluster_kind(&args.kind_or_name).map_err(anyhow::Error::msg)?;
+            name.clone()
+        }
+        None => args.kind_or_name.clone(),
+    };
+    let message = update_taints(&args.server, &name, |taints| {
         let effect = v1::TaintEffect::NoSchedule as i32;
         let present = taints
             .iter()
@@ -529,8 +673,7 @@ pub async fn cordon(args: CordonArgs, cordon: bool) -> anyhow::Result<ExitCode> 
     .await?;
     if message.ends_with("unchanged") {
         println!(
-            "cluster/{} already {}",
-            args.name,
+            "cluster/{name} already {}",
             if cordon { "cordoned" } else { "uncordoned" }
         );
     } else {
@@ -615,6 +758,26 @@ mod tests {
         );
         assert!(parse_taint("k=v").is_err());
         assert!(parse_taint("k:PreferNoSchedule").is_err());
+        // `taint … KEY[:EFFECT]-` removes, as kubectl spells it
+        assert_eq!(
+            parse_taint_change("k:NoSchedule-").unwrap(),
+            TaintChange::Remove(UntaintArg {
+                key: "k".into(),
+                effect: Some(v1::TaintEffect::NoSchedule)
+            })
+        );
+        assert_eq!(
+            parse_taint_change("k-").unwrap(),
+            TaintChange::Remove(UntaintArg {
+                key: "k".into(),
+                effect: None
+            })
+        );
+        assert!(matches!(
+            parse_taint_change("k=v:NoExecute").unwrap(),
+            TaintChange::Add(_)
+        ));
+        assert!(parse_taint_change("-").is_err());
         assert!(parse_taint(":NoSchedule").is_err());
         assert_eq!(
             parse_untaint("example.com/k").unwrap(),

@@ -1,0 +1,455 @@
+use serde_json::json;
+
+use super::*;
+
+fn patch(path: &str, operator: Operator, value: Option<Value>) -> PatchOperation {
+    PatchOperation {
+        path: path.into(),
+        operator,
+        value,
+    }
+}
+
+fn deployment() -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"replicas": 3, "template": {"spec": {
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [
+                {"name": "web", "image": "docker.io/library/nginx:1.27", "args": ["-v", "-q"]},
+                {"name": "sidecar", "image": "envoy"}
+            ]
+        }}}
+    })
+}
+
+#[test]
+fn ov_2_plaintext_add_remove_replace() {
+    let base = deployment();
+    for (what, op, want) in [
+        (
+            "replace an existing field",
+            patch("/spec/replicas", Operator::Replace, Some(json!(5))),
+            Ok(json!(5)),
+        ),
+        (
+            "add a new key",
+            patch("/spec/paused", Operator::Add, Some(json!(true))),
+            Ok(json!(3)),
+        ),
+        (
+            "remove an existing key",
+            patch("/spec/replicas", Operator::Remove, None),
+            Ok(Value::Null),
+        ),
+        (
+            "replace a missing key is an error",
+            patch("/spec/missing", Operator::Replace, Some(json!(1))),
+            Err("replace /spec/missing: the path does not exist"),
+        ),
+        (
+            "remove a missing key is an error",
+            patch("/spec/missing", Operator::Remove, None),
+            Err("remove /spec/missing: the path does not exist"),
+        ),
+        (
+            "add under a missing parent is an error",
+            patch("/spec/nothing/here", Operator::Add, Some(json!(1))),
+            Err("add /spec/nothing/here: the path does not exist"),
+        ),
+    ] {
+        let mut doc = base.clone();
+        let result = apply_overriders(
+            &mut doc,
+            &Overriders {
+                plaintext: vec![op],
+                ..Default::default()
+            },
+        );
+        match want {
+            Ok(replicas) => {
+                assert!(result.is_ok(), "{what}: {result:?}");
+                assert_eq!(doc["spec"]["replicas"], replicas, "{what}");
+            }
+            Err(message) => {
+                assert_eq!(result.unwrap_err().to_string(), message, "{what}");
+                assert_eq!(doc, base, "{what}: never half-patched");
+            }
+        }
+    }
+    // lists: append with `-`, insert at an index, escaped keys
+    let mut doc = base.clone();
+    apply_patch(
+        &mut doc,
+        &patch(
+            "/spec/template/spec/containers/0/args/-",
+            Operator::Add,
+            Some(json!("--x")),
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        doc["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!(["-v", "-q", "--x"])
+    );
+    apply_patch(
+        &mut doc,
+        &patch(
+            "/metadata/labels/example.com~1team",
+            Operator::Add,
+            Some(json!("a")),
+        ),
+    )
+    .unwrap();
+    assert_eq!(doc["metadata"]["labels"]["example.com/team"], "a");
+}
+
+#[test]
+fn ov_2_image_reference_parts() {
+    for (image, registry, repository, tag, digest) in [
+        (
+            "docker.io/library/nginx:1.27",
+            "docker.io",
+            "library/nginx",
+            "1.27",
+            "",
+        ),
+        ("nginx", "", "nginx", "", ""),
+        ("library/nginx:1", "", "library/nginx", "1", ""),
+        ("localhost:5000/app:v2", "localhost:5000", "app", "v2", ""),
+        ("localhost/app", "localhost", "app", "", ""),
+        ("r.io/app@sha256:abc", "r.io", "app", "", "sha256:abc"),
+    ] {
+        let parsed = Image::parse(image).unwrap();
+        assert_eq!(
+            (
+                parsed.registry.as_str(),
+                parsed.repository.as_str(),
+                parsed.tag.as_str(),
+                parsed.digest.as_str()
+            ),
+            (registry, repository, tag, digest),
+            "{image}"
+        );
+        assert_eq!(parsed.render(), image, "{image} round-trips");
+    }
+    assert!(Image::parse("Nginx").is_err());
+    assert!(Image::parse("").is_err());
+}
+
+#[test]
+fn ov_2_image_overrider_components_and_operators() {
+    use ImageComponent::*;
+    use Operator::*;
+    for (image, component, operator, value, want) in [
+        ("nginx", Registry, Add, "r.io", "r.io/nginx"),
+        (
+            "docker.io/nginx:1",
+            Registry,
+            Add,
+            ".cn",
+            "docker.io.cn/nginx:1",
+        ),
+        (
+            "docker.io/nginx:1",
+            Registry,
+            Replace,
+            "eu.r.io",
+            "eu.r.io/nginx:1",
+        ),
+        ("docker.io/nginx:1", Registry, Remove, "", "nginx:1"),
+        (
+            "docker.io/nginx:1",
+            Repository,
+            Replace,
+            "team/nginx",
+            "docker.io/team/nginx:1",
+        ),
+        (
+            "docker.io/nginx:1",
+            Tag,
+            Replace,
+            "1.27",
+            "docker.io/nginx:1.27",
+        ),
+        (
+            "docker.io/nginx:1",
+            Tag,
+            Add,
+            "-alpine",
+            "docker.io/nginx:1-alpine",
+        ),
+        ("docker.io/nginx:1", Tag, Remove, "", "docker.io/nginx"),
+        (
+            "docker.io/nginx:1",
+            Tag,
+            Replace,
+            "sha256:beef",
+            "docker.io/nginx@sha256:beef",
+        ),
+        // not a tag nor a digest: ignored, as in Karmada
+        (
+            "docker.io/nginx:1",
+            Tag,
+            Replace,
+            "@bad tag",
+            "docker.io/nginx:1",
+        ),
+    ] {
+        let mut img = Image::parse(image).unwrap();
+        img.apply(component, operator, value);
+        assert_eq!(
+            img.render(),
+            want,
+            "{image} {component:?} {operator:?} {value}"
+        );
+    }
+}
+
+#[test]
+fn ov_2_image_overrider_default_paths_and_predicate() {
+    let registry = |predicate: Option<&str>| Overriders {
+        image: vec![ImageOverrider {
+            predicate_path: predicate.map(Into::into),
+            component: ImageComponent::Registry,
+            operator: Operator::Replace,
+            value: "eu.r.io".into(),
+        }],
+        ..Default::default()
+    };
+    let mut doc = deployment();
+    apply_overriders(&mut doc, &registry(None)).unwrap();
+    let pod = &doc["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["image"], "eu.r.io/library/nginx:1.27");
+    assert_eq!(pod["containers"][1]["image"], "eu.r.io/envoy");
+    assert_eq!(
+        pod["initContainers"][0]["image"], "busybox",
+        "not init containers"
+    );
+
+    let mut doc = deployment();
+    apply_overriders(
+        &mut doc,
+        &registry(Some("/spec/template/spec/containers/1/image")),
+    )
+    .unwrap();
+    let pod = &doc["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "docker.io/library/nginx:1.27"
+    );
+    assert_eq!(pod["containers"][1]["image"], "eu.r.io/envoy");
+
+    let mut doc = deployment();
+    let before = doc.clone();
+    let err = apply_overriders(&mut doc, &registry(Some("/spec/nothing"))).unwrap_err();
+    assert!(err.to_string().contains("no image string"), "{err}");
+    assert_eq!(doc, before);
+
+    // a kind without default paths (a CronJob, a custom kind) is left alone
+    let mut cron = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}}});
+    let before = cron.clone();
+    apply_overriders(&mut cron, &registry(None)).unwrap();
+    assert_eq!(cron, before);
+}
+
+#[test]
+fn ov_2_command_and_args_by_container_name() {
+    let args = |container: &str, operator: Operator, value: &[&str]| Overriders {
+        args: vec![CommandArgsOverrider {
+            container_name: container.into(),
+            operator,
+            value: value.iter().map(|s| (*s).to_owned()).collect(),
+        }],
+        ..Default::default()
+    };
+    let mut doc = deployment();
+    apply_overriders(&mut doc, &args("web", Operator::Add, &["--region=eu"])).unwrap();
+    assert_eq!(
+        doc["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!(["-v", "-q", "--region=eu"])
+    );
+    apply_overriders(
+        &mut doc,
+        &args("web", Operator::Remove, &["-v", "--region=eu"]),
+    )
+    .unwrap();
+    assert_eq!(
+        doc["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!(["-q"])
+    );
+    // a container without args gets the list; an unknown container changes nothing
+    apply_overriders(&mut doc, &args("sidecar", Operator::Add, &["-x"])).unwrap();
+    assert_eq!(
+        doc["spec"]["template"]["spec"]["containers"][1]["args"],
+        json!(["-x"])
+    );
+    let before = doc.clone();
+    apply_overriders(&mut doc, &args("nobody", Operator::Add, &["-x"])).unwrap();
+    assert_eq!(doc, before);
+    let mut doc = deployment();
+    apply_overriders(
+        &mut doc,
+        &Overriders {
+            command: vec![CommandArgsOverrider {
+                container_name: "web".into(),
+                operator: Operator::Add,
+                value: vec!["/bin/start".into()],
+            }],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        doc["spec"]["template"]["spec"]["containers"][0]["command"],
+        json!(["/bin/start"])
+    );
+}
+
+#[test]
+fn ov_2_labels_and_annotations() {
+    let map = |operator: Operator, pairs: &[(&str, &str)]| MapOverrider {
+        operator,
+        value: pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    };
+    let mut doc = deployment();
+    apply_overriders(
+        &mut doc,
+        &Overriders {
+            labels: vec![
+                map(Operator::Add, &[("mesh", "on"), ("app", "web2")]),
+                map(Operator::Replace, &[("app", "web3"), ("missing", "x")]),
+                map(Operator::Remove, &[("mesh", ""), ("absent", "")]),
+            ],
+            annotations: vec![map(Operator::Add, &[("example.com/owner", "team-a")])],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(doc["metadata"]["labels"], json!({"app": "web3"}));
+    assert_eq!(
+        doc["metadata"]["annotations"],
+        json!({"example.com/owner": "team-a"}),
+        "created when missing"
+    );
+}
+
+#[test]
+fn ov_2_field_overrider_json_and_yaml() {
+    let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+        "data": {"app.yaml": "db:\n  host: primary\n  port: 5432\n", "app.json": "{\"level\":\"info\"}"}});
+    let mut doc = config.clone();
+    apply_overriders(
+        &mut doc,
+        &Overriders {
+            field: vec![
+                FieldOverrider {
+                    field_path: "/data/app.yaml".into(),
+                    yaml: true,
+                    operations: vec![patch("/db/host", Operator::Replace, Some(json!("eu-db")))],
+                },
+                FieldOverrider {
+                    field_path: "/data/app.json".into(),
+                    yaml: false,
+                    operations: vec![patch("/level", Operator::Replace, Some(json!("debug")))],
+                },
+            ],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let yaml: Value = serde_norway::from_str(doc["data"]["app.yaml"].as_str().unwrap()).unwrap();
+    assert_eq!(yaml, json!({"db": {"host": "eu-db", "port": 5432}}));
+    assert_eq!(doc["data"]["app.json"], "{\"level\":\"debug\"}");
+
+    for (path, want) in [
+        ("/data/missing", "does not exist"),
+        ("/metadata", "is not a string"),
+    ] {
+        let mut doc = config.clone();
+        let err = apply_overriders(
+            &mut doc,
+            &Overriders {
+                field: vec![FieldOverrider {
+                    field_path: path.into(),
+                    yaml: false,
+                    operations: vec![],
+                }],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains(want), "{err}");
+        assert_eq!(doc, config);
+    }
+}
+
+#[test]
+fn ov_2_order_within_a_rule_plaintext_last() {
+    // the image overrider runs before plaintext, so a plaintext replace of the image wins
+    let mut doc = deployment();
+    apply_overriders(
+        &mut doc,
+        &Overriders {
+            plaintext: vec![patch(
+                "/spec/template/spec/containers/0/image",
+                Operator::Replace,
+                Some(json!("final:1")),
+            )],
+            image: vec![ImageOverrider {
+                predicate_path: None,
+                component: ImageComponent::Tag,
+                operator: Operator::Replace,
+                value: "9".into(),
+            }],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let pod = &doc["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["image"], "final:1");
+    assert_eq!(pod["containers"][1]["image"], "envoy:9");
+    // an error in the last overrider undoes the earlier ones
+    let mut doc = deployment();
+    let before = doc.clone();
+    assert!(
+        apply_overriders(
+            &mut doc,
+            &Overriders {
+                image: vec![ImageOverrider {
+                    predicate_path: None,
+                    component: ImageComponent::Tag,
+                    operator: Operator::Replace,
+                    value: "9".into(),
+                }],
+                plaintext: vec![patch("/nope", Operator::Remove, None)],
+                ..Default::default()
+            },
+        )
+        .is_err()
+    );
+    assert_eq!(doc, before, "never half-patched");
+}
+
+#[test]
+fn ov_3_cluster_policies_first_then_by_specificity_then_name() {
+    let mut order = vec![
+        (false, Specificity::Name, "b-name".to_owned()),
+        (false, Specificity::All, "z-all".to_owned()),
+        (true, Specificity::Name, "c-name".to_owned()),
+        (false, Specificity::Labels, "a-labels".to_owned()),
+        (true, Specificity::All, "c-all".to_owned()),
+        (false, Specificity::Name, "a-name".to_owned()),
+    ];
+    apply_order(&mut order);
+    let names: Vec<&str> = order.iter().map(|(_, _, n)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["c-all", "c-name", "z-all", "a-labels", "a-name", "b-name"]
+    );
+}
