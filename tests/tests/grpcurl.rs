@@ -48,6 +48,15 @@ async fn grpcurl_lists_describes_and_calls_every_service() {
             list.lines().any(|l| l == "grpc.health.v1.Health"),
             "{addr}: health missing from {list}"
         );
+        // only what this port serves: no other flotilla service is listed
+        let others: Vec<&str> = list
+            .lines()
+            .filter(|l| l.starts_with("flotilla.") && *l != *service)
+            .collect();
+        assert!(
+            others.is_empty(),
+            "{addr} lists {others:?} besides {service}"
+        );
         let methods = grpcurl(&["-plaintext", addr, "list", service]);
         assert!(methods.lines().count() >= 1, "{service} lists no methods");
         // describe the service and every one of its methods

@@ -181,7 +181,8 @@ pub struct GrpcConfig {
     /// The longest a request may take. Default 30 s; a client's shorter `grpc-timeout` wins.
     pub request_timeout: Duration,
     /// Fully qualified services (e.g. `flotilla.v1.Scheduler`) whose health follows the
-    /// server's ("" always does).
+    /// server's ("" always does). When set, reflection lists only these (with health and
+    /// reflection); empty: every service of the descriptor sets.
     pub health_services: Vec<String>,
     /// TLS (mutual when it names a client CA); `None` serves plaintext.
     pub tls: Option<tonic::transport::ServerTlsConfig>,
@@ -260,16 +261,35 @@ impl GrpcServer {
             shutdown.clone(),
         ));
 
-        let reflection = || {
+        // Reflection lists only what this port serves (its own services, health and
+        // reflection), though it resolves every type of the sets: a grpcurl user is not led
+        // to call another service's method here and get a bare UNIMPLEMENTED.
+        let listed: Vec<String> = if config.health_services.is_empty() {
+            Vec::new()
+        } else {
+            std::iter::once("grpc.health.v1.Health".to_owned())
+                .chain(config.health_services.iter().cloned())
+                .collect()
+        };
+        // each reflection version lists itself, as it does when it lists everything
+        let reflection = |itself: &str| {
             let mut b = tonic_reflection::server::Builder::configure()
                 .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
             for set in descriptor_sets {
                 b = b.register_encoded_file_descriptor_set(set);
             }
+            if !listed.is_empty() {
+                b = b.with_service_name(itself);
+            }
+            for name in &listed {
+                b = b.with_service_name(name.clone());
+            }
             b
         };
-        let v1 = reflection().build_v1().map_err(ServerError::Reflection)?;
-        let v1alpha = reflection()
+        let v1 = reflection("grpc.reflection.v1.ServerReflection")
+            .build_v1()
+            .map_err(ServerError::Reflection)?;
+        let v1alpha = reflection("grpc.reflection.v1alpha.ServerReflection")
             .build_v1alpha()
             .map_err(ServerError::Reflection)?;
 

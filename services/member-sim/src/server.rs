@@ -66,13 +66,19 @@ pub async fn router(sim: Arc<Sim>) -> Result<axum::Router, ServerError> {
     health
         .set_serving::<MemberSimServer<MemberSimService>>()
         .await;
-    let reflection = || {
+    // Reflection lists what this port serves only (the member, health, reflection).
+    let reflection = |itself: &str| {
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(flotilla_proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .with_service_name("flotilla.v1.MemberSim")
+            .with_service_name("grpc.health.v1.Health")
+            .with_service_name(itself)
     };
-    let v1 = reflection().build_v1().map_err(ServerError::Reflection)?;
-    let v1alpha = reflection()
+    let v1 = reflection("grpc.reflection.v1.ServerReflection")
+        .build_v1()
+        .map_err(ServerError::Reflection)?;
+    let v1alpha = reflection("grpc.reflection.v1alpha.ServerReflection")
         .build_v1alpha()
         .map_err(ServerError::Reflection)?;
     let member =
