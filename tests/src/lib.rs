@@ -578,6 +578,38 @@ impl Stack {
         }
     }
 
+    /// Starts member1 (capacity 100) and member2 (capacity 50), pods Ready 200 ms after
+    /// they are applied, registers both as Push clusters and waits until they are Ready: an
+    /// Aggregated placement over the two puts everything on member1.
+    pub async fn ready_unequal_members(&mut self, timeout: Duration) -> ApiClient {
+        for (name, capacity) in [("member1", 100), ("member2", 50)] {
+            let capacity = format!("--capacity={capacity}");
+            self.start_member(name, &["--pod-startup-delay=200ms", &capacity])
+                .await;
+        }
+        let api = api_client(self).await;
+        self.create_push_clusters(&api, &["member1", "member2"])
+            .await;
+        wait_clusters_ready(&api, &["member1", "member2"], timeout).await;
+        api
+    }
+
+    /// [`Stack::start_on`] `etcd` with every revision from before its first write recorded.
+    pub async fn start_recorded(
+        etcd: EtcdServer,
+        timers: Timers,
+    ) -> (Self, history::HistoryRecorder) {
+        let probe = etcd.store("history-probe").await;
+        let from = eventually(Duration::from_secs(60), "etcd answers", || async {
+            flotilla_store::Store::current_revision(&probe).await.ok()
+        })
+        .await
+            + 1;
+        let stack = Stack::start_on(etcd, timers, Vec::new()).await;
+        let recorder = history::HistoryRecorder::start(stack.store().await, from);
+        (stack, recorder)
+    }
+
     /// A store client in this stack's etcd namespace: keys are those the services use
     /// (`clusters/…`, `bindings/…`), for checks behind the api's back and for the rare
     /// operator action no RPC offers.

@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_store::Store;
-use flotilla_tests::history::{Change, Expect, HistoryRecorder, check};
+use flotilla_tests::history::{Change, Expect, check};
 use flotilla_tests::{
     ApiClient, EtcdServer, Stack, Timers, binding_healthy, cluster_names, eventually, get_binding,
-    list_works, set_fault, targets, tasks, wait_clusters_ready, work_cluster, work_deleting,
+    list_works, set_fault, targets, tasks, work_cluster, work_deleting,
 };
 
 const T: Duration = Duration::from_secs(45);
@@ -123,22 +123,9 @@ async fn works_of(api: &ApiClient, key: &str) -> Vec<(String, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependencies_and_a_cluster_resource_binding_follow_a_failover() {
-    let etcd = EtcdServer::start().await;
-    let probe = etcd.store("dependencies-probe").await;
-    let from = probe.current_revision().await.unwrap() + 1;
-    let mut stack = Stack::start_on(etcd, Timers::fast(), Vec::new()).await;
-    let recorder = HistoryRecorder::start(stack.store().await, from);
-    stack
-        .start_member("member1", &["--pod-startup-delay=200ms", "--capacity=100"])
-        .await;
-    stack
-        .start_member("member2", &["--pod-startup-delay=200ms", "--capacity=50"])
-        .await;
-    let api = flotilla_tests::api_client(&stack).await;
-    stack
-        .create_push_clusters(&api, &["member1", "member2"])
-        .await;
-    wait_clusters_ready(&api, &["member1", "member2"], T).await;
+    let (mut stack, recorder) =
+        Stack::start_recorded(EtcdServer::start().await, Timers::fast()).await;
+    let api = stack.ready_unequal_members(T).await;
 
     let mut web_policy = flotilla_tests::nginx_policy(placement(true), None);
     {

@@ -13,32 +13,18 @@ use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_store::Store;
-use flotilla_tests::history::{Expect, HistoryRecorder, check};
+use flotilla_tests::history::{Expect, check};
 use flotilla_tests::{
     EtcdServer, Stack, Timers, binding_healthy, cluster_names, create_nginx, eventually,
-    eviction_tasks, nginx_binding, nginx_policy, set_fault, targets, tasks, wait_clusters_ready,
-    work_clusters,
+    eviction_tasks, nginx_binding, nginx_policy, set_fault, targets, tasks, work_clusters,
 };
 
 const T: Duration = Duration::from_secs(45);
 
 async fn run(failback: Option<i64>) {
-    let etcd = EtcdServer::start().await;
-    let probe = etcd.store("failback-probe").await;
-    let from = probe.current_revision().await.unwrap() + 1;
-    let mut stack = Stack::start_on(etcd, Timers::fast(), Vec::new()).await;
-    let recorder = HistoryRecorder::start(stack.store().await, from);
-    stack
-        .start_member("member1", &["--pod-startup-delay=200ms", "--capacity=100"])
-        .await;
-    stack
-        .start_member("member2", &["--pod-startup-delay=200ms", "--capacity=50"])
-        .await;
-    let api = flotilla_tests::api_client(&stack).await;
-    stack
-        .create_push_clusters(&api, &["member1", "member2"])
-        .await;
-    wait_clusters_ready(&api, &["member1", "member2"], T).await;
+    let (mut stack, recorder) =
+        Stack::start_recorded(EtcdServer::start().await, Timers::fast()).await;
+    let api = stack.ready_unequal_members(T).await;
     let placement = v1::Placement {
         cluster_affinity: Some(cluster_names(&["member1", "member2"])),
         replica_scheduling: Some(v1::ReplicaSchedulingStrategy {

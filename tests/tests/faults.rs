@@ -61,15 +61,7 @@ fn seeds() -> Vec<u64> {
 
 /// A stack on `etcd` whose whole history is recorded.
 async fn recorded(etcd: EtcdServer, timers: Timers) -> (Stack, HistoryRecorder) {
-    let probe = etcd.store("fault-suite-probe").await;
-    let from = eventually(T, "etcd answers", || async {
-        probe.current_revision().await.ok()
-    })
-    .await
-        + 1;
-    let stack = Stack::start_on(etcd, timers, Vec::new()).await;
-    let recorder = HistoryRecorder::start(stack.store().await, from);
-    (stack, recorder)
+    Stack::start_recorded(etcd, timers).await
 }
 
 /// Stops recording at the current revision and checks the history; panics on a violation.

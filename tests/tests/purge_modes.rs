@@ -38,17 +38,7 @@ const T: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn directly_deletes_the_old_work_before_creating_the_new_one() {
     let mut stack = Stack::start(Timers::fast()).await;
-    stack
-        .start_member("member1", &["--pod-startup-delay=200ms", "--capacity=100"])
-        .await;
-    stack
-        .start_member("member2", &["--pod-startup-delay=200ms", "--capacity=50"])
-        .await;
-    let api = api_client(&stack).await;
-    stack
-        .create_push_clusters(&api, &["member1", "member2"])
-        .await;
-    wait_clusters_ready(&api, &["member1", "member2"], T).await;
+    let api = stack.ready_unequal_members(T).await;
     let placement = v1::Placement {
         cluster_affinity: Some(cluster_names(&["member1", "member2"])),
         replica_scheduling: Some(v1::ReplicaSchedulingStrategy {

@@ -1839,8 +1839,19 @@ async fn detector_on(
 /// PL-3: a workload claimed by a low-priority policy keeps it when a higher-priority policy
 /// that also matches is created (Karmada's `preemption: Never`): the reconcile that follows
 /// the new policy writes nothing.
-#[tokio::test]
-async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
+/// The seed workload claimed by the priority-1 policy `low`, the detector's caches holding
+/// the policy, the workload and the binding.
+struct Claimed {
+    typed: Typed,
+    admission: flotilla_api::admission::Admission,
+    low: v1::PropagationPolicy,
+    workload: v1::Workload,
+    writers: CacheWriters,
+    ctx: Arc<Ctx>,
+    claimed: v1::ResourceBinding,
+}
+
+async fn claimed_by_low() -> Claimed {
     let (typed, admission) = detector_store();
     let low = create_policy(&typed, &admission, pp("low", kind_only("low", 1))).await;
     let (workload, mut writers, ctx) = detector_on(&typed, &admission, &low).await;
@@ -1851,6 +1862,28 @@ async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
         &mut writers.bindings,
         vec![(claimed.key(), claimed.resource_version(), claimed.clone())],
     );
+    Claimed {
+        typed,
+        admission,
+        low,
+        workload,
+        writers,
+        ctx,
+        claimed,
+    }
+}
+
+#[tokio::test]
+async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
+    let Claimed {
+        typed,
+        admission,
+        low,
+        workload,
+        mut writers,
+        ctx,
+        claimed,
+    } = claimed_by_low().await;
     // a priority-50 policy naming the workload arrives
     let mut by_name = kind_only("high", 50);
     by_name.resource_selectors[0].name = "nginx".into();
@@ -1884,16 +1917,15 @@ async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
 
 #[tokio::test]
 async fn detector_pl3_preemption_always_takes_a_claimed_workload() {
-    let (typed, admission) = detector_store();
-    let low = create_policy(&typed, &admission, pp("low", kind_only("low", 1))).await;
-    let (workload, mut writers, ctx) = detector_on(&typed, &admission, &low).await;
-    reconcile(workload.key(), ctx.clone()).await.unwrap();
-    let claimed: v1::ResourceBinding = stored_binding(&typed).await;
-    assert_eq!(policy_label(&claimed), "low");
-    apply_list(
-        &mut writers.bindings,
-        vec![(claimed.key(), claimed.resource_version(), claimed.clone())],
-    );
+    let Claimed {
+        typed,
+        admission,
+        low: _,
+        workload,
+        mut writers,
+        ctx,
+        claimed: _,
+    } = claimed_by_low().await;
     // a priority-50 policy with `preemption: Always` arrives: it takes the workload
     let mut preempting = kind_only("high", 50);
     preempting.preemption = v1::Preemption::Always as i32;
