@@ -610,6 +610,37 @@ impl Stack {
         (stack, recorder)
     }
 
+    /// Stops `recorder` at the current revision and checks the history against `expect`:
+    /// prints the report, and on a violation dumps the logs and panics. Returns the history
+    /// for the scenario's own checks.
+    pub async fn verdict(
+        &self,
+        recorder: history::HistoryRecorder,
+        scenario: &str,
+        seed: u64,
+        faults: &[String],
+        expect: &history::Expect,
+    ) -> Vec<history::Entry> {
+        // (with a dead etcd member the client may try its endpoint first: retry)
+        let store = self.store().await;
+        let until = eventually(Duration::from_secs(60), "etcd answers", || async {
+            flotilla_store::Store::current_revision(&store).await.ok()
+        })
+        .await;
+        let history = recorder.stop_at(until).await;
+        let report = history::check(&history, expect);
+        report.print(scenario, seed, faults);
+        if !report.violations.is_empty() {
+            self.dump_logs();
+            panic!(
+                "{scenario} (seed {seed}): {} invariant violation(s), first: {}",
+                report.violations.len(),
+                report.violations[0]
+            );
+        }
+        history
+    }
+
     /// A store client in this stack's etcd namespace: keys are those the services use
     /// (`clusters/…`, `bindings/…`), for checks behind the api's back and for the rare
     /// operator action no RPC offers.

@@ -12,8 +12,7 @@
 use std::time::Duration;
 
 use flotilla_proto::v1;
-use flotilla_store::Store;
-use flotilla_tests::history::{Expect, check};
+use flotilla_tests::history::Expect;
 use flotilla_tests::{
     EtcdServer, Stack, Timers, binding_healthy, cluster_names, create_nginx, eventually,
     eviction_tasks, nginx_binding, nginx_policy, set_fault, targets, tasks, work_clusters,
@@ -108,29 +107,24 @@ async fn run(failback: Option<i64>) {
             );
         }
     }
-    let until = stack.store().await.current_revision().await.unwrap();
-    let history = recorder.stop_at(until).await;
-    let report = check(
-        &history,
-        &Expect {
-            healthy_members: vec!["member2".into()],
-            converged: true,
-            ..Default::default()
-        },
-    );
-    report.print(
-        if failback.is_some() {
-            "failback"
-        } else {
-            "no failback"
-        },
-        0,
-        &["member1 unhealthy, then healthy".into()],
-    );
-    if !report.violations.is_empty() {
-        stack.dump_logs();
-    }
-    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    let scenario = if failback.is_some() {
+        "failback"
+    } else {
+        "no failback"
+    };
+    stack
+        .verdict(
+            recorder,
+            scenario,
+            0,
+            &["member1 unhealthy, then healthy".into()],
+            &Expect {
+                healthy_members: vec!["member2".into()],
+                converged: true,
+                ..Default::default()
+            },
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -73,23 +73,9 @@ async fn verdict(
     faults: &[String],
     expect: &Expect,
 ) {
-    // (with a dead etcd member the client may try its endpoint first: retry)
-    let store = stack.store().await;
-    let until = eventually(T, "etcd answers", || async {
-        store.current_revision().await.ok()
-    })
-    .await;
-    let history = recorder.stop_at(until).await;
-    let report = check(&history, expect);
-    report.print(scenario, seed, faults);
-    if !report.violations.is_empty() {
-        stack.dump_logs();
-        panic!(
-            "{scenario} (seed {seed}): {} invariant violation(s), first: {}",
-            report.violations.len(),
-            report.violations[0]
-        );
-    }
+    stack
+        .verdict(recorder, scenario, seed, faults, expect)
+        .await;
 }
 
 fn duplicated_on(names: &[&str]) -> v1::Placement {

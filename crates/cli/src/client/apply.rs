@@ -79,7 +79,7 @@ pub async fn run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     }
     errors.extend(manifest::cross_check(&documents));
     if !errors.is_empty() {
-        return Err(invalid(&errors));
+        return Err(invalid(&errors, "applied"));
     }
     if documents.is_empty() {
         anyhow::bail!("no objects found in {}", args.files.join(", "));
@@ -210,9 +210,11 @@ fn refused(documents: &[Document], status: &Status) -> anyhow::Error {
     )
 }
 
-fn invalid(errors: &[DocError]) -> anyhow::Error {
+/// The refusal of a file with problems: every problem, and that nothing was `done`
+/// (`applied`, `deleted`).
+pub(super) fn invalid(errors: &[DocError], done: &str) -> anyhow::Error {
     let mut text = format!(
-        "the input has {} problem{}; nothing was applied:",
+        "the input has {} problem{}; nothing was {done}:",
         errors.len(),
         if errors.len() == 1 { "" } else { "s" }
     );

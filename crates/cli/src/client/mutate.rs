@@ -341,16 +341,7 @@ fn file_targets(args: &DeleteArgs) -> anyhow::Result<Vec<(Kind, String, String)>
         errors.extend(parsed.errors);
     }
     if !errors.is_empty() {
-        let mut text = format!(
-            "the input has {} problem{}; nothing was deleted:",
-            errors.len(),
-            if errors.len() == 1 { "" } else { "s" }
-        );
-        for e in &errors {
-            text.push_str("\n  ");
-            text.push_str(&e.to_string());
-        }
-        anyhow::bail!(text);
+        return Err(super::apply::invalid(&errors, "deleted"));
     }
     if documents.is_empty() {
         anyhow::bail!("no objects found in {}", args.filenames.join(", "));
