@@ -14,10 +14,15 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// An overrider's operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+use crate::affinity::{cluster_matches_affinity, label_selector_matches};
+use crate::types::{Cluster, ClusterAffinity, ObjectMeta, ResourceSelector};
+
+/// An overrider's operator (`add`, `remove`, `replace` in Karmada's YAML).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Operator {
     /// Add (append, insert, or overwrite an existing key).
     Add,
@@ -27,19 +32,23 @@ pub enum Operator {
     Replace,
 }
 
-/// One JSON-patch operation at an RFC 6901 path (plaintext, and inside a fieldOverrider).
-#[derive(Clone, Debug, PartialEq)]
+/// One JSON-patch operation at an RFC 6901 path (a plaintext overrider, and inside a
+/// fieldOverrider where Karmada calls the path `subPath`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PatchOperation {
     /// The path (`/spec/replicas`).
+    #[serde(alias = "subPath")]
     pub path: String,
     /// What to do.
     pub operator: Operator,
     /// The value for add and replace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
 }
 
 /// The part of an image an imageOverrider changes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ImageComponent {
     /// `docker.io` of `docker.io/library/nginx:1.27`.
     Registry,
@@ -50,40 +59,77 @@ pub enum ImageComponent {
 }
 
 /// An imageOverrider.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ImageOverrider {
     /// A path to one image field; `None`: every container image at the kind's default path.
+    /// Karmada's YAML writes it as `predicate: {path: …}`.
+    #[serde(
+        rename = "predicate",
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "predicate"
+    )]
     pub predicate_path: Option<String>,
     /// The part changed.
     pub component: ImageComponent,
     /// Add appends `value` to the component, replace sets it, remove clears it.
     pub operator: Operator,
     /// The value.
+    #[serde(default)]
     pub value: String,
 }
 
+/// `predicate: {path: …}` as an optional path.
+mod predicate {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Predicate {
+        path: String,
+    }
+
+    #[allow(clippy::ref_option)] // serde's `with` hands the field by reference
+    pub fn serialize<S: Serializer>(path: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+        path.as_ref()
+            .map(|p| Predicate { path: p.clone() })
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        Ok(Option::<Predicate>::deserialize(d)?.map(|p| p.path))
+    }
+}
+
 /// A commandOverrider or argsOverrider.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CommandArgsOverrider {
     /// The container (every container of that name).
     pub container_name: String,
     /// Add appends the values; remove deletes every entry equal to one of them.
     pub operator: Operator,
     /// The values.
+    #[serde(default)]
     pub value: Vec<String>,
 }
 
 /// A labelsOverrider or annotationsOverrider (on the object's own metadata).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MapOverrider {
     /// Add sets the keys; remove deletes existing ones; replace changes existing ones.
     pub operator: Operator,
     /// The keys and values.
+    #[serde(default)]
     pub value: BTreeMap<String, String>,
 }
 
-/// A fieldOverrider: patches inside a string field that holds JSON or YAML.
-#[derive(Clone, Debug, PartialEq)]
+/// A fieldOverrider: patches inside a string field that holds JSON or YAML. Karmada's YAML
+/// has `json:` and `yaml:` lists of `{subPath, operator, value}`; when both are given the
+/// YAML ones apply, as in Karmada.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "FieldOverriderDoc", into = "FieldOverriderDoc")]
 pub struct FieldOverrider {
     /// RFC 6901 path of the string field (`/data/config.yaml`).
     pub field_path: String,
@@ -93,23 +139,135 @@ pub struct FieldOverrider {
     pub operations: Vec<PatchOperation>,
 }
 
-/// The overriders of one rule.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// A fieldOverrider as Karmada's YAML writes it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FieldOverriderDoc {
+    field_path: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    json: Vec<SubPatch>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    yaml: Vec<SubPatch>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SubPatch {
+    sub_path: String,
+    operator: Operator,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<Value>,
+}
+
+impl TryFrom<FieldOverriderDoc> for FieldOverrider {
+    type Error = String;
+
+    /// Karmada's webhook: exactly one of `json` and `yaml`.
+    fn try_from(doc: FieldOverriderDoc) -> Result<Self, String> {
+        let yaml = !doc.yaml.is_empty();
+        if yaml && !doc.json.is_empty() {
+            return Err("a fieldOverrider has both yaml and json set; only one is allowed".into());
+        }
+        if !yaml && doc.json.is_empty() {
+            return Err("a fieldOverrider must have either json or yaml set".into());
+        }
+        let ops = if yaml { doc.yaml } else { doc.json };
+        Ok(FieldOverrider {
+            field_path: doc.field_path,
+            yaml,
+            operations: ops
+                .into_iter()
+                .map(|p| PatchOperation {
+                    path: p.sub_path,
+                    operator: p.operator,
+                    value: p.value,
+                })
+                .collect(),
+        })
+    }
+}
+
+impl From<FieldOverrider> for FieldOverriderDoc {
+    fn from(o: FieldOverrider) -> Self {
+        let ops: Vec<SubPatch> = o
+            .operations
+            .into_iter()
+            .map(|p| SubPatch {
+                sub_path: p.path,
+                operator: p.operator,
+                value: p.value,
+            })
+            .collect();
+        let (json, yaml) = if o.yaml {
+            (Vec::new(), ops)
+        } else {
+            (ops, Vec::new())
+        };
+        FieldOverriderDoc {
+            field_path: o.field_path,
+            json,
+            yaml,
+        }
+    }
+}
+
+/// The overriders of one rule, serialised in Karmada's shape (`imageOverrider`, …), as the
+/// `policy.karmada.io/applied-overrides` annotation records them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Overriders {
     /// plaintext: JSON patches, applied as one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plaintext: Vec<PatchOperation>,
     /// imageOverrider.
+    #[serde(
+        default,
+        rename = "imageOverrider",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub image: Vec<ImageOverrider>,
     /// commandOverrider.
+    #[serde(
+        default,
+        rename = "commandOverrider",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub command: Vec<CommandArgsOverrider>,
     /// argsOverrider.
+    #[serde(
+        default,
+        rename = "argsOverrider",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub args: Vec<CommandArgsOverrider>,
     /// labelsOverrider.
+    #[serde(
+        default,
+        rename = "labelsOverrider",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub labels: Vec<MapOverrider>,
     /// annotationsOverrider.
+    #[serde(
+        default,
+        rename = "annotationsOverrider",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub annotations: Vec<MapOverrider>,
     /// fieldOverrider.
+    #[serde(
+        default,
+        rename = "fieldOverrider",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub field: Vec<FieldOverrider>,
+}
+
+impl Overriders {
+    /// Whether the rule changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Overriders::default()
+    }
 }
 
 /// Why overriders could not apply.
@@ -553,15 +711,182 @@ pub enum Specificity {
     Name,
 }
 
-/// OV-3: the order policies apply in (later ones win): every ClusterOverridePolicy before
-/// every OverridePolicy; within each, ascending by specificity, then by name.
-pub fn apply_order(policies: &mut [(bool, Specificity, String)]) {
-    // (cluster_wide, specificity, name); cluster-wide first
-    policies.sort_by(|a, b| {
+// ---------------------------------------------------------------------------------------
+// Policies (OV-1, OV-3)
+// ---------------------------------------------------------------------------------------
+
+/// One override rule: the clusters it is for and what it changes there.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OverrideRule {
+    /// The clusters (`None`: every cluster).
+    pub target_cluster: Option<ClusterAffinity>,
+    /// The overriders.
+    pub overriders: Overriders,
+}
+
+/// The spec shared by OverridePolicy and ClusterOverridePolicy. Karmada's deprecated
+/// top-level `targetCluster` + `overriders` are read as one rule.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OverrideSpec {
+    /// Which templates the policy adapts (none: every template in its scope).
+    pub resource_selectors: Vec<ResourceSelector>,
+    /// The rules, applied in order.
+    pub override_rules: Vec<OverrideRule>,
+}
+
+/// An OverridePolicy (namespaced) or ClusterOverridePolicy (`meta.namespace` empty).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OverridePolicy {
+    /// Metadata.
+    pub meta: ObjectMeta,
+    /// Spec.
+    pub spec: OverrideSpec,
+}
+
+/// What an override policy is matched against: the template's identity and labels.
+#[derive(Clone, Copy, Debug)]
+pub struct Template<'a> {
+    /// `apps/v1`.
+    pub api_version: &'a str,
+    /// `Deployment`.
+    pub kind: &'a str,
+    /// Empty for cluster-scoped templates.
+    pub namespace: &'a str,
+    /// The name.
+    pub name: &'a str,
+    /// The template's labels.
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+/// OV-1: how one resource selector matches a template, as Karmada's
+/// `ResourceSelectorPriority`: apiVersion and kind equal, the namespace (if set) equal; then
+/// a name must be equal, else a label selector must match, else it matches the whole kind.
+pub fn selector_match(selector: &ResourceSelector, t: &Template<'_>) -> Option<Specificity> {
+    if selector.api_version != t.api_version || selector.kind != t.kind {
+        return None;
+    }
+    if !selector.namespace.is_empty() && selector.namespace != t.namespace {
+        return None;
+    }
+    if !selector.name.is_empty() {
+        return (selector.name == t.name).then_some(Specificity::Name);
+    }
+    match &selector.label_selector {
+        None => Some(Specificity::All),
+        Some(ls) => label_selector_matches(ls, t.labels).then_some(Specificity::Labels),
+    }
+}
+
+/// OV-1: how a policy matches a template: no selectors match everything (in the policy's
+/// scope); otherwise the most specific matching selector decides.
+pub fn policy_match(spec: &OverrideSpec, t: &Template<'_>) -> Option<Specificity> {
+    if spec.resource_selectors.is_empty() {
+        return Some(Specificity::All);
+    }
+    spec.resource_selectors
+        .iter()
+        .filter_map(|s| selector_match(s, t))
+        .max()
+}
+
+/// One policy's rule as applied: recorded in the Work's `policy.karmada.io/applied-overrides`
+/// (or `applied-cluster-overrides`) annotation as a JSON list, as Karmada records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedOverrider {
+    /// The policy's name.
+    pub policy_name: String,
+    /// The rule's overriders.
+    pub overriders: Overriders,
+}
+
+/// The overrides applied to one cluster's manifest.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Applied {
+    /// From ClusterOverridePolicies, in the order applied.
+    pub cluster: Vec<AppliedOverrider>,
+    /// From OverridePolicies of the template's namespace, in the order applied.
+    pub namespaced: Vec<AppliedOverrider>,
+}
+
+impl Applied {
+    /// Whether nothing applied.
+    pub fn is_empty(&self) -> bool {
+        self.cluster.is_empty() && self.namespaced.is_empty()
+    }
+}
+
+/// A policy whose rule could not apply.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{policy}: {error}")]
+pub struct PolicyError {
+    /// `ClusterOverridePolicy NAME` or `OverridePolicy NS/NAME`.
+    pub policy: String,
+    /// Why.
+    pub error: OverrideError,
+}
+
+/// OV-1..OV-3: adapts `manifest` (the template as rendered for `cluster`) with every
+/// override policy that selects `template` and has a rule for `cluster`:
+/// ClusterOverridePolicies first, then (for a namespaced template) the OverridePolicies of
+/// its namespace, each group ascending by how specifically it selects the template, then by
+/// name; a policy's rules in spec order. All or nothing: on an error `manifest` is left as
+/// it was and the error names the policy.
+pub fn apply_policies(
+    manifest: &mut Value,
+    template: &Template<'_>,
+    cluster: &Cluster,
+    policies: &[&OverridePolicy],
+) -> Result<Applied, PolicyError> {
+    let mut matching: Vec<(bool, Specificity, String, &OverridePolicy)> = policies
+        .iter()
+        .filter(|p| {
+            // OverridePolicies adapt only templates of their own namespace
+            p.meta.namespace.is_empty()
+                || (!template.namespace.is_empty() && p.meta.namespace == template.namespace)
+        })
+        .filter_map(|p| {
+            policy_match(&p.spec, template)
+                .map(|s| (p.meta.namespace.is_empty(), s, p.meta.name.clone(), *p))
+        })
+        .collect();
+    matching.sort_by(|a, b| {
         b.0.cmp(&a.0)
             .then(a.1.cmp(&b.1))
             .then_with(|| a.2.cmp(&b.2))
     });
+    let mut work = manifest.clone();
+    let mut applied = Applied::default();
+    for (cluster_wide, _, name, policy) in matching {
+        for rule in &policy.spec.override_rules {
+            if rule
+                .target_cluster
+                .as_ref()
+                .is_some_and(|a| !cluster_matches_affinity(cluster, a))
+            {
+                continue;
+            }
+            apply_overriders(&mut work, &rule.overriders).map_err(|error| PolicyError {
+                policy: if cluster_wide {
+                    format!("ClusterOverridePolicy {name}")
+                } else {
+                    format!("OverridePolicy {}/{name}", policy.meta.namespace)
+                },
+                error,
+            })?;
+            let record = AppliedOverrider {
+                policy_name: name.clone(),
+                overriders: rule.overriders.clone(),
+            };
+            if cluster_wide {
+                applied.cluster.push(record);
+            } else {
+                applied.namespaced.push(record);
+            }
+        }
+    }
+    *manifest = work;
+    Ok(applied)
 }
 
 #[cfg(test)]

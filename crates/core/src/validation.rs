@@ -66,7 +66,8 @@ pub use placement::{
 };
 pub use policy::{
     PERMANENT_ID_LABEL_CLUSTER_POLICY, PERMANENT_ID_LABEL_POLICY, validate_failover,
-    validate_failover_at, validate_propagation_policy, validate_propagation_policy_update,
+    validate_failover_at, validate_override_policy, validate_propagation_policy,
+    validate_propagation_policy_update,
 };
 
 // ---------------------------------------------------------------------------------------

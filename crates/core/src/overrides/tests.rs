@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::types::{ClusterAffinity, ObjectMeta, ResourceSelector};
 
 fn patch(path: &str, operator: Operator, value: Option<Value>) -> PatchOperation {
     PatchOperation {
@@ -436,20 +437,363 @@ fn ov_2_order_within_a_rule_plaintext_last() {
     assert_eq!(doc, before, "never half-patched");
 }
 
+fn policy(
+    ns: &str,
+    name: &str,
+    selectors: Vec<ResourceSelector>,
+    rules: Vec<OverrideRule>,
+) -> OverridePolicy {
+    OverridePolicy {
+        meta: ObjectMeta {
+            name: name.into(),
+            namespace: ns.into(),
+            ..Default::default()
+        },
+        spec: OverrideSpec {
+            resource_selectors: selectors,
+            override_rules: rules,
+        },
+    }
+}
+
+fn selector(name: &str, labels: Option<(&str, &str)>) -> ResourceSelector {
+    ResourceSelector {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        namespace: String::new(),
+        name: name.into(),
+        label_selector: labels.map(|(k, v)| crate::types::LabelSelector {
+            match_labels: BTreeMap::from([(k.into(), v.into())]),
+            match_expressions: Vec::new(),
+        }),
+    }
+}
+
+/// A rule setting the `order` label to `value` on every cluster (or only `clusters`).
+fn label_rule(value: &str, clusters: &[&str]) -> OverrideRule {
+    OverrideRule {
+        target_cluster: (!clusters.is_empty()).then(|| ClusterAffinity {
+            cluster_names: clusters.iter().map(|c| (*c).to_owned()).collect(),
+            ..Default::default()
+        }),
+        overriders: Overriders {
+            labels: vec![MapOverrider {
+                operator: Operator::Add,
+                value: BTreeMap::from([("order".into(), value.into())]),
+            }],
+            ..Default::default()
+        },
+    }
+}
+
+fn template<'a>(doc: &'a Value, labels: &'a BTreeMap<String, String>) -> Template<'a> {
+    Template {
+        api_version: "apps/v1",
+        kind: "Deployment",
+        namespace: doc["metadata"]["namespace"].as_str().unwrap_or(""),
+        name: doc["metadata"]["name"].as_str().unwrap_or(""),
+        labels,
+    }
+}
+
+fn applied_names(list: &[AppliedOverrider]) -> Vec<&str> {
+    list.iter().map(|a| a.policy_name.as_str()).collect()
+}
+
+#[test]
+fn ov_1_selector_match_priority() {
+    let doc = deployment();
+    let labels = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
+    let t = template(&doc, &labels);
+    let mut other_kind = selector("", None);
+    other_kind.kind = "StatefulSet".into();
+    let mut other_ns = selector("", None);
+    other_ns.namespace = "prod".into();
+    for (what, sel, want) in [
+        ("kind only", selector("", None), Some(Specificity::All)),
+        (
+            "labels match",
+            selector("", Some(("app", "web"))),
+            Some(Specificity::Labels),
+        ),
+        ("labels differ", selector("", Some(("app", "db"))), None),
+        ("name", selector("web", None), Some(Specificity::Name)),
+        ("other name", selector("api", None), None),
+        (
+            "name wins over labels",
+            selector("web", Some(("app", "db"))),
+            Some(Specificity::Name),
+        ),
+        ("other kind", other_kind, None),
+        ("other namespace", other_ns, None),
+    ] {
+        assert_eq!(selector_match(&sel, &t), want, "{what}");
+    }
+    assert_eq!(
+        policy_match(&OverrideSpec::default(), &t),
+        Some(Specificity::All),
+        "no selectors: every template"
+    );
+    let spec = OverrideSpec {
+        resource_selectors: vec![selector("", None), selector("web", None)],
+        override_rules: Vec::new(),
+    };
+    assert_eq!(
+        policy_match(&spec, &t),
+        Some(Specificity::Name),
+        "the best selector"
+    );
+}
+
 #[test]
 fn ov_3_cluster_policies_first_then_by_specificity_then_name() {
-    let mut order = vec![
-        (false, Specificity::Name, "b-name".to_owned()),
-        (false, Specificity::All, "z-all".to_owned()),
-        (true, Specificity::Name, "c-name".to_owned()),
-        (false, Specificity::Labels, "a-labels".to_owned()),
-        (true, Specificity::All, "c-all".to_owned()),
-        (false, Specificity::Name, "a-name".to_owned()),
+    let doc = deployment();
+    let labels = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
+    let policies = [
+        policy(
+            "default",
+            "b-name",
+            vec![selector("web", None)],
+            vec![label_rule("b-name", &[])],
+        ),
+        policy("default", "z-all", vec![], vec![label_rule("z-all", &[])]),
+        policy(
+            "",
+            "c-name",
+            vec![selector("web", None)],
+            vec![label_rule("c-name", &[])],
+        ),
+        policy(
+            "default",
+            "a-labels",
+            vec![selector("", Some(("app", "web")))],
+            vec![label_rule("a-labels", &[])],
+        ),
+        policy(
+            "",
+            "c-all",
+            vec![selector("", None)],
+            vec![label_rule("c-all", &[])],
+        ),
+        policy(
+            "default",
+            "a-name",
+            vec![selector("web", None)],
+            vec![label_rule("a-name", &[])],
+        ),
+        // not applied: another namespace, another template, another cluster
+        policy("prod", "other-ns", vec![], vec![label_rule("x", &[])]),
+        policy(
+            "default",
+            "other-name",
+            vec![selector("api", None)],
+            vec![label_rule("x", &[])],
+        ),
+        policy(
+            "default",
+            "other-cluster",
+            vec![],
+            vec![label_rule("x", &["member2"])],
+        ),
     ];
-    apply_order(&mut order);
-    let names: Vec<&str> = order.iter().map(|(_, _, n)| n.as_str()).collect();
+    let refs: Vec<&OverridePolicy> = policies.iter().collect();
+    let mut out = doc.clone();
+    let applied = apply_policies(
+        &mut out,
+        &template(&doc, &labels),
+        &Cluster::named("member1"),
+        &refs,
+    )
+    .unwrap();
+    assert_eq!(applied_names(&applied.cluster), ["c-all", "c-name"]);
     assert_eq!(
-        names,
-        ["c-all", "c-name", "z-all", "a-labels", "a-name", "b-name"]
+        applied_names(&applied.namespaced),
+        ["z-all", "a-labels", "a-name", "b-name"]
     );
+    assert_eq!(
+        out["metadata"]["labels"]["order"], "b-name",
+        "the last applied wins"
+    );
+}
+
+#[test]
+fn ov_1_rules_by_target_cluster_and_namespace_scope() {
+    let doc = deployment();
+    let labels = BTreeMap::new();
+    let p = policy(
+        "default",
+        "regional",
+        vec![],
+        vec![
+            label_rule("one", &["member1"]),
+            label_rule("two", &["member2"]),
+            label_rule("all", &[]),
+        ],
+    );
+    for (cluster, want, rules) in [
+        ("member1", "all", 2),
+        ("member2", "all", 2),
+        ("member3", "all", 1),
+    ] {
+        let mut out = doc.clone();
+        let applied = apply_policies(
+            &mut out,
+            &template(&doc, &labels),
+            &Cluster::named(cluster),
+            &[&p],
+        )
+        .unwrap();
+        assert_eq!(applied.namespaced.len(), rules, "{cluster}");
+        assert_eq!(out["metadata"]["labels"]["order"], want);
+    }
+    let p = policy(
+        "default",
+        "one",
+        vec![],
+        vec![label_rule("one", &["member1"])],
+    );
+    let mut out = doc.clone();
+    apply_policies(
+        &mut out,
+        &template(&doc, &labels),
+        &Cluster::named("member1"),
+        &[&p],
+    )
+    .unwrap();
+    assert_eq!(out["metadata"]["labels"]["order"], "one");
+    // a cluster-scoped template gets no OverridePolicy, only ClusterOverridePolicies
+    let mut ns_less = doc.clone();
+    ns_less["metadata"]["namespace"] = Value::Null;
+    let before = ns_less.clone();
+    let applied = apply_policies(
+        &mut ns_less,
+        &template(&before, &labels),
+        &Cluster::named("member1"),
+        &[&p],
+    )
+    .unwrap();
+    assert!(applied.is_empty());
+    assert_eq!(ns_less, before);
+}
+
+#[test]
+fn ov_2_a_failing_policy_leaves_the_manifest_and_names_the_policy() {
+    let doc = deployment();
+    let labels = BTreeMap::new();
+    let good = policy("", "a-good", vec![], vec![label_rule("good", &[])]);
+    let bad = policy(
+        "default",
+        "bad",
+        vec![],
+        vec![OverrideRule {
+            target_cluster: None,
+            overriders: Overriders {
+                plaintext: vec![patch("/spec/nope", Operator::Replace, Some(json!(1)))],
+                ..Default::default()
+            },
+        }],
+    );
+    let mut out = doc.clone();
+    let err = apply_policies(
+        &mut out,
+        &template(&doc, &labels),
+        &Cluster::named("m"),
+        &[&good, &bad],
+    )
+    .unwrap_err();
+    assert_eq!(err.policy, "OverridePolicy default/bad");
+    assert!(err.to_string().contains("replace /spec/nope"), "{err}");
+    assert_eq!(
+        out, doc,
+        "never half-patched, not even by the policy that did apply"
+    );
+}
+
+#[test]
+fn ov_4_karmada_yaml_round_trips() {
+    let yaml = r#"
+plaintext:
+  - path: /spec/replicas
+    operator: replace
+    value: 5
+  - path: /metadata/annotations/x
+    operator: remove
+imageOverrider:
+  - component: Registry
+    operator: replace
+    value: eu.registry.example.com
+  - predicate:
+      path: /spec/template/spec/containers/0/image
+    component: Tag
+    operator: replace
+    value: "1.28"
+commandOverrider:
+  - containerName: web
+    operator: add
+    value: ["--verbose"]
+argsOverrider:
+  - containerName: web
+    operator: remove
+    value: ["-q"]
+labelsOverrider:
+  - operator: add
+    value: {mesh: eu}
+annotationsOverrider:
+  - operator: replace
+    value: {owner: team-eu}
+fieldOverrider:
+  - fieldPath: /data/config.yaml
+    yaml:
+      - subPath: /log/level
+        operator: replace
+        value: debug
+"#;
+    let o: Overriders = serde_norway::from_str(yaml).unwrap();
+    assert_eq!(o.plaintext.len(), 2);
+    assert_eq!(o.plaintext[1].value, None);
+    assert_eq!(
+        o.image[1].predicate_path.as_deref(),
+        Some("/spec/template/spec/containers/0/image")
+    );
+    assert_eq!(o.image[1].component, ImageComponent::Tag);
+    assert_eq!(o.args[0].value, ["-q"]);
+    assert!(o.field[0].yaml);
+    assert_eq!(o.field[0].operations[0].path, "/log/level");
+    // written back in the same shape (the applied-overrides annotation)
+    let json = serde_json::to_value(&o).unwrap();
+    assert_eq!(
+        json["imageOverrider"][1]["predicate"]["path"],
+        "/spec/template/spec/containers/0/image"
+    );
+    assert_eq!(
+        json["fieldOverrider"][0]["yaml"][0]["subPath"],
+        "/log/level"
+    );
+    assert!(json["fieldOverrider"][0].get("json").is_none());
+    assert!(json["plaintext"][1].get("value").is_none());
+    assert!(json.get("commandOverrider").is_some() && json.get("nothing").is_none());
+    let back: Overriders = serde_json::from_value(json).unwrap();
+    assert_eq!(back, o);
+    // mistakes are named
+    for (bad, want) in [
+        (
+            "plaintext: [{path: /a, operator: upsert}]",
+            "unknown variant",
+        ),
+        (
+            "imageOverrider: [{component: Host, operator: add}]",
+            "unknown variant",
+        ),
+        ("labelOverrider: []", "unknown field"),
+        ("fieldOverrider: [{fieldPath: /a}]", "either json or yaml"),
+        (
+            "fieldOverrider: [{fieldPath: /a, json: [{subPath: /b, operator: remove}], yaml: [{subPath: /b, operator: remove}]}]",
+            "only one is allowed",
+        ),
+    ] {
+        let err = serde_norway::from_str::<Overriders>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{bad}: {err}");
+    }
 }

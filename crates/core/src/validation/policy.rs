@@ -2,13 +2,15 @@
 
 use std::collections::HashSet;
 
+use super::meta::{validate_annotations, validate_labels};
 use super::meta::{validate_label_selector, validate_object_meta};
 use super::names::{
     check_api_version, check_dns1123_label, check_dns1123_subdomain, check_kind,
     check_path_segment_name, check_qualified_name, check_text,
 };
-use super::placement::validate_placement_at;
+use super::placement::{validate_cluster_affinity, validate_placement_at};
 use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds};
+use crate::overrides::{Operator, OverridePolicy, Overriders, PatchOperation};
 use crate::types::{
     ApplicationFailoverBehavior, ClusterFailoverBehavior, DEFAULT_SCHEDULER_NAME, FailoverBehavior,
     PropagationPolicy, PurgeMode, ResourceSelector, StatePreservationRule,
@@ -344,4 +346,138 @@ pub fn validate_propagation_policy_update(
         }
     }
     errs
+}
+
+/// Validate an OverridePolicy (`cluster_wide == false`) or ClusterOverridePolicy (OV-4,
+/// Karmada's webhook):
+/// - metadata as for propagation policies;
+/// - `spec.resourceSelectors` may be empty (the policy then adapts every template in its
+///   scope); each one as for propagation policies;
+/// - each rule's `targetCluster` is a valid cluster affinity;
+/// - plaintext paths and JSON/YAML sub-paths are JSON pointers; `add` and `replace` need a
+///   value, `remove` takes none;
+/// - image predicate paths and field paths are JSON pointers; command and args overriders
+///   name a container and only `add` or `remove`;
+/// - labelsOverrider values are labels, annotationsOverrider values annotations.
+pub fn validate_override_policy(
+    policy: &OverridePolicy,
+    cluster_wide: bool,
+    limits: &Limits,
+) -> FieldErrors {
+    let mut errs = validate_object_meta(
+        &policy.meta,
+        &FieldPath::new("metadata"),
+        check_dns1123_subdomain,
+        !cluster_wide,
+        limits,
+    );
+    let spec = FieldPath::new("spec");
+    let selectors = spec.child("resourceSelectors");
+    check_count(
+        &mut errs,
+        &selectors,
+        policy.spec.resource_selectors.len(),
+        limits.max_resource_selectors,
+    );
+    let policy_ns = (!cluster_wide).then_some(policy.meta.namespace.as_str());
+    for (i, selector) in policy.spec.resource_selectors.iter().enumerate() {
+        check_resource_selector(&mut errs, selector, &selectors.index(i), policy_ns, limits);
+    }
+    let rules = spec.child("overrideRules");
+    check_count(
+        &mut errs,
+        &rules,
+        policy.spec.override_rules.len(),
+        limits.max_resource_selectors,
+    );
+    for (i, rule) in policy.spec.override_rules.iter().enumerate() {
+        let path = rules.index(i);
+        if let Some(affinity) = &rule.target_cluster {
+            errs.extend(validate_cluster_affinity(
+                affinity,
+                &path.child("targetCluster"),
+                limits,
+            ));
+        }
+        check_overriders(
+            &mut errs,
+            &rule.overriders,
+            &path.child("overriders"),
+            limits,
+        );
+    }
+    errs
+}
+
+fn check_pointer(errs: &mut FieldErrors, pointer: &str, path: &FieldPath) {
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        errs.push(FieldError::invalid(
+            path,
+            format!(
+                "{} is not a JSON pointer: it must be empty or start with /",
+                super::quote(pointer)
+            ),
+        ));
+    }
+}
+
+fn check_patch(errs: &mut FieldErrors, op: &PatchOperation, path: &FieldPath, path_field: &str) {
+    check_pointer(errs, &op.path, &path.child(path_field));
+    match (op.operator, &op.value) {
+        (Operator::Add | Operator::Replace, None) => errs.push(FieldError::invalid(
+            &path.child("value"),
+            "value is required for add or replace operation",
+        )),
+        (Operator::Remove, Some(_)) => errs.push(FieldError::invalid(
+            &path.child("value"),
+            "value is not allowed for remove operation",
+        )),
+        _ => {}
+    }
+}
+
+fn check_overriders(errs: &mut FieldErrors, o: &Overriders, path: &FieldPath, limits: &Limits) {
+    for (i, p) in o.plaintext.iter().enumerate() {
+        check_patch(errs, p, &path.child("plaintext").index(i), "path");
+    }
+    for (i, image) in o.image.iter().enumerate() {
+        if let Some(pointer) = &image.predicate_path {
+            let at = path.child("imageOverrider").index(i).child("predicate");
+            check_pointer(errs, pointer, &at.child("path"));
+        }
+    }
+    for (field, list) in [("commandOverrider", &o.command), ("argsOverrider", &o.args)] {
+        for (i, c) in list.iter().enumerate() {
+            let at = path.child(field).index(i);
+            if c.container_name.is_empty() {
+                errs.push(FieldError::required(
+                    &at.child("containerName"),
+                    "the container to change is required",
+                ));
+            }
+            if c.operator == Operator::Replace {
+                errs.push(FieldError::not_supported(
+                    &at.child("operator"),
+                    "replace",
+                    &["add", "remove"],
+                ));
+            }
+        }
+    }
+    for (i, l) in o.labels.iter().enumerate() {
+        let at = path.child("labelsOverrider").index(i).child("value");
+        errs.extend(validate_labels(&l.value, &at, limits));
+    }
+    for (i, a) in o.annotations.iter().enumerate() {
+        let at = path.child("annotationsOverrider").index(i).child("value");
+        errs.extend(validate_annotations(&a.value, &at, limits));
+    }
+    for (i, f) in o.field.iter().enumerate() {
+        let at = path.child("fieldOverrider").index(i);
+        check_pointer(errs, &f.field_path, &at.child("fieldPath"));
+        let list = if f.yaml { "yaml" } else { "json" };
+        for (j, p) in f.operations.iter().enumerate() {
+            check_patch(errs, p, &at.child(list).index(j), "subPath");
+        }
+    }
 }
