@@ -1748,5 +1748,7 @@ impl TryFrom<v1::ResourceBinding> for domain::ResourceBinding {
     }
 }
 
+mod overrides;
+
 #[cfg(test)]
 mod tests;

@@ -66,6 +66,8 @@ impl_resource! {
     PropagationPolicy => "PropagationPolicy", namespaced: true;
     ClusterPropagationPolicy => "ClusterPropagationPolicy", namespaced: false;
     ClusterTaintPolicy => "ClusterTaintPolicy", namespaced: false;
+    OverridePolicy => "OverridePolicy", namespaced: true;
+    ClusterOverridePolicy => "ClusterOverridePolicy", namespaced: false;
     Workload => "Workload", namespaced: true;
     ResourceBinding => "ResourceBinding", namespaced: true;
     Work => "Work", namespaced: true;
@@ -122,6 +124,8 @@ mod tests {
         roundtrip_meta::<v1::PropagationPolicy>();
         roundtrip_meta::<v1::ClusterPropagationPolicy>();
         roundtrip_meta::<v1::ClusterTaintPolicy>();
+        roundtrip_meta::<v1::OverridePolicy>();
+        roundtrip_meta::<v1::ClusterOverridePolicy>();
         roundtrip_meta::<v1::Workload>();
         roundtrip_meta::<v1::ResourceBinding>();
         roundtrip_meta::<v1::Work>();
@@ -138,6 +142,8 @@ mod tests {
             scope::<v1::PropagationPolicy>(),
             scope::<v1::ClusterPropagationPolicy>(),
             scope::<v1::ClusterTaintPolicy>(),
+            scope::<v1::OverridePolicy>(),
+            scope::<v1::ClusterOverridePolicy>(),
             scope::<v1::Workload>(),
             scope::<v1::ResourceBinding>(),
             scope::<v1::Work>(),
@@ -148,6 +154,8 @@ mod tests {
             ("PropagationPolicy", true),
             ("ClusterPropagationPolicy", false),
             ("ClusterTaintPolicy", false),
+            ("OverridePolicy", true),
+            ("ClusterOverridePolicy", false),
             ("Workload", true),
             ("ResourceBinding", true),
             ("Work", true),

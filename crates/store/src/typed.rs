@@ -5,6 +5,8 @@
 //!   policies/<ns>/<name>                  PropagationPolicy
 //!   clusterpolicies/<name>                ClusterPropagationPolicy
 //!   clustertaintpolicies/<name>           ClusterTaintPolicy
+//!   overridepolicies/<ns>/<name>          OverridePolicy
+//!   clusteroverridepolicies/<name>        ClusterOverridePolicy
 //!   workloads/<ns>/<kind>[.<group>]/<name>  Workload (resource template)
 //!   bindings/<ns>/<name>                  ResourceBinding (ClusterResourceBinding: <ns> empty)
 //!   works/<cluster>/<ns>/<name>           Work
@@ -115,6 +117,13 @@ stored!(Cluster, "clusters/", cluster, status);
 stored!(PropagationPolicy, "policies/", namespaced, none);
 stored!(ClusterPropagationPolicy, "clusterpolicies/", cluster, none);
 stored!(ClusterTaintPolicy, "clustertaintpolicies/", cluster, none);
+stored!(OverridePolicy, "overridepolicies/", namespaced, none);
+stored!(
+    ClusterOverridePolicy,
+    "clusteroverridepolicies/",
+    cluster,
+    none
+);
 stored!(ResourceBinding, "bindings/", namespaced, status);
 stored!(Event, "events/", namespaced, none);
 

@@ -11,12 +11,13 @@
 //! ```
 
 use flotilla_core::defaults::{DefaultingOptions, default_propagation_spec};
+use flotilla_core::overrides::OverridePolicy;
 use flotilla_core::resource::{self, Scope};
 use flotilla_core::types as domain;
 use flotilla_core::validation::{
     FieldError, FieldErrorKind, FieldErrors, FieldPath, Limits, PERMANENT_ID_LABEL_CLUSTER_POLICY,
     PERMANENT_ID_LABEL_POLICY, WorkloadTemplate, validate_cluster, validate_cluster_taint_policy,
-    validate_cluster_taint_policy_conflicts, validate_propagation_policy,
+    validate_cluster_taint_policy_conflicts, validate_override_policy, validate_propagation_policy,
     validate_propagation_policy_update, validate_workload,
 };
 use flotilla_proto::v1;
@@ -168,6 +169,38 @@ impl Admission {
             .map_err(Error::convert)?;
         let domain = self.admit_policy(domain, current.as_ref(), true)?;
         Ok(domain.into())
+    }
+
+    /// An OverridePolicy (`cluster_wide == false`) or ClusterOverridePolicy to create or
+    /// update (OV-4): converted, its selectors' namespaces defaulted to an OverridePolicy's
+    /// own (as PD-1.1 does for propagation policies), validated.
+    pub fn override_policy<K>(&self, policy: Option<K>, cluster_wide: bool) -> Result<K, Error>
+    where
+        K: TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
+            + From<OverridePolicy>,
+    {
+        let field = if cluster_wide {
+            "clusterOverridePolicy"
+        } else {
+            "overridePolicy"
+        };
+        let mut policy: OverridePolicy = required(policy, field)?
+            .try_into()
+            .map_err(Error::convert)?;
+        if !cluster_wide {
+            let namespace = policy.meta.namespace.clone();
+            for selector in &mut policy.spec.resource_selectors {
+                if selector.namespace.is_empty() {
+                    selector.namespace.clone_from(&namespace);
+                }
+            }
+        }
+        Error::check(validate_override_policy(
+            &policy,
+            cluster_wide,
+            &self.limits,
+        ))?;
+        Ok(policy.into())
     }
 
     fn admit_policy(

@@ -12,17 +12,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_proto::Resource;
 use flotilla_proto::v1::{self, api_server::Api};
 use flotilla_runtime::Shutdown;
 use flotilla_runtime::reflector::Cache;
-use flotilla_store::typed::Stored;
 use tonic::{Request, Response, Status};
 
 use crate::admission::Admission;
 use crate::error::Error;
-use crate::objects::{NoHold, Objects, carry_server_meta, reset_for_create};
-use crate::requests::key_part;
+use crate::objects::{NoHold, Objects, reset_for_create};
 use crate::watch::WatchResponseStream;
 
 type Result<T> = std::result::Result<Response<T>, Status>;
@@ -47,8 +44,6 @@ struct Inner {
 mod apply;
 mod crud;
 
-use crud::{ClusterHold, meta_of};
-
 fn ok<T>(value: std::result::Result<T, Error>) -> Result<T> {
     value.map(Response::new).map_err(Status::from)
 }
@@ -61,13 +56,9 @@ impl Api for ApiService {
         &self,
         request: Request<v1::CreateClusterRequest>,
     ) -> Result<v1::Cluster> {
-        let req = request.into_inner();
-        ok(async {
-            let mut cluster = self.admission().cluster(req.cluster)?;
-            reset_for_create(&mut cluster)?;
-            self.objects().create(cluster).await
-        }
-        .await)
+        ok(self
+            .create_cluster_admitted(request.into_inner().cluster)
+            .await)
     }
 
     async fn get_cluster(&self, request: Request<v1::GetClusterRequest>) -> Result<v1::Cluster> {
@@ -94,21 +85,7 @@ impl Api for ApiService {
         &self,
         request: Request<v1::DeleteClusterRequest>,
     ) -> Result<v1::DeleteClusterResponse> {
-        let hold = ClusterHold {
-            bindings: self.inner.bindings.clone(),
-            store: self.objects().store().clone(),
-        };
-        let answer = self.delete(request.into_inner(), hold).await;
-        if let Ok(r) = &answer
-            && !r.deleted
-        {
-            let name = r.cluster.as_ref().map_or("", |c| c.name());
-            tracing::info!(
-                cluster = name,
-                "cluster marked for deletion: bindings or Works still reference it"
-            );
-        }
-        ok(answer)
+        ok(self.delete_cluster_held(request.into_inner()).await)
     }
 
     type WatchClustersStream = WatchResponseStream<v1::WatchClustersResponse>;
@@ -246,23 +223,111 @@ impl Api for ApiService {
         ok(self.watch(request.into_inner()).await)
     }
 
+    // --- OverridePolicy and ClusterOverridePolicy (OV-4 admission only)
+
+    async fn create_override_policy(
+        &self,
+        request: Request<v1::CreateOverridePolicyRequest>,
+    ) -> Result<v1::OverridePolicy> {
+        ok(self
+            .create_override(request.into_inner().override_policy, false)
+            .await)
+    }
+
+    async fn get_override_policy(
+        &self,
+        request: Request<v1::GetOverridePolicyRequest>,
+    ) -> Result<v1::OverridePolicy> {
+        ok(self.get(request.into_inner()).await)
+    }
+
+    async fn list_override_policies(
+        &self,
+        request: Request<v1::ListOverridePoliciesRequest>,
+    ) -> Result<v1::ListOverridePoliciesResponse> {
+        ok(self.list(request.into_inner()).await)
+    }
+
+    async fn update_override_policy(
+        &self,
+        request: Request<v1::UpdateOverridePolicyRequest>,
+    ) -> Result<v1::OverridePolicy> {
+        ok(self
+            .update_override(request.into_inner().override_policy, false)
+            .await)
+    }
+
+    async fn delete_override_policy(
+        &self,
+        request: Request<v1::DeleteOverridePolicyRequest>,
+    ) -> Result<v1::DeleteOverridePolicyResponse> {
+        ok(self.delete(request.into_inner(), NoHold).await)
+    }
+
+    type WatchOverridePoliciesStream = WatchResponseStream<v1::WatchOverridePoliciesResponse>;
+
+    async fn watch_override_policies(
+        &self,
+        request: Request<v1::WatchOverridePoliciesRequest>,
+    ) -> Result<Self::WatchOverridePoliciesStream> {
+        ok(self.watch(request.into_inner()).await)
+    }
+
+    async fn create_cluster_override_policy(
+        &self,
+        request: Request<v1::CreateClusterOverridePolicyRequest>,
+    ) -> Result<v1::ClusterOverridePolicy> {
+        let policy = request.into_inner().cluster_override_policy;
+        ok(self.create_override(policy, true).await)
+    }
+
+    async fn get_cluster_override_policy(
+        &self,
+        request: Request<v1::GetClusterOverridePolicyRequest>,
+    ) -> Result<v1::ClusterOverridePolicy> {
+        ok(self.get(request.into_inner()).await)
+    }
+
+    async fn list_cluster_override_policies(
+        &self,
+        request: Request<v1::ListClusterOverridePoliciesRequest>,
+    ) -> Result<v1::ListClusterOverridePoliciesResponse> {
+        ok(self.list(request.into_inner()).await)
+    }
+
+    async fn update_cluster_override_policy(
+        &self,
+        request: Request<v1::UpdateClusterOverridePolicyRequest>,
+    ) -> Result<v1::ClusterOverridePolicy> {
+        let policy = request.into_inner().cluster_override_policy;
+        ok(self.update_override(policy, true).await)
+    }
+
+    async fn delete_cluster_override_policy(
+        &self,
+        request: Request<v1::DeleteClusterOverridePolicyRequest>,
+    ) -> Result<v1::DeleteClusterOverridePolicyResponse> {
+        ok(self.delete(request.into_inner(), NoHold).await)
+    }
+
+    type WatchClusterOverridePoliciesStream =
+        WatchResponseStream<v1::WatchClusterOverridePoliciesResponse>;
+
+    async fn watch_cluster_override_policies(
+        &self,
+        request: Request<v1::WatchClusterOverridePoliciesRequest>,
+    ) -> Result<Self::WatchClusterOverridePoliciesStream> {
+        ok(self.watch(request.into_inner()).await)
+    }
+
     // --- ClusterTaintPolicy
 
     async fn create_cluster_taint_policy(
         &self,
         request: Request<v1::CreateClusterTaintPolicyRequest>,
     ) -> Result<v1::ClusterTaintPolicy> {
-        let req = request.into_inner();
-        ok(async {
-            let mut policy = req.cluster_taint_policy;
-            if let Some(p) = policy.as_mut() {
-                reset_for_create(p)?;
-            }
-            let others = self.cluster_taint_policies().await?;
-            let policy = self.admission().cluster_taint_policy(policy, &others)?;
-            self.objects().create(policy).await
-        }
-        .await)
+        let policy = request.into_inner().cluster_taint_policy;
+        ok(self.create_cluster_taint_policy_admitted(policy).await)
     }
 
     async fn get_cluster_taint_policy(
@@ -283,25 +348,8 @@ impl Api for ApiService {
         &self,
         request: Request<v1::UpdateClusterTaintPolicyRequest>,
     ) -> Result<v1::ClusterTaintPolicy> {
-        let req = request.into_inner();
-        ok(async {
-            // the request's own checks before the listing that admission compares with
-            let (_, name, _, _) = meta_of(&req.cluster_taint_policy);
-            key_part(&name, "metadata.name")?;
-            if req.cluster_taint_policy.is_none() {
-                return Err(Error::required(
-                    "clusterTaintPolicy",
-                    "the object is required",
-                ));
-            }
-            let others = self.cluster_taint_policies().await?;
-            let admit = |_: &v1::ClusterTaintPolicy, new| {
-                self.admission().cluster_taint_policy(Some(new), &others)
-            };
-            self.update(req.cluster_taint_policy, "clusterTaintPolicy", false, admit)
-                .await
-        }
-        .await)
+        let policy = request.into_inner().cluster_taint_policy;
+        ok(self.update_cluster_taint_policy_admitted(policy).await)
     }
 
     async fn delete_cluster_taint_policy(
@@ -354,22 +402,9 @@ impl Api for ApiService {
         &self,
         request: Request<v1::UpdateWorkloadRequest>,
     ) -> Result<v1::Workload> {
-        let req = request.into_inner();
-        ok(async {
-            let (_, _, rv, uid) = meta_of(&req.workload);
-            // Admission fills the identity in from the manifest; the key needs it.
-            let admitted = self.admission().workload(req.workload)?;
-            key_part(admitted.name(), "metadata.name")?;
-            key_part(&admitted.kind, "kind")?;
-            self.objects()
-                .update(&admitted.key(), rv, &uid, |current: &v1::Workload| {
-                    let mut new = admitted.clone();
-                    carry_server_meta(current, &mut new);
-                    Ok(new)
-                })
-                .await
-        }
-        .await)
+        ok(self
+            .update_workload_admitted(request.into_inner().workload)
+            .await)
     }
 
     async fn delete_workload(

@@ -57,6 +57,8 @@ api_kind! {
     PropagationPolicy => WatchPropagationPoliciesResponse;
     ClusterPropagationPolicy => WatchClusterPropagationPoliciesResponse;
     ClusterTaintPolicy => WatchClusterTaintPoliciesResponse;
+    OverridePolicy => WatchOverridePoliciesResponse;
+    ClusterOverridePolicy => WatchClusterOverridePoliciesResponse;
     ResourceBinding => WatchResourceBindingsResponse;
     Event => WatchEventsResponse;
 }

@@ -366,6 +366,23 @@ delete!(v1::DeleteClusterPropagationPolicyRequest
 covers!(ListClusterPropagationPoliciesRequest, ListClusterPropagationPoliciesResponse,
     WatchClusterPropagationPoliciesRequest => v1::ClusterPropagationPolicy, |_r| everything());
 
+named!(v1::GetOverridePolicyRequest => v1::OverridePolicy,
+    |r| namespaced::<v1::OverridePolicy>(&r.namespace, &r.name));
+named!(v1::DeleteOverridePolicyRequest => v1::OverridePolicy,
+    |r| namespaced::<v1::OverridePolicy>(&r.namespace, &r.name));
+delete!(v1::DeleteOverridePolicyRequest => DeleteOverridePolicyResponse.override_policy);
+covers!(ListOverridePoliciesRequest, ListOverridePoliciesResponse,
+    WatchOverridePoliciesRequest => v1::OverridePolicy, |r| in_namespace(&r.namespace));
+
+named!(v1::GetClusterOverridePolicyRequest => v1::ClusterOverridePolicy,
+    |r| cluster_scoped::<v1::ClusterOverridePolicy>(&r.name));
+named!(v1::DeleteClusterOverridePolicyRequest => v1::ClusterOverridePolicy,
+    |r| cluster_scoped::<v1::ClusterOverridePolicy>(&r.name));
+delete!(v1::DeleteClusterOverridePolicyRequest
+    => DeleteClusterOverridePolicyResponse.cluster_override_policy);
+covers!(ListClusterOverridePoliciesRequest, ListClusterOverridePoliciesResponse,
+    WatchClusterOverridePoliciesRequest => v1::ClusterOverridePolicy, |_r| everything());
+
 named!(v1::GetClusterTaintPolicyRequest => v1::ClusterTaintPolicy,
     |r| cluster_scoped::<v1::ClusterTaintPolicy>(&r.name));
 named!(v1::DeleteClusterTaintPolicyRequest => v1::ClusterTaintPolicy,

@@ -2732,3 +2732,175 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
     .await;
     assert_eq!(policy_label(&kept), "config");
 }
+
+fn override_policy(ns: &str, name: &str, rules: Vec<v1::OverrideRule>) -> v1::OverridePolicy {
+    v1::OverridePolicy {
+        metadata: Some(v1::ObjectMeta {
+            name: name.into(),
+            namespace: ns.into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::OverrideSpec {
+            resource_selectors: vec![v1::ResourceSelector {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: "nginx".into(),
+                ..Default::default()
+            }],
+            override_rules: rules,
+        }),
+    }
+}
+
+fn replace_rule(cluster: &str, path: &str, value_json: &str) -> v1::OverrideRule {
+    v1::OverrideRule {
+        target_cluster: Some(v1::ClusterAffinity {
+            cluster_names: vec![cluster.into()],
+            ..Default::default()
+        }),
+        overriders: Some(v1::Overriders {
+            plaintext: vec![v1::PatchOperation {
+                path: path.into(),
+                operator: v1::OverrideOperator::Replace as i32,
+                value_json: value_json.into(),
+            }],
+            ..Default::default()
+        }),
+    }
+}
+
+#[tokio::test]
+async fn ov_4_override_policies_crud_and_admission() {
+    let (store, _api, mut client) = setup().await;
+    let op = override_policy(
+        "default",
+        "regional",
+        vec![replace_rule("member1", "/spec/replicas", "5")],
+    );
+    let created = client
+        .create_override_policy(v1::CreateOverridePolicyRequest {
+            override_policy: Some(op.clone()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.metadata.as_ref().unwrap().generation, 1);
+    let selector = &created.spec.as_ref().unwrap().resource_selectors[0];
+    assert_eq!(
+        selector.namespace, "default",
+        "defaulted to the policy's namespace"
+    );
+    assert!(
+        store
+            .get("overridepolicies/default/regional")
+            .await
+            .unwrap()
+            .is_some(),
+        "stored under its key"
+    );
+    let got = client
+        .get_override_policy(v1::GetOverridePolicyRequest {
+            namespace: "default".into(),
+            name: "regional".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, created);
+    let mut changed = created.clone();
+    changed.spec.as_mut().unwrap().override_rules[0] =
+        replace_rule("member2", "/spec/replicas", "7");
+    let updated = client
+        .update_override_policy(v1::UpdateOverridePolicyRequest {
+            override_policy: Some(changed),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(updated.metadata.as_ref().unwrap().generation, 2);
+
+    // OV-4 admission: each mistake named at its field, nothing written
+    let mut no_value = override_policy(
+        "default",
+        "bad",
+        vec![replace_rule("member1", "/spec/replicas", "")],
+    );
+    expect_invalid(
+        &store,
+        "spec.overrideRules[0].overriders.plaintext[0].value",
+        client.create_override_policy(v1::CreateOverridePolicyRequest {
+            override_policy: Some(no_value.clone()),
+        }),
+    )
+    .await;
+    no_value.spec.as_mut().unwrap().override_rules = vec![replace_rule("member1", "spec", "1")];
+    expect_invalid(
+        &store,
+        "spec.overrideRules[0].overriders.plaintext[0].path",
+        client.create_override_policy(v1::CreateOverridePolicyRequest {
+            override_policy: Some(no_value.clone()),
+        }),
+    )
+    .await;
+    no_value.spec.as_mut().unwrap().override_rules =
+        vec![replace_rule("member1", "/a", "{not json")];
+    expect_invalid(
+        &store,
+        "spec.overrideRules[0].overriders.plaintext[0].valueJson",
+        client.create_override_policy(v1::CreateOverridePolicyRequest {
+            override_policy: Some(no_value.clone()),
+        }),
+    )
+    .await;
+    let mut other_ns = override_policy("default", "bad", vec![]);
+    other_ns.spec.as_mut().unwrap().resource_selectors[0].namespace = "prod".into();
+    expect_invalid(
+        &store,
+        "spec.resourceSelectors[0].namespace",
+        client.create_override_policy(v1::CreateOverridePolicyRequest {
+            override_policy: Some(other_ns),
+        }),
+    )
+    .await;
+
+    // the cluster-wide kind
+    let cop = v1::ClusterOverridePolicy {
+        metadata: Some(v1::ObjectMeta {
+            name: "everywhere".into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::OverrideSpec {
+            resource_selectors: Vec::new(),
+            override_rules: vec![replace_rule("member1", "/spec/replicas", "1")],
+        }),
+    };
+    client
+        .create_cluster_override_policy(v1::CreateClusterOverridePolicyRequest {
+            cluster_override_policy: Some(cop),
+        })
+        .await
+        .unwrap();
+    let list = client
+        .list_cluster_override_policies(v1::ListClusterOverridePoliciesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.items.len(), 1);
+    let deleted = client
+        .delete_override_policy(v1::DeleteOverridePolicyRequest {
+            namespace: "default".into(),
+            name: "regional".into(),
+            preconditions: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(deleted.deleted);
+    assert!(
+        store
+            .get("overridepolicies/default/regional")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -224,6 +224,22 @@ impl ApiService {
                 )
                 .await
             }
+            Some(Object::OverridePolicy(p)) => {
+                self.plan_kind(
+                    p,
+                    |p| admission.override_policy(Some(p), false),
+                    |_, new| admission.override_policy(Some(new), false),
+                )
+                .await
+            }
+            Some(Object::ClusterOverridePolicy(p)) => {
+                self.plan_kind(
+                    p,
+                    |p| admission.override_policy(Some(p), true),
+                    |_, new| admission.override_policy(Some(new), true),
+                )
+                .await
+            }
             Some(Object::Workload(w)) => {
                 self.plan_kind(
                     w,

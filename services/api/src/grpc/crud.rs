@@ -5,10 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flotilla_core::overrides::OverridePolicy;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
 use flotilla_runtime::reflector::Cache;
+use flotilla_store::typed::Stored;
 use flotilla_store::typed::{namespaced_key, works_on_cluster_prefix};
 use flotilla_store::{RangeRequest, StoreRef};
 
@@ -17,7 +19,7 @@ use crate::admission::Admission;
 use crate::detector::BY_CLUSTER;
 use crate::error::Error;
 use crate::kinds::ApiKind;
-use crate::objects::{AsyncHold, Objects, carry_server_meta};
+use crate::objects::{AsyncHold, Objects, carry_server_meta, reset_for_create};
 use crate::requests::{DeleteRequest, ListRequest, Named, WatchRequest, key_part};
 use crate::selector::Selector;
 use crate::watch::{ValueFilter, WatchResponseStream, WatchSpec, watch};
@@ -34,9 +36,9 @@ pub(super) fn meta_of<R: Resource>(obj: &Option<R>) -> (String, String, i64, Str
 /// A DeleteCluster is only a mark while bindings or Works still reference the cluster
 /// (A2 / CH-15: cluster-health then adds `cluster.karmada.io/terminating:NoExecute` and
 /// removes the cluster once nothing references it).
-pub(super) struct ClusterHold {
-    pub(super) bindings: Cache<v1::ResourceBinding>,
-    pub(super) store: StoreRef,
+struct ClusterHold {
+    bindings: Cache<v1::ResourceBinding>,
+    store: StoreRef,
 }
 
 impl AsyncHold<v1::Cluster> for ClusterHold {
@@ -168,6 +170,132 @@ impl ApiService {
                 let mut new = object.clone();
                 carry_server_meta(current, &mut new);
                 admit(current, new)
+            })
+            .await
+    }
+
+    /// Create of a Cluster.
+    pub(super) async fn create_cluster_admitted(
+        &self,
+        cluster: Option<v1::Cluster>,
+    ) -> Result<v1::Cluster, Error> {
+        let mut cluster = self.admission().cluster(cluster)?;
+        reset_for_create(&mut cluster)?;
+        self.objects().create(cluster).await
+    }
+
+    /// Delete of a Cluster: only a mark while bindings or Works reference it.
+    pub(super) async fn delete_cluster_held(
+        &self,
+        request: v1::DeleteClusterRequest,
+    ) -> Result<v1::DeleteClusterResponse, Error> {
+        let hold = ClusterHold {
+            bindings: self.inner.bindings.clone(),
+            store: self.objects().store().clone(),
+        };
+        let answer = self.delete(request, hold).await;
+        if let Ok(r) = &answer
+            && !r.deleted
+        {
+            let name = r.cluster.as_ref().map_or("", |c| c.name());
+            tracing::info!(
+                cluster = name,
+                "cluster marked for deletion: bindings or Works still reference it"
+            );
+        }
+        answer
+    }
+
+    /// Create of an OverridePolicy or ClusterOverridePolicy (OV-4 admission).
+    pub(super) async fn create_override<K>(
+        &self,
+        policy: Option<K>,
+        cluster_wide: bool,
+    ) -> Result<K, Error>
+    where
+        K: ApiKind
+            + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
+            + From<OverridePolicy>,
+    {
+        let mut policy = policy;
+        if let Some(p) = policy.as_mut() {
+            reset_for_create(p)?;
+        }
+        let policy = self.admission().override_policy(policy, cluster_wide)?;
+        self.objects().create(policy).await
+    }
+
+    /// Update of an OverridePolicy or ClusterOverridePolicy.
+    pub(super) async fn update_override<K>(
+        &self,
+        policy: Option<K>,
+        cluster_wide: bool,
+    ) -> Result<K, Error>
+    where
+        K: ApiKind
+            + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
+            + From<OverridePolicy>,
+    {
+        let field = if cluster_wide {
+            "clusterOverridePolicy"
+        } else {
+            "overridePolicy"
+        };
+        let admit = |_: &K, new| self.admission().override_policy(Some(new), cluster_wide);
+        self.update(policy, field, !cluster_wide, admit).await
+    }
+
+    /// Create of a ClusterTaintPolicy, checked against the stored ones (CH-16).
+    pub(super) async fn create_cluster_taint_policy_admitted(
+        &self,
+        policy: Option<v1::ClusterTaintPolicy>,
+    ) -> Result<v1::ClusterTaintPolicy, Error> {
+        let mut policy = policy;
+        if let Some(p) = policy.as_mut() {
+            reset_for_create(p)?;
+        }
+        let others = self.cluster_taint_policies().await?;
+        let policy = self.admission().cluster_taint_policy(policy, &others)?;
+        self.objects().create(policy).await
+    }
+
+    /// Update of a ClusterTaintPolicy, checked against the other stored ones (CH-16).
+    pub(super) async fn update_cluster_taint_policy_admitted(
+        &self,
+        policy: Option<v1::ClusterTaintPolicy>,
+    ) -> Result<v1::ClusterTaintPolicy, Error> {
+        // the request's own checks before the listing that admission compares with
+        let (_, name, _, _) = meta_of(&policy);
+        key_part(&name, "metadata.name")?;
+        if policy.is_none() {
+            return Err(Error::required(
+                "clusterTaintPolicy",
+                "the object is required",
+            ));
+        }
+        let others = self.cluster_taint_policies().await?;
+        let admit = |_: &v1::ClusterTaintPolicy, new| {
+            self.admission().cluster_taint_policy(Some(new), &others)
+        };
+        self.update(policy, "clusterTaintPolicy", false, admit)
+            .await
+    }
+
+    /// Update of a workload: admission fills its identity in from the manifest, and the key
+    /// needs it.
+    pub(super) async fn update_workload_admitted(
+        &self,
+        workload: Option<v1::Workload>,
+    ) -> Result<v1::Workload, Error> {
+        let (_, _, rv, uid) = meta_of(&workload);
+        let admitted = self.admission().workload(workload)?;
+        key_part(admitted.name(), "metadata.name")?;
+        key_part(&admitted.kind, "kind")?;
+        self.objects()
+            .update(&admitted.key(), rv, &uid, |current: &v1::Workload| {
+                let mut new = admitted.clone();
+                carry_server_meta(current, &mut new);
+                Ok(new)
             })
             .await
     }
