@@ -15,8 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_core::Time;
+use flotilla_core::overrides::OverridePolicy;
 use flotilla_core::types as domain;
 use flotilla_core::work::DIRECTLY_PURGE_RECHECK;
+use flotilla_proto::Resource;
 use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_runtime::cas::{Attempt, Exhausted};
@@ -29,8 +31,13 @@ use flotilla_store::typed::{Stored, Typed, Update, workload_key};
 
 use crate::Config;
 use crate::member::MemberClients;
-use crate::plan::{aggregate, decide, with_aggregated_status};
-use crate::render::{BINDING_FINALIZER, binding_key, is_deleting, parse_binding_key, work_cluster};
+use crate::plan::{
+    REASON_OVERRIDE_FAILED, aggregate, decide_with, overrides_condition, with_aggregated_status,
+    with_overrides_condition,
+};
+use crate::render::{
+    BINDING_FINALIZER, Overrides, binding_key, is_deleting, parse_binding_key, work_cluster,
+};
 
 /// Index of the Works cache: the `<ns>/<name>` of the binding a Work belongs to.
 pub const INDEX_BINDING: &str = "binding";
@@ -63,6 +70,10 @@ pub struct Context {
     pub workloads: Cache<v1::Workload>,
     /// Clusters.
     pub clusters: Cache<v1::Cluster>,
+    /// OverridePolicies (OV-1).
+    pub overrides: Cache<v1::OverridePolicy>,
+    /// ClusterOverridePolicies (OV-1).
+    pub cluster_overrides: Cache<v1::ClusterOverridePolicy>,
     /// Typed access through the leader-fenced store (re-reads and deletes).
     pub typed: Typed,
     /// Batched Work writes (fenced).
@@ -94,6 +105,51 @@ impl Context {
         self.works.wait_until_ready().await;
         self.workloads.wait_until_ready().await;
         self.clusters.wait_until_ready().await;
+        self.overrides.wait_until_ready().await;
+        self.cluster_overrides.wait_until_ready().await;
+    }
+
+    /// OV-1: the override policies in scope of a template in `namespace` — every
+    /// ClusterOverridePolicy and the OverridePolicies of that namespace — with the clusters
+    /// their rules are matched against. Empty (nothing converted) when there are none.
+    pub fn overrides_for(&self, namespace: &str) -> Overrides {
+        let mut policies = Vec::new();
+        for p in self.cluster_overrides.list() {
+            push_policy(&mut policies, (*p).clone());
+        }
+        if !namespace.is_empty() {
+            for p in self.overrides.list() {
+                if p.namespace() == namespace {
+                    push_policy(&mut policies, (*p).clone());
+                }
+            }
+        }
+        if policies.is_empty() {
+            return Overrides::default();
+        }
+        let clusters = self
+            .clusters
+            .list()
+            .iter()
+            .filter_map(|c| domain::Cluster::try_from((**c).clone()).ok())
+            .map(|c| (c.meta.name.clone(), c))
+            .collect();
+        Overrides { policies, clusters }
+    }
+}
+
+/// Adds a policy read from the cache (one the api admitted, so it converts; one that does not
+/// is skipped with a warning rather than stopping every render).
+fn push_policy<K>(policies: &mut Vec<OverridePolicy>, policy: K)
+where
+    K: TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError> + Stored,
+{
+    let key = policy.key();
+    match policy.try_into() {
+        Ok(p) => policies.push(p),
+        Err(e) => {
+            tracing::warn!(policy = %key, error = %e, "override policy cannot be read; skipped")
+        }
     }
 }
 
@@ -262,7 +318,11 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         ))
     });
     let works: Vec<Arc<v1::Work>> = view.works.values().cloned().collect();
-    let decision = decide(binding_ref, &spec, workload.as_deref(), &works);
+    let overrides = workload
+        .as_deref()
+        .map(|w| ctx.overrides_for(w.namespace()))
+        .unwrap_or_default();
+    let decision = decide_with(binding_ref, &spec, workload.as_deref(), &works, &overrides);
 
     // WE-3.1 / WE-1: mark orphans deleting; the execution controller removes them once the
     // member confirms (WE-6.2..6.4).
@@ -345,11 +405,16 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         );
     }
     for (cluster, error) in &decision.render_errors {
-        tracing::warn!(binding = %view.key, cluster, error, "cannot render the Work");
+        let overriding = decision.override_errors.iter().any(|(c, _)| c == cluster);
+        tracing::warn!(binding = %view.key, cluster, error, "cannot render the Work; it is left as it was");
         ctx.recorder.record(
             Regarding::binding(&view.namespace, &view.name),
             EventType::Warning,
-            "SyncWorkFailed",
+            if overriding {
+                REASON_OVERRIDE_FAILED
+            } else {
+                "SyncWorkFailed"
+            },
             format!("cannot render the Work for {cluster}: {error}"),
             "",
         );
@@ -398,6 +463,12 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     } else {
         with_aggregated_status(&binding, items, condition, decision.works_current())
     };
+    // OV-2: a cluster whose overrides cannot apply keeps its Work, and the binding says why
+    let update = with_overrides_condition(
+        &binding,
+        update,
+        overrides_condition(&previous, &decision.override_errors, now),
+    );
     if let Some(mut new) = update {
         stamp_trace_context(&mut new);
         match ctx.binding_writer.update((*binding).clone(), new).await {

@@ -38,6 +38,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use flotilla_core::overrides::{OverridePolicy, Template, policy_match};
+use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutorServer;
 use flotilla_runtime::queue::{QueueConfig, by_key};
@@ -245,6 +247,62 @@ fn ready_after_caches<E: std::fmt::Display + Send + 'static>(
         .ready_after("works", &ctx.works)
         .ready_after("workloads", &ctx.workloads)
         .ready_after("clusters", &ctx.clusters)
+        .ready_after("overridepolicies", &ctx.overrides)
+        .ready_after("clusteroverridepolicies", &ctx.cluster_overrides)
+}
+
+/// OV-1: a change of an override policy queues the bindings of every template it selected
+/// before or selects now (so that deleting a policy or narrowing its selectors re-renders
+/// the Works it had changed). Templates are read from the workloads cache.
+fn override_trigger<K>(
+    queue: WorkQueue<ObjectKey>,
+    workloads: flotilla_runtime::Cache<v1::Workload>,
+    bindings: flotilla_runtime::Cache<v1::ResourceBinding>,
+) -> impl FnMut(&Event<K>) + Send + 'static
+where
+    K: Clone
+        + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
+        + Send
+        + Sync
+        + 'static,
+{
+    let mut last: HashMap<String, OverridePolicy> = HashMap::new();
+    move |ev: &Event<K>| {
+        let (key, new) = match ev {
+            Event::Apply(o) | Event::InitApply(o) => {
+                (o.key.clone(), o.value.as_ref().clone().try_into().ok())
+            }
+            Event::Delete { key, .. } => (key.clone(), None),
+            Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => return,
+        };
+        let old = match &new {
+            Some(p) => last.insert(key, p.clone()),
+            None => last.remove(&key),
+        };
+        let policies: Vec<&OverridePolicy> = old.iter().chain(new.iter()).collect();
+        if policies.is_empty() {
+            return;
+        }
+        let no_labels = std::collections::BTreeMap::new();
+        for w in workloads.list() {
+            let template = Template {
+                api_version: &w.api_version,
+                kind: &w.kind,
+                namespace: w.namespace(),
+                name: w.name(),
+                labels: w.metadata.as_ref().map_or(&no_labels, |m| &m.labels),
+            };
+            let selected = policies.iter().any(|p| {
+                (p.meta.namespace.is_empty() || p.meta.namespace == template.namespace)
+                    && policy_match(&p.spec, &template).is_some()
+            });
+            if selected {
+                for b in bindings.index_keys(INDEX_WORKLOAD, &w.key()) {
+                    queue.add(b.into());
+                }
+            }
+        }
+    }
 }
 
 /// What of a cluster matters to its Works' execution.
@@ -301,11 +359,15 @@ impl WorkExecutor {
             .with_index(INDEX_CLUSTER, |w| vec![work_cluster(w).to_owned()]);
         let workloads_w = Writer::<v1::Workload>::new();
         let clusters_w = Writer::<v1::Cluster>::new();
+        let overrides_w = Writer::<v1::OverridePolicy>::new();
+        let cluster_overrides_w = Writer::<v1::ClusterOverridePolicy>::new();
         let ctx = Arc::new(Context {
             bindings: bindings_w.cache(),
             works: works_w.cache(),
             workloads: workloads_w.cache(),
             clusters: clusters_w.cache(),
+            overrides: overrides_w.cache(),
+            cluster_overrides: cluster_overrides_w.cache(),
             // A transaction may write a key only once: a second write of a Work (or binding)
             // already in the batch waits for the next one.
             work_writer: BatchWriter::spawn(
@@ -326,6 +388,8 @@ impl WorkExecutor {
         readiness.add_cache("works", &ctx.works);
         readiness.add_cache("workloads", &ctx.workloads);
         readiness.add_cache("clusters", &ctx.clusters);
+        readiness.add_cache("overridepolicies", &ctx.overrides);
+        readiness.add_cache("clusteroverridepolicies", &ctx.cluster_overrides);
 
         let binding_queue: WorkQueue<ObjectKey> =
             WorkQueue::new(QueueConfig::new("work_executor_bindings"));
@@ -336,7 +400,9 @@ impl WorkExecutor {
             .cache(v1::ResourceBinding::PREFIX, &ctx.bindings)
             .cache(v1::Work::PREFIX, &ctx.works)
             .cache(v1::Workload::PREFIX, &ctx.workloads)
-            .cache(v1::Cluster::PREFIX, &ctx.clusters);
+            .cache(v1::Cluster::PREFIX, &ctx.clusters)
+            .cache(v1::OverridePolicy::PREFIX, &ctx.overrides)
+            .cache(v1::ClusterOverridePolicy::PREFIX, &ctx.cluster_overrides);
 
         // works → their binding (remembered for deletions) and themselves
         let works_trigger = {
@@ -371,6 +437,16 @@ impl WorkExecutor {
                     .collect::<Vec<_>>()
             }
         };
+        let overrides_trigger = override_trigger::<v1::OverridePolicy>(
+            binding_queue.clone(),
+            ctx.workloads.clone(),
+            ctx.bindings.clone(),
+        );
+        let cluster_overrides_trigger = override_trigger::<v1::ClusterOverridePolicy>(
+            binding_queue.clone(),
+            ctx.workloads.clone(),
+            ctx.bindings.clone(),
+        );
         // clusters → their Works, when readiness, deletion, mode or endpoint changed
         let clusters_trigger = {
             let wq = work_queue.clone();
@@ -399,6 +475,14 @@ impl WorkExecutor {
         .watches(
             watch_kind(&store, "workloads", workloads_w),
             workloads_trigger,
+        )
+        .watches_with(
+            watch_kind(&store, "overridepolicies", overrides_w),
+            overrides_trigger,
+        )
+        .watches_with(
+            watch_kind(&store, "clusteroverridepolicies", cluster_overrides_w),
+            cluster_overrides_trigger,
         )
         // one failover = one trace: while a binding has an eviction task, its reconciles
         // continue the span that last wrote its status (the scheduler's reschedule first)

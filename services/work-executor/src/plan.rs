@@ -12,9 +12,18 @@ use flotilla_proto::v1;
 use flotilla_store::typed::Stored;
 
 use crate::render::{
-    expected_work_key, is_deleting, merge_update, needs_update, observation, render_work,
-    set_condition, work_cluster,
+    Overrides, RenderError, expected_work_key, is_deleting, merge_update, needs_update,
+    observation, render_work_with, set_condition, work_cluster,
 };
+
+/// The binding condition saying whether the override policies applied to every target
+/// (Flotilla's: Karmada reports a failure only as an event). Written once a policy failed, and
+/// kept (True) after.
+pub const CONDITION_OVERRIDES_APPLIED: &str = "OverridesApplied";
+/// Its reason when a policy could not apply (Karmada's event reason).
+pub const REASON_OVERRIDE_FAILED: &str = "ApplyOverridePolicyFailed";
+/// Its reason when every policy applied (Karmada's event reason).
+pub const REASON_OVERRIDE_SUCCEEDED: &str = "ApplyOverridePolicySucceed";
 
 /// `FullyApplied` reason when every kept cluster applied its Work (Karmada's).
 pub const REASON_FULLY_APPLIED: &str = "FullyAppliedSuccess";
@@ -47,6 +56,9 @@ pub struct Decision {
     pub workload_missing: bool,
     /// Targets whose Work could not be rendered, with why.
     pub render_errors: Vec<(String, String)>,
+    /// Of those, the targets whose override policies could not apply (OV-2): their Works
+    /// are left as they were.
+    pub override_errors: Vec<(String, String)>,
     /// Why, one line per rule that applied.
     pub reasons: Vec<String>,
 }
@@ -76,13 +88,25 @@ impl Decision {
     }
 }
 
-/// Decides a binding's sync. `binding` is `None` when it no longer exists; `works` are the
-/// Works found for it (any cluster, deleting ones included); `spec` is its converted spec.
+/// Decides a binding's sync without override policies (see [`decide_with`]).
 pub fn decide<W: Borrow<v1::Work>>(
     binding: Option<&v1::ResourceBinding>,
     spec: &domain::ResourceBindingSpec,
     workload: Option<&v1::Workload>,
     works: &[W],
+) -> Decision {
+    decide_with(binding, spec, workload, works, &Overrides::default())
+}
+
+/// Decides a binding's sync. `binding` is `None` when it no longer exists; `works` are the
+/// Works found for it (any cluster, deleting ones included); `spec` is its converted spec;
+/// `overrides` adapt each target's Work (OV-1..OV-3).
+pub fn decide_with<W: Borrow<v1::Work>>(
+    binding: Option<&v1::ResourceBinding>,
+    spec: &domain::ResourceBindingSpec,
+    workload: Option<&v1::Workload>,
+    works: &[W],
+    overrides: &Overrides,
 ) -> Decision {
     // the caller's Works are shared (cache `Arc`s) or owned; only those a decision names
     // are cloned
@@ -152,9 +176,12 @@ pub fn decide<W: Borrow<v1::Work>>(
     };
     let by_key: BTreeMap<String, &v1::Work> = works.iter().map(|w| (w.key(), *w)).collect();
     for target in &plan.ensure {
-        let desired = match render_work(binding, workload, target) {
+        let desired = match render_work_with(binding, workload, target, overrides) {
             Ok(w) => w,
             Err(e) => {
+                if matches!(e, RenderError::Override(_)) {
+                    d.override_errors.push((target.name.clone(), e.to_string()));
+                }
                 d.render_errors.push((target.name.clone(), e.to_string()));
                 continue;
             }
@@ -262,6 +289,82 @@ pub fn aggregate<W: Borrow<v1::Work>>(
     (items, condition)
 }
 
+/// The `OverridesApplied` condition after a sync: False naming each cluster whose override
+/// policies could not apply, True once they all do again; `None` while no policy ever failed
+/// (the condition is not written at all then).
+pub fn overrides_condition(
+    previous: &[v1::Condition],
+    errors: &[(String, String)],
+    now: Time,
+) -> Option<v1::Condition> {
+    let had = previous
+        .iter()
+        .any(|c| c.r#type == CONDITION_OVERRIDES_APPLIED);
+    if errors.is_empty() && !had {
+        return None;
+    }
+    let mut conditions = previous.to_vec();
+    if errors.is_empty() {
+        set_condition(
+            &mut conditions,
+            CONDITION_OVERRIDES_APPLIED,
+            v1::ConditionStatus::True,
+            REASON_OVERRIDE_SUCCEEDED,
+            "every override policy applied",
+            now,
+        );
+    } else {
+        let message = errors
+            .iter()
+            .map(|(cluster, e)| format!("{cluster}: {e} (its Work is left as it was)"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        set_condition(
+            &mut conditions,
+            CONDITION_OVERRIDES_APPLIED,
+            v1::ConditionStatus::False,
+            REASON_OVERRIDE_FAILED,
+            &message,
+            now,
+        );
+    }
+    conditions
+        .into_iter()
+        .find(|c| c.r#type == CONDITION_OVERRIDES_APPLIED)
+}
+
+/// `binding` (or `update`, the status write already decided) with the `OverridesApplied`
+/// condition set to `condition`; `None` when nothing changes.
+pub fn with_overrides_condition(
+    binding: &v1::ResourceBinding,
+    update: Option<v1::ResourceBinding>,
+    condition: Option<v1::Condition>,
+) -> Option<v1::ResourceBinding> {
+    let Some(condition) = condition else {
+        return update;
+    };
+    let base = update.as_ref().unwrap_or(binding);
+    let current = base.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.r#type == CONDITION_OVERRIDES_APPLIED)
+    });
+    if current == Some(&condition) {
+        return update;
+    }
+    let mut out = update.unwrap_or_else(|| binding.clone());
+    let status = out.status.get_or_insert_with(Default::default);
+    match status
+        .conditions
+        .iter_mut()
+        .find(|c| c.r#type == CONDITION_OVERRIDES_APPLIED)
+    {
+        Some(c) => *c = condition,
+        None => status.conditions.push(condition),
+    }
+    Some(out)
+}
+
 /// The binding with `items` and `condition` written into its status, or `None` when they are
 /// already there (nothing to write). Only the fields the work executor owns change.
 ///
@@ -315,8 +418,14 @@ mod tests {
 
     use flotilla_core::types::PurgeMode;
 
+    use flotilla_core::overrides::{
+        OverridePolicy, OverrideRule, OverrideSpec, Overriders, PatchOperation,
+    };
+
     use super::*;
-    use crate::render::{EXECUTION_FINALIZER, applied_status};
+    use crate::render::{
+        ANNOTATION_APPLIED_OVERRIDES, EXECUTION_FINALIZER, applied_status, render_work,
+    };
 
     fn binding(clusters: &[(&str, i32)], tasks: &[(&str, PurgeMode)]) -> v1::ResourceBinding {
         let spec = domain::ResourceBindingSpec {
@@ -527,5 +636,106 @@ mod tests {
         // one Work missing → not fully applied
         let (_, cond) = aggregate(&spec_of(&b), &works[..1], &[], now);
         assert_eq!(cond.status, v1::ConditionStatus::False as i32);
+    }
+
+    fn replace_policy(path: &str, value: i64) -> Overrides {
+        Overrides {
+            policies: vec![OverridePolicy {
+                meta: domain::ObjectMeta {
+                    name: "regional".into(),
+                    namespace: "default".into(),
+                    ..Default::default()
+                },
+                spec: OverrideSpec {
+                    resource_selectors: Vec::new(),
+                    override_rules: vec![OverrideRule {
+                        target_cluster: None,
+                        overriders: Overriders {
+                            plaintext: vec![PatchOperation {
+                                path: path.into(),
+                                operator: flotilla_core::overrides::Operator::Replace,
+                                value: Some(value.into()),
+                            }],
+                            ..Default::default()
+                        },
+                    }],
+                },
+            }],
+            clusters: Default::default(),
+        }
+    }
+
+    #[test]
+    fn ov_2_overrides_render_into_the_work_and_a_failure_leaves_it_as_it_was() {
+        let b = binding(&[("m1", 2)], &[]);
+        let works = works_for(&b, &[("m1", 2)]);
+        let mut wl = workload();
+        wl.metadata = Some(v1::ObjectMeta {
+            name: "nginx".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        });
+        wl.api_version = "apps/v1".into();
+
+        // a policy that applies: the Work is updated, with the record of what applied
+        let d = decide_with(
+            Some(&b),
+            &spec_of(&b),
+            Some(&wl),
+            &works,
+            &replace_policy("/spec/replicas", 5),
+        );
+        assert!(d.override_errors.is_empty(), "{:?}", d.override_errors);
+        let (_, new) = &d.update[0];
+        let manifest: serde_json::Value =
+            serde_json::from_str(&new.spec.as_ref().unwrap().manifest).unwrap();
+        assert_eq!(
+            manifest["spec"]["replicas"], 5,
+            "overrides apply after the replica revision"
+        );
+        let record = &new.metadata.as_ref().unwrap().annotations[ANNOTATION_APPLIED_OVERRIDES];
+        let record: serde_json::Value = serde_json::from_str(record).unwrap();
+        assert_eq!(record[0]["policyName"], "regional");
+        assert_eq!(
+            record[0]["overriders"]["plaintext"][0]["path"],
+            "/spec/replicas"
+        );
+
+        // a policy that cannot apply: nothing written for m1, and the binding is told why
+        let d = decide_with(
+            Some(&b),
+            &spec_of(&b),
+            Some(&wl),
+            &works,
+            &replace_policy("/spec/nope", 5),
+        );
+        assert!(d.create.is_empty() && d.update.is_empty() && d.unchanged.is_empty());
+        assert!(d.mark_deleting.is_empty(), "the old Work is kept");
+        assert_eq!(d.override_errors.len(), 1);
+        assert!(
+            d.override_errors[0]
+                .1
+                .contains("OverridePolicy default/regional"),
+            "{:?}",
+            d.override_errors
+        );
+        let cond = overrides_condition(&[], &d.override_errors, Time::from_millis(1)).unwrap();
+        assert_eq!(cond.status, v1::ConditionStatus::False as i32);
+        assert_eq!(cond.reason, REASON_OVERRIDE_FAILED);
+        assert!(
+            cond.message.contains("m1: ") && cond.message.contains("/spec/nope"),
+            "{}",
+            cond.message
+        );
+        let updated = with_overrides_condition(&b, None, Some(cond.clone())).unwrap();
+        assert!(
+            with_overrides_condition(&updated, None, Some(cond.clone())).is_none(),
+            "written once"
+        );
+
+        // fixed: True again; never failed: no condition at all
+        let fixed = overrides_condition(&[cond], &[], Time::from_millis(2)).unwrap();
+        assert_eq!(fixed.status, v1::ConditionStatus::True as i32);
+        assert!(overrides_condition(&[], &[], Time::from_millis(2)).is_none());
     }
 }

@@ -3,10 +3,12 @@
 //!
 //! Everything here is pure: no I/O, no clock (callers pass `now`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use flotilla_core::Time;
+use flotilla_core::overrides::{Applied, OverridePolicy, PolicyError, Template, apply_policies};
 use flotilla_core::resource;
+use flotilla_core::types::Cluster;
 use flotilla_core::types::{ResourceHealth, TargetCluster};
 use flotilla_core::work::{WorkObservation, work_name};
 use flotilla_proto::Resource;
@@ -39,12 +41,85 @@ pub const REASON_MANIFEST_MISSING: &str = "ManifestMissing";
 /// `ReviseReplica` interpreter, WE-4.1). Jobs (`parallelism`, WE-4.2) are not revised yet.
 pub const REPLICA_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "ReplicaSet"];
 
+/// The annotation recording the OverridePolicies applied to a Work (Karmada's): a JSON list
+/// of `{policyName, overriders}` in the order applied.
+pub const ANNOTATION_APPLIED_OVERRIDES: &str = "policy.karmada.io/applied-overrides";
+/// The same for ClusterOverridePolicies.
+pub const ANNOTATION_APPLIED_CLUSTER_OVERRIDES: &str =
+    "policy.karmada.io/applied-cluster-overrides";
+
 /// Why a Work could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
     /// The template's manifest is not a JSON object.
     #[error("the template manifest is not a JSON object: {0}")]
     Manifest(String),
+    /// An override policy's rule cannot apply to this cluster's manifest (OV-2): the Work
+    /// stays as it was.
+    #[error(transparent)]
+    Override(#[from] PolicyError),
+}
+
+/// What the Works of a binding are adapted with (OV-1..OV-3): the override policies in
+/// scope (every ClusterOverridePolicy, the OverridePolicies of the template's namespace) and
+/// the clusters their `targetCluster` affinities are matched against. Empty: no overrides.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// The policies (a ClusterOverridePolicy has an empty namespace).
+    pub policies: Vec<OverridePolicy>,
+    /// Clusters by name; one missing from here is matched by its name alone.
+    pub clusters: HashMap<String, Cluster>,
+}
+
+/// OV-1..OV-3: `manifest` (JSON text) adapted for `cluster` by the policies of `overrides`,
+/// with the annotations recording what applied. Without policies the text is passed through.
+pub fn apply_overrides(
+    manifest: String,
+    workload: &v1::Workload,
+    cluster: &str,
+    overrides: &Overrides,
+) -> Result<(String, BTreeMap<String, String>), RenderError> {
+    if overrides.policies.is_empty() {
+        return Ok((manifest, BTreeMap::new()));
+    }
+    let mut value: serde_json::Value =
+        serde_json::from_str(&manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
+    let no_labels = BTreeMap::new();
+    let meta = workload.metadata.as_ref();
+    let template = Template {
+        api_version: &workload.api_version,
+        kind: &workload.kind,
+        namespace: workload.namespace(),
+        name: workload.name(),
+        labels: meta.map_or(&no_labels, |m| &m.labels),
+    };
+    let named;
+    let target = match overrides.clusters.get(cluster) {
+        Some(c) => c,
+        None => {
+            named = Cluster::named(cluster);
+            &named
+        }
+    };
+    let policies: Vec<&OverridePolicy> = overrides.policies.iter().collect();
+    let applied = apply_policies(&mut value, &template, target, &policies)?;
+    Ok((value.to_string(), applied_annotations(&applied)))
+}
+
+/// The applied-overrides annotations of `applied` (none for what did not apply).
+pub fn applied_annotations(applied: &Applied) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (key, list) in [
+        (ANNOTATION_APPLIED_CLUSTER_OVERRIDES, &applied.cluster),
+        (ANNOTATION_APPLIED_OVERRIDES, &applied.namespaced),
+    ] {
+        if !list.is_empty()
+            && let Ok(json) = serde_json::to_string(list)
+        {
+            out.insert(key.to_owned(), json);
+        }
+    }
+    out
 }
 
 /// `bindings/<ns>/<name>`.
@@ -145,11 +220,22 @@ fn trace_context(binding: &v1::ResourceBinding) -> String {
 
 /// WE-4: the Work for `target`: the template with replicas revised, the binding's identity
 /// as labels (§1.10), the execution finalizer and the binding reference. Metadata that only
-/// the store sets (uid, creation time, revision) is left empty.
+/// the store sets (uid, creation time, revision) is left empty. No override policies.
 pub fn render_work(
     binding: &v1::ResourceBinding,
     workload: &v1::Workload,
     target: &TargetCluster,
+) -> Result<v1::Work, RenderError> {
+    render_work_with(binding, workload, target, &Overrides::default())
+}
+
+/// [`render_work`], then the override policies of `overrides` for the target cluster, last
+/// as in Karmada (OV-1..OV-3), recorded in the Work's applied-overrides annotations.
+pub fn render_work_with(
+    binding: &v1::ResourceBinding,
+    workload: &v1::Workload,
+    target: &TargetCluster,
+    overrides: &Overrides,
 ) -> Result<v1::Work, RenderError> {
     // borrowed, not cloned: a binding's spec carries its whole placement and eviction tasks
     let default_meta = v1::ObjectMeta::default();
@@ -166,6 +252,7 @@ pub fn render_work(
         .unwrap_or_else(|| meta.uid.clone());
     let (manifest, replicas) =
         revise_replicas(&workload.manifest, &resource.kind, target.replicas)?;
+    let (manifest, annotations) = apply_overrides(manifest, workload, &target.name, overrides)?;
     let labels = BTreeMap::from([
         (LABEL_PERMANENT_ID.to_owned(), permanent_id.clone()),
         (LABEL_BINDING_NAMESPACE.to_owned(), meta.namespace.clone()),
@@ -180,6 +267,7 @@ pub fn render_work(
             ),
             namespace: meta.namespace.clone(),
             labels: labels.into_iter().collect(),
+            annotations,
             finalizers: vec![EXECUTION_FINALIZER.to_owned()],
             ..Default::default()
         }),
@@ -209,6 +297,12 @@ pub fn needs_update(existing: &v1::Work, desired: &v1::Work) -> bool {
         return true;
     };
     let labels_differ = dm.labels.iter().any(|(k, v)| em.labels.get(k) != Some(v));
+    let overrides_differ = [
+        ANNOTATION_APPLIED_OVERRIDES,
+        ANNOTATION_APPLIED_CLUSTER_OVERRIDES,
+    ]
+    .iter()
+    .any(|k| em.annotations.get(*k) != dm.annotations.get(*k));
     let finalizer_missing = dm.finalizers.iter().any(|f| !em.finalizers.contains(f));
     let strip = |w: &v1::Work| {
         w.spec.clone().map(|mut s| {
@@ -216,7 +310,7 @@ pub fn needs_update(existing: &v1::Work, desired: &v1::Work) -> bool {
             s
         })
     };
-    labels_differ || finalizer_missing || strip(existing) != strip(desired)
+    labels_differ || overrides_differ || finalizer_missing || strip(existing) != strip(desired)
 }
 
 /// `existing` with the desired labels, finalizer and spec (its status and other metadata kept).
@@ -230,6 +324,20 @@ pub fn merge_update(existing: &v1::Work, desired: &v1::Work) -> v1::Work {
         for f in &dm.finalizers {
             if !meta.finalizers.contains(f) {
                 meta.finalizers.push(f.clone());
+            }
+        }
+        // the applied-overrides record is the renderer's: set or removed with the manifest
+        for key in [
+            ANNOTATION_APPLIED_OVERRIDES,
+            ANNOTATION_APPLIED_CLUSTER_OVERRIDES,
+        ] {
+            match dm.annotations.get(key) {
+                Some(v) => {
+                    meta.annotations.insert(key.to_owned(), v.clone());
+                }
+                None => {
+                    meta.annotations.remove(key);
+                }
             }
         }
     }
