@@ -347,6 +347,67 @@ impl Describe for v1::ClusterPropagationPolicy {
     }
 }
 
+/// An override policy's selectors, then each rule: its clusters and its overriders in
+/// Karmada's YAML.
+fn override_spec(b: &mut Block, spec: Option<&v1::OverrideSpec>) {
+    let spec = spec.cloned().unwrap_or_default();
+    if spec.resource_selectors.is_empty() {
+        b.field(0, "Resource Selectors", "every template in scope");
+    } else {
+        b.heading(0, "Resource Selectors");
+        for s in &spec.resource_selectors {
+            let mut text = format!("{} {}", s.api_version, s.kind);
+            if !s.namespace.is_empty() {
+                let _ = write!(text, " in {}", s.namespace);
+            }
+            if !s.name.is_empty() {
+                let _ = write!(text, " named {}", s.name);
+            } else if let Some(sel) = selector(s.label_selector.as_ref()) {
+                let _ = write!(text, " with labels {sel}");
+            }
+            b.line(2, text);
+        }
+    }
+    b.heading(0, "Override Rules");
+    for (i, rule) in spec.override_rules.iter().enumerate() {
+        match &rule.target_cluster {
+            Some(a) => {
+                b.line(2, format!("[{i}] Target Clusters:"));
+                affinity(b, 6, a);
+            }
+            None => b.line(2, format!("[{i}] Target Clusters: every cluster")),
+        }
+        let overriders = rule
+            .overriders
+            .clone()
+            .and_then(|o| flotilla_core::overrides::Overriders::try_from(o).ok())
+            .and_then(|o| serde_norway::to_string(&o).ok())
+            .unwrap_or_default();
+        b.line(4, "Overriders:");
+        for line in overriders.lines() {
+            b.line(6, line);
+        }
+    }
+}
+
+impl Describe for v1::OverridePolicy {
+    fn describe(&self, now: &prost_types::Timestamp) -> String {
+        let mut b = Block::default();
+        b.meta(self.metadata.as_ref(), now);
+        override_spec(&mut b, self.spec.as_ref());
+        b.0
+    }
+}
+
+impl Describe for v1::ClusterOverridePolicy {
+    fn describe(&self, now: &prost_types::Timestamp) -> String {
+        let mut b = Block::default();
+        b.meta(self.metadata.as_ref(), now);
+        override_spec(&mut b, self.spec.as_ref());
+        b.0
+    }
+}
+
 impl Describe for v1::ClusterTaintPolicy {
     fn describe(&self, now: &prost_types::Timestamp) -> String {
         let mut b = Block::default();

@@ -144,6 +144,8 @@ pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
             get_kind::<v1::ClusterPropagationPolicy>(&args, &scope).await
         }
         Kind::ClusterTaintPolicy => get_kind::<v1::ClusterTaintPolicy>(&args, &scope).await,
+        Kind::OverridePolicy => get_kind::<v1::OverridePolicy>(&args, &scope).await,
+        Kind::ClusterOverridePolicy => get_kind::<v1::ClusterOverridePolicy>(&args, &scope).await,
         Kind::Workload(_) => get_kind::<v1::Workload>(&args, &scope).await,
         Kind::ResourceBinding | Kind::ClusterResourceBinding => {
             get_kind::<v1::ResourceBinding>(&args, &scope).await
@@ -163,6 +165,10 @@ pub async fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
             describe_kind::<v1::ClusterPropagationPolicy>(&args, &scope).await
         }
         Kind::ClusterTaintPolicy => describe_kind::<v1::ClusterTaintPolicy>(&args, &scope).await,
+        Kind::OverridePolicy => describe_kind::<v1::OverridePolicy>(&args, &scope).await,
+        Kind::ClusterOverridePolicy => {
+            describe_kind::<v1::ClusterOverridePolicy>(&args, &scope).await
+        }
         Kind::Workload(_) => describe_kind::<v1::Workload>(&args, &scope).await,
         Kind::ResourceBinding | Kind::ClusterResourceBinding => {
             describe_kind::<v1::ResourceBinding>(&args, &scope).await

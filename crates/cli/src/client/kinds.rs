@@ -25,6 +25,10 @@ pub enum Kind {
     ClusterPropagationPolicy,
     /// `clustertaintpolicies`, `ctp`.
     ClusterTaintPolicy,
+    /// `overridepolicies`, `op`.
+    OverridePolicy,
+    /// `clusteroverridepolicies`, `cop`.
+    ClusterOverridePolicy,
     /// `workloads` (every kind), or a workload kind such as `deployments`.
     Workload(Option<String>),
     /// `resourcebindings`, `bindings`, `rb`.
@@ -39,7 +43,7 @@ pub enum Kind {
 
 /// The accepted spellings, for help texts.
 pub const KIND_HELP: &str = "clusters, propagationpolicies (pp, policies), clusterpropagationpolicies \
-    (cpp), clustertaintpolicies (ctp), workloads (or a workload kind: deployments, \
+    (cpp), clustertaintpolicies (ctp), overridepolicies (op), clusteroverridepolicies (cop), workloads (or a workload kind: deployments, \
     statefulsets, configmaps, ...), resourcebindings (bindings, rb), clusterresourcebindings \
     (crb), works, events (ev)";
 
@@ -58,6 +62,10 @@ impl Kind {
                 Kind::ClusterPropagationPolicy
             }
             "clustertaintpolicy" | "clustertaintpolicies" | "ctp" => Kind::ClusterTaintPolicy,
+            "overridepolicy" | "overridepolicies" | "op" => Kind::OverridePolicy,
+            "clusteroverridepolicy" | "clusteroverridepolicies" | "cop" => {
+                Kind::ClusterOverridePolicy
+            }
             "workload" | "workloads" => Kind::Workload(None),
             "resourcebinding" | "resourcebindings" | "binding" | "bindings" | "rb" => {
                 Kind::ResourceBinding
@@ -86,6 +94,7 @@ impl Kind {
             Kind::Cluster
                 | Kind::ClusterPropagationPolicy
                 | Kind::ClusterTaintPolicy
+                | Kind::ClusterOverridePolicy
                 | Kind::ClusterResourceBinding
         )
     }
@@ -475,6 +484,97 @@ impl Columns for v1::ClusterPropagationPolicy {
             selectors(spec),
             affinity_clusters(spec),
             words::placement_type(spec.and_then(|s| s.placement.as_ref())),
+            age(created, now),
+        ]
+    }
+}
+
+fn override_selectors(spec: Option<&v1::OverrideSpec>) -> String {
+    let list = spec.map(|s| s.resource_selectors.as_slice()).unwrap_or_default();
+    if list.is_empty() {
+        return "*".into();
+    }
+    list.iter()
+        .map(|r| {
+            if r.name.is_empty() {
+                format!("{}/*", r.kind)
+            } else {
+                format!("{}/{}", r.kind, r.name)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `member1:plaintext,args member2:image`: per rule, its clusters and overrider kinds.
+pub fn override_rules(spec: Option<&v1::OverrideSpec>) -> String {
+    words::list_or_none(
+        spec.map(|s| s.override_rules.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                let clusters = r.target_cluster.as_ref().map_or_else(
+                    || "*".to_owned(),
+                    |a| {
+                        if a.cluster_names.is_empty() {
+                            "selected".to_owned()
+                        } else {
+                            a.cluster_names.join("+")
+                        }
+                    },
+                );
+                format!(
+                    "{clusters}:{}",
+                    words::overrider_kinds(r.overriders.as_ref())
+                )
+            }),
+    )
+}
+
+api_object! {
+    v1::OverridePolicy: "overridepolicy", ListOverridePoliciesResponse,
+    list: list_override_policies(ListOverridePoliciesRequest { namespace, label_selector }),
+    watch: watch_override_policies(WatchOverridePoliciesRequest { namespace, label_selector }),
+    get: get_override_policy(GetOverridePolicyRequest { namespace }),
+}
+
+impl Columns for v1::OverridePolicy {
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec!["NAMESPACE", "NAME", "SELECTORS", "RULES", "AGE"]
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, _wide: bool) -> Vec<String> {
+        let (ns, name, created) = meta_of(self);
+        let spec = self.spec.as_ref();
+        vec![
+            ns.to_owned(),
+            name.to_owned(),
+            override_selectors(spec),
+            override_rules(spec),
+            age(created, now),
+        ]
+    }
+}
+
+api_object! {
+    v1::ClusterOverridePolicy: "clusteroverridepolicy", ListClusterOverridePoliciesResponse,
+    list: list_cluster_override_policies(ListClusterOverridePoliciesRequest { label_selector }),
+    watch: watch_cluster_override_policies(WatchClusterOverridePoliciesRequest { label_selector }),
+    get: get_cluster_override_policy(GetClusterOverridePolicyRequest {}),
+}
+
+impl Columns for v1::ClusterOverridePolicy {
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec!["NAME", "SELECTORS", "RULES", "AGE"]
+    }
+
+    fn row(&self, now: &prost_types::Timestamp, _wide: bool) -> Vec<String> {
+        let (_, name, created) = meta_of(self);
+        let spec = self.spec.as_ref();
+        vec![
+            name.to_owned(),
+            override_selectors(spec),
+            override_rules(spec),
             age(created, now),
         ]
     }

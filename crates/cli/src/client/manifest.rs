@@ -27,12 +27,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use flotilla_core::defaults::{DefaultingOptions, default_propagation_spec};
+use flotilla_core::overrides::{OverridePolicy, OverrideRule, OverrideSpec, Overriders};
 use flotilla_core::resource;
 use flotilla_core::types as core;
 use flotilla_core::validation::{
     FieldError, FieldErrors, FieldPath, Limits, WorkloadTemplate, validate_cluster,
     validate_cluster_taint_policy, validate_cluster_taint_policy_conflicts,
-    validate_propagation_policy, validate_workload,
+    validate_override_policy, validate_propagation_policy, validate_workload,
 };
 use flotilla_proto::v1;
 use serde::Deserialize;
@@ -67,6 +68,10 @@ pub enum Object {
     ClusterPropagationPolicy(v1::ClusterPropagationPolicy),
     /// A cluster taint policy (with its domain form, to check conflicts between policies).
     ClusterTaintPolicy(v1::ClusterTaintPolicy, core::ClusterTaintPolicy),
+    /// A namespaced override policy.
+    OverridePolicy(v1::OverridePolicy),
+    /// A cluster-wide override policy.
+    ClusterOverridePolicy(v1::ClusterOverridePolicy),
     /// A resource template, e.g. a Deployment.
     Workload(v1::Workload),
 }
@@ -81,6 +86,8 @@ impl Object {
             Object::PropagationPolicy(_) => "PropagationPolicy",
             Object::ClusterPropagationPolicy(_) => "ClusterPropagationPolicy",
             Object::ClusterTaintPolicy(..) => "ClusterTaintPolicy",
+            Object::OverridePolicy(_) => "OverridePolicy",
+            Object::ClusterOverridePolicy(_) => "ClusterOverridePolicy",
             Object::Workload(w) => &w.kind,
         }
     }
@@ -92,6 +99,8 @@ impl Object {
             Object::PropagationPolicy(o) => o.metadata.as_ref(),
             Object::ClusterPropagationPolicy(o) => o.metadata.as_ref(),
             Object::ClusterTaintPolicy(o, _) => o.metadata.as_ref(),
+            Object::OverridePolicy(o) => o.metadata.as_ref(),
+            Object::ClusterOverridePolicy(o) => o.metadata.as_ref(),
             Object::Workload(o) => o.metadata.as_ref(),
         };
         meta.map(|m| (m.namespace.clone(), m.name.clone()))
@@ -128,6 +137,8 @@ impl Object {
             Object::PropagationPolicy(o) => Apply::PropagationPolicy(o),
             Object::ClusterPropagationPolicy(o) => Apply::ClusterPropagationPolicy(o),
             Object::ClusterTaintPolicy(o, _) => Apply::ClusterTaintPolicy(o),
+            Object::OverridePolicy(o) => Apply::OverridePolicy(o),
+            Object::ClusterOverridePolicy(o) => Apply::ClusterOverridePolicy(o),
             Object::Workload(o) => Apply::Workload(o),
         }
     }
@@ -392,7 +403,7 @@ fn read_document(
     ctx.kind_name = (kind.clone(), name.clone());
     let cluster_scoped = matches!(
         kind.as_str(),
-        "Cluster" | "ClusterPropagationPolicy" | "ClusterTaintPolicy"
+        "Cluster" | "ClusterPropagationPolicy" | "ClusterTaintPolicy" | "ClusterOverridePolicy"
     );
     ctx.object = if kind.is_empty() {
         String::new()
@@ -427,12 +438,19 @@ fn read_document(
             let doc: TaintPolicyDoc = ctx.typed(value)?;
             cluster_taint_policy(ctx, doc)
         }
+        ("policy.karmada.io", "OverridePolicy" | "ClusterOverridePolicy") => {
+            check_version(ctx, &api_version, POLICY_API_VERSION)?;
+            let cluster_wide = kind == "ClusterOverridePolicy";
+            let doc: OverridePolicyDoc = ctx.typed(value)?;
+            override_policy(ctx, doc, cluster_wide, opts)
+        }
         ("policy.karmada.io", other) => {
             ctx.error(
                 "kind",
                 format!(
                     "Unsupported value: {other:?}: Flotilla applies PropagationPolicy, \
-                     ClusterPropagationPolicy and ClusterTaintPolicy of {POLICY_API_VERSION}"
+                     ClusterPropagationPolicy, OverridePolicy, ClusterOverridePolicy and \
+                     ClusterTaintPolicy of {POLICY_API_VERSION}"
                 ),
             );
             None
@@ -880,6 +898,52 @@ struct ResourceSelectorDoc {
     label_selector: Option<LabelSelectorDoc>,
 }
 
+impl ResourceSelectorDoc {
+    fn core(self) -> core::ResourceSelector {
+        core::ResourceSelector {
+            api_version: self.api_version,
+            kind: self.kind,
+            namespace: self.namespace,
+            name: self.name,
+            label_selector: self.label_selector.map(LabelSelectorDoc::core),
+        }
+    }
+}
+
+/// An OverridePolicy's spec; the overriders are read straight into the core types, which
+/// carry Karmada's field names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct OverrideSpecDoc {
+    #[serde(default)]
+    resource_selectors: Vec<ResourceSelectorDoc>,
+    override_rules: Option<Vec<OverrideRuleDoc>>,
+    // Karmada's deprecated single rule, read as one rule
+    target_cluster: Option<AffinityDoc>,
+    overriders: Option<Overriders>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct OverrideRuleDoc {
+    target_cluster: Option<AffinityDoc>,
+    #[serde(default)]
+    overriders: Overriders,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(dead_code)] // apiVersion and kind were dispatched on already
+struct OverridePolicyDoc {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    metadata: MetaDoc,
+    #[serde(default)]
+    spec: OverrideSpecDoc,
+    status: Option<IgnoredAny>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct PolicySpecDoc {
@@ -1282,13 +1346,7 @@ fn propagation_policy(
             resource_selectors: spec
                 .resource_selectors
                 .into_iter()
-                .map(|r| core::ResourceSelector {
-                    api_version: r.api_version,
-                    kind: r.kind,
-                    namespace: r.namespace,
-                    name: r.name,
-                    label_selector: r.label_selector.map(LabelSelectorDoc::core),
-                })
+                .map(ResourceSelectorDoc::core)
                 .collect(),
             priority: spec.priority,
             placement,
@@ -1318,6 +1376,84 @@ fn propagation_policy(
         Object::ClusterPropagationPolicy(v1::ClusterPropagationPolicy::from(policy))
     } else {
         Object::PropagationPolicy(v1::PropagationPolicy::from(policy))
+    })
+}
+
+fn override_policy(
+    ctx: &mut Ctx<'_>,
+    doc: OverridePolicyDoc,
+    cluster_wide: bool,
+    opts: &ReadOptions,
+) -> Option<Object> {
+    let OverridePolicyDoc { metadata, spec, .. } = doc;
+    let namespace = if cluster_wide {
+        if metadata
+            .namespace
+            .as_deref()
+            .is_some_and(|ns| !ns.is_empty())
+        {
+            ctx.warn("metadata.namespace ignored: ClusterOverridePolicy is cluster-scoped");
+        }
+        String::new()
+    } else {
+        namespace_of(ctx, metadata.namespace.as_deref(), opts)
+    };
+    let OverrideSpecDoc {
+        resource_selectors,
+        override_rules,
+        target_cluster,
+        overriders,
+    } = spec;
+    // Karmada's webhook: the deprecated pair and overrideRules cannot be combined
+    let override_rules = match override_rules {
+        Some(rules) => {
+            if target_cluster.is_some() {
+                ctx.error("spec.targetCluster", "overrideRules and targetCluster can't co-exist");
+            }
+            if overriders.as_ref().is_some_and(|o| !o.is_empty()) {
+                ctx.error("spec.overriders", "overrideRules and overriders can't co-exist");
+            }
+            rules
+                .into_iter()
+                .map(|r| OverrideRule {
+                    target_cluster: r.target_cluster.map(AffinityDoc::core),
+                    overriders: r.overriders,
+                })
+                .collect()
+        }
+        None if target_cluster.is_some() || overriders.is_some() => vec![OverrideRule {
+            target_cluster: target_cluster.map(AffinityDoc::core),
+            overriders: overriders.unwrap_or_default(),
+        }],
+        None => Vec::new(),
+    };
+    let mut policy = OverridePolicy {
+        meta: metadata.into_core(namespace.clone()),
+        spec: OverrideSpec {
+            resource_selectors: resource_selectors
+                .into_iter()
+                .map(ResourceSelectorDoc::core)
+                .collect(),
+            override_rules,
+        },
+    };
+    // as the api defaults before it validates
+    if !cluster_wide {
+        for selector in &mut policy.spec.resource_selectors {
+            if selector.namespace.is_empty() {
+                selector.namespace.clone_from(&namespace);
+            }
+        }
+    }
+    ctx.field_errors(validate_override_policy(
+        &policy,
+        cluster_wide,
+        &Limits::default(),
+    ));
+    Some(if cluster_wide {
+        Object::ClusterOverridePolicy(policy.into())
+    } else {
+        Object::OverridePolicy(policy.into())
     })
 }
 

@@ -355,6 +355,8 @@ fn file_targets(args: &DeleteArgs) -> anyhow::Result<Vec<(Kind, String, String)>
                 Object::PropagationPolicy(_) => Kind::PropagationPolicy,
                 Object::ClusterPropagationPolicy(_) => Kind::ClusterPropagationPolicy,
                 Object::ClusterTaintPolicy(..) => Kind::ClusterTaintPolicy,
+                Object::OverridePolicy(_) => Kind::OverridePolicy,
+                Object::ClusterOverridePolicy(_) => Kind::ClusterOverridePolicy,
                 Object::Workload(w) => {
                     // named exactly, with its group (RM-1)
                     return (
@@ -421,6 +423,29 @@ async fn delete_one(
                 .map_err(|s| status_error(what("clustertaintpolicy"), &s))?
                 .into_inner();
             (format!("clustertaintpolicy/{name}"), r.deleted)
+        }
+        Kind::OverridePolicy => {
+            let r = api
+                .delete_override_policy(v1::DeleteOverridePolicyRequest {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s| status_error(what("overridepolicy"), &s))?
+                .into_inner();
+            (format!("overridepolicy/{name}"), r.deleted)
+        }
+        Kind::ClusterOverridePolicy => {
+            let r = api
+                .delete_cluster_override_policy(v1::DeleteClusterOverridePolicyRequest {
+                    name: name.into(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s| status_error(what("clusteroverridepolicy"), &s))?
+                .into_inner();
+            (format!("clusteroverridepolicy/{name}"), r.deleted)
         }
         Kind::Workload(workload_kind) => {
             let scope = Scope {

@@ -204,3 +204,28 @@ pub fn placement_type(p: Option<&v1::Placement>) -> String {
     }
     out
 }
+
+/// The overrider kinds of a rule: `image,args,plaintext` (`none` for an empty rule).
+pub fn overrider_kinds(o: Option<&flotilla_proto::v1::Overriders>) -> String {
+    let Some(o) = o else {
+        return "none".into();
+    };
+    let kinds: Vec<&str> = [
+        ("image", o.image_overrider.len()),
+        ("command", o.command_overrider.len()),
+        ("args", o.args_overrider.len()),
+        ("labels", o.labels_overrider.len()),
+        ("annotations", o.annotations_overrider.len()),
+        ("field", o.field_overrider.len()),
+        ("plaintext", o.plaintext.len()),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(k, _)| k)
+    .collect();
+    if kinds.is_empty() {
+        "none".into()
+    } else {
+        kinds.join(",")
+    }
+}
