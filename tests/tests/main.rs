@@ -11,6 +11,7 @@ mod grpcurl;
 mod history_checker;
 mod no_replacement;
 mod observability;
+mod overrides;
 mod policy_lifecycle;
 mod pull_cluster;
 mod purge_modes;

@@ -490,7 +490,9 @@ impl Columns for v1::ClusterPropagationPolicy {
 }
 
 fn override_selectors(spec: Option<&v1::OverrideSpec>) -> String {
-    let list = spec.map(|s| s.resource_selectors.as_slice()).unwrap_or_default();
+    let list = spec
+        .map(|s| s.resource_selectors.as_slice())
+        .unwrap_or_default();
     if list.is_empty() {
         return "*".into();
     }

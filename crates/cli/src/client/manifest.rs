@@ -1408,10 +1408,16 @@ fn override_policy(
     let override_rules = match override_rules {
         Some(rules) => {
             if target_cluster.is_some() {
-                ctx.error("spec.targetCluster", "overrideRules and targetCluster can't co-exist");
+                ctx.error(
+                    "spec.targetCluster",
+                    "overrideRules and targetCluster can't co-exist",
+                );
             }
             if overriders.as_ref().is_some_and(|o| !o.is_empty()) {
-                ctx.error("spec.overriders", "overrideRules and overriders can't co-exist");
+                ctx.error(
+                    "spec.overriders",
+                    "overrideRules and overriders can't co-exist",
+                );
             }
             rules
                 .into_iter()
