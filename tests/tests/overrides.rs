@@ -1,5 +1,5 @@
 //! OverridePolicy through a failover, on real processes and etcd, the policies applied from
-//! Karmada YAML with the real `flotilla` CLI (OV-1..OV-4), the whole history recorded.
+//! Karmada YAML with the real `flotilla` CLI (OV-1..OV-5), the whole history recorded.
 //!
 //! Deployment `web` (3 replicas, Divided + Aggregated: all on member1, whose capacity beats
 //! member2's) has an OverridePolicy with one rule per cluster: member1 gets the `eu` registry
@@ -294,12 +294,11 @@ async fn override_policy_follows_a_failover_per_cluster() {
     // deleting the policy renders the plain template again, and the binding recovers
     let out = flotilla(&stack, &["delete", "op", "regional"]).await;
     assert!(out.contains("deleted"), "{out}");
-    let (_, args, annotations, _) =
-        eventually(T, "member2's Work without overrides", || async {
-            let w = web_work(&api, "member2").await?;
-            (w.0 == "docker.io/library/nginx:1.27").then_some(w)
-        })
-        .await;
+    let (_, args, annotations, _) = eventually(T, "member2's Work without overrides", || async {
+        let w = web_work(&api, "member2").await?;
+        (w.0 == "docker.io/library/nginx:1.27").then_some(w)
+    })
+    .await;
     assert_eq!(args, ["--port=80"]);
     assert!(!annotations.contains_key(APPLIED), "{annotations:?}");
     eventually(T, "OverridesApplied=True again", || async {

@@ -172,7 +172,7 @@ impl Admission {
     }
 
     /// An OverridePolicy (`cluster_wide == false`) or ClusterOverridePolicy to create or
-    /// update (OV-4): converted, its selectors' namespaces defaulted to an OverridePolicy's
+    /// update (OV-1): converted, its selectors' namespaces defaulted to an OverridePolicy's
     /// own (as PD-1.1 does for propagation policies), validated.
     pub fn override_policy<K>(&self, policy: Option<K>, cluster_wide: bool) -> Result<K, Error>
     where

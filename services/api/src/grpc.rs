@@ -223,7 +223,7 @@ impl Api for ApiService {
         ok(self.watch(request.into_inner()).await)
     }
 
-    // --- OverridePolicy and ClusterOverridePolicy (OV-4 admission only)
+    // --- OverridePolicy and ClusterOverridePolicy (OV-1 admission)
 
     async fn create_override_policy(
         &self,

@@ -2770,7 +2770,7 @@ fn replace_rule(cluster: &str, path: &str, value_json: &str) -> v1::OverrideRule
 }
 
 #[tokio::test]
-async fn ov_4_override_policies_crud_and_admission() {
+async fn ov_1_override_policies_crud_and_admission() {
     let (store, _api, mut client) = setup().await;
     let op = override_policy(
         "default",
@@ -2819,7 +2819,7 @@ async fn ov_4_override_policies_crud_and_admission() {
         .into_inner();
     assert_eq!(updated.metadata.as_ref().unwrap().generation, 2);
 
-    // OV-4 admission: each mistake named at its field, nothing written
+    // OV-1 admission: each mistake named at its field, nothing written
     let mut no_value = override_policy(
         "default",
         "bad",

@@ -251,7 +251,7 @@ fn ready_after_caches<E: std::fmt::Display + Send + 'static>(
         .ready_after("clusteroverridepolicies", &ctx.cluster_overrides)
 }
 
-/// OV-1: a change of an override policy queues the bindings of every template it selected
+/// OV-5: a change of an override policy queues the bindings of every template it selected
 /// before or selects now (so that deleting a policy or narrowing its selectors re-renders
 /// the Works it had changed). Templates are read from the workloads cache.
 fn override_trigger<K>(

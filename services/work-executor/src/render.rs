@@ -230,7 +230,7 @@ pub fn render_work(
 }
 
 /// [`render_work`], then the override policies of `overrides` for the target cluster, last
-/// as in Karmada (OV-1..OV-3), recorded in the Work's applied-overrides annotations.
+/// as in Karmada (OV-1..OV-4), recorded in the Work's applied-overrides annotations (OV-4).
 pub fn render_work_with(
     binding: &v1::ResourceBinding,
     workload: &v1::Workload,

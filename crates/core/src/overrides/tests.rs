@@ -710,7 +710,7 @@ fn ov_2_a_failing_policy_leaves_the_manifest_and_names_the_policy() {
 }
 
 #[test]
-fn ov_4_karmada_yaml_round_trips() {
+fn ov_1_karmada_yaml_round_trips() {
     let yaml = r#"
 plaintext:
   - path: /spec/replicas

@@ -348,7 +348,7 @@ pub fn validate_propagation_policy_update(
     errs
 }
 
-/// Validate an OverridePolicy (`cluster_wide == false`) or ClusterOverridePolicy (OV-4,
+/// Validate an OverridePolicy (`cluster_wide == false`) or ClusterOverridePolicy (OV-1,
 /// Karmada's webhook):
 /// - metadata as for propagation policies;
 /// - `spec.resourceSelectors` may be empty (the policy then adapts every template in its

@@ -206,7 +206,7 @@ impl ApiService {
         answer
     }
 
-    /// Create of an OverridePolicy or ClusterOverridePolicy (OV-4 admission).
+    /// Create of an OverridePolicy or ClusterOverridePolicy (OV-1 admission).
     pub(super) async fn create_override<K>(
         &self,
         policy: Option<K>,
