@@ -152,7 +152,7 @@ async fn apply_yaml(stack: &Stack, dir: &std::path::Path, name: &str, yaml: &str
 }
 
 /// The live (not deleting) Work of `web` on `cluster`: (container image, args, annotations,
-/// resourceVersion).
+/// generation; status writes do not change it).
 async fn web_work(
     api: &ApiClient,
     cluster: &str,
@@ -182,7 +182,7 @@ async fn web_work(
         container["image"].as_str()?.to_owned(),
         args,
         meta.annotations,
-        meta.resource_version,
+        meta.generation,
     ))
 }
 
@@ -253,7 +253,7 @@ async fn override_policy_follows_a_failover_per_cluster() {
         &override_policy("1.28", false),
     )
     .await;
-    let (.., rv) = eventually(T, "member2's Work re-rendered with tag 1.28", || async {
+    let (.., generation) = eventually(T, "member2's Work re-rendered with tag 1.28", || async {
         let w = web_work(&api, "member2").await?;
         (w.0 == "us.registry.example.com/library/nginx:1.28").then_some(w)
     })
@@ -282,10 +282,10 @@ async fn override_policy_follows_a_failover_per_cluster() {
         "{}",
         condition.message
     );
-    let (image, _, _, rv_after) = web_work(&api, "member2").await.unwrap();
+    let (image, _, _, generation_after) = web_work(&api, "member2").await.unwrap();
     assert_eq!(
-        (image.as_str(), rv_after),
-        ("us.registry.example.com/library/nginx:1.28", rv),
+        (image.as_str(), generation_after),
+        ("us.registry.example.com/library/nginx:1.28", generation),
         "the Work is left exactly as it was"
     );
     let described = flotilla(&stack, &["describe", "rb", "web-deployment"]).await;

@@ -94,12 +94,12 @@ fn descriptor_set_names_every_service_and_its_methods() {
             );
         }
     }
-    // Api: 5 kinds × 6 RPCs + 3 read-only kinds × 3 RPCs + Apply + GetPeers.
+    // Api: 7 kinds × 6 RPCs + 3 read-only kinds × 3 RPCs + Apply + GetPeers.
     let api = services
         .iter()
         .find(|(n, _)| n == "flotilla.v1.Api")
         .map(|(_, m)| m.len());
-    assert_eq!(api, Some(41));
+    assert_eq!(api, Some(53));
 }
 
 #[test]

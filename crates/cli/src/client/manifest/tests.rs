@@ -484,12 +484,33 @@ fn unknown_and_unsupported_fields_are_errors() {
     assert!(errs[0].contains("spec.preemption"), "{}", errs[0]);
 
     let errs = errors(
-        "apiVersion: policy.karmada.io/v1alpha1\nkind: OverridePolicy\nmetadata: {name: o}\n",
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: FederatedResourceQuota\nmetadata: {name: o}\n",
     );
     assert!(
-        errs[0].contains("kind: Unsupported value: \"OverridePolicy\""),
+        errs[0].contains("kind: Unsupported value: \"FederatedResourceQuota\""),
         "{errs:#?}"
     );
+    // OverridePolicy: Karmada's webhook rules, and misspelt overriders named
+    let errs = errors(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: OverridePolicy\nmetadata: {name: o}\n\
+         spec:\n  targetCluster: {clusterNames: [m1]}\n  overrideRules:\n  - overriders:\n      \
+         plaintext: [{path: /spec/replicas, operator: replace}]\n",
+    );
+    assert!(
+        errs.iter().any(|e| e.contains("spec.targetCluster")
+            && e.contains("overrideRules and targetCluster can't co-exist")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("spec.overrideRules[0].overriders.plaintext[0].value")),
+        "{errs:#?}"
+    );
+    let errs = errors(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: OverridePolicy\nmetadata: {name: o}\n\
+         spec:\n  overrideRules:\n  - overriders:\n      imageOverride: []\n",
+    );
+    assert!(errs[0].contains("imageOverride"), "{errs:#?}");
     let errs = errors("kind: Deployment\nmetadata: {name: x}\n");
     assert!(errs[0].contains("apiVersion: Required value"), "{errs:#?}");
     let errs = errors("a: [1,\n");
