@@ -35,8 +35,24 @@ fn main() -> Result<(), Box<dyn Error>> {
     // Source info is kept so that reflection (`grpcurl describe`) shows the comments.
     let fds = protox::compile(&files, [&proto_root]).map_err(|e| format!("{e:?}"))?;
 
+    // The error details the servers send (`google.rpc.BadRequest`) are served by reflection
+    // too, so that grpcurl decodes them; no Rust code is generated for them (tonic-types
+    // has the type).
+    let details = PathBuf::from("google/rpc/error_details.proto");
+    println!(
+        "cargo:rerun-if-changed={}",
+        proto_root.join(&details).display()
+    );
+    let mut reflected = fds.clone();
+    let extra = protox::compile([&details], [&proto_root]).map_err(|e| format!("{e:?}"))?;
+    for file in extra.file {
+        if !reflected.file.iter().any(|f| f.name == file.name) {
+            reflected.file.push(file);
+        }
+    }
+
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
-    fs::write(out_dir.join(DESCRIPTOR_FILE), fds.encode_to_vec())?;
+    fs::write(out_dir.join(DESCRIPTOR_FILE), reflected.encode_to_vec())?;
 
     tonic_prost_build::configure()
         // Deterministic encoding: the same object always encodes to the same bytes.

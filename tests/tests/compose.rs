@@ -530,6 +530,7 @@ async fn compose_stack_end_to_end() {
     );
     let mut t = up(compose).await;
     apply_seed(&t).await;
+    explain_from_the_host(&t).await;
     failover_with_crash(&t).await;
     unpause_cleans_up(&t).await;
     etcd_restart(&t).await;
@@ -591,6 +592,22 @@ async fn up(compose: Compose) -> Test {
         port,
         n: BULK + 1,
     }
+}
+
+/// `explain binding` and `what-if` from the host with only the api's port: the api forwards
+/// the dry runs to the controllers by their container names (its `FLOTILLA_PEERS`).
+async fn explain_from_the_host(t: &Test) {
+    let explained = flotilla(t.port, &["explain", "binding", "default/nginx-deployment"]).await;
+    for section in [
+        "Scheduling (Scheduler.Simulate)",
+        "Works (WorkExecutor.Plan)",
+        "Overrides per cluster",
+    ] {
+        assert!(explained.contains(section), "{explained}");
+    }
+    assert!(!explained.contains("could not"), "{explained}");
+    let what_if = flotilla(t.port, &["what-if", "fail", "member1"]).await;
+    assert!(what_if.contains("nginx-deployment"), "{what_if}");
 }
 
 /// The seed YAML and 200 more Deployments, applied with the CLI from the host →

@@ -134,4 +134,10 @@ async fn grpcurl_lists_describes_and_calls_every_service() {
         err.contains("InvalidArgument") && err.contains("metadata.name"),
         "{err}"
     );
+    // its google.rpc.BadRequest details are decoded through reflection, field by field
+    assert!(
+        err.contains(r#""field": "metadata.name""#) || err.contains(r#""field":"metadata.name""#),
+        "grpcurl could not read the details: {err}"
+    );
+    assert!(!err.contains("is not recognized"), "{err}");
 }

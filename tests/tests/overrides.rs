@@ -145,6 +145,23 @@ async fn flotilla(stack: &Stack, args: &[&str]) -> String {
     text
 }
 
+/// `flotilla explain binding` of `web`, the dry-run services named by flag.
+async fn explain(stack: &Stack) -> String {
+    let flags: Vec<String> = [
+        "scheduler",
+        "taint-manager",
+        "graceful-eviction",
+        "work-executor",
+        "cluster-health",
+    ]
+    .iter()
+    .flat_map(|s| [format!("--{s}"), format!("http://{}", stack.addrs[*s])])
+    .collect();
+    let mut args = vec!["explain", "binding", "default/web-deployment"];
+    args.extend(flags.iter().map(String::as_str));
+    flotilla(stack, &args).await
+}
+
 async fn apply_yaml(stack: &Stack, dir: &std::path::Path, name: &str, yaml: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, yaml).unwrap();
@@ -287,6 +304,11 @@ async fn override_policy_follows_a_failover_per_cluster() {
         (image.as_str(), generation_after),
         ("us.registry.example.com/library/nginx:1.28", generation),
         "the Work is left exactly as it was"
+    );
+    let explained = explain(&stack).await;
+    assert!(
+        explained.contains("member2: cannot apply: OverridePolicy default/regional"),
+        "{explained}"
     );
     let described = flotilla(&stack, &["describe", "rb", "web-deployment"]).await;
     assert!(described.contains("OverridesApplied"), "{described}");

@@ -28,6 +28,7 @@ mod kinds;
 mod manifest;
 mod mutate;
 mod output;
+mod shape;
 mod words;
 
 pub use conn::TlsArgs;

@@ -111,7 +111,7 @@ impl Up {
                     c["status"]["conditions"].as_array().is_some_and(|conds| {
                         conds
                             .iter()
-                            .any(|x| x["type"] == "Ready" && x["status"] == "CONDITION_STATUS_TRUE")
+                            .any(|x| x["type"] == "Ready" && x["status"] == "True")
                     })
                 })
                 .count();
@@ -225,7 +225,7 @@ fn seed_failover_through_the_cli() {
         let applied = b["status"]["conditions"]
             .as_array()?
             .iter()
-            .any(|c| c["type"] == "FullyApplied" && c["status"] == "CONDITION_STATUS_TRUE");
+            .any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
         (targets(&b) == "member1:1,member2:2" && applied).then_some(())
     });
     let table = up.ok(&["get", "rb"]);
@@ -573,7 +573,7 @@ spec:
         c["spec"]["taints"][0]["key"],
         "cluster.flotilla.io/unschedulable"
     );
-    assert_eq!(c["spec"]["taints"][0]["effect"], "TAINT_EFFECT_NO_SCHEDULE");
+    assert_eq!(c["spec"]["taints"][0]["effect"], "NoSchedule");
     assert!(up.ok(&["uncordon", "member3"]).contains("uncordoned"));
     assert!(up.json(&["get", "cluster", "member3"])["spec"]["taints"].is_null());
 
@@ -642,7 +642,7 @@ spec:
     up.ok(&["apply", "-f", seed.to_str().unwrap()]);
     let yaml = up.ok(&["get", "pp", "nginx-propagation", "-o", "yaml"]);
     assert!(yaml.contains("name: nginx-propagation"), "{yaml}");
-    assert!(yaml.contains("REPLICA_SCHEDULING_TYPE_DIVIDED"), "{yaml}");
+    assert!(yaml.contains("replicaSchedulingType: Divided"), "{yaml}");
     assert!(
         up.ok(&["delete", "pp", "nginx-propagation"])
             .contains("propagationpolicy/nginx-propagation")
@@ -854,4 +854,200 @@ fn kubectl_habits() {
     );
     let out = up.cli(&["get", "pp", "nginx-propagation"]);
     assert!(!out.status.success(), "the policy is gone");
+}
+
+/// One object of every kind `apply` takes, in Karmada's YAML.
+const EVERY_KIND: &str = r#"apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata:
+  name: configs
+spec:
+  resourceSelectors:
+    - apiVersion: v1
+      kind: ConfigMap
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    clusterTolerations:
+      - key: cluster.karmada.io/not-ready
+        operator: Exists
+        effect: NoExecute
+        tolerationSeconds: 30
+    spreadConstraints:
+      - spreadByField: cluster
+        maxGroups: 2
+        minGroups: 1
+  failover:
+    cluster:
+      purgeMode: Gracefully
+      failback:
+        stabilizationWindowSeconds: 0
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+  namespace: default
+data:
+  config.yaml: "log:\n  level: info\n"
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterTaintPolicy
+metadata:
+  name: not-ready
+spec:
+  addOnConditions:
+    - conditionType: Ready
+      operator: NotIn
+      statusValues: ["True"]
+  removeOnConditions:
+    - conditionType: Ready
+      operator: In
+      statusValues: ["True"]
+  taints:
+    - key: example.com/not-ready
+      effect: NoSchedule
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata:
+  name: regional
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  overrideRules:
+    - targetCluster:
+        clusterNames: [member1]
+      overriders:
+        imageOverrider:
+          - predicate:
+              path: /spec/template/spec/containers/0/image
+            component: Registry
+            operator: replace
+            value: eu.registry.example.com
+        argsOverrider:
+          - containerName: nginx
+            operator: add
+            value: ["--region=eu"]
+        plaintext:
+          - path: /metadata/annotations/tier
+            operator: add
+            value: {level: 1}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata:
+  name: config-level
+spec:
+  resourceSelectors:
+    - apiVersion: v1
+      kind: ConfigMap
+  overrideRules:
+    - overriders:
+        fieldOverrider:
+          - fieldPath: /data/config.yaml
+            yaml:
+              - subPath: /log/level
+                operator: replace
+                value: debug
+        labelsOverrider:
+          - operator: add
+            value: {mesh: eu}
+"#;
+
+/// `get -o yaml` (and `-o json`) of every kind applies back unchanged; a listing (kubectl's
+/// `kind: List`) too. Bindings and Works print in Karmada's shape but are the controllers'.
+#[test]
+fn get_output_applies_back_for_every_kind() {
+    let up = Up::start();
+    let seed = up.write("seed.yaml", SEED);
+    up.ok(&["apply", "-f", seed.to_str().unwrap()]);
+    let every = up.write("every.yaml", EVERY_KIND);
+    let out = up.ok(&["apply", "-f", every.to_str().unwrap()]);
+    assert!(out.contains("overridepolicy/regional created"), "{out}");
+    let mut n = 0;
+    let mut applies_back = |args: &[&str], format: &str| {
+        let mut get = args.to_vec();
+        get.extend(["-o", format]);
+        let printed = up.ok(&get);
+        n += 1;
+        let file = up.write(&format!("printed-{n}.{format}"), &printed);
+        let out = up.ok(&["apply", "-f", file.to_str().unwrap()]);
+        assert!(
+            !out.contains("created") && !out.contains("configured") && out.contains("unchanged"),
+            "{args:?} -o {format} did not apply back unchanged:\n{out}\nprinted:\n{printed}"
+        );
+        printed
+    };
+    let pp = applies_back(&["get", "pp", "nginx-propagation"], "yaml");
+    assert!(
+        pp.starts_with("apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\n"),
+        "{pp}"
+    );
+    assert!(
+        pp.contains("replicaSchedulingType: Divided") && pp.contains("weight: 2"),
+        "{pp}"
+    );
+    let cpp = applies_back(&["get", "cpp", "configs"], "yaml");
+    assert!(
+        cpp.contains("effect: NoExecute")
+            && cpp.contains("tolerationSeconds: 30")
+            && cpp.contains("spreadByField: cluster")
+            && cpp.contains("purgeMode: Gracefully"),
+        "{cpp}"
+    );
+    applies_back(&["get", "cpp", "configs"], "json");
+    let ctp = applies_back(&["get", "ctp", "not-ready"], "yaml");
+    assert!(
+        ctp.contains("- 'True'") || ctp.contains("- \"True\""),
+        "{ctp}"
+    );
+    let op = applies_back(&["get", "op", "regional"], "yaml");
+    assert!(
+        op.contains("operator: replace")
+            && op.contains("path: /spec/template/spec/containers/0/image"),
+        "Karmada's overrider shape: {op}"
+    );
+    applies_back(&["get", "cop", "config-level"], "yaml");
+    applies_back(&["get", "cop", "config-level"], "json");
+    let deploy = applies_back(&["get", "deployment", "nginx"], "yaml");
+    assert!(
+        deploy.starts_with("apiVersion: apps/v1\nkind: Deployment\n"),
+        "the template itself: {deploy}"
+    );
+    applies_back(&["get", "configmap", "web-config"], "yaml");
+    applies_back(&["get", "cluster", "member1"], "yaml");
+    // listings: kubectl's List
+    let list = applies_back(&["get", "op"], "yaml");
+    assert!(list.starts_with("apiVersion: v1\nitems:"), "{list}");
+    applies_back(&["get", "clusters"], "json");
+    applies_back(&["get", "policies", "-A"], "yaml");
+
+    // the controllers' kinds print in Karmada's shape, and apply says they are not the user's
+    let rb = up.eventually("the binding scheduled", |up| {
+        let yaml = up.ok(&["get", "rb", "nginx-deployment", "-o", "yaml"]);
+        yaml.contains("clusters:").then_some(yaml)
+    });
+    assert!(
+        rb.starts_with("apiVersion: work.karmada.io/v1alpha2\nkind: ResourceBinding\n"),
+        "{rb}"
+    );
+    let file = up.write("rb.yaml", &rb);
+    let out = up.cli(&["apply", "-f", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("written by Flotilla's controllers"),
+        "{}",
+        stderr(&out)
+    );
+    let works = up.ok(&["get", "works", "-A", "-o", "json"]);
+    let works: serde_json::Value = serde_json::from_str(&works).unwrap();
+    assert_eq!(works["kind"], "List");
+    assert!(
+        works["items"][0]["spec"]["manifest"].is_object(),
+        "a Work's manifest is an object: {works}"
+    );
 }

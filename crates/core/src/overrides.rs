@@ -889,5 +889,43 @@ pub fn apply_policies(
     Ok(applied)
 }
 
+/// The differences between two manifests, one `PATH: OLD → NEW` line per changed leaf (RFC
+/// 6901 paths; `(absent)` for a missing side; lists of different lengths as a whole), in
+/// path order: what overrides changed, for people.
+pub fn diff(before: &Value, after: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    diff_at(&mut String::new(), Some(before), Some(after), &mut out);
+    out
+}
+
+fn diff_at(path: &mut String, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<String>) {
+    if a == b {
+        return;
+    }
+    let show = |v: Option<&Value>| v.map_or_else(|| "(absent)".to_owned(), Value::to_string);
+    match (a, b) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                diff_at(path, x.get(k), y.get(k), out);
+                path.truncate(len);
+            }
+        }
+        (Some(Value::Array(x)), Some(Value::Array(y))) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                diff_at(path, Some(p), Some(q), out);
+                path.truncate(len);
+            }
+        }
+        _ => out.push(format!("{path}: {} → {}", show(a), show(b))),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -36,6 +36,7 @@ pub mod batch;
 pub mod claim;
 pub mod detector;
 pub mod error;
+pub mod forward;
 pub mod grpc;
 pub mod kinds;
 pub mod manifest;
@@ -109,11 +110,11 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_WATCH_BOOKMARK_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
     pub watch_bookmark_interval: Duration,
 
-    /// Where another control-plane service answers, as `NAME=ADDR` (`scheduler=10.0.0.5:7403`;
-    /// repeat the flag, or comma-separate in the variable). `GetPeers` hands these to the CLI,
-    /// whose `explain` and `what-if` call the dry-run services (cluster-health,
-    /// taint-manager, scheduler, graceful-eviction, work-executor) there. `flotilla up`
-    /// sets them.
+    /// Where another control-plane service answers, as `NAME=ADDR` (`scheduler=10.0.0.5:7403`,
+    /// `scheduler:50051` in docker-compose; repeat the flag, or comma-separate in the
+    /// variable). The api forwards the dry-run RPCs of cluster-health, taint-manager,
+    /// scheduler, graceful-eviction and work-executor there, so that the CLI's `explain` and
+    /// `what-if` need only the api's address; `GetPeers` lists them. `flotilla up` sets them.
     #[arg(
         long = "peer",
         env = "FLOTILLA_PEERS",
@@ -153,8 +154,11 @@ pub struct Config {
     pub watch_bookmark_interval: Duration,
     /// gRPC request timeout (does not apply to watch streams' lifetime).
     pub grpc_timeout: Duration,
-    /// Other services' addresses by name (`--peer`).
+    /// Other services' addresses by name (`--peer`): `GetPeers` answers them, and the api
+    /// forwards the controllers' dry-run RPCs there (`forward`).
     pub peers: BTreeMap<String, String>,
+    /// Client TLS towards the peers.
+    pub security: flotilla_runtime::SecurityArgs,
 }
 
 // === impl Args ===
@@ -194,6 +198,9 @@ impl Args {
                 Err(e) => errors.push(format!("--peer {peer:?}: {e}")),
             }
         }
+        if let Err(mut e) = forward::check_peers(&peers, &self.common.security) {
+            errors.append(&mut e);
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -221,6 +228,7 @@ impl Args {
             watch_bookmark_interval: self.watch_bookmark_interval,
             grpc_timeout: self.common.grpc_timeout,
             peers,
+            security: self.common.security.clone(),
         })
     }
 
@@ -286,8 +294,12 @@ fn start_service(
     );
     let api = started.api;
     let detector = started.detector.task;
+    let (peers, security) = (config.peers.clone(), config.security.clone());
     flotilla_runtime::service::Started::new(
-        move |r| r.add_service(decode_limited!(ApiServer::new(api))),
+        move |r| {
+            let r = r.add_service(decode_limited!(ApiServer::new(api)));
+            forward::routes(r, &peers, &security)
+        },
         async move {
             detector.await.context("detector task")?;
             Ok(())

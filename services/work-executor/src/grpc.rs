@@ -14,8 +14,8 @@ use flotilla_store::StoreError;
 use flotilla_store::typed::{Stored, Typed, work_key};
 use tonic::{Request, Response, Status};
 
-use crate::plan::{aggregate, decide};
-use crate::render::{cluster_is_pull, is_deleting, work_cluster};
+use crate::plan::{aggregate, decide_with};
+use crate::render::{Overrides, cluster_is_pull, explain_overrides, is_deleting, work_cluster};
 
 /// Metadata key naming the calling agent's cluster; when present it must match the Work's.
 pub const CLUSTER_METADATA: &str = "x-flotilla-cluster";
@@ -327,8 +327,27 @@ impl WorkExecutorApi {
                 ));
             }
         }
+        let overrides = plan_overrides(
+            req.override_policies,
+            req.cluster_override_policies,
+            req.clusters,
+        )?;
         let now = flotilla_runtime::now();
-        let d = decide(Some(&binding), &spec, req.workload.as_ref(), &req.works);
+        let d = decide_with(
+            Some(&binding),
+            &spec,
+            req.workload.as_ref(),
+            &req.works,
+            &overrides,
+        );
+        let explained = match req.workload.as_ref() {
+            Some(w) if !overrides.policies.is_empty() => spec
+                .clusters
+                .iter()
+                .map(|t| explain_overrides(w, &resource.kind, t, &overrides))
+                .collect(),
+            _ => Vec::new(),
+        };
         let previous = binding
             .status
             .as_ref()
@@ -363,8 +382,37 @@ impl WorkExecutorApi {
             reasons,
             held_clusters: d.held.clone(),
             waiting_for_clusters: d.waiting_for.clone(),
+            overrides: explained,
         })
     }
+}
+
+/// The Plan request's override policies and clusters, converted (OV-1).
+fn plan_overrides(
+    policies: Vec<v1::OverridePolicy>,
+    cluster_policies: Vec<v1::ClusterOverridePolicy>,
+    clusters: Vec<v1::Cluster>,
+) -> Result<Overrides, ApiError> {
+    let bad = |field: &'static str, i: usize| {
+        move |e: flotilla_proto::ConvertError| {
+            let e = e.within(&format!("{field}[{i}]"));
+            invalid(e.field, e.message)
+        }
+    };
+    let mut out = Overrides::default();
+    for (i, p) in cluster_policies.into_iter().enumerate() {
+        out.policies
+            .push(p.try_into().map_err(bad("clusterOverridePolicies", i))?);
+    }
+    for (i, p) in policies.into_iter().enumerate() {
+        out.policies
+            .push(p.try_into().map_err(bad("overridePolicies", i))?);
+    }
+    for (i, c) in clusters.into_iter().enumerate() {
+        let c: domain::Cluster = c.try_into().map_err(bad("clusters", i))?;
+        out.clusters.insert(c.meta.name.clone(), c);
+    }
+    Ok(out)
 }
 
 #[tonic::async_trait]

@@ -106,6 +106,63 @@ pub fn apply_overrides(
     Ok((value.to_string(), applied_annotations(&applied)))
 }
 
+/// For `explain binding` (OV-2..OV-4): what the policies of `overrides` do to `target`'s
+/// Work: the policies applied, the differences from the template with its replicas revised,
+/// or why they cannot apply.
+pub fn explain_overrides(
+    workload: &v1::Workload,
+    kind: &str,
+    target: &TargetCluster,
+    overrides: &Overrides,
+) -> v1::ClusterOverrides {
+    let mut out = v1::ClusterOverrides {
+        cluster: target.name.clone(),
+        ..Default::default()
+    };
+    let base = match revise_replicas(&workload.manifest, kind, target.replicas) {
+        Ok((m, _)) => m,
+        Err(e) => {
+            out.error = e.to_string();
+            return out;
+        }
+    };
+    let Ok(before) = serde_json::from_str::<serde_json::Value>(&base) else {
+        return out;
+    };
+    let mut after = before.clone();
+    let no_labels = BTreeMap::new();
+    let template = Template {
+        api_version: &workload.api_version,
+        kind: &workload.kind,
+        namespace: workload.namespace(),
+        name: workload.name(),
+        labels: workload.metadata.as_ref().map_or(&no_labels, |m| &m.labels),
+    };
+    let named = Cluster::named(&target.name);
+    let cluster = overrides.clusters.get(&target.name).unwrap_or(&named);
+    let policies: Vec<&OverridePolicy> = overrides.policies.iter().collect();
+    match apply_policies(&mut after, &template, cluster, &policies) {
+        Ok(applied) => {
+            let ns = workload.namespace();
+            out.applied = applied
+                .cluster
+                .iter()
+                .map(|a| format!("ClusterOverridePolicy {}", a.policy_name))
+                .chain(
+                    applied
+                        .namespaced
+                        .iter()
+                        .map(|a| format!("OverridePolicy {ns}/{}", a.policy_name)),
+                )
+                .collect();
+            out.applied.dedup();
+            out.changes = flotilla_core::overrides::diff(&before, &after);
+        }
+        Err(e) => out.error = e.to_string(),
+    }
+    out
+}
+
 /// The applied-overrides annotations of `applied` (none for what did not apply).
 pub fn applied_annotations(applied: &Applied) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();

@@ -918,6 +918,7 @@ async fn plan_is_a_dry_run_of_the_binding_controller() {
                 binding: Some(binding),
                 workload: case.workload.then(|| wl.clone()),
                 works: case.works.clone(),
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -965,6 +966,7 @@ async fn plan_is_a_dry_run_of_the_binding_controller() {
                 ..wl.clone()
             }),
             works: vec![],
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -976,10 +978,72 @@ async fn plan_is_a_dry_run_of_the_binding_controller() {
             binding: Some(b.clone()),
             workload: None,
             works: nameless,
+            ..Default::default()
         })
         .await
         .unwrap_err();
     assert_invalid(&err, "works[0].spec.cluster");
+    // OV-2..OV-4: per target, the override policies applied and what they change
+    let policy = |value_json: &str, operator: v1::OverrideOperator| v1::OverridePolicy {
+        metadata: Some(v1::ObjectMeta {
+            name: "regional".into(),
+            namespace: flotilla_proto::Resource::namespace(&wl).into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::OverrideSpec {
+            resource_selectors: Vec::new(),
+            override_rules: vec![v1::OverrideRule {
+                target_cluster: None,
+                overriders: Some(v1::Overriders {
+                    plaintext: vec![v1::PatchOperation {
+                        path: "/metadata/labels".into(),
+                        operator: operator as i32,
+                        value_json: value_json.into(),
+                    }],
+                    ..Default::default()
+                }),
+            }],
+        }),
+    };
+    let resp = client
+        .plan(v1::PlanRequest {
+            binding: Some(b.clone()),
+            workload: Some(wl.clone()),
+            override_policies: vec![policy(r#"{"mesh":"eu"}"#, v1::OverrideOperator::Add)],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = &resp.overrides[0];
+    assert_eq!(
+        first.applied,
+        [format!(
+            "OverridePolicy {}/regional",
+            flotilla_proto::Resource::namespace(&wl)
+        )]
+    );
+    assert!(
+        first
+            .changes
+            .iter()
+            .any(|c| c.contains("/metadata/labels") && c.contains("mesh")),
+        "{first:?}"
+    );
+    assert!(first.error.is_empty());
+    let err = client
+        .plan(v1::PlanRequest {
+            binding: Some(b.clone()),
+            workload: Some(wl.clone()),
+            override_policies: vec![policy("{bad", v1::OverrideOperator::Add)],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_invalid(
+        &err,
+        "overridePolicies[0].spec.overrideRules[0].overriders.plaintext[0].valueJson",
+    );
     // a dry run writes nothing
     let (works, _): (Vec<v1::Work>, _) = run.typed.list(None).await.unwrap();
     assert!(works.is_empty());

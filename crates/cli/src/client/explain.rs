@@ -50,28 +50,28 @@ use binding::*;
 use cluster::*;
 use what_if::*;
 
-/// Addresses of the controllers' dry-run services and the evaluation time. An address not
-/// given here is asked of the api (`GetPeers`: what its `--peer` flags say; `flotilla up`
-/// sets them).
+/// Addresses of the controllers' dry-run services and the evaluation time. Without an
+/// address here the dry run goes to the api, which forwards it to its `--peer` of that name
+/// (`flotilla up` and the docker-compose stack set them).
 #[derive(Clone, Debug, clap::Args)]
 pub struct DryRunArgs {
-    /// cluster-health (ClusterHealth.Assess) [default: as the api says].
+    /// cluster-health (ClusterHealth.Assess) [default: through the api].
     #[arg(long, env = "FLOTILLA_CLUSTER_HEALTH", value_name = "ADDR")]
     pub cluster_health: Option<String>,
 
-    /// The scheduler (Scheduler.Simulate) [default: as the api says].
+    /// The scheduler (Scheduler.Simulate) [default: through the api].
     #[arg(long, env = "FLOTILLA_SCHEDULER", value_name = "ADDR")]
     pub scheduler: Option<String>,
 
-    /// The taint manager (TaintManager.Explain) [default: as the api says].
+    /// The taint manager (TaintManager.Explain) [default: through the api].
     #[arg(long, env = "FLOTILLA_TAINT_MANAGER", value_name = "ADDR")]
     pub taint_manager: Option<String>,
 
-    /// The graceful-eviction service (GracefulEviction.Assess) [default: as the api says].
+    /// The graceful-eviction service (GracefulEviction.Assess) [default: through the api].
     #[arg(long, env = "FLOTILLA_GRACEFUL_EVICTION", value_name = "ADDR")]
     pub graceful_eviction: Option<String>,
 
-    /// The work executor (WorkExecutor.Plan) [default: as the api says].
+    /// The work executor (WorkExecutor.Plan) [default: through the api].
     #[arg(long, env = "FLOTILLA_WORK_EXECUTOR", value_name = "ADDR")]
     pub work_executor: Option<String>,
 
@@ -117,7 +117,8 @@ impl Service {
 }
 
 impl DryRunArgs {
-    /// The address of `service`: its flag, else what the api says (`GetPeers`).
+    /// Where to call `service`: its flag, else the api itself, which forwards the dry run to
+    /// its `--peer` (asked first with `GetPeers`, for a clear error when it has none).
     async fn addr(&self, service: Service) -> anyhow::Result<String> {
         let explicit = match service {
             Service::ClusterHealth => &self.cluster_health,
@@ -135,7 +136,7 @@ impl DryRunArgs {
             .await
             .map_err(|s| {
                 anyhow::anyhow!(
-                    "asking the api at {} where the {} is: {}: {} (set {})",
+                    "asking the api at {} whether it knows the {}: {}: {} (set {})",
                     self.server.server,
                     service.name(),
                     s.code(),
@@ -145,16 +146,19 @@ impl DryRunArgs {
             })?
             .into_inner()
             .peers;
-        peers.get(service.name()).cloned().ok_or_else(|| {
-            anyhow::anyhow!(
+        if peers.contains_key(service.name()) {
+            // the api forwards the dry run (a compose stack publishes only the api's port)
+            Ok(self.server.server.clone())
+        } else {
+            Err(anyhow::anyhow!(
                 "the api at {} does not know where the {} is: set {} (or start the api with \
                  --peer {}=ADDR)",
                 self.server.server,
                 service.name(),
                 service.flag(),
                 service.name()
-            )
-        })
+            ))
+        }
     }
 }
 

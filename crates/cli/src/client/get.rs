@@ -14,7 +14,8 @@ use futures::StreamExt as _;
 use super::conn::{ServerArgs, status_error};
 use super::describe::{Describe, events_section};
 use super::kinds::{ApiObject, Kind, Scope, list_all};
-use super::output::{Format, Table, now, print_value, to_json};
+use super::output::{Format, Table, now, print_value};
+use super::shape::{self, kubernetes};
 
 /// Namespace flags shared by the commands on namespaced kinds.
 #[derive(Clone, Debug, clap::Args)]
@@ -243,10 +244,13 @@ async fn get_kind<T: ApiObject>(args: &GetArgs, scope: &Scope) -> anyhow::Result
         }
         Format::Json | Format::Yaml => {
             if args.names.len() == 1 && items.len() == 1 && !args.watch {
-                print_value(&to_json(&items[0])?, args.output)?;
+                print_value(&kubernetes(&items[0])?, args.output)?;
             } else if !args.watch || !items.is_empty() {
-                let list = T::to_list(items.clone(), revision);
-                print_value(&to_json(&list)?, args.output)?;
+                let shaped = items
+                    .iter()
+                    .map(kubernetes)
+                    .collect::<Result<Vec<_>, _>>()?;
+                print_value(&shape::list(shaped, revision), args.output)?;
             }
         }
         Format::Name => {
@@ -363,10 +367,10 @@ fn print_change<T: ApiObject>(
             }
             print!("{}", table.format_line(&row));
         }
-        Format::Json => println!("{}", serde_json::to_string(&to_json(object)?)?),
+        Format::Json => println!("{}", serde_json::to_string(&kubernetes(object)?)?),
         Format::Yaml => {
             println!("---");
-            print_value(&to_json(object)?, Format::Yaml)?;
+            print_value(&kubernetes(object)?, Format::Yaml)?;
         }
         Format::Name => println!("{}/{}", T::NAME, object.name()),
     }

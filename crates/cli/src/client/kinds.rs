@@ -154,8 +154,6 @@ type Api = ApiClient<Conn>;
 pub trait ApiObject: Columns + Resource + Named + Send + Sync + 'static {
     /// Lower-case singular name for `-o name` and messages, e.g. `propagationpolicy`.
     const NAME: &'static str;
-    /// The wire list type (printed by `-o json` for several objects).
-    type List: Named + Default;
 
     /// One page of objects in `scope`.
     fn list(
@@ -177,9 +175,6 @@ pub trait ApiObject: Columns + Resource + Named + Send + Sync + 'static {
         scope: &Scope,
         revision: i64,
     ) -> impl Future<Output = Result<Changes<Self>, Status>> + Send;
-
-    /// The wire list of `items` read at `revision`.
-    fn to_list(items: Vec<Self>, revision: i64) -> Self::List;
 }
 
 /// How a kind prints as a table.
@@ -249,7 +244,6 @@ macro_rules! api_object {
         #[allow(clippy::needless_update)] // requests take `..Default::default()` whatever they hold
         impl ApiObject for $ty {
             const NAME: &'static str = $name;
-            type List = v1::$list_resp;
 
             async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
                 let r = api
@@ -280,14 +274,6 @@ macro_rules! api_object {
                     .await?
                     .into_inner();
                 Ok(changes!(s))
-            }
-
-            fn to_list(items: Vec<Self>, revision: i64) -> Self::List {
-                v1::$list_resp {
-                    items,
-                    next_page_token: String::new(),
-                    resource_version: revision,
-                }
             }
         }
     };

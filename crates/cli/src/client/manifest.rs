@@ -225,25 +225,49 @@ pub fn read(source: &str, text: &str, opts: &ReadOptions) -> Parsed {
                 .push(doc_error(source, index, "", "", format!("{e}")));
             continue;
         }
-        let mut ctx = Ctx {
-            source,
-            index,
-            object: String::new(),
-            kind_name: Default::default(),
-            errors: vec![],
-            warnings: vec![],
+        // kubectl's `kind: List` (what `get -o yaml` prints for several objects): its items
+        // are read as documents of their own
+        let items = if str_field(&value, "kind") == Some("List")
+            && str_field(&value, "apiVersion") == Some("v1")
+        {
+            match value.get("items") {
+                Some(serde_norway::Value::Sequence(items)) => items.clone(),
+                _ => Vec::new(),
+            }
+        } else {
+            vec![value]
         };
-        if let Some(object) = read_document(&mut ctx, value, opts) {
-            parsed.documents.push(Document {
-                source: source.into(),
-                index,
-                object,
-            });
+        for value in items {
+            read_one(&mut parsed, source, index, value, opts);
         }
-        parsed.errors.append(&mut ctx.errors);
-        parsed.warnings.append(&mut ctx.warnings);
     }
     parsed
+}
+
+fn read_one(
+    parsed: &mut Parsed,
+    source: &str,
+    index: usize,
+    value: serde_norway::Value,
+    opts: &ReadOptions,
+) {
+    let mut ctx = Ctx {
+        source,
+        index,
+        object: String::new(),
+        kind_name: Default::default(),
+        errors: vec![],
+        warnings: vec![],
+    };
+    if let Some(object) = read_document(&mut ctx, value, opts) {
+        parsed.documents.push(Document {
+            source: source.into(),
+            index,
+            object,
+        });
+    }
+    parsed.errors.append(&mut ctx.errors);
+    parsed.warnings.append(&mut ctx.warnings);
 }
 
 /// Checks between documents (of every source): no object twice, and ClusterTaintPolicies
@@ -865,6 +889,8 @@ struct ApplicationFailoverDoc {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct FailbackDoc {
+    // 0 is valid, and `get -o yaml` leaves a zero out
+    #[serde(default)]
     stabilization_window_seconds: i64,
 }
 
@@ -1101,6 +1127,20 @@ struct ClusterSpecDoc {
     proxy_url: Option<serde_norway::Value>,
     proxy_header: Option<serde_norway::Value>,
     resource_models: Option<serde_norway::Value>,
+    // Flotilla's declared member capacity (`ClusterSpec.capacity`)
+    capacity: Option<CapacityDoc>,
+}
+
+/// `spec.capacity` of a Cluster: what a member declares it can hold.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CapacityDoc {
+    #[serde(default)]
+    cpu_millis: i64,
+    #[serde(default)]
+    memory_bytes: i64,
+    #[serde(default)]
+    pods: i64,
 }
 
 #[allow(dead_code)] // apiVersion, kind and status are read only to be accepted
@@ -1547,6 +1587,7 @@ fn cluster(ctx: &mut Ctx<'_>, doc: ClusterDoc) -> Option<Object> {
             );
         }
     }
+    let capacity = spec.capacity;
     let mut zones = spec.zones;
     if let Some(zone) = spec.zone {
         if zones.is_empty() {
@@ -1610,6 +1651,14 @@ fn cluster(ctx: &mut Ctx<'_>, doc: ClusterDoc) -> Option<Object> {
     ctx.field_errors(validate_cluster(&cluster, &Limits::default()));
     let mut wire = v1::Cluster::from(cluster);
     wire.status = None;
+    // (a wire field the domain does not model)
+    if let (Some(c), Some(spec)) = (capacity, wire.spec.as_mut()) {
+        spec.capacity = Some(v1::ResourceQuantities {
+            cpu_millis: c.cpu_millis,
+            memory_bytes: c.memory_bytes,
+            pods: c.pods,
+        });
+    }
     Some(Object::Cluster(wire))
 }
 

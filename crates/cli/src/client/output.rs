@@ -1,11 +1,9 @@
-//! Printing: objects in the proto3 JSON mapping (`-o json`) or as YAML (`-o yaml`), kubectl
-//! style tables, ages and durations.
+//! Printing: JSON and YAML (objects are shaped by `shape`), kubectl style tables, ages and
+//! durations.
 
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
-use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 
 /// Output formats of `get` (kubectl's `-o`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -64,29 +62,6 @@ named!(
     GracefulEvictionAssessResponse,
     PlanResponse,
 );
-
-fn pool() -> anyhow::Result<&'static DescriptorPool> {
-    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
-    POOL.get_or_init(|| {
-        DescriptorPool::decode(flotilla_proto::FILE_DESCRIPTOR_SET).map_err(|e| e.to_string())
-    })
-    .as_ref()
-    .map_err(|e| anyhow::anyhow!("reading the embedded protobuf descriptors: {e}"))
-}
-
-/// `msg` in the canonical proto3 JSON mapping (lowerCamelCase names, enum value names,
-/// RFC 3339 timestamps, 64-bit integers as strings, default values left out).
-pub fn to_json<M: Named>(msg: &M) -> anyhow::Result<serde_json::Value> {
-    let descriptor = pool()?
-        .get_message_by_name(M::FULL_NAME)
-        .with_context(|| format!("no descriptor for {}", M::FULL_NAME))?;
-    let dynamic = DynamicMessage::decode(descriptor, msg.encode_to_vec().as_slice())
-        .with_context(|| format!("decoding a {}", M::FULL_NAME))?;
-    let value = dynamic
-        .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
-        .with_context(|| format!("serializing a {}", M::FULL_NAME))?;
-    Ok(value)
-}
 
 /// Prints a JSON value as pretty JSON or as YAML.
 pub fn print_value(value: &serde_json::Value, format: Format) -> anyhow::Result<()> {
@@ -310,43 +285,5 @@ mod tests {
             t.render(),
             "NAME      READY\nmember1   True\nm2        False\n"
         );
-    }
-
-    #[test]
-    fn json_is_the_proto3_mapping() {
-        let cluster = flotilla_proto::v1::Cluster {
-            metadata: Some(flotilla_proto::v1::ObjectMeta {
-                name: "member1".into(),
-                resource_version: 7,
-                ..Default::default()
-            }),
-            spec: Some(flotilla_proto::v1::ClusterSpec {
-                sync_mode: flotilla_proto::v1::SyncMode::Push as i32,
-                taints: vec![flotilla_proto::v1::Taint {
-                    key: "k".into(),
-                    effect: flotilla_proto::v1::TaintEffect::NoExecute as i32,
-                    time_added: Some(prost_types::Timestamp {
-                        seconds: 0,
-                        nanos: 0,
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: None,
-        };
-        let json = to_json(&cluster).unwrap();
-        assert_eq!(json["metadata"]["name"], "member1");
-        assert_eq!(json["metadata"]["resourceVersion"], "7");
-        assert_eq!(json["spec"]["syncMode"], "SYNC_MODE_PUSH");
-        assert_eq!(
-            json["spec"]["taints"][0]["effect"],
-            "TAINT_EFFECT_NO_EXECUTE"
-        );
-        assert_eq!(
-            json["spec"]["taints"][0]["timeAdded"],
-            "1970-01-01T00:00:00Z"
-        );
-        assert!(json.get("status").is_none());
     }
 }

@@ -797,3 +797,26 @@ fieldOverrider:
         assert!(err.contains(want), "{bad}: {err}");
     }
 }
+
+#[test]
+fn ov_4_diff_names_each_changed_leaf() {
+    let before = deployment();
+    let mut after = before.clone();
+    after["spec"]["replicas"] = json!(5);
+    after["metadata"]["labels"]["mesh"] = json!("eu");
+    after["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["-v", "-q", "--eu"]);
+    after["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("app");
+    assert_eq!(
+        diff(&before, &after),
+        [
+            "/metadata/labels/app: \"web\" → (absent)",
+            "/metadata/labels/mesh: (absent) → \"eu\"",
+            "/spec/replicas: 3 → 5",
+            "/spec/template/spec/containers/0/args: [\"-v\",\"-q\"] → [\"-v\",\"-q\",\"--eu\"]",
+        ]
+    );
+    assert!(diff(&before, &before).is_empty());
+}

@@ -112,8 +112,12 @@ pub(super) async fn explain_binding(args: ExplainBindingArgs) -> anyhow::Result<
 
     // Works.
     r.section("Works (WorkExecutor.Plan)");
-    match plan(&mut api, dry, &binding).await {
-        Ok(p) => print_plan(&mut r, &p),
+    match plan(&mut api, dry, &binding, &clusters).await {
+        Ok(p) => {
+            print_plan(&mut r, &p);
+            r.section("Overrides per cluster (OverridePolicy, ClusterOverridePolicy)");
+            print_overrides(&mut r, &p);
+        }
         Err(e) => r.fail(format!("{e:#}")),
     }
 
@@ -190,6 +194,7 @@ pub(super) async fn plan(
     api: &mut flotilla_proto::v1::api_client::ApiClient<Conn>,
     dry: &DryRunArgs,
     binding: &v1::ResourceBinding,
+    clusters: &[v1::Cluster],
 ) -> anyhow::Result<v1::PlanResponse> {
     let spec = binding.spec.clone().unwrap_or_default();
     let workload = match &spec.resource {
@@ -226,12 +231,37 @@ pub(super) async fn plan(
                 .is_some_and(|b| b.name == binding.name() && b.namespace == binding.namespace())
         })
         .collect();
+    // the override policies in the template's scope (OV-1)
+    let template_ns = spec
+        .resource
+        .as_ref()
+        .map(|r| r.namespace.clone())
+        .unwrap_or_default();
+    let override_policies = if template_ns.is_empty() {
+        Vec::new()
+    } else {
+        let ns_scope = Scope {
+            namespace: Some(template_ns),
+            ..Default::default()
+        };
+        list_all::<v1::OverridePolicy>(api, &ns_scope)
+            .await
+            .map_err(|s| status_error("listing override policies", &s))?
+            .0
+    };
+    let (cluster_override_policies, _) =
+        list_all::<v1::ClusterOverridePolicy>(api, &Scope::default())
+            .await
+            .map_err(|s| status_error("listing cluster override policies", &s))?;
     let mut client = WorkExecutorClient::new(channel(dry, Service::WorkExecutor).await?);
     let resp = client
         .plan(v1::PlanRequest {
             binding: Some(binding.clone()),
             workload,
             works,
+            override_policies,
+            cluster_override_policies,
+            clusters: clusters.to_vec(),
         })
         .await
         .map_err(|s| status_error("WorkExecutor.Plan", &s))?;
@@ -514,6 +544,35 @@ pub(super) fn print_plan(r: &mut Report, p: &v1::PlanResponse) {
     }
     for reason in &p.reasons {
         r.line(4, format!("- {reason}"));
+    }
+}
+
+/// Per target cluster: the override policies applied and what they change, or why they
+/// cannot apply.
+pub(super) fn print_overrides(r: &mut Report, p: &v1::PlanResponse) {
+    if p.overrides.is_empty() {
+        r.line(2, "no override policy selects the template");
+        return;
+    }
+    for o in &p.overrides {
+        if !o.error.is_empty() {
+            r.line(
+                2,
+                format!(
+                    "{}: cannot apply: {} (its Work is left as it is)",
+                    o.cluster, o.error
+                ),
+            );
+            continue;
+        }
+        if o.applied.is_empty() {
+            r.line(2, format!("{}: no rule targets this cluster", o.cluster));
+            continue;
+        }
+        r.line(2, format!("{}: {}", o.cluster, o.applied.join(", ")));
+        for change in &o.changes {
+            r.line(4, change);
+        }
     }
 }
 

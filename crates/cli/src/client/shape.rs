@@ -1,0 +1,316 @@
+//! `get -o yaml|json`: objects in Kubernetes' shape, the shape `flotilla apply -f` reads, so
+//! that what `get` prints applies back unchanged (docs/operations.md, "Two JSON shapes").
+//!
+//! ```text
+//!   wire message ──proto3 JSON (64-bit integers as numbers)──► walk with its descriptor:
+//!     enums  TAINT_EFFECT_NO_EXECUTE → NoExecute   (SpreadField, OverrideOperator: lower case)
+//!   ──► per kind: apiVersion + kind; a template is its manifest; a Work's manifest an object;
+//!       override rules' overriders in Karmada's field names; Flotilla's trace contexts dropped
+//! ```
+//!
+//! The gRPC wire keeps the proto3 JSON mapping (what grpcurl prints); only the CLI's output
+//! is reshaped.
+
+use anyhow::Context as _;
+use prost_reflect::{DescriptorPool, DynamicMessage, Kind, MessageDescriptor, SerializeOptions};
+use serde_json::{Map, Value};
+
+use super::output::Named;
+
+/// Karmada's policy group/version.
+const POLICY: &str = "policy.karmada.io/v1alpha1";
+
+/// `msg` as a Kubernetes object (see the module doc).
+pub fn kubernetes<M: Named>(msg: &M) -> anyhow::Result<Value> {
+    let descriptor = pool()?
+        .get_message_by_name(M::FULL_NAME)
+        .with_context(|| format!("no descriptor for {}", M::FULL_NAME))?;
+    let bytes = msg.encode_to_vec();
+    let dynamic = DynamicMessage::decode(descriptor.clone(), bytes.as_slice())
+        .with_context(|| format!("decoding a {}", M::FULL_NAME))?;
+    let options = SerializeOptions::new().stringify_64_bit_integers(false);
+    let mut value = dynamic
+        .serialize_with_options(serde_json::value::Serializer, &options)
+        .with_context(|| format!("serializing a {}", M::FULL_NAME))?;
+    enums(&mut value, &descriptor);
+    let short = M::FULL_NAME.rsplit('.').next().unwrap_or_default();
+    if matches!(short, "OverridePolicy" | "ClusterOverridePolicy") {
+        set_overriders(&mut value, karmada_overriders(&bytes));
+    }
+    Ok(reshape(short, value))
+}
+
+/// A listing as kubectl prints one: `apiVersion: v1, kind: List, items: […]` (which `apply -f`
+/// reads too).
+pub fn list(items: Vec<Value>, revision: i64) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": revision.to_string()},
+        "items": items,
+    })
+}
+
+fn pool() -> anyhow::Result<&'static DescriptorPool> {
+    static POOL: std::sync::OnceLock<Result<DescriptorPool, String>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        DescriptorPool::decode(flotilla_proto::FILE_DESCRIPTOR_SET).map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| anyhow::anyhow!("reading the embedded protobuf descriptors: {e}"))
+}
+
+/// `TAINT_EFFECT_NO_EXECUTE` of enum `TaintEffect` → `NoExecute`; Karmada writes a few enums in
+/// lower case (`spreadByField: region`, an overrider's `operator: add`).
+fn enum_spelling(enum_name: &str, value: &str) -> String {
+    let mut prefix = String::new();
+    for (i, c) in enum_name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            prefix.push('_');
+        }
+        prefix.push(c.to_ascii_uppercase());
+    }
+    prefix.push('_');
+    let rest = value.strip_prefix(&prefix).unwrap_or(value);
+    let words = rest.split('_').map(|w| {
+        let lower = w.to_ascii_lowercase();
+        let mut chars = lower.chars();
+        chars
+            .next()
+            .map(|f| f.to_ascii_uppercase().to_string() + chars.as_str())
+            .unwrap_or_default()
+    });
+    let pascal: String = words.collect();
+    if matches!(enum_name, "SpreadField" | "OverrideOperator") {
+        pascal.to_ascii_lowercase()
+    } else {
+        pascal
+    }
+}
+
+/// Rewrites every enum value of `value` (a `descriptor` message in proto3 JSON) in Kubernetes'
+/// spelling, recursively.
+fn enums(value: &mut Value, descriptor: &MessageDescriptor) {
+    let Value::Object(map) = value else {
+        return;
+    };
+    for (name, v) in map.iter_mut() {
+        let Some(field) = descriptor.get_field_by_json_name(name) else {
+            continue;
+        };
+        let kind = if field.is_map() {
+            match field.kind() {
+                Kind::Message(entry) => entry.map_entry_value_field().kind(),
+                other => other,
+            }
+        } else {
+            field.kind()
+        };
+        let each: Vec<&mut Value> = match v {
+            Value::Array(items) => items.iter_mut().collect(),
+            Value::Object(entries) if field.is_map() => entries.values_mut().collect(),
+            other => vec![other],
+        };
+        match kind {
+            Kind::Enum(e) => {
+                for item in each {
+                    if let Value::String(s) = item {
+                        *s = enum_spelling(e.name(), s);
+                    }
+                }
+            }
+            Kind::Message(m) if !m.full_name().starts_with("google.protobuf.") => {
+                for item in each {
+                    enums(item, &m);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The per-kind part: apiVersion and kind first (the map is ordered by key, and `apiVersion`,
+/// `kind`, `metadata`, `spec`, `status` happen to sort as Kubernetes prints them).
+fn reshape(short: &str, mut value: Value) -> Value {
+    let (api_version, kind) = match short {
+        "Cluster" => ("cluster.karmada.io/v1alpha1", "Cluster"),
+        "PropagationPolicy" | "ClusterPropagationPolicy" | "ClusterTaintPolicy" => (POLICY, short),
+        "OverridePolicy" | "ClusterOverridePolicy" => (POLICY, short),
+        "Workload" => return workload(value),
+        "ResourceBinding" => {
+            let cluster_scoped = value
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
+            let kind = if cluster_scoped {
+                "ClusterResourceBinding"
+            } else {
+                "ResourceBinding"
+            };
+            ("work.karmada.io/v1alpha2", kind)
+        }
+        "Work" => {
+            if let Some(slot) = value.pointer_mut("/spec/manifest")
+                && let Some(text) = slot.as_str()
+                && let Ok(object) = serde_json::from_str::<Value>(text)
+            {
+                *slot = object;
+            }
+            ("work.karmada.io/v1alpha1", "Work")
+        }
+        "Event" => ("v1", "Event"),
+        _ => return value,
+    };
+    drop_trace_contexts(&mut value);
+    if let Value::Object(map) = &mut value {
+        map.insert("apiVersion".into(), api_version.into());
+        map.insert("kind".into(), kind.into());
+    }
+    value
+}
+
+/// Flotilla's trace contexts are internal plumbing, not part of what a user applies.
+fn drop_trace_contexts(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("traceContext");
+            map.values_mut().for_each(drop_trace_contexts);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_trace_contexts),
+        _ => {}
+    }
+}
+
+/// An override policy's rules' overriders in Karmada's field names (`predicate.path`, a
+/// patch's `value` as JSON, a fieldOverrider's `json`/`yaml` lists): the core type's serde
+/// form. Both policy kinds share their wire layout, so either decodes as an OverridePolicy.
+fn karmada_overriders(bytes: &[u8]) -> Vec<Value> {
+    let Ok(policy) = <flotilla_proto::v1::OverridePolicy as prost::Message>::decode(bytes) else {
+        return Vec::new();
+    };
+    policy
+        .spec
+        .unwrap_or_default()
+        .override_rules
+        .into_iter()
+        .map(|rule| {
+            rule.overriders
+                .and_then(|o| flotilla_core::overrides::Overriders::try_from(o).ok())
+                .and_then(|o| serde_json::to_value(o).ok())
+                .unwrap_or(Value::Null)
+        })
+        .collect()
+}
+
+fn set_overriders(value: &mut Value, overriders: Vec<Value>) {
+    let Some(rules) = value
+        .pointer_mut("/spec/overrideRules")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for (rule, o) in rules.iter_mut().zip(overriders) {
+        if let (Value::Object(rule), false) = (rule, o.is_null()) {
+            rule.insert("overriders".into(), o);
+        }
+    }
+}
+
+/// A resource template is its manifest, as the user applied it.
+fn workload(value: Value) -> Value {
+    value
+        .get("manifest")
+        .and_then(Value::as_str)
+        .and_then(|m| serde_json::from_str::<Map<String, Value>>(m).ok())
+        .map_or(value, Value::Object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enum_values_take_kubernetes_spellings() {
+        for (enum_name, value, want) in [
+            ("TaintEffect", "TAINT_EFFECT_NO_EXECUTE", "NoExecute"),
+            (
+                "TaintEffect",
+                "TAINT_EFFECT_PREFER_NO_SCHEDULE",
+                "PreferNoSchedule",
+            ),
+            (
+                "ReplicaSchedulingType",
+                "REPLICA_SCHEDULING_TYPE_DIVIDED",
+                "Divided",
+            ),
+            ("PurgeMode", "PURGE_MODE_GRACEFULLY", "Gracefully"),
+            ("SelectorOperator", "SELECTOR_OPERATOR_NOT_IN", "NotIn"),
+            (
+                "DynamicWeightFactor",
+                "DYNAMIC_WEIGHT_FACTOR_AVAILABLE_REPLICAS",
+                "AvailableReplicas",
+            ),
+            ("ConditionStatus", "CONDITION_STATUS_TRUE", "True"),
+            ("SpreadField", "SPREAD_FIELD_REGION", "region"),
+            ("OverrideOperator", "OVERRIDE_OPERATOR_REPLACE", "replace"),
+            ("ImageComponent", "IMAGE_COMPONENT_REGISTRY", "Registry"),
+        ] {
+            assert_eq!(enum_spelling(enum_name, value), want, "{value}");
+        }
+    }
+
+    #[test]
+    fn objects_take_the_kubernetes_shape() {
+        let cluster = flotilla_proto::v1::Cluster {
+            metadata: Some(flotilla_proto::v1::ObjectMeta {
+                name: "member1".into(),
+                resource_version: 7,
+                ..Default::default()
+            }),
+            spec: Some(flotilla_proto::v1::ClusterSpec {
+                sync_mode: flotilla_proto::v1::SyncMode::Push as i32,
+                taints: vec![flotilla_proto::v1::Taint {
+                    key: "k".into(),
+                    effect: flotilla_proto::v1::TaintEffect::NoExecute as i32,
+                    time_added: Some(prost_types::Timestamp {
+                        seconds: 0,
+                        nanos: 0,
+                    }),
+                    trace_context: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let json = kubernetes(&cluster).unwrap();
+        assert_eq!(json["apiVersion"], "cluster.karmada.io/v1alpha1");
+        assert_eq!(json["kind"], "Cluster");
+        assert_eq!(json["metadata"]["name"], "member1");
+        assert_eq!(json["metadata"]["resourceVersion"], 7, "a number");
+        assert_eq!(json["spec"]["syncMode"], "Push");
+        assert_eq!(json["spec"]["taints"][0]["effect"], "NoExecute");
+        assert_eq!(
+            json["spec"]["taints"][0]["timeAdded"],
+            "1970-01-01T00:00:00Z"
+        );
+        assert!(json["spec"]["taints"][0].get("traceContext").is_none());
+        assert!(json.get("status").is_none());
+        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["apiVersion", "kind", "metadata", "spec"],
+            "Kubernetes' order"
+        );
+
+        let workload = flotilla_proto::v1::Workload {
+            manifest: r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            kubernetes(&workload).unwrap(),
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+            "a template is its manifest"
+        );
+    }
+}
