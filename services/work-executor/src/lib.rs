@@ -38,8 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use flotilla_core::overrides::{OverridePolicy, Template, policy_match};
-use flotilla_proto::Resource;
+use flotilla_core::overrides::{OverridePolicy, policy_match};
 use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutorServer;
 use flotilla_runtime::queue::{QueueConfig, by_key};
@@ -283,15 +282,8 @@ where
         if policies.is_empty() {
             return;
         }
-        let no_labels = std::collections::BTreeMap::new();
         for w in workloads.list() {
-            let template = Template {
-                api_version: &w.api_version,
-                kind: &w.kind,
-                namespace: w.namespace(),
-                name: w.name(),
-                labels: w.metadata.as_ref().map_or(&no_labels, |m| &m.labels),
-            };
+            let template = crate::render::template_of(&w);
             let selected = policies.iter().any(|p| {
                 (p.meta.namespace.is_empty() || p.meta.namespace == template.namespace)
                     && policy_match(&p.spec, &template).is_some()

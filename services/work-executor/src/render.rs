@@ -71,6 +71,18 @@ pub struct Overrides {
     pub clusters: HashMap<String, Cluster>,
 }
 
+/// What override policies are matched against: the template's identity and labels (OV-1).
+pub fn template_of(workload: &v1::Workload) -> Template<'_> {
+    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+    Template {
+        api_version: &workload.api_version,
+        kind: &workload.kind,
+        namespace: workload.namespace(),
+        name: workload.name(),
+        labels: workload.metadata.as_ref().map_or(&NO_LABELS, |m| &m.labels),
+    }
+}
+
 /// OV-1..OV-3: `manifest` (JSON text) adapted for `cluster` by the policies of `overrides`,
 /// with the annotations recording what applied. Without policies the text is passed through.
 pub fn apply_overrides(
@@ -84,15 +96,7 @@ pub fn apply_overrides(
     }
     let mut value: serde_json::Value =
         serde_json::from_str(&manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
-    let no_labels = BTreeMap::new();
-    let meta = workload.metadata.as_ref();
-    let template = Template {
-        api_version: &workload.api_version,
-        kind: &workload.kind,
-        namespace: workload.namespace(),
-        name: workload.name(),
-        labels: meta.map_or(&no_labels, |m| &m.labels),
-    };
+    let template = template_of(workload);
     let named;
     let target = match overrides.clusters.get(cluster) {
         Some(c) => c,
@@ -130,14 +134,7 @@ pub fn explain_overrides(
         return out;
     };
     let mut after = before.clone();
-    let no_labels = BTreeMap::new();
-    let template = Template {
-        api_version: &workload.api_version,
-        kind: &workload.kind,
-        namespace: workload.namespace(),
-        name: workload.name(),
-        labels: workload.metadata.as_ref().map_or(&no_labels, |m| &m.labels),
-    };
+    let template = template_of(workload);
     let named = Cluster::named(&target.name);
     let cluster = overrides.clusters.get(&target.name).unwrap_or(&named);
     let policies: Vec<&OverridePolicy> = overrides.policies.iter().collect();

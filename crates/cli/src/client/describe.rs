@@ -261,10 +261,10 @@ fn failover(b: &mut Block, f: Option<&v1::FailoverBehavior>) {
     }
 }
 
-fn propagation_spec(b: &mut Block, spec: Option<&v1::PropagationSpec>) {
-    let spec = spec.cloned().unwrap_or_default();
+/// `apps/v1 Deployment in default named nginx`, one line a selector.
+fn resource_selectors(b: &mut Block, selectors: &[v1::ResourceSelector]) {
     b.heading(0, "Resource Selectors");
-    for s in &spec.resource_selectors {
+    for s in selectors {
         let mut text = format!("{} {}", s.api_version, s.kind);
         if !s.namespace.is_empty() {
             let _ = write!(text, " in {}", s.namespace);
@@ -276,6 +276,11 @@ fn propagation_spec(b: &mut Block, spec: Option<&v1::PropagationSpec>) {
         }
         b.line(2, text);
     }
+}
+
+fn propagation_spec(b: &mut Block, spec: Option<&v1::PropagationSpec>) {
+    let spec = spec.cloned().unwrap_or_default();
+    resource_selectors(b, &spec.resource_selectors);
     b.field(0, "Priority", spec.priority);
     placement(b, spec.placement.as_ref());
     failover(b, spec.failover.as_ref());
@@ -329,24 +334,6 @@ impl Describe for v1::Cluster {
     }
 }
 
-impl Describe for v1::PropagationPolicy {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
-        propagation_spec(&mut b, self.spec.as_ref());
-        b.0
-    }
-}
-
-impl Describe for v1::ClusterPropagationPolicy {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
-        propagation_spec(&mut b, self.spec.as_ref());
-        b.0
-    }
-}
-
 /// An override policy's selectors, then each rule: its clusters and its overriders in
 /// Karmada's YAML.
 fn override_spec(b: &mut Block, spec: Option<&v1::OverrideSpec>) {
@@ -354,19 +341,7 @@ fn override_spec(b: &mut Block, spec: Option<&v1::OverrideSpec>) {
     if spec.resource_selectors.is_empty() {
         b.field(0, "Resource Selectors", "every template in scope");
     } else {
-        b.heading(0, "Resource Selectors");
-        for s in &spec.resource_selectors {
-            let mut text = format!("{} {}", s.api_version, s.kind);
-            if !s.namespace.is_empty() {
-                let _ = write!(text, " in {}", s.namespace);
-            }
-            if !s.name.is_empty() {
-                let _ = write!(text, " named {}", s.name);
-            } else if let Some(sel) = selector(s.label_selector.as_ref()) {
-                let _ = write!(text, " with labels {sel}");
-            }
-            b.line(2, text);
-        }
+        resource_selectors(b, &spec.resource_selectors);
     }
     b.heading(0, "Override Rules");
     for (i, rule) in spec.override_rules.iter().enumerate() {
@@ -390,22 +365,25 @@ fn override_spec(b: &mut Block, spec: Option<&v1::OverrideSpec>) {
     }
 }
 
-impl Describe for v1::OverridePolicy {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
-        override_spec(&mut b, self.spec.as_ref());
-        b.0
-    }
+/// `Describe` of a policy kind: its metadata, then its spec as `spec_fn` writes it.
+macro_rules! describe_policy {
+    ($($kind:ident => $spec_fn:ident;)*) => {$(
+        impl Describe for v1::$kind {
+            fn describe(&self, now: &prost_types::Timestamp) -> String {
+                let mut b = Block::default();
+                b.meta(self.metadata.as_ref(), now);
+                $spec_fn(&mut b, self.spec.as_ref());
+                b.0
+            }
+        }
+    )*};
 }
 
-impl Describe for v1::ClusterOverridePolicy {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
-        override_spec(&mut b, self.spec.as_ref());
-        b.0
-    }
+describe_policy! {
+    PropagationPolicy => propagation_spec;
+    ClusterPropagationPolicy => propagation_spec;
+    OverridePolicy => override_spec;
+    ClusterOverridePolicy => override_spec;
 }
 
 impl Describe for v1::ClusterTaintPolicy {

@@ -390,18 +390,28 @@ impl Columns for v1::Cluster {
 // ---------------------------------------------------------------------------------------
 
 fn selectors(spec: Option<&v1::PropagationSpec>) -> String {
-    words::list_or_none(
+    selector_list(
         spec.map(|s| s.resource_selectors.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(|r| {
-                if r.name.is_empty() {
-                    format!("{}/*", r.kind)
-                } else {
-                    format!("{}/{}", r.kind, r.name)
-                }
-            }),
+            .unwrap_or_default(),
+        "<none>",
     )
+}
+
+/// `Deployment/nginx,ConfigMap/*`; `empty` when there is none.
+fn selector_list(list: &[v1::ResourceSelector], empty: &str) -> String {
+    if list.is_empty() {
+        return empty.into();
+    }
+    list.iter()
+        .map(|r| {
+            if r.name.is_empty() {
+                format!("{}/*", r.kind)
+            } else {
+                format!("{}/{}", r.kind, r.name)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn affinity_clusters(spec: Option<&v1::PropagationSpec>) -> String {
@@ -476,22 +486,11 @@ impl Columns for v1::ClusterPropagationPolicy {
 }
 
 fn override_selectors(spec: Option<&v1::OverrideSpec>) -> String {
-    let list = spec
-        .map(|s| s.resource_selectors.as_slice())
-        .unwrap_or_default();
-    if list.is_empty() {
-        return "*".into();
-    }
-    list.iter()
-        .map(|r| {
-            if r.name.is_empty() {
-                format!("{}/*", r.kind)
-            } else {
-                format!("{}/{}", r.kind, r.name)
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    selector_list(
+        spec.map(|s| s.resource_selectors.as_slice())
+            .unwrap_or_default(),
+        "*",
+    )
 }
 
 /// `member1:plaintext,args member2:image`: per rule, its clusters and overrider kinds.

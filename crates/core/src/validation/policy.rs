@@ -220,16 +220,14 @@ pub fn validate_propagation_policy(
             "at least one resource selector is required",
         ));
     }
-    check_count(
-        &mut errs,
-        &selectors,
-        policy.spec.resource_selectors.len(),
-        limits.max_resource_selectors,
-    );
     let policy_ns = (!cluster_wide).then_some(policy.meta.namespace.as_str());
-    for (i, selector) in policy.spec.resource_selectors.iter().enumerate() {
-        check_resource_selector(&mut errs, selector, &selectors.index(i), policy_ns, limits);
-    }
+    check_resource_selectors(
+        &mut errs,
+        &policy.spec.resource_selectors,
+        &selectors,
+        policy_ns,
+        limits,
+    );
     errs.extend(validate_placement_at(
         &policy.spec.placement,
         &spec.child("placement"),
@@ -248,6 +246,21 @@ pub fn validate_propagation_policy(
         errs.push(e.at(&spec.child("schedulerName")));
     }
     errs
+}
+
+/// At most `max_resource_selectors` selectors at `path`, each checked by
+/// [`check_resource_selector`].
+fn check_resource_selectors(
+    errs: &mut FieldErrors,
+    selectors: &[ResourceSelector],
+    path: &FieldPath,
+    policy_namespace: Option<&str>,
+    limits: &Limits,
+) {
+    check_count(errs, path, selectors.len(), limits.max_resource_selectors);
+    for (i, selector) in selectors.iter().enumerate() {
+        check_resource_selector(errs, selector, &path.index(i), policy_namespace, limits);
+    }
 }
 
 fn check_resource_selector(
@@ -373,16 +386,14 @@ pub fn validate_override_policy(
     );
     let spec = FieldPath::new("spec");
     let selectors = spec.child("resourceSelectors");
-    check_count(
-        &mut errs,
-        &selectors,
-        policy.spec.resource_selectors.len(),
-        limits.max_resource_selectors,
-    );
     let policy_ns = (!cluster_wide).then_some(policy.meta.namespace.as_str());
-    for (i, selector) in policy.spec.resource_selectors.iter().enumerate() {
-        check_resource_selector(&mut errs, selector, &selectors.index(i), policy_ns, limits);
-    }
+    check_resource_selectors(
+        &mut errs,
+        &policy.spec.resource_selectors,
+        &selectors,
+        policy_ns,
+        limits,
+    );
     let rules = spec.child("overrideRules");
     check_count(
         &mut errs,

@@ -57,6 +57,21 @@ impl AsyncHold<v1::Cluster> for ClusterHold {
     }
 }
 
+/// OverridePolicy and ClusterOverridePolicy: stored kinds that convert to the one domain type.
+pub(super) trait OverrideKind:
+    ApiKind
+    + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
+    + From<OverridePolicy>
+{
+}
+
+impl<K> OverrideKind for K where
+    K: ApiKind
+        + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
+        + From<OverridePolicy>
+{
+}
+
 // === impl ApiService ===
 
 impl ApiService {
@@ -207,16 +222,11 @@ impl ApiService {
     }
 
     /// Create of an OverridePolicy or ClusterOverridePolicy (OV-1 admission).
-    pub(super) async fn create_override<K>(
+    pub(super) async fn create_override<K: OverrideKind>(
         &self,
         policy: Option<K>,
         cluster_wide: bool,
-    ) -> Result<K, Error>
-    where
-        K: ApiKind
-            + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
-            + From<OverridePolicy>,
-    {
+    ) -> Result<K, Error> {
         let mut policy = policy;
         if let Some(p) = policy.as_mut() {
             reset_for_create(p)?;
@@ -226,16 +236,11 @@ impl ApiService {
     }
 
     /// Update of an OverridePolicy or ClusterOverridePolicy.
-    pub(super) async fn update_override<K>(
+    pub(super) async fn update_override<K: OverrideKind>(
         &self,
         policy: Option<K>,
         cluster_wide: bool,
-    ) -> Result<K, Error>
-    where
-        K: ApiKind
-            + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
-            + From<OverridePolicy>,
-    {
+    ) -> Result<K, Error> {
         let field = if cluster_wide {
             "clusterOverridePolicy"
         } else {
