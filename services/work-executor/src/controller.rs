@@ -45,6 +45,8 @@ pub const INDEX_BINDING: &str = "binding";
 pub const INDEX_CLUSTER: &str = "cluster";
 /// Index of the bindings cache: the key of the binding's template (`workloads/<ns>/<kind>/<name>`).
 pub const INDEX_WORKLOAD: &str = "workload";
+/// Index of the OverridePolicies cache: by namespace.
+pub const INDEX_NAMESPACE: &str = "namespace";
 
 /// Why a reconcile failed (it is retried with back-off).
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +72,7 @@ pub struct Context {
     pub workloads: Cache<v1::Workload>,
     /// Clusters.
     pub clusters: Cache<v1::Cluster>,
-    /// OverridePolicies (OV-1).
+    /// OverridePolicies (OV-1), indexed by namespace.
     pub overrides: Cache<v1::OverridePolicy>,
     /// ClusterOverridePolicies (OV-1).
     pub cluster_overrides: Cache<v1::ClusterOverridePolicy>,
@@ -118,10 +120,8 @@ impl Context {
             push_policy(&mut policies, (*p).clone());
         }
         if !namespace.is_empty() {
-            for p in self.overrides.list() {
-                if p.namespace() == namespace {
-                    push_policy(&mut policies, (*p).clone());
-                }
+            for p in self.overrides.by_index(INDEX_NAMESPACE, namespace) {
+                push_policy(&mut policies, (*p).clone());
             }
         }
         if policies.is_empty() {

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use flotilla_core::overrides::{OverridePolicy, policy_match};
+use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutorServer;
 use flotilla_runtime::queue::{QueueConfig, by_key};
@@ -53,7 +54,9 @@ use flotilla_store::{Leadership, ObjectKey, StoreRef};
 use futures::Stream;
 use tokio::sync::watch;
 
-use crate::controller::{Context, INDEX_BINDING, INDEX_CLUSTER, INDEX_WORKLOAD, binding_of_work};
+use crate::controller::{
+    Context, INDEX_BINDING, INDEX_CLUSTER, INDEX_NAMESPACE, INDEX_WORKLOAD, binding_of_work,
+};
 use crate::grpc::WorkExecutorApi;
 use crate::member::MemberClients;
 use crate::render::{
@@ -351,7 +354,8 @@ impl WorkExecutor {
             .with_index(INDEX_CLUSTER, |w| vec![work_cluster(w).to_owned()]);
         let workloads_w = Writer::<v1::Workload>::new();
         let clusters_w = Writer::<v1::Cluster>::new();
-        let overrides_w = Writer::<v1::OverridePolicy>::new();
+        let overrides_w = Writer::<v1::OverridePolicy>::new()
+            .with_index(INDEX_NAMESPACE, |p| vec![p.namespace().to_owned()]);
         let cluster_overrides_w = Writer::<v1::ClusterOverridePolicy>::new();
         let ctx = Arc::new(Context {
             bindings: bindings_w.cache(),
