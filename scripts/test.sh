@@ -30,6 +30,8 @@ command -v protoc >/dev/null || missing+=(protobuf-compiler)
 command -v openssl >/dev/null || missing+=(openssl) # scripts/dev-certs.sh, run by the TLS tests
 # the fault suite's clock-skew scenario runs one service under Debian's libfaketime
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
+# the member-sim conformance test drives the real kubectl (tests/tests/kubectl.rs)
+command -v kubectl >/dev/null || missing+=(kubectl)
 if [ -z "${FLOTILLA_ETCD_ENDPOINTS:-}" ]; then
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v etcdctl >/dev/null || missing+=(etcd-client)

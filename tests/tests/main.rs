@@ -9,6 +9,7 @@ mod failback;
 mod faults;
 mod grpcurl;
 mod history_checker;
+mod kubectl;
 mod no_replacement;
 mod observability;
 mod overrides;

@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 pub mod grpc;
+pub mod kube;
 pub mod pull;
 pub mod server;
 pub mod sim;

@@ -93,6 +93,7 @@ pub async fn router(sim: Arc<Sim>) -> Result<axum::Router, ServerError> {
         let sim = sim.clone();
         move || std::future::ready(probe_answer(&sim))
     };
+    let kube = crate::kube::routes(sim.clone());
     let healthz = move || std::future::ready(probe_answer(&sim));
     Ok(routes
         .routes()
@@ -100,6 +101,7 @@ pub async fn router(sim: Arc<Sim>) -> Result<axum::Router, ServerError> {
         .into_axum_router()
         .route("/readyz", get(readyz))
         .route("/healthz", get(healthz))
+        .merge(kube)
         .fallback(not_found))
 }
 

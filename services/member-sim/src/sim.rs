@@ -731,6 +731,11 @@ impl Sim {
         }
     }
 
+    /// How many changes the member has seen (a list's `resourceVersion`).
+    pub fn revision(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
     /// Every object's status, ordered by (namespace, kind, name).
     pub fn list(&self) -> Vec<v1::ManifestStatus> {
         let now = Instant::now();

@@ -1,0 +1,94 @@
+//! The real `kubectl` against member-sim: a simulated member answers the Kubernetes API's
+//! read side (discovery, lists and gets, namespaces), so what Flotilla applied to a member can
+//! be looked at the way a platform team looks at a cluster.
+//!
+//! The seed (`nginx`, static weights member1:1, member2:2) is applied through the api; then,
+//! on each member, `kubectl get namespaces`, `get deployments -A`, `get deployment -n` with a
+//! jsonpath and `get` of a missing object are checked against what the Works said.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use flotilla_tests::{
+    EtcdServer, Stack, Timers, binding_healthy, eventually, nginx_binding, targets,
+};
+
+const T: Duration = Duration::from_secs(45);
+
+/// `kubectl --server http://ADDR ARGS…` with no kubeconfig; (exit success, stdout, stderr).
+async fn kubectl(addr: &str, args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new("kubectl")
+        .env("KUBECONFIG", "/dev/null")
+        .env("HOME", std::env::temp_dir())
+        .arg(format!("--server=http://{addr}"))
+        .args(args)
+        .output()
+        .await
+        .expect("kubectl is installed (scripts/test.sh installs Debian's kubectl)");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reads_what_flotilla_applied_to_a_member() {
+    let mut stack = Stack::start_on(EtcdServer::start().await, Timers::fast(), Vec::new()).await;
+    let api = stack.ready_unequal_members(T).await;
+    flotilla_tests::create_nginx(&api, flotilla_api::testing::seed_policy()).await;
+    eventually(T, "nginx {member1:1, member2:2} healthy", || async {
+        let b = nginx_binding(&api).await?;
+        let want = [("member1".to_owned(), 1), ("member2".to_owned(), 2)];
+        (targets(&b) == want && binding_healthy(&b)).then_some(())
+    })
+    .await;
+
+    for (member, replicas) in [("member1", "1"), ("member2", "2")] {
+        let addr = stack.members[member].addr.clone();
+        let (ok, out, err) = kubectl(&addr, &["get", "namespaces", "-o", "name"]).await;
+        assert!(
+            ok && out.contains("namespace/default"),
+            "{member}: {out}{err}"
+        );
+
+        let (ok, out, err) = kubectl(&addr, &["get", "deployments", "-A"]).await;
+        assert!(ok, "{member}: {err}");
+        let row = out
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some("nginx"))
+            .unwrap_or_else(|| panic!("{member}: no nginx row in\n{out}"));
+        assert!(row.starts_with("default"), "{member}: {row}");
+
+        let (ok, out, err) = kubectl(
+            &addr,
+            &[
+                "get",
+                "deployment",
+                "nginx",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.spec.replicas}/{.status.readyReplicas}",
+            ],
+        )
+        .await;
+        assert!(ok, "{member}: {err}");
+        assert_eq!(
+            out,
+            format!("{replicas}/{replicas}"),
+            "{member}: the replicas Flotilla divided to it, all Ready"
+        );
+
+        let (ok, _, err) = kubectl(&addr, &["get", "deployment", "missing", "-n", "default"]).await;
+        assert!(
+            !ok && (err.contains("NotFound") || err.contains("not found")),
+            "{member}: {err}"
+        );
+    }
+    // nothing of nginx on a member it was not placed on: an empty list
+    let addr = stack.start_member("member3", &[]).await;
+    let (ok, out, err) = kubectl(&addr, &["get", "deployments", "-A", "-o", "name"]).await;
+    assert!(ok && out.trim().is_empty(), "{out}{err}");
+}
