@@ -88,7 +88,58 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
         );
     }
     // nothing of nginx on a member it was not placed on: an empty list
-    let addr = stack.start_member("member3", &[]).await;
+    let addr = stack
+        .start_member("member3", &["--pod-startup-delay=0s"])
+        .await;
+    let (ok, out, err) = kubectl(&addr, &["get", "deployments", "-A", "-o", "name"]).await;
+    assert!(ok && out.trim().is_empty(), "{out}{err}");
+
+    // server-side apply and delete (member-sim serves no OpenAPI: --validate=false)
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("api.yaml");
+    std::fs::write(&file, API).unwrap();
+    let file = file.to_str().unwrap();
+    let (ok, out, err) = kubectl(
+        &addr,
+        &["apply", "--server-side", "--validate=false", "-f", file],
+    )
+    .await;
+    assert!(
+        ok && out.contains("deployment.apps/api serverside-applied"),
+        "{out}{err}"
+    );
+    let (ok, out, err) = kubectl(
+        &addr,
+        &[
+            "get",
+            "deployment",
+            "api",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.spec.replicas}/{.metadata.generation}",
+        ],
+    )
+    .await;
+    assert!(ok && out == "2/1", "{out}{err}");
+    let (ok, out, err) = kubectl(&addr, &["get", "namespaces", "-o", "name"]).await;
+    assert!(ok && out.contains("namespace/shop"), "{out}{err}");
+    let (ok, out, err) = kubectl(&addr, &["delete", "-f", file]).await;
+    assert!(ok && out.contains("deleted"), "{out}{err}");
     let (ok, out, err) = kubectl(&addr, &["get", "deployments", "-A", "-o", "name"]).await;
     assert!(ok && out.trim().is_empty(), "{out}{err}");
 }
+
+const API: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: shop
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers: [{name: api, image: nginx}]
+";

@@ -1,5 +1,5 @@
-//! The read side of a Kubernetes API server, over what the member holds, so that `kubectl`
-//! (and any Kubernetes client) can look at a simulated member:
+//! A Kubernetes API server over what the member holds (reads, server-side apply, delete), so
+//! that `kubectl` (and any Kubernetes client) can look at and change a simulated member:
 //!
 //! ```text
 //!   GET /version                                   the server's version
@@ -8,12 +8,16 @@
 //!   GET …/{resource}                               a list over every namespace
 //!   GET …/namespaces/{ns}/{resource}[/{name}]      a list in a namespace, or one object
 //!   GET /api/v1/namespaces[/{name}]                the namespaces objects live in
+//!   PATCH …/namespaces/{ns}/{resource}/{name}      server-side apply (apply-patch+yaml)
+//!   DELETE …/namespaces/{ns}/{resource}/{name}     delete
 //! ```
 //!
 //! Objects are the applied manifests with server-set metadata (`resourceVersion`,
 //! `generation`, `creationTimestamp`) and the simulated `status` (replicas, readyReplicas, …)
-//! filled in. Writes (server-side apply, delete, watch) are not served yet: they answer 405
-//! `MethodNotAllowed` as a Kubernetes `Status` (docs/operations.md, member-sim).
+//! filled in. Server-side apply is a subset: the applied object replaces the stored one (one
+//! field manager's whole intent, as `force` gives it); there is no field ownership, so no
+//! conflicts. Other patch types answer 415; watch is not served (docs/operations.md,
+//! member-sim).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -42,7 +46,10 @@ pub fn routes(sim: Arc<Sim>) -> axum::Router {
         .route("/api/v1/namespaces/{name}", get(namespace))
         .route("/api/v1/{resource}", get(core_list))
         .route("/api/v1/namespaces/{ns}/{resource}", get(core_list_in))
-        .route("/api/v1/namespaces/{ns}/{resource}/{name}", get(core_get))
+        .route(
+            "/api/v1/namespaces/{ns}/{resource}/{name}",
+            get(core_get).patch(core_apply).delete(core_delete),
+        )
         .route("/apis/{group}/{version}", get(group_resources))
         .route("/apis/{group}/{version}/{resource}", get(group_list))
         .route(
@@ -51,7 +58,7 @@ pub fn routes(sim: Arc<Sim>) -> axum::Router {
         )
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{resource}/{name}",
-            get(group_get),
+            get(group_get).patch(group_apply).delete(group_delete),
         )
         .with_state(sim)
 }
@@ -148,7 +155,7 @@ fn resource_list(group_version: &str) -> Response {
                 "singularName": kind.to_ascii_lowercase(),
                 "namespaced": namespaced(group_version, kind),
                 "kind": kind,
-                "verbs": ["get", "list"],
+                "verbs": ["get", "list", "patch", "delete"],
             })
         })
         .collect();
@@ -333,4 +340,155 @@ async fn namespace(State(sim): State<Arc<Sim>>, Path(name): Path<String>) -> Res
     } else {
         not_found(format!("namespaces {name:?}"))
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Writes
+// ---------------------------------------------------------------------------------------
+
+/// Server-side apply of `body` as `resource`/`name` in `namespace` of `group_version`.
+fn apply(
+    sim: &Sim,
+    group_version: &str,
+    (namespace, resource, name): (&str, &str, &str),
+    headers: &axum::http::HeaderMap,
+    body: &[u8],
+) -> Response {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !content_type.starts_with("application/apply-patch+yaml") {
+        return failure(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!(
+                "{content_type:?}: member-sim serves server-side apply (application/apply-patch+yaml) only"
+            ),
+        );
+    }
+    let Some(kind) = resources(group_version)
+        .and_then(|r| r.iter().find(|(n, _)| *n == resource))
+        .map(|(_, kind)| *kind)
+    else {
+        return not_found(format!("the resource {resource} of {group_version}"));
+    };
+    // JSON is YAML; kubectl sends JSON
+    let text = String::from_utf8_lossy(body);
+    let applied: Value = match serde_json::from_str(&text)
+        .or_else(|_| serde_norway::from_str::<Value>(&text).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            return failure(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("the body is not a Kubernetes object: {e}"),
+            );
+        }
+    };
+    let said = |path: &str| {
+        applied
+            .pointer(path)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    if said("/kind") != kind
+        || said("/apiVersion") != group_version
+        || said("/metadata/name") != name
+    {
+        return failure(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!(
+                "the body is {} {} {:?}, the path names {group_version} {kind} {name:?}",
+                said("/apiVersion"),
+                said("/kind"),
+                said("/metadata/name")
+            ),
+        );
+    }
+    let reference = v1::ObjectReference {
+        api_version: group_version.to_owned(),
+        kind: kind.to_owned(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: String::new(),
+    };
+    match crate::sim::parse_apply(&applied.to_string(), Some(reference), None) {
+        Ok(spec) => {
+            let (created, status) = sim.apply(spec);
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            object(&status).map_or_else(
+                || {
+                    failure(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "InternalError",
+                        "unreadable".into(),
+                    )
+                },
+                |o| reply(code, &o),
+            )
+        }
+        Err(e) => failure(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e.to_string()),
+    }
+}
+
+fn delete(sim: &Sim, group_version: &str, resource: &str, namespace: &str, name: &str) -> Response {
+    let Some(kind) = resources(group_version)
+        .and_then(|r| r.iter().find(|(n, _)| *n == resource))
+        .map(|(_, kind)| *kind)
+    else {
+        return not_found(format!("the resource {resource} of {group_version}"));
+    };
+    let key = crate::sim::ResourceKey {
+        namespace: namespace.to_owned(),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+    };
+    if sim.delete(&key) {
+        ok(
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": name, "kind": resource}}),
+        )
+    } else {
+        not_found(format!("{resource} {name:?}"))
+    }
+}
+
+async fn core_apply(
+    State(sim): State<Arc<Sim>>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    apply(&sim, "v1", (&ns, &resource, &name), &headers, &body)
+}
+
+async fn group_apply(
+    State(sim): State<Arc<Sim>>,
+    Path((group, version, ns, resource, name)): Path<(String, String, String, String, String)>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let gv = format!("{group}/{version}");
+    apply(&sim, &gv, (&ns, &resource, &name), &headers, &body)
+}
+
+async fn core_delete(
+    State(sim): State<Arc<Sim>>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+) -> Response {
+    delete(&sim, "v1", &resource, &ns, &name)
+}
+
+async fn group_delete(
+    State(sim): State<Arc<Sim>>,
+    Path((group, version, ns, resource, name)): Path<(String, String, String, String, String)>,
+) -> Response {
+    delete(&sim, &format!("{group}/{version}"), &resource, &ns, &name)
 }
