@@ -139,6 +139,15 @@ fn resources(group_version: &str) -> Option<&'static [(&'static str, &'static st
         .map(|(_, r)| *r)
 }
 
+/// The kind `resource` (`deployments`) names in `group_version`, or a NotFound answer.
+#[allow(clippy::result_large_err)] // the error is the answer itself
+fn kind_of(group_version: &str, resource: &str) -> Result<&'static str, Response> {
+    resources(group_version)
+        .and_then(|r| r.iter().find(|(name, _)| *name == resource))
+        .map(|(_, kind)| *kind)
+        .ok_or_else(|| not_found(format!("the resource {resource} of {group_version}")))
+}
+
 fn namespaced(group_version: &str, kind: &str) -> bool {
     scope_of(group_version, kind) == Scope::Namespaced
 }
@@ -218,11 +227,9 @@ fn select(sim: &Sim, group_version: &str, kind: &str, namespace: Option<&str>) -
 }
 
 fn list(sim: &Sim, group_version: &str, resource: &str, namespace: Option<&str>) -> Response {
-    let Some(kind) = resources(group_version)
-        .and_then(|r| r.iter().find(|(name, _)| *name == resource))
-        .map(|(_, kind)| *kind)
-    else {
-        return not_found(format!("the resource {resource} of {group_version}"));
+    let kind = match kind_of(group_version, resource) {
+        Ok(kind) => kind,
+        Err(response) => return response,
     };
     if kind == "Namespace" {
         return namespace_list(sim);
@@ -237,11 +244,9 @@ fn list(sim: &Sim, group_version: &str, resource: &str, namespace: Option<&str>)
 }
 
 fn one(sim: &Sim, group_version: &str, resource: &str, namespace: &str, name: &str) -> Response {
-    let Some(kind) = resources(group_version)
-        .and_then(|r| r.iter().find(|(n, _)| *n == resource))
-        .map(|(_, kind)| *kind)
-    else {
-        return not_found(format!("the resource {resource} of {group_version}"));
+    let kind = match kind_of(group_version, resource) {
+        Ok(kind) => kind,
+        Err(response) => return response,
     };
     select(sim, group_version, kind, Some(namespace))
         .into_iter()
@@ -367,11 +372,9 @@ fn apply(
             ),
         );
     }
-    let Some(kind) = resources(group_version)
-        .and_then(|r| r.iter().find(|(n, _)| *n == resource))
-        .map(|(_, kind)| *kind)
-    else {
-        return not_found(format!("the resource {resource} of {group_version}"));
+    let kind = match kind_of(group_version, resource) {
+        Ok(kind) => kind,
+        Err(response) => return response,
     };
     // JSON is YAML; kubectl sends JSON
     let text = String::from_utf8_lossy(body);
@@ -439,11 +442,9 @@ fn apply(
 }
 
 fn delete(sim: &Sim, group_version: &str, resource: &str, namespace: &str, name: &str) -> Response {
-    let Some(kind) = resources(group_version)
-        .and_then(|r| r.iter().find(|(n, _)| *n == resource))
-        .map(|(_, kind)| *kind)
-    else {
-        return not_found(format!("the resource {resource} of {group_version}"));
+    let kind = match kind_of(group_version, resource) {
+        Ok(kind) => kind,
+        Err(response) => return response,
     };
     let key = crate::sim::ResourceKey {
         namespace: namespace.to_owned(),

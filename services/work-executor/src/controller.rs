@@ -112,9 +112,14 @@ impl Context {
     }
 
     /// OV-1: the override policies in scope of a template in `namespace` — every
-    /// ClusterOverridePolicy and the OverridePolicies of that namespace — with the clusters
-    /// their rules are matched against. Empty (nothing converted) when there are none.
-    pub fn overrides_for(&self, namespace: &str) -> Overrides {
+    /// ClusterOverridePolicy and the OverridePolicies of that namespace — with the `targets`
+    /// their rules are matched against (only those: a render needs no other cluster). Empty
+    /// (nothing converted) when there are none.
+    pub fn overrides_for<'a>(
+        &self,
+        namespace: &str,
+        targets: impl IntoIterator<Item = &'a str>,
+    ) -> Overrides {
         let mut policies = Vec::new();
         for p in self.cluster_overrides.list() {
             push_policy(&mut policies, (*p).clone());
@@ -127,11 +132,10 @@ impl Context {
         if policies.is_empty() {
             return Overrides::default();
         }
-        let clusters = self
-            .clusters
-            .list()
-            .iter()
-            .filter_map(|c| domain::Cluster::try_from((**c).clone()).ok())
+        let clusters = targets
+            .into_iter()
+            .filter_map(|name| self.clusters.get(&format!("{}{name}", v1::Cluster::PREFIX)))
+            .filter_map(|c| domain::Cluster::try_from((*c).clone()).ok())
             .map(|c| (c.meta.name.clone(), c))
             .collect();
         Overrides { policies, clusters }
@@ -320,7 +324,10 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     let works: Vec<Arc<v1::Work>> = view.works.values().cloned().collect();
     let overrides = workload
         .as_deref()
-        .map(|w| ctx.overrides_for(w.namespace()))
+        .map(|w| {
+            let targets = spec.clusters.iter().map(|t| t.name.as_str());
+            ctx.overrides_for(w.namespace(), targets)
+        })
         .unwrap_or_default();
     let decision = decide_with(binding_ref, &spec, workload.as_deref(), &works, &overrides);
 

@@ -83,6 +83,28 @@ pub fn template_of(workload: &v1::Workload) -> Template<'_> {
     }
 }
 
+impl Overrides {
+    /// [`apply_policies`] of these policies to `manifest` for the cluster called `cluster`
+    /// (matched by its name alone when it is not among `clusters`).
+    fn apply(
+        &self,
+        manifest: &mut serde_json::Value,
+        template: &Template<'_>,
+        cluster: &str,
+    ) -> Result<Applied, PolicyError> {
+        let named;
+        let target = match self.clusters.get(cluster) {
+            Some(c) => c,
+            None => {
+                named = Cluster::named(cluster);
+                &named
+            }
+        };
+        let policies: Vec<&OverridePolicy> = self.policies.iter().collect();
+        apply_policies(manifest, template, target, &policies)
+    }
+}
+
 /// OV-1..OV-3: `manifest` (JSON text) adapted for `cluster` by the policies of `overrides`,
 /// with the annotations recording what applied. Without policies the text is passed through.
 pub fn apply_overrides(
@@ -97,16 +119,7 @@ pub fn apply_overrides(
     let mut value: serde_json::Value =
         serde_json::from_str(&manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
     let template = template_of(workload);
-    let named;
-    let target = match overrides.clusters.get(cluster) {
-        Some(c) => c,
-        None => {
-            named = Cluster::named(cluster);
-            &named
-        }
-    };
-    let policies: Vec<&OverridePolicy> = overrides.policies.iter().collect();
-    let applied = apply_policies(&mut value, &template, target, &policies)?;
+    let applied = overrides.apply(&mut value, &template, cluster)?;
     Ok((value.to_string(), applied_annotations(&applied)))
 }
 
@@ -135,10 +148,7 @@ pub fn explain_overrides(
     };
     let mut after = before.clone();
     let template = template_of(workload);
-    let named = Cluster::named(&target.name);
-    let cluster = overrides.clusters.get(&target.name).unwrap_or(&named);
-    let policies: Vec<&OverridePolicy> = overrides.policies.iter().collect();
-    match apply_policies(&mut after, &template, cluster, &policies) {
+    match overrides.apply(&mut after, &template, &target.name) {
         Ok(applied) => {
             let ns = workload.namespace();
             out.applied = applied
