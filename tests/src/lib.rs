@@ -691,7 +691,7 @@ pub async fn set_fault(member: &Member, mode: flotilla_proto::v1::FaultMode) {
 }
 
 /// The state of a member-sim as its control address sees it (faults ignored).
-pub async fn member_status(member: &Member) -> v1::MemberSimGetStatusResponse {
+pub async fn member_status(member: &Member) -> v1::GetStatsResponse {
     let channel =
         tonic::transport::Endpoint::from_shared(format!("http://{}", member.control_addr))
             .unwrap()
@@ -699,7 +699,7 @@ pub async fn member_status(member: &Member) -> v1::MemberSimGetStatusResponse {
             .await
             .unwrap();
     v1::member_sim_client::MemberSimClient::new(channel)
-        .get_status(v1::MemberSimGetStatusRequest {})
+        .get_stats(v1::GetStatsRequest {})
         .await
         .unwrap()
         .into_inner()

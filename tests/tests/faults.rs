@@ -447,7 +447,7 @@ async fn f11_member_api_errors() {
             let mut control = control.clone();
             async move {
                 control
-                    .get_status(v1::MemberSimGetStatusRequest {})
+                    .get_stats(v1::GetStatsRequest {})
                     .await
                     .ok()
                     .map(tonic::Response::into_inner)

@@ -9,7 +9,7 @@
 //!                                ├─ scheduler         grpc + admin
 //!                                ├─ graceful-eviction grpc + admin
 //!                                └─ work-executor     grpc + admin   (applies to members)
-//!   member-sim × N  (each its own address: gRPC MemberSim + HTTP /readyz)
+//!   member-sim × N  (each its own address: its Kubernetes API, /readyz, gRPC MemberSim control)
 //!   supervisor: the first task that stops on its own stops everything (a partial suite
 //!   would only confuse); Suite::stop drains every task.
 //! ```
@@ -236,7 +236,7 @@ pub struct RunningService {
 pub struct RunningMember {
     /// What it was started from.
     pub spec: MemberSpec,
-    /// The address it serves (gRPC MemberSim + HTTP `/readyz`).
+    /// The address it serves (its Kubernetes API, `/readyz`, the gRPC MemberSim control).
     pub addr: SocketAddr,
     /// The simulator, to inspect it or set faults in-process (`flotilla bench`).
     #[allow(dead_code)]

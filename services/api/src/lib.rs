@@ -41,7 +41,7 @@ pub mod grpc;
 pub mod kinds;
 pub mod manifest;
 pub mod objects;
-pub mod quantity;
+pub use flotilla_core::quantity;
 pub mod requests;
 pub mod selector;
 pub mod watch;

@@ -6,7 +6,7 @@
 //!   etcd ─watch clusters/──────────────► Cache<Cluster> ──┬─► probe queue (Push clusters)
 //!        ─watch clustertaintpolicies/──► Cache<CTP>      │     probe × --concurrent-probes:
 //!        ─watch heartbeats/────────────► Cache<record>   │     GET /readyz (/healthz on 404),
-//!        ─watch bindings/──────────────► Cache<refs>     │     MemberSim.GetStatus (CH-2, 5.2)
+//!        ─watch bindings/──────────────► Cache<refs>     │     Kubernetes API (CH-2, 5.2)  
 //!                                                        │          │ Observations
 //!                                                        ▼          ▼
 //!                    health queue (cluster) ──► reconcile × --concurrent-cluster-syncs

@@ -5,8 +5,9 @@
 //! ```text
 //!   clusters watch ──(new Push cluster / endpoint changed)──► probe queue
 //!   probe worker × N: GET {apiEndpoint}/readyz (→ /healthz on 404, CH-2.2), --probe-timeout
-//!        healthy → MemberSim.GetStatus on the same endpoint (API enablements, allocatable
-//!                  replicas, version; CH-5.2)
+//!        healthy → the member's Kubernetes API (CH-5.2): /version, discovery (/api, /apis
+//!                  and each group version: the API enablements), nodes and pods (the
+//!                  capacity summary)
 //!        └─► Observations[cluster] = latest observation ──► health queue (cluster)
 //!        requeue after --cluster-status-update-frequency (CH-1.3)
 //! ```
@@ -16,17 +17,11 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
 use flotilla_core::Time;
 use flotilla_core::health::{ProbeResponse, interpret_probe, needs_healthz_fallback};
+use flotilla_member::{Member, MemberError, Members, Target};
 use flotilla_proto::v1;
-use flotilla_proto::v1::member_sim_client::MemberSimClient;
 use flotilla_runtime::{Action, Cache, WorkQueue};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use tonic::transport::{Channel, Endpoint};
 
 use crate::assess::Observation;
 
@@ -90,65 +85,44 @@ impl Observations {
     }
 }
 
-/// Probes member API servers over HTTP/1.1 and collects a healthy member's status over gRPC.
-#[derive(Clone, Debug)]
+/// Probes member API servers and collects a healthy member's status, through the same
+/// Kubernetes client as the work-executor (`flotilla-member`).
+#[derive(Debug)]
 pub struct Prober {
-    http: Client<HttpConnector, Empty<Bytes>>,
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    members: Members,
     timeout: Duration,
 }
 
 impl Prober {
     /// A prober whose every request gives up after `timeout` (`--probe-timeout`).
     pub fn new(timeout: Duration) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(timeout));
-        connector.set_nodelay(true);
         Prober {
-            http: Client::builder(TokioExecutor::new()).build(connector),
-            channels: Arc::default(),
+            // probes are bounded by the probe workers (`--concurrent-probes`)
+            members: Members::new(timeout, 4096),
             timeout,
         }
     }
 
-    async fn get(&self, url: &str) -> (ProbeResponse, String) {
-        let uri: http::Uri = match url.parse() {
-            Ok(u) => u,
-            Err(e) => return (ProbeResponse::Error, format!("invalid URL {url}: {e}")),
-        };
-        let call = async {
-            let resp = self.http.get(uri).await?;
-            let status = resp.status().as_u16();
-            // read the (small) body so that the connection can be reused
-            let _ = resp.into_body().collect().await;
-            Ok::<_, hyper_util::client::legacy::Error>(status)
-        };
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(status)) => (
+    async fn get(&self, member: &Member, path: &'static str) -> (ProbeResponse, String) {
+        let url = format!("{}{path}", member.endpoint().trim_end_matches('/'));
+        match member.get_raw(path).await {
+            Ok((status, _)) => (
                 ProbeResponse::Status(status),
                 format!("{url}: HTTP {status}"),
             ),
-            Ok(Err(e)) => (ProbeResponse::Error, format!("{url}: {e}")),
-            Err(_) => (
+            Err(MemberError::Timeout { .. }) => (
                 ProbeResponse::Error,
                 format!("{url}: no answer within {:?}", self.timeout),
             ),
+            Err(e) => (ProbeResponse::Error, format!("{url}: {e}")),
         }
     }
 
     /// CH-2: `/readyz`, then `/healthz` if that answered 404; when healthy, also the status
-    /// the member reports (CH-5.2).
-    pub async fn probe(&self, endpoint: &str) -> Observation {
-        let trimmed = endpoint.trim().trim_end_matches('/');
-        // `host:port` is read as `http://host:port` (the contract's form)
-        let owned;
-        let base = if trimmed.is_empty() || trimmed.contains("://") {
-            trimmed
-        } else {
-            owned = format!("http://{trimmed}");
-            owned.as_str()
-        };
-        if base.is_empty() {
+    /// the member reports (CH-5.2). An endpoint without a scheme is read as `http://`.
+    pub async fn probe(&self, cluster: &str, target: &Target) -> Observation {
+        let trimmed = target.endpoint.trim().trim_end_matches('/');
+        if trimmed.is_empty() {
             // CH-6: no way to reach the member; goes through the failure threshold (v1.18+).
             return Observation {
                 outcome: interpret_probe(ProbeResponse::Error, None),
@@ -156,9 +130,25 @@ impl Prober {
                 collected: None,
             };
         }
-        let (readyz, mut message) = self.get(&format!("{base}/readyz")).await;
+        let mut target = target.clone();
+        target.endpoint = if trimmed.contains("://") {
+            trimmed.to_owned()
+        } else {
+            format!("http://{trimmed}")
+        };
+        let member = match self.members.member(cluster, &target) {
+            Ok(m) => m,
+            Err(e) => {
+                return Observation {
+                    outcome: interpret_probe(ProbeResponse::Error, None),
+                    message: e.to_string(),
+                    collected: None,
+                };
+            }
+        };
+        let (readyz, mut message) = self.get(&member, "/readyz").await;
         let healthz = if needs_healthz_fallback(readyz) {
-            let (h, m) = self.get(&format!("{base}/healthz")).await;
+            let (h, m) = self.get(&member, "/healthz").await;
             message = m;
             Some(h)
         } else {
@@ -166,7 +156,13 @@ impl Prober {
         };
         let outcome = interpret_probe(readyz, healthz);
         let collected = if outcome.online && outcome.healthy {
-            self.collect(base).await
+            match collect(&member).await {
+                Ok(status) => Some(status),
+                Err(error) => {
+                    tracing::debug!(cluster, %error, "cannot collect the member's status");
+                    None
+                }
+            }
         } else {
             None
         };
@@ -177,50 +173,20 @@ impl Prober {
         }
     }
 
-    fn channel(&self, base: &str) -> Option<Channel> {
-        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(c) = channels.get(base) {
-            return Some(c.clone());
-        }
-        let channel = Endpoint::from_shared(base.to_owned())
-            .ok()?
-            .connect_timeout(self.timeout)
-            .timeout(self.timeout)
-            .connect_lazy();
-        channels.insert(base.to_owned(), channel.clone());
-        Some(channel)
+    /// Forgets a deleted cluster's client.
+    pub fn forget(&self, cluster: &str) {
+        self.members.forget(cluster);
     }
+}
 
-    /// `MemberSim.GetStatus` on the member's endpoint; `None` when it does not answer.
-    async fn collect(&self, base: &str) -> Option<v1::ClusterStatus> {
-        let mut client = MemberSimClient::new(self.channel(base)?);
-        match tokio::time::timeout(
-            self.timeout,
-            client.get_status(flotilla_runtime::trace::request(
-                v1::MemberSimGetStatusRequest {},
-            )),
-        )
-        .await
-        {
-            Ok(Ok(resp)) => {
-                let s = resp.into_inner();
-                Some(v1::ClusterStatus {
-                    conditions: Vec::new(),
-                    api_enablements: s.api_enablements,
-                    kubernetes_version: s.kubernetes_version,
-                    resource_summary: s.resource_summary,
-                })
-            }
-            Ok(Err(status)) => {
-                tracing::debug!(endpoint = base, %status, "cannot collect the member's status");
-                None
-            }
-            Err(_) => {
-                tracing::debug!(endpoint = base, "collecting the member's status timed out");
-                None
-            }
-        }
-    }
+/// The member's version, API enablements and capacity summary (CH-5.2).
+async fn collect(member: &Member) -> Result<v1::ClusterStatus, MemberError> {
+    Ok(v1::ClusterStatus {
+        conditions: Vec::new(),
+        kubernetes_version: member.version().await?,
+        api_enablements: member.api_enablements().await?,
+        resource_summary: Some(member.resource_summary().await?),
+    })
 }
 
 /// What the probe workers share.
@@ -242,15 +208,18 @@ pub struct ProbeContext {
 /// clusters and deleted clusters are dropped from the probe queue.
 pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Action, Infallible> {
     let cluster = ctx.clusters.get(&crate::cluster_key(&name));
-    let endpoint = match cluster.as_deref().and_then(|c| c.spec.as_ref()) {
-        Some(spec) if spec.sync_mode == v1::SyncMode::Push as i32 => spec.api_endpoint.clone(),
+    let target = match cluster.as_deref().and_then(|c| c.spec.as_ref()) {
+        Some(spec) if spec.sync_mode == v1::SyncMode::Push as i32 => {
+            Target::plain(spec.api_endpoint.clone())
+        }
         _ => {
             ctx.observations.remove(&name);
+            ctx.prober.forget(&name);
             return Ok(Action::await_change());
         }
     };
     let started = tokio::time::Instant::now();
-    let observation = ctx.prober.probe(&endpoint).await;
+    let observation = ctx.prober.probe(&name, &target).await;
     let result = match (observation.outcome.online, observation.outcome.healthy) {
         (true, true) => "healthy",
         (true, false) => "unhealthy",
@@ -327,13 +296,17 @@ mod tests {
     async fn ch_2_readyz_then_healthz_on_404() {
         let prober = Prober::new(Duration::from_millis(300));
         let fallback = stub(|p| Some(if p == "/readyz" { 404 } else { 200 })).await;
-        let o = prober.probe(&format!("http://{fallback}/")).await;
+        let o = prober
+            .probe("c1", &Target::plain(format!("http://{fallback}/")))
+            .await;
         assert_eq!(outcome(&o), (true, true), "CH-2.2: /healthz answered 200");
         assert!(o.message.contains("/healthz"), "{}", o.message);
-        // healthy, but not a member-sim: nothing collected
+        // healthy, but no Kubernetes API behind it: nothing collected
         assert!(o.collected.is_none());
 
-        let o = prober.probe(&fallback.to_string()).await;
+        let o = prober
+            .probe("c2", &Target::plain(fallback.to_string()))
+            .await;
         assert_eq!(
             outcome(&o),
             (true, true),
@@ -341,11 +314,15 @@ mod tests {
         );
 
         let broken = stub(|p| Some(if p == "/readyz" { 404 } else { 500 })).await;
-        let o = prober.probe(&format!("http://{broken}")).await;
+        let o = prober
+            .probe("c3", &Target::plain(format!("http://{broken}")))
+            .await;
         assert_eq!(outcome(&o), (true, false), "CH-2.4");
 
         let failing = stub(|_| Some(500)).await;
-        let o = prober.probe(&format!("http://{failing}")).await;
+        let o = prober
+            .probe("c4", &Target::plain(format!("http://{failing}")))
+            .await;
         assert_eq!(
             outcome(&o),
             (true, false),
@@ -358,7 +335,9 @@ mod tests {
     async fn ch_2_3_no_answer_is_offline() {
         let prober = Prober::new(Duration::from_millis(200));
         let hanging = stub(|_| None).await;
-        let o = prober.probe(&format!("http://{hanging}")).await;
+        let o = prober
+            .probe("c1", &Target::plain(format!("http://{hanging}")))
+            .await;
         assert_eq!(outcome(&o), (false, false));
         assert!(o.message.contains("no answer within"), "{}", o.message);
 
@@ -368,13 +347,15 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let o = prober.probe(&format!("http://{closed}")).await;
+        let o = prober
+            .probe("c2", &Target::plain(format!("http://{closed}")))
+            .await;
         assert_eq!(outcome(&o), (false, false));
         // CH-6: no endpoint at all
-        let o = prober.probe("").await;
+        let o = prober.probe("c3", &Target::plain("")).await;
         assert_eq!(outcome(&o), (false, false));
         assert_eq!(o.message, "spec.apiEndpoint is empty");
-        let o = prober.probe("not a url").await;
+        let o = prober.probe("c4", &Target::plain("not a url")).await;
         assert_eq!(outcome(&o), (false, false));
     }
 }

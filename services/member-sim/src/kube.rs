@@ -1,65 +1,51 @@
-//! A Kubernetes API server over what the member holds (reads, server-side apply, delete), so
-//! that `kubectl` (and any Kubernetes client) can look at and change a simulated member:
+//! The member's Kubernetes API server, in the spirit of kwok: the parts of the API that
+//! Flotilla and `kubectl` use, over the objects the simulator holds.
 //!
 //! ```text
-//!   GET /version                                   the server's version
-//!   GET /api, /apis                                discovery: versions and groups
-//!   GET /api/v1, /apis/{group}/{version}           the resources of a group version
-//!   GET …/{resource}                               a list over every namespace
-//!   GET …/namespaces/{ns}/{resource}[/{name}]      a list in a namespace, or one object
-//!   GET /api/v1/namespaces[/{name}]                the namespaces objects live in
-//!   PATCH …/namespaces/{ns}/{resource}/{name}      server-side apply (apply-patch+yaml)
-//!   DELETE …/namespaces/{ns}/{resource}/{name}     delete
+//!   GET /version                                  the server's version
+//!   GET /api, /apis                               discovery: versions and groups
+//!   GET /api/v1, /apis/{group}/{version}          the resources of a group version
+//!   GET    {gv}/[namespaces/{ns}/]{resource}      a list (?labelSelector=k, k=v, k!=v, !k)
+//!   GET    {gv}/[namespaces/{ns}/]{resource}/{n}  one object
+//!   PATCH  {gv}/[namespaces/{ns}/]{resource}/{n}  server-side apply (apply-patch+yaml;
+//!                                                 ?fieldManager=…&force=true)
+//!   DELETE {gv}/[namespaces/{ns}/]{resource}/{n}  delete (any propagationPolicy)
+//!   GET /api/v1/nodes, /api/v1/[namespaces/{ns}/]pods   the simulated node and pods
 //! ```
 //!
-//! Objects are the applied manifests with server-set metadata (`resourceVersion`,
-//! `generation`, `creationTimestamp`) and the simulated `status` (replicas, readyReplicas, …)
-//! filled in. Server-side apply is a subset: the applied object replaces the stored one (one
-//! field manager's whole intent, as `force` gives it); there is no field ownership, so no
-//! conflicts. Other patch types answer 415; watch is not served (docs/operations.md,
-//! member-sim).
+//! Objects carry server-set metadata (`uid`, `resourceVersion`, `generation`,
+//! `creationTimestamp`, `managedFields`) and the `status` the simulated controllers write.
+//! Server-side apply is a faithful subset: `fieldManager` is required; an apply creates the
+//! object or replaces its manager's whole intent; an object last applied by another manager
+//! is a 409 Conflict unless `force=true`, which takes it over. There is no per-field
+//! ownership (one manager owns every field). Other patch types answer 415, `watch=true`
+//! answers 405 (docs/operations.md, "member-sim"). The F11 API errors of `SetFault` apply
+//! here: applies (500, 409, lost reply, hang), deletes (500) and reads of workloads (500).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use flotilla_core::resource::{Scope, scope_of};
 use flotilla_proto::v1;
 use serde_json::{Value, json};
 
-use crate::sim::{API_ENABLEMENTS, Sim};
+use crate::sim::{API_ENABLEMENTS, ApiCall, InjectedError, Sim};
 
 /// The Kubernetes version member-sim answers as.
-pub const KUBERNETES_VERSION: (&str, &str) = ("1", "31");
+pub const KUBERNETES_VERSION: (&str, &str) = ("1", "33");
 
 /// The Kubernetes routes, to merge into the member's router.
 pub fn routes(sim: Arc<Sim>) -> axum::Router {
     axum::Router::new()
-        .route("/version", get(version))
-        .route("/api", get(api_versions))
-        .route("/apis", get(api_groups))
-        .route("/api/v1", get(core_resources))
-        .route("/api/v1/namespaces", get(namespaces))
-        .route("/api/v1/namespaces/{name}", get(namespace))
-        .route("/api/v1/{resource}", get(core_list))
-        .route("/api/v1/namespaces/{ns}/{resource}", get(core_list_in))
-        .route(
-            "/api/v1/namespaces/{ns}/{resource}/{name}",
-            get(core_get).patch(core_apply).delete(core_delete),
-        )
-        .route("/apis/{group}/{version}", get(group_resources))
-        .route("/apis/{group}/{version}/{resource}", get(group_list))
-        .route(
-            "/apis/{group}/{version}/namespaces/{ns}/{resource}",
-            get(group_list_in),
-        )
-        .route(
-            "/apis/{group}/{version}/namespaces/{ns}/{resource}/{name}",
-            get(group_get).patch(group_apply).delete(group_delete),
-        )
+        .route("/version", axum::routing::get(version))
+        .route("/api", axum::routing::any(dispatch))
+        .route("/api/{*rest}", axum::routing::any(dispatch))
+        .route("/apis", axum::routing::any(dispatch))
+        .route("/apis/{*rest}", axum::routing::any(dispatch))
         .with_state(sim)
 }
 
@@ -107,11 +93,16 @@ async fn version() -> Response {
         "major": major,
         "minor": minor,
         "gitVersion": format!("v{major}.{minor}.0-flotilla-member-sim"),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.24",
+        "compiler": "gc",
         "platform": "linux/amd64",
     }))
 }
 
-async fn api_versions() -> Response {
+fn api_versions() -> Response {
     ok(&json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -119,7 +110,7 @@ async fn api_versions() -> Response {
     }))
 }
 
-async fn api_groups() -> Response {
+fn api_groups() -> Response {
     let groups: Vec<Value> = API_ENABLEMENTS
         .iter()
         .filter_map(|(gv, _)| gv.split_once('/'))
@@ -137,15 +128,6 @@ fn resources(group_version: &str) -> Option<&'static [(&'static str, &'static st
         .iter()
         .find(|(gv, _)| *gv == group_version)
         .map(|(_, r)| *r)
-}
-
-/// The kind `resource` (`deployments`) names in `group_version`, or a NotFound answer.
-#[allow(clippy::result_large_err)] // the error is the answer itself
-fn kind_of(group_version: &str, resource: &str) -> Result<&'static str, Response> {
-    resources(group_version)
-        .and_then(|r| r.iter().find(|(name, _)| *name == resource))
-        .map(|(_, kind)| *kind)
-        .ok_or_else(|| not_found(format!("the resource {resource} of {group_version}")))
 }
 
 fn namespaced(group_version: &str, kind: &str) -> bool {
@@ -176,121 +158,275 @@ fn resource_list(group_version: &str) -> Response {
     }))
 }
 
-async fn core_resources() -> Response {
-    resource_list("v1")
+/// What a request path names below a group version.
+#[derive(Debug, PartialEq, Eq)]
+struct Target<'a> {
+    group_version: String,
+    namespace: Option<&'a str>,
+    resource: &'a str,
+    kind: &'static str,
+    name: Option<&'a str>,
 }
 
-async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
-    resource_list(&format!("{group}/{version}"))
+/// Splits `/api/v1/...` or `/apis/{group}/{version}/...`; `Err` is the answer itself
+/// (discovery, or a 404).
+#[allow(clippy::result_large_err)] // the error is the answer itself
+fn parse(path: &str) -> Result<Target<'_>, Response> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group_version, rest) = match segments.as_slice() {
+        ["api"] => return Err(api_versions()),
+        ["apis"] => return Err(api_groups()),
+        ["api", "v1"] => return Err(resource_list("v1")),
+        ["apis", group, version] => return Err(resource_list(&format!("{group}/{version}"))),
+        ["api", "v1", rest @ ..] => ("v1".to_owned(), rest),
+        ["apis", group, version, rest @ ..] => (format!("{group}/{version}"), rest),
+        _ => return Err(not_found(format!("the path {path}"))),
+    };
+    let (namespace, resource, name) = match rest {
+        ["namespaces", ns, resource] => (Some(*ns), *resource, None),
+        ["namespaces", ns, resource, name] => (Some(*ns), *resource, Some(*name)),
+        [resource] => (None, *resource, None),
+        [resource, name] => (None, *resource, Some(*name)),
+        _ => return Err(not_found(format!("the path {path}"))),
+    };
+    let kind = resources(&group_version)
+        .and_then(|r| r.iter().find(|(n, _)| *n == resource))
+        .map(|(_, kind)| *kind)
+        .ok_or_else(|| not_found(format!("the resource {resource} of {group_version}")))?;
+    Ok(Target {
+        group_version,
+        namespace,
+        resource,
+        kind,
+        name,
+    })
 }
 
-/// An applied object as the API server returns it.
-fn object(status: &v1::ManifestStatus) -> Option<Value> {
-    let mut object: Value = serde_json::from_str(&status.manifest).ok()?;
-    let meta = object
-        .as_object_mut()?
-        .entry("metadata")
-        .or_insert(json!({}));
-    if let (Some(meta), Some(applied)) = (meta.as_object_mut(), status.applied_at.as_ref()) {
-        let millis = applied.seconds * 1000 + i64::from(applied.nanos) / 1_000_000;
-        meta.insert("resourceVersion".into(), json!(millis.to_string()));
-        // (RFC 3339, as Kubernetes writes it)
-        meta.insert("creationTimestamp".into(), json!(applied.to_string()));
-    }
-    let simulated: Value = serde_json::from_str(&status.status).unwrap_or(json!({}));
-    if let Some(generation) = simulated.get("observedGeneration").cloned()
-        && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
-    {
-        meta.insert("generation".into(), generation);
-    }
-    if simulated.as_object().is_some_and(|s| !s.is_empty())
-        && let Some(map) = object.as_object_mut()
-    {
-        map.insert("status".into(), simulated);
-    }
-    Some(object)
-}
-
-/// The objects of `kind` in `group_version`, in `namespace` (`None`: every namespace).
-fn select(sim: &Sim, group_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
-    sim.list()
-        .iter()
-        .filter(|s| {
-            s.resource.as_ref().is_some_and(|r| {
-                r.api_version == group_version
-                    && r.kind == kind
-                    && namespace.is_none_or(|ns| r.namespace == ns)
-            })
+fn query(uri: &axum::http::Uri) -> HashMap<String, String> {
+    uri.query()
+        .map(|q| {
+            url_pairs(q)
+                .into_iter()
+                .collect::<HashMap<String, String>>()
         })
-        .filter_map(object)
+        .unwrap_or_default()
+}
+
+/// `a=b&c=d%2Fe` as decoded pairs.
+fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
         .collect()
 }
 
-fn list(sim: &Sim, group_version: &str, resource: &str, namespace: Option<&str>) -> Response {
-    let kind = match kind_of(group_version, resource) {
-        Ok(kind) => kind,
-        Err(response) => return response,
-    };
-    if kind == "Namespace" {
-        return namespace_list(sim);
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                if let Some(b) = hex {
+                    out.push(b);
+                    i += 3;
+                } else {
+                    out.push(b'%');
+                    i += 1;
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
     }
-    let items = select(sim, group_version, kind, namespace);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One requirement of a label selector.
+#[derive(Debug, PartialEq, Eq)]
+enum Requirement {
+    Exists(String),
+    NotExists(String),
+    Equals(String, String),
+    NotEquals(String, String),
+}
+
+/// Parses the equality-based selectors Flotilla and kubectl send (`k`, `!k`, `k=v`, `k==v`,
+/// `k!=v`, comma-separated); set-based selectors (`in`, `notin`) answer 400.
+fn parse_selector(text: &str) -> Result<Vec<Requirement>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            if t.contains(" in ") || t.contains(" notin ") || t.contains('(') {
+                return Err(format!(
+                    "set-based selector {t:?} is not served by member-sim"
+                ));
+            }
+            Ok(if let Some((k, v)) = t.split_once("!=") {
+                Requirement::NotEquals(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
+                Requirement::Equals(k.trim().into(), v.trim().into())
+            } else if let Some(k) = t.strip_prefix('!') {
+                Requirement::NotExists(k.trim().into())
+            } else {
+                Requirement::Exists(t.into())
+            })
+        })
+        .collect()
+}
+
+fn selects(requirements: &[Requirement], object: &Value) -> bool {
+    let label = |k: &str| {
+        object
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(k))
+            .and_then(Value::as_str)
+    };
+    requirements.iter().all(|r| match r {
+        Requirement::Exists(k) => label(k).is_some(),
+        Requirement::NotExists(k) => label(k).is_none(),
+        Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
+        Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+    })
+}
+
+/// F11 on this call: `Some(answer)` when it fails on purpose before doing anything.
+async fn injected_before(sim: &Sim, call: ApiCall) -> Result<Option<InjectedError>, Response> {
+    match sim.inject(call) {
+        None => Ok(None),
+        Some(InjectedError::Unavailable) => Err(failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "injected (F11): the member's API answered 500".into(),
+        )),
+        Some(InjectedError::Conflict) => Err(failure(
+            StatusCode::CONFLICT,
+            "Conflict",
+            "injected (F11): the object has been modified; please apply your changes again".into(),
+        )),
+        Some(InjectedError::Timeout) => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Err(failure(
+                StatusCode::GATEWAY_TIMEOUT,
+                "Timeout",
+                "injected (F11): the member's API did not answer".into(),
+            ))
+        }
+        Some(InjectedError::LostReply) => Ok(Some(InjectedError::LostReply)),
+    }
+}
+
+async fn dispatch(
+    State(sim): State<Arc<Sim>>,
+    method: Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let target = match parse(uri.path()) {
+        Ok(t) => t,
+        Err(answer) => {
+            return if method == Method::GET {
+                answer
+            } else {
+                failure(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "MethodNotAllowed",
+                    format!("{method} is not served on {}", uri.path()),
+                )
+            };
+        }
+    };
+    let query = query(&uri);
+    match (&method, target.name) {
+        (&Method::GET, _) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            failure(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "member-sim does not serve watch; list again instead".into(),
+            )
+        }
+        (&Method::GET, None) => list(&sim, &target, &query).await,
+        (&Method::GET, Some(name)) => get(&sim, &target, name).await,
+        (&Method::PATCH, Some(name)) => apply(&sim, &target, name, &query, &headers, &body).await,
+        (&Method::DELETE, Some(name)) => delete(&sim, &target, name).await,
+        _ => failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            format!("{method} is not served on {}", uri.path()),
+        ),
+    }
+}
+
+/// The objects `target` names (before selection), by kind.
+fn objects(sim: &Sim, target: &Target<'_>) -> Vec<Value> {
+    match (target.group_version.as_str(), target.kind) {
+        ("v1", "Namespace") => namespace_names(sim)
+            .iter()
+            .map(|n| namespace_object(n))
+            .collect(),
+        ("v1", "Node") => sim.nodes(),
+        ("v1", "Pod") => {
+            let mut pods = sim.pods(target.namespace);
+            pods.extend(sim.objects("v1", "Pod", target.namespace));
+            pods
+        }
+        (gv, kind) => sim.objects(gv, kind, target.namespace),
+    }
+}
+
+async fn list(sim: &Sim, target: &Target<'_>, query: &HashMap<String, String>) -> Response {
+    let selector = match query.get("labelSelector").map(|s| parse_selector(s)) {
+        None => Vec::new(),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return failure(StatusCode::BAD_REQUEST, "BadRequest", e),
+    };
+    if let Err(answer) = injected_before(sim, ApiCall::Status).await {
+        return answer;
+    }
+    let items: Vec<Value> = objects(sim, target)
+        .into_iter()
+        .filter(|o| selects(&selector, o))
+        .collect();
     ok(&json!({
-        "kind": format!("{kind}List"),
-        "apiVersion": group_version,
+        "kind": format!("{}List", target.kind),
+        "apiVersion": target.group_version,
         "metadata": {"resourceVersion": sim.revision().to_string()},
         "items": items,
     }))
 }
 
-fn one(sim: &Sim, group_version: &str, resource: &str, namespace: &str, name: &str) -> Response {
-    let kind = match kind_of(group_version, resource) {
-        Ok(kind) => kind,
-        Err(response) => return response,
+async fn get(sim: &Sim, target: &Target<'_>, name: &str) -> Response {
+    if let Err(answer) = injected_before(sim, ApiCall::Status).await {
+        return answer;
+    }
+    // `/api/v1/namespaces/{name}` names a Namespace, not a namespace to look in
+    let scoped = Target {
+        group_version: target.group_version.clone(),
+        namespace: target.namespace.filter(|_| target.kind != "Namespace"),
+        ..*target
     };
-    select(sim, group_version, kind, Some(namespace))
+    objects(sim, &scoped)
         .into_iter()
         .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-        .map_or_else(|| not_found(format!("{resource} {name:?}")), |o| ok(&o))
-}
-
-async fn core_list(State(sim): State<Arc<Sim>>, Path(resource): Path<String>) -> Response {
-    list(&sim, "v1", &resource, None)
-}
-
-async fn core_list_in(
-    State(sim): State<Arc<Sim>>,
-    Path((ns, resource)): Path<(String, String)>,
-) -> Response {
-    list(&sim, "v1", &resource, Some(&ns))
-}
-
-async fn core_get(
-    State(sim): State<Arc<Sim>>,
-    Path((ns, resource, name)): Path<(String, String, String)>,
-) -> Response {
-    one(&sim, "v1", &resource, &ns, &name)
-}
-
-async fn group_list(
-    State(sim): State<Arc<Sim>>,
-    Path((group, version, resource)): Path<(String, String, String)>,
-) -> Response {
-    list(&sim, &format!("{group}/{version}"), &resource, None)
-}
-
-async fn group_list_in(
-    State(sim): State<Arc<Sim>>,
-    Path((group, version, ns, resource)): Path<(String, String, String, String)>,
-) -> Response {
-    list(&sim, &format!("{group}/{version}"), &resource, Some(&ns))
-}
-
-async fn group_get(
-    State(sim): State<Arc<Sim>>,
-    Path((group, version, ns, resource, name)): Path<(String, String, String, String, String)>,
-) -> Response {
-    one(&sim, &format!("{group}/{version}"), &resource, &ns, &name)
+        .map_or_else(
+            || not_found(format!("{} {name:?}", target.resource)),
+            |o| ok(&o),
+        )
 }
 
 /// The namespaces: `default`, `kube-system`, every namespace an object lives in, and every
@@ -322,41 +458,13 @@ fn namespace_object(name: &str) -> Value {
     })
 }
 
-fn namespace_list(sim: &Sim) -> Response {
-    let items: Vec<Value> = namespace_names(sim)
-        .iter()
-        .map(|n| namespace_object(n))
-        .collect();
-    ok(&json!({
-        "kind": "NamespaceList",
-        "apiVersion": "v1",
-        "metadata": {"resourceVersion": sim.revision().to_string()},
-        "items": items,
-    }))
-}
-
-async fn namespaces(State(sim): State<Arc<Sim>>) -> Response {
-    namespace_list(&sim)
-}
-
-async fn namespace(State(sim): State<Arc<Sim>>, Path(name): Path<String>) -> Response {
-    if namespace_names(&sim).contains(&name) {
-        ok(&namespace_object(&name))
-    } else {
-        not_found(format!("namespaces {name:?}"))
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Writes
-// ---------------------------------------------------------------------------------------
-
-/// Server-side apply of `body` as `resource`/`name` in `namespace` of `group_version`.
-fn apply(
+/// Server-side apply of `body` as `target`/`name`.
+async fn apply(
     sim: &Sim,
-    group_version: &str,
-    (namespace, resource, name): (&str, &str, &str),
-    headers: &axum::http::HeaderMap,
+    target: &Target<'_>,
+    name: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
     let content_type = headers
@@ -372,11 +480,15 @@ fn apply(
             ),
         );
     }
-    let kind = match kind_of(group_version, resource) {
-        Ok(kind) => kind,
-        Err(response) => return response,
+    let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) else {
+        return failure(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into(),
+        );
     };
-    // JSON is YAML; kubectl sends JSON
+    let force = query.get("force").is_some_and(|f| f == "true");
+    // JSON is YAML; kubectl and kube-rs send JSON
     let text = String::from_utf8_lossy(body);
     let applied: Value = match serde_json::from_str(&text)
         .or_else(|_| serde_norway::from_str::<Value>(&text).map_err(|e| e.to_string()))
@@ -396,100 +508,112 @@ fn apply(
             .and_then(Value::as_str)
             .unwrap_or_default()
     };
-    if said("/kind") != kind
-        || said("/apiVersion") != group_version
+    let namespace = target.namespace.unwrap_or_default();
+    if said("/kind") != target.kind
+        || said("/apiVersion") != target.group_version
         || said("/metadata/name") != name
+        || (!said("/metadata/namespace").is_empty() && said("/metadata/namespace") != namespace)
     {
         return failure(
             StatusCode::BAD_REQUEST,
             "BadRequest",
             format!(
-                "the body is {} {} {:?}, the path names {group_version} {kind} {name:?}",
+                "the body is {} {} {:?}, the path names {} {} {name:?}",
                 said("/apiVersion"),
                 said("/kind"),
-                said("/metadata/name")
+                said("/metadata/name"),
+                target.group_version,
+                target.kind,
             ),
         );
     }
+    if namespaced(&target.group_version, target.kind) == target.namespace.is_none() {
+        return not_found(format!("{} {name:?} at this path", target.resource));
+    }
+    let lost_reply = match injected_before(sim, ApiCall::Apply).await {
+        Ok(lost) => lost.is_some(),
+        Err(answer) => return answer,
+    };
     let reference = v1::ObjectReference {
-        api_version: group_version.to_owned(),
-        kind: kind.to_owned(),
+        api_version: target.group_version.clone(),
+        kind: target.kind.to_owned(),
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         uid: String::new(),
     };
-    match crate::sim::parse_apply(&applied.to_string(), Some(reference), None) {
-        Ok(spec) => {
-            let (created, status) = sim.apply(spec);
-            let code = if created {
+    let spec = match crate::sim::parse_apply(&applied.to_string(), Some(reference), None) {
+        Ok(spec) => spec,
+        Err(e) => return failure(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e.to_string()),
+    };
+    match sim.apply_as(spec, manager, force) {
+        Ok(_) if lost_reply => failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "injected (F11): applied, but the reply was lost".into(),
+        ),
+        Ok((created, object)) => reply(
+            if created {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK
-            };
-            object(&status).map_or_else(
-                || {
-                    failure(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "InternalError",
-                        "unreadable".into(),
-                    )
-                },
-                |o| reply(code, &o),
-            )
-        }
-        Err(e) => failure(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e.to_string()),
+            },
+            &object,
+        ),
+        Err(conflict) => failure(StatusCode::CONFLICT, "Conflict", conflict.to_string()),
     }
 }
 
-fn delete(sim: &Sim, group_version: &str, resource: &str, namespace: &str, name: &str) -> Response {
-    let kind = match kind_of(group_version, resource) {
-        Ok(kind) => kind,
-        Err(response) => return response,
-    };
+async fn delete(sim: &Sim, target: &Target<'_>, name: &str) -> Response {
+    if let Err(answer) = injected_before(sim, ApiCall::Delete).await {
+        return answer;
+    }
     let key = crate::sim::ResourceKey {
-        namespace: namespace.to_owned(),
-        kind: kind.to_owned(),
+        namespace: target.namespace.unwrap_or_default().to_owned(),
+        kind: target.kind.to_owned(),
         name: name.to_owned(),
     };
     if sim.delete(&key) {
         ok(
             &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": {"name": name, "kind": resource}}),
+                   "details": {"name": name, "kind": target.resource}}),
         )
     } else {
-        not_found(format!("{resource} {name:?}"))
+        not_found(format!("{} {name:?}", target.resource))
     }
 }
 
-async fn core_apply(
-    State(sim): State<Arc<Sim>>,
-    Path((ns, resource, name)): Path<(String, String, String)>,
-    headers: axum::http::HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    apply(&sim, "v1", (&ns, &resource, &name), &headers, &body)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-async fn group_apply(
-    State(sim): State<Arc<Sim>>,
-    Path((group, version, ns, resource, name)): Path<(String, String, String, String, String)>,
-    headers: axum::http::HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    let gv = format!("{group}/{version}");
-    apply(&sim, &gv, (&ns, &resource, &name), &headers, &body)
-}
+    #[test]
+    fn selectors_parse_and_select() {
+        let r = parse_selector("app=web, !legacy,tier!=db,resourcebinding.karmada.io/permanent-id")
+            .expect("parse");
+        assert_eq!(r.len(), 4);
+        let o = json!({"metadata": {"labels": {"app": "web", "tier": "fe",
+                        "resourcebinding.karmada.io/permanent-id": "x"}}});
+        assert!(selects(&r, &o));
+        let o = json!({"metadata": {"labels": {"app": "web", "legacy": "1"}}});
+        assert!(!selects(&r, &o));
+        assert!(parse_selector("app in (a,b)").is_err());
+    }
 
-async fn core_delete(
-    State(sim): State<Arc<Sim>>,
-    Path((ns, resource, name)): Path<(String, String, String)>,
-) -> Response {
-    delete(&sim, "v1", &resource, &ns, &name)
-}
-
-async fn group_delete(
-    State(sim): State<Arc<Sim>>,
-    Path((group, version, ns, resource, name)): Path<(String, String, String, String, String)>,
-) -> Response {
-    delete(&sim, &format!("{group}/{version}"), &resource, &ns, &name)
+    #[test]
+    fn paths_name_their_target() {
+        let t = parse("/apis/apps/v1/namespaces/shop/deployments/web").expect("target");
+        assert_eq!(
+            (t.group_version.as_str(), t.namespace, t.kind, t.name),
+            ("apps/v1", Some("shop"), "Deployment", Some("web"))
+        );
+        let t = parse("/api/v1/namespaces/shop").expect("target");
+        assert_eq!((t.kind, t.name), ("Namespace", Some("shop")));
+        let t = parse("/apis/rbac.authorization.k8s.io/v1/clusterroles/view").expect("target");
+        assert_eq!((t.namespace, t.kind), (None, "ClusterRole"));
+        assert!(parse("/apis/apps/v1/widgets").is_err());
+        assert_eq!(
+            percent_decode("resourcebinding.karmada.io%2Fpermanent-id"),
+            "resourcebinding.karmada.io/permanent-id"
+        );
+    }
 }

@@ -3,27 +3,28 @@
 //! ```text
 //!             --listen (one address, gRPC + HTTP/1.1)        --control-listen (optional)
 //!   probes ──► GET /readyz, /healthz  200 "ok" | 500          same router, faults ignored
-//!   work-executor ──► flotilla.v1.MemberSim                    (tests look inside an
-//!                      Apply/Delete/GetManifest, Probe,         "unreachable" member here)
-//!                      SetFault, GetStatus
-//!   cluster-health ──► GetStatus (capacity, allocatable replicas, API enablements)
+//!   work-executor ──► Kubernetes API (kube.rs): discovery,       (tests look inside an
+//!                      server-side apply, delete, lists          "unreachable" member here)
+//!   cluster-health ──► /version, discovery, nodes and pods
+//!   tests, CLI ─────► flotilla.v1.MemberSim SetFault, GetStats
 //!                         │
 //!                         ▼
 //!                  sim::Sim  manifests → "pods": Pending until a place within --capacity,
-//!                            Ready after --pod-startup-delay; Healthy iff ready == desired
+//!                            Ready after --pod-startup-delay; status as each kind's
+//!                            controller writes it (health is read from it, IN-3)
 //!                         ▲
 //!   --mode pull: pull::run  heartbeats ClusterHealth.Heartbeat, watches Api.WatchWorks
 //!                           {cluster}, applies/deletes locally, WorkExecutor.ReportWorkStatus
 //! ```
 //!
-//! Faults (`--fault`, `SetFault`): `unhealthy` makes `/readyz` answer 500 while RPCs still
-//! work (reachable but not ok, CH-3.2); `unreachable` makes every HTTP request and RPC on
+//! Faults (`--fault`, `SetFault`): `unhealthy` makes `/readyz` answer 500 while the API still
+//! works (reachable but not ok, CH-3.2); `unreachable` makes every HTTP request and RPC on
 //! `--listen` hang until healed (CH-3.1) — except `SetFault` itself, which stays exempt so
 //! that a test can heal the member through the same address — and stops a Pull agent's
 //! heartbeats and works watch. `SetFault` also sets the member API's errors (F11,
 //! `api_errors`): seeded percentages of applies that fail (500), conflict (409), apply but lose
 //! their reply, or hang past the caller's timeout, and of deletes and status reads that fail;
-//! `GetStatus` counts the objects ever created (`creates`) and the errors injected.
+//! `GetStats` counts the objects ever created (`creates`) and the errors injected.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -77,7 +78,7 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_CONTROL_LISTEN")]
     pub control_listen: Option<SocketAddr>,
 
-    /// The member cluster's name (`--cluster` is an alias): reported by GetStatus, and the
+    /// The member cluster's name (`--cluster` is an alias): reported by GetStats, and the
     /// Cluster a Pull agent heartbeats for and watches Works of.
     #[arg(
         long,

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// The Kubernetes version the simulated member reports (`status.kubernetesVersion`).
-pub const KUBERNETES_VERSION: &str = "v1.31.0-flotilla-sim";
+pub const KUBERNETES_VERSION: &str = "v1.33.0-flotilla-member-sim";
 
 /// Kinds whose replicas become pods even when the request and the manifest name none (then
 /// one replica, Kubernetes' default for `spec.replicas`).
@@ -51,6 +51,7 @@ pub const API_ENABLEMENTS: &[(&str, &[(&str, &str)])] = &[
             ("serviceaccounts", "ServiceAccount"),
             ("persistentvolumeclaims", "PersistentVolumeClaim"),
             ("pods", "Pod"),
+            ("nodes", "Node"),
         ],
     ),
     (
@@ -271,7 +272,7 @@ pub fn key_of(r: &v1::ObjectReference) -> ResourceKey {
 /// How the simulated member behaves (`--name`, `--capacity`, `--pod-startup-delay`).
 #[derive(Clone, Debug)]
 pub struct SimConfig {
-    /// The cluster's name (reported by GetStatus and used by the Pull agent).
+    /// The cluster's name (reported by GetStats and used by the Pull agent).
     pub name: String,
     /// How many pods may run at once over all manifests; more stay Pending.
     pub capacity: u32,
@@ -291,7 +292,7 @@ struct Pod {
 struct Manifest {
     resource: v1::ObjectReference,
     manifest: Value,
-    /// `manifest` as JSON text, rendered once per apply: every GetStatus returns it, and
+    /// `manifest` as JSON text, rendered once per apply: every status report carries it, and
     /// re-serialising every manifest on every status call was the largest cost of a
     /// `flotilla bench failover` member-sim.
     manifest_text: String,
@@ -302,11 +303,21 @@ struct Manifest {
     /// Creation order: pending pods of older manifests get places first.
     seq: u64,
     generation: i64,
+    /// `metadata.uid`, set at creation.
+    uid: String,
+    /// `metadata.creationTimestamp`.
+    created_at: SystemTime,
+    /// `metadata.resourceVersion`: the member's write counter at the last write.
+    resource_version: u64,
+    /// The field manager of the last server-side apply.
+    manager: String,
 }
 
 #[derive(Debug, Default)]
 struct State {
     manifests: BTreeMap<ResourceKey, Manifest>,
+    /// The write counter (`resourceVersion`s).
+    writes: u64,
     next_seq: u64,
     bound: u64,
     pending: u64,
@@ -321,11 +332,11 @@ struct State {
 /// An API call of the member (F11 error injection).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApiCall {
-    /// ApplyManifest.
+    /// A server-side apply.
     Apply,
-    /// DeleteManifest.
+    /// A delete.
     Delete,
-    /// GetManifest.
+    /// A get or a list.
     Status,
 }
 
@@ -472,6 +483,16 @@ impl State {
             .cloned()
             .collect()
     }
+}
+
+/// A server-side apply that another field manager's object refuses (without `force`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("Apply failed with 1 conflict: {key} is managed by {manager:?}")]
+pub struct ApplyConflict {
+    /// The object.
+    pub key: ResourceKey,
+    /// Its current manager.
+    pub manager: String,
 }
 
 /// Why a lookup found nothing usable.
@@ -639,16 +660,45 @@ impl Sim {
         }
     }
 
-    /// Creates or updates a manifest; returns whether it was created and its status.
+    /// Creates or updates a manifest as field manager `flotilla`, forcing; returns whether it
+    /// was created and its status.
     pub fn apply(&self, spec: ApplySpec) -> (bool, v1::ManifestStatus) {
+        match self.apply_as(spec, "flotilla", true) {
+            Ok((created, object)) => (created, self.status_of_object(&object)),
+            // a forced apply takes the object over
+            Err(_) => (false, v1::ManifestStatus::default()),
+        }
+    }
+
+    /// Server-side apply as `manager`: creates the object, or replaces the intent of its
+    /// manager. An object last applied by another manager is a conflict unless `force`
+    /// (then `manager` takes it over). Returns whether it was created and the object.
+    pub fn apply_as(
+        &self,
+        spec: ApplySpec,
+        manager: &str,
+        force: bool,
+    ) -> Result<(bool, Value), ApplyConflict> {
         let now = Instant::now();
         let key = key_of(&spec.resource);
         let capacity = u64::from(self.config.capacity);
         let mut st = self.lock();
+        st.writes += 1;
+        let rv = st.writes;
         let created = match st.manifests.get_mut(&key) {
             Some(m) => {
-                if m.manifest != spec.manifest || m.replicas != spec.replicas {
+                if m.manager != manager && !force {
+                    return Err(ApplyConflict {
+                        key,
+                        manager: m.manager.clone(),
+                    });
+                }
+                let changed = m.manifest != spec.manifest || m.replicas != spec.replicas;
+                if changed {
                     m.generation += 1;
+                }
+                if changed || m.manager != manager {
+                    m.resource_version = rv;
                 }
                 m.resource = spec.resource;
                 m.manifest_text = spec.manifest.to_string();
@@ -656,6 +706,7 @@ impl Sim {
                 m.replicas = spec.replicas;
                 m.workload = spec.workload;
                 m.applied_at = SystemTime::now();
+                manager.clone_into(&mut m.manager);
                 false
             }
             None => {
@@ -674,6 +725,10 @@ impl Sim {
                         applied_at: SystemTime::now(),
                         seq,
                         generation: 1,
+                        uid: format!("{}-{seq:08x}-{rv:08x}", self.config.name),
+                        created_at: SystemTime::now(),
+                        resource_version: rv,
+                        manager: manager.to_owned(),
                     },
                 );
                 true
@@ -681,15 +736,15 @@ impl Sim {
         };
         st.resize(&key, spec.replicas);
         st.schedule(capacity, now);
-        let status = st
+        let object = st
             .manifests
             .get(&key)
-            .map(|m| self.status_of(m, now))
+            .map(|m| self.object_of(m, now))
             .unwrap_or_default();
         drop(st);
-        tracing::debug!(cluster = %self.config.name, %key, created, replicas = status.replicas, "applied");
+        tracing::debug!(cluster = %self.config.name, %key, created, manager, "applied");
         self.changed();
-        (created, status)
+        Ok((created, object))
     }
 
     /// Deletes the objects `key` names (an empty kind: every kind); returns whether any
@@ -820,23 +875,19 @@ impl Sim {
         }
     }
 
-    /// The GetStatus answer.
-    pub fn status(&self) -> v1::MemberSimGetStatusResponse {
+    /// The GetStats answer.
+    pub fn stats(&self) -> v1::GetStatsResponse {
         let summary = self.summary();
         let (creates, injected) = {
             let st = self.lock();
             (st.creates, st.injected)
         };
-        v1::MemberSimGetStatusResponse {
+        v1::GetStatsResponse {
             cluster_name: self.config.name.clone(),
             fault: self.fault().to_wire().into(),
-            kubernetes_version: KUBERNETES_VERSION.into(),
-            api_enablements: Self::api_enablements(),
-            resource_summary: Some(self.resource_summary()),
             manifests: clamp_i32(i64::try_from(summary.manifests).unwrap_or(i64::MAX)),
             replicas: clamp_i32(summary.replicas),
             ready_replicas: clamp_i32(summary.ready),
-            manifest_statuses: self.list(),
             capacity: clamp_i32(i64::from(self.config.capacity)),
             pending_replicas: clamp_i32(summary.pending),
             creates,
@@ -845,37 +896,184 @@ impl Sim {
     }
 
     fn status_of(&self, m: &Manifest, now: Instant) -> v1::ManifestStatus {
-        let ready = clamp_i32(
-            i64::try_from(ready_pods(m, now, self.config.pod_startup_delay)).unwrap_or(i64::MAX),
-        );
-        let healthy = !m.workload || ready == m.replicas;
-        let status = if m.workload {
-            serde_json::json!({
+        let mut status = self.status_of_object(&self.object_of(m, now));
+        status.manifest.clone_from(&m.manifest_text);
+        status.applied_at = Some(timestamp(m.applied_at));
+        status
+    }
+
+    /// What a status collector makes of an object (the same code as the control plane's).
+    fn status_of_object(&self, object: &Value) -> v1::ManifestStatus {
+        let _ = self;
+        flotilla_member::status::manifest_status(object)
+    }
+
+    /// The object as the Kubernetes API returns it: the applied manifest with server-set
+    /// metadata and the status the simulated controllers write.
+    fn object_of(&self, m: &Manifest, now: Instant) -> Value {
+        let mut object = m.manifest.clone();
+        let Some(map) = object.as_object_mut() else {
+            return object;
+        };
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("uid".into(), m.uid.clone().into());
+            meta.insert(
+                "resourceVersion".into(),
+                m.resource_version.to_string().into(),
+            );
+            meta.insert("generation".into(), m.generation.into());
+            meta.insert("creationTimestamp".into(), rfc3339(m.created_at).into());
+            meta.insert(
+                "managedFields".into(),
+                serde_json::json!([{
+                    "manager": m.manager,
+                    "operation": "Apply",
+                    "apiVersion": m.resource.api_version,
+                    "time": rfc3339(m.applied_at),
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {},
+                }]),
+            );
+        }
+        let status = self.simulated_status(m, now);
+        if status.as_object().is_some_and(|s| !s.is_empty()) {
+            map.insert("status".into(), status);
+        }
+        object
+    }
+
+    /// The status a kind's controller would write (IN-3 reads it back).
+    fn simulated_status(&self, m: &Manifest, now: Instant) -> Value {
+        use serde_json::json;
+        let ready = i64::try_from(ready_pods(m, now, self.config.pod_startup_delay)).unwrap_or(0);
+        if m.workload {
+            return json!({
                 "observedGeneration": m.generation,
                 "replicas": m.replicas,
                 "updatedReplicas": m.replicas,
                 "readyReplicas": ready,
                 "availableReplicas": ready,
-                "unavailableReplicas": m.replicas - ready,
-            })
-        } else {
-            serde_json::json!({})
-        };
-        v1::ManifestStatus {
-            resource: Some(m.resource.clone()),
-            manifest: m.manifest_text.clone(),
-            replicas: m.replicas,
-            ready_replicas: ready,
-            health: if healthy {
-                v1::ResourceHealth::Healthy
-            } else {
-                v1::ResourceHealth::Unhealthy
+                "unavailableReplicas": i64::from(m.replicas) - ready,
+            });
+        }
+        let group = flotilla_core::resource::group(&m.resource.api_version);
+        match (group, m.resource.kind.as_str()) {
+            // one simulated node runs one copy
+            ("apps", "DaemonSet") => json!({
+                "observedGeneration": m.generation,
+                "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
+                "updatedNumberScheduled": 1, "numberAvailable": 1, "numberReady": 1,
+            }),
+            ("batch", "Job") => json!({
+                "succeeded": 1,
+                "conditions": [{"type": "Complete", "status": "True"}],
+            }),
+            ("", "PersistentVolumeClaim") => json!({"phase": "Bound"}),
+            ("", "Pod") => json!({
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+            }),
+            ("", "Service")
+                if m.manifest.pointer("/spec/type").and_then(Value::as_str)
+                    == Some("LoadBalancer") =>
+            {
+                json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})
             }
-            .into(),
-            status: status.to_string(),
-            applied_at: Some(timestamp(m.applied_at)),
+            _ => json!({}),
         }
     }
+
+    /// The objects of `kind` in `api_version`, in `namespace` (`None`: every namespace), as
+    /// the Kubernetes API returns them.
+    pub fn objects(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
+        let now = Instant::now();
+        let st = self.lock();
+        st.manifests
+            .values()
+            .filter(|m| {
+                m.resource.api_version == api_version
+                    && m.resource.kind == kind
+                    && namespace.is_none_or(|ns| m.resource.namespace == ns)
+            })
+            .map(|m| self.object_of(m, now))
+            .collect()
+    }
+
+    /// The simulated node: its allocatable pods are `--capacity`, with one CPU and 1 GiB of
+    /// memory per pod.
+    pub fn nodes(&self) -> Vec<Value> {
+        let capacity = self.config.capacity;
+        let allocatable = serde_json::json!({
+            "cpu": capacity.to_string(),
+            "memory": format!("{capacity}Gi"),
+            "pods": capacity.to_string(),
+        });
+        vec![serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": format!("{}-node-1", self.config.name), "resourceVersion": "1",
+                         "labels": {"kubernetes.io/hostname": format!("{}-node-1", self.config.name)}},
+            "status": {
+                "capacity": allocatable.clone(),
+                "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        })]
+    }
+
+    /// The simulated pods of every workload: `<name>-<n>`, Pending until they get a place on
+    /// the node, Running and Ready after `--pod-startup-delay`.
+    pub fn pods(&self, namespace: Option<&str>) -> Vec<Value> {
+        let now = Instant::now();
+        let delay = self.config.pod_startup_delay;
+        let node = format!("{}-node-1", self.config.name);
+        let st = self.lock();
+        let mut out = Vec::new();
+        for m in st
+            .manifests
+            .values()
+            .filter(|m| namespace.is_none_or(|ns| m.resource.namespace == ns))
+        {
+            let containers = m
+                .manifest
+                .pointer("/spec/template/spec/containers")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!([]));
+            for (i, pod) in m.pods.iter().enumerate() {
+                let ready = pod.bound_at.is_some_and(|t| t + delay <= now);
+                let (phase, node_name) = match pod.bound_at {
+                    None => ("Pending", ""),
+                    Some(_) => ("Running", node.as_str()),
+                };
+                out.push(serde_json::json!({
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": format!("{}-{i}", m.resource.name),
+                                 "namespace": m.resource.namespace,
+                                 "uid": format!("{}-{i}", m.uid),
+                                 "resourceVersion": m.resource_version.to_string()},
+                    "spec": {"nodeName": node_name, "containers": containers},
+                    "status": {"phase": phase,
+                               "conditions": [{"type": "Ready",
+                                               "status": if ready { "True" } else { "False" }}]},
+                }));
+            }
+        }
+        out
+    }
+}
+
+/// `t` as Kubernetes writes times (RFC 3339, seconds, UTC).
+fn rfc3339(t: SystemTime) -> String {
+    let ts = timestamp(t);
+    let ts = prost_types::Timestamp {
+        seconds: ts.seconds,
+        nanos: 0,
+    };
+    ts.to_string()
 }
 
 fn ready_pods(m: &Manifest, now: Instant, delay: Duration) -> usize {

@@ -124,140 +124,136 @@ async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)
     Ok((code, body))
 }
 
-fn deployment_json(name: &str, replicas: i32) -> String {
-    format!(
-        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"default"}},"spec":{{"replicas":{replicas}}}}}"#
-    )
+fn deployment(name: &str, replicas: i32) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default",
+                     "labels": {"resourcebinding.karmada.io/permanent-id": "p1"}},
+        "spec": {"replicas": replicas}})
 }
 
-fn apply_req(name: &str, replicas: i32) -> v1::ApplyManifestRequest {
-    v1::ApplyManifestRequest {
-        manifest: deployment_json(name, replicas),
-        resource: None,
-        replicas: None,
-    }
-}
-
-fn deployment_ref(name: &str) -> Option<v1::ObjectReference> {
-    Some(v1::ObjectReference {
+fn deployment_ref(name: &str) -> flotilla_member::ObjectRef {
+    flotilla_member::ObjectRef {
         api_version: "apps/v1".into(),
         kind: "Deployment".into(),
         namespace: "default".into(),
         name: name.into(),
-        uid: String::new(),
-    })
+    }
 }
 
-async fn manifest(c: &mut MemberSimClient<Channel>, name: &str) -> v1::ManifestStatus {
-    c.get_manifest(v1::GetManifestRequest {
-        resource: deployment_ref(name),
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .status
+/// A Kubernetes client of the member (the control plane's own client).
+fn kube(addr: SocketAddr) -> flotilla_member::Member {
+    flotilla_member::Member::new(
+        &flotilla_member::Target::plain(format!("http://{addr}")),
+        Duration::from_secs(2),
+        Arc::new(tokio::sync::Semaphore::new(8)),
+    )
     .unwrap()
 }
 
-// === MemberSim over gRPC and HTTP ===
+/// One Deployment's status as the control plane reads it.
+async fn manifest(k: &flotilla_member::Member, name: &str) -> v1::ManifestStatus {
+    let object = k.get(&deployment_ref(name)).await.unwrap().expect("exists");
+    flotilla_member::status::manifest_status(&object)
+}
+
+async fn stats(c: &mut MemberSimClient<Channel>) -> v1::GetStatsResponse {
+    c.get_stats(v1::GetStatsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+// === the Kubernetes API and the control service ===
 
 #[tokio::test]
 async fn apply_then_pods_turn_ready_after_the_startup_delay() {
     let delay = Duration::from_millis(300);
     let r = Running::start(100, delay).await;
-    let mut c = r.client().await;
+    let k = kube(r.addr);
     let started = tokio::time::Instant::now();
-    let resp = c
-        .apply_manifest(apply_req("web", 3))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(resp.created);
-    let st = resp.status.unwrap();
+    let object = k.apply(&deployment("web", 3)).await.unwrap();
+    assert_eq!(object["metadata"]["generation"], 1);
+    assert_eq!(
+        object["metadata"]["managedFields"][0]["manager"],
+        "flotilla"
+    );
+    assert!(
+        object["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+    let st = flotilla_member::status::manifest_status(&object);
     assert_eq!((st.replicas, st.ready_replicas), (3, 0));
     assert_eq!(st.health, v1::ResourceHealth::Unhealthy as i32);
-    assert_eq!(st.resource.unwrap().kind, "Deployment");
 
-    let mut probe = c.clone();
     eventually(Duration::from_secs(5), "3 pods Ready", || {
-        let mut c = probe.clone();
-        async move { manifest(&mut c, "web").await.ready_replicas == 3 }
+        let k = &k;
+        async move { manifest(k, "web").await.ready_replicas == 3 }
     })
     .await;
     assert!(
         started.elapsed() >= delay,
         "Ready only after --pod-startup-delay"
     );
-    let st = manifest(&mut probe, "web").await;
+    let st = manifest(&k, "web").await;
     assert_eq!(st.health, v1::ResourceHealth::Healthy as i32);
     let json: serde_json::Value = serde_json::from_str(&st.status).unwrap();
     assert_eq!(json["readyReplicas"], 3);
 
-    // re-apply with more replicas: an update, not a create; the new pods start again
-    let resp = c
-        .apply_manifest(apply_req("web", 5))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(!resp.created);
-    let st = resp.status.unwrap();
+    // re-apply with more replicas: a new generation; the new pods start again
+    let object = k.apply(&deployment("web", 5)).await.unwrap();
+    assert_eq!(object["metadata"]["generation"], 2);
+    let st = flotilla_member::status::manifest_status(&object);
     assert_eq!((st.replicas, st.ready_replicas), (5, 3));
     assert_eq!(st.health, v1::ResourceHealth::Unhealthy as i32);
+    // the same intent again changes nothing
+    let again = k.apply(&deployment("web", 5)).await.unwrap();
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        object["metadata"]["resourceVersion"]
+    );
 
-    let deleted = c
-        .delete_manifest(v1::DeleteManifestRequest {
-            resource: deployment_ref("web"),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(deleted.deleted);
-    let err = c
-        .get_manifest(v1::GetManifestRequest {
-            resource: deployment_ref("web"),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::NotFound);
+    assert!(k.delete(&deployment_ref("web")).await.unwrap());
+    assert!(k.get(&deployment_ref("web")).await.unwrap().is_none());
+    assert!(
+        !k.delete(&deployment_ref("web")).await.unwrap(),
+        "already gone"
+    );
     r.stop().await;
 }
 
 #[tokio::test]
-async fn capacity_bounds_pods_and_get_status_reports_everything() {
+async fn capacity_bounds_pods_and_nodes_and_pods_tell_the_capacity() {
     let r = Running::start(4, Duration::from_millis(100)).await;
+    let k = kube(r.addr);
     let mut c = r.client().await;
-    c.apply_manifest(apply_req("a", 3)).await.unwrap();
-    c.apply_manifest(apply_req("b", 3)).await.unwrap();
-    c.apply_manifest(v1::ApplyManifestRequest {
-        manifest: r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg","namespace":"default"}}"#.into(),
-        resource: None,
-        replicas: None,
-    })
-    .await
-    .unwrap();
-    let status = c
-        .get_status(v1::MemberSimGetStatusRequest {})
+    k.apply(&deployment("a", 3)).await.unwrap();
+    k.apply(&deployment("b", 3)).await.unwrap();
+    k.apply(&serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cfg", "namespace": "default"}}))
         .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(status.cluster_name, "m1");
-    assert_eq!(status.fault, v1::FaultMode::Healthy as i32);
-    assert_eq!(status.capacity, 4);
-    assert_eq!(
-        (status.manifests, status.replicas, status.pending_replicas),
-        (3, 6, 2)
-    );
-    let summary = status.resource_summary.unwrap();
+        .unwrap();
+    let s = stats(&mut c).await;
+    assert_eq!(s.cluster_name, "m1");
+    assert_eq!(s.fault, v1::FaultMode::Healthy as i32);
+    assert_eq!(s.capacity, 4);
+    assert_eq!((s.manifests, s.replicas, s.pending_replicas), (3, 6, 2));
+    let summary = k.resource_summary().await.unwrap();
     assert_eq!(
         summary.allocatable_replicas,
         Some(0),
         "capacity − every pod"
     );
     assert_eq!(summary.allocatable.unwrap().pods, 4);
-    assert!(!status.kubernetes_version.is_empty());
+    assert_eq!(
+        summary.allocated.unwrap().pods,
+        4,
+        "4 pods bound to the node"
+    );
+    assert!(k.version().await.unwrap().starts_with("v1.33."));
+    let enablements = k.api_enablements().await.unwrap();
     let kinds = |gv: &str| -> Vec<String> {
-        status
-            .api_enablements
+        enablements
             .iter()
             .filter(|e| e.group_version == gv)
             .flat_map(|e| e.resources.iter().map(|r| r.kind.clone()))
@@ -266,54 +262,51 @@ async fn capacity_bounds_pods_and_get_status_reports_everything() {
     assert!(kinds("apps/v1").contains(&"Deployment".to_owned()));
     assert!(kinds("v1").contains(&"ConfigMap".to_owned()));
     assert!(kinds("v1").contains(&"Service".to_owned()));
-    let names: Vec<(String, i32)> = status
-        .manifest_statuses
+    let managed = k.list_managed("apps/v1", "Deployment").await.unwrap();
+    let names: Vec<&str> = managed
         .iter()
-        .map(|m| (m.resource.clone().unwrap().name, m.replicas))
+        .filter_map(|o| o["metadata"]["name"].as_str())
         .collect();
+    assert_eq!(names, ["a", "b"]);
+    let cfg = k
+        .get(&flotilla_member::ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "default".into(),
+            name: "cfg".into(),
+        })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
-        names,
-        vec![("cfg".into(), 0), ("a".into(), 3), ("b".into(), 3)],
-        "ordered by (namespace, kind, name)"
-    );
-    let cfg = &status.manifest_statuses[0];
-    assert_eq!(
-        cfg.health,
+        flotilla_member::status::manifest_status(&cfg).health,
         v1::ResourceHealth::Healthy as i32,
-        "non-workloads are Healthy once applied"
+        "kinds without a health rule are Healthy once applied"
+    );
+    assert!(
+        k.list_managed("v1", "ConfigMap").await.unwrap().is_empty(),
+        "not labelled as Flotilla's"
     );
 
     // a was applied first: it gets its 3 places, b only 1
-    let probe = c.clone();
     eventually(Duration::from_secs(5), "4 pods Ready", || {
-        let mut c = probe.clone();
-        async move {
-            let s = c
-                .get_status(v1::MemberSimGetStatusRequest {})
-                .await
-                .unwrap()
-                .into_inner();
-            s.ready_replicas == 4
-        }
+        let mut c = c.clone();
+        async move { stats(&mut c).await.ready_replicas == 4 }
     })
     .await;
-    assert_eq!(manifest(&mut c, "a").await.ready_replicas, 3);
-    let b = manifest(&mut c, "b").await;
+    assert_eq!(manifest(&k, "a").await.ready_replicas, 3);
+    let b = manifest(&k, "b").await;
     assert_eq!(b.ready_replicas, 1);
     assert_eq!(b.health, v1::ResourceHealth::Unhealthy as i32);
 
     // scale a down: b's pending pods get the places
-    c.apply_manifest(apply_req("a", 1)).await.unwrap();
+    k.apply(&deployment("a", 1)).await.unwrap();
     eventually(Duration::from_secs(5), "b fully Ready", || {
-        let mut c = probe.clone();
-        async move { manifest(&mut c, "b").await.ready_replicas == 3 }
+        let k = &k;
+        async move { manifest(k, "b").await.ready_replicas == 3 }
     })
     .await;
-    let s = c
-        .get_status(v1::MemberSimGetStatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let s = stats(&mut c).await;
     assert_eq!(
         (s.replicas, s.ready_replicas, s.pending_replicas),
         (4, 4, 0)
@@ -322,7 +315,66 @@ async fn capacity_bounds_pods_and_get_status_reports_everything() {
 }
 
 #[tokio::test]
-async fn readyz_answers_500_when_unhealthy_while_rpcs_still_answer() {
+async fn server_side_apply_needs_a_manager_and_another_manager_conflicts_unless_forced() {
+    let r = Running::start(4, Duration::from_millis(10)).await;
+    let k = kube(r.addr);
+    k.apply(&deployment("web", 1)).await.unwrap();
+    // another manager without force: 409; with force it takes the object over
+    let url = format!(
+        "http://{}/apis/apps/v1/namespaces/default/deployments/web?fieldManager=kubectl",
+        r.addr
+    );
+    let body = deployment("web", 2).to_string();
+    let patch = |url: String, ct: &'static str| {
+        let body = body.clone();
+        async move {
+            let mut s = TcpStream::connect(url.split('/').nth(2).unwrap())
+                .await
+                .unwrap();
+            let path = &url[url.find("/apis").unwrap()..];
+            s.write_all(
+                format!(
+                    "PATCH {path} HTTP/1.1\r\nHost: sim\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).await.unwrap();
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            text.split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse::<u16>().ok())
+                .unwrap_or(0)
+        }
+    };
+    assert_eq!(
+        patch(url.clone(), "application/apply-patch+yaml").await,
+        409
+    );
+    assert_eq!(
+        manifest(&k, "web").await.replicas,
+        1,
+        "the conflict changed nothing"
+    );
+    assert_eq!(
+        patch(format!("{url}&force=true"), "application/apply-patch+yaml").await,
+        200
+    );
+    assert_eq!(manifest(&k, "web").await.replicas, 2);
+    let no_manager = url.replace("?fieldManager=kubectl", "");
+    assert_eq!(patch(no_manager, "application/apply-patch+yaml").await, 400);
+    assert_eq!(patch(url, "application/merge-patch+json").await, 415);
+    // Flotilla forces: the control plane's intent wins back
+    k.apply(&deployment("web", 1)).await.unwrap();
+    assert_eq!(manifest(&k, "web").await.replicas, 1);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn readyz_answers_500_when_unhealthy_while_the_api_still_answers() {
     let r = Running::start(10, Duration::from_millis(50)).await;
     assert_eq!(
         http_get(r.addr, "/readyz").await.unwrap(),
@@ -347,23 +399,11 @@ async fn readyz_answers_500_when_unhealthy_while_rpcs_still_answer() {
     let (code, body) = http_get(r.addr, "/readyz").await.unwrap();
     assert_eq!(code, 500, "{body}");
     assert_eq!(http_get(r.addr, "/healthz").await.unwrap().0, 500);
-    let probe = c.probe(v1::ProbeRequest {}).await.unwrap().into_inner();
-    assert!(!probe.healthy);
-    assert_eq!(probe.http_status, 500);
-    // reachable but not ok: RPCs still work
-    assert!(
-        c.apply_manifest(apply_req("x", 1))
-            .await
-            .unwrap()
-            .into_inner()
-            .created
-    );
-    let s = c
-        .get_status(v1::MemberSimGetStatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(s.fault, v1::FaultMode::Unhealthy as i32);
+    // reachable but not ok: the API still works
+    let k = kube(r.addr);
+    assert_eq!(k.get_raw("/readyz").await.unwrap().0, 500);
+    k.apply(&deployment("x", 1)).await.unwrap();
+    assert_eq!(stats(&mut c).await.fault, v1::FaultMode::Unhealthy as i32);
 
     c.set_fault(v1::SetFaultRequest {
         mode: v1::FaultMode::Healthy as i32,
@@ -372,9 +412,6 @@ async fn readyz_answers_500_when_unhealthy_while_rpcs_still_answer() {
     .await
     .unwrap();
     assert_eq!(http_get(r.addr, "/readyz").await.unwrap().0, 200);
-    let probe = c.probe(v1::ProbeRequest {}).await.unwrap().into_inner();
-    assert!(probe.healthy);
-    assert_eq!(probe.http_status, 200);
     r.stop().await;
 }
 
@@ -398,25 +435,23 @@ async fn unreachable_hangs_everything_but_set_fault_until_healed() {
         "HTTP hangs"
     );
     assert!(
-        tokio::time::timeout(short, c.get_status(v1::MemberSimGetStatusRequest {}))
+        tokio::time::timeout(short, http_get(r.addr, "/apis/apps/v1/deployments"))
+            .await
+            .is_err(),
+        "the Kubernetes API hangs"
+    );
+    assert!(
+        tokio::time::timeout(short, c.get_stats(v1::GetStatsRequest {}))
             .await
             .is_err(),
         "gRPC hangs"
     );
-    assert!(
-        tokio::time::timeout(short, c.probe(v1::ProbeRequest {}))
-            .await
-            .is_err(),
-        "the Probe RPC hangs too"
-    );
     // the control address ignores faults and shows it
     let mut control = r.control_client().await;
-    let s = control
-        .get_status(v1::MemberSimGetStatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(s.fault, v1::FaultMode::Unreachable as i32);
+    assert_eq!(
+        stats(&mut control).await.fault,
+        v1::FaultMode::Unreachable as i32
+    );
     assert_eq!(http_get(r.control, "/readyz").await.unwrap().0, 500);
 
     // a probe started now answers once healed
@@ -438,49 +473,35 @@ async fn unreachable_hangs_everything_but_set_fault_until_healed() {
         .unwrap()
         .unwrap();
     assert_eq!(answered, (200, "ok".into()));
-    assert!(c.get_status(v1::MemberSimGetStatusRequest {}).await.is_ok());
+    assert!(c.get_stats(v1::GetStatsRequest {}).await.is_ok());
     r.stop().await;
 }
 
 #[tokio::test]
-async fn bad_requests_are_invalid_argument_naming_the_field() {
+async fn bad_requests_are_refused_and_change_nothing() {
     let r = Running::start(10, Duration::from_millis(50)).await;
     let mut c = r.client().await;
-    let cases = [
-        (
-            v1::ApplyManifestRequest {
-                manifest: "{oops".into(),
-                resource: None,
-                replicas: None,
-            },
-            "manifest",
-        ),
-        (
-            v1::ApplyManifestRequest {
-                manifest: r#"{"kind":"Deployment","metadata":{}}"#.into(),
-                resource: None,
-                replicas: None,
-            },
-            "manifest.metadata.name",
-        ),
-        (
-            v1::ApplyManifestRequest {
-                manifest: deployment_json("a", 1),
-                resource: None,
-                replicas: Some(-1),
-            },
-            "replicas",
-        ),
-    ];
-    for (req, field) in cases {
-        let err = c.apply_manifest(req).await.unwrap_err();
-        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-        assert!(
-            err.message().starts_with(field),
-            "{field}: {}",
-            err.message()
-        );
-    }
+    let k = kube(r.addr);
+    let err = k
+        .apply(
+            &serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "a", "namespace": "default"}, "spec": {"replicas": -1}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(422), "{err}");
+    assert!(err.to_string().contains("replicas"), "{err}");
+    let err = k
+        .apply(
+            &serde_json::json!({"apiVersion": "example.io/v1", "kind": "Widget",
+            "metadata": {"name": "w", "namespace": "default"}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, flotilla_member::MemberError::UnknownKind { .. }),
+        "{err}"
+    );
     let err = c
         .set_fault(v1::SetFaultRequest {
             mode: 0,
@@ -490,30 +511,25 @@ async fn bad_requests_are_invalid_argument_naming_the_field() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().starts_with("mode"), "{}", err.message());
-    let err = c
-        .delete_manifest(v1::DeleteManifestRequest { resource: None })
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(err.message().starts_with("resource"), "{}", err.message());
-    let err = c
-        .get_manifest(v1::GetManifestRequest {
-            resource: Some(v1::ObjectReference {
-                kind: "Deployment".into(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(err.message().starts_with("resource.name"));
-    // nothing was applied by the bad requests
-    let s = c
-        .get_status(v1::MemberSimGetStatusRequest {})
+    assert_eq!(
+        http_get(r.addr, "/apis/apps/v1/deployments?watch=true")
+            .await
+            .unwrap()
+            .0,
+        405
+    );
+    assert_eq!(
+        http_get(
+            r.addr,
+            "/apis/apps/v1/deployments?labelSelector=a%20in%20(b)"
+        )
         .await
         .unwrap()
-        .into_inner();
-    assert_eq!(s.manifests, 0);
+        .0,
+        400
+    );
+    // nothing was applied by the bad requests
+    assert_eq!(stats(&mut c).await.manifests, 0);
     r.stop().await;
 }
 
@@ -819,8 +835,14 @@ fn work(name: &str, generation: i64, replicas: i32, deleting: bool) -> v1::Work 
         }),
         spec: Some(v1::WorkSpec {
             cluster: "m1".into(),
-            resource: deployment_ref(name),
-            manifest: deployment_json(name, 1),
+            resource: Some(v1::ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: "default".into(),
+                name: name.into(),
+                uid: String::new(),
+            }),
+            manifest: deployment(name, 1).to_string(),
             replicas: Some(replicas),
             ..Default::default()
         }),
@@ -1016,12 +1038,16 @@ async fn pull_agent_applies_reports_and_follows_its_works() {
     shutdown.trigger();
 }
 
-/// F11: injected API errors — a failing apply changes nothing, a lost reply applies but
-/// fails, conflicts are ABORTED, bad percentages are refused, and creates are counted once.
+/// F11: injected API errors on the Kubernetes API — a failing apply changes nothing, a
+/// lost reply applies but fails, conflicts are 409, bad percentages are refused, reads fail
+/// too, and creates are counted once.
 #[tokio::test]
 async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     let r = Running::start(10, Duration::from_millis(50)).await;
     let mut c = r.client().await;
+    let k = kube(r.addr);
+    // discover before the errors start (discovery is a read)
+    k.resource_for("apps/v1", "Deployment").await.unwrap();
     let set = |errors: v1::ApiErrors| v1::SetFaultRequest {
         mode: v1::FaultMode::Healthy as i32,
         api_errors: Some(errors),
@@ -1041,13 +1067,9 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     }))
     .await
     .unwrap();
-    let e = c.apply_manifest(apply_req("web", 1)).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Unavailable);
-    let s = c
-        .get_status(v1::MemberSimGetStatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let e = k.apply(&deployment("web", 1)).await.unwrap_err();
+    assert_eq!(e.code(), Some(500), "{e}");
+    let s = stats(&mut c).await;
     assert_eq!(
         (s.manifests, s.creates, s.injected_errors),
         (0, 0, 1),
@@ -1060,8 +1082,8 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     }))
     .await
     .unwrap();
-    let e = c.apply_manifest(apply_req("web", 1)).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Aborted);
+    let e = k.apply(&deployment("web", 1)).await.unwrap_err();
+    assert_eq!(e.code(), Some(409), "{e}");
 
     c.set_fault(set(v1::ApiErrors {
         apply_lost_reply_percent: 100,
@@ -1069,15 +1091,15 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     }))
     .await
     .unwrap();
-    let e = c.apply_manifest(apply_req("web", 1)).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Unavailable);
-    let e = c.apply_manifest(apply_req("web", 2)).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Unavailable);
-    let s = c
-        .get_status(v1::MemberSimGetStatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    assert_eq!(
+        k.apply(&deployment("web", 1)).await.unwrap_err().code(),
+        Some(500)
+    );
+    assert_eq!(
+        k.apply(&deployment("web", 2)).await.unwrap_err().code(),
+        Some(500)
+    );
+    let s = stats(&mut c).await;
     assert_eq!(
         (s.manifests, s.replicas, s.creates),
         (1, 2, 1),
@@ -1091,32 +1113,23 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     }))
     .await
     .unwrap();
-    let resource = Some(v1::ObjectReference {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-        namespace: "default".into(),
-        name: "web".into(),
-        uid: String::new(),
-    });
-    let e = c
-        .delete_manifest(v1::DeleteManifestRequest {
-            resource: resource.clone(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Unavailable);
-    let e = c
-        .get_manifest(v1::GetManifestRequest { resource })
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Unavailable);
-    // GetStatus is how the work-executor reads every manifest's status: it fails too (F8's
+    assert_eq!(
+        k.delete(&deployment_ref("web")).await.unwrap_err().code(),
+        Some(500)
+    );
+    assert_eq!(
+        k.get(&deployment_ref("web")).await.unwrap_err().code(),
+        Some(500)
+    );
+    // lists are how the work-executor reads every object's status: they fail too (F8's
     // "status missing" replacement relies on it)
-    let e = c
-        .get_status(v1::MemberSimGetStatusRequest {})
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Unavailable);
+    assert_eq!(
+        k.list_managed("apps/v1", "Deployment")
+            .await
+            .unwrap_err()
+            .code(),
+        Some(500)
+    );
     // healing clears the errors
     c.set_fault(v1::SetFaultRequest {
         mode: v1::FaultMode::Healthy as i32,
@@ -1125,11 +1138,7 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     .await
     .unwrap();
     assert_eq!(
-        c.get_status(v1::MemberSimGetStatusRequest {})
-            .await
-            .unwrap()
-            .into_inner()
-            .manifests,
+        stats(&mut c).await.manifests,
         1,
         "the failed delete deleted nothing"
     );

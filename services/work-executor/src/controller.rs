@@ -30,7 +30,7 @@ use flotilla_store::typed::new_uid;
 use flotilla_store::typed::{Stored, Typed, Update, workload_key};
 
 use crate::Config;
-use crate::member::MemberClients;
+use crate::member::Members;
 use crate::plan::{
     REASON_OVERRIDE_FAILED, aggregate, decide_with, overrides_condition, with_aggregated_status,
     with_overrides_condition,
@@ -83,7 +83,7 @@ pub struct Context {
     /// Batched binding status writes (fenced).
     pub binding_writer: BatchWriter<v1::ResourceBinding>,
     /// Push member clients.
-    pub members: MemberClients,
+    pub members: Members,
     /// Events.
     pub recorder: Recorder,
     /// Timers and limits.

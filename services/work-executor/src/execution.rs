@@ -7,7 +7,7 @@
 //!   clusters (readiness,   ├─► queue<work key> ─► reconcile_work
 //!    deletion, endpoint) ──┘     not deleting: Ready? ApplyManifest → status (BatchWriter)
 //!                                deleting:  cluster gone/deleting → release (WE-6.4)
-//!                                           Ready → DeleteManifest → release (WE-6.2)
+//!                                           Ready → DELETE on the member → release (WE-6.2)
 //!                                           not Ready → keep, look again (WE-6.3, #2989)
 //! ```
 //!
@@ -26,8 +26,8 @@ use flotilla_store::typed::Stored;
 
 use crate::controller::{Context, Error};
 use crate::render::{
-    EXECUTION_FINALIZER, applied_current, applied_status, cluster_endpoint, cluster_is_pull,
-    cluster_ready, failed_status, is_deleting, work_cluster,
+    EXECUTION_FINALIZER, applied_current, applied_status, cluster_is_pull, cluster_ready,
+    failed_status, is_deleting, work_cluster,
 };
 use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::read_decide_write;
@@ -84,7 +84,7 @@ pub async fn reconcile_work(key: ObjectKey, ctx: Arc<Context>) -> Result<Action,
     let first = ctx.works.get(&key).map(|w| (*w).clone());
     // The generation whose manifest this reconcile already applied (not re-applied after a
     // lost status write for the same generation).
-    let mut applied: Option<(i64, v1::ApplyManifestResponse)> = None;
+    let mut applied: Option<(i64, v1::ManifestStatus)> = None;
     read_decide_write!(key, first, ctx.typed.get(&key), |work, _| {
         let Some(w) = work else {
             return Ok(Action::await_change());
@@ -99,7 +99,7 @@ pub async fn reconcile_work(key: ObjectKey, ctx: Arc<Context>) -> Result<Action,
 async fn step(
     ctx: &Context,
     work: v1::Work,
-    applied: &mut Option<(i64, v1::ApplyManifestResponse)>,
+    applied: &mut Option<(i64, v1::ManifestStatus)>,
 ) -> Result<Step, Error> {
     let cluster_name = work_cluster(&work).to_owned();
     let cluster_key = format!("{}{cluster_name}", v1::Cluster::PREFIX);
@@ -154,11 +154,7 @@ async fn step(
             .as_ref()
             .and_then(|s| s.resource.clone())
             .unwrap_or_default();
-        if let Err(e) = ctx
-            .members
-            .delete(cluster_endpoint(&cluster), resource)
-            .await
-        {
+        if let Err(e) = crate::member::delete(&ctx.members, &cluster, &resource).await {
             record(
                 &ctx.recorder,
                 &work,
@@ -193,22 +189,11 @@ async fn step(
     let now = flotilla_runtime::now();
     let outcome = match applied.take() {
         Some((g, resp)) if g == generation => Ok(resp),
-        _ => {
-            ctx.members
-                .apply(
-                    cluster_endpoint(&cluster),
-                    v1::ApplyManifestRequest {
-                        manifest: spec.manifest.clone(),
-                        resource: spec.resource.clone(),
-                        replicas: spec.replicas,
-                    },
-                )
-                .await
-        }
+        _ => crate::member::apply(&ctx.members, &cluster, &spec.manifest).await,
     };
     let (status, failure) = match &outcome {
-        Ok(resp) => (
-            applied_status(work.status.as_ref(), generation, resp.status.as_ref(), now),
+        Ok(member) => (
+            applied_status(work.status.as_ref(), generation, Some(member), now),
             None,
         ),
         Err(e) => (

@@ -8,14 +8,14 @@
 //!        │            │                                   │
 //!        ▼            ▼                                   ▼
 //!   binding controller (queue: binding key)        execution controller (queue: Work key)
-//!     plan::decide → mark orphans deleting,          Push, cluster Ready: ApplyManifest /
-//!     wait for Directly, create/update Works         DeleteManifest on the member, then
+//!     plan::decide → mark orphans deleting,          Push, cluster Ready: server-side apply
+//!     wait for Directly, create/update Works         / DELETE on the member's API, then
 //!     plan::aggregate → status.aggregatedStatus      Work status / Work removal
 //!     + FullyApplied (CAS)                           (finalizer: WE-6.2..6.4)
 //!        │                                                │
 //!        └── BatchWriter<Work | Binding>: update_many ────┘ ← status collection: one
-//!            (leader-fenced writes)                          GetStatus per Ready Push
-//!                                                            cluster per period
+//!            (leader-fenced writes)                          labelled list per kind per
+//!                                                            Ready Push cluster per period
 //!   gRPC flotilla.v1.WorkExecutor: GetWorkStatus, ReportWorkStatus (Pull agents), Plan
 //! ```
 //!
@@ -58,7 +58,7 @@ use crate::controller::{
     Context, INDEX_BINDING, INDEX_CLUSTER, INDEX_NAMESPACE, INDEX_WORKLOAD, binding_of_work,
 };
 use crate::grpc::WorkExecutorApi;
-use crate::member::MemberClients;
+use crate::member::Members;
 use crate::render::{
     cluster_endpoint, cluster_is_pull, cluster_ready, is_deleting, work_binding_ref, work_cluster,
 };
@@ -76,7 +76,7 @@ pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// How often the status of every Work on a Ready Push cluster is collected (one GetStatus
+    /// How often the status of every Work on a Ready Push cluster is collected (one labelled list per kind
     /// per cluster). Default 10s, Karmada's `--cluster-status-update-frequency`.
     #[arg(long, env = "FLOTILLA_STATUS_SYNC_PERIOD", default_value = "10s", value_parser = humantime::parse_duration)]
     pub status_sync_period: Duration,
@@ -375,8 +375,7 @@ impl WorkExecutor {
                 BatchConfig::default().one_write_per_key(true),
             ),
             typed,
-            members: MemberClients::new(config.member_timeout, config.member_concurrency)
-                .with_security(config.security.clone()),
+            members: Members::new(config.member_timeout, config.member_concurrency),
             recorder: following.recorder,
             config: config.clone(),
         });

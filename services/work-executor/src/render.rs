@@ -266,6 +266,37 @@ pub fn revise_replicas(
     Ok((value.to_string(), Some(replicas)))
 }
 
+/// Labels the manifest with its binding's permanent id, as Karmada's binding controller does
+/// (`resourcebinding.karmada.io/permanent-id`, or `clusterresourcebinding.…` for a
+/// cluster-scoped object): the member's objects say whose they are, and status collection
+/// lists them by it.
+pub fn label_manifest(
+    manifest: &str,
+    cluster_scoped: bool,
+    permanent_id: &str,
+) -> Result<String, RenderError> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
+    let meta = value
+        .as_object_mut()
+        .ok_or_else(|| RenderError::Manifest("not an object".into()))?
+        .entry("metadata")
+        .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+    let labels = meta
+        .as_object_mut()
+        .ok_or_else(|| RenderError::Manifest("metadata is not an object".into()))?
+        .entry("labels")
+        .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+    let labels = labels
+        .as_object_mut()
+        .ok_or_else(|| RenderError::Manifest("metadata.labels is not an object".into()))?;
+    labels.insert(
+        flotilla_member::managed_label(!cluster_scoped).to_owned(),
+        permanent_id.into(),
+    );
+    Ok(value.to_string())
+}
+
 /// The trace context a Work carries: during a failover (the binding has an eviction task)
 /// that of the span rendering it — the work executor's reconcile, which continues the
 /// failover's trace — so that its apply continues the trace in turn; empty otherwise (and
@@ -317,6 +348,7 @@ pub fn render_work_with(
     let (manifest, replicas) =
         revise_replicas(&workload.manifest, &resource.kind, target.replicas)?;
     let (manifest, annotations) = apply_overrides(manifest, workload, &target.name, overrides)?;
+    let manifest = label_manifest(&manifest, resource.namespace.is_empty(), &permanent_id)?;
     let labels = BTreeMap::from([
         (LABEL_PERMANENT_ID.to_owned(), permanent_id.clone()),
         (LABEL_BINDING_NAMESPACE.to_owned(), meta.namespace.clone()),

@@ -1,18 +1,20 @@
-//! Status collection for Push clusters (WE-7): every `--status-sync-period`, ONE
-//! `MemberSim.GetStatus` per Ready Push cluster (bounded concurrency), then the Works whose
-//! member status changed (health, ready replicas, status JSON) are written in batches
-//! (`update_many`). A Work marked applied whose manifest the member no longer has is marked
+//! Status collection for Push clusters (WE-7): every `--status-sync-period`, per Ready Push
+//! cluster (bounded concurrency) ONE list per kind its Works hold, selected by the label every
+//! applied object carries (`resourcebinding.karmada.io/permanent-id`); then the Works whose
+//! member status changed (health by IN-3, ready replicas, status JSON) are written in batches
+//! (`update_many`). A Work marked applied whose object the member no longer has is marked
 //! not applied, so that the execution controller applies it again.
 //!
 //! ```text
-//!   tick ─► Ready Push clusters ─► snapshot its Works (cache) ─► GetStatus ─► changed? ─►
-//!           BatchWriter<Work> (update_many; a lost CAS is simply left to the next tick)
+//!   tick ─► Ready Push clusters ─► snapshot its Works (cache) ─► GET {kind}?labelSelector=…
+//!           per kind ─► changed? ─► BatchWriter<Work> (update_many; a lost CAS is simply
+//!           left to the next tick)
 //! ```
 //!
 //! The Works are read *before* the call, so "applied but missing on the member" is judged on
 //! a state that was applied before the member answered (no race with a concurrent apply).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use flotilla_proto::v1;
@@ -105,7 +107,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
     if works.is_empty() {
         return report;
     }
-    let member = match ctx.members.status(cluster_endpoint(cluster)).await {
+    let member = match ctx.members.member(name, &crate::member::target_of(cluster)) {
         Ok(m) => m,
         Err(error) => {
             tracing::debug!(cluster = name, %error, "status collection failed");
@@ -113,8 +115,30 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
             return report;
         }
     };
-    let by_identity: HashMap<(&str, &str, &str), &v1::ManifestStatus> = member
-        .manifest_statuses
+    // one list per kind the cluster's Works hold
+    let kinds: BTreeSet<(String, String)> = works
+        .iter()
+        .filter_map(|w| w.spec.as_ref()?.resource.as_ref())
+        .map(|r| (r.api_version.clone(), r.kind.clone()))
+        .collect();
+    let mut objects = Vec::new();
+    for (api_version, kind) in &kinds {
+        match member.list_managed(api_version, kind).await {
+            Ok(list) => objects.extend(list),
+            // the member stopped serving the kind: its objects are gone
+            Err(flotilla_member::MemberError::UnknownKind { .. }) => {}
+            Err(error) => {
+                tracing::debug!(cluster = name, %error, "status collection failed");
+                report.failed = 1;
+                return report;
+            }
+        }
+    }
+    let statuses: Vec<v1::ManifestStatus> = objects
+        .iter()
+        .map(flotilla_member::status::manifest_status)
+        .collect();
+    let by_identity: HashMap<(&str, &str, &str), &v1::ManifestStatus> = statuses
         .iter()
         .filter_map(|m| {
             let r = m.resource.as_ref()?;

@@ -310,7 +310,7 @@ async fn we_7_we_8_status_collection_makes_the_binding_healthy_and_fully_applied
     assert_eq!(s.ready_replicas, 2);
     assert!(
         m1.with(|s| s.status_calls) > 0,
-        "one GetStatus per cluster per pass"
+        "one list per kind per cluster per pass"
     );
 
     // the member loses the manifest: status collection notices and it is applied again

@@ -659,7 +659,7 @@ async fn play(
     // 3. member1 stops answering.
     set_fault(failing_addr, v1::FaultMode::Unreachable).await?;
     demo.say(&format!(
-        "✗ member1 fails: it stops answering probes and RPCs (MemberSim.SetFault UNREACHABLE at {failing_addr})"
+        "✗ member1 fails: it stops answering probes and API calls (MemberSim.SetFault UNREACHABLE at {failing_addr})"
     ));
     let failure_threshold = timers.failure_threshold;
     let eviction_timeout = timers.failover_eviction_timeout;

@@ -1,5 +1,6 @@
-//! Test support: an in-process fake `MemberSim`, object builders, a running executor on a
-//! store, and `eventually`.
+//! Test support: an in-process fake member Kubernetes API server (discovery, server-side
+//! apply, delete, labelled lists), object builders, a running executor on a store, and
+//! `eventually`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
@@ -9,19 +10,22 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use flotilla_proto::v1;
-use flotilla_proto::v1::member_sim_server::{MemberSim, MemberSimServer};
 use flotilla_proto::v1::work_executor_client::WorkExecutorClient;
 use flotilla_runtime::{Readiness, Shutdown};
 use flotilla_store::StoreRef;
 use flotilla_store::typed::{Stored, Typed};
 use flotilla_work_executor::{Config, WorkExecutor};
+use serde_json::{Value, json};
 use tokio_stream::wrappers::TcpListenerStream;
-use tonic::{Request, Response, Status};
 
 // === fake member ===
 
-/// One manifest on the fake member.
+/// One object on the fake member.
 #[derive(Clone, Debug)]
 pub struct Manifest {
     pub resource: v1::ObjectReference,
@@ -36,12 +40,13 @@ pub struct MemberState {
     pub pods_ready: bool,
     /// Every call hangs (an unreachable member accepts but never answers).
     pub hang: bool,
-    pub applies: Vec<v1::ApplyManifestRequest>,
+    pub applies: Vec<Manifest>,
     pub deletes: Vec<v1::ObjectReference>,
+    /// Lists of applied objects (status collection).
     pub status_calls: usize,
 }
 
-/// A scriptable in-process member.
+/// A scriptable in-process member API server.
 #[derive(Clone, Default)]
 pub struct FakeMember {
     pub state: Arc<Mutex<MemberState>>,
@@ -51,19 +56,54 @@ fn id(r: &v1::ObjectReference) -> (String, String, String) {
     (r.namespace.clone(), r.kind.clone(), r.name.clone())
 }
 
+/// The resources the fake serves: (group version, plural, kind, namespaced).
+const RESOURCES: &[(&str, &str, &str, bool)] = &[
+    ("apps/v1", "deployments", "Deployment", true),
+    ("apps/v1", "statefulsets", "StatefulSet", true),
+    ("apps/v1", "daemonsets", "DaemonSet", true),
+    ("batch/v1", "jobs", "Job", true),
+    ("v1", "configmaps", "ConfigMap", true),
+    ("v1", "secrets", "Secret", true),
+    ("v1", "services", "Service", true),
+    ("v1", "serviceaccounts", "ServiceAccount", true),
+    (
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+    ),
+    ("v1", "namespaces", "Namespace", false),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+    ),
+];
+
+fn json_answer(code: StatusCode, v: &Value) -> Response {
+    (code, [("content-type", "application/json")], v.to_string()).into_response()
+}
+
+fn failure(code: StatusCode, reason: &str) -> Response {
+    json_answer(
+        code,
+        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
+                "message": reason, "code": code.as_u16()}),
+    )
+}
+
 impl FakeMember {
     /// Serves on 127.0.0.1:0; returns the member and its `http://` endpoint.
     pub async fn start() -> (Self, String) {
         let member = Self::default();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
-        let svc = MemberSimServer::new(member.clone());
+        let app = axum::Router::new()
+            .fallback(Self::handle)
+            .with_state(member.clone());
         tokio::spawn(async move {
-            tonic::transport::Server::builder()
-                .add_service(svc)
-                .serve_with_incoming(TcpListenerStream::new(listener))
-                .await
-                .unwrap();
+            axum::serve(listener, app).await.unwrap();
         });
         (member, format!("http://{addr}"))
     }
@@ -90,127 +130,134 @@ impl FakeMember {
         self.with(|s| s.deletes.len())
     }
 
-    async fn gate(&self) {
-        if self.with(|s| s.hang) {
+    /// The object as an API server returns it, with a Deployment-like status.
+    fn object_of(m: &Manifest, ready: bool) -> Value {
+        let mut object: Value = serde_json::from_str(&m.manifest).unwrap_or(json!({}));
+        let ready_replicas = if ready { m.replicas } else { 0 };
+        object["metadata"]["generation"] = json!(1);
+        object["metadata"]["resourceVersion"] = json!("1");
+        if m.resource.kind == "Deployment" {
+            object["status"] = json!({"observedGeneration": 1, "replicas": m.replicas,
+                "updatedReplicas": m.replicas, "readyReplicas": ready_replicas,
+                "availableReplicas": ready_replicas});
+        }
+        object
+    }
+
+    async fn handle(
+        State(me): State<FakeMember>,
+        method: Method,
+        uri: axum::http::Uri,
+        body: Bytes,
+    ) -> Response {
+        if me.with(|s| s.hang) {
             std::future::pending::<()>().await;
         }
-    }
-
-    fn status_of(m: &Manifest, ready: bool) -> v1::ManifestStatus {
-        let ready_replicas = if ready { m.replicas } else { 0 };
-        v1::ManifestStatus {
-            resource: Some(m.resource.clone()),
-            manifest: m.manifest.clone(),
-            replicas: m.replicas,
-            ready_replicas,
-            health: if ready_replicas == m.replicas {
-                v1::ResourceHealth::Healthy as i32
-            } else {
-                v1::ResourceHealth::Unhealthy as i32
-            },
-            status: format!(
-                r#"{{"replicas":{},"readyReplicas":{ready_replicas}}}"#,
-                m.replicas
-            ),
-            applied_at: None,
-        }
-    }
-}
-
-#[tonic::async_trait]
-impl MemberSim for FakeMember {
-    async fn apply_manifest(
-        &self,
-        request: Request<v1::ApplyManifestRequest>,
-    ) -> Result<Response<v1::ApplyManifestResponse>, Status> {
-        self.gate().await;
-        let req = request.into_inner();
-        let resource = req
-            .resource
-            .clone()
-            .ok_or_else(|| Status::invalid_argument("resource"))?;
-        let m = Manifest {
-            resource: resource.clone(),
-            manifest: req.manifest.clone(),
-            replicas: req.replicas.unwrap_or(0),
+        let path = uri.path().trim_matches('/').to_owned();
+        let segments: Vec<&str> = path.split('/').collect();
+        let (gv, rest) = match segments.as_slice() {
+            ["api", "v1", rest @ ..] => ("v1".to_owned(), rest.to_vec()),
+            ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest.to_vec()),
+            _ => return failure(StatusCode::NOT_FOUND, "NotFound"),
         };
-        let (created, status) = self.with(|s| {
-            s.applies.push(req);
-            let created = s.manifests.insert(id(&resource), m.clone()).is_none();
-            (created, Self::status_of(&m, s.pods_ready))
-        });
-        Ok(Response::new(v1::ApplyManifestResponse {
-            created,
-            status: Some(status),
-        }))
-    }
-
-    async fn delete_manifest(
-        &self,
-        request: Request<v1::DeleteManifestRequest>,
-    ) -> Result<Response<v1::DeleteManifestResponse>, Status> {
-        self.gate().await;
-        let resource = request.into_inner().resource.unwrap_or_default();
-        let deleted = self.with(|s| {
-            s.deletes.push(resource.clone());
-            s.manifests.remove(&id(&resource)).is_some()
-        });
-        Ok(Response::new(v1::DeleteManifestResponse { deleted }))
-    }
-
-    async fn get_manifest(
-        &self,
-        request: Request<v1::GetManifestRequest>,
-    ) -> Result<Response<v1::GetManifestResponse>, Status> {
-        self.gate().await;
-        let resource = request.into_inner().resource.unwrap_or_default();
-        self.with(|s| {
-            s.manifests
-                .get(&id(&resource))
-                .map(|m| Self::status_of(m, s.pods_ready))
-        })
-        .map(|st| Response::new(v1::GetManifestResponse { status: Some(st) }))
-        .ok_or_else(|| Status::not_found("no such manifest"))
-    }
-
-    async fn probe(
-        &self,
-        _request: Request<v1::ProbeRequest>,
-    ) -> Result<Response<v1::ProbeResponse>, Status> {
-        self.gate().await;
-        Ok(Response::new(v1::ProbeResponse {
-            healthy: true,
-            http_status: 200,
-            message: "ok".into(),
-        }))
-    }
-
-    async fn set_fault(
-        &self,
-        _request: Request<v1::SetFaultRequest>,
-    ) -> Result<Response<v1::SetFaultResponse>, Status> {
-        Err(Status::unimplemented("fake"))
-    }
-
-    async fn get_status(
-        &self,
-        _request: Request<v1::MemberSimGetStatusRequest>,
-    ) -> Result<Response<v1::MemberSimGetStatusResponse>, Status> {
-        self.gate().await;
-        let resp = self.with(|s| {
-            s.status_calls += 1;
-            v1::MemberSimGetStatusResponse {
-                cluster_name: "fake".into(),
-                manifests: i32::try_from(s.manifests.len()).unwrap(),
-                manifest_statuses: s
-                    .manifests
-                    .values()
-                    .map(|m| Self::status_of(m, s.pods_ready))
-                    .collect(),
-                ..Default::default()
+        if rest.is_empty() {
+            let resources: Vec<Value> = RESOURCES
+                .iter()
+                .filter(|(g, ..)| *g == gv)
+                .map(|(_, plural, kind, namespaced)| {
+                    json!({"name": plural, "singularName": "", "namespaced": namespaced,
+                           "kind": kind, "verbs": ["get", "list", "patch", "delete"]})
+                })
+                .collect();
+            if resources.is_empty() {
+                return failure(StatusCode::NOT_FOUND, "NotFound");
             }
-        });
-        Ok(Response::new(resp))
+            return json_answer(
+                StatusCode::OK,
+                &json!({"kind": "APIResourceList", "groupVersion": gv, "resources": resources}),
+            );
+        }
+        let (namespace, plural, name) = match rest.as_slice() {
+            ["namespaces", ns, plural] => (*ns, *plural, None),
+            ["namespaces", ns, plural, name] => (*ns, *plural, Some(*name)),
+            [plural] => ("", *plural, None),
+            [plural, name] => ("", *plural, Some(*name)),
+            _ => return failure(StatusCode::NOT_FOUND, "NotFound"),
+        };
+        let Some(kind) = RESOURCES
+            .iter()
+            .find(|(g, p, ..)| *g == gv && *p == plural)
+            .map(|(_, _, k, _)| *k)
+        else {
+            return failure(StatusCode::NOT_FOUND, "NotFound");
+        };
+        let resource = v1::ObjectReference {
+            api_version: gv.clone(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.unwrap_or_default().into(),
+            uid: String::new(),
+        };
+        match (method, name) {
+            (Method::PATCH, Some(_)) => {
+                let manifest = String::from_utf8_lossy(&body).into_owned();
+                let replicas = serde_json::from_str::<Value>(&manifest)
+                    .ok()
+                    .and_then(|v| v.pointer("/spec/replicas").and_then(Value::as_i64))
+                    .map_or(0, |n| i32::try_from(n).unwrap());
+                let m = Manifest {
+                    resource: resource.clone(),
+                    manifest,
+                    replicas,
+                };
+                let object = me.with(|s| {
+                    s.applies.push(m.clone());
+                    s.manifests.insert(id(&resource), m.clone());
+                    Self::object_of(&m, s.pods_ready)
+                });
+                json_answer(StatusCode::OK, &object)
+            }
+            (Method::DELETE, Some(_)) => {
+                let deleted = me.with(|s| {
+                    s.deletes.push(resource.clone());
+                    s.manifests.remove(&id(&resource)).is_some()
+                });
+                if deleted {
+                    json_answer(
+                        StatusCode::OK,
+                        &json!({"kind": "Status", "status": "Success"}),
+                    )
+                } else {
+                    failure(StatusCode::NOT_FOUND, "NotFound")
+                }
+            }
+            (Method::GET, Some(_)) => me
+                .with(|s| {
+                    s.manifests
+                        .get(&id(&resource))
+                        .map(|m| Self::object_of(m, s.pods_ready))
+                })
+                .map_or_else(
+                    || failure(StatusCode::NOT_FOUND, "NotFound"),
+                    |o| json_answer(StatusCode::OK, &o),
+                ),
+            (Method::GET, None) => {
+                let items: Vec<Value> = me.with(|s| {
+                    s.status_calls += 1;
+                    s.manifests
+                        .values()
+                        .filter(|m| m.resource.kind == kind && m.resource.api_version == gv)
+                        .map(|m| Self::object_of(m, s.pods_ready))
+                        .collect()
+                });
+                json_answer(
+                    StatusCode::OK,
+                    &json!({"kind": format!("{kind}List"), "apiVersion": gv,
+                            "metadata": {"resourceVersion": "1"}, "items": items}),
+                )
+            }
+            _ => failure(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"),
+        }
     }
 }
 

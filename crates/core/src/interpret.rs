@@ -1,0 +1,362 @@
+//! The default interpreter's reading of an object as a member cluster returns it (IN-3):
+//! its health and its replica counts, from `metadata.generation`, `spec` and `status`.
+//!
+//! ```text
+//!   member object ──health()──► Healthy | Unhealthy | Unknown
+//!                 ──ready_replicas()──► status.readyReplicas (0 when absent)
+//! ```
+//!
+//! The rules are Karmada's default health interpreter, kind by kind (docs/rules.md, IN-3). A
+//! kind without a rule is Healthy once it exists, as Karmada treats a kind without a health
+//! hook; an object whose fields have the wrong type is Unknown (Karmada: the conversion to the
+//! typed object fails).
+
+use serde_json::Value;
+
+use crate::resource::group;
+use crate::types::ResourceHealth;
+
+/// A field that is absent reads as Kubernetes' zero value; one of the wrong type is an error.
+struct Fields<'a>(&'a Value);
+
+impl Fields<'_> {
+    fn int(&self, pointer: &str) -> Result<i64, ()> {
+        match self.0.pointer(pointer) {
+            None | Some(Value::Null) => Ok(0),
+            Some(v) => v.as_i64().ok_or(()),
+        }
+    }
+
+    /// An optional integer (`spec.replicas`: absent means "not set", not 0).
+    fn opt_int(&self, pointer: &str) -> Result<Option<i64>, ()> {
+        match self.0.pointer(pointer) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_i64().map(Some).ok_or(()),
+        }
+    }
+
+    fn str(&self, pointer: &str) -> Result<&str, ()> {
+        match self.0.pointer(pointer) {
+            None | Some(Value::Null) => Ok(""),
+            Some(v) => v.as_str().ok_or(()),
+        }
+    }
+
+    fn array(&self, pointer: &str) -> Result<&[Value], ()> {
+        match self.0.pointer(pointer) {
+            None | Some(Value::Null) => Ok(&[]),
+            Some(v) => v.as_array().map(Vec::as_slice).ok_or(()),
+        }
+    }
+}
+
+/// The health of `object` (a member's copy, with `status`) by its kind (IN-3).
+pub fn health(object: &Value) -> ResourceHealth {
+    let f = Fields(object);
+    let (Ok(api_version), Ok(kind)) = (f.str("/apiVersion"), f.str("/kind")) else {
+        return ResourceHealth::Unknown;
+    };
+    let verdict = match (group(api_version), kind) {
+        ("apps", "Deployment" | "StatefulSet") => rollout_done(&f),
+        ("apps", "ReplicaSet") => replica_set(&f),
+        ("apps", "DaemonSet") => daemon_set(&f),
+        ("", "Service") => service(&f),
+        ("networking.k8s.io", "Ingress") => has_ingress(&f),
+        ("", "PersistentVolumeClaim") => f.str("/status/phase").map(|p| p == "Bound"),
+        ("", "Pod") => pod(&f),
+        ("policy", "PodDisruptionBudget") => pdb(&f),
+        // No health rule for the kind: healthy once it exists (Karmada: no InterpretHealth
+        // hook).
+        _ => Ok(true),
+    };
+    match verdict {
+        Ok(true) => ResourceHealth::Healthy,
+        Ok(false) => ResourceHealth::Unhealthy,
+        Err(()) => ResourceHealth::Unknown,
+    }
+}
+
+/// Ready replicas the object reports (`status.readyReplicas`; 0 when absent or unreadable).
+pub fn ready_replicas(object: &Value) -> i32 {
+    Fields(object)
+        .int("/status/readyReplicas")
+        .ok()
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+fn current_generation(f: &Fields<'_>) -> Result<bool, ()> {
+    Ok(f.int("/status/observedGeneration")? == f.int("/metadata/generation")?)
+}
+
+/// Deployment and StatefulSet: the controller saw the current generation, every desired
+/// replica is updated, and every updated one is available.
+fn rollout_done(f: &Fields<'_>) -> Result<bool, ()> {
+    let updated = f.int("/status/updatedReplicas")?;
+    Ok(current_generation(f)?
+        && f.opt_int("/spec/replicas")?.is_none_or(|r| updated >= r)
+        && f.int("/status/availableReplicas")? >= updated)
+}
+
+fn replica_set(f: &Fields<'_>) -> Result<bool, ()> {
+    Ok(current_generation(f)?
+        && f.opt_int("/spec/replicas")?
+            .is_none_or(|r| f.int("/status/availableReplicas").is_ok_and(|a| a >= r)))
+}
+
+fn daemon_set(f: &Fields<'_>) -> Result<bool, ()> {
+    let updated = f.int("/status/updatedNumberScheduled")?;
+    Ok(current_generation(f)?
+        && updated >= f.int("/status/desiredNumberScheduled")?
+        && f.int("/status/numberAvailable")? >= updated)
+}
+
+/// A Service is healthy unless it is a LoadBalancer still waiting for its ingress.
+fn service(f: &Fields<'_>) -> Result<bool, ()> {
+    if f.str("/spec/type")? != "LoadBalancer" {
+        return Ok(true);
+    }
+    has_ingress(f)
+}
+
+fn has_ingress(f: &Fields<'_>) -> Result<bool, ()> {
+    Ok(f.array("/status/loadBalancer/ingress")?.iter().any(|i| {
+        let set = |k: &str| {
+            i.get(k)
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+        };
+        set("ip") || set("hostname")
+    }))
+}
+
+fn pdb(f: &Fields<'_>) -> Result<bool, ()> {
+    Ok(f.int("/status/currentHealthy")? >= f.int("/status/desiredHealthy")?)
+}
+
+/// A Pod is healthy when it succeeded, or runs with its Ready condition True.
+fn pod(f: &Fields<'_>) -> Result<bool, ()> {
+    match f.str("/status/phase")? {
+        "Succeeded" => Ok(true),
+        "Running" => Ok(f.array("/status/conditions")?.iter().any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Ready")
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })),
+        _ => Ok(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    use ResourceHealth::{Healthy, Unhealthy, Unknown};
+
+    fn obj(api_version: &str, kind: &str, generation: i64, spec: Value, status: Value) -> Value {
+        json!({"apiVersion": api_version, "kind": kind,
+               "metadata": {"name": "x", "generation": generation},
+               "spec": spec, "status": status})
+    }
+
+    #[test]
+    fn in_3_workload_health_table() {
+        let deploy = |generation, spec: Value, status: Value| {
+            obj("apps/v1", "Deployment", generation, spec, status)
+        };
+        let cases = [
+            (
+                "all updated and available",
+                deploy(
+                    2,
+                    json!({"replicas": 3}),
+                    json!({"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 3}),
+                ),
+                Healthy,
+            ),
+            (
+                "controller has not seen the generation",
+                deploy(
+                    3,
+                    json!({"replicas": 3}),
+                    json!({"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 3}),
+                ),
+                Unhealthy,
+            ),
+            (
+                "rollout not finished",
+                deploy(
+                    2,
+                    json!({"replicas": 3}),
+                    json!({"observedGeneration": 2, "updatedReplicas": 2, "availableReplicas": 2}),
+                ),
+                Unhealthy,
+            ),
+            (
+                "updated but not available",
+                deploy(
+                    2,
+                    json!({"replicas": 3}),
+                    json!({"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 1}),
+                ),
+                Unhealthy,
+            ),
+            (
+                "no status yet, no generation",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {"replicas": 1}}),
+                Unhealthy,
+            ),
+            (
+                "zero replicas, fresh",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {"replicas": 0}}),
+                Healthy,
+            ),
+            (
+                "replicas of the wrong type",
+                deploy(
+                    1,
+                    json!({"replicas": "3"}),
+                    json!({"observedGeneration": 1}),
+                ),
+                Unknown,
+            ),
+            (
+                "statefulset as deployment",
+                obj(
+                    "apps/v1",
+                    "StatefulSet",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 2, "availableReplicas": 2}),
+                ),
+                Healthy,
+            ),
+            (
+                "replicaset counts available against desired",
+                obj(
+                    "apps/v1",
+                    "ReplicaSet",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "availableReplicas": 1}),
+                ),
+                Unhealthy,
+            ),
+            (
+                "daemonset all scheduled and available",
+                obj(
+                    "apps/v1",
+                    "DaemonSet",
+                    4,
+                    json!({}),
+                    json!({"observedGeneration": 4, "desiredNumberScheduled": 5, "updatedNumberScheduled": 5, "numberAvailable": 5}),
+                ),
+                Healthy,
+            ),
+            (
+                "daemonset still rolling",
+                obj(
+                    "apps/v1",
+                    "DaemonSet",
+                    4,
+                    json!({}),
+                    json!({"observedGeneration": 4, "desiredNumberScheduled": 5, "updatedNumberScheduled": 4, "numberAvailable": 4}),
+                ),
+                Unhealthy,
+            ),
+        ];
+        for (name, object, want) in cases {
+            assert_eq!(health(&object), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn in_3_other_kinds_table() {
+        let cases = [
+            (
+                "ClusterIP service",
+                json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "ClusterIP"}}),
+                Healthy,
+            ),
+            (
+                "LB without ingress",
+                json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "LoadBalancer"}}),
+                Unhealthy,
+            ),
+            (
+                "LB with an ip",
+                json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}}}),
+                Healthy,
+            ),
+            (
+                "ingress with a hostname",
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "status": {"loadBalancer": {"ingress": [{"hostname": "a.example"}]}}}),
+                Healthy,
+            ),
+            (
+                "ingress without",
+                json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress"}),
+                Unhealthy,
+            ),
+            (
+                "pvc bound",
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "status": {"phase": "Bound"}}),
+                Healthy,
+            ),
+            (
+                "pvc pending",
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "status": {"phase": "Pending"}}),
+                Unhealthy,
+            ),
+            (
+                "pod succeeded",
+                json!({"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Succeeded"}}),
+                Healthy,
+            ),
+            (
+                "pod running and ready",
+                json!({"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+                Healthy,
+            ),
+            (
+                "pod running, not ready",
+                json!({"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}}),
+                Unhealthy,
+            ),
+            (
+                "pdb",
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "status": {"currentHealthy": 2, "desiredHealthy": 3}}),
+                Unhealthy,
+            ),
+            (
+                "configmap has no rule",
+                json!({"apiVersion": "v1", "kind": "ConfigMap"}),
+                Healthy,
+            ),
+            (
+                "a job has no rule in Karmada",
+                json!({"apiVersion": "batch/v1", "kind": "Job", "status": {"failed": 1}}),
+                Healthy,
+            ),
+            (
+                "custom resource",
+                json!({"apiVersion": "example.io/v1", "kind": "Widget"}),
+                Healthy,
+            ),
+            ("no kind", json!({"apiVersion": 3}), Unknown),
+        ];
+        for (name, object, want) in cases {
+            assert_eq!(health(&object), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn in_4_ready_replicas_read_from_status() {
+        assert_eq!(ready_replicas(&json!({"status": {"readyReplicas": 4}})), 4);
+        assert_eq!(ready_replicas(&json!({"status": {}})), 0);
+        assert_eq!(
+            ready_replicas(&json!({"status": {"readyReplicas": "x"}})),
+            0
+        );
+    }
+}

@@ -1,0 +1,650 @@
+//! The Kubernetes side of a member cluster, through kube-rs: the one way Flotilla talks to a
+//! member's API server, used by the work-executor (Push), `flotilla-agent` (Pull) and
+//! cluster-health.
+//!
+//! ```text
+//!   Members ── member(cluster, Target) ──► Member (one kube::Client, one discovery cache)
+//!     apply(manifest)   discovery: apiVersion+kind → resource, scope (cached per
+//!                       group version, refreshed when a kind is missing or the entry is old)
+//!                       → PATCH …?fieldManager=flotilla&force=true  (server-side apply)
+//!     delete(ref)       → DELETE … propagationPolicy=Background  (absent = already deleted)
+//!     list_managed(kind)→ GET …?labelSelector=resourcebinding.karmada.io/permanent-id
+//!                       (clusterresourcebinding.… for cluster-scoped kinds)
+//!     readyz / version / api_enablements / resource_summary   (cluster-health)
+//! ```
+//!
+//! Every call has a deadline and goes through one bound on the calls in flight; a member
+//! that answers with a Kubernetes `Status` becomes [`MemberError::Api`] with its HTTP code and
+//! reason. Credentials ([`Target`]) are never printed: its `Debug` shows the endpoint only.
+//! See docs/design.md ("Members through the Kubernetes API").
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::Future;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::discovery::{ApiCapabilities, Scope};
+use kube::core::{ApiResource, GroupVersion};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+pub mod status;
+
+/// The field manager of every server-side apply Flotilla makes.
+pub const FIELD_MANAGER: &str = "flotilla";
+/// The label every namespaced object Flotilla applies carries (its binding's permanent id, as
+/// Karmada labels it); status collection lists by it.
+pub const MANAGED_LABEL: &str = "resourcebinding.karmada.io/permanent-id";
+/// The same label on cluster-scoped objects.
+pub const MANAGED_LABEL_CLUSTER: &str = "clusterresourcebinding.karmada.io/permanent-id";
+
+/// The label that marks `kind`'s objects as Flotilla's, by the kind's scope.
+pub fn managed_label(namespaced: bool) -> &'static str {
+    if namespaced {
+        MANAGED_LABEL
+    } else {
+        MANAGED_LABEL_CLUSTER
+    }
+}
+/// How long a group version's resources are trusted before discovery asks again.
+pub const DISCOVERY_TTL: Duration = Duration::from_secs(300);
+/// A kind missing from a cached group version triggers a new discovery at most this often.
+const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
+
+/// How to reach one member's API server. `Debug` prints the endpoint and which credentials
+/// are present, never their values.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// `https://host:port` (or `http://` for a local member-sim).
+    pub endpoint: String,
+    /// PEM bundle trusted for the server's certificate; `None`: the system roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// A bearer token.
+    pub token: Option<String>,
+    /// A client certificate and key, PEM.
+    pub client_cert_pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// Skip verifying the server's certificate (the Cluster's
+    /// `insecureSkipTLSVerification`).
+    pub insecure_skip_tls_verify: bool,
+    /// An HTTP proxy to reach the member through (the Cluster's `proxyURL`).
+    pub proxy_url: Option<String>,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("endpoint", &self.endpoint)
+            .field("ca", &self.ca_pem.is_some())
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("client_cert", &self.client_cert_pem.is_some())
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field("proxy_url", &self.proxy_url)
+            .finish()
+    }
+}
+
+impl Target {
+    /// A target without credentials (a member-sim on a private network, or a test).
+    pub fn plain(endpoint: impl Into<String>) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            ..Self::default()
+        }
+    }
+
+    fn config(&self, timeout: Duration) -> Result<kube::Config, MemberError> {
+        let bad = |message: String| MemberError::BadTarget {
+            endpoint: self.endpoint.clone(),
+            message,
+        };
+        if !self.endpoint.starts_with("http://") && !self.endpoint.starts_with("https://") {
+            return Err(bad(
+                "only http:// and https:// endpoints are supported".into()
+            ));
+        }
+        let uri: http::Uri = self
+            .endpoint
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| bad(e.to_string()))?;
+        let mut config = kube::Config::new(uri);
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        config.accept_invalid_certs = self.insecure_skip_tls_verify;
+        if let Some(pem) = &self.ca_pem {
+            config.root_cert = Some(pem_certificates(pem).map_err(bad)?);
+        }
+        if let Some(token) = &self.token {
+            config.auth_info.token = Some(token.clone().into());
+        }
+        if let Some((cert, key)) = &self.client_cert_pem {
+            use base64::Engine as _;
+            let encode = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+            config.auth_info.client_certificate_data = Some(encode(cert));
+            config.auth_info.client_key_data = Some(encode(key).into());
+        }
+        if let Some(proxy) = &self.proxy_url {
+            config.proxy_url = Some(
+                proxy
+                    .parse()
+                    .map_err(|e: http::uri::InvalidUri| bad(format!("proxyURL: {e}")))?,
+            );
+        }
+        Ok(config)
+    }
+}
+
+/// The DER certificates of a PEM bundle.
+fn pem_certificates(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let certs: Vec<Vec<u8>> = pem::parse_many(pem)
+        .map_err(|e| format!("the CA bundle is not PEM: {e}"))?
+        .into_iter()
+        .filter(|p| p.tag() == "CERTIFICATE")
+        .map(|p| p.into_contents())
+        .collect();
+    if certs.is_empty() {
+        return Err("the CA bundle holds no certificate".into());
+    }
+    Ok(certs)
+}
+
+/// Why a member call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    /// The Cluster's endpoint or credentials cannot be used.
+    #[error("cannot reach member {endpoint}: {message}")]
+    BadTarget {
+        /// The endpoint.
+        endpoint: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The member did not answer in time.
+    #[error("member {endpoint} did not answer {verb} within {timeout:?}")]
+    Timeout {
+        /// The endpoint.
+        endpoint: String,
+        /// What was asked.
+        verb: &'static str,
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// The member answered with a Kubernetes error (`Status`).
+    #[error("member {endpoint} answered {verb} with {code} {reason}: {message}")]
+    Api {
+        /// The endpoint.
+        endpoint: String,
+        /// What was asked.
+        verb: &'static str,
+        /// The HTTP status code.
+        code: u16,
+        /// The Status reason (`Conflict`, `NotFound`, `InternalError`, ...).
+        reason: String,
+        /// The Status message.
+        message: String,
+    },
+    /// The member does not serve the object's kind (discovery found no resource for it).
+    #[error("member {endpoint} serves no resource for {api_version} {kind}")]
+    UnknownKind {
+        /// The endpoint.
+        endpoint: String,
+        /// The object's apiVersion.
+        api_version: String,
+        /// The object's kind.
+        kind: String,
+    },
+    /// The object to apply is not a Kubernetes object.
+    #[error("not a Kubernetes object: {0}")]
+    BadObject(String),
+    /// The connection failed (refused, reset, TLS).
+    #[error("member {endpoint}: {verb} failed: {message}")]
+    Transport {
+        /// The endpoint.
+        endpoint: String,
+        /// What was asked.
+        verb: &'static str,
+        /// The transport error.
+        message: String,
+    },
+}
+
+impl MemberError {
+    /// The HTTP code of an API answer (409 for a field-manager conflict, ...).
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Self::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// A short label for metrics.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Timeout { .. } => "timeout",
+            Self::Api { code: 404, .. } => "not_found",
+            Self::Api { code: 409, .. } => "conflict",
+            _ => "error",
+        }
+    }
+}
+
+/// The resources of one group version, as discovery found them.
+type Resources = Arc<Vec<(ApiResource, ApiCapabilities)>>;
+
+/// One member's API server: a kube client and its discovery cache.
+pub struct Member {
+    client: kube::Client,
+    endpoint: String,
+    timeout: Duration,
+    in_flight: Arc<Semaphore>,
+    /// apiVersion → (when asked, its resources).
+    discovery: Mutex<HashMap<String, (Instant, Resources)>>,
+}
+
+impl fmt::Debug for Member {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Member")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An object's identity as the member knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectRef {
+    /// `apps/v1`, `v1`.
+    pub api_version: String,
+    /// `Deployment`.
+    pub kind: String,
+    /// Empty for cluster-scoped objects.
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// The identity of a manifest (`apiVersion`, `kind`, `metadata`).
+    pub fn of(object: &Value) -> Result<Self, MemberError> {
+        let s = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let r = Self {
+            api_version: s("/apiVersion").to_owned(),
+            kind: s("/kind").to_owned(),
+            namespace: s("/metadata/namespace").to_owned(),
+            name: s("/metadata/name").to_owned(),
+        };
+        if r.api_version.is_empty() || r.kind.is_empty() || r.name.is_empty() {
+            return Err(MemberError::BadObject(
+                "apiVersion, kind and metadata.name must be set".into(),
+            ));
+        }
+        Ok(r)
+    }
+}
+
+impl Member {
+    /// A client of `target` with a per-call `timeout`, sharing `in_flight` with other
+    /// members.
+    pub fn new(
+        target: &Target,
+        timeout: Duration,
+        in_flight: Arc<Semaphore>,
+    ) -> Result<Self, MemberError> {
+        let config = target.config(timeout)?;
+        let client = kube::Client::try_from(config).map_err(|e| MemberError::BadTarget {
+            endpoint: target.endpoint.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            client,
+            endpoint: target.endpoint.clone(),
+            timeout,
+            in_flight,
+            discovery: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The member's endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn call<T, Fut>(&self, verb: &'static str, fut: Fut) -> Result<T, MemberError>
+    where
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        // The semaphore is never closed; a closed one would only lift the bound.
+        let _permit = self.in_flight.acquire().await.ok();
+        let result = match tokio::time::timeout(self.timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.error(verb, e)),
+            Err(_) => Err(MemberError::Timeout {
+                endpoint: self.endpoint.clone(),
+                verb,
+                timeout: self.timeout,
+            }),
+        };
+        let label = result.as_ref().map_or_else(MemberError::label, |_| "ok");
+        metrics::counter!("flotilla_member_calls_total", "verb" => verb, "result" => label)
+            .increment(1);
+        result
+    }
+
+    fn error(&self, verb: &'static str, e: kube::Error) -> MemberError {
+        match e {
+            kube::Error::Api(status) => MemberError::Api {
+                endpoint: self.endpoint.clone(),
+                verb,
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            },
+            other => {
+                // the cause is deep in the chain (kube → hyper-util → hyper → io)
+                let mut message = other.to_string();
+                let mut timed_out = false;
+                let mut source = std::error::Error::source(&other);
+                while let Some(cause) = source {
+                    let text = cause.to_string();
+                    timed_out |= text.contains("timed out")
+                        || cause
+                            .downcast_ref::<std::io::Error>()
+                            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+                    message.push_str(": ");
+                    message.push_str(&text);
+                    source = cause.source();
+                }
+                if timed_out {
+                    MemberError::Timeout {
+                        endpoint: self.endpoint.clone(),
+                        verb,
+                        timeout: self.timeout,
+                    }
+                } else {
+                    MemberError::Transport {
+                        endpoint: self.endpoint.clone(),
+                        verb,
+                        message,
+                    }
+                }
+            }
+        }
+    }
+
+    /// The resources of `api_version`, from the cache while it is fresh (and, when
+    /// `missing` names a kind the cache lacks, once more from the member).
+    async fn resources(
+        &self,
+        api_version: &str,
+        missing: Option<&str>,
+    ) -> Result<Resources, MemberError> {
+        let cached = self
+            .discovery
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(api_version)
+            .cloned();
+        if let Some((at, resources)) = &cached {
+            let fresh = at.elapsed() < DISCOVERY_TTL;
+            let has = missing.is_none_or(|k| resources.iter().any(|(r, _)| r.kind == k));
+            if fresh && (has || at.elapsed() < DISCOVERY_RETRY) {
+                return Ok(resources.clone());
+            }
+        }
+        let gv: GroupVersion = api_version
+            .parse()
+            .map_err(|e| MemberError::BadObject(format!("apiVersion {api_version:?}: {e}")))?;
+        let version = gv.version.clone();
+        let group = self
+            .call("discover", kube::discovery::pinned_group(&self.client, &gv))
+            .await?;
+        let resources = Arc::new(group.versioned_resources(&version));
+        tracing::debug!(endpoint = %self.endpoint, api_version, resources = resources.len(), "discovered");
+        self.discovery
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(api_version.to_owned(), (Instant::now(), resources.clone()));
+        Ok(resources)
+    }
+
+    /// The resource serving `api_version` `kind`, and whether it is namespaced.
+    pub async fn resource_for(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, bool), MemberError> {
+        let unknown = || MemberError::UnknownKind {
+            endpoint: self.endpoint.clone(),
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        };
+        let resources = match self.resources(api_version, Some(kind)).await {
+            Ok(r) => r,
+            Err(MemberError::Api { code: 404, .. }) => return Err(unknown()),
+            Err(e) => return Err(e),
+        };
+        resources
+            .iter()
+            // subresources (deployments/status) share the kind
+            .find(|(r, _)| r.kind == kind && !r.plural.contains('/'))
+            .map(|(r, caps)| (r.clone(), caps.scope == Scope::Namespaced))
+            .ok_or_else(unknown)
+    }
+
+    async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, MemberError> {
+        let (resource, namespaced) = self.resource_for(&r.api_version, &r.kind).await?;
+        Ok(if namespaced {
+            let ns = if r.namespace.is_empty() {
+                "default"
+            } else {
+                r.namespace.as_str()
+            };
+            Api::namespaced_with(self.client.clone(), ns, &resource)
+        } else {
+            Api::all_with(self.client.clone(), &resource)
+        })
+    }
+
+    /// Server-side apply of `manifest` as field manager `flotilla`, forcing conflicts (the
+    /// control plane's intent wins, as Karmada's execution controller overwrites); returns
+    /// the object as the member stored it, with its status.
+    pub async fn apply(&self, manifest: &Value) -> Result<Value, MemberError> {
+        let r = ObjectRef::of(manifest)?;
+        let api = self.api_for(&r).await?;
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let object = self
+            .call(
+                "apply",
+                api.patch(&r.name, &params, &Patch::Apply(manifest)),
+            )
+            .await?;
+        serde_json::to_value(object).map_err(|e| MemberError::BadObject(e.to_string()))
+    }
+
+    /// Deletes an object with background propagation (its dependents go too, as Karmada
+    /// deletes, so a Job's pods are not orphaned); `Ok(false)` when it was already absent.
+    pub async fn delete(&self, r: &ObjectRef) -> Result<bool, MemberError> {
+        let api = match self.api_for(r).await {
+            Ok(api) => api,
+            // a kind the member no longer serves has no objects left to delete
+            Err(MemberError::UnknownKind { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match self
+            .call("delete", api.delete(&r.name, &DeleteParams::background()))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(MemberError::Api { code: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One object as the member has it; `None` when absent.
+    pub async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, MemberError> {
+        let api = self.api_for(r).await?;
+        match self.call("get", api.get_opt(&r.name)).await? {
+            None => Ok(None),
+            Some(o) => serde_json::to_value(o)
+                .map(Some)
+                .map_err(|e| MemberError::BadObject(e.to_string())),
+        }
+    }
+
+    /// Every object of `api_version` `kind` that Flotilla applied (by [`managed_label`]), in
+    /// every namespace.
+    pub async fn list_managed(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Vec<Value>, MemberError> {
+        let (resource, namespaced) = self.resource_for(api_version, kind).await?;
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let params = ListParams::default().labels(managed_label(namespaced));
+        let list = self.call("list", api.list(&params)).await?;
+        list.items
+            .into_iter()
+            .map(|o| {
+                let mut v =
+                    serde_json::to_value(o).map_err(|e| MemberError::BadObject(e.to_string()))?;
+                // list items carry no apiVersion/kind of their own
+                if let Some(map) = v.as_object_mut() {
+                    map.insert("apiVersion".into(), api_version.into());
+                    map.insert("kind".into(), kind.into());
+                }
+                Ok(v)
+            })
+            .collect()
+    }
+
+    /// Every object of a core or group resource (nodes, pods), raw.
+    pub async fn list_all(&self, api_version: &str, kind: &str) -> Result<Vec<Value>, MemberError> {
+        let (resource, _) = self.resource_for(api_version, kind).await?;
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let list = self.call("list", api.list(&ListParams::default())).await?;
+        list.items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).map_err(|e| MemberError::BadObject(e.to_string())))
+            .collect()
+    }
+
+    /// `GET path` (`/readyz`, `/healthz`): the HTTP code and body; transport failures and
+    /// timeouts are errors.
+    pub async fn get_raw(&self, path: &'static str) -> Result<(u16, String), MemberError> {
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .map_err(|e| MemberError::BadObject(e.to_string()))?;
+        let client = self.client.clone();
+        let fut = async move {
+            let response = client.send(request.map(Into::into)).await?;
+            let code = response.status().as_u16();
+            let body = http_body_util::BodyExt::collect(response.into_body())
+                .await
+                .map_err(|e| kube::Error::Service(Box::new(e)))?
+                .to_bytes();
+            Ok((code, String::from_utf8_lossy(&body).into_owned()))
+        };
+        self.call("probe", fut).await
+    }
+
+    /// The member's Kubernetes version (`/version`'s `gitVersion`).
+    pub async fn version(&self) -> Result<String, MemberError> {
+        let info = self
+            .call("version", self.client.apiserver_version())
+            .await?;
+        Ok(info.git_version)
+    }
+
+    /// The group versions and resources the member serves (Karmada's `apiEnablements`).
+    pub async fn api_enablements(
+        &self,
+    ) -> Result<Vec<flotilla_proto::v1::ApiEnablement>, MemberError> {
+        let mut out = Vec::new();
+        let core = self
+            .call("discover", self.client.list_core_api_versions())
+            .await?;
+        let groups = self.call("discover", self.client.list_api_groups()).await?;
+        let mut versions: Vec<String> = core.versions;
+        for g in groups.groups {
+            versions.extend(g.versions.into_iter().map(|v| v.group_version));
+        }
+        for gv in versions {
+            let resources = self.resources(&gv, None).await?;
+            let mut list: Vec<flotilla_proto::v1::ApiResource> = resources
+                .iter()
+                .filter(|(r, _)| !r.plural.contains('/'))
+                .map(|(r, _)| flotilla_proto::v1::ApiResource {
+                    name: r.plural.clone(),
+                    kind: r.kind.clone(),
+                })
+                .collect();
+            list.sort_by(|a, b| a.name.cmp(&b.name));
+            out.push(flotilla_proto::v1::ApiEnablement {
+                group_version: gv,
+                resources: list,
+            });
+        }
+        out.sort_by(|a, b| a.group_version.cmp(&b.group_version));
+        Ok(out)
+    }
+
+    /// The capacity summary from the member's nodes and pods ([`status::resource_summary`]).
+    pub async fn resource_summary(
+        &self,
+    ) -> Result<flotilla_proto::v1::ResourceSummary, MemberError> {
+        let nodes = self.list_all("v1", "Node").await?;
+        let pods = self.list_all("v1", "Pod").await?;
+        Ok(status::resource_summary(&nodes, &pods))
+    }
+}
+
+/// The members of every cluster, one [`Member`] per cluster (rebuilt when its [`Target`]
+/// changes), with one bound on the calls in flight over all of them.
+#[derive(Debug)]
+pub struct Members {
+    members: Mutex<HashMap<String, (Target, Arc<Member>)>>,
+    timeout: Duration,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Members {
+    /// Members with a per-call `timeout` and at most `concurrency` calls in flight.
+    pub fn new(timeout: Duration, concurrency: usize) -> Self {
+        Self {
+            members: Mutex::new(HashMap::new()),
+            timeout,
+            in_flight: Arc::new(Semaphore::new(concurrency.max(1))),
+        }
+    }
+
+    /// The member of `cluster`, reached at `target`.
+    pub fn member(&self, cluster: &str, target: &Target) -> Result<Arc<Member>, MemberError> {
+        let mut members = self.members.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((t, m)) = members.get(cluster)
+            && t == target
+        {
+            return Ok(m.clone());
+        }
+        let member = Arc::new(Member::new(target, self.timeout, self.in_flight.clone())?);
+        members.insert(cluster.to_owned(), (target.clone(), member.clone()));
+        Ok(member)
+    }
+
+    /// Forgets a cluster's client (its Cluster was deleted).
+    pub fn forget(&self, cluster: &str) {
+        self.members
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(cluster);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,269 @@
+//! The client against a stub API server that records what it is asked.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::*;
+
+#[derive(Clone, Debug)]
+struct Seen {
+    method: Method,
+    uri: String,
+    content_type: String,
+    body: String,
+}
+
+#[derive(Clone, Default)]
+struct Stub {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    /// Answer every apply with this code (0: 200 with the body echoed).
+    apply_code: Arc<Mutex<u16>>,
+}
+
+fn status(code: u16, reason: &str) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                      "reason": reason, "message": format!("stub says {reason}"), "code": code});
+    (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn handle(
+    State(stub): State<Stub>,
+    method: Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = String::from_utf8_lossy(&body).into_owned();
+    stub.seen.lock().expect("lock").push(Seen {
+        method: method.clone(),
+        uri: uri.to_string(),
+        content_type,
+        body: body.clone(),
+    });
+    let json = |v: Value| ([("content-type", "application/json")], v.to_string()).into_response();
+    let path = uri.path();
+    match (method, path) {
+        (Method::GET, "/apis/apps/v1") => json(json!({
+        "kind": "APIResourceList", "groupVersion": "apps/v1",
+        "resources": [
+            {"name": "deployments", "singularName": "deployment", "namespaced": true,
+             "kind": "Deployment", "verbs": ["get", "list", "patch", "delete"]},
+            {"name": "deployments/status", "singularName": "", "namespaced": true,
+             "kind": "Deployment", "verbs": ["get"]},
+        ]})),
+        (Method::GET, "/api/v1") => json(json!({
+        "kind": "APIResourceList", "groupVersion": "v1",
+        "resources": [
+            {"name": "namespaces", "singularName": "namespace", "namespaced": false,
+             "kind": "Namespace", "verbs": ["get", "list", "patch", "delete"]},
+        ]})),
+        (Method::GET, "/readyz") => (StatusCode::NOT_FOUND, "404 page not found").into_response(),
+        (Method::GET, "/healthz") => "ok".into_response(),
+        (Method::GET, "/hang") => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            "late".into_response()
+        }
+        (Method::PATCH, _) => {
+            let code = *stub.apply_code.lock().expect("lock");
+            if code != 0 {
+                return status(code, "Conflict");
+            }
+            let mut object: Value = serde_json::from_str(&body).unwrap_or(json!({}));
+            object["metadata"]["resourceVersion"] = json!("7");
+            object["status"] = json!({"observedGeneration": 1});
+            json(object)
+        }
+        (Method::DELETE, p) if p.ends_with("/gone") => status(404, "NotFound"),
+        (Method::DELETE, _) => json(json!({"kind": "Status", "status": "Success"})),
+        (Method::GET, "/apis/apps/v1/deployments") => json(json!({
+            "kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": {"resourceVersion": "9"},
+            "items": [{"metadata": {"name": "web", "namespace": "default"},
+                       "spec": {"replicas": 1},
+                       "status": {"readyReplicas": 1}}]})),
+        _ => status(404, "NotFound"),
+    }
+}
+
+async fn serve(stub: Stub) -> String {
+    let app = Router::new().fallback(handle).with_state(stub);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}")
+}
+
+fn member(endpoint: &str, timeout: Duration) -> Member {
+    Member::new(
+        &Target::plain(endpoint),
+        timeout,
+        Arc::new(Semaphore::new(4)),
+    )
+    .expect("member")
+}
+
+fn deployment(name: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": "shop"}, "spec": {"replicas": 2}})
+}
+
+#[tokio::test]
+async fn apply_is_a_forced_server_side_apply_and_discovery_is_cached() {
+    let stub = Stub::default();
+    let m = member(&serve(stub.clone()).await, Duration::from_secs(5));
+    let object = m.apply(&deployment("web")).await.expect("apply");
+    assert_eq!(object["metadata"]["resourceVersion"], "7");
+    m.apply(&deployment("api")).await.expect("apply");
+    let seen = stub.seen.lock().expect("lock").clone();
+    let discoveries = seen.iter().filter(|s| s.uri == "/apis/apps/v1").count();
+    assert_eq!(discoveries, 1, "one discovery for two applies: {seen:?}");
+    let patch = seen
+        .iter()
+        .find(|s| s.method == Method::PATCH)
+        .expect("a PATCH");
+    assert!(
+        patch
+            .uri
+            .starts_with("/apis/apps/v1/namespaces/shop/deployments/web?"),
+        "{}",
+        patch.uri
+    );
+    assert!(patch.uri.contains("fieldManager=flotilla"), "{}", patch.uri);
+    assert!(patch.uri.contains("force=true"), "{}", patch.uri);
+    assert_eq!(patch.content_type, "application/apply-patch+yaml");
+    let body: Value = serde_json::from_str(&patch.body).expect("json body");
+    assert_eq!(body["spec"]["replicas"], 2);
+}
+
+#[tokio::test]
+async fn cluster_scoped_kinds_apply_without_a_namespace() {
+    let stub = Stub::default();
+    let m = member(&serve(stub.clone()).await, Duration::from_secs(5));
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
+    m.apply(&ns).await.expect("apply");
+    let seen = stub.seen.lock().expect("lock").clone();
+    assert!(
+        seen.iter()
+            .any(|s| s.method == Method::PATCH && s.uri.starts_with("/api/v1/namespaces/shop?")),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_kind_is_refused_after_one_rediscovery() {
+    let stub = Stub::default();
+    let m = member(&serve(stub.clone()).await, Duration::from_secs(5));
+    let widget = json!({"apiVersion": "apps/v1", "kind": "Widget", "metadata": {"name": "w"}});
+    let err = m.apply(&widget).await.expect_err("unknown kind");
+    assert!(matches!(err, MemberError::UnknownKind { .. }), "{err}");
+    // a group version the member does not serve at all
+    let crd = json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w"}});
+    let err = m.apply(&crd).await.expect_err("unknown group");
+    assert!(matches!(err, MemberError::UnknownKind { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn conflicts_and_errors_keep_their_code() {
+    let stub = Stub::default();
+    *stub.apply_code.lock().expect("lock") = 409;
+    let m = member(&serve(stub.clone()).await, Duration::from_secs(5));
+    let err = m.apply(&deployment("web")).await.expect_err("conflict");
+    assert_eq!(err.code(), Some(409), "{err}");
+    assert!(err.to_string().contains("Conflict"), "{err}");
+}
+
+#[tokio::test]
+async fn delete_propagates_in_the_background_and_absent_is_not_an_error() {
+    let stub = Stub::default();
+    let m = member(&serve(stub.clone()).await, Duration::from_secs(5));
+    let r = ObjectRef::of(&deployment("web")).expect("ref");
+    assert!(m.delete(&r).await.expect("delete"));
+    let gone = ObjectRef::of(&deployment("gone")).expect("ref");
+    assert!(!m.delete(&gone).await.expect("already absent"));
+    let seen = stub.seen.lock().expect("lock").clone();
+    let delete = seen
+        .iter()
+        .find(|s| s.method == Method::DELETE)
+        .expect("a DELETE");
+    let body: Value = serde_json::from_str(&delete.body).expect("json body");
+    assert_eq!(body["propagationPolicy"], "Background", "{body}");
+}
+
+#[tokio::test]
+async fn list_managed_selects_by_the_binding_label() {
+    let stub = Stub::default();
+    let m = member(&serve(stub.clone()).await, Duration::from_secs(5));
+    let items = m.list_managed("apps/v1", "Deployment").await.expect("list");
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["kind"], "Deployment");
+    assert_eq!(status::manifest_status(&items[0]).ready_replicas, 1);
+    let seen = stub.seen.lock().expect("lock").clone();
+    assert!(
+        seen.iter().any(|s| s
+            .uri
+            .contains("labelSelector=resourcebinding.karmada.io%2Fpermanent-id")),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn raw_gets_report_the_code_and_a_hang_times_out() {
+    let m = member(&serve(Stub::default()).await, Duration::from_millis(300));
+    assert_eq!(m.get_raw("/readyz").await.expect("answer").0, 404);
+    assert_eq!(
+        m.get_raw("/healthz").await.expect("answer"),
+        (200, "ok".to_owned())
+    );
+    let err = m.get_raw("/hang").await.expect_err("hang");
+    assert!(matches!(err, MemberError::Timeout { .. }), "{err}");
+}
+
+#[test]
+fn targets_never_print_their_credentials() {
+    let t = Target {
+        token: Some("s3cr3t-token".into()),
+        client_cert_pem: Some((b"CERT".to_vec(), b"KEY-MATERIAL".to_vec())),
+        ..Target::plain("https://member:6443")
+    };
+    let printed = format!("{t:?}");
+    assert!(!printed.contains("s3cr3t"), "{printed}");
+    assert!(!printed.contains("KEY-MATERIAL"), "{printed}");
+    assert!(printed.contains("https://member:6443"), "{printed}");
+}
+
+#[test]
+fn bad_targets_are_refused_clearly() {
+    let sem = Arc::new(Semaphore::new(1));
+    let err = Member::new(
+        &Target::plain("member:6443"),
+        Duration::from_secs(1),
+        sem.clone(),
+    )
+    .expect_err("no scheme");
+    assert!(err.to_string().contains("http:// and https://"), "{err}");
+    let t = Target {
+        ca_pem: Some(b"not pem".to_vec()),
+        ..Target::plain("https://member:6443")
+    };
+    let err = Member::new(&t, Duration::from_secs(1), sem).expect_err("bad CA");
+    assert!(err.to_string().contains("CA bundle"), "{err}");
+}
