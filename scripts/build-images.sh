@@ -34,9 +34,9 @@ VERSION="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Car
 IMAGE="${IMAGE:-ghcr.io/flotilla-io/flotilla:$VERSION}"
 TARGET=x86_64-unknown-linux-gnu
 PACKAGES=(flotilla-api flotilla-cluster-health flotilla-taint-manager flotilla-scheduler
-  flotilla-graceful-eviction flotilla-work-executor flotilla-member-sim flotilla-cli)
+  flotilla-graceful-eviction flotilla-work-executor flotilla-member-sim flotilla-agent flotilla-cli)
 BINARIES=(flotilla flotilla-api flotilla-cluster-health flotilla-taint-manager flotilla-scheduler
-  flotilla-graceful-eviction flotilla-work-executor flotilla-member-sim)
+  flotilla-graceful-eviction flotilla-work-executor flotilla-member-sim flotilla-agent)
 
 if ! docker info >/dev/null 2>&1; then
   echo "build-images: no Docker engine answers (docker info failed)" >&2

@@ -319,6 +319,8 @@ pub struct Member {
     pub control_addr: String,
     /// The process.
     pub process: Process,
+    /// A Pull cluster's `flotilla-agent` process.
+    pub agent: Option<Process>,
 }
 
 /// A running Flotilla: etcd, the six control-plane services and member clusters, all real
@@ -523,25 +525,37 @@ impl Stack {
                 addr: addr.clone(),
                 control_addr,
                 process,
+                agent: None,
             },
         );
         addr
     }
 
-    /// Starts a Pull member cluster: member-sim `--mode pull` whose agent heartbeats to this
-    /// stack's cluster-health every 200 ms, watches its Works on the api and reports their
-    /// status to the work-executor. Returns its `--listen` address.
+    /// Starts a Pull member cluster: a member-sim with `extra` flags and a `flotilla-agent`
+    /// process next to it that heartbeats to this stack's cluster-health every 200 ms,
+    /// watches its Works on the api, applies them on the member-sim's Kubernetes API and
+    /// reports their status to the work-executor. Returns the member-sim's address.
     pub async fn start_pull_member(&mut self, name: &str, extra: &[&str]) -> String {
-        let mut args = vec![
-            "--mode=pull".to_string(),
+        let addr = self.start_member(name, extra).await;
+        let args = vec![
+            format!("--cluster={name}"),
+            format!("--member=http://{addr}"),
             format!("--api={}", self.addrs["api"]),
             format!("--cluster-health={}", self.addrs["cluster-health"]),
             format!("--work-executor={}", self.addrs["work-executor"]),
             "--heartbeat-interval=200ms".to_string(),
+            "--status-interval=100ms".to_string(),
         ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.start_member(name, &args).await
+        let agent = Process::spawn(
+            self.dir.path(),
+            &format!("{name}-agent"),
+            "flotilla-agent",
+            &args,
+        );
+        if let Some(m) = self.members.get_mut(name) {
+            m.agent = Some(agent);
+        }
+        addr
     }
 
     /// Starts member-sims `names` with `extra` flags, registers them as Push clusters and

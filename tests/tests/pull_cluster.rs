@@ -1,7 +1,8 @@
 //! A Pull cluster next to a Push one (the seed Divided policy, member1:1, member2:2).
 //!
-//! member1 is a member-sim in pull mode: its agent heartbeats to cluster-health every 200 ms,
-//! watches its Works through `Api.WatchWorks` and reports their status through
+//! member1 is a member-sim with a `flotilla-agent` process next to it: the agent heartbeats to
+//! cluster-health every 200 ms, watches its Works through `Api.WatchWorks`, applies them on
+//! member1's Kubernetes API and reports their status through
 //! `WorkExecutor.ReportWorkStatus`; member2 is pushed to. The workload lands on both, the
 //! agent applies member1's Work (the control plane never calls member1) and its reported
 //! status makes the binding healthy.
@@ -62,12 +63,14 @@ async fn pull_cluster_applies_reports_and_fails_over() {
     let b = nginx_binding(&api).await.unwrap();
     assert!(status_item(&b, "member1").unwrap().applied);
 
-    // The agent dies.
+    // The agent dies (the member itself keeps running).
     stack
         .members
         .get_mut("member1")
         .unwrap()
-        .process
+        .agent
+        .as_mut()
+        .expect("member1's agent")
         .kill()
         .await;
 

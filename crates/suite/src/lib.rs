@@ -403,7 +403,7 @@ impl Suite {
             let name = format!("member {}", spec.name);
             let (s, sd) = (sim.clone(), shutdown.clone());
             set.spawn(async move {
-                let result = flotilla_member_sim::run_with(s, None, listeners, sd)
+                let result = flotilla_member_sim::run_with(s, listeners, sd)
                     .await
                     .map_err(anyhow::Error::from);
                 (name, result)

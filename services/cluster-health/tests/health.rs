@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use flotilla_cluster_health::NoExecuteTaints;
-use flotilla_member_sim::{Fault, PullConfig};
+use flotilla_member_sim::Fault;
 use flotilla_proto::v1;
 use flotilla_proto::v1::ConditionStatus::{False, True, Unknown};
 use flotilla_store::typed::Typed;
@@ -215,18 +215,7 @@ async fn ch_9_pull_heartbeats_stop_then_unknown_and_unreachable_taints_then_reco
     let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
     let addr = h.serve_grpc().await.to_string();
     create(&store, cluster("p1", v1::SyncMode::Pull, "")).await;
-    let m = Member::start(
-        "p1",
-        20,
-        Some(PullConfig {
-            cluster: "p1".into(),
-            api: addr.clone(),
-            cluster_health: addr.clone(),
-            work_executor: addr,
-            heartbeat_interval: Duration::from_millis(100),
-        }),
-    )
-    .await;
+    let mut m = Member::start("p1", 20, Some(addr)).await;
     let c = eventually(&store, "p1", "Ready from heartbeats", |c| {
         is_ready(c) && taints(c).is_empty()
     })
@@ -243,8 +232,9 @@ async fn ch_9_pull_heartbeats_stop_then_unknown_and_unreachable_taints_then_reco
     let record = store.get("heartbeats/p1").await.unwrap();
     assert!(record.is_some(), "heartbeats are kept in the store");
 
+    // the agent dies: heartbeats stop
     let cut = Instant::now();
-    m.sim.set_fault(Fault::Unreachable);
+    m.stop_agent();
     let c = eventually(&store, "p1", "Ready=Unknown", |c| {
         ready(c).is_some_and(|(s, _)| s == Unknown)
     })
@@ -262,7 +252,7 @@ async fn ch_9_pull_heartbeats_stop_then_unknown_and_unreachable_taints_then_reco
     .await;
     assert_eq!(taints(&c), vec![UR_NS, UR_NE], "CH-10.2");
 
-    m.sim.set_fault(Fault::Healthy);
+    m.start_agent();
     eventually(&store, "p1", "Ready again, taints gone", |c| {
         is_ready(c) && taints(c).is_empty()
     })
@@ -574,18 +564,7 @@ async fn f1_a13_a_store_outage_is_never_charged_to_a_healthy_pull_member() {
     let h = Health::start(store.clone(), config);
     let addr = h.serve_grpc().await.to_string();
     create(&inner, cluster("p1", v1::SyncMode::Pull, "")).await;
-    let _m = Member::start(
-        "p1",
-        20,
-        Some(PullConfig {
-            cluster: "p1".into(),
-            api: addr.clone(),
-            cluster_health: addr.clone(),
-            work_executor: addr,
-            heartbeat_interval: Duration::from_millis(100),
-        }),
-    )
-    .await;
+    let _m = Member::start("p1", 20, Some(addr)).await;
     eventually(&inner, "p1", "Ready from heartbeats", |c| {
         is_ready(c) && taints(c).is_empty()
     })

@@ -13,15 +13,14 @@
 //!                            Ready after --pod-startup-delay; status as each kind's
 //!                            controller writes it (health is read from it, IN-3)
 //!                         ▲
-//!   --mode pull: pull::run  heartbeats ClusterHealth.Heartbeat, watches Api.WatchWorks
-//!                           {cluster}, applies/deletes locally, WorkExecutor.ReportWorkStatus
+//!
+//! A Pull cluster is a member-sim with `flotilla-agent` next to it, pointed at its address.
 //! ```
 //!
 //! Faults (`--fault`, `SetFault`): `unhealthy` makes `/readyz` answer 500 while the API still
 //! works (reachable but not ok, CH-3.2); `unreachable` makes every HTTP request and RPC on
 //! `--listen` hang until healed (CH-3.1) — except `SetFault` itself, which stays exempt so
-//! that a test can heal the member through the same address — and stops a Pull agent's
-//! heartbeats and works watch. `SetFault` also sets the member API's errors (F11,
+//! that a test can heal the member through the same address. `SetFault` also sets the member API's errors (F11,
 //! `api_errors`): seeded percentages of applies that fail (500), conflict (409), apply but lose
 //! their reply, or hang past the caller's timeout, and of deletes and status reads that fail;
 //! `GetStats` counts the objects ever created (`creates`) and the errors injected.
@@ -31,7 +30,6 @@
 
 pub mod grpc;
 pub mod kube;
-pub mod pull;
 pub mod server;
 pub mod sim;
 
@@ -44,18 +42,7 @@ use flotilla_runtime::args::ArgError;
 use flotilla_runtime::telemetry::{LogFormat, TelemetryError, init_tracing};
 use tokio::net::TcpListener;
 
-pub use crate::pull::PullConfig;
 pub use crate::sim::{Fault, Sim, SimConfig};
-
-/// Push (the control plane probes and applies) or Pull (the member runs an agent).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
-    /// cluster-health probes `--listen`; work-executor applies Works through MemberSim.
-    #[default]
-    Push,
-    /// the built-in agent heartbeats and pulls its Works (Karmada's karmada-agent).
-    Pull,
-}
 
 /// Flags of `flotilla-member-sim`. Every flag can also be given as `FLOTILLA_<FLAG>`.
 #[derive(Clone, Debug, clap::Parser)]
@@ -78,8 +65,8 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_CONTROL_LISTEN")]
     pub control_listen: Option<SocketAddr>,
 
-    /// The member cluster's name (`--cluster` is an alias): reported by GetStats, and the
-    /// Cluster a Pull agent heartbeats for and watches Works of.
+    /// The member cluster's name (`--cluster` is an alias): reported by GetStats and used in
+    /// the names of its simulated node.
     #[arg(
         long,
         visible_alias = "cluster",
@@ -103,28 +90,6 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_FAULT", value_enum, default_value_t = Fault::Healthy)]
     pub fault: Fault,
 
-    /// Push: the control plane probes and applies. Pull: the built-in agent heartbeats to
-    /// `--cluster-health`, watches its Works on `--api` and reports to `--work-executor`.
-    #[arg(long, env = "FLOTILLA_MODE", value_enum, default_value_t = Mode::Push)]
-    pub mode: Mode,
-
-    /// Pull mode: the api service (`host:port` or `http://host:port`), for Api.WatchWorks.
-    #[arg(long, env = "FLOTILLA_API")]
-    pub api: Option<String>,
-
-    /// Pull mode: the cluster-health service, for ClusterHealth.Heartbeat.
-    #[arg(long, env = "FLOTILLA_CLUSTER_HEALTH")]
-    pub cluster_health: Option<String>,
-
-    /// Pull mode: the work-executor service, for WorkExecutor.ReportWorkStatus.
-    #[arg(long, env = "FLOTILLA_WORK_EXECUTOR")]
-    pub work_executor: Option<String>,
-
-    /// Pull mode: how often to heartbeat. Default 10s: Karmada's agent renews its lease every
-    /// `--cluster-lease-duration` (40s) × `--cluster-lease-renew-interval-fraction` (0.25).
-    #[arg(long, env = "FLOTILLA_HEARTBEAT_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub heartbeat_interval: Duration,
-
     /// Log filter, in `tracing-subscriber` `EnvFilter` syntax (e.g. `info,flotilla=debug`).
     #[arg(long, env = "FLOTILLA_LOG", default_value = "info")]
     pub log: String,
@@ -143,8 +108,6 @@ pub struct Config {
     pub listen: SocketAddr,
     /// `--control-listen`.
     pub control_listen: Option<SocketAddr>,
-    /// The Pull agent, in pull mode.
-    pub pull: Option<PullConfig>,
 }
 
 /// Why the simulator could not run.
@@ -168,9 +131,6 @@ pub enum Error {
     /// The router could not be built.
     #[error(transparent)]
     Server(#[from] server::ServerError),
-    /// The Pull agent could not start.
-    #[error(transparent)]
-    Pull(#[from] pull::PullError),
 }
 
 // === impl Args ===
@@ -185,11 +145,6 @@ impl Args {
             capacity,
             pod_startup_delay,
             fault,
-            mode,
-            api,
-            cluster_health,
-            work_executor,
-            heartbeat_interval,
             log: _,
             log_format: _,
         } = self;
@@ -212,37 +167,6 @@ impl Args {
                 message: "must differ from --listen".into(),
             });
         }
-        let pull = match mode {
-            Mode::Push => None,
-            Mode::Pull => {
-                let mut need = |flag: &'static str, v: &Option<String>| match v {
-                    Some(v) if !v.trim().is_empty() => v.trim().to_owned(),
-                    _ => {
-                        errors.push(ArgError {
-                            flag,
-                            message: "is required with --mode pull".into(),
-                        });
-                        String::new()
-                    }
-                };
-                let api = need("api", api);
-                let cluster_health = need("cluster-health", cluster_health);
-                let work_executor = need("work-executor", work_executor);
-                if heartbeat_interval.is_zero() {
-                    errors.push(ArgError {
-                        flag: "heartbeat-interval",
-                        message: "must be positive".into(),
-                    });
-                }
-                Some(PullConfig {
-                    cluster: name.clone(),
-                    api,
-                    cluster_health,
-                    work_executor,
-                    heartbeat_interval: *heartbeat_interval,
-                })
-            }
-        };
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -255,7 +179,6 @@ impl Args {
             },
             listen: *listen,
             control_listen: *control_listen,
-            pull,
         })
     }
 
@@ -270,7 +193,7 @@ impl Args {
         shutdown.trigger_on_signals();
         let listeners = Listeners::bind(&config).await?;
         let sim = Arc::new(Sim::new(config.sim.clone()));
-        run_with(sim, config.pull, listeners, shutdown).await?;
+        run_with(sim, listeners, shutdown).await?;
         Ok(())
     }
 }
@@ -301,12 +224,10 @@ impl Listeners {
     }
 }
 
-/// Serves `sim` on `listeners` (and runs its Pull agent when `pull` is given) until
-/// `shutdown` fires. `flotilla up` and tests call this with a `Sim` they keep a handle on
+/// Serves `sim` on `listeners` until `shutdown` fires. `flotilla up` and tests call this with a `Sim` they keep a handle on
 /// (to set faults in-process).
 pub async fn run_with(
     sim: Arc<Sim>,
-    pull: Option<PullConfig>,
     listeners: Listeners,
     shutdown: Shutdown,
 ) -> Result<(), Error> {
@@ -319,8 +240,7 @@ pub async fn run_with(
         capacity = sim.config().capacity,
         pod_startup_delay = ?sim.config().pod_startup_delay,
         fault = ?sim.fault(),
-        mode = if pull.is_some() { "pull" } else { "push" },
-        "member-sim serving (gRPC and HTTP /readyz, /healthz on one address)"
+        "member-sim serving (its Kubernetes API, /readyz, /healthz and gRPC on one address)"
     );
     let main = server::serve(listen, router.clone(), Some(sim.clone()), shutdown.clone());
     let control = async {
@@ -328,14 +248,7 @@ pub async fn run_with(
             server::serve(l, router, None, shutdown.clone()).await;
         }
     };
-    let agent = async {
-        match pull {
-            Some(p) => pull::run(sim.clone(), p, shutdown.clone()).await,
-            None => Ok(()),
-        }
-    };
-    let ((), (), agent) = tokio::join!(main, control, agent);
-    agent?;
+    tokio::join!(main, control);
     Ok(())
 }
 

@@ -3,27 +3,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use clap::Parser;
 use flotilla_proto::v1;
-use flotilla_proto::v1::cluster_health_server::{ClusterHealth, ClusterHealthServer};
 use flotilla_proto::v1::member_sim_client::MemberSimClient;
-use flotilla_proto::v1::work_executor_server::{WorkExecutor, WorkExecutorServer};
 use flotilla_runtime::Shutdown;
-use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::Code;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Response, Status};
 
 use super::*;
 
@@ -64,7 +57,6 @@ impl Running {
         let shutdown = Shutdown::new();
         let task = tokio::spawn(run_with(
             sim.clone(),
-            None,
             Listeners {
                 listen,
                 control: Some(control),
@@ -599,7 +591,6 @@ fn flags_defaults_and_validation() {
     assert_eq!(c.sim.capacity, 100);
     assert_eq!(c.sim.pod_startup_delay, Duration::from_secs(2));
     assert_eq!(c.sim.fault, Fault::Healthy);
-    assert!(c.pull.is_none());
     assert_eq!(c.listen.port(), 6443);
 
     let a = Args::try_parse_from([
@@ -610,31 +601,15 @@ fn flags_defaults_and_validation() {
         "200ms",
         "--fault",
         "unreachable",
-        "--mode",
-        "pull",
-        "--api",
-        "127.0.0.1:1",
-        "--cluster-health",
-        "http://127.0.0.1:2",
-        "--work-executor",
-        "127.0.0.1:3",
-        "--heartbeat-interval",
-        "1s",
     ])
     .unwrap();
     let c = a.validate().unwrap();
     assert_eq!(c.sim.name, "edge");
     assert_eq!(c.sim.pod_startup_delay, Duration::from_millis(200));
     assert_eq!(c.sim.fault, Fault::Unreachable);
-    let p = c.pull.unwrap();
-    assert_eq!(
-        (p.cluster.as_str(), p.heartbeat_interval),
-        ("edge", Duration::from_secs(1))
-    );
-
-    let a = Args::try_parse_from(["member-sim", "--mode", "pull", "--api", "x:1"]).unwrap();
+    let a = Args::try_parse_from(["member-sim", "--name", " "]).unwrap();
     let flags: Vec<&str> = a.validate().unwrap_err().iter().map(|e| e.flag).collect();
-    assert_eq!(flags, vec!["cluster-health", "work-executor"]);
+    assert_eq!(flags, vec!["name"]);
 
     let help = <Args as clap::CommandFactory>::command()
         .render_long_help()
@@ -645,397 +620,9 @@ fn flags_defaults_and_validation() {
         "--capacity",
         "--pod-startup-delay",
         "--fault",
-        "--mode",
-        "--heartbeat-interval",
     ] {
         assert!(help.contains(flag), "{flag} in --help");
     }
-    assert!(pull::endpoint("127.0.0.1:1").is_ok());
-    assert!(pull::endpoint("http://[::1]:1").is_ok());
-}
-
-// === Pull mode against fake control-plane services ===
-
-type WatchFeed = mpsc::UnboundedSender<Result<v1::WatchWorksResponse, Status>>;
-
-#[derive(Clone)]
-struct FakeControlPlane {
-    heartbeats: mpsc::UnboundedSender<v1::HeartbeatRequest>,
-    reports: mpsc::UnboundedSender<(Option<String>, v1::ReportWorkStatusRequest)>,
-    watches: mpsc::UnboundedSender<(v1::WatchWorksRequest, WatchFeed)>,
-}
-
-#[tonic::async_trait]
-impl ClusterHealth for FakeControlPlane {
-    async fn heartbeat(
-        &self,
-        request: Request<v1::HeartbeatRequest>,
-    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
-        let _ = self.heartbeats.send(request.into_inner());
-        Ok(Response::new(v1::HeartbeatResponse::default()))
-    }
-
-    async fn assess(
-        &self,
-        _request: Request<v1::ClusterHealthAssessRequest>,
-    ) -> Result<Response<v1::ClusterHealthAssessResponse>, Status> {
-        Err(Status::unimplemented("fake"))
-    }
-}
-
-#[tonic::async_trait]
-impl WorkExecutor for FakeControlPlane {
-    async fn get_work_status(
-        &self,
-        _request: Request<v1::GetWorkStatusRequest>,
-    ) -> Result<Response<v1::GetWorkStatusResponse>, Status> {
-        Err(Status::unimplemented("fake"))
-    }
-
-    async fn report_work_status(
-        &self,
-        request: Request<v1::ReportWorkStatusRequest>,
-    ) -> Result<Response<v1::ReportWorkStatusResponse>, Status> {
-        let cluster = request
-            .metadata()
-            .get(pull::CLUSTER_METADATA)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let _ = self.reports.send((cluster, request.into_inner()));
-        Ok(Response::new(v1::ReportWorkStatusResponse::default()))
-    }
-
-    async fn plan(
-        &self,
-        _request: Request<v1::PlanRequest>,
-    ) -> Result<Response<v1::PlanResponse>, Status> {
-        Err(Status::unimplemented("fake"))
-    }
-}
-
-/// Only `Api.WatchWorks` of the api service: every call hands the test its request and a
-/// sender that feeds the stream.
-#[derive(Clone)]
-struct FakeApi(FakeControlPlane);
-
-impl tonic::server::NamedService for FakeApi {
-    const NAME: &'static str = "flotilla.v1.Api";
-}
-
-struct WatchWorksSvc(FakeControlPlane);
-
-impl tonic::server::ServerStreamingService<v1::WatchWorksRequest> for WatchWorksSvc {
-    type Response = v1::WatchWorksResponse;
-    type ResponseStream = UnboundedReceiverStream<Result<v1::WatchWorksResponse, Status>>;
-    type Future = std::future::Ready<Result<Response<Self::ResponseStream>, Status>>;
-
-    fn call(&mut self, request: Request<v1::WatchWorksRequest>) -> Self::Future {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = self.0.watches.send((request.into_inner(), tx));
-        std::future::ready(Ok(Response::new(UnboundedReceiverStream::new(rx))))
-    }
-}
-
-impl tower::Service<http::Request<tonic::body::Body>> for FakeApi {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let fake = self.0.clone();
-        Box::pin(async move {
-            if req.uri().path() != "/flotilla.v1.Api/WatchWorks" {
-                return Ok(Status::unimplemented("fake api").into_http());
-            }
-            let codec =
-                tonic_prost::ProstCodec::<v1::WatchWorksResponse, v1::WatchWorksRequest>::default();
-            let mut grpc = tonic::server::Grpc::new(codec);
-            Ok(grpc.server_streaming(WatchWorksSvc(fake), req).await)
-        })
-    }
-}
-
-struct Fakes {
-    addr: SocketAddr,
-    heartbeats: mpsc::UnboundedReceiver<v1::HeartbeatRequest>,
-    reports: mpsc::UnboundedReceiver<(Option<String>, v1::ReportWorkStatusRequest)>,
-    watches: mpsc::UnboundedReceiver<(v1::WatchWorksRequest, WatchFeed)>,
-}
-
-async fn fakes(shutdown: &Shutdown) -> Fakes {
-    let (htx, heartbeats) = mpsc::unbounded_channel();
-    let (rtx, reports) = mpsc::unbounded_channel();
-    let (wtx, watches) = mpsc::unbounded_channel();
-    let fake = FakeControlPlane {
-        heartbeats: htx,
-        reports: rtx,
-        watches: wtx,
-    };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tonic::transport::Server::builder()
-        .add_service(ClusterHealthServer::new(fake.clone()))
-        .add_service(WorkExecutorServer::new(fake.clone()))
-        .add_service(FakeApi(fake))
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown.triggered(),
-        );
-    tokio::spawn(server);
-    Fakes {
-        addr,
-        heartbeats,
-        reports,
-        watches,
-    }
-}
-
-async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
-    tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .unwrap_or_else(|_| panic!("no {what} within 5s"))
-        .unwrap_or_else(|| panic!("{what} channel closed"))
-}
-
-fn start_agent(fakes: &Fakes, delay: Duration, shutdown: &Shutdown) -> Arc<Sim> {
-    let sim = Arc::new(Sim::new(SimConfig {
-        name: "m1".into(),
-        capacity: 10,
-        pod_startup_delay: delay,
-        fault: Fault::Healthy,
-    }));
-    let addr = fakes.addr.to_string();
-    let config = PullConfig {
-        cluster: "m1".into(),
-        api: addr.clone(),
-        cluster_health: format!("http://{addr}"),
-        work_executor: addr,
-        heartbeat_interval: Duration::from_millis(100),
-    };
-    tokio::spawn(pull::run(sim.clone(), config, shutdown.clone()));
-    sim
-}
-
-fn work(name: &str, generation: i64, replicas: i32, deleting: bool) -> v1::Work {
-    v1::Work {
-        metadata: Some(v1::ObjectMeta {
-            name: format!("{name}-work"),
-            namespace: "default".into(),
-            uid: format!("uid-{name}"),
-            generation,
-            deletion_timestamp: deleting.then_some(prost_types::Timestamp {
-                seconds: 1,
-                nanos: 0,
-            }),
-            ..Default::default()
-        }),
-        spec: Some(v1::WorkSpec {
-            cluster: "m1".into(),
-            resource: Some(v1::ObjectReference {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                namespace: "default".into(),
-                name: name.into(),
-                uid: String::new(),
-            }),
-            manifest: deployment(name, 1).to_string(),
-            replicas: Some(replicas),
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
-fn event(t: v1::WatchEventType, work: Option<v1::Work>, rv: i64) -> v1::WatchWorksResponse {
-    v1::WatchWorksResponse {
-        r#type: t as i32,
-        object: work,
-        resource_version: rv,
-    }
-}
-
-fn deployment_key(name: &str) -> sim::ResourceKey {
-    sim::ResourceKey {
-        namespace: "default".into(),
-        kind: "Deployment".into(),
-        name: name.into(),
-    }
-}
-
-#[tokio::test]
-async fn pull_agent_heartbeats_with_its_health_and_stops_while_unreachable() {
-    let shutdown = Shutdown::new();
-    let mut f = fakes(&shutdown).await;
-    let sim = start_agent(&f, Duration::from_millis(50), &shutdown);
-
-    let hb = recv(&mut f.heartbeats, "heartbeat").await;
-    assert_eq!(hb.cluster_name, "m1");
-    let probe = hb.probe.unwrap();
-    assert!(probe.online && probe.healthy);
-    let status = hb.status.unwrap();
-    assert!(status.api_enablements.iter().any(
-        |e| e.group_version == "apps/v1" && e.resources.iter().any(|r| r.kind == "Deployment")
-    ));
-    assert_eq!(
-        status.resource_summary.unwrap().allocatable_replicas,
-        Some(10)
-    );
-    assert!(hb.sent_at.is_some());
-
-    // unhealthy: heartbeats go on, reporting healthy = false (at once, not after the interval)
-    sim.set_fault(Fault::Unhealthy);
-    loop {
-        let hb = recv(&mut f.heartbeats, "unhealthy heartbeat").await;
-        let p = hb.probe.unwrap();
-        if !p.healthy {
-            assert!(p.online);
-            break;
-        }
-    }
-
-    // unreachable: no heartbeats at all (4 intervals), then they resume once healed
-    sim.set_fault(Fault::Unreachable);
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    while f.heartbeats.try_recv().is_ok() {}
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        f.heartbeats.try_recv().is_err(),
-        "no heartbeat while unreachable"
-    );
-    sim.set_fault(Fault::Healthy);
-    let hb = recv(&mut f.heartbeats, "heartbeat after healing").await;
-    assert!(hb.probe.unwrap().healthy);
-    shutdown.trigger();
-}
-
-#[tokio::test]
-async fn pull_agent_applies_reports_and_follows_its_works() {
-    let shutdown = Shutdown::new();
-    let mut f = fakes(&shutdown).await;
-    let sim = start_agent(&f, Duration::from_millis(200), &shutdown);
-
-    // a fresh agent lists from 0, for its own cluster only
-    let (req, feed) = recv(&mut f.watches, "watch").await;
-    assert_eq!((req.cluster.as_str(), req.resource_version), ("m1", 0));
-    feed.send(Ok(event(
-        v1::WatchEventType::Added,
-        Some(work("a", 1, 2, false)),
-        5,
-    )))
-    .unwrap();
-    feed.send(Ok(event(v1::WatchEventType::Bookmark, None, 5)))
-        .unwrap();
-
-    // applied at once (0 Ready, Unhealthy), then reported again when the pods are Ready
-    let (cluster, first) = recv(&mut f.reports, "first report").await;
-    assert_eq!(
-        cluster.as_deref(),
-        Some("m1"),
-        "x-flotilla-cluster metadata"
-    );
-    let key = first.work.clone().unwrap();
-    assert_eq!(
-        (
-            key.cluster.as_str(),
-            key.namespace.as_str(),
-            key.name.as_str()
-        ),
-        ("m1", "default", "a-work")
-    );
-    assert_eq!(first.work_uid, "uid-a");
-    assert!(!first.manifest_deleted);
-    let st = first.status.unwrap();
-    assert!(st.applied);
-    assert_eq!(st.observed_generation, 1);
-    assert_eq!(st.conditions[0].reason, "AppliedSuccessful");
-    assert_eq!(
-        (st.ready_replicas, st.health),
-        (0, v1::ResourceHealth::Unhealthy as i32)
-    );
-    let (_, ready) = recv(&mut f.reports, "report after start-up").await;
-    let st = ready.status.unwrap();
-    assert_eq!(
-        (st.ready_replicas, st.health),
-        (2, v1::ResourceHealth::Healthy as i32)
-    );
-    assert_eq!(sim.get(&deployment_key("a")).unwrap().replicas, 2);
-
-    // a new generation is applied (scale to 3); a status-only change is not re-applied
-    feed.send(Ok(event(
-        v1::WatchEventType::Modified,
-        Some(work("a", 2, 3, false)),
-        6,
-    )))
-    .unwrap();
-    let (_, r) = recv(&mut f.reports, "report of generation 2").await;
-    assert_eq!(r.status.unwrap().observed_generation, 2);
-    assert_eq!(sim.get(&deployment_key("a")).unwrap().replicas, 3);
-    feed.send(Ok(event(
-        v1::WatchEventType::Modified,
-        Some(work("a", 2, 3, false)),
-        7,
-    )))
-    .unwrap();
-
-    // the server ends the stream: the agent resumes from the last revision it saw
-    drop(feed);
-    let (req, feed) = recv(&mut f.watches, "resumed watch").await;
-    assert_eq!(req.resource_version, 7);
-    // ... and on OUT_OF_RANGE (compacted) it re-lists from 0
-    feed.send(Err(Status::out_of_range("compacted"))).unwrap();
-    let (req, feed) = recv(&mut f.watches, "re-list").await;
-    assert_eq!(req.resource_version, 0);
-    // the fresh list no longer has a-work: it is deleted from the member
-    feed.send(Ok(event(
-        v1::WatchEventType::Added,
-        Some(work("b", 1, 1, false)),
-        9,
-    )))
-    .unwrap();
-    feed.send(Ok(event(v1::WatchEventType::Bookmark, None, 9)))
-        .unwrap();
-    let probe = sim.clone();
-    eventually(
-        Duration::from_secs(5),
-        "a deleted after the re-list",
-        || {
-            let sim = probe.clone();
-            async move { sim.get(&deployment_key("a")).is_err() }
-        },
-    )
-    .await;
-    assert!(sim.get(&deployment_key("b")).is_ok());
-
-    // deletion: the manifest goes and the agent says so (the Work may then be released)
-    feed.send(Ok(event(
-        v1::WatchEventType::Modified,
-        Some(work("b", 1, 1, true)),
-        10,
-    )))
-    .unwrap();
-    loop {
-        let (_, r) = recv(&mut f.reports, "deletion report").await;
-        if r.manifest_deleted {
-            assert_eq!(r.work.unwrap().name, "b-work");
-            assert!(r.status.is_none());
-            break;
-        }
-    }
-    assert!(sim.get(&deployment_key("b")).is_err());
-
-    // unreachable: the agent drops its watch; healed, it resumes from where it was
-    sim.set_fault(Fault::Unreachable);
-    tokio::time::timeout(Duration::from_secs(5), feed.closed())
-        .await
-        .expect("watch dropped while unreachable");
-    sim.set_fault(Fault::Healthy);
-    let (req, _feed) = recv(&mut f.watches, "watch after healing").await;
-    assert_eq!(req.resource_version, 10);
-    shutdown.trigger();
 }
 
 /// F11: injected API errors on the Kubernetes API — a failing apply changes nothing, a

@@ -1121,7 +1121,6 @@ async fn real_member(
     };
     tokio::spawn(flotilla_member_sim::run_with(
         sim.clone(),
-        None,
         listeners,
         shutdown.clone(),
     ));

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_cluster_health::{Config, NoExecuteTaints, Started, start};
-use flotilla_member_sim::{Fault, Listeners, PullConfig, Sim, SimConfig};
+use flotilla_member_sim::{Fault, Listeners, Sim, SimConfig};
 use flotilla_proto::v1;
 use flotilla_runtime::{Readiness, Shutdown};
 use flotilla_store::StoreRef;
@@ -84,15 +84,18 @@ impl Health {
     }
 }
 
-/// An in-process member (push mode unless `pull` is given).
+/// An in-process member: a member-sim, and for a Pull cluster a `flotilla-agent` next to it
+/// that heartbeats to the control plane at `pull`.
 pub struct Member {
     pub sim: Arc<Sim>,
     pub addr: SocketAddr,
     pub shutdown: Shutdown,
+    pub agent: Option<Shutdown>,
+    pull: Option<String>,
 }
 
 impl Member {
-    pub async fn start(name: &str, capacity: u32, pull: Option<PullConfig>) -> Self {
+    pub async fn start(name: &str, capacity: u32, pull: Option<String>) -> Self {
         let sim = Arc::new(Sim::new(SimConfig {
             name: name.into(),
             capacity,
@@ -104,17 +107,49 @@ impl Member {
         let shutdown = Shutdown::new();
         tokio::spawn(flotilla_member_sim::run_with(
             sim.clone(),
-            pull,
             Listeners {
                 listen,
                 control: None,
             },
             shutdown.clone(),
         ));
-        Member {
+        let mut m = Member {
             sim,
             addr,
             shutdown,
+            agent: None,
+            pull,
+        };
+        m.start_agent();
+        m
+    }
+
+    /// Starts the Pull agent (again).
+    pub fn start_agent(&mut self) {
+        let Some(control_plane) = self.pull.clone() else {
+            return;
+        };
+        let stop = Shutdown::new();
+        let config = flotilla_agent::Config {
+            cluster: self.sim.name().to_owned(),
+            member: flotilla_member::Target::plain(self.endpoint()),
+            api: control_plane.clone(),
+            cluster_health: control_plane.clone(),
+            work_executor: control_plane,
+            token: None,
+            heartbeat_interval: Duration::from_millis(100),
+            status_interval: Duration::from_millis(100),
+            member_timeout: Duration::from_millis(500),
+            security: Default::default(),
+        };
+        tokio::spawn(flotilla_agent::run(config, stop.clone()));
+        self.agent = Some(stop);
+    }
+
+    /// Stops the Pull agent: its heartbeats stop.
+    pub fn stop_agent(&mut self) {
+        if let Some(stop) = self.agent.take() {
+            stop.trigger();
         }
     }
 
@@ -125,6 +160,7 @@ impl Member {
 
 impl Drop for Member {
     fn drop(&mut self) {
+        self.stop_agent();
         self.shutdown.trigger();
     }
 }

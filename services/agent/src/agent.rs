@@ -1,0 +1,531 @@
+//! The Works half of the agent: one task owns the state (no locks). It follows its cluster's
+//! Works on the api, applies and deletes them on the member through the Kubernetes API, and
+//! reports each Work's status when it changes.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_member::{Member, MemberError, ObjectRef};
+use flotilla_proto::v1;
+use flotilla_proto::v1::api_client::ApiClient;
+use flotilla_proto::v1::work_executor_client::WorkExecutorClient;
+use flotilla_runtime::Shutdown;
+use flotilla_runtime::backoff::{Backoff, BackoffState};
+use flotilla_store::typed::now_timestamp;
+use futures::StreamExt;
+use serde_json::Value;
+use tonic::Code;
+use tonic::transport::Channel;
+
+use crate::{Config, Token, authorize};
+
+/// Status reports in flight at once.
+const REPORT_CONCURRENCY: usize = 16;
+
+/// What the agent did with one Work.
+#[derive(Clone, Debug, PartialEq)]
+enum Outcome {
+    /// Applied on the member.
+    Applied,
+    /// Could not be applied (retried every status interval).
+    Failed(String),
+    /// Dispatching suspended: nothing applied, nothing reported (WE-6.5).
+    Suspended,
+    /// The Work is being deleted; the member object was removed (or preserved).
+    Deleted,
+    /// The Work is being deleted; the member did not delete the object yet (retried).
+    DeleteFailed(String),
+}
+
+#[derive(Clone, Debug)]
+struct Tracked {
+    uid: String,
+    generation: i64,
+    /// The manifest to (re-)apply.
+    manifest: String,
+    resource: Option<ObjectRef>,
+    preserve: bool,
+    outcome: Outcome,
+    since: prost_types::Timestamp,
+    reported: Option<Report>,
+}
+
+/// One status report of a Work (compared with the last one sent, to send only changes).
+#[derive(Clone, Debug, PartialEq)]
+struct Report {
+    status: Option<v1::WorkStatus>,
+    manifest_deleted: bool,
+}
+
+type WorkId = (String, String);
+
+/// The Works half of the agent.
+pub struct WorkAgent {
+    member: Arc<Member>,
+    cluster: String,
+    token: Option<Token>,
+    status_interval: Duration,
+    executor: WorkExecutorClient<Channel>,
+    works: HashMap<WorkId, Tracked>,
+    dirty: HashSet<WorkId>,
+}
+
+impl WorkAgent {
+    /// An agent applying on `member`, reporting through `executor`.
+    pub fn new(member: Arc<Member>, config: &Config, executor: Channel) -> Self {
+        Self {
+            member,
+            cluster: config.cluster.clone(),
+            token: config.token.clone(),
+            status_interval: config.status_interval,
+            executor: WorkExecutorClient::new(executor),
+            works: HashMap::new(),
+            dirty: HashSet::new(),
+        }
+    }
+
+    /// Watches the cluster's Works until `shutdown`, resuming the watch after failures.
+    pub async fn run(mut self, mut api: ApiClient<Channel>, shutdown: Shutdown) {
+        let mut backoff = BackoffState::new(
+            Backoff::new(Duration::from_millis(100), Duration::from_secs(10)).with_jitter(true),
+        );
+        let mut revision: i64 = 0;
+        let mut tick = tokio::time::interval(self.status_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let mut request = tonic::Request::new(v1::WatchWorksRequest {
+                namespace: String::new(),
+                cluster: self.cluster.clone(),
+                label_selector: String::new(),
+                resource_version: revision,
+                allow_bookmarks: true,
+            });
+            authorize(&mut request, &self.cluster, self.token.as_ref());
+            let opened = tokio::select! {
+                () = shutdown.triggered() => return,
+                opened = api.watch_works(request) => opened,
+            };
+            let mut stream = match opened {
+                Ok(resp) => resp.into_inner(),
+                Err(status) => {
+                    if status.code() == Code::OutOfRange {
+                        revision = 0;
+                    }
+                    let delay = backoff.next_delay();
+                    tracing::warn!(cluster = %self.cluster, %status, ?delay, "cannot watch works");
+                    tokio::select! {
+                        () = shutdown.triggered() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    continue;
+                }
+            };
+            tracing::info!(cluster = %self.cluster, from = revision, "watching works");
+            // From revision 0 the server lists first: Works missing from that list are gone.
+            let mut listing: Option<HashSet<WorkId>> = (revision == 0).then(HashSet::new);
+            loop {
+                let mut scan = false;
+                tokio::select! {
+                    () = shutdown.triggered() => return,
+                    msg = stream.message() => match msg {
+                        Ok(Some(ev)) => {
+                            backoff.reset();
+                            revision = revision.max(ev.resource_version);
+                            self.handle_event(ev, &mut listing).await;
+                        }
+                        Ok(None) => {
+                            tracing::info!(cluster = %self.cluster, "works watch ended; resuming");
+                            break;
+                        }
+                        Err(status) => {
+                            if status.code() == Code::OutOfRange {
+                                revision = 0;
+                            }
+                            tracing::warn!(cluster = %self.cluster, %status, "works watch failed; resuming");
+                            break;
+                        }
+                    },
+                    _ = tick.tick() => scan = true,
+                }
+                if scan {
+                    self.retry_failed().await;
+                }
+                self.report(scan).await;
+            }
+            drop(stream);
+            let delay = backoff.next_delay();
+            tokio::select! {
+                () = shutdown.triggered() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    async fn handle_event(
+        &mut self,
+        ev: v1::WatchWorksResponse,
+        listing: &mut Option<HashSet<WorkId>>,
+    ) {
+        let kind = v1::WatchEventType::try_from(ev.r#type).unwrap_or_default();
+        match kind {
+            v1::WatchEventType::Added | v1::WatchEventType::Modified => {
+                if let Some(work) = ev.object {
+                    if let (Some(seen), Some(meta)) = (listing.as_mut(), work.metadata.as_ref()) {
+                        seen.insert((meta.namespace.clone(), meta.name.clone()));
+                    }
+                    self.apply_work(work).await;
+                }
+            }
+            v1::WatchEventType::Deleted => {
+                if let Some(meta) = ev.object.and_then(|w| w.metadata) {
+                    self.forget(&(meta.namespace, meta.name)).await;
+                }
+            }
+            v1::WatchEventType::Bookmark => {
+                if let Some(seen) = listing.take() {
+                    let gone: Vec<_> = self
+                        .works
+                        .keys()
+                        .filter(|k| !seen.contains(*k))
+                        .cloned()
+                        .collect();
+                    for id in gone {
+                        self.forget(&id).await;
+                    }
+                }
+            }
+            v1::WatchEventType::Unspecified => {}
+        }
+    }
+
+    /// Applies `manifest` on the member: the object it names, or why not.
+    async fn apply_manifest(&self, manifest: &str) -> Result<ObjectRef, String> {
+        let object: Value = serde_json::from_str(manifest)
+            .map_err(|e| format!("the Work's manifest is not JSON: {e}"))?;
+        let r = ObjectRef::of(&object).map_err(|e| e.to_string())?;
+        self.member
+            .apply(&object)
+            .await
+            .map(|_| r)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Deletes an object unless the Work preserves it; `Err` when the member did not.
+    async fn delete_object(&self, r: &ObjectRef) -> Result<(), MemberError> {
+        self.member.delete(r).await.map(|_| ())
+    }
+
+    /// A Work was added or changed: apply it when its generation moved (WE-6), delete its
+    /// object when it is being deleted (WE-6.1, 6.2).
+    async fn apply_work(&mut self, work: v1::Work) {
+        let meta = work.metadata.unwrap_or_default();
+        let spec = work.spec.unwrap_or_default();
+        if spec.cluster != self.cluster {
+            tracing::debug!(work = %meta.name, cluster = %spec.cluster, "a Work of another cluster; ignored");
+            return;
+        }
+        let id = (meta.namespace.clone(), meta.name.clone());
+        let deleting = meta.deletion_timestamp.is_some();
+        if let Some(t) = self.works.get(&id)
+            && t.uid == meta.uid
+            && t.generation == meta.generation
+            && matches!(t.outcome, Outcome::Deleted | Outcome::DeleteFailed(_)) == deleting
+        {
+            // A status-only change (our own report, typically): nothing to do.
+            return;
+        }
+        let previous = self.works.remove(&id);
+        let mut tracked = Tracked {
+            uid: meta.uid.clone(),
+            generation: meta.generation,
+            manifest: spec.manifest.clone(),
+            resource: previous.as_ref().and_then(|p| p.resource.clone()),
+            preserve: spec.preserve_resources_on_deletion,
+            outcome: Outcome::Suspended,
+            since: now_timestamp(),
+            reported: previous.as_ref().and_then(|p| p.reported.clone()),
+        };
+        if deleting {
+            tracked.outcome = match tracked.resource.clone() {
+                Some(r) if !tracked.preserve => match self.delete_object(&r).await {
+                    Ok(()) => {
+                        tracked.resource = None;
+                        Outcome::Deleted
+                    }
+                    Err(e) => Outcome::DeleteFailed(e.to_string()),
+                },
+                _ => Outcome::Deleted,
+            };
+        } else if spec.suspend_dispatching {
+            tracked.outcome = Outcome::Suspended;
+        } else {
+            match self.apply_manifest(&spec.manifest).await {
+                Ok(r) => {
+                    if let Some(old) = tracked.resource.take()
+                        && old != r
+                        && let Err(e) = self.delete_object(&old).await
+                    {
+                        tracing::warn!(work = %meta.name, error = %e, "cannot delete the object the Work named before");
+                    }
+                    tracked.resource = Some(r);
+                    tracked.outcome = Outcome::Applied;
+                }
+                Err(e) => tracked.outcome = Outcome::Failed(e),
+            }
+        }
+        if let Some(p) = &previous
+            && p.outcome == tracked.outcome
+        {
+            tracked.since = p.since;
+        }
+        tracing::debug!(work = %meta.name, namespace = %meta.namespace, generation = meta.generation, outcome = ?tracked.outcome, "work handled");
+        self.works.insert(id.clone(), tracked);
+        self.dirty.insert(id);
+    }
+
+    /// Applies failed Works and deletes not-yet-deleted objects again.
+    async fn retry_failed(&mut self) {
+        let ids: Vec<WorkId> = self
+            .works
+            .iter()
+            .filter(|(_, t)| matches!(t.outcome, Outcome::Failed(_) | Outcome::DeleteFailed(_)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let Some(t) = self.works.get(&id).cloned() else {
+                continue;
+            };
+            let outcome = match &t.outcome {
+                Outcome::Failed(_) => match self.apply_manifest(&t.manifest).await {
+                    Ok(r) => {
+                        if let Some(w) = self.works.get_mut(&id) {
+                            w.resource = Some(r);
+                        }
+                        Outcome::Applied
+                    }
+                    Err(e) => Outcome::Failed(e),
+                },
+                Outcome::DeleteFailed(_) => match &t.resource {
+                    Some(r) => match self.delete_object(r).await {
+                        Ok(()) => Outcome::Deleted,
+                        Err(e) => Outcome::DeleteFailed(e.to_string()),
+                    },
+                    None => Outcome::Deleted,
+                },
+                other => other.clone(),
+            };
+            if let Some(w) = self.works.get_mut(&id)
+                && w.outcome != outcome
+            {
+                w.outcome = outcome;
+                w.since = now_timestamp();
+                self.dirty.insert(id);
+            }
+        }
+    }
+
+    /// A Work is gone: delete its object unless it asked to be preserved.
+    async fn forget(&mut self, id: &WorkId) {
+        if let Some(t) = self.works.remove(id)
+            && let Some(r) = t.resource
+            && !t.preserve
+            && let Err(e) = self.delete_object(&r).await
+        {
+            tracing::warn!(work = %id.1, error = %e, "cannot delete the object of a vanished Work");
+        }
+        self.dirty.remove(id);
+    }
+
+    /// The member's objects of every kind the applied Works hold, by identity; `None` when
+    /// the member could not be read.
+    async fn observe(&self) -> Option<HashMap<ObjectRef, v1::ManifestStatus>> {
+        let kinds: BTreeSet<(String, String)> = self
+            .works
+            .values()
+            .filter(|t| t.outcome == Outcome::Applied)
+            .filter_map(|t| t.resource.as_ref())
+            .map(|r| (r.api_version.clone(), r.kind.clone()))
+            .collect();
+        let mut out = HashMap::new();
+        for (api_version, kind) in kinds {
+            match self.member.list_managed(&api_version, &kind).await {
+                Ok(objects) => {
+                    for o in objects {
+                        if let Ok(r) = ObjectRef::of(&o) {
+                            out.insert(r, flotilla_member::status::manifest_status(&o));
+                        }
+                    }
+                }
+                Err(MemberError::UnknownKind { .. }) => {}
+                Err(error) => {
+                    tracing::debug!(cluster = %self.cluster, %error, "cannot read the member's objects");
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// What to report for a tracked Work; `None` when nothing is reported.
+    fn report_of(
+        &self,
+        t: &Tracked,
+        observed: Option<&HashMap<ObjectRef, v1::ManifestStatus>>,
+    ) -> Option<Report> {
+        let condition = |ok: bool, reason: &str, message: String| v1::Condition {
+            r#type: "Applied".into(),
+            status: if ok {
+                v1::ConditionStatus::True
+            } else {
+                v1::ConditionStatus::False
+            }
+            .into(),
+            reason: reason.into(),
+            message,
+            last_transition_time: Some(t.since),
+        };
+        let failed = |message: String| v1::WorkStatus {
+            conditions: vec![condition(false, "AppliedFailed", message.clone())],
+            applied: false,
+            applied_message: message,
+            health: v1::ResourceHealth::Unknown.into(),
+            ready_replicas: 0,
+            resource_status: String::new(),
+            observed_generation: t.generation,
+        };
+        let status = match &t.outcome {
+            // nothing to say until the member deleted it
+            Outcome::Suspended | Outcome::DeleteFailed(_) => return None,
+            // WE-6.2 on the agent's side: the object is gone (or preserved, WE-6.1), so the
+            // work executor may release the Work.
+            Outcome::Deleted => {
+                return Some(Report {
+                    status: None,
+                    manifest_deleted: true,
+                });
+            }
+            Outcome::Failed(e) => failed(format!("Failed to apply all manifests (0/1): {e}")),
+            Outcome::Applied => {
+                let r = t.resource.as_ref()?;
+                // without a fresh reading, the last report stands
+                let observed = observed?;
+                match observed.get(r) {
+                    Some(m) => v1::WorkStatus {
+                        conditions: vec![condition(
+                            true,
+                            "AppliedSuccessful",
+                            "Manifest has been successfully applied".into(),
+                        )],
+                        applied: true,
+                        applied_message: String::new(),
+                        health: m.health,
+                        ready_replicas: m.ready_replicas,
+                        resource_status: m.status.clone(),
+                        observed_generation: t.generation,
+                    },
+                    None => failed(format!(
+                        "{} {}/{} is not on the member",
+                        r.kind, r.namespace, r.name
+                    )),
+                }
+            }
+        };
+        Some(Report {
+            status: Some(status),
+            manifest_deleted: false,
+        })
+    }
+
+    /// Reports the Works whose status differs from the last one reported: the changed ones,
+    /// or on a `scan` every Work (with the member's objects read afresh).
+    async fn report(&mut self, scan: bool) {
+        let candidates: Vec<WorkId> = if scan {
+            self.dirty.clear();
+            self.works.keys().cloned().collect()
+        } else {
+            self.dirty.drain().collect()
+        };
+        if candidates.is_empty() {
+            return;
+        }
+        let needs_reading = candidates.iter().any(|id| {
+            self.works
+                .get(id)
+                .is_some_and(|t| t.outcome == Outcome::Applied)
+        });
+        let observed = if needs_reading {
+            self.observe().await
+        } else {
+            None
+        };
+        let mut requests = Vec::new();
+        for id in candidates {
+            let Some(t) = self.works.get(&id) else {
+                continue;
+            };
+            let Some(report) = self.report_of(t, observed.as_ref()) else {
+                continue;
+            };
+            if t.reported.as_ref() == Some(&report) {
+                continue;
+            }
+            let mut request = tonic::Request::new(v1::ReportWorkStatusRequest {
+                work: Some(v1::WorkKey {
+                    cluster: self.cluster.clone(),
+                    namespace: id.0.clone(),
+                    name: id.1.clone(),
+                }),
+                work_uid: t.uid.clone(),
+                status: report.status.clone(),
+                manifest_deleted: report.manifest_deleted,
+            });
+            authorize(&mut request, &self.cluster, self.token.as_ref());
+            requests.push((id.clone(), report, request));
+        }
+        if requests.is_empty() {
+            return;
+        }
+        let client = self.executor.clone();
+        let results: Vec<_> = futures::stream::iter(requests)
+            .map(|(id, report, req)| {
+                let mut client = client.clone();
+                async move {
+                    let res = client.report_work_status(req).await;
+                    (id, report, res)
+                }
+            })
+            .buffer_unordered(REPORT_CONCURRENCY)
+            .collect()
+            .await;
+        let mut failures = 0usize;
+        for (id, report, res) in results {
+            let done = match res {
+                Ok(_) => true,
+                // The Work changed or vanished meanwhile: the watch brings the news.
+                Err(s)
+                    if matches!(
+                        s.code(),
+                        Code::Aborted
+                            | Code::NotFound
+                            | Code::FailedPrecondition
+                            | Code::InvalidArgument
+                    ) =>
+                {
+                    tracing::debug!(work = %id.1, status = %s, "status report refused");
+                    true
+                }
+                Err(s) => {
+                    if failures == 0 {
+                        tracing::warn!(work = %id.1, status = %s, "status report failed; retried at the next scan");
+                    }
+                    failures += 1;
+                    false
+                }
+            };
+            if done && let Some(t) = self.works.get_mut(&id) {
+                t.reported = Some(report);
+            }
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! `flotilla-agent`: the agent of a Pull cluster, Flotilla's `karmada-agent`. It runs next to
+//! a member's Kubernetes API server and is the only thing that calls it; the control plane
+//! never does.
+//!
+//! ```text
+//!   heartbeats ── every --heartbeat-interval ──► ClusterHealth.Heartbeat
+//!                 probe: GET /readyz (/healthz on 404) on --member; when healthy, the
+//!                 member's version, API enablements and capacity (nodes, pods)
+//!
+//!   works ── Api.WatchWorks{cluster} (from 0: ADDED…, BOOKMARK, then changes; resumed from
+//!            the last resourceVersion, re-listed on OUT_OF_RANGE, jittered back-off)
+//!            │ Work generation changed → server-side apply of its manifest on --member
+//!            │ (the work-executor's code: flotilla-member); failures are retried every
+//!            │ --status-interval; deletionTimestamp / DELETED → delete on the member
+//!            │ (unless preserveResourcesOnDeletion, WE-6.1)
+//!            ▼
+//!          every --status-interval: one labelled list per kind → health (IN-3), ready
+//!          replicas → WorkExecutor.ReportWorkStatus for every Work whose status changed
+//! ```
+//!
+//! Calls to the control plane carry `x-flotilla-cluster` (the work-executor refuses reports
+//! about another cluster's Works) and, with `--token-file`, a bearer token; `https://`
+//! addresses use the `--tls-*` flags (mutual TLS). See docs/operations.md ("flotilla-agent").
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod agent;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_core::health::{ProbeResponse, interpret_probe, needs_healthz_fallback};
+use flotilla_member::{Member, MemberError, Target};
+use flotilla_proto::v1;
+use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
+use flotilla_runtime::args::ArgError;
+use flotilla_runtime::telemetry::{LogFormat, TelemetryError, init_tracing};
+use flotilla_runtime::{SecurityArgs, Shutdown};
+use flotilla_store::typed::now_timestamp;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+
+/// Metadata naming the agent's cluster on its calls.
+pub const CLUSTER_METADATA: &str = "x-flotilla-cluster";
+/// How long one unary RPC of the agent may take.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Flags of `flotilla-agent`. Every flag can also be given as `FLOTILLA_<FLAG>`.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(
+    name = "flotilla-agent",
+    version,
+    about = "The agent of a Pull cluster (Karmada's karmada-agent): heartbeats its Cluster to \
+             cluster-health, watches its Works on the api, applies them on the member's \
+             Kubernetes API server and reports their status to the work-executor."
+)]
+pub struct Args {
+    /// The Cluster's name in Flotilla (a Pull Cluster of that name must exist).
+    #[arg(long, env = "FLOTILLA_CLUSTER_NAME")]
+    pub cluster: String,
+
+    /// The member's Kubernetes API server (`https://host:6443`, or `http://` for a local
+    /// member-sim).
+    #[arg(long, env = "FLOTILLA_MEMBER")]
+    pub member: String,
+
+    /// PEM CA bundle that signed the member API server's certificate.
+    #[arg(long, env = "FLOTILLA_MEMBER_CA")]
+    pub member_ca: Option<PathBuf>,
+
+    /// File holding the bearer token the agent presents to the member's API server (a
+    /// ServiceAccount token). Never logged.
+    #[arg(long, env = "FLOTILLA_MEMBER_TOKEN_FILE")]
+    pub member_token_file: Option<PathBuf>,
+
+    /// The api service (`host:port` or `http(s)://host:port`), for Api.WatchWorks.
+    #[arg(long, env = "FLOTILLA_API")]
+    pub api: String,
+
+    /// The cluster-health service, for ClusterHealth.Heartbeat.
+    #[arg(long, env = "FLOTILLA_CLUSTER_HEALTH")]
+    pub cluster_health: String,
+
+    /// The work-executor service, for WorkExecutor.ReportWorkStatus.
+    #[arg(long, env = "FLOTILLA_WORK_EXECUTOR")]
+    pub work_executor: String,
+
+    /// File holding the bearer token the agent presents to the control plane (services
+    /// started with --auth-tokens-file). Never logged.
+    #[arg(long, env = "FLOTILLA_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// How often to heartbeat. Default 10s: Karmada's agent renews its lease every
+    /// `--cluster-lease-duration` (40s) × `--cluster-lease-renew-interval-fraction` (0.25).
+    #[arg(long, env = "FLOTILLA_HEARTBEAT_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub heartbeat_interval: Duration,
+
+    /// How often the applied objects' status is read back (one list per kind) and failed
+    /// applies are retried. Default 1s.
+    #[arg(long, env = "FLOTILLA_STATUS_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub status_interval: Duration,
+
+    /// Deadline of each call to the member's API server. Default 5s.
+    #[arg(long, env = "FLOTILLA_MEMBER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub member_timeout: Duration,
+
+    /// TLS towards the control plane (`--tls-ca`, and `--tls-cert`/`--tls-key` for mutual
+    /// TLS).
+    #[command(flatten)]
+    pub security: SecurityArgs,
+
+    /// Log filter, in `tracing-subscriber` `EnvFilter` syntax (e.g. `info,flotilla=debug`).
+    #[arg(long, env = "FLOTILLA_LOG", default_value = "info")]
+    pub log: String,
+
+    /// Log line format.
+    #[arg(long, env = "FLOTILLA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The Cluster's name.
+    pub cluster: String,
+    /// How to reach the member's API server (its credentials are redacted from `Debug`).
+    pub member: Target,
+    /// The api service.
+    pub api: String,
+    /// The cluster-health service.
+    pub cluster_health: String,
+    /// The work-executor service.
+    pub work_executor: String,
+    /// The control-plane token, if any.
+    pub token: Option<Token>,
+    /// `--heartbeat-interval`.
+    pub heartbeat_interval: Duration,
+    /// `--status-interval`.
+    pub status_interval: Duration,
+    /// `--member-timeout`.
+    pub member_timeout: Duration,
+    /// TLS towards the control plane.
+    pub security: SecurityArgs,
+}
+
+/// A bearer token; `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl Token {
+    /// A token (tests).
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+}
+
+/// Why the agent could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Flags that do not make sense.
+    #[error("invalid flags: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Args(Vec<ArgError>),
+    /// Logging could not be set up.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+    /// A control-plane address cannot be used.
+    #[error("invalid address {addr:?}: {message}")]
+    Address {
+        /// The address as given.
+        addr: String,
+        /// Why.
+        message: String,
+    },
+    /// The member's API server cannot be reached with what was given.
+    #[error(transparent)]
+    Member(#[from] MemberError),
+}
+
+fn read_secret(flag: &'static str, path: &std::path::Path) -> Result<String, ArgError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .map_err(|e| ArgError {
+            flag,
+            message: format!("cannot read {}: {e}", path.display()),
+        })
+        .and_then(|s| {
+            if s.is_empty() {
+                Err(ArgError {
+                    flag,
+                    message: format!("{} is empty", path.display()),
+                })
+            } else {
+                Ok(s)
+            }
+        })
+}
+
+impl Args {
+    /// Checks what clap cannot and builds the [`Config`]; every problem is reported.
+    pub fn validate(&self) -> Result<Config, Vec<ArgError>> {
+        let mut errors = Vec::new();
+        let mut need = |flag: &'static str, v: &str| {
+            if v.trim().is_empty() {
+                errors.push(ArgError {
+                    flag,
+                    message: "must not be empty".into(),
+                });
+            }
+            v.trim().to_owned()
+        };
+        let cluster = need("cluster", &self.cluster);
+        let member = need("member", &self.member);
+        let api = need("api", &self.api);
+        let cluster_health = need("cluster-health", &self.cluster_health);
+        let work_executor = need("work-executor", &self.work_executor);
+        for (flag, d) in [
+            ("heartbeat-interval", self.heartbeat_interval),
+            ("status-interval", self.status_interval),
+            ("member-timeout", self.member_timeout),
+        ] {
+            if d.is_zero() {
+                errors.push(ArgError {
+                    flag,
+                    message: "must be positive".into(),
+                });
+            }
+        }
+        let mut target = Target::plain(member);
+        if let Some(path) = &self.member_ca {
+            match std::fs::read(path) {
+                Ok(pem) => target.ca_pem = Some(pem),
+                Err(e) => errors.push(ArgError {
+                    flag: "member-ca",
+                    message: format!("cannot read {}: {e}", path.display()),
+                }),
+            }
+        }
+        if let Some(path) = &self.member_token_file {
+            match read_secret("member-token-file", path) {
+                Ok(t) => target.token = Some(t),
+                Err(e) => errors.push(e),
+            }
+        }
+        let token = match &self.token_file {
+            None => None,
+            Some(path) => match read_secret("token-file", path) {
+                Ok(t) => Some(Token(t)),
+                Err(e) => {
+                    errors.push(e);
+                    None
+                }
+            },
+        };
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Config {
+            cluster,
+            member: target,
+            api,
+            cluster_health,
+            work_executor,
+            token,
+            heartbeat_interval: self.heartbeat_interval,
+            status_interval: self.status_interval,
+            member_timeout: self.member_timeout,
+            security: self.security.clone(),
+        })
+    }
+
+    /// Runs the agent until SIGTERM/SIGINT.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let config = self.validate().map_err(Error::Args)?;
+        match init_tracing(&self.log, self.log_format) {
+            Ok(()) | Err(TelemetryError::SubscriberInstalled(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let shutdown = Shutdown::new();
+        shutdown.trigger_on_signals();
+        run(config, shutdown).await?;
+        Ok(())
+    }
+}
+
+/// Adds the agent's identity and token to a request.
+pub(crate) fn authorize<T>(request: &mut tonic::Request<T>, cluster: &str, token: Option<&Token>) {
+    if let Ok(v) = MetadataValue::try_from(cluster) {
+        request.metadata_mut().insert(CLUSTER_METADATA, v);
+    }
+    if let Some(Token(t)) = token
+        && let Ok(v) = MetadataValue::try_from(format!("Bearer {t}"))
+    {
+        request.metadata_mut().insert("authorization", v);
+    }
+}
+
+fn endpoint(security: &SecurityArgs, addr: &str) -> Result<Endpoint, Error> {
+    let url = if addr.contains("://") {
+        addr.to_owned()
+    } else {
+        format!("http://{addr}")
+    };
+    security
+        .endpoint(&url)
+        .map(|e| e.connect_timeout(Duration::from_secs(5)))
+        .map_err(|e| Error::Address {
+            addr: addr.to_owned(),
+            message: e.to_string(),
+        })
+}
+
+/// Runs the agent until `shutdown` fires.
+pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), Error> {
+    let health = endpoint(&config.security, &config.cluster_health)?
+        .timeout(RPC_TIMEOUT)
+        .connect_lazy();
+    let executor = endpoint(&config.security, &config.work_executor)?
+        .timeout(RPC_TIMEOUT)
+        .connect_lazy();
+    // No request timeout on the watch: it is a stream that lasts. HTTP/2 keep-alives notice
+    // a dead server instead.
+    let api = endpoint(&config.security, &config.api)?
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_while_idle(true)
+        .connect_lazy();
+    let member = Arc::new(Member::new(
+        &config.member,
+        config.member_timeout,
+        Arc::new(tokio::sync::Semaphore::new(32)),
+    )?);
+    tracing::info!(
+        cluster = %config.cluster,
+        member = %config.member.endpoint,
+        api = %config.api,
+        cluster_health = %config.cluster_health,
+        work_executor = %config.work_executor,
+        "flotilla-agent starting"
+    );
+    let works = agent::WorkAgent::new(member.clone(), &config, executor);
+    tokio::join!(
+        heartbeats(
+            member,
+            &config,
+            ClusterHealthClient::new(health),
+            shutdown.clone()
+        ),
+        works.run(
+            flotilla_proto::v1::api_client::ApiClient::new(api),
+            shutdown
+        ),
+    );
+    Ok(())
+}
+
+/// The heartbeat the agent sends now: its probe of the member (CH-2) and, when healthy, the
+/// status it collected (CH-5.2).
+pub async fn heartbeat_request(cluster: &str, member: &Member) -> v1::HeartbeatRequest {
+    let get = |path: &'static str| async move {
+        match member.get_raw(path).await {
+            Ok((code, _)) => (
+                ProbeResponse::Status(code),
+                format!("{path} answered {code}"),
+            ),
+            Err(e) => (ProbeResponse::Error, e.to_string()),
+        }
+    };
+    let (readyz, mut message) = get("/readyz").await;
+    let healthz = if needs_healthz_fallback(readyz) {
+        let (h, m) = get("/healthz").await;
+        message = m;
+        Some(h)
+    } else {
+        None
+    };
+    let outcome = interpret_probe(readyz, healthz);
+    let status = if outcome.online && outcome.healthy {
+        let collected = async {
+            Ok::<_, MemberError>(v1::ClusterStatus {
+                conditions: Vec::new(),
+                kubernetes_version: member.version().await?,
+                api_enablements: member.api_enablements().await?,
+                resource_summary: Some(member.resource_summary().await?),
+            })
+        };
+        match collected.await {
+            Ok(s) => Some(s),
+            Err(error) => {
+                tracing::debug!(cluster, %error, "cannot collect the member's status");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    v1::HeartbeatRequest {
+        cluster_name: cluster.to_owned(),
+        cluster_uid: String::new(),
+        probe: Some(v1::ProbeResult {
+            online: outcome.online,
+            healthy: outcome.online && outcome.healthy,
+            message,
+        }),
+        status,
+        sent_at: Some(now_timestamp()),
+    }
+}
+
+/// Heartbeats every `--heartbeat-interval` until `shutdown`.
+async fn heartbeats(
+    member: Arc<Member>,
+    config: &Config,
+    mut client: ClusterHealthClient<Channel>,
+    shutdown: Shutdown,
+) {
+    let mut failing = false;
+    loop {
+        let mut request = tonic::Request::new(heartbeat_request(&config.cluster, &member).await);
+        authorize(&mut request, &config.cluster, config.token.as_ref());
+        match client.heartbeat(request).await {
+            Ok(_) => {
+                if failing {
+                    tracing::info!(cluster = %config.cluster, "heartbeats accepted again");
+                }
+                failing = false;
+            }
+            Err(status) => {
+                if !failing {
+                    tracing::warn!(cluster = %config.cluster, %status, "heartbeat failed");
+                }
+                failing = true;
+            }
+        }
+        tokio::select! {
+            () = shutdown.triggered() => return,
+            () = tokio::time::sleep(config.heartbeat_interval) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

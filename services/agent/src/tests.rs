@@ -1,0 +1,552 @@
+//! The agent against fake control-plane services and a real member-sim (its Kubernetes
+//! API).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use flotilla_member_sim::{Fault, Listeners, Sim, SimConfig};
+use flotilla_proto::v1;
+use flotilla_proto::v1::cluster_health_server::{ClusterHealth, ClusterHealthServer};
+use flotilla_proto::v1::work_executor_server::{WorkExecutor, WorkExecutorServer};
+use flotilla_runtime::Shutdown;
+use futures::future::BoxFuture;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::*;
+
+type WatchFeed = mpsc::UnboundedSender<Result<v1::WatchWorksResponse, Status>>;
+
+#[derive(Clone)]
+struct FakeControlPlane {
+    heartbeats: mpsc::UnboundedSender<v1::HeartbeatRequest>,
+    auth: mpsc::UnboundedSender<Option<String>>,
+    reports: mpsc::UnboundedSender<(Option<String>, v1::ReportWorkStatusRequest)>,
+    watches: mpsc::UnboundedSender<(v1::WatchWorksRequest, WatchFeed)>,
+}
+
+#[tonic::async_trait]
+impl ClusterHealth for FakeControlPlane {
+    async fn heartbeat(
+        &self,
+        request: Request<v1::HeartbeatRequest>,
+    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
+        let auth = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let _ = self.auth.send(auth);
+        let _ = self.heartbeats.send(request.into_inner());
+        Ok(Response::new(v1::HeartbeatResponse::default()))
+    }
+
+    async fn assess(
+        &self,
+        _request: Request<v1::ClusterHealthAssessRequest>,
+    ) -> Result<Response<v1::ClusterHealthAssessResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+#[tonic::async_trait]
+impl WorkExecutor for FakeControlPlane {
+    async fn get_work_status(
+        &self,
+        _request: Request<v1::GetWorkStatusRequest>,
+    ) -> Result<Response<v1::GetWorkStatusResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn report_work_status(
+        &self,
+        request: Request<v1::ReportWorkStatusRequest>,
+    ) -> Result<Response<v1::ReportWorkStatusResponse>, Status> {
+        let cluster = request
+            .metadata()
+            .get(CLUSTER_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let _ = self.reports.send((cluster, request.into_inner()));
+        Ok(Response::new(v1::ReportWorkStatusResponse::default()))
+    }
+
+    async fn plan(
+        &self,
+        _request: Request<v1::PlanRequest>,
+    ) -> Result<Response<v1::PlanResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+/// Only `Api.WatchWorks` of the api service: every call hands the test its request and a
+/// sender that feeds the stream.
+#[derive(Clone)]
+struct FakeApi(FakeControlPlane);
+
+impl tonic::server::NamedService for FakeApi {
+    const NAME: &'static str = "flotilla.v1.Api";
+}
+
+struct WatchWorksSvc(FakeControlPlane);
+
+impl tonic::server::ServerStreamingService<v1::WatchWorksRequest> for WatchWorksSvc {
+    type Response = v1::WatchWorksResponse;
+    type ResponseStream = UnboundedReceiverStream<Result<v1::WatchWorksResponse, Status>>;
+    type Future = std::future::Ready<Result<Response<Self::ResponseStream>, Status>>;
+
+    fn call(&mut self, request: Request<v1::WatchWorksRequest>) -> Self::Future {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = self.0.watches.send((request.into_inner(), tx));
+        std::future::ready(Ok(Response::new(UnboundedReceiverStream::new(rx))))
+    }
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for FakeApi {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        let fake = self.0.clone();
+        Box::pin(async move {
+            if req.uri().path() != "/flotilla.v1.Api/WatchWorks" {
+                return Ok(Status::unimplemented("fake api").into_http());
+            }
+            let codec =
+                tonic_prost::ProstCodec::<v1::WatchWorksResponse, v1::WatchWorksRequest>::default();
+            let mut grpc = tonic::server::Grpc::new(codec);
+            Ok(grpc.server_streaming(WatchWorksSvc(fake), req).await)
+        })
+    }
+}
+
+struct Fakes {
+    addr: SocketAddr,
+    heartbeats: mpsc::UnboundedReceiver<v1::HeartbeatRequest>,
+    auth: mpsc::UnboundedReceiver<Option<String>>,
+    reports: mpsc::UnboundedReceiver<(Option<String>, v1::ReportWorkStatusRequest)>,
+    watches: mpsc::UnboundedReceiver<(v1::WatchWorksRequest, WatchFeed)>,
+}
+
+async fn fakes(shutdown: &Shutdown) -> Fakes {
+    let (htx, heartbeats) = mpsc::unbounded_channel();
+    let (atx, auth) = mpsc::unbounded_channel();
+    let (rtx, reports) = mpsc::unbounded_channel();
+    let (wtx, watches) = mpsc::unbounded_channel();
+    let fake = FakeControlPlane {
+        heartbeats: htx,
+        auth: atx,
+        reports: rtx,
+        watches: wtx,
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tonic::transport::Server::builder()
+        .add_service(ClusterHealthServer::new(fake.clone()))
+        .add_service(WorkExecutorServer::new(fake.clone()))
+        .add_service(FakeApi(fake))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown.triggered(),
+        );
+    tokio::spawn(server);
+    Fakes {
+        addr,
+        heartbeats,
+        auth,
+        reports,
+        watches,
+    }
+}
+
+async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within 5s"))
+        .unwrap_or_else(|| panic!("{what} channel closed"))
+}
+
+/// A member-sim serving its Kubernetes API on 127.0.0.1:0.
+async fn member_sim(delay: Duration, shutdown: &Shutdown) -> (Arc<Sim>, String) {
+    let sim = Arc::new(Sim::new(SimConfig {
+        name: "m1".into(),
+        capacity: 10,
+        pod_startup_delay: delay,
+        fault: Fault::Healthy,
+    }));
+    let listen = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listen.local_addr().unwrap();
+    tokio::spawn(flotilla_member_sim::run_with(
+        sim.clone(),
+        Listeners {
+            listen,
+            control: None,
+        },
+        shutdown.clone(),
+    ));
+    (sim, format!("http://{addr}"))
+}
+
+fn config(fakes: &Fakes, member: &str) -> Config {
+    let addr = fakes.addr.to_string();
+    Config {
+        cluster: "m1".into(),
+        member: Target::plain(member),
+        api: addr.clone(),
+        cluster_health: format!("http://{addr}"),
+        work_executor: addr,
+        token: Some(Token::new("t0ken")),
+        heartbeat_interval: Duration::from_millis(100),
+        status_interval: Duration::from_millis(50),
+        member_timeout: Duration::from_millis(500),
+        security: SecurityArgs::default(),
+    }
+}
+
+async fn start_agent(fakes: &Fakes, delay: Duration, shutdown: &Shutdown) -> Arc<Sim> {
+    let (sim, member) = member_sim(delay, shutdown).await;
+    tokio::spawn(run(config(fakes, &member), shutdown.clone()));
+    sim
+}
+
+fn deployment(name: &str, replicas: i32) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default",
+                     "labels": {"resourcebinding.karmada.io/permanent-id": "p1"}},
+        "spec": {"replicas": replicas}})
+}
+
+fn work(name: &str, generation: i64, replicas: i32, deleting: bool) -> v1::Work {
+    v1::Work {
+        metadata: Some(v1::ObjectMeta {
+            name: format!("{name}-work"),
+            namespace: "default".into(),
+            uid: format!("uid-{name}"),
+            generation,
+            deletion_timestamp: deleting.then_some(prost_types::Timestamp {
+                seconds: 1,
+                nanos: 0,
+            }),
+            ..Default::default()
+        }),
+        spec: Some(v1::WorkSpec {
+            cluster: "m1".into(),
+            resource: Some(v1::ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: "default".into(),
+                name: name.into(),
+                uid: String::new(),
+            }),
+            manifest: deployment(name, replicas).to_string(),
+            replicas: Some(replicas),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn event(t: v1::WatchEventType, work: Option<v1::Work>, rv: i64) -> v1::WatchWorksResponse {
+    v1::WatchWorksResponse {
+        r#type: t as i32,
+        object: work,
+        resource_version: rv,
+    }
+}
+
+/// Replicas of Deployment `name` on the member, if it exists.
+fn replicas(sim: &Sim, name: &str) -> Option<i32> {
+    sim.objects("apps/v1", "Deployment", Some("default"))
+        .into_iter()
+        .find(|o| o["metadata"]["name"] == name)
+        .and_then(|o| o["spec"]["replicas"].as_i64())
+        .map(|n| i32::try_from(n).unwrap())
+}
+
+#[tokio::test]
+async fn heartbeats_carry_the_members_health_and_status() {
+    let shutdown = Shutdown::new();
+    let mut f = fakes(&shutdown).await;
+    let sim = start_agent(&f, Duration::from_millis(50), &shutdown).await;
+
+    let hb = recv(&mut f.heartbeats, "heartbeat").await;
+    assert_eq!(hb.cluster_name, "m1");
+    let probe = hb.probe.unwrap();
+    assert!(probe.online && probe.healthy, "{probe:?}");
+    let status = hb.status.unwrap();
+    assert!(status.api_enablements.iter().any(
+        |e| e.group_version == "apps/v1" && e.resources.iter().any(|r| r.kind == "Deployment")
+    ));
+    assert!(
+        status.kubernetes_version.starts_with("v1.33"),
+        "{}",
+        status.kubernetes_version
+    );
+    assert_eq!(
+        status.resource_summary.unwrap().allocatable_replicas,
+        Some(10)
+    );
+    assert!(hb.sent_at.is_some());
+
+    // unhealthy: heartbeats go on, reporting healthy = false
+    sim.set_fault(Fault::Unhealthy);
+    loop {
+        let hb = recv(&mut f.heartbeats, "unhealthy heartbeat").await;
+        let p = hb.probe.unwrap();
+        if !p.healthy {
+            assert!(p.online);
+            assert!(
+                hb.status.is_none(),
+                "nothing collected from an unhealthy member"
+            );
+            break;
+        }
+    }
+    // unreachable: the agent still heartbeats, saying the member does not answer
+    sim.set_fault(Fault::Unreachable);
+    loop {
+        let hb = recv(&mut f.heartbeats, "offline heartbeat").await;
+        if !hb.probe.unwrap().online {
+            break;
+        }
+    }
+    sim.set_fault(Fault::Healthy);
+    loop {
+        let hb = recv(&mut f.heartbeats, "heartbeat after healing").await;
+        if hb.probe.unwrap().healthy {
+            break;
+        }
+    }
+    shutdown.trigger();
+}
+
+#[tokio::test]
+async fn applies_reports_and_follows_its_works() {
+    let shutdown = Shutdown::new();
+    let mut f = fakes(&shutdown).await;
+    let sim = start_agent(&f, Duration::from_millis(200), &shutdown).await;
+
+    // a fresh agent lists from 0, for its own cluster only
+    let (req, feed) = recv(&mut f.watches, "watch").await;
+    assert_eq!((req.cluster.as_str(), req.resource_version), ("m1", 0));
+    feed.send(Ok(event(
+        v1::WatchEventType::Added,
+        Some(work("a", 1, 2, false)),
+        5,
+    )))
+    .unwrap();
+    feed.send(Ok(event(v1::WatchEventType::Bookmark, None, 5)))
+        .unwrap();
+
+    // applied at once (0 Ready, Unhealthy), then reported again when the pods are Ready
+    let (cluster, first) = recv(&mut f.reports, "first report").await;
+    assert_eq!(
+        cluster.as_deref(),
+        Some("m1"),
+        "x-flotilla-cluster metadata"
+    );
+    let key = first.work.clone().unwrap();
+    assert_eq!(
+        (
+            key.cluster.as_str(),
+            key.namespace.as_str(),
+            key.name.as_str()
+        ),
+        ("m1", "default", "a-work")
+    );
+    assert_eq!(first.work_uid, "uid-a");
+    assert!(!first.manifest_deleted);
+    let st = first.status.unwrap();
+    assert!(st.applied);
+    assert_eq!(st.observed_generation, 1);
+    assert_eq!(st.conditions[0].reason, "AppliedSuccessful");
+    assert_eq!(
+        (st.ready_replicas, st.health),
+        (0, v1::ResourceHealth::Unhealthy as i32)
+    );
+    let (_, ready) = recv(&mut f.reports, "report after start-up").await;
+    let st = ready.status.unwrap();
+    assert_eq!(
+        (st.ready_replicas, st.health),
+        (2, v1::ResourceHealth::Healthy as i32)
+    );
+    assert_eq!(replicas(&sim, "a"), Some(2));
+    assert_eq!(
+        sim.objects("apps/v1", "Deployment", None)[0]["metadata"]["managedFields"][0]["manager"],
+        "flotilla",
+        "applied by server-side apply as the flotilla field manager"
+    );
+
+    // a new generation is applied (scale to 3); a status-only change is not re-applied
+    feed.send(Ok(event(
+        v1::WatchEventType::Modified,
+        Some(work("a", 2, 3, false)),
+        6,
+    )))
+    .unwrap();
+    loop {
+        let (_, r) = recv(&mut f.reports, "report of generation 2").await;
+        if r.status.unwrap().observed_generation == 2 {
+            break;
+        }
+    }
+    assert_eq!(replicas(&sim, "a"), Some(3));
+    feed.send(Ok(event(
+        v1::WatchEventType::Modified,
+        Some(work("a", 2, 3, false)),
+        7,
+    )))
+    .unwrap();
+
+    // the server ends the stream: the agent resumes from the last revision it saw
+    drop(feed);
+    let (req, feed) = recv(&mut f.watches, "resumed watch").await;
+    assert_eq!(req.resource_version, 7);
+    // ... and on OUT_OF_RANGE (compacted) it re-lists from 0
+    feed.send(Err(Status::out_of_range("compacted"))).unwrap();
+    let (req, feed) = recv(&mut f.watches, "re-list").await;
+    assert_eq!(req.resource_version, 0);
+    // the fresh list no longer has a-work: it is deleted from the member
+    feed.send(Ok(event(
+        v1::WatchEventType::Added,
+        Some(work("b", 1, 1, false)),
+        9,
+    )))
+    .unwrap();
+    feed.send(Ok(event(v1::WatchEventType::Bookmark, None, 9)))
+        .unwrap();
+    flotilla_runtime::testing::eventually(
+        Duration::from_secs(5),
+        "a deleted after the re-list",
+        || {
+            let gone = replicas(&sim, "a").is_none();
+            async move { gone.then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(replicas(&sim, "b"), Some(1));
+
+    // deletion: the object goes and the agent says so (the Work may then be released)
+    feed.send(Ok(event(
+        v1::WatchEventType::Modified,
+        Some(work("b", 1, 1, true)),
+        10,
+    )))
+    .unwrap();
+    loop {
+        let (_, r) = recv(&mut f.reports, "deletion report").await;
+        if r.manifest_deleted {
+            assert_eq!(r.work.unwrap().name, "b-work");
+            assert!(r.status.is_none());
+            break;
+        }
+    }
+    assert_eq!(replicas(&sim, "b"), None);
+    shutdown.trigger();
+}
+
+#[tokio::test]
+async fn a_failed_apply_is_reported_and_retried_until_the_member_takes_it() {
+    let shutdown = Shutdown::new();
+    let mut f = fakes(&shutdown).await;
+    let sim = start_agent(&f, Duration::from_millis(10), &shutdown).await;
+    let (_, feed) = recv(&mut f.watches, "watch").await;
+    // every apply fails (F11)
+    sim.set_api_errors(Some(v1::ApiErrors {
+        apply_error_percent: 100,
+        ..Default::default()
+    }))
+    .unwrap();
+    feed.send(Ok(event(
+        v1::WatchEventType::Added,
+        Some(work("c", 1, 1, false)),
+        3,
+    )))
+    .unwrap();
+    let (_, r) = recv(&mut f.reports, "failure report").await;
+    let st = r.status.unwrap();
+    assert!(!st.applied);
+    assert_eq!(st.conditions[0].reason, "AppliedFailed");
+    assert!(st.applied_message.contains("500"), "{}", st.applied_message);
+    // the member heals: the next retry applies it
+    sim.set_api_errors(None).unwrap();
+    loop {
+        let (_, r) = recv(&mut f.reports, "applied after the retry").await;
+        if r.status.unwrap().applied {
+            break;
+        }
+    }
+    assert_eq!(replicas(&sim, "c"), Some(1));
+    shutdown.trigger();
+}
+
+#[test]
+fn flags_validate_and_keep_tokens_out_of_debug() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let a = <Args as clap::Parser>::try_parse_from([
+        "flotilla-agent",
+        "--cluster=edge",
+        "--member=http://127.0.0.1:6443",
+        "--api=127.0.0.1:1",
+        "--cluster-health=127.0.0.1:2",
+        "--work-executor=127.0.0.1:3",
+        &format!("--token-file={}", token.display()),
+        &format!("--member-token-file={}", token.display()),
+    ])
+    .unwrap();
+    let c = a.validate().unwrap();
+    assert_eq!(c.heartbeat_interval, Duration::from_secs(10));
+    assert_eq!(c.member.token.as_deref(), Some("s3cret-token"));
+    let printed = format!("{c:?}");
+    assert!(!printed.contains("s3cret"), "{printed}");
+
+    let a = <Args as clap::Parser>::try_parse_from([
+        "flotilla-agent",
+        "--cluster= ",
+        "--member=http://m",
+        "--api=a",
+        "--cluster-health=b",
+        "--work-executor=c",
+        "--status-interval=0s",
+        "--token-file=/nonexistent/token",
+    ])
+    .unwrap();
+    let flags: Vec<&str> = a.validate().unwrap_err().iter().map(|e| e.flag).collect();
+    assert_eq!(flags, ["cluster", "status-interval", "token-file"]);
+    let help = <Args as clap::CommandFactory>::command()
+        .render_long_help()
+        .to_string();
+    for flag in [
+        "--member",
+        "--api",
+        "--heartbeat-interval",
+        "--status-interval",
+        "--token-file",
+    ] {
+        assert!(help.contains(flag), "{flag} in --help");
+    }
+}
+
+#[tokio::test]
+async fn calls_carry_the_bearer_token() {
+    let shutdown = Shutdown::new();
+    let mut f = fakes(&shutdown).await;
+    let _sim = start_agent(&f, Duration::from_millis(10), &shutdown).await;
+    let auth = recv(&mut f.auth, "an authorized call").await;
+    assert_eq!(auth.as_deref(), Some("Bearer t0ken"));
+    shutdown.trigger();
+}
