@@ -136,13 +136,17 @@ impl Process {
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).unwrap();
         let err = out.try_clone().unwrap();
+        // the caller's FLOTILLA_LOG wins over the test run's, which wins over `info`
+        let log_level = env
+            .iter()
+            .find(|(k, _)| k == "FLOTILLA_LOG")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("FLOTILLA_LOG").ok())
+            .unwrap_or_else(|| "info".into());
         let child = Command::new(bin_path(bin))
             .args(args)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env(
-                "FLOTILLA_LOG",
-                std::env::var("FLOTILLA_LOG").unwrap_or_else(|_| "info".into()),
-            )
+            .env("FLOTILLA_LOG", log_level)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
@@ -321,6 +325,8 @@ pub struct Member {
     pub process: Process,
     /// A Pull cluster's `flotilla-agent` process.
     pub agent: Option<Process>,
+    /// The bearer token that agent presents to the member's API server.
+    pub agent_token: Option<String>,
 }
 
 /// A running Flotilla: etcd, the six control-plane services and member clusters, all real
@@ -526,6 +532,7 @@ impl Stack {
                 control_addr,
                 process,
                 agent: None,
+                agent_token: None,
             },
         );
         addr
@@ -537,7 +544,13 @@ impl Stack {
     /// reports their status to the work-executor. Returns the member-sim's address.
     pub async fn start_pull_member(&mut self, name: &str, extra: &[&str]) -> String {
         let addr = self.start_member(name, extra).await;
+        // a credential for the member's API server: it must never show in the agent's log
+        let token = format!("member-token-{:016x}", rand::random::<u64>());
+        let token_file = self.dir.path().join(format!("{name}-token"));
+        std::fs::write(&token_file, &token).unwrap();
         let args = vec![
+            format!("--member-token-file={}", token_file.display()),
+            "--log=debug".to_string(),
             format!("--cluster={name}"),
             format!("--member=http://{addr}"),
             format!("--api={}", self.addrs["api"]),
@@ -554,6 +567,7 @@ impl Stack {
         );
         if let Some(m) = self.members.get_mut(name) {
             m.agent = Some(agent);
+            m.agent_token = Some(token);
         }
         addr
     }

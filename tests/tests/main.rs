@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod compose;
+mod credentials;
 mod dependencies;
 mod docs_ids;
 mod failback;

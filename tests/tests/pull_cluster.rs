@@ -64,15 +64,21 @@ async fn pull_cluster_applies_reports_and_fails_over() {
     assert!(status_item(&b, "member1").unwrap().applied);
 
     // The agent dies (the member itself keeps running).
-    stack
-        .members
-        .get_mut("member1")
-        .unwrap()
-        .agent
-        .as_mut()
-        .expect("member1's agent")
-        .kill()
-        .await;
+    let member1 = stack.members.get_mut("member1").unwrap();
+    let agent = member1.agent.as_mut().expect("member1's agent");
+    agent.kill().await;
+    // its credential for the member never reached its (debug-level) log
+    let log = agent.log();
+    let token = member1.agent_token.clone().unwrap();
+    assert!(log.contains("flotilla-agent starting"), "{log}");
+    assert!(
+        log.contains("watching works"),
+        "the log is the agent's: {log}"
+    );
+    assert!(
+        !log.contains(&token),
+        "the member token leaked into the agent's log"
+    );
 
     let c = eventually(T, "member1 Ready=Unknown", || async {
         let c = get_cluster(&api, "member1").await?;

@@ -25,6 +25,7 @@ mod explain;
 mod fault;
 mod get;
 mod kinds;
+mod kubeconfig;
 mod manifest;
 mod mutate;
 mod output;

@@ -137,6 +137,66 @@ impl Target {
     }
 }
 
+/// The keys of a member's credentials Secret, as Karmada names them (`token`, `caBundle`),
+/// plus a client certificate in Kubernetes' TLS Secret keys.
+pub const SECRET_TOKEN: &str = "token";
+/// The CA bundle key.
+pub const SECRET_CA_BUNDLE: &str = "caBundle";
+/// A client certificate (PEM).
+pub const SECRET_TLS_CERT: &str = "tls.crt";
+/// Its key (PEM).
+pub const SECRET_TLS_KEY: &str = "tls.key";
+
+/// How to reach a Push `cluster`: its `spec.apiEndpoint`, `insecureSkipTLSVerification`, and
+/// the credentials of the Secret its `secretRef` names (`secret`: that Secret as stored, or
+/// `None` when it is missing). A `secretRef` whose Secret is missing, or that holds neither a
+/// token nor a client certificate, is an error that names the Secret (never its values).
+pub fn target_of(
+    cluster: &flotilla_proto::v1::Cluster,
+    secret: Option<&flotilla_proto::v1::Secret>,
+) -> Result<Target, MemberError> {
+    let spec = cluster.spec.clone().unwrap_or_default();
+    let mut target = Target::plain(spec.api_endpoint.clone());
+    target.insecure_skip_tls_verify = spec.insecure_skip_tls_verification;
+    let Some(reference) = spec.secret_ref.as_ref() else {
+        return Ok(target);
+    };
+    let bad = |message: String| MemberError::BadTarget {
+        endpoint: spec.api_endpoint.clone(),
+        message,
+    };
+    let name = format!("{}/{}", reference.namespace, reference.name);
+    let secret = secret.ok_or_else(|| bad(format!("its secretRef {name} does not exist")))?;
+    let value = |key: &str| secret.data.get(key).filter(|v| !v.is_empty()).cloned();
+    if let Some(token) = value(SECRET_TOKEN) {
+        let token = String::from_utf8(token)
+            .map_err(|_| bad(format!("{SECRET_TOKEN} of Secret {name} is not UTF-8")))?;
+        target.token = Some(token.trim().to_owned());
+    }
+    target.ca_pem = value(SECRET_CA_BUNDLE);
+    target.client_cert_pem = match (value(SECRET_TLS_CERT), value(SECRET_TLS_KEY)) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => {
+            return Err(bad(format!(
+                "Secret {name} must hold both {SECRET_TLS_CERT} and {SECRET_TLS_KEY}, or neither"
+            )));
+        }
+    };
+    if target.token.is_none() && target.client_cert_pem.is_none() {
+        return Err(bad(format!(
+            "Secret {name} holds neither {SECRET_TOKEN} nor {SECRET_TLS_CERT}/{SECRET_TLS_KEY}"
+        )));
+    }
+    Ok(target)
+}
+
+/// The key of the Secret a Cluster's `secretRef` names, if any.
+pub fn secret_key_of(cluster: &flotilla_proto::v1::Cluster) -> Option<String> {
+    let r = cluster.spec.as_ref()?.secret_ref.as_ref()?;
+    Some(format!("secrets/{}/{}", r.namespace, r.name))
+}
+
 /// The DER certificates of a PEM bundle.
 fn pem_certificates(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let certs: Vec<Vec<u8>> = pem::parse_many(pem)
@@ -465,7 +525,7 @@ impl Member {
                 api.patch(&r.name, &params, &Patch::Apply(manifest)),
             )
             .await?;
-        serde_json::to_value(object).map_err(|e| MemberError::BadObject(e.to_string()))
+        Ok(into_value(object, &r.api_version, &r.kind))
     }
 
     /// Deletes an object with background propagation (its dependents go too, as Karmada
@@ -492,9 +552,7 @@ impl Member {
         let api = self.api_for(r).await?;
         match self.call("get", api.get_opt(&r.name)).await? {
             None => Ok(None),
-            Some(o) => serde_json::to_value(o)
-                .map(Some)
-                .map_err(|e| MemberError::BadObject(e.to_string())),
+            Some(o) => Ok(Some(into_value(o, &r.api_version, &r.kind))),
         }
     }
 
@@ -509,19 +567,12 @@ impl Member {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let params = ListParams::default().labels(managed_label(namespaced));
         let list = self.call("list", api.list(&params)).await?;
-        list.items
+        // list items carry no apiVersion/kind of their own
+        Ok(list
+            .items
             .into_iter()
-            .map(|o| {
-                let mut v =
-                    serde_json::to_value(o).map_err(|e| MemberError::BadObject(e.to_string()))?;
-                // list items carry no apiVersion/kind of their own
-                if let Some(map) = v.as_object_mut() {
-                    map.insert("apiVersion".into(), api_version.into());
-                    map.insert("kind".into(), kind.into());
-                }
-                Ok(v)
-            })
-            .collect()
+            .map(|o| into_value(o, api_version, kind))
+            .collect())
     }
 
     /// Every object of a core or group resource (nodes, pods), raw.
@@ -529,10 +580,11 @@ impl Member {
         let (resource, _) = self.resource_for(api_version, kind).await?;
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let list = self.call("list", api.list(&ListParams::default())).await?;
-        list.items
+        Ok(list
+            .items
             .into_iter()
-            .map(|o| serde_json::to_value(o).map_err(|e| MemberError::BadObject(e.to_string())))
-            .collect()
+            .map(|o| into_value(o, api_version, kind))
+            .collect())
     }
 
     /// `GET path` (`/readyz`, `/healthz`): the HTTP code and body; transport failures and
@@ -603,6 +655,41 @@ impl Member {
         let pods = self.list_all("v1", "Pod").await?;
         Ok(status::resource_summary(&nodes, &pods))
     }
+}
+
+/// An object as JSON for the interpreter: its fields (`spec`, `status`, ...) as kube-rs
+/// parsed them, moved rather than re-serialized, with `apiVersion`, `kind` and the metadata
+/// the rules read (name, namespace, uid, generation, resourceVersion, labels).
+fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
+    let DynamicObject { metadata, data, .. } = object;
+    let mut map = match data {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let mut meta = serde_json::Map::new();
+    let mut put = |key: &str, value: Option<Value>| {
+        if let Some(v) = value {
+            meta.insert(key.to_owned(), v);
+        }
+    };
+    put("name", metadata.name.map(Value::from));
+    put("namespace", metadata.namespace.map(Value::from));
+    put("uid", metadata.uid.map(Value::from));
+    put("generation", metadata.generation.map(Value::from));
+    put(
+        "resourceVersion",
+        metadata.resource_version.map(Value::from),
+    );
+    put(
+        "labels",
+        metadata
+            .labels
+            .map(|l| Value::Object(l.into_iter().map(|(k, v)| (k, Value::from(v))).collect())),
+    );
+    map.insert("apiVersion".into(), api_version.into());
+    map.insert("kind".into(), kind.into());
+    map.insert("metadata".into(), Value::Object(meta));
+    Value::Object(map)
 }
 
 /// The members of every cluster, one [`Member`] per cluster (rebuilt when its [`Target`]

@@ -656,7 +656,11 @@ impl From<domain::ClusterSpec> for v1::ClusterSpec {
             region,
             zones,
             taints: to_wire(taints),
+            // how to reach the member: not an input of any rule
             capacity: None,
+            secret_ref: None,
+            impersonator_secret_ref: None,
+            insecure_skip_tls_verification: false,
         }
     }
 }
@@ -673,6 +677,9 @@ impl TryFrom<v1::ClusterSpec> for domain::ClusterSpec {
             zones,
             taints,
             capacity: _,
+            secret_ref: _,
+            impersonator_secret_ref: _,
+            insecure_skip_tls_verification: _,
         } = spec;
         Ok(domain::ClusterSpec {
             sync_mode: WireEnum::from_wire_required(sync_mode, "syncMode")?,

@@ -68,6 +68,7 @@ impl_resource! {
     ClusterTaintPolicy => "ClusterTaintPolicy", namespaced: false;
     OverridePolicy => "OverridePolicy", namespaced: true;
     ClusterOverridePolicy => "ClusterOverridePolicy", namespaced: false;
+    Secret => "Secret", namespaced: true;
     Workload => "Workload", namespaced: true;
     ResourceBinding => "ResourceBinding", namespaced: true;
     Work => "Work", namespaced: true;

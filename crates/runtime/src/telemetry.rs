@@ -159,8 +159,17 @@ pub fn shutdown_tracing(timeout: Duration) {
 /// Installs the global tracing subscriber: an `EnvFilter` from `filter` (the `--log` flag,
 /// env `FLOTILLA_LOG`) writing `format` lines to stderr, plus OTLP span export as
 /// [`default_service_name`] when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`otel_layer`]).
+///
+/// kube-rs logs every failed member request at ERROR from its client builder; Flotilla
+/// reports those failures itself (once, with the cluster, on the Work or the probe), so that
+/// target is off unless `filter` names `kube_client` itself.
 pub fn init_tracing(filter: &str, format: LogFormat) -> Result<(), TelemetryError> {
-    let env_filter = EnvFilter::try_new(filter).map_err(|source| TelemetryError::Filter {
+    let effective = if filter.contains("kube_client") {
+        filter.to_owned()
+    } else {
+        format!("{filter},kube_client::client::builder=off")
+    };
+    let env_filter = EnvFilter::try_new(&effective).map_err(|source| TelemetryError::Filter {
         filter: filter.to_owned(),
         source,
     })?;

@@ -7,6 +7,7 @@
 //!   clustertaintpolicies/<name>           ClusterTaintPolicy
 //!   overridepolicies/<ns>/<name>          OverridePolicy
 //!   clusteroverridepolicies/<name>        ClusterOverridePolicy
+//!   secrets/<ns>/<name>                   Secret (member credentials)
 //!   workloads/<ns>/<kind>[.<group>]/<name>  Workload (resource template)
 //!   bindings/<ns>/<name>                  ResourceBinding (ClusterResourceBinding: <ns> empty)
 //!   works/<cluster>/<ns>/<name>           Work
@@ -124,6 +125,7 @@ stored!(
     cluster,
     none
 );
+stored!(Secret, "secrets/", namespaced, none);
 stored!(ResourceBinding, "bindings/", namespaced, status);
 stored!(Event, "events/", namespaced, none);
 

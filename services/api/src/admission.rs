@@ -203,6 +203,39 @@ impl Admission {
         Ok(policy.into())
     }
 
+    /// A Secret: a valid namespace and name, data keys as Kubernetes allows them
+    /// (`[-._a-zA-Z0-9]+`), at most 1 MiB of data; `type` defaults to `Opaque`.
+    pub fn secret(&self, secret: Option<v1::Secret>) -> Result<v1::Secret, Error> {
+        let mut secret = required(secret, "secret")?;
+        let meta = secret.metadata.get_or_insert_with(Default::default);
+        flotilla_core::validation::check_dns1123_subdomain(&meta.name)
+            .map_err(|e| Error::invalid("metadata.name", e.to_string()))?;
+        flotilla_core::validation::check_dns1123_label(&meta.namespace)
+            .map_err(|e| Error::invalid("metadata.namespace", e.to_string()))?;
+        let mut size = 0usize;
+        for (key, value) in &secret.data {
+            let valid = !key.is_empty()
+                && key.len() <= 253
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !valid {
+                return Err(Error::invalid(
+                    &format!("data[{key}]"),
+                    "a key must consist of alphanumeric characters, '-', '_' or '.'",
+                ));
+            }
+            size += key.len() + value.len();
+        }
+        if size > 1 << 20 {
+            return Err(Error::invalid("data", "must be at most 1 MiB in all"));
+        }
+        if secret.r#type.is_empty() {
+            "Opaque".clone_into(&mut secret.r#type);
+        }
+        Ok(secret)
+    }
+
     fn admit_policy(
         &self,
         mut policy: domain::PropagationPolicy,

@@ -44,6 +44,15 @@ struct Inner {
 mod apply;
 mod crud;
 
+/// A Secret as the api answers it: its keys with empty values (S4: no credential leaves the
+/// store through the api; the services that call members read it from the store).
+pub fn redact(mut secret: v1::Secret) -> v1::Secret {
+    for value in secret.data.values_mut() {
+        value.clear();
+    }
+    secret
+}
+
 fn ok<T>(value: std::result::Result<T, Error>) -> Result<T> {
     value.map(Response::new).map_err(Status::from)
 }
@@ -221,6 +230,55 @@ impl Api for ApiService {
         request: Request<v1::WatchClusterPropagationPoliciesRequest>,
     ) -> Result<Self::WatchClusterPropagationPoliciesStream> {
         ok(self.watch(request.into_inner()).await)
+    }
+
+    // --- Secret (member credentials): values are accepted, stored, and never answered
+
+    async fn create_secret(&self, request: Request<v1::CreateSecretRequest>) -> Result<v1::Secret> {
+        let mut secret = request.into_inner().secret;
+        ok(async {
+            if let Some(s) = secret.as_mut() {
+                reset_for_create(s)?;
+            }
+            let secret = self.admission().secret(secret)?;
+            self.objects().create(secret).await.map(redact)
+        }
+        .await)
+    }
+
+    async fn get_secret(&self, request: Request<v1::GetSecretRequest>) -> Result<v1::Secret> {
+        ok(self.get(request.into_inner()).await.map(redact))
+    }
+
+    async fn list_secrets(
+        &self,
+        request: Request<v1::ListSecretsRequest>,
+    ) -> Result<v1::ListSecretsResponse> {
+        ok(self.list(request.into_inner()).await.map(|mut page| {
+            page.items = page.items.into_iter().map(redact).collect();
+            page
+        }))
+    }
+
+    async fn update_secret(&self, request: Request<v1::UpdateSecretRequest>) -> Result<v1::Secret> {
+        let admit = |_: &v1::Secret, new| self.admission().secret(Some(new));
+        ok(self
+            .update(request.into_inner().secret, "secret", true, admit)
+            .await
+            .map(redact))
+    }
+
+    async fn delete_secret(
+        &self,
+        request: Request<v1::DeleteSecretRequest>,
+    ) -> Result<v1::DeleteSecretResponse> {
+        ok(self
+            .delete(request.into_inner(), NoHold)
+            .await
+            .map(|mut r| {
+                r.secret = r.secret.map(redact);
+                r
+            }))
     }
 
     // --- OverridePolicy and ClusterOverridePolicy (OV-1 admission)

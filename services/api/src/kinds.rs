@@ -59,6 +59,7 @@ api_kind! {
     ClusterTaintPolicy => WatchClusterTaintPoliciesResponse;
     OverridePolicy => WatchOverridePoliciesResponse;
     ClusterOverridePolicy => WatchClusterOverridePoliciesResponse;
+    Secret => WatchSecretsResponse;
     ResourceBinding => WatchResourceBindingsResponse;
     Event => WatchEventsResponse;
 }

@@ -383,6 +383,30 @@ delete!(v1::DeleteClusterOverridePolicyRequest
 covers!(ListClusterOverridePoliciesRequest, ListClusterOverridePoliciesResponse,
     WatchClusterOverridePoliciesRequest => v1::ClusterOverridePolicy, |_r| everything());
 
+named!(v1::GetSecretRequest => v1::Secret,
+    |r| namespaced::<v1::Secret>(&r.namespace, &r.name));
+named!(v1::DeleteSecretRequest => v1::Secret,
+    |r| namespaced::<v1::Secret>(&r.namespace, &r.name));
+delete!(v1::DeleteSecretRequest => DeleteSecretResponse.secret);
+covers!(@covers v1::ListSecretsRequest => v1::Secret, |r| in_namespace(&r.namespace));
+impl ListRequest for v1::ListSecretsRequest {
+    type Response = v1::ListSecretsResponse;
+    fn params(&self) -> ListParams<'_> {
+        ListParams {
+            page_size: self.page_size,
+            page_token: &self.page_token,
+            label_selector: &self.label_selector,
+        }
+    }
+    fn respond(page: Page<v1::Secret>) -> v1::ListSecretsResponse {
+        v1::ListSecretsResponse {
+            items: page.items,
+            next_page_token: page.next_page_token,
+            resource_version: page.resource_version,
+        }
+    }
+}
+
 named!(v1::GetClusterTaintPolicyRequest => v1::ClusterTaintPolicy,
     |r| cluster_scoped::<v1::ClusterTaintPolicy>(&r.name));
 named!(v1::DeleteClusterTaintPolicyRequest => v1::ClusterTaintPolicy,

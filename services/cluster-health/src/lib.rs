@@ -338,15 +338,18 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
     let recorder = elected.recorder.clone();
 
     let clusters_writer: Writer<v1::Cluster> = Writer::new();
+    let secrets_writer: Writer<v1::Secret> = Writer::new();
     let policies_writer: Writer<ClusterTaintPolicy> = Writer::new();
     let heartbeats_writer: Writer<v1::HeartbeatRecord> = Writer::new();
     let bindings_writer: Writer<controller::BindingRefs> =
         Writer::new().with_index(controller::BINDING_INDEX, controller::index_binding);
     let clusters = clusters_writer.cache();
+    let secrets = secrets_writer.cache();
     let policies = policies_writer.cache();
     let heartbeats = heartbeats_writer.cache();
     let bindings = bindings_writer.cache();
     readiness.add_cache("clusters", &clusters);
+    readiness.add_cache("secrets", &secrets);
     readiness.add_cache("clustertaintpolicies", &policies);
     readiness.add_cache("heartbeats", &heartbeats);
     readiness.add_cache("bindings", &bindings);
@@ -368,6 +371,7 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
     ));
     let probe_ctx = Arc::new(probe::ProbeContext {
         clusters: clusters.clone(),
+        secrets: secrets.clone(),
         observations,
         health: health_queue.clone(),
         prober: probe::Prober::new(config.probe_timeout),
@@ -389,6 +393,8 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
     };
     let (s, p, c) = watch("clusters/", "clusters");
     let cluster_events = reflect(clusters_writer, watcher(s, p, c, decode::<v1::Cluster>));
+    let (s, p, c) = watch("secrets/", "secrets");
+    let secret_events = reflect(secrets_writer, watcher(s, p, c, decode::<v1::Secret>));
     let (s, p, c) = watch("clustertaintpolicies/", "clustertaintpolicies");
     let policy_events = reflect(policies_writer, watcher(s, p, c, decode_policy));
     let (s, p, c) = watch(heartbeat::PREFIX, "heartbeats");
@@ -445,6 +451,8 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
             Controller::new(probe_queue, probe::probe_cluster, probe::probe_error_policy),
             &caches,
         )
+        // credentials are read at probe time; a change takes effect at the next probe
+        .watches(secret_events, |_| Vec::new())
         .workers(config.concurrent_probes)
         .leader(elected.leader())
         .barrier(barrier)

@@ -194,6 +194,8 @@ async fn collect(member: &Member) -> Result<v1::ClusterStatus, MemberError> {
 pub struct ProbeContext {
     /// The clusters (the probe target is read at probe time).
     pub clusters: Cache<v1::Cluster>,
+    /// Secrets: the credentials a Push cluster's `secretRef` names.
+    pub secrets: Cache<v1::Secret>,
     /// Where observations go.
     pub observations: Arc<Observations>,
     /// The health controller's queue: a new observation is reconciled at once.
@@ -208,9 +210,10 @@ pub struct ProbeContext {
 /// clusters and deleted clusters are dropped from the probe queue.
 pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Action, Infallible> {
     let cluster = ctx.clusters.get(&crate::cluster_key(&name));
-    let target = match cluster.as_deref().and_then(|c| c.spec.as_ref()) {
-        Some(spec) if spec.sync_mode == v1::SyncMode::Push as i32 => {
-            Target::plain(spec.api_endpoint.clone())
+    let target = match cluster.as_deref() {
+        Some(c) if c.spec.as_ref().map(|s| s.sync_mode) == Some(v1::SyncMode::Push as i32) => {
+            let secret = flotilla_member::secret_key_of(c).and_then(|k| ctx.secrets.get(&k));
+            flotilla_member::target_of(c, secret.as_deref())
         }
         _ => {
             ctx.observations.remove(&name);
@@ -219,7 +222,15 @@ pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Actio
         }
     };
     let started = tokio::time::Instant::now();
-    let observation = ctx.prober.probe(&name, &target).await;
+    let observation = match target {
+        Ok(target) => ctx.prober.probe(&name, &target).await,
+        // CH-6: no usable way to reach the member (a missing Secret): offline, named
+        Err(e) => Observation {
+            outcome: interpret_probe(ProbeResponse::Error, None),
+            message: e.to_string(),
+            collected: None,
+        },
+    };
     let result = match (observation.outcome.online, observation.outcome.healthy) {
         (true, true) => "healthy",
         (true, false) => "unhealthy",

@@ -337,6 +337,16 @@ async fn dispatch(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    let authorization = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if !sim.authorized(authorization) {
+        return failure(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "Unauthorized".into(),
+        );
+    }
     let target = match parse(uri.path()) {
         Ok(t) => t,
         Err(answer) => {

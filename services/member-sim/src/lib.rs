@@ -90,6 +90,12 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_FAULT", value_enum, default_value_t = Fault::Healthy)]
     pub fault: Fault,
 
+    /// A file holding the bearer token its Kubernetes API requires (401 without it), as a
+    /// real API server requires credentials; `/version`, `/readyz` and `/healthz` stay
+    /// anonymous. Default: none required.
+    #[arg(long, env = "FLOTILLA_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+
     /// Log filter, in `tracing-subscriber` `EnvFilter` syntax (e.g. `info,flotilla=debug`).
     #[arg(long, env = "FLOTILLA_LOG", default_value = "info")]
     pub log: String,
@@ -100,7 +106,7 @@ pub struct Args {
 }
 
 /// Validated configuration.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Config {
     /// The simulated member.
     pub sim: SimConfig,
@@ -108,6 +114,19 @@ pub struct Config {
     pub listen: SocketAddr,
     /// `--control-listen`.
     pub control_listen: Option<SocketAddr>,
+    /// The token its Kubernetes API requires (`--token-file`).
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("sim", &self.sim)
+            .field("listen", &self.listen)
+            .field("control_listen", &self.control_listen)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// Why the simulator could not run.
@@ -145,6 +164,7 @@ impl Args {
             capacity,
             pod_startup_delay,
             fault,
+            token_file,
             log: _,
             log_format: _,
         } = self;
@@ -167,6 +187,26 @@ impl Args {
                 message: "must differ from --listen".into(),
             });
         }
+        let token = match token_file {
+            None => None,
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(t) if !t.trim().is_empty() => Some(t.trim().to_owned()),
+                Ok(_) => {
+                    errors.push(ArgError {
+                        flag: "token-file",
+                        message: format!("{} is empty", path.display()),
+                    });
+                    None
+                }
+                Err(e) => {
+                    errors.push(ArgError {
+                        flag: "token-file",
+                        message: format!("cannot read {}: {e}", path.display()),
+                    });
+                    None
+                }
+            },
+        };
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -179,6 +219,7 @@ impl Args {
             },
             listen: *listen,
             control_listen: *control_listen,
+            token,
         })
     }
 
@@ -193,6 +234,9 @@ impl Args {
         shutdown.trigger_on_signals();
         let listeners = Listeners::bind(&config).await?;
         let sim = Arc::new(Sim::new(config.sim.clone()));
+        if let Some(token) = config.token.clone() {
+            sim.require_token(token);
+        }
         run_with(sim, listeners, shutdown).await?;
         Ok(())
     }

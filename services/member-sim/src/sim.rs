@@ -361,6 +361,8 @@ pub struct Sim {
     fault: watch::Sender<Fault>,
     changes: watch::Sender<u64>,
     state: Mutex<State>,
+    /// The bearer token its Kubernetes API requires (`--token-file`); `None`: anonymous.
+    token: std::sync::OnceLock<String>,
 }
 
 /// Aggregates of [`Sim::summary`].
@@ -523,6 +525,32 @@ impl Sim {
             fault,
             changes,
             state: Mutex::new(State::default()),
+            token: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Requires `token` (as `Authorization: Bearer …`) on every Kubernetes API call but
+    /// `/version`, `/readyz` and `/healthz`, which a real API server also answers anonymously.
+    /// Set once; later calls are ignored.
+    pub fn require_token(&self, token: String) {
+        let _ = self.token.set(token);
+    }
+
+    /// Whether `authorization` (the header's value) is acceptable.
+    pub fn authorized(&self, authorization: Option<&str>) -> bool {
+        match self.token.get() {
+            None => true,
+            Some(t) => authorization
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .is_some_and(|given| {
+                    // constant-time over the token's length
+                    given.len() == t.len()
+                        && given
+                            .bytes()
+                            .zip(t.bytes())
+                            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                            == 0
+                }),
         }
     }
 

@@ -165,8 +165,9 @@ async fn apply_then_pods_turn_ready_after_the_startup_delay() {
     let started = tokio::time::Instant::now();
     let object = k.apply(&deployment("web", 3)).await.unwrap();
     assert_eq!(object["metadata"]["generation"], 1);
+    let stored = r.sim.objects("apps/v1", "Deployment", Some("default"));
     assert_eq!(
-        object["metadata"]["managedFields"][0]["manager"],
+        stored[0]["metadata"]["managedFields"][0]["manager"],
         "flotilla"
     );
     assert!(

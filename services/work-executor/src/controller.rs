@@ -72,6 +72,8 @@ pub struct Context {
     pub workloads: Cache<v1::Workload>,
     /// Clusters.
     pub clusters: Cache<v1::Cluster>,
+    /// Secrets: the credentials of Push members (`spec.secretRef`).
+    pub secrets: Cache<v1::Secret>,
     /// OverridePolicies (OV-1), indexed by namespace.
     pub overrides: Cache<v1::OverridePolicy>,
     /// ClusterOverridePolicies (OV-1).
@@ -107,6 +109,7 @@ impl Context {
         self.works.wait_until_ready().await;
         self.workloads.wait_until_ready().await;
         self.clusters.wait_until_ready().await;
+        self.secrets.wait_until_ready().await;
         self.overrides.wait_until_ready().await;
         self.cluster_overrides.wait_until_ready().await;
     }

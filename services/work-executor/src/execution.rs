@@ -154,7 +154,8 @@ async fn step(
             .as_ref()
             .and_then(|s| s.resource.clone())
             .unwrap_or_default();
-        if let Err(e) = crate::member::delete(&ctx.members, &cluster, &resource).await {
+        if let Err(e) = crate::member::delete(&ctx.members, &ctx.secrets, &cluster, &resource).await
+        {
             record(
                 &ctx.recorder,
                 &work,
@@ -189,7 +190,7 @@ async fn step(
     let now = flotilla_runtime::now();
     let outcome = match applied.take() {
         Some((g, resp)) if g == generation => Ok(resp),
-        _ => crate::member::apply(&ctx.members, &cluster, &spec.manifest).await,
+        _ => crate::member::apply(&ctx.members, &ctx.secrets, &cluster, &spec.manifest).await,
     };
     let (status, failure) = match &outcome {
         Ok(member) => (

@@ -307,6 +307,8 @@ struct ClusterState {
     deleting: bool,
     pull: bool,
     endpoint: String,
+    /// How it is reached: the Secret it names and whether TLS is verified.
+    access: (Option<String>, bool),
 }
 
 /// The [`ClusterState`] of a cluster.
@@ -316,6 +318,12 @@ fn cluster_state(c: &v1::Cluster) -> ClusterState {
         deleting: is_deleting(c.metadata.as_ref()),
         pull: cluster_is_pull(c),
         endpoint: cluster_endpoint(c).to_owned(),
+        access: (
+            flotilla_member::secret_key_of(c),
+            c.spec
+                .as_ref()
+                .is_some_and(|s| s.insecure_skip_tls_verification),
+        ),
     }
 }
 
@@ -354,6 +362,7 @@ impl WorkExecutor {
             .with_index(INDEX_CLUSTER, |w| vec![work_cluster(w).to_owned()]);
         let workloads_w = Writer::<v1::Workload>::new();
         let clusters_w = Writer::<v1::Cluster>::new();
+        let secrets_w = Writer::<v1::Secret>::new();
         let overrides_w = Writer::<v1::OverridePolicy>::new()
             .with_index(INDEX_NAMESPACE, |p| vec![p.namespace().to_owned()]);
         let cluster_overrides_w = Writer::<v1::ClusterOverridePolicy>::new();
@@ -362,6 +371,7 @@ impl WorkExecutor {
             works: works_w.cache(),
             workloads: workloads_w.cache(),
             clusters: clusters_w.cache(),
+            secrets: secrets_w.cache(),
             overrides: overrides_w.cache(),
             cluster_overrides: cluster_overrides_w.cache(),
             // A transaction may write a key only once: a second write of a Work (or binding)
@@ -383,6 +393,7 @@ impl WorkExecutor {
         readiness.add_cache("works", &ctx.works);
         readiness.add_cache("workloads", &ctx.workloads);
         readiness.add_cache("clusters", &ctx.clusters);
+        readiness.add_cache("secrets", &ctx.secrets);
         readiness.add_cache("overridepolicies", &ctx.overrides);
         readiness.add_cache("clusteroverridepolicies", &ctx.cluster_overrides);
 
@@ -458,6 +469,24 @@ impl WorkExecutor {
             }
         };
 
+        // a Secret's change → the Works of the clusters whose secretRef names it (a failed
+        // apply is tried again with the new credentials)
+        let secrets_trigger = {
+            let wq = work_queue.clone();
+            let works = ctx.works.clone();
+            let clusters = ctx.clusters.clone();
+            move |ev: &Event<v1::Secret>| {
+                let Some(key) = ev.key() else { return };
+                for cluster in clusters.list() {
+                    if flotilla_member::secret_key_of(&cluster).as_deref() == Some(key) {
+                        for work in works.index_keys(INDEX_CLUSTER, cluster.name()) {
+                            wq.add(work.into());
+                        }
+                    }
+                }
+            }
+        };
+
         let binding_controller = ready_after_caches(
             Controller::new(
                 binding_queue,
@@ -495,6 +524,7 @@ impl WorkExecutor {
         )
         .watches_with(watch_kind(&store, "works", works_w), works_trigger)
         .watches_with(watch_kind(&store, "clusters", clusters_w), clusters_trigger)
+        .watches_with(watch_kind(&store, "secrets", secrets_w), secrets_trigger)
         // the apply of a Work written during a failover continues the Work's trace
         .trace_parent(execution::work_trace)
         .workers(config.work_workers)

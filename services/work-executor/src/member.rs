@@ -3,13 +3,17 @@
 
 pub use flotilla_member::{MemberError, Members, ObjectRef, Target};
 use flotilla_proto::v1;
+use flotilla_runtime::Cache;
 use serde_json::Value;
 
-use crate::render::cluster_endpoint;
-
-/// How to reach `cluster`'s API server: its `spec.apiEndpoint`.
-pub fn target_of(cluster: &v1::Cluster) -> Target {
-    Target::plain(cluster_endpoint(cluster))
+/// How to reach `cluster`'s API server: its `spec.apiEndpoint`, and the credentials of the
+/// Secret its `secretRef` names (from the cache of Secrets).
+pub fn target_of(
+    secrets: &Cache<v1::Secret>,
+    cluster: &v1::Cluster,
+) -> Result<Target, MemberError> {
+    let secret = flotilla_member::secret_key_of(cluster).and_then(|key| secrets.get(&key));
+    flotilla_member::target_of(cluster, secret.as_deref())
 }
 
 /// The member object a Work's manifest names.
@@ -26,13 +30,14 @@ pub fn object_ref(resource: &v1::ObjectReference) -> ObjectRef {
 /// the member's view of it.
 pub async fn apply(
     members: &Members,
+    secrets: &Cache<v1::Secret>,
     cluster: &v1::Cluster,
     manifest: &str,
 ) -> Result<v1::ManifestStatus, MemberError> {
     let name = cluster.metadata.as_ref().map_or("", |m| m.name.as_str());
     let object: Value = serde_json::from_str(manifest)
         .map_err(|e| MemberError::BadObject(format!("the Work's manifest: {e}")))?;
-    let member = members.member(name, &target_of(cluster))?;
+    let member = members.member(name, &target_of(secrets, cluster)?)?;
     let applied = member.apply(&object).await?;
     Ok(flotilla_member::status::manifest_status(&applied))
 }
@@ -40,10 +45,11 @@ pub async fn apply(
 /// Deletes a Work's object from `cluster`; `Ok(false)` when it was already absent.
 pub async fn delete(
     members: &Members,
+    secrets: &Cache<v1::Secret>,
     cluster: &v1::Cluster,
     resource: &v1::ObjectReference,
 ) -> Result<bool, MemberError> {
     let name = cluster.metadata.as_ref().map_or("", |m| m.name.as_str());
-    let member = members.member(name, &target_of(cluster))?;
+    let member = members.member(name, &target_of(secrets, cluster)?)?;
     member.delete(&object_ref(resource)).await
 }

@@ -107,7 +107,8 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
     if works.is_empty() {
         return report;
     }
-    let member = match ctx.members.member(name, &crate::member::target_of(cluster)) {
+    let target = crate::member::target_of(&ctx.secrets, cluster);
+    let member = match target.and_then(|t| ctx.members.member(name, &t)) {
         Ok(m) => m,
         Err(error) => {
             tracing::debug!(cluster = name, %error, "status collection failed");

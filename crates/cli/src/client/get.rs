@@ -153,6 +153,7 @@ pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         }
         Kind::Work => get_kind::<v1::Work>(&args, &scope).await,
         Kind::Event => get_kind::<v1::Event>(&args, &scope).await,
+        Kind::Credentials => credentials_are_write_only(),
     }
 }
 
@@ -176,6 +177,7 @@ pub async fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
         }
         Kind::Work => describe_kind::<v1::Work>(&args, &scope).await,
         Kind::Event => describe_kind::<v1::Event>(&args, &scope).await,
+        Kind::Credentials => credentials_are_write_only(),
     }
 }
 
@@ -401,4 +403,12 @@ async fn describe_kind<T: ApiObject + Describe>(
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Credentials Secrets are never read back (S4).
+fn credentials_are_write_only() -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "member credentials are write-only: `flotilla describe cluster NAME` shows which Secret \
+         a cluster uses, never its values"
+    )
 }

@@ -39,6 +39,9 @@ pub enum Kind {
     Work,
     /// `events`, `ev`.
     Event,
+    /// A member's credentials Secret (`karmada-cluster/NAME`): applied and deleted, never
+    /// read back.
+    Credentials,
 }
 
 /// The accepted spellings, for help texts.

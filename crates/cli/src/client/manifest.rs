@@ -18,8 +18,9 @@
 //!   document as JSON.
 //!
 //! Karmada fields that Flotilla does not implement are rejected unless they hold their
-//! default value (`preemption: Never`, `conflictResolution: Abort`, ...); the member
-//! credentials of a Karmada Cluster (`secretRef`, ...) are ignored with a warning. `status`
+//! default value (`preemption: Never`, `conflictResolution: Abort`, ...). A Cluster's
+//! `secretRef` names the Secret with its credentials; a `v1` Secret in `karmada-cluster` is
+//! such a credential (stored by the api, never printed), any other Secret a template. `status`
 //! and server-set metadata (uid, resourceVersion, ...) are ignored, so that the output of
 //! `kubectl get -o yaml` of a Karmada object applies.
 
@@ -72,6 +73,8 @@ pub enum Object {
     OverridePolicy(v1::OverridePolicy),
     /// A cluster-wide override policy.
     ClusterOverridePolicy(v1::ClusterOverridePolicy),
+    /// A member cluster's credentials: a `v1` Secret in `karmada-cluster`.
+    Secret(v1::Secret),
     /// A resource template, e.g. a Deployment.
     Workload(v1::Workload),
 }
@@ -88,6 +91,7 @@ impl Object {
             Object::ClusterTaintPolicy(..) => "ClusterTaintPolicy",
             Object::OverridePolicy(_) => "OverridePolicy",
             Object::ClusterOverridePolicy(_) => "ClusterOverridePolicy",
+            Object::Secret(_) => "Secret",
             Object::Workload(w) => &w.kind,
         }
     }
@@ -101,6 +105,7 @@ impl Object {
             Object::ClusterTaintPolicy(o, _) => o.metadata.as_ref(),
             Object::OverridePolicy(o) => o.metadata.as_ref(),
             Object::ClusterOverridePolicy(o) => o.metadata.as_ref(),
+            Object::Secret(o) => o.metadata.as_ref(),
             Object::Workload(o) => o.metadata.as_ref(),
         };
         meta.map(|m| (m.namespace.clone(), m.name.clone()))
@@ -139,6 +144,7 @@ impl Object {
             Object::ClusterTaintPolicy(o, _) => Apply::ClusterTaintPolicy(o),
             Object::OverridePolicy(o) => Apply::OverridePolicy(o),
             Object::ClusterOverridePolicy(o) => Apply::ClusterOverridePolicy(o),
+            Object::Secret(o) => Apply::Secret(o),
             Object::Workload(o) => Apply::Workload(o),
         }
     }
@@ -503,8 +509,76 @@ fn read_document(
             );
             None
         }
+        // Karmada keeps member credentials in karmada-cluster, a namespace it never
+        // propagates from: such a Secret is a credential, any other a resource template
+        ("", "Secret")
+            if value
+                .get("metadata")
+                .and_then(|m| m.get("namespace"))
+                .and_then(serde_norway::Value::as_str)
+                == Some(CREDENTIALS_NAMESPACE) =>
+        {
+            let doc: SecretDoc = ctx.typed(value)?;
+            credentials_secret(ctx, doc)
+        }
         _ => workload(ctx, value, &api_version, &kind, opts),
     }
+}
+
+/// The namespace of member credentials (Karmada's `karmada-cluster`).
+pub const CREDENTIALS_NAMESPACE: &str = "karmada-cluster";
+
+/// A `v1` Secret holding a member's credentials.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SecretDoc {
+    #[allow(dead_code)]
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    #[serde(default)]
+    metadata: MetaDoc,
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+    #[serde(default)]
+    string_data: BTreeMap<String, String>,
+    #[serde(default, rename = "type")]
+    type_: String,
+    #[allow(dead_code)]
+    immutable: Option<IgnoredAny>,
+}
+
+fn credentials_secret(ctx: &mut Ctx<'_>, doc: SecretDoc) -> Option<Object> {
+    use base64::Engine as _;
+    let SecretDoc {
+        metadata,
+        data,
+        string_data,
+        type_,
+        ..
+    } = doc;
+    let meta = metadata.into_core(CREDENTIALS_NAMESPACE.to_owned());
+    let mut values = std::collections::BTreeMap::new();
+    for (key, encoded) in data {
+        match base64::engine::general_purpose::STANDARD.decode(encoded.trim()) {
+            Ok(v) => {
+                values.insert(key, v);
+            }
+            // the value itself is never echoed
+            Err(_) => ctx.error(
+                &format!("data[{key}]"),
+                "Invalid value: not base64 (values are never shown by `get`; give the real value)",
+            ),
+        }
+    }
+    for (key, text) in string_data {
+        values.insert(key, text.into_bytes());
+    }
+    Some(Object::Secret(v1::Secret {
+        metadata: Some(v1::ObjectMeta::from(meta)),
+        data: values,
+        r#type: type_,
+    }))
 }
 
 fn check_version(ctx: &mut Ctx<'_>, got: &str, want: &str) -> Option<()> {
@@ -1114,14 +1188,15 @@ struct ClusterSpecDoc {
     zones: Vec<String>,
     #[serde(default)]
     taints: Vec<TaintDoc>,
-    // Karmada's member credentials: Flotilla's members need none (ignored with a warning).
+    // Karmada's cluster id (ignored with a warning).
     id: Option<IgnoredAny>,
-    secret_ref: Option<IgnoredAny>,
-    impersonator_secret_ref: Option<IgnoredAny>,
+    // The Secret with the member's credentials.
+    secret_ref: Option<SecretRefDoc>,
+    impersonator_secret_ref: Option<SecretRefDoc>,
     // Karmada's spelling (`InsecureSkipTLSVerification bool json:"insecureSkipTLSVerification"`),
     // which camelCase would not produce
-    #[serde(rename = "insecureSkipTLSVerification")]
-    insecure_skip_tls_verification: Option<IgnoredAny>,
+    #[serde(rename = "insecureSkipTLSVerification", default)]
+    insecure_skip_tls_verification: bool,
     // Karmada features Flotilla does not implement.
     #[serde(rename = "proxyURL")]
     proxy_url: Option<serde_norway::Value>,
@@ -1129,6 +1204,25 @@ struct ClusterSpecDoc {
     resource_models: Option<serde_norway::Value>,
     // Flotilla's declared member capacity (`ClusterSpec.capacity`)
     capacity: Option<CapacityDoc>,
+}
+
+/// Karmada's `LocalSecretReference`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SecretRefDoc {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    name: String,
+}
+
+impl SecretRefDoc {
+    fn wire(self) -> v1::SecretReference {
+        v1::SecretReference {
+            namespace: self.namespace,
+            name: self.name,
+        }
+    }
 }
 
 /// `spec.capacity` of a Cluster: what a member declares it can hold.
@@ -1565,16 +1659,26 @@ fn cluster(ctx: &mut Ctx<'_>, doc: ClusterDoc) -> Option<Object> {
         ctx.warn("metadata.namespace ignored: Cluster is cluster-scoped");
     }
     let path = FieldPath::new("spec");
-    if spec.id.is_some()
-        || spec.secret_ref.is_some()
-        || spec.impersonator_secret_ref.is_some()
-        || spec.insecure_skip_tls_verification.is_some()
-    {
+    if spec.id.is_some() {
+        ctx.warn("spec.id is ignored: Flotilla names clusters by their name");
+    }
+    if spec.impersonator_secret_ref.is_some() {
         ctx.warn(
-            "spec.id, secretRef, impersonatorSecretRef and insecureSkipTLSVerification are \
-             ignored: Flotilla's members need no credentials",
+            "spec.impersonatorSecretRef is kept but never used: Flotilla has no proxy that \
+             impersonates users",
         );
     }
+    if let Some(r) = &spec.secret_ref
+        && (r.name.is_empty() || r.namespace.is_empty())
+    {
+        ctx.error(
+            path.child("secretRef").as_str(),
+            "Required value: secretRef needs a namespace and a name",
+        );
+    }
+    let secret_ref = spec.secret_ref.map(SecretRefDoc::wire);
+    let impersonator_secret_ref = spec.impersonator_secret_ref.map(SecretRefDoc::wire);
+    let insecure = spec.insecure_skip_tls_verification;
     for (field, present) in [
         ("proxyURL", spec.proxy_url.is_some()),
         ("proxyHeader", spec.proxy_header.is_some()),
@@ -1651,7 +1755,12 @@ fn cluster(ctx: &mut Ctx<'_>, doc: ClusterDoc) -> Option<Object> {
     ctx.field_errors(validate_cluster(&cluster, &Limits::default()));
     let mut wire = v1::Cluster::from(cluster);
     wire.status = None;
-    // (a wire field the domain does not model)
+    // (wire fields the domain does not model)
+    if let Some(spec) = wire.spec.as_mut() {
+        spec.secret_ref = secret_ref;
+        spec.impersonator_secret_ref = impersonator_secret_ref;
+        spec.insecure_skip_tls_verification = insecure;
+    }
     if let (Some(c), Some(spec)) = (capacity, wire.spec.as_mut()) {
         spec.capacity = Some(v1::ResourceQuantities {
             cpu_millis: c.cpu_millis,

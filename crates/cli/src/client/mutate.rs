@@ -232,16 +232,35 @@ pub struct CordonArgs {
 #[command(after_help = "\
 Examples:
   flotilla join member4 --endpoint http://127.0.0.1:7414
+  flotilla join member1 --kubeconfig ~/.kube/config --context kind-member1
   flotilla join edge1 --endpoint http://10.0.0.7:7410 --pull --region eu-west --zone eu-west-1a \\
-      --label env=prod")]
+      --label env=prod
+
+With --kubeconfig, the context's API server becomes the Cluster's apiEndpoint and its
+credentials (a token or a client certificate, and the CA) are stored in the Secret
+<--secret-namespace>/<NAME>, which the Cluster's secretRef names, as karmadactl join does;
+both are written in one transaction. The credentials are never printed.")]
 pub struct JoinArgs {
     /// The new cluster's name (a DNS-1123 label of at most 48 characters).
     #[arg(value_name = "NAME")]
     pub name: String,
 
-    /// The member's API endpoint (`http://HOST:PORT` of a member-sim).
-    #[arg(long, value_name = "URL")]
-    pub endpoint: String,
+    /// The member's API endpoint (`http://HOST:PORT` of a member-sim). Required unless
+    /// --kubeconfig gives it.
+    #[arg(long, value_name = "URL", required_unless_present = "kubeconfig")]
+    pub endpoint: Option<String>,
+
+    /// A kubeconfig whose context reaches the member: its server, CA and credentials.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+
+    /// The kubeconfig context (default: its current context).
+    #[arg(long, value_name = "NAME", requires = "kubeconfig")]
+    pub context: Option<String>,
+
+    /// Where the credentials Secret goes (Karmada's namespace for member credentials).
+    #[arg(long, value_name = "NAMESPACE", default_value = "karmada-cluster")]
+    pub secret_namespace: String,
 
     /// Pull mode: the member's agent heartbeats and pulls its Works (default: Push, the
     /// control plane probes the member and applies Works to it).
@@ -357,6 +376,7 @@ fn file_targets(args: &DeleteArgs) -> anyhow::Result<Vec<(Kind, String, String)>
                 Object::ClusterTaintPolicy(..) => Kind::ClusterTaintPolicy,
                 Object::OverridePolicy(_) => Kind::OverridePolicy,
                 Object::ClusterOverridePolicy(_) => Kind::ClusterOverridePolicy,
+                Object::Secret(_) => Kind::Credentials,
                 Object::Workload(w) => {
                     // named exactly, with its group (RM-1)
                     return (
@@ -435,6 +455,18 @@ async fn delete_one(
                 .map_err(|s| status_error(what("overridepolicy"), &s))?
                 .into_inner();
             (format!("overridepolicy/{name}"), r.deleted)
+        }
+        Kind::Credentials => {
+            let r = api
+                .delete_secret(v1::DeleteSecretRequest {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s: Status| status_error(what("secret"), &s))?
+                .into_inner();
+            (format!("secret/{namespace}/{name}"), r.deleted)
         }
         Kind::ClusterOverridePolicy => {
             let r = api
@@ -698,8 +730,52 @@ pub async fn cordon(args: CordonArgs, cordon: bool) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// The Secret holding a member's credentials, in Karmada's keys.
+fn credentials_secret(
+    namespace: &str,
+    name: &str,
+    creds: &super::kubeconfig::Credentials,
+) -> v1::Secret {
+    let mut data = std::collections::BTreeMap::new();
+    if let Some(token) = &creds.token {
+        data.insert(
+            flotilla_member::SECRET_TOKEN.to_owned(),
+            token.as_bytes().to_vec(),
+        );
+    }
+    if let Some(ca) = &creds.ca {
+        data.insert(flotilla_member::SECRET_CA_BUNDLE.to_owned(), ca.clone());
+    }
+    if let Some((cert, key)) = &creds.client_cert {
+        data.insert(flotilla_member::SECRET_TLS_CERT.to_owned(), cert.clone());
+        data.insert(flotilla_member::SECRET_TLS_KEY.to_owned(), key.clone());
+    }
+    v1::Secret {
+        metadata: Some(v1::ObjectMeta {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            ..Default::default()
+        }),
+        data,
+        r#type: "Opaque".into(),
+    }
+}
+
 /// Runs `flotilla join`.
 pub async fn join(args: JoinArgs) -> anyhow::Result<ExitCode> {
+    let creds = match &args.kubeconfig {
+        Some(path) => Some(super::kubeconfig::read(path, args.context.as_deref())?),
+        None => None,
+    };
+    let endpoint = match (&args.endpoint, &creds) {
+        (Some(e), _) => e.clone(),
+        (None, Some(c)) => c.server.clone(),
+        (None, None) => anyhow::bail!("--endpoint or --kubeconfig is required"),
+    };
+    let secret_ref = creds.as_ref().map(|_| v1::SecretReference {
+        namespace: args.secret_namespace.clone(),
+        name: args.name.clone(),
+    });
     let cluster = v1::Cluster {
         metadata: Some(v1::ObjectMeta {
             name: args.name.clone(),
@@ -712,25 +788,54 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<ExitCode> {
             } else {
                 v1::SyncMode::Push
             } as i32,
-            api_endpoint: args.endpoint.clone(),
+            api_endpoint: endpoint.clone(),
             provider: args.provider.clone(),
             region: args.region.clone(),
             zones: args.zones.clone(),
+            secret_ref,
+            insecure_skip_tls_verification: creds.as_ref().is_some_and(|c| c.insecure),
             ..Default::default()
         }),
         status: None,
     };
     let mut api = args.server.api().await?;
-    api.create_cluster(v1::CreateClusterRequest {
-        cluster: Some(cluster),
-    })
-    .await
-    .map_err(|s: Status| status_error(format!("joining cluster {:?}", args.name), &s))?;
+    match &creds {
+        None => {
+            api.create_cluster(v1::CreateClusterRequest {
+                cluster: Some(cluster),
+            })
+            .await
+            .map_err(|s: Status| status_error(format!("joining cluster {:?}", args.name), &s))?;
+        }
+        Some(c) => {
+            use v1::apply_object::Object;
+            // the Secret and the Cluster in one transaction: no Cluster without its Secret
+            let secret = credentials_secret(&args.secret_namespace, &args.name, c);
+            let objects = vec![
+                v1::ApplyObject {
+                    object: Some(Object::Secret(secret)),
+                },
+                v1::ApplyObject {
+                    object: Some(Object::Cluster(cluster)),
+                },
+            ];
+            api.apply(v1::ApplyRequest {
+                objects,
+                dry_run: false,
+            })
+            .await
+            .map_err(|s: Status| status_error(format!("joining cluster {:?}", args.name), &s))?;
+            println!(
+                "secret/{}/{} configured (credentials of context {:?})",
+                args.secret_namespace, args.name, c.context
+            );
+        }
+    }
     println!(
         "cluster/{} joined ({} mode, {})",
         args.name,
         if args.pull { "Pull" } else { "Push" },
-        args.endpoint
+        endpoint
     );
     Ok(ExitCode::SUCCESS)
 }

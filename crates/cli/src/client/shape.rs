@@ -133,7 +133,15 @@ fn enums(value: &mut Value, descriptor: &MessageDescriptor) {
 /// `kind`, `metadata`, `spec`, `status` happen to sort as Kubernetes prints them).
 fn reshape(short: &str, mut value: Value) -> Value {
     let (api_version, kind) = match short {
-        "Cluster" => ("cluster.karmada.io/v1alpha1", "Cluster"),
+        "Cluster" => {
+            // Karmada's spelling of this field is not proto3 JSON's camel case
+            if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut)
+                && let Some(v) = spec.remove("insecureSkipTlsVerification")
+            {
+                spec.insert("insecureSkipTLSVerification".into(), v);
+            }
+            ("cluster.karmada.io/v1alpha1", "Cluster")
+        }
         "PropagationPolicy" | "ClusterPropagationPolicy" | "ClusterTaintPolicy" => (POLICY, short),
         "OverridePolicy" | "ClusterOverridePolicy" => (POLICY, short),
         "Workload" => return workload(value),

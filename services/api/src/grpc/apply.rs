@@ -240,6 +240,14 @@ impl ApiService {
                 )
                 .await
             }
+            Some(Object::Secret(s)) => {
+                self.plan_kind(
+                    s,
+                    |s| admission.secret(Some(s)),
+                    |_, new| admission.secret(Some(new)),
+                )
+                .await
+            }
             Some(Object::Workload(w)) => {
                 self.plan_kind(
                     w,
