@@ -4,7 +4,8 @@
 //!
 //! The seed (`nginx`, static weights member1:1, member2:2) is applied through the api; then,
 //! on each member, `kubectl get namespaces`, `get deployments -A`, `get deployment -n` with a
-//! jsonpath and `get` of a missing object are checked against what the Works said.
+//! jsonpath and `get` of a missing object are checked against what the Works said; then
+//! `kubectl apply --server-side`, `get -w` (watch) and `delete -f` on a third member.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -99,6 +100,17 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
     let file = dir.path().join("api.yaml");
     std::fs::write(&file, API).unwrap();
     let file = file.to_str().unwrap();
+    // `get -w` lists, then follows the watch: the apply below shows up in it
+    let watching = tokio::process::Command::new("kubectl")
+        .env("KUBECONFIG", "/dev/null")
+        .env("HOME", std::env::temp_dir())
+        .arg(format!("--server=http://{addr}"))
+        .args(["get", "deployments", "-n", "shop", "-w", "-o", "name"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let (ok, out, err) = kubectl(
         &addr,
         &["apply", "--server-side", "--validate=false", "-f", file],
@@ -107,6 +119,29 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
     assert!(
         ok && out.contains("deployment.apps/api serverside-applied"),
         "{out}{err}"
+    );
+    let watched = {
+        let mut stdout = watching.stdout.unwrap();
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(3), async {
+            use tokio::io::AsyncReadExt;
+            let mut chunk = [0u8; 1024];
+            while let Ok(n) = stdout.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if String::from_utf8_lossy(&buf).contains("deployment.apps/api") {
+                    break;
+                }
+            }
+        })
+        .await;
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    assert!(
+        watched.contains("deployment.apps/api"),
+        "kubectl get -w saw the apply: {watched:?}"
     );
     let (ok, out, err) = kubectl(
         &addr,

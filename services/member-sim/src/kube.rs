@@ -5,7 +5,8 @@
 //!   GET /version                                  the server's version
 //!   GET /api, /apis                               discovery: versions and groups
 //!   GET /api/v1, /apis/{group}/{version}          the resources of a group version
-//!   GET    {gv}/[namespaces/{ns}/]{resource}      a list (?labelSelector=k, k=v, k!=v, !k)
+//!   GET    {gv}/[namespaces/{ns}/]{resource}      a list (?labelSelector=k, k=v, k!=v, !k),
+//!                                                 or with ?watch=true a stream of events
 //!   GET    {gv}/[namespaces/{ns}/]{resource}/{n}  one object
 //!   PATCH  {gv}/[namespaces/{ns}/]{resource}/{n}  server-side apply (apply-patch+yaml;
 //!                                                 ?fieldManager=…&force=true)
@@ -18,8 +19,8 @@
 //! Server-side apply is a faithful subset: `fieldManager` is required; an apply creates the
 //! object or replaces its manager's whole intent; an object last applied by another manager
 //! is a 409 Conflict unless `force=true`, which takes it over. There is no per-field
-//! ownership (one manager owns every field). Other patch types answer 415, `watch=true`
-//! answers 405 (docs/operations.md, "member-sim"). The F11 API errors of `SetFault` apply
+//! ownership (one manager owns every field). Other patch types answer 415 (docs/operations.md,
+//! "member-sim"). The F11 API errors of `SetFault` apply
 //! here: applies (500, 409, lost reply, hang), deletes (500) and reads of workloads (500).
 
 use std::collections::{BTreeSet, HashMap};
@@ -110,10 +111,67 @@ fn api_versions() -> Response {
     }))
 }
 
-fn api_groups() -> Response {
-    let groups: Vec<Value> = API_ENABLEMENTS
+/// One resource the member serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Served {
+    plural: String,
+    kind: String,
+    namespaced: bool,
+}
+
+/// The group versions of the CustomResourceDefinitions applied on the member, with their
+/// resources (`spec.group`, each served `spec.versions[].name`, `spec.names`, `spec.scope`).
+fn custom_resources(sim: &Sim) -> Vec<(String, Served)> {
+    let mut out = Vec::new();
+    for crd in sim.objects("apiextensions.k8s.io/v1", "CustomResourceDefinition", None) {
+        let s = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        let (group, plural, kind) = (
+            s("/spec/group"),
+            s("/spec/names/plural"),
+            s("/spec/names/kind"),
+        );
+        if group.is_empty() || plural.is_empty() || kind.is_empty() {
+            continue;
+        }
+        let served = Served {
+            plural: plural.to_owned(),
+            kind: kind.to_owned(),
+            namespaced: s("/spec/scope") != "Cluster",
+        };
+        for v in crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let name = v.get("name").and_then(Value::as_str).unwrap_or_default();
+            let on = v.get("served").and_then(Value::as_bool).unwrap_or(true);
+            if !name.is_empty() && on {
+                out.push((format!("{group}/{name}"), served.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Every group version the member serves: the built-in ones and those of its CRDs.
+fn group_versions(sim: &Sim) -> Vec<String> {
+    let mut gvs: Vec<String> = API_ENABLEMENTS
         .iter()
-        .filter_map(|(gv, _)| gv.split_once('/'))
+        .map(|(gv, _)| (*gv).to_owned())
+        .collect();
+    for (gv, _) in custom_resources(sim) {
+        if !gvs.contains(&gv) {
+            gvs.push(gv);
+        }
+    }
+    gvs
+}
+
+fn api_groups(sim: &Sim) -> Response {
+    let groups: Vec<Value> = group_versions(sim)
+        .iter()
+        .filter_map(|gv| gv.split_once('/'))
         .map(|(group, version)| {
             let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
             json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
@@ -122,31 +180,40 @@ fn api_groups() -> Response {
     ok(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
 }
 
-/// The resources of `group_version` (`v1`, `apps/v1`), `None` when it is not served.
-fn resources(group_version: &str) -> Option<&'static [(&'static str, &'static str)]> {
-    API_ENABLEMENTS
-        .iter()
-        .find(|(gv, _)| *gv == group_version)
-        .map(|(_, r)| *r)
+/// The resources of `group_version` (`v1`, `apps/v1`, a CRD's), `None` when it is not served.
+fn resources(sim: &Sim, group_version: &str) -> Option<Vec<Served>> {
+    if let Some((_, list)) = API_ENABLEMENTS.iter().find(|(gv, _)| *gv == group_version) {
+        return Some(
+            list.iter()
+                .map(|(plural, kind)| Served {
+                    plural: (*plural).to_owned(),
+                    kind: (*kind).to_owned(),
+                    namespaced: scope_of(group_version, kind) == Scope::Namespaced,
+                })
+                .collect(),
+        );
+    }
+    let custom: Vec<Served> = custom_resources(sim)
+        .into_iter()
+        .filter(|(gv, _)| gv == group_version)
+        .map(|(_, s)| s)
+        .collect();
+    (!custom.is_empty()).then_some(custom)
 }
 
-fn namespaced(group_version: &str, kind: &str) -> bool {
-    scope_of(group_version, kind) == Scope::Namespaced
-}
-
-fn resource_list(group_version: &str) -> Response {
-    let Some(list) = resources(group_version) else {
+fn resource_list(sim: &Sim, group_version: &str) -> Response {
+    let Some(list) = resources(sim, group_version) else {
         return not_found(format!("the API group version {group_version}"));
     };
     let resources: Vec<Value> = list
         .iter()
-        .map(|(name, kind)| {
+        .map(|r| {
             json!({
-                "name": name,
-                "singularName": kind.to_ascii_lowercase(),
-                "namespaced": namespaced(group_version, kind),
-                "kind": kind,
-                "verbs": ["get", "list", "patch", "delete"],
+                "name": r.plural,
+                "singularName": r.kind.to_ascii_lowercase(),
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": ["get", "list", "watch", "patch", "delete"],
             })
         })
         .collect();
@@ -164,20 +231,23 @@ struct Target<'a> {
     group_version: String,
     namespace: Option<&'a str>,
     resource: &'a str,
-    kind: &'static str,
+    kind: String,
+    namespaced: bool,
     name: Option<&'a str>,
 }
 
 /// Splits `/api/v1/...` or `/apis/{group}/{version}/...`; `Err` is the answer itself
 /// (discovery, or a 404).
 #[allow(clippy::result_large_err)] // the error is the answer itself
-fn parse(path: &str) -> Result<Target<'_>, Response> {
+fn parse<'a>(sim: &Sim, path: &'a str) -> Result<Target<'a>, Response> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group_version, rest) = match segments.as_slice() {
         ["api"] => return Err(api_versions()),
-        ["apis"] => return Err(api_groups()),
-        ["api", "v1"] => return Err(resource_list("v1")),
-        ["apis", group, version] => return Err(resource_list(&format!("{group}/{version}"))),
+        ["apis"] => return Err(api_groups(sim)),
+        ["api", "v1"] => return Err(resource_list(sim, "v1")),
+        ["apis", group, version] => {
+            return Err(resource_list(sim, &format!("{group}/{version}")));
+        }
         ["api", "v1", rest @ ..] => ("v1".to_owned(), rest),
         ["apis", group, version, rest @ ..] => (format!("{group}/{version}"), rest),
         _ => return Err(not_found(format!("the path {path}"))),
@@ -189,15 +259,15 @@ fn parse(path: &str) -> Result<Target<'_>, Response> {
         [resource, name] => (None, *resource, Some(*name)),
         _ => return Err(not_found(format!("the path {path}"))),
     };
-    let kind = resources(&group_version)
-        .and_then(|r| r.iter().find(|(n, _)| *n == resource))
-        .map(|(_, kind)| *kind)
+    let served = resources(sim, &group_version)
+        .and_then(|r| r.into_iter().find(|s| s.plural == resource))
         .ok_or_else(|| not_found(format!("the resource {resource} of {group_version}")))?;
     Ok(Target {
         group_version,
         namespace,
         resource,
-        kind,
+        kind: served.kind,
+        namespaced: served.namespaced,
         name,
     })
 }
@@ -330,6 +400,154 @@ async fn injected_before(sim: &Sim, call: ApiCall) -> Result<Option<InjectedErro
     }
 }
 
+/// How long a watch lasts when the client names no `timeoutSeconds` (a real API server picks
+/// between its `--min-request-timeout` and twice that).
+const WATCH_DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// What a watch covers, owned (it outlives the request).
+#[derive(Clone, Debug)]
+struct WatchScope {
+    group_version: String,
+    namespace: Option<String>,
+    kind: String,
+    selector: std::sync::Arc<Vec<Requirement>>,
+}
+
+struct WatchState {
+    sim: Arc<Sim>,
+    scope: WatchScope,
+    changes: tokio::sync::watch::Receiver<u64>,
+    /// What the client has, by `namespace/name`: the object as last sent.
+    sent: HashMap<String, Value>,
+    /// Send the current objects as ADDED first.
+    initial: bool,
+    first: bool,
+    deadline: tokio::time::Instant,
+}
+
+fn identity(object: &Value) -> String {
+    let s = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
+}
+
+/// One watch event line, `type` first as the API server writes it.
+fn event_line(type_: &str, object: &Value) -> String {
+    format!("{{\"type\":\"{type_}\",\"object\":{object}}}\n")
+}
+
+/// The changes since the last call: ADDED, MODIFIED (any change of the object, its status
+/// included) and DELETED, as watch lines.
+fn watch_events(st: &mut WatchState) -> String {
+    let target = Target {
+        group_version: st.scope.group_version.clone(),
+        namespace: st.scope.namespace.as_deref(),
+        resource: "",
+        kind: st.scope.kind.clone(),
+        namespaced: true,
+        name: None,
+    };
+    let now: HashMap<String, Value> = objects(&st.sim, &target)
+        .into_iter()
+        .filter(|o| selects(&st.scope.selector, o))
+        .map(|o| (identity(&o), o))
+        .collect();
+    let mut out = String::new();
+    let mut keys: Vec<&String> = now.keys().collect();
+    keys.sort();
+    for key in keys {
+        let object = &now[key];
+        match st.sent.get(key) {
+            None => out.push_str(&event_line("ADDED", object)),
+            Some(old) if old != object => out.push_str(&event_line("MODIFIED", object)),
+            Some(_) => {}
+        }
+    }
+    let mut gone: Vec<&String> = st.sent.keys().filter(|k| !now.contains_key(*k)).collect();
+    gone.sort();
+    for key in gone {
+        out.push_str(&event_line("DELETED", &st.sent[key]));
+    }
+    st.sent = now;
+    out
+}
+
+/// `GET …?watch=true`: a stream of watch events (one JSON object per line), as the Kubernetes
+/// API sends them. Without a `resourceVersion` (or with `0`) the current objects come first as
+/// ADDED; with one, only what changes afterwards. Changes are noticed when the member changes
+/// (an apply, a delete) and when a pod turns Ready. The stream ends after `timeoutSeconds`.
+fn watch(sim: Arc<Sim>, target: &Target<'_>, query: &HashMap<String, String>) -> Response {
+    let selector = match query.get("labelSelector").map(|s| parse_selector(s)) {
+        None => Vec::new(),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return failure(StatusCode::BAD_REQUEST, "BadRequest", e),
+    };
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map_or(WATCH_DEFAULT_TIMEOUT, Duration::from_secs);
+    let initial = query
+        .get("resourceVersion")
+        .is_none_or(|rv| rv.is_empty() || rv == "0");
+    let scope = WatchScope {
+        group_version: target.group_version.clone(),
+        namespace: target.namespace.map(str::to_owned),
+        kind: target.kind.clone(),
+        selector: std::sync::Arc::new(selector),
+    };
+    let changes = sim.subscribe_changes();
+    let state = WatchState {
+        sim,
+        scope,
+        changes,
+        sent: HashMap::new(),
+        initial,
+        first: true,
+        deadline: tokio::time::Instant::now() + timeout,
+    };
+    let stream = futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.first {
+                st.first = false;
+                let lines = watch_events(&mut st);
+                if st.initial && !lines.is_empty() {
+                    return Some((Ok::<_, std::convert::Infallible>(lines), st));
+                }
+                continue;
+            }
+            let ready_at = st.sim.next_ready_at();
+            tokio::select! {
+                () = tokio::time::sleep_until(st.deadline) => return None,
+                changed = st.changes.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                }
+                () = async {
+                    match ready_at {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+            }
+            let lines = watch_events(&mut st);
+            if !lines.is_empty() {
+                return Some((Ok(lines), st));
+            }
+        }
+    });
+    (
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
+}
+
 async fn dispatch(
     State(sim): State<Arc<Sim>>,
     method: Method,
@@ -347,7 +565,7 @@ async fn dispatch(
             "Unauthorized".into(),
         );
     }
-    let target = match parse(uri.path()) {
+    let target = match parse(&sim, uri.path()) {
         Ok(t) => t,
         Err(answer) => {
             return if method == Method::GET {
@@ -363,12 +581,8 @@ async fn dispatch(
     };
     let query = query(&uri);
     match (&method, target.name) {
-        (&Method::GET, _) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
-            failure(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "MethodNotAllowed",
-                "member-sim does not serve watch; list again instead".into(),
-            )
+        (&Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            watch(sim.clone(), &target, &query)
         }
         (&Method::GET, None) => list(&sim, &target, &query).await,
         (&Method::GET, Some(name)) => get(&sim, &target, name).await,
@@ -384,7 +598,7 @@ async fn dispatch(
 
 /// The objects `target` names (before selection), by kind.
 fn objects(sim: &Sim, target: &Target<'_>) -> Vec<Value> {
-    match (target.group_version.as_str(), target.kind) {
+    match (target.group_version.as_str(), target.kind.as_str()) {
         ("v1", "Namespace") => namespace_names(sim)
             .iter()
             .map(|n| namespace_object(n))
@@ -428,7 +642,10 @@ async fn get(sim: &Sim, target: &Target<'_>, name: &str) -> Response {
     let scoped = Target {
         group_version: target.group_version.clone(),
         namespace: target.namespace.filter(|_| target.kind != "Namespace"),
-        ..*target
+        resource: target.resource,
+        kind: target.kind.clone(),
+        namespaced: target.namespaced,
+        name: target.name,
     };
     objects(sim, &scoped)
         .into_iter()
@@ -537,7 +754,7 @@ async fn apply(
             ),
         );
     }
-    if namespaced(&target.group_version, target.kind) == target.namespace.is_none() {
+    if target.namespaced == target.namespace.is_none() {
         return not_found(format!("{} {name:?} at this path", target.resource));
     }
     let lost_reply = match injected_before(sim, ApiCall::Apply).await {
@@ -611,15 +828,28 @@ mod tests {
 
     #[test]
     fn paths_name_their_target() {
+        let sim = Sim::new(crate::sim::SimConfig {
+            name: "m".into(),
+            capacity: 1,
+            pod_startup_delay: Duration::from_millis(1),
+            fault: crate::sim::Fault::Healthy,
+        });
+        #[allow(clippy::result_large_err)] // the error is the answer itself
+        let parse = |p| parse(&sim, p);
         let t = parse("/apis/apps/v1/namespaces/shop/deployments/web").expect("target");
         assert_eq!(
-            (t.group_version.as_str(), t.namespace, t.kind, t.name),
+            (
+                t.group_version.as_str(),
+                t.namespace,
+                t.kind.as_str(),
+                t.name
+            ),
             ("apps/v1", Some("shop"), "Deployment", Some("web"))
         );
         let t = parse("/api/v1/namespaces/shop").expect("target");
-        assert_eq!((t.kind, t.name), ("Namespace", Some("shop")));
+        assert_eq!((t.kind.as_str(), t.name), ("Namespace", Some("shop")));
         let t = parse("/apis/rbac.authorization.k8s.io/v1/clusterroles/view").expect("target");
-        assert_eq!((t.namespace, t.kind), (None, "ClusterRole"));
+        assert_eq!((t.namespace, t.kind.as_str()), (None, "ClusterRole"));
         assert!(parse("/apis/apps/v1/widgets").is_err());
         assert_eq!(
             percent_decode("resourcebinding.karmada.io%2Fpermanent-id"),

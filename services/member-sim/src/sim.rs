@@ -55,6 +55,10 @@ pub const API_ENABLEMENTS: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "apiextensions.k8s.io/v1",
+        &[("customresourcedefinitions", "CustomResourceDefinition")],
+    ),
+    (
         "rbac.authorization.k8s.io/v1",
         &[
             ("clusterroles", "ClusterRole"),
@@ -1000,6 +1004,11 @@ impl Sim {
                 "conditions": [{"type": "Complete", "status": "True"}],
             }),
             ("", "PersistentVolumeClaim") => json!({"phase": "Bound"}),
+            // its kind is served from now on (discovery, lists, applies)
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => json!({
+                "conditions": [{"type": "NamesAccepted", "status": "True"},
+                               {"type": "Established", "status": "True"}],
+            }),
             ("", "Pod") => json!({
                 "phase": "Running",
                 "conditions": [{"type": "Ready", "status": "True"}],
