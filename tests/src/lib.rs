@@ -559,11 +559,18 @@ impl Stack {
             "--heartbeat-interval=200ms".to_string(),
             "--status-interval=100ms".to_string(),
         ];
-        let agent = Process::spawn(
+        // as in the FROM-scratch image: no operating-system trust store (a kube-rs client
+        // that needs one cannot even be built)
+        let no_trust_store = [
+            ("SSL_CERT_FILE".to_owned(), "/nonexistent".to_owned()),
+            ("SSL_CERT_DIR".to_owned(), "/nonexistent".to_owned()),
+        ];
+        let agent = Process::spawn_with_env(
             self.dir.path(),
             &format!("{name}-agent"),
             "flotilla-agent",
             &args,
+            &no_trust_store,
         );
         if let Some(m) = self.members.get_mut(name) {
             m.agent = Some(agent);
