@@ -67,19 +67,13 @@ async fn a_token_in_a_secret_reaches_the_member_and_nothing_else() {
     let api = api_client(&stack).await;
 
     // a Secret that does not exist: the cluster cannot be reached, and says why
-    let (ok, out) = flotilla(
-        &stack,
-        &["join", "broken", "--endpoint", &format!("http://{addr}")],
-    )
-    .await;
-    assert!(ok, "{out}");
-    let mut broken = get_cluster(&api, "broken").await.unwrap();
+    let mut broken = flotilla_api::testing::cluster("broken", &format!("http://{addr}"));
     broken.spec.as_mut().unwrap().secret_ref = Some(v1::SecretReference {
         namespace: "karmada-cluster".into(),
         name: "nope".into(),
     });
     api.clone()
-        .update_cluster(v1::UpdateClusterRequest {
+        .create_cluster(v1::CreateClusterRequest {
             cluster: Some(broken),
         })
         .await
