@@ -647,6 +647,46 @@ impl Member {
         Ok(out)
     }
 
+    /// CH-2: `GET /readyz`, then `/healthz` if that answered 404; the outcome and what the
+    /// last answer was (`{url}: HTTP 500`, `{url}: no answer within 1s`, ...).
+    pub async fn probe(&self) -> (flotilla_core::health::ProbeOutcome, String) {
+        use flotilla_core::health::{ProbeResponse, interpret_probe, needs_healthz_fallback};
+        let get = |path: &'static str| async move {
+            let url = format!("{}{path}", self.endpoint.trim_end_matches('/'));
+            match self.get_raw(path).await {
+                Ok((status, _)) => (
+                    ProbeResponse::Status(status),
+                    format!("{url}: HTTP {status}"),
+                ),
+                Err(MemberError::Timeout { timeout, .. }) => (
+                    ProbeResponse::Error,
+                    format!("{url}: no answer within {timeout:?}"),
+                ),
+                Err(e) => (ProbeResponse::Error, format!("{url}: {e}")),
+            }
+        };
+        let (readyz, mut message) = get("/readyz").await;
+        let healthz = if needs_healthz_fallback(readyz) {
+            let (h, m) = get("/healthz").await;
+            message = m;
+            Some(h)
+        } else {
+            None
+        };
+        (interpret_probe(readyz, healthz), message)
+    }
+
+    /// What a status collection reports of the member (CH-5.2): its Kubernetes version, API
+    /// enablements and capacity summary.
+    pub async fn cluster_status(&self) -> Result<flotilla_proto::v1::ClusterStatus, MemberError> {
+        Ok(flotilla_proto::v1::ClusterStatus {
+            conditions: Vec::new(),
+            kubernetes_version: self.version().await?,
+            api_enablements: self.api_enablements().await?,
+            resource_summary: Some(self.resource_summary().await?),
+        })
+    }
+
     /// The capacity summary from the member's nodes and pods ([`status::resource_summary`]).
     pub async fn resource_summary(
         &self,

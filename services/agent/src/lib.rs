@@ -31,7 +31,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_core::health::{ProbeResponse, interpret_probe, needs_healthz_fallback};
 use flotilla_member::{Member, MemberError, Target};
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
@@ -364,34 +363,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), Error> {
 /// The heartbeat the agent sends now: its probe of the member (CH-2) and, when healthy, the
 /// status it collected (CH-5.2).
 pub async fn heartbeat_request(cluster: &str, member: &Member) -> v1::HeartbeatRequest {
-    let get = |path: &'static str| async move {
-        match member.get_raw(path).await {
-            Ok((code, _)) => (
-                ProbeResponse::Status(code),
-                format!("{path} answered {code}"),
-            ),
-            Err(e) => (ProbeResponse::Error, e.to_string()),
-        }
-    };
-    let (readyz, mut message) = get("/readyz").await;
-    let healthz = if needs_healthz_fallback(readyz) {
-        let (h, m) = get("/healthz").await;
-        message = m;
-        Some(h)
-    } else {
-        None
-    };
-    let outcome = interpret_probe(readyz, healthz);
+    let (outcome, message) = member.probe().await;
     let status = if outcome.online && outcome.healthy {
-        let collected = async {
-            Ok::<_, MemberError>(v1::ClusterStatus {
-                conditions: Vec::new(),
-                kubernetes_version: member.version().await?,
-                api_enablements: member.api_enablements().await?,
-                resource_summary: Some(member.resource_summary().await?),
-            })
-        };
-        match collected.await {
+        match member.cluster_status().await {
             Ok(s) => Some(s),
             Err(error) => {
                 tracing::debug!(cluster, %error, "cannot collect the member's status");

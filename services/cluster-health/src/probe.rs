@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flotilla_core::Time;
-use flotilla_core::health::{ProbeResponse, interpret_probe, needs_healthz_fallback};
-use flotilla_member::{Member, MemberError, Members, Target};
+use flotilla_core::health::{ProbeResponse, interpret_probe};
+use flotilla_member::{Members, Target};
 use flotilla_proto::v1;
 use flotilla_runtime::{Action, Cache, WorkQueue};
 
@@ -90,7 +90,6 @@ impl Observations {
 #[derive(Debug)]
 pub struct Prober {
     members: Members,
-    timeout: Duration,
 }
 
 impl Prober {
@@ -99,22 +98,6 @@ impl Prober {
         Prober {
             // probes are bounded by the probe workers (`--concurrent-probes`)
             members: Members::new(timeout, 4096),
-            timeout,
-        }
-    }
-
-    async fn get(&self, member: &Member, path: &'static str) -> (ProbeResponse, String) {
-        let url = format!("{}{path}", member.endpoint().trim_end_matches('/'));
-        match member.get_raw(path).await {
-            Ok((status, _)) => (
-                ProbeResponse::Status(status),
-                format!("{url}: HTTP {status}"),
-            ),
-            Err(MemberError::Timeout { .. }) => (
-                ProbeResponse::Error,
-                format!("{url}: no answer within {:?}", self.timeout),
-            ),
-            Err(e) => (ProbeResponse::Error, format!("{url}: {e}")),
         }
     }
 
@@ -146,17 +129,9 @@ impl Prober {
                 };
             }
         };
-        let (readyz, mut message) = self.get(&member, "/readyz").await;
-        let healthz = if needs_healthz_fallback(readyz) {
-            let (h, m) = self.get(&member, "/healthz").await;
-            message = m;
-            Some(h)
-        } else {
-            None
-        };
-        let outcome = interpret_probe(readyz, healthz);
+        let (outcome, message) = member.probe().await;
         let collected = if outcome.online && outcome.healthy {
-            match collect(&member).await {
+            match member.cluster_status().await {
                 Ok(status) => Some(status),
                 Err(error) => {
                     tracing::debug!(cluster, %error, "cannot collect the member's status");
@@ -177,16 +152,6 @@ impl Prober {
     pub fn forget(&self, cluster: &str) {
         self.members.forget(cluster);
     }
-}
-
-/// The member's version, API enablements and capacity summary (CH-5.2).
-async fn collect(member: &Member) -> Result<v1::ClusterStatus, MemberError> {
-    Ok(v1::ClusterStatus {
-        conditions: Vec::new(),
-        kubernetes_version: member.version().await?,
-        api_enablements: member.api_enablements().await?,
-        resource_summary: Some(member.resource_summary().await?),
-    })
 }
 
 /// What the probe workers share.
