@@ -32,7 +32,7 @@ pub const LABEL_POLICY_NAMESPACE: &str = "propagationpolicy.karmada.io/namespace
 pub const LABEL_POLICY_NAME: &str = "propagationpolicy.karmada.io/name";
 /// Label: name of the ClusterPropagationPolicy that claimed a binding (Karmada v1.5).
 pub const LABEL_CLUSTER_POLICY_NAME: &str = "clusterpropagationpolicy.karmada.io/name";
-/// Label: the binding's own permanent id, by which its Works are found (SEMANTICS §1.10).
+/// Label: the binding's own permanent id, by which its Works are found (docs/design.md, section 4a).
 pub const LABEL_BINDING_PERMANENT_ID: &str = "resourcebinding.karmada.io/permanent-id";
 
 /// Every label the detector manages on a binding (besides the binding's permanent id).

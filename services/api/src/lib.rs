@@ -72,7 +72,7 @@ pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
 
-    /// Where NoExecute taints come from (SEMANTICS A1): `auto` defaults every policy with
+    /// Where NoExecute taints come from (docs/rules.md, A1): `auto` defaults every policy with
     /// not-ready/unreachable NoExecute tolerations (Karmada v1.5's webhook); `policy` adds
     /// none (latest Karmada, CH-16..18).
     #[arg(long, env = "FLOTILLA_NO_EXECUTE_TAINTS", value_enum, default_value_t = NoExecuteTaintsArg::Auto)]

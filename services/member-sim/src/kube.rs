@@ -663,14 +663,12 @@ fn namespace_names(sim: &Sim) -> BTreeSet<String> {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-    for s in sim.list() {
-        if let Some(r) = &s.resource {
-            if !r.namespace.is_empty() {
-                names.insert(r.namespace.clone());
-            }
-            if r.kind == "Namespace" && r.api_version == "v1" {
-                names.insert(r.name.clone());
-            }
+    for r in sim.references() {
+        if !r.namespace.is_empty() {
+            names.insert(r.namespace.clone());
+        }
+        if r.kind == "Namespace" && r.api_version == "v1" {
+            names.insert(r.name);
         }
     }
     names

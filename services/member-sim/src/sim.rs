@@ -823,6 +823,15 @@ impl Sim {
         *self.changes.borrow()
     }
 
+    /// Every object's identity, without rendering it (namespaces, lookups).
+    pub fn references(&self) -> Vec<v1::ObjectReference> {
+        self.lock()
+            .manifests
+            .values()
+            .map(|m| m.resource.clone())
+            .collect()
+    }
+
     /// Every object's status, ordered by (namespace, kind, name).
     pub fn list(&self) -> Vec<v1::ManifestStatus> {
         let now = Instant::now();

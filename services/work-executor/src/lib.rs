@@ -1,6 +1,6 @@
 //! The work-executor service: renders one Work per target cluster of a binding, removes
 //! orphan Works, applies Works on Push members, takes status reports from Pull agents,
-//! collects member status and aggregates it into the binding (SEMANTICS §6, WE-1..WE-9).
+//! collects member status and aggregates it into the binding (docs/rules.md, WE-1..WE-9).
 //!
 //! ```text
 //!                 etcd / MemStore

@@ -16,7 +16,7 @@ use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_store::typed::{Stored, work_key};
 
-/// The Work finalizer of the execution controller (SEMANTICS §1.3): a deleting Work keeps
+/// The Work finalizer of the execution controller (docs/rules.md, WE-6): a deleting Work keeps
 /// existing until the member confirmed the manifest is gone (WE-6.2/6.3).
 pub const EXECUTION_FINALIZER: &str = "karmada.io/execution-controller";
 /// The binding finalizer of the binding controller (§1.3), removed once every Work of a
