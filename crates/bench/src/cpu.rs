@@ -1,33 +1,44 @@
-//! CPU accounting for the benchmark report (Linux `/proc`; elsewhere nothing is reported):
-//! how much CPU this process used during the measurement, and how busy the whole machine
-//! was — a benchmark on a shared 2-core machine competes with whatever else runs there.
+//! CPU and memory accounting for the benchmark report (Linux `/proc`; elsewhere nothing is
+//! reported): the CPU this process (the control plane) used during the measurement, that of
+//! each helper process (the simulated members, a temporary etcd), how busy the whole machine
+//! was (a benchmark on a shared 2-core machine competes with whatever else runs there), and
+//! resident memory.
 
 use std::time::{Duration, Instant};
 
 /// Clock ticks per second of `/proc` times (`USER_HZ`, 100 on Linux).
 const USER_HZ: f64 = 100.0;
 
+/// A process the report accounts for apart from this one.
+#[derive(Clone, Debug)]
+pub struct Helper {
+    /// What it is, for the report ("members", "etcd").
+    pub name: &'static str,
+    /// Its process id.
+    pub pid: u32,
+}
+
 /// A reading of the CPU counters.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Sample {
     at: Instant,
     /// This process: user + system ticks.
     process: Option<u64>,
-    /// A helper process (the temporary etcd): user + system ticks.
-    helper: Option<u64>,
+    /// Each helper: user + system ticks.
+    helpers: Vec<(&'static str, Option<u64>)>,
     /// The machine: (busy, total) ticks over every CPU.
     machine: Option<(u64, u64)>,
 }
 
 /// What happened between two samples.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Usage {
     /// Wall time.
     pub wall: Duration,
     /// CPU seconds this process used.
     pub process_cpu: Option<f64>,
-    /// CPU seconds the helper process (the temporary etcd) used.
-    pub helper_cpu: Option<f64>,
+    /// CPU seconds each helper process used.
+    pub helpers: Vec<(&'static str, f64)>,
     /// Cores' worth of CPU the whole machine was busy with, on average.
     pub machine_busy_cores: Option<f64>,
     /// Cores the machine has (from `/proc/stat`).
@@ -71,13 +82,31 @@ fn cores() -> Option<usize> {
     )
 }
 
+/// Resident memory of a process (this one for `None`), in bytes: (now, peak).
+pub fn memory(pid: Option<u32>) -> Option<(u64, u64)> {
+    let path = pid.map_or_else(
+        || "/proc/self/status".to_owned(),
+        |p| format!("/proc/{p}/status"),
+    );
+    let status = std::fs::read_to_string(path).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line[name.len()..].split_whitespace().next()?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
 impl Sample {
-    /// Reads the counters now (and those of process `helper`, e.g. a temporary etcd).
-    pub fn now(helper: Option<u32>) -> Sample {
+    /// Reads the counters now (this process's, each helper's, the machine's).
+    pub fn now(helpers: &[Helper]) -> Sample {
         Sample {
             at: Instant::now(),
             process: process_ticks(None),
-            helper: helper.and_then(|p| process_ticks(Some(p))),
+            helpers: helpers
+                .iter()
+                .map(|h| (h.name, process_ticks(Some(h.pid))))
+                .collect(),
             machine: machine_ticks(),
         }
     }
@@ -85,14 +114,16 @@ impl Sample {
     /// The usage from `self` until `later`.
     pub fn until(&self, later: &Sample) -> Usage {
         let wall = later.at.saturating_duration_since(self.at);
-        let process_cpu = match (self.process, later.process) {
+        let delta = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / USER_HZ),
             _ => None,
         };
-        let helper_cpu = match (self.helper, later.helper) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / USER_HZ),
-            _ => None,
-        };
+        let helpers = self
+            .helpers
+            .iter()
+            .zip(later.helpers.iter())
+            .filter_map(|((name, a), (_, b))| delta(*a, *b).map(|d| (*name, d)))
+            .collect();
         let machine_busy_cores = match (self.machine, later.machine) {
             (Some((b0, _)), Some((b1, _))) if !wall.is_zero() => {
                 Some(b1.saturating_sub(b0) as f64 / USER_HZ / wall.as_secs_f64())
@@ -101,8 +132,8 @@ impl Sample {
         };
         Usage {
             wall,
-            process_cpu,
-            helper_cpu,
+            process_cpu: delta(self.process, later.process),
+            helpers,
             machine_busy_cores,
             cores: cores(),
         }
@@ -110,21 +141,30 @@ impl Sample {
 }
 
 impl Usage {
-    /// One line for the report (`helper` names the helper process), or `None` where
-    /// `/proc` is not there.
-    pub fn describe(&self, helper: &str) -> Option<String> {
+    /// CPU seconds of helper `name`.
+    pub fn helper(&self, name: &str) -> Option<f64> {
+        self.helpers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, c)| *c)
+    }
+
+    /// One line for the report (`me` names this process), or `None` where `/proc` is not
+    /// there.
+    pub fn describe(&self, me: &str) -> Option<String> {
         let cpu = self.process_cpu?;
         let wall = self.wall.as_secs_f64().max(1e-9);
         let mut line = format!(
-            "CPU: this process used {cpu:.1} CPU-seconds in {wall:.1} s ({:.2} cores)",
+            "CPU in {wall:.1} s: {me} {cpu:.1} CPU-seconds ({:.2} cores)",
             cpu / wall
         );
-        let helper_cpu = self.helper_cpu.unwrap_or(0.0);
-        if let Some(h) = self.helper_cpu {
-            line.push_str(&format!(", {helper} {h:.1} ({:.2} cores)", h / wall));
+        let mut helpers_cpu = 0.0;
+        for (name, h) in &self.helpers {
+            helpers_cpu += h;
+            line.push_str(&format!(", {name} {h:.1} ({:.2} cores)", h / wall));
         }
         if let (Some(busy), Some(cores)) = (self.machine_busy_cores, self.cores) {
-            let others = (busy - (cpu + helper_cpu) / wall).max(0.0);
+            let others = (busy - (cpu + helpers_cpu) / wall).max(0.0);
             line.push_str(&format!(
                 "; the machine's {cores} cores were {busy:.2} busy, {others:.2} of them with \
                  other processes"
@@ -140,16 +180,31 @@ mod tests {
 
     #[test]
     fn counters_move_forward() {
-        let a = Sample::now(None);
+        let me = Helper {
+            name: "me",
+            pid: std::process::id(),
+        };
+        let a = Sample::now(std::slice::from_ref(&me));
         let mut x = 0u64;
         for i in 0..2_000_000u64 {
             x = x.wrapping_mul(31).wrapping_add(i);
         }
         assert_ne!(x, 1);
-        let u = a.until(&Sample::now(Some(std::process::id())));
+        let u = a.until(&Sample::now(&[me]));
         if let Some(cpu) = u.process_cpu {
             assert!(cpu >= 0.0);
-            assert!(u.describe("me").is_some_and(|d| d.contains("CPU-seconds")));
+            assert!(u.helper("me").is_some());
+            assert!(u.helper("other").is_none());
+            assert!(u.describe("bench").is_some_and(|d| d.contains("CPU-seconds")));
         }
+    }
+
+    #[test]
+    fn memory_of_this_process_is_read() {
+        if let Some((rss, peak)) = memory(None) {
+            assert!(rss > 0);
+            assert!(peak >= rss / 2);
+        }
+        assert!(memory(Some(u32::MAX)).is_none());
     }
 }

@@ -35,6 +35,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::cpu;
 use super::etcd::TempEtcd;
+use super::members::External;
 use super::stats::{Summary, secs, thousands};
 use super::track::{self, STAGES, Shared};
 use flotilla_suite::logging;
@@ -148,6 +149,11 @@ struct FailoverFlags {
     /// Write the services' logs to this file instead of stderr.
     #[arg(long)]
     log_file: Option<std::path::PathBuf>,
+
+    /// Print the results as one JSON object on stdout (the human report goes to stderr), to
+    /// compare runs over time.
+    #[arg(long)]
+    json: bool,
 
     /// Write every service's Prometheus metrics (queue depths, reconcile and write
     /// latencies, batch sizes) to this file once the failover is done, for finding the
@@ -279,7 +285,7 @@ impl BenchStore {
     }
 }
 
-fn cluster_name(i: usize, n: usize) -> String {
+pub(crate) fn cluster_name(i: usize, n: usize) -> String {
     let width = n.saturating_sub(1).to_string().len().max(3);
     format!("cluster-{i:0width$}")
 }
@@ -452,7 +458,8 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     let bench_store = BenchStore::open(&args.store, &run_id).await?;
     let store = bench_store.store();
     let failed = cluster_name(0, n);
-    println!(
+    let out = Out { json: args.json };
+    out.line(format!(
         "flotilla bench failover: {n} clusters, {m} bindings × {} replicas (Divided 1:1 over \
          {failed} + one partner; {} namespaces with a PropagationPolicy each), store {}, \
          fault {:?}",
@@ -460,29 +467,41 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         n - 1,
         bench_store.describe(),
         args.fault
-    );
-    println!(
+    ));
+    out.line(format!(
         "  timers: failure threshold 0, eviction timeout 0, tolerations 0; probes every {}{}; \
          pods Ready at once",
         humantime::format_duration(args.probe_period),
         args.probe_timeout
             .map(|t| format!(" (timeout {})", humantime::format_duration(t)))
             .unwrap_or_default()
-    );
+    ));
 
     let shutdown = Shutdown::new();
     shutdown.trigger_on_signals();
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let members: Vec<MemberSpec> = (0..n)
-        .map(|i| MemberSpec {
-            name: cluster_name(i, n),
-            listen: any,
+    let external = match External::spawn(n, Duration::from_secs(60)).await {
+        Ok(e) => e,
+        Err(e) => {
+            bench_store.finish().await;
+            return Err(e);
+        }
+    };
+    let clusters: Vec<v1::Cluster> = external
+        .members
+        .iter()
+        .map(|(name, addr)| {
+            MemberSpec {
+                name: name.clone(),
+                listen: *addr,
             region: "bench".into(),
             provider: "sim".into(),
             zones: vec![],
             labels: BTreeMap::from([("bench".to_owned(), "true".to_owned())]),
             capacity: u32::MAX / 2,
-            pod_startup_delay: Duration::ZERO,
+                pod_startup_delay: Duration::ZERO,
+            }
+            .cluster(*addr)
         })
         .collect();
     let config = SuiteConfig {
@@ -499,251 +518,414 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
             })
             .collect(),
         flags,
-        members,
+        // The members run in their own process (members.rs), so that the control plane's
+        // CPU and memory are measured apart from theirs.
+        members: vec![],
     };
     let tracker = track::spawn(store.clone(), shutdown.clone());
     let suite = Suite::start(config, store, shutdown.clone()).await?;
-    let result = measure(&args, &suite, &tracker, &failed, &bench_store).await;
+    let run = Run {
+        args: &args,
+        suite: &suite,
+        tracker: &tracker,
+        failed: &failed,
+        bench_store: &bench_store,
+        external: &external,
+        out,
+    };
+    let result = run.measure(clusters).await;
     logging::quiet();
     let problems = suite.stop(Duration::from_secs(20)).await;
     for p in problems {
         eprintln!("warning: {p}");
     }
+    external.stop().await;
     bench_store.finish().await;
-    result
-}
-
-async fn measure(
-    args: &FailoverFlags,
-    suite: &Suite,
-    tracker: &Shared,
-    failed: &str,
-    bench_store: &BenchStore,
-) -> anyhow::Result<()> {
-    let (n, m) = (args.clusters, args.bindings);
-    let suite_store = bench_store.store();
-    suite.wait_serving(Duration::from_secs(120)).await?;
-    let load_started = Instant::now();
-
-    // Clusters, all Ready and untainted.
-    suite.register_members(32).await?;
-    let pb = bar(n as u64, "clusters Ready");
-    until(args.load_timeout, "every cluster Ready", &pb, suite, |pb| {
-        let st = track::lock(tracker);
-        let ready = st
-            .clusters()
-            .values()
-            .filter(|c| c.ready && c.taints.is_empty())
-            .count();
-        pb.set_position(ready as u64);
-        if ready >= n {
-            Ok(())
-        } else {
-            Err(format!("{ready} of {n} Ready and untainted"))
-        }
-    })
-    .await?;
-    pb.finish_and_clear();
-
-    // One policy per partner, then the workloads.
-    let api = suite.api().await?;
-    let partners: Vec<String> = (1..n).map(|i| cluster_name(i, n)).collect();
-    let created: Vec<anyhow::Result<()>> = futures::stream::iter(partners.iter().map(|p| {
-        let mut api = api.clone();
-        let policy = policy(failed, p);
-        async move {
-            api.create_propagation_policy(v1::CreatePropagationPolicyRequest {
-                propagation_policy: Some(policy),
-            })
-            .await
-            .map(|_| ())
-            .map_err(|s| anyhow!("creating a PropagationPolicy: {}", s.message()))
-        }
-    }))
-    .buffer_unordered(16)
-    .collect()
-    .await;
-    created.into_iter().collect::<anyhow::Result<()>>()?;
-
-    let pb = bar(m as u64, "creating workloads");
-    let creating = Instant::now();
-    let mut stream = futures::stream::iter((0..m).map(|i| {
-        let mut api = api.clone();
-        let name = workload_name(i, m);
-        let partner = partners[i % partners.len()].clone();
-        let w = workload(&name, &partner, args.replicas);
-        async move {
-            api.create_workload(v1::CreateWorkloadRequest { workload: Some(w) })
-                .await
-                .map(|_| ())
-                .map_err(|s| anyhow!("creating workload {name}: {:?}: {}", s.code(), s.message()))
-        }
-    }))
-    .buffer_unordered(args.create_concurrency.max(1));
-    loop {
-        let next = tokio::select! {
-            r = stream.next() => r,
-            () = suite.shutdown.triggered() => anyhow::bail!("interrupted while creating workloads"),
-        };
-        let Some(r) = next else { break };
-        r?;
-        pb.inc(1);
-    }
-    let create_time = creating.elapsed();
-    pb.finish_and_clear();
-
-    let pb = bar(m as u64, "scheduled, applied, Ready");
-    until(
-        args.load_timeout,
-        "every binding to settle",
-        &pb,
-        suite,
-        |pb| {
-            let st = track::lock(tracker);
-            pb.set_position(st.settled() as u64);
-            if st.settled() >= m {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{} bindings seen, {} scheduled, applied and Ready",
-                    st.bindings(),
-                    st.settled()
-                ))
-            }
-        },
-    )
-    .await?;
-    pb.finish_and_clear();
-    let load_time = load_started.elapsed();
-    println!(
-        "  load: {m} workloads created in {:.1}s ({}/s); {n} clusters Ready, every binding \
-         scheduled, applied and Ready after {:.1}s",
-        create_time.as_secs_f64(),
-        thousands(m as f64 / create_time.as_secs_f64().max(1e-9)),
-        load_time.as_secs_f64()
-    );
-
-    // The failover.
-    let member = suite
-        .members
-        .iter()
-        .find(|mb| mb.spec.name == failed)
-        .ok_or_else(|| anyhow!("no member {failed}"))?;
-    let revision_before = suite_store.current_revision().await.unwrap_or(0);
-    let helper = bench_store.helper_pid();
-    let cpu_before = cpu::Sample::now(helper);
-    let t0 = {
-        let mut st = track::lock(tracker);
-        st.arm(failed);
-        let t0 = Instant::now();
-        member.sim.set_fault(match args.fault {
-            FaultArg::Unreachable => Fault::Unreachable,
-            FaultArg::Unhealthy => Fault::Unhealthy,
-        });
-        t0
-    };
-    let affected = track::lock(tracker).progress().1;
-    let pb = bar(affected as u64, &format!("failing over from {failed}"));
-    let waited = until(args.failover_timeout, "the failover", &pb, suite, |pb| {
-        let st = track::lock(tracker);
-        let (done, of) = st.progress();
-        pb.set_position(done as u64);
-        if done >= of {
-            Ok(())
-        } else {
-            let o = st.outcome();
-            let reached: Vec<String> = STAGES
-                .iter()
-                .zip(o.stages.iter())
-                .map(|(s, v)| format!("{s} {}", v.len()))
-                .collect();
-            Err(format!(
-                "{done} of {of} done ({}); e.g. {}",
-                reached.join(", "),
-                o.stragglers.join("; ")
-            ))
-        }
-    })
-    .await;
-    pb.finish_and_clear();
-    waited?;
-    let outcome = track::lock(tracker).outcome();
-    let cpu_usage = cpu_before.until(&cpu::Sample::now(helper));
-    let revisions = suite_store
-        .current_revision()
-        .await
-        .unwrap_or(0)
-        .saturating_sub(revision_before);
-
-    // The floor, on the same store after the run.
-    let keys = WRITES_PER_BINDING * outcome.affected.max(1);
-    let pb = ProgressBar::new_spinner();
-    pb.set_message(format!("measuring the store floor ({keys} guarded puts)"));
-    pb.enable_steady_tick(Duration::from_millis(100));
-    let floor = bench_store.floor(keys).await;
-    pb.finish_and_clear();
-
-    report(t0, &outcome, failed, n, floor);
-    println!(
-        "  store writes from the fault to the last binding done: {revisions} revisions — {} \
-         binding versions, {} Work versions ({:.1} and {:.1} per affected binding)",
-        outcome.binding_versions,
-        outcome.work_versions,
-        outcome.binding_versions as f64 / outcome.affected.max(1) as f64,
-        outcome.work_versions as f64 / outcome.affected.max(1) as f64
-    );
-    if let Some(line) = cpu_usage.describe("the temporary etcd") {
-        println!("  {line}");
-    }
-    if let Some(path) = &args.metrics_file {
-        let text = flotilla_runtime::telemetry::install_metrics()
-            .map(|h| h.render())
-            .map_err(|e| anyhow!("no metrics recorder: {e}"))?;
-        std::fs::write(path, text)
-            .with_context(|| format!("writing the metrics to {}", path.display()))?;
-        println!("  metrics: {}", path.display());
+    let report = result?;
+    if args.json {
+        println!("{report}");
     }
     Ok(())
 }
 
+/// Where human-readable lines go: stdout, or stderr when stdout carries the JSON report.
+#[derive(Clone, Copy)]
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    fn line(self, line: impl std::fmt::Display) {
+        if self.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+}
+
+/// One run of the benchmark: what it measures with.
+struct Run<'a> {
+    args: &'a FailoverFlags,
+    suite: &'a Suite,
+    tracker: &'a Shared,
+    failed: &'a str,
+    bench_store: &'a BenchStore,
+    external: &'a External,
+    out: Out,
+}
+
+impl Run<'_> {
+    /// Loads, fails the cluster, waits for the failover; prints the report and returns it
+    /// as JSON.
+    async fn measure(&self, clusters: Vec<v1::Cluster>) -> anyhow::Result<serde_json::Value> {
+        let Run {
+            args,
+            suite,
+            tracker,
+            failed,
+            bench_store,
+            external,
+            out,
+        } = *self;
+        let (n, m) = (args.clusters, args.bindings);
+        let suite_store = bench_store.store();
+        suite.wait_serving(Duration::from_secs(120)).await?;
+        let load_started = Instant::now();
+
+        // Clusters, all Ready and untainted.
+        suite.register_clusters(clusters, 32).await?;
+        let pb = bar(n as u64, "clusters Ready");
+        until(args.load_timeout, "every cluster Ready", &pb, suite, |pb| {
+            let st = track::lock(tracker);
+            let ready = st
+                .clusters()
+                .values()
+                .filter(|c| c.ready && c.taints.is_empty())
+                .count();
+            pb.set_position(ready as u64);
+            if ready >= n {
+                Ok(())
+            } else {
+                Err(format!("{ready} of {n} Ready and untainted"))
+            }
+        })
+        .await?;
+        pb.finish_and_clear();
+
+        // One policy per partner, then the workloads.
+        let api = suite.api().await?;
+        let partners: Vec<String> = (1..n).map(|i| cluster_name(i, n)).collect();
+        let created: Vec<anyhow::Result<()>> =
+            futures::stream::iter(partners.iter().map(|p| {
+                let mut api = api.clone();
+                let policy = policy(failed, p);
+                async move {
+                    api.create_propagation_policy(v1::CreatePropagationPolicyRequest {
+                        propagation_policy: Some(policy),
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| anyhow!("creating a PropagationPolicy: {}", s.message()))
+                }
+            }))
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        created.into_iter().collect::<anyhow::Result<()>>()?;
+
+        let pb = bar(m as u64, "creating workloads");
+        let creating = Instant::now();
+        let mut stream = futures::stream::iter((0..m).map(|i| {
+            let mut api = api.clone();
+            let name = workload_name(i, m);
+            let partner = partners[i % partners.len()].clone();
+            let w = workload(&name, &partner, args.replicas);
+            async move {
+                api.create_workload(v1::CreateWorkloadRequest { workload: Some(w) })
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| {
+                        anyhow!("creating workload {name}: {:?}: {}", s.code(), s.message())
+                    })
+            }
+        }))
+        .buffer_unordered(args.create_concurrency.max(1));
+        loop {
+            let next = tokio::select! {
+                r = stream.next() => r,
+                () = suite.shutdown.triggered() => anyhow::bail!("interrupted while creating workloads"),
+            };
+            let Some(r) = next else { break };
+            r?;
+            pb.inc(1);
+        }
+        let create_time = creating.elapsed();
+        pb.finish_and_clear();
+
+        let pb = bar(m as u64, "scheduled, applied, Ready");
+        until(
+            args.load_timeout,
+            "every binding to settle",
+            &pb,
+            suite,
+            |pb| {
+                let st = track::lock(tracker);
+                pb.set_position(st.settled() as u64);
+                if st.settled() >= m {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{} bindings seen, {} scheduled, applied and Ready",
+                        st.bindings(),
+                        st.settled()
+                    ))
+                }
+            },
+        )
+        .await?;
+        pb.finish_and_clear();
+        let load_time = load_started.elapsed();
+        out.line(format!(
+            "  load: {m} workloads created in {:.1}s ({}/s); {n} clusters Ready, every binding \
+             scheduled, applied and Ready after {:.1}s",
+            create_time.as_secs_f64(),
+            thousands(m as f64 / create_time.as_secs_f64().max(1e-9)),
+            load_time.as_secs_f64()
+        ));
+
+        // The failover.
+        let addr = external
+            .addr(failed)
+            .ok_or_else(|| anyhow!("no member {failed}"))?;
+        let revision_before = suite_store.current_revision().await.unwrap_or(0);
+        let helpers: Vec<cpu::Helper> = external
+            .pid()
+            .map(|pid| cpu::Helper {
+                name: "members",
+                pid,
+            })
+            .into_iter()
+            .chain(bench_store.helper_pid().map(|pid| cpu::Helper {
+                name: "etcd",
+                pid,
+            }))
+            .collect();
+        let cpu_before = cpu::Sample::now(&helpers);
+        let fault = match args.fault {
+            FaultArg::Unreachable => Fault::Unreachable,
+            FaultArg::Unhealthy => Fault::Unhealthy,
+        };
+        let t0 = {
+            let mut st = track::lock(tracker);
+            st.arm(failed);
+            Instant::now()
+        };
+        External::set_fault(addr, fault).await?;
+        let affected = track::lock(tracker).progress().1;
+        let pb = bar(affected as u64, &format!("failing over from {failed}"));
+        let waited = until(args.failover_timeout, "the failover", &pb, suite, |pb| {
+            let st = track::lock(tracker);
+            let (done, of) = st.progress();
+            pb.set_position(done as u64);
+            if done >= of {
+                Ok(())
+            } else {
+                let o = st.outcome();
+                let reached: Vec<String> = STAGES
+                    .iter()
+                    .zip(o.stages.iter())
+                    .map(|(s, v)| format!("{s} {}", v.len()))
+                    .collect();
+                Err(format!(
+                    "{done} of {of} done ({}); e.g. {}",
+                    reached.join(", "),
+                    o.stragglers.join("; ")
+                ))
+            }
+        })
+        .await;
+        pb.finish_and_clear();
+        waited?;
+        let outcome = track::lock(tracker).outcome();
+        let usage = cpu_before.until(&cpu::Sample::now(&helpers));
+        let memory = cpu::memory(None);
+        let members_memory = external.pid().and_then(|p| cpu::memory(Some(p)));
+        let revisions = suite_store
+            .current_revision()
+            .await
+            .unwrap_or(0)
+            .saturating_sub(revision_before);
+
+        // The floor, on the same store after the run.
+        let keys = WRITES_PER_BINDING * outcome.affected.max(1);
+        let pb = ProgressBar::new_spinner();
+        pb.set_message(format!("measuring the store floor ({keys} guarded puts)"));
+        pb.enable_steady_tick(Duration::from_millis(100));
+        let floor = bench_store.floor(keys).await;
+        pb.finish_and_clear();
+
+        let mut report = report(out, t0, &outcome, failed, n, floor);
+        let affected = outcome.affected.max(1) as f64;
+        out.line(format!(
+            "  store writes from the fault to the last binding done: {revisions} revisions — {} \
+             binding versions, {} Work versions ({:.1} and {:.1} per affected binding; goal ≤ 3 \
+             and ≤ 1.5)",
+            outcome.binding_versions,
+            outcome.work_versions,
+            outcome.binding_versions as f64 / affected,
+            outcome.work_versions as f64 / affected
+        ));
+        if let Some(line) = usage.describe("control plane (this process)") {
+            out.line(format!("  {line}"));
+        }
+        if let Some(cpu) = usage.process_cpu {
+            out.line(format!(
+                "  control-plane CPU per failed-over binding: {:.0} µs (goal ≤ 250 µs; includes \
+                 the bench's own watch of every binding)",
+                cpu * 1e6 / affected
+            ));
+        }
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        if let Some((rss, peak)) = memory {
+            out.line(format!(
+                "  control-plane memory: {:.0} MiB resident after the failover, {:.0} MiB peak \
+                 (goal ≤ 300 MiB){}",
+                mib(rss),
+                mib(peak),
+                members_memory.map_or_else(String::new, |(r, p)| format!(
+                    "; members' process {:.0} MiB ({:.0} peak)",
+                    mib(r),
+                    mib(p)
+                ))
+            ));
+        }
+        if let Some(obj) = report.as_object_mut() {
+            obj.insert(
+                "config".into(),
+                serde_json::json!({
+                    "clusters": n,
+                    "bindings": m,
+                    "replicas": args.replicas,
+                    "store": bench_store.describe(),
+                    "fault": format!("{:?}", args.fault),
+                    "probe_period_s": args.probe_period.as_secs_f64(),
+                    "status_sync_period_s": args.status_sync_period.as_secs_f64(),
+                }),
+            );
+            obj.insert(
+                "load".into(),
+                serde_json::json!({
+                    "create_s": create_time.as_secs_f64(),
+                    "settled_s": load_time.as_secs_f64(),
+                }),
+            );
+            obj.insert(
+                "writes".into(),
+                serde_json::json!({
+                    "revisions": revisions,
+                    "binding_versions": outcome.binding_versions,
+                    "work_versions": outcome.work_versions,
+                    "binding_versions_per_binding": outcome.binding_versions as f64 / affected,
+                    "work_versions_per_binding": outcome.work_versions as f64 / affected,
+                }),
+            );
+            obj.insert(
+                "cpu".into(),
+                serde_json::json!({
+                    "wall_s": usage.wall.as_secs_f64(),
+                    "control_plane_s": usage.process_cpu,
+                    "control_plane_us_per_binding": usage.process_cpu.map(|c| c * 1e6 / affected),
+                    "members_s": usage.helper("members"),
+                    "etcd_s": usage.helper("etcd"),
+                    "machine_busy_cores": usage.machine_busy_cores,
+                    "cores": usage.cores,
+                }),
+            );
+            obj.insert(
+                "memory_mib".into(),
+                serde_json::json!({
+                    "control_plane_rss": memory.map(|(r, _)| mib(r)),
+                    "control_plane_peak": memory.map(|(_, p)| mib(p)),
+                    "members_rss": members_memory.map(|(r, _)| mib(r)),
+                    "members_peak": members_memory.map(|(_, p)| mib(p)),
+                }),
+            );
+        }
+        if let Some(path) = &args.metrics_file {
+            let text = flotilla_runtime::telemetry::install_metrics()
+                .map(|h| h.render())
+                .map_err(|e| anyhow!("no metrics recorder: {e}"))?;
+            std::fs::write(path, text)
+                .with_context(|| format!("writing the metrics to {}", path.display()))?;
+            out.line(format!("  metrics: {}", path.display()));
+        }
+        Ok(report)
+    }
+}
+
+/// Prints the per-stage report and returns it as JSON.
 fn report(
+    out: Out,
     t0: Instant,
     o: &track::Outcome,
     failed: &str,
     n: usize,
     floor: anyhow::Result<(&'static str, f64)>,
-) {
+) -> serde_json::Value {
     let since = |t: Instant| t.saturating_duration_since(t0);
     let at = |t: Option<Instant>| t.map_or_else(|| "-".to_owned(), |t| secs(since(t)));
-    println!(
+    let at_json = |t: Option<Instant>| t.map(|t| since(t).as_secs_f64());
+    out.line(format!(
         "\nfailover of {} bindings off {failed} (1 of {n} clusters; {} completed); seconds \
          since the fault:",
         o.affected, o.complete
-    );
-    println!(
+    ));
+    out.line(format!(
         "  {failed}: not Ready {}  ·  NoSchedule taint {}  ·  NoExecute taint {}",
         at(o.not_ready),
         at(o.no_schedule),
         at(o.no_execute)
-    );
-    println!(
+    ));
+    out.line(format!(
         "  {:<16}{:>9}{:>9}{:>9}{:>9}{:>9}",
         "stage", "bindings", "p50", "p90", "p99", "max"
-    );
+    ));
+    let mut stages = serde_json::Map::new();
     for (name, instants) in STAGES.iter().zip(o.stages.iter()) {
         match Summary::of(instants.iter().map(|t| since(*t)).collect()) {
-            Some(s) => println!(
-                "  {:<16}{:>9}{:>9}{:>9}{:>9}{:>9}",
-                name,
-                s.count,
-                secs(s.p50),
-                secs(s.p90),
-                secs(s.p99),
-                secs(s.max)
-            ),
-            None => println!("  {name:<16}{:>9}", 0),
+            Some(s) => {
+                out.line(format!(
+                    "  {:<16}{:>9}{:>9}{:>9}{:>9}{:>9}",
+                    name,
+                    s.count,
+                    secs(s.p50),
+                    secs(s.p90),
+                    secs(s.p99),
+                    secs(s.max)
+                ));
+                stages.insert(
+                    (*name).to_owned(),
+                    serde_json::json!({
+                        "bindings": s.count,
+                        "p50_s": s.p50.as_secs_f64(),
+                        "p90_s": s.p90.as_secs_f64(),
+                        "p99_s": s.p99.as_secs_f64(),
+                        "max_s": s.max.as_secs_f64(),
+                    }),
+                );
+            }
+            None => out.line(format!("  {name:<16}{:>9}", 0)),
         }
     }
+    let mut json = serde_json::json!({
+        "affected": o.affected,
+        "completed": o.complete,
+        "not_ready_s": at_json(o.not_ready),
+        "no_schedule_s": at_json(o.no_schedule),
+        "no_execute_s": at_json(o.no_execute),
+        "stages": stages,
+    });
     let last = o
         .stages
         .iter()
@@ -752,23 +934,30 @@ fn report(
         .max()
         .copied();
     let Some(last) = last else {
-        println!("  nothing completed");
-        return;
+        out.line("  nothing completed");
+        return json;
     };
     let from_taint = o.no_execute.map(|t| last.saturating_duration_since(t));
     let total = since(last);
     let rate = |d: Duration| o.affected as f64 / d.as_secs_f64().max(1e-9);
-    println!(
-        "  end to end: fault → last binding done {} s ({} bindings/s)",
+    out.line(format!(
+        "  end to end: fault → last binding done {} s ({} bindings/s; goal ≤ 3 s)",
         secs(total),
         thousands(rate(total))
-    );
+    ));
     if let Some(d) = from_taint {
-        println!(
-            "              NoExecute taint → last binding done {} s ({} bindings/s) — \
-             DESIGN §7 target ≈ 3 s for 10,000",
+        out.line(format!(
+            "              NoExecute taint → last binding done {} s ({} bindings/s)",
             secs(d),
             thousands(rate(d))
+        ));
+    }
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("end_to_end_s".into(), total.as_secs_f64().into());
+        obj.insert("bindings_per_s".into(), rate(total).into());
+        obj.insert(
+            "taint_to_done_s".into(),
+            from_taint.map(|d| d.as_secs_f64()).into(),
         );
     }
     match floor {
@@ -776,20 +965,32 @@ fn report(
             let writes = WRITES_PER_BINDING * o.affected;
             let floor_time = Duration::from_secs_f64(writes as f64 / keys_per_sec.max(1e-9));
             let measured = from_taint.unwrap_or(total);
-            println!(
+            let times = measured.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
+            out.line(format!(
                 "  {} floor (same run, {store}): guarded-64 txns {} keys/s → {} bindings × \
-                 {WRITES_PER_BINDING} writes = {} s; measured {} s = {:.1}× the floor \
-                 (target ≤ 3.5×)",
+                 {WRITES_PER_BINDING} writes = {} s; measured {} s = {times:.1}× the floor \
+                 (goal ≤ 3.5×)",
                 if store == "MemStore" { "store" } else { "etcd" },
                 thousands(keys_per_sec),
                 o.affected,
                 secs(floor_time),
                 secs(measured),
-                measured.as_secs_f64() / floor_time.as_secs_f64().max(1e-9)
-            );
+            ));
+            if let Some(obj) = json.as_object_mut() {
+                obj.insert(
+                    "floor".into(),
+                    serde_json::json!({
+                        "store": store,
+                        "keys_per_s": keys_per_sec,
+                        "seconds": floor_time.as_secs_f64(),
+                        "times_floor": times,
+                    }),
+                );
+            }
         }
-        Err(e) => println!("  floor: not measured: {e:#}"),
+        Err(e) => out.line(format!("  floor: not measured: {e:#}")),
     }
+    json
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 mod cpu;
 mod etcd;
 pub mod failover;
+mod members;
 mod stats;
 pub mod store;
 mod track;
@@ -25,6 +26,9 @@ pub enum BenchCommand {
     Failover(failover::FailoverArgs),
     /// The store benchmark of docs/design.md §7 on etcd (given or temporary) and MemStore.
     Store(store::StoreBenchArgs),
+    /// The simulated members of `bench failover`, in their own process (started by it).
+    #[command(hide = true)]
+    Members(members::MembersArgs),
 }
 
 /// Runs a benchmark.
@@ -32,6 +36,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Failover(args) => failover::run(args).await?,
         BenchCommand::Store(args) => store::run(args).await?,
+        BenchCommand::Members(args) => members::serve(args).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

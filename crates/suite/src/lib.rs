@@ -251,18 +251,25 @@ impl RunningMember {
 
     /// Its Cluster object, as registered through the api (a Push cluster).
     pub fn cluster(&self) -> v1::Cluster {
+        self.spec.cluster(self.addr)
+    }
+}
+
+impl MemberSpec {
+    /// The Push Cluster of this member when it serves at `addr` (its `spec.apiEndpoint`).
+    pub fn cluster(&self, addr: SocketAddr) -> v1::Cluster {
         v1::Cluster {
             metadata: Some(v1::ObjectMeta {
-                name: self.spec.name.clone(),
-                labels: self.spec.labels.clone().into_iter().collect(),
+                name: self.name.clone(),
+                labels: self.labels.clone().into_iter().collect(),
                 ..Default::default()
             }),
             spec: Some(v1::ClusterSpec {
                 sync_mode: v1::SyncMode::Push as i32,
-                api_endpoint: self.endpoint(),
-                provider: self.spec.provider.clone(),
-                region: self.spec.region.clone(),
-                zones: self.spec.zones.clone(),
+                api_endpoint: format!("http://{addr}"),
+                provider: self.provider.clone(),
+                region: self.region.clone(),
+                zones: self.zones.clone(),
                 ..Default::default()
             }),
             status: None,
@@ -477,12 +484,23 @@ impl Suite {
     /// same name, e.g. from an earlier run on etcd, is updated to this endpoint).
     /// `concurrency` registrations run at once.
     pub async fn register_members(&self, concurrency: usize) -> anyhow::Result<()> {
+        let clusters = self.members.iter().map(RunningMember::cluster).collect();
+        self.register_clusters(clusters, concurrency).await
+    }
+
+    /// Registers `clusters` through the api, as [`Suite::register_members`] does (for members
+    /// that run elsewhere, e.g. the benchmark's members process).
+    pub async fn register_clusters(
+        &self,
+        clusters: Vec<v1::Cluster>,
+        concurrency: usize,
+    ) -> anyhow::Result<()> {
         use futures::StreamExt as _;
         let api = self.api().await?;
         let results: Vec<anyhow::Result<()>> =
-            futures::stream::iter(self.members.iter().map(|m| {
+            futures::stream::iter(clusters.into_iter().map(|c| {
                 let api = api.clone();
-                register(api, m.cluster())
+                register(api, c)
             }))
             .buffer_unordered(concurrency.max(1))
             .collect()

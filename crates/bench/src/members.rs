@@ -1,0 +1,183 @@
+//! The simulated members of `flotilla bench failover`, in a process of their own, so that the
+//! control plane's CPU and memory can be told apart from theirs (in production the members
+//! are real clusters and cost Flotilla nothing).
+//!
+//! ```text
+//!   flotilla bench failover ──spawns──► flotilla bench members --clusters N   (hidden)
+//!        │  reads "member <name> <addr>" lines, then "ready"        │ N member-sims, each on
+//!        │  registers Push Clusters at those addresses              │ its own 127.0.0.1 port
+//!        │  fails one with MemberSim.SetFault over gRPC ───────────►│
+//!        └─ closes the child's stdin ─────────────────────────────► exits
+//! ```
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use flotilla_member_sim::{Fault, Listeners, Sim, SimConfig};
+use flotilla_proto::v1;
+use flotilla_proto::v1::member_sim_client::MemberSimClient;
+use flotilla_runtime::Shutdown;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
+use tokio::net::TcpListener;
+use tokio::process::{Child, Command};
+
+/// Flags of the hidden `flotilla bench members`.
+#[derive(Debug, clap::Args)]
+pub struct MembersArgs {
+    /// Member clusters to simulate, named as `bench failover` names them.
+    #[arg(long)]
+    pub clusters: usize,
+
+    /// Pods each member runs at once.
+    #[arg(long, default_value_t = u32::MAX / 2)]
+    pub capacity: u32,
+
+    /// Start-up delay of their pods.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub pod_startup_delay: Duration,
+}
+
+/// Runs `clusters` member-sims in this process, prints `member <name> <addr>` for each and
+/// then `ready`, and runs until stdin closes (the parent went away) or a signal arrives.
+pub async fn serve(args: MembersArgs) -> anyhow::Result<()> {
+    let shutdown = Shutdown::new();
+    shutdown.trigger_on_signals();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut lines = String::new();
+    for i in 0..args.clusters {
+        let name = super::failover::cluster_name(i, args.clusters);
+        let listen = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .context("binding a member's port")?;
+        let addr = listen.local_addr()?;
+        let sim = Arc::new(Sim::new(SimConfig {
+            name: name.clone(),
+            capacity: args.capacity,
+            pod_startup_delay: args.pod_startup_delay,
+            fault: Fault::Healthy,
+        }));
+        let listeners = Listeners {
+            listen,
+            control: None,
+        };
+        let sd = shutdown.clone();
+        tasks.spawn(async move { flotilla_member_sim::run_with(sim, listeners, sd).await });
+        lines.push_str(&format!("member {name} {addr}\n"));
+    }
+    lines.push_str("ready\n");
+    print!("{lines}");
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    let sd = shutdown.clone();
+    tokio::spawn(async move {
+        let mut sink = Vec::new();
+        let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+        sd.trigger();
+    });
+    shutdown.triggered().await;
+    while let Some(r) = tasks.join_next().await {
+        if let Ok(Err(e)) = r {
+            eprintln!("a member stopped with an error: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// The members' process, as the parent sees it.
+pub struct External {
+    child: Child,
+    /// (name, address) of every member, in order.
+    pub members: Vec<(String, SocketAddr)>,
+}
+
+impl External {
+    /// Starts `flotilla bench members` from this very executable and waits for its members.
+    pub async fn spawn(clusters: usize, timeout: Duration) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("finding the flotilla executable")?;
+        let mut child = Command::new(exe)
+            .args(["bench", "members", "--clusters", &clusters.to_string()])
+            .env("FLOTILLA_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting the members' process (flotilla bench members)")?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("no stdout from the members' process"))?;
+        let mut reader = BufReader::new(stdout).lines();
+        let mut members = Vec::with_capacity(clusters);
+        let read = async {
+            while let Some(line) = reader.next_line().await? {
+                if line == "ready" {
+                    return Ok(());
+                }
+                let mut parts = line.split_whitespace();
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some("member"), Some(name), Some(addr)) => {
+                        let addr: SocketAddr = addr
+                            .parse()
+                            .with_context(|| format!("a member's address in {line:?}"))?;
+                        members.push((name.to_owned(), addr));
+                    }
+                    _ => anyhow::bail!("unexpected line from the members' process: {line:?}"),
+                }
+            }
+            anyhow::bail!("the members' process exited before it was ready")
+        };
+        tokio::time::timeout(timeout, read)
+            .await
+            .map_err(|_| anyhow!("the members' process was not ready within {timeout:?}"))??;
+        if members.len() != clusters {
+            anyhow::bail!(
+                "the members' process started {} members, not {clusters}",
+                members.len()
+            );
+        }
+        Ok(External { child, members })
+    }
+
+    /// Its process id (for CPU and memory accounting).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The address of member `name`.
+    pub fn addr(&self, name: &str) -> Option<SocketAddr> {
+        self.members
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| *a)
+    }
+
+    /// Sets `fault` on the member at `addr` through its MemberSim gRPC service.
+    pub async fn set_fault(addr: SocketAddr, fault: Fault) -> anyhow::Result<()> {
+        let mut client = MemberSimClient::connect(format!("http://{addr}"))
+            .await
+            .with_context(|| format!("connecting to the member at {addr}"))?;
+        client
+            .set_fault(v1::SetFaultRequest {
+                mode: fault.to_wire().into(),
+                api_errors: None,
+            })
+            .await
+            .map_err(|s| anyhow!("SetFault on {addr}: {}", s.message()))?;
+        Ok(())
+    }
+
+    /// Closes its stdin and waits up to 10 s for it to exit (then kills it).
+    pub async fn stop(mut self) {
+        drop(self.child.stdin.take());
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
