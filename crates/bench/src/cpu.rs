@@ -195,7 +195,10 @@ mod tests {
             assert!(cpu >= 0.0);
             assert!(u.helper("me").is_some());
             assert!(u.helper("other").is_none());
-            assert!(u.describe("bench").is_some_and(|d| d.contains("CPU-seconds")));
+            assert!(
+                u.describe("bench")
+                    .is_some_and(|d| d.contains("CPU-seconds"))
+            );
         }
     }
 

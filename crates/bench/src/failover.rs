@@ -163,20 +163,20 @@ struct FailoverFlags {
 }
 
 /// The store of the run, and what is needed to measure its floor and clean up.
-enum BenchStore {
+pub(crate) enum BenchStore {
     Mem(Arc<MemStore>),
     Etcd(Box<EtcdBench>),
 }
 
 /// An etcd run: the store, its key namespace, and the temporary etcd if we started one.
-struct EtcdBench {
+pub(crate) struct EtcdBench {
     store: EtcdStore,
     namespace: String,
     temporary: Option<TempEtcd>,
 }
 
 impl BenchStore {
-    async fn open(args: &StoreArgs, run: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn open(args: &StoreArgs, run: &str) -> anyhow::Result<Self> {
         match args.store {
             StoreKind::Mem => Ok(BenchStore::Mem(Arc::new(MemStore::new()))),
             StoreKind::Etcd => {
@@ -206,7 +206,7 @@ impl BenchStore {
         }
     }
 
-    fn store(&self) -> StoreRef {
+    pub(crate) fn store(&self) -> StoreRef {
         match self {
             BenchStore::Mem(m) => m.clone(),
             BenchStore::Etcd(e) => Arc::new(e.store.clone()),
@@ -214,14 +214,14 @@ impl BenchStore {
     }
 
     /// The temporary etcd's process, if we started one.
-    fn helper_pid(&self) -> Option<u32> {
+    pub(crate) fn helper_pid(&self) -> Option<u32> {
         match self {
             BenchStore::Etcd(e) => e.temporary.as_ref().and_then(TempEtcd::pid),
             BenchStore::Mem(_) => None,
         }
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             BenchStore::Mem(_) => "mem (MemStore in this process)".to_owned(),
             BenchStore::Etcd(e) => match &e.temporary {
@@ -233,7 +233,7 @@ impl BenchStore {
 
     /// The floor: `keys` guarded puts in transactions of 64, on this store (etcd: the raw
     /// client, without our store layer). Returns keys per second.
-    async fn floor(&self, keys: usize) -> anyhow::Result<(&'static str, f64)> {
+    pub(crate) async fn floor(&self, keys: usize) -> anyhow::Result<(&'static str, f64)> {
         let txn_concurrency = 8;
         let txns = keys.div_ceil(64).div_ceil(txn_concurrency) * txn_concurrency;
         let opts = BenchOptions {
@@ -260,7 +260,7 @@ impl BenchStore {
     }
 
     /// Removes what the run wrote to an etcd it does not own; stops a temporary etcd.
-    async fn finish(self) {
+    pub(crate) async fn finish(self) {
         if let BenchStore::Etcd(e) = self {
             let EtcdBench {
                 store,
@@ -290,7 +290,7 @@ pub(crate) fn cluster_name(i: usize, n: usize) -> String {
     format!("cluster-{i:0width$}")
 }
 
-fn workload_name(i: usize, m: usize) -> String {
+pub(crate) fn workload_name(i: usize, m: usize) -> String {
     let width = m.saturating_sub(1).to_string().len().max(5);
     format!("w-{i:0width$}")
 }
@@ -359,7 +359,7 @@ fn workload(name: &str, partner: &str, replicas: i32) -> v1::Workload {
     }
 }
 
-fn bar(len: u64, msg: &str) -> ProgressBar {
+pub(crate) fn bar(len: u64, msg: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
     pb.set_style(
         ProgressStyle::with_template(
@@ -494,11 +494,11 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
             MemberSpec {
                 name: name.clone(),
                 listen: *addr,
-            region: "bench".into(),
-            provider: "sim".into(),
-            zones: vec![],
-            labels: BTreeMap::from([("bench".to_owned(), "true".to_owned())]),
-            capacity: u32::MAX / 2,
+                region: "bench".into(),
+                provider: "sim".into(),
+                zones: vec![],
+                labels: BTreeMap::from([("bench".to_owned(), "true".to_owned())]),
+                capacity: u32::MAX / 2,
                 pod_startup_delay: Duration::ZERO,
             }
             .cluster(*addr)
@@ -550,12 +550,12 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
 
 /// Where human-readable lines go: stdout, or stderr when stdout carries the JSON report.
 #[derive(Clone, Copy)]
-struct Out {
-    json: bool,
+pub(crate) struct Out {
+    pub(crate) json: bool,
 }
 
 impl Out {
-    fn line(self, line: impl std::fmt::Display) {
+    pub(crate) fn line(self, line: impl std::fmt::Display) {
         if self.json {
             eprintln!("{line}");
         } else {
@@ -616,22 +616,21 @@ impl Run<'_> {
         // One policy per partner, then the workloads.
         let api = suite.api().await?;
         let partners: Vec<String> = (1..n).map(|i| cluster_name(i, n)).collect();
-        let created: Vec<anyhow::Result<()>> =
-            futures::stream::iter(partners.iter().map(|p| {
-                let mut api = api.clone();
-                let policy = policy(failed, p);
-                async move {
-                    api.create_propagation_policy(v1::CreatePropagationPolicyRequest {
-                        propagation_policy: Some(policy),
-                    })
-                    .await
-                    .map(|_| ())
-                    .map_err(|s| anyhow!("creating a PropagationPolicy: {}", s.message()))
-                }
-            }))
-            .buffer_unordered(16)
-            .collect()
-            .await;
+        let created: Vec<anyhow::Result<()>> = futures::stream::iter(partners.iter().map(|p| {
+            let mut api = api.clone();
+            let policy = policy(failed, p);
+            async move {
+                api.create_propagation_policy(v1::CreatePropagationPolicyRequest {
+                    propagation_policy: Some(policy),
+                })
+                .await
+                .map(|_| ())
+                .map_err(|s| anyhow!("creating a PropagationPolicy: {}", s.message()))
+            }
+        }))
+        .buffer_unordered(16)
+        .collect()
+        .await;
         created.into_iter().collect::<anyhow::Result<()>>()?;
 
         let pb = bar(m as u64, "creating workloads");
@@ -706,10 +705,11 @@ impl Run<'_> {
                 pid,
             })
             .into_iter()
-            .chain(bench_store.helper_pid().map(|pid| cpu::Helper {
-                name: "etcd",
-                pid,
-            }))
+            .chain(
+                bench_store
+                    .helper_pid()
+                    .map(|pid| cpu::Helper { name: "etcd", pid }),
+            )
             .collect();
         let cpu_before = cpu::Sample::now(&helpers);
         let fault = match args.fault {

@@ -12,6 +12,7 @@ mod cpu;
 mod etcd;
 pub mod failover;
 mod members;
+pub mod schedule;
 mod stats;
 pub mod store;
 mod track;
@@ -26,6 +27,9 @@ pub enum BenchCommand {
     Failover(failover::FailoverArgs),
     /// The store benchmark of docs/design.md §7 on etcd (given or temporary) and MemStore.
     Store(store::StoreBenchArgs),
+    /// The scheduler alone: decisions per second in process, and the scheduler service
+    /// scheduling M bindings on the store, next to the store's floor.
+    Schedule(schedule::ScheduleArgs),
     /// The simulated members of `bench failover`, in their own process (started by it).
     #[command(hide = true)]
     Members(members::MembersArgs),
@@ -36,6 +40,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Failover(args) => failover::run(args).await?,
         BenchCommand::Store(args) => store::run(args).await?,
+        BenchCommand::Schedule(args) => schedule::run(args).await?,
         BenchCommand::Members(args) => members::serve(args).await?,
     }
     Ok(ExitCode::SUCCESS)

@@ -286,6 +286,15 @@ impl State {
         self.settled
     }
 
+    /// Bindings scheduled at their current generation (every target's replicas assigned,
+    /// `schedulerObservedGeneration` caught up).
+    pub fn scheduled(&self) -> usize {
+        self.bindings
+            .values()
+            .filter(|b| scheduled(&b.binding))
+            .count()
+    }
+
     /// Clusters seen, by name.
     pub fn clusters(&self) -> &HashMap<String, ClusterState> {
         &self.clusters

@@ -85,7 +85,16 @@ fn assert_failover_report(out: &str, n: usize) {
     }
     assert!(out.contains("NoExecute taint"), "{out}");
     assert!(out.contains("bindings/s"), "{out}");
-    assert!(out.contains("the floor (target ≤ 3.5×)"), "{out}");
+    assert!(out.contains("the floor (goal ≤ 3.5×)"), "{out}");
+    // The members ran in their own process: their CPU is told apart from the control
+    // plane's, and the control plane's memory is reported.
+    assert!(out.contains("control plane (this process)"), "{out}");
+    assert!(out.contains(", members "), "{out}");
+    assert!(
+        out.contains("control-plane CPU per failed-over binding"),
+        "{out}"
+    );
+    assert!(out.contains("control-plane memory:"), "{out}");
 }
 
 #[test]
@@ -185,6 +194,134 @@ async fn store_bench_prints_the_table() {
     ] {
         assert!(out.contains(needle), "{needle}:\n{out}");
     }
+}
+
+/// `--json`: one JSON object on stdout with every figure (the human report on stderr), and
+/// the members' process gone after the run.
+#[test]
+fn failover_bench_json_carries_every_figure() {
+    let out = run(
+        &[
+            "bench",
+            "failover",
+            "--clusters",
+            "3",
+            "--bindings",
+            "10",
+            "--store",
+            "mem",
+            "--json",
+        ],
+        Duration::from_secs(180),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("failover of 10 bindings"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    assert_eq!(report["affected"], 10, "{report}");
+    assert_eq!(report["completed"], 10, "{report}");
+    for stage in [
+        "evicted",
+        "rescheduled",
+        "Works applied",
+        "Ready",
+        "task removed",
+    ] {
+        assert_eq!(report["stages"][stage]["bindings"], 10, "{stage}: {report}");
+    }
+    assert!(
+        report["end_to_end_s"].as_f64().is_some_and(|s| s > 0.0),
+        "{report}"
+    );
+    assert!(
+        report["floor"]["keys_per_s"]
+            .as_f64()
+            .is_some_and(|k| k > 0.0),
+        "{report}"
+    );
+    assert!(
+        report["writes"]["binding_versions_per_binding"]
+            .as_f64()
+            .is_some(),
+        "{report}"
+    );
+    assert!(
+        report["cpu"]["control_plane_s"].as_f64().is_some(),
+        "{report}"
+    );
+    assert!(report["cpu"]["members_s"].as_f64().is_some(), "{report}");
+    assert!(
+        report["memory_mib"]["control_plane_rss"]
+            .as_f64()
+            .is_some_and(|m| m > 0.0),
+        "{report}"
+    );
+    assert_eq!(report["config"]["bindings"], 10, "{report}");
+    // No members' process outlives the bench.
+    std::thread::sleep(Duration::from_millis(500));
+    let ps = Command::new("pgrep")
+        .args(["-f", "bench members --clusters 3"])
+        .output();
+    if let Ok(ps) = ps {
+        assert!(
+            ps.stdout.is_empty(),
+            "left behind: {}",
+            String::from_utf8_lossy(&ps.stdout)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_bench_reports_decisions_and_the_service_on_etcd() {
+    let etcd = EtcdServer::start().await;
+    let endpoints = etcd.endpoints().join(",");
+    let out = tokio::task::spawn_blocking(move || {
+        ok(
+            &[
+                "bench",
+                "schedule",
+                "--clusters",
+                "5",
+                "--bindings",
+                "200",
+                "--rounds",
+                "1",
+                "--store",
+                "etcd",
+                "--etcd-endpoints",
+                &endpoints,
+                "--etcd-prefix",
+                "/flotilla-cli-test-schedule",
+                "--json",
+            ],
+            Duration::from_secs(240),
+        )
+    })
+    .await
+    .unwrap();
+    let report: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    for shape in ["first_placement", "failover"] {
+        assert!(
+            report["decisions_per_s"][shape]
+                .as_f64()
+                .is_some_and(|r| r > 0.0),
+            "{shape}: {report}"
+        );
+    }
+    assert_eq!(report["with_writes"]["store"], "etcd", "{report}");
+    assert!(
+        report["with_writes"]["bindings_per_s"]
+            .as_f64()
+            .is_some_and(|r| r > 0.0),
+        "{report}"
+    );
+    assert!(
+        report["with_writes"]["floor"]["keys_per_s"]
+            .as_f64()
+            .is_some(),
+        "{report}"
+    );
 }
 
 #[test]

@@ -564,26 +564,41 @@ impl Member {
         kind: &str,
     ) -> Result<Vec<Value>, MemberError> {
         let (resource, namespaced) = self.resource_for(api_version, kind).await?;
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let params = ListParams::default().labels(managed_label(namespaced));
-        let list = self.call("list", api.list(&params)).await?;
-        // list items carry no apiVersion/kind of their own
-        Ok(list
-            .items
-            .into_iter()
-            .map(|o| into_value(o, api_version, kind))
-            .collect())
+        self.list_slim(&resource, &params, api_version, kind).await
     }
 
     /// Every object of a core or group resource (nodes, pods), raw.
     pub async fn list_all(&self, api_version: &str, kind: &str) -> Result<Vec<Value>, MemberError> {
         let (resource, _) = self.resource_for(api_version, kind).await?;
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let list = self.call("list", api.list(&ListParams::default())).await?;
+        self.list_slim(&resource, &ListParams::default(), api_version, kind)
+            .await
+    }
+
+    /// A list of `resource` in every namespace, each item cut to what status and capacity
+    /// read: `metadata`'s identity (name, namespace, uid, generation, resourceVersion,
+    /// labels), `spec` and `status`. The JSON is read straight into that shape: kube's
+    /// `DynamicObject` buffers every item through serde's flatten, and parsing
+    /// `managedFields` and annotations only to drop them was a tenth of the control
+    /// plane's CPU in a failover (profile in docs/design.md §7).
+    async fn list_slim(
+        &self,
+        resource: &ApiResource,
+        params: &ListParams,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Vec<Value>, MemberError> {
+        let url = <DynamicObject as kube::Resource>::url_path(resource, None);
+        let request = kube::core::Request::new(url)
+            .list(params)
+            .map_err(|e| MemberError::BadObject(e.to_string()))?;
+        let client = self.client.clone();
+        let list: SlimList = self.call("list", client.request(request)).await?;
+        // list items carry no apiVersion/kind of their own
         Ok(list
             .items
             .into_iter()
-            .map(|o| into_value(o, api_version, kind))
+            .map(|item| item.into_value(api_version, kind))
             .collect())
     }
 
@@ -700,6 +715,75 @@ impl Member {
 /// An object as JSON for the interpreter: its fields (`spec`, `status`, ...) as kube-rs
 /// parsed them, moved rather than re-serialized, with `apiVersion`, `kind` and the metadata
 /// the rules read (name, namespace, uid, generation, resourceVersion, labels).
+/// A list as [`Member::list_slim`] reads it.
+#[derive(serde::Deserialize)]
+struct SlimList {
+    #[serde(default)]
+    items: Vec<SlimItem>,
+}
+
+/// One item of a [`SlimList`]: every other field is skipped by the parser.
+#[derive(serde::Deserialize)]
+struct SlimItem {
+    #[serde(default)]
+    metadata: SlimMeta,
+    spec: Option<Value>,
+    status: Option<Value>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct SlimMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    generation: Option<i64>,
+    resource_version: Option<String>,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl SlimItem {
+    /// The item as the JSON object [`into_value`] makes of a whole object.
+    fn into_value(self, api_version: &str, kind: &str) -> Value {
+        let SlimItem {
+            metadata,
+            spec,
+            status,
+        } = self;
+        let mut meta = serde_json::Map::new();
+        let mut put = |key: &str, value: Option<Value>| {
+            if let Some(v) = value {
+                meta.insert(key.to_owned(), v);
+            }
+        };
+        put("name", metadata.name.map(Value::from));
+        put("namespace", metadata.namespace.map(Value::from));
+        put("uid", metadata.uid.map(Value::from));
+        put("generation", metadata.generation.map(Value::from));
+        put(
+            "resourceVersion",
+            metadata.resource_version.map(Value::from),
+        );
+        put(
+            "labels",
+            metadata
+                .labels
+                .map(|l| Value::Object(l.into_iter().map(|(k, v)| (k, Value::from(v))).collect())),
+        );
+        let mut map = serde_json::Map::new();
+        map.insert("apiVersion".into(), api_version.into());
+        map.insert("kind".into(), kind.into());
+        map.insert("metadata".into(), Value::Object(meta));
+        if let Some(spec) = spec {
+            map.insert("spec".into(), spec);
+        }
+        if let Some(status) = status {
+            map.insert("status".into(), status);
+        }
+        Value::Object(map)
+    }
+}
+
 fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
     let DynamicObject { metadata, data, .. } = object;
     let mut map = match data {

@@ -156,6 +156,16 @@ pub fn shutdown_tracing(timeout: Duration) {
     }
 }
 
+/// `filter` with kube-rs' per-request ERROR log turned off, unless `filter` names
+/// `kube_client` itself: Flotilla reports each failed member call once, with its cluster.
+pub fn quiet_kube_client(filter: &str) -> String {
+    if filter.contains("kube_client") {
+        filter.to_owned()
+    } else {
+        format!("{filter},kube_client::client::builder=off")
+    }
+}
+
 /// Installs the global tracing subscriber: an `EnvFilter` from `filter` (the `--log` flag,
 /// env `FLOTILLA_LOG`) writing `format` lines to stderr, plus OTLP span export as
 /// [`default_service_name`] when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`otel_layer`]).
@@ -164,11 +174,7 @@ pub fn shutdown_tracing(timeout: Duration) {
 /// reports those failures itself (once, with the cluster, on the Work or the probe), so that
 /// target is off unless `filter` names `kube_client` itself.
 pub fn init_tracing(filter: &str, format: LogFormat) -> Result<(), TelemetryError> {
-    let effective = if filter.contains("kube_client") {
-        filter.to_owned()
-    } else {
-        format!("{filter},kube_client::client::builder=off")
-    };
+    let effective = quiet_kube_client(filter);
     let env_filter = EnvFilter::try_new(&effective).map_err(|source| TelemetryError::Filter {
         filter: filter.to_owned(),
         source,

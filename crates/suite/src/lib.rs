@@ -132,7 +132,7 @@ impl Service {
 
     /// Starts the service on `store` through the one service shape
     /// (`flotilla_runtime::service::spawn`); returns its task.
-    async fn spawn(
+    pub async fn spawn(
         self,
         store: StoreRef,
         flags: &[String],

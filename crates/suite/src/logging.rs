@@ -17,7 +17,10 @@ static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
 /// Installs the process's tracing subscriber: `filter` (tracing `EnvFilter` syntax) to
 /// `file` (appended), or to stderr when `None`.
 pub fn init(filter: &str, file: Option<&Path>) -> anyhow::Result<()> {
-    let env_filter = EnvFilter::try_new(filter).map_err(|e| {
+    // kube-rs' own per-request ERROR lines are off here too (the services report each
+    // failed member call once).
+    let effective = flotilla_runtime::telemetry::quiet_kube_client(filter);
+    let env_filter = EnvFilter::try_new(&effective).map_err(|e| {
         anyhow!(
             "--log {filter:?} is not a log filter (e.g. warn, info,flotilla_scheduler=debug): {e}"
         )
@@ -65,6 +68,8 @@ pub fn init(filter: &str, file: Option<&Path>) -> anyhow::Result<()> {
 /// complaints about the leadership they just gave up are noise.
 pub fn quiet() {
     if let Some(handle) = FILTER.get() {
-        let _ = handle.reload(EnvFilter::new("error"));
+        let _ = handle.reload(EnvFilter::new(
+            flotilla_runtime::telemetry::quiet_kube_client("error"),
+        ));
     }
 }

@@ -32,11 +32,12 @@ use flotilla_store::typed::{Stored, Typed, Update, workload_key};
 use crate::Config;
 use crate::member::Members;
 use crate::plan::{
-    REASON_OVERRIDE_FAILED, aggregate, decide_with, overrides_condition, with_aggregated_status,
-    with_overrides_condition,
+    REASON_OVERRIDE_FAILED, aggregate, decide_with, hold_status, overrides_condition,
+    with_aggregated_status, with_overrides_condition,
 };
 use crate::render::{
-    BINDING_FINALIZER, Overrides, binding_key, is_deleting, parse_binding_key, work_cluster,
+    BINDING_FINALIZER, Overrides, binding_key, cluster_ready, is_deleting, parse_binding_key,
+    work_cluster,
 };
 
 /// Index of the Works cache: the `<ns>/<name>` of the binding a Work belongs to.
@@ -479,6 +480,21 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         update,
         overrides_condition(&previous, &decision.override_errors, now),
     );
+    // WE-8.5: a write that only repeats what a write sure to follow will say waits for it.
+    let update = update.filter(|new| {
+        let answers = |cluster: &str| {
+            ctx.clusters
+                .get(&format!("{}{cluster}", v1::Cluster::PREFIX))
+                .is_some_and(|c| cluster_ready(&c) && !is_deleting(c.metadata.as_ref()))
+        };
+        match hold_status(&binding, new, &works, answers) {
+            Some(hold) => {
+                tracing::debug!(binding = %view.key, ?hold, "status write waits (WE-8.5)");
+                false
+            }
+            None => true,
+        }
+    });
     if let Some(mut new) = update {
         stamp_trace_context(&mut new);
         match ctx.binding_writer.update((*binding).clone(), new).await {

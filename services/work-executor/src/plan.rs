@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use flotilla_core::Time;
 use flotilla_core::types::{self as domain, CONDITION_FULLY_APPLIED};
 use flotilla_core::work::{aggregate_status, plan_works};
+use flotilla_proto::Resource as _;
 use flotilla_proto::v1;
 use flotilla_store::typed::Stored;
 
@@ -412,6 +413,54 @@ pub fn with_aggregated_status(
     Some(out)
 }
 
+/// Why a binding's status write waits (WE-8.5): a write that is sure to come re-queues the
+/// binding, and the status is written once then instead of twice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// Only the stamp would move, and the scheduler has not observed this generation yet:
+    /// its write (a new placement or its bookkeeping) re-queues the binding.
+    SchedulerPending,
+    /// The Work for this cluster was written for a newer generation than its status
+    /// describes, and its member answers: the execution controller (or the cluster's agent)
+    /// writes its status next, which re-queues the binding.
+    WorkInFlight(String),
+}
+
+/// WE-8.5 (Flotilla): whether the status write from `binding` to `update` can wait, given
+/// the binding's Works and `answers(cluster)`: whether that cluster's member is expected to
+/// report on its Work (the cluster is Ready). `None`: write now.
+///
+/// Karmada writes the aggregated status on every pass; holding these two kinds of writes
+/// saves a binding version per evicted binding each (docs/rules.md, WE-8.5) without ever
+/// stamping older health with a newer generation (I1a): a held write leaves the old stamp.
+pub fn hold_status<W: Borrow<v1::Work>>(
+    binding: &v1::ResourceBinding,
+    update: &v1::ResourceBinding,
+    works: &[W],
+    answers: impl Fn(&str) -> bool,
+) -> Option<Hold> {
+    let generation = binding.metadata.as_ref().map_or(0, |m| m.generation);
+    let old = binding.status.clone().unwrap_or_default();
+    let new = update.status.clone().unwrap_or_default();
+    let placed = binding.spec.as_ref().is_some_and(|s| s.placement.is_some());
+    let stamp_only = old.aggregated_status == new.aggregated_status
+        && old.conditions == new.conditions
+        && old.aggregated_status_observed_generation != new.aggregated_status_observed_generation;
+    if placed && stamp_only && old.scheduler_observed_generation != generation {
+        return Some(Hold::SchedulerPending);
+    }
+    works.iter().map(Borrow::borrow).find_map(|w: &v1::Work| {
+        let suspended = w.spec.as_ref().is_some_and(|s| s.suspend_dispatching);
+        let observed = w.status.as_ref().map_or(0, |s| s.observed_generation);
+        let cluster = work_cluster(w);
+        (!is_deleting(w.metadata.as_ref())
+            && !suspended
+            && observed < w.generation()
+            && answers(cluster))
+        .then(|| Hold::WorkInFlight(cluster.to_owned()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -489,6 +538,127 @@ mod tests {
                 w
             })
             .collect()
+    }
+
+    #[test]
+    fn we_8_5_status_writes_that_wait() {
+        let now = Time::from_millis(1_000);
+        let placed = |generation: i64, scheduler_observed: i64, stamp: i64| {
+            let mut b = binding(&[("member2", 3)], &[("member1", PurgeMode::Gracefully)]);
+            let spec = b.spec.as_mut().unwrap();
+            spec.placement = Some(v1::Placement::default());
+            b.metadata.as_mut().unwrap().generation = generation;
+            b.status = Some(v1::ResourceBindingStatus {
+                scheduler_observed_generation: scheduler_observed,
+                aggregated_status_observed_generation: stamp,
+                ..Default::default()
+            });
+            b
+        };
+        let stamped = |b: &v1::ResourceBinding, stamp: i64| {
+            let mut u = b.clone();
+            u.status
+                .as_mut()
+                .unwrap()
+                .aggregated_status_observed_generation = stamp;
+            u
+        };
+        let with_item = |b: &v1::ResourceBinding| {
+            let mut u = stamped(b, b.metadata.as_ref().unwrap().generation);
+            u.status
+                .as_mut()
+                .unwrap()
+                .aggregated_status
+                .push(v1::AggregatedStatusItem {
+                    cluster_name: "member2".into(),
+                    ..Default::default()
+                });
+            u
+        };
+        // Works: member2's applied for its generation 1, or written for generation 2 and
+        // not answered yet; member1's (held by the task) applied.
+        let answered = {
+            let mut w = works_for(&placed(1, 1, 1), &[("member1", 1), ("member2", 2)]);
+            for w in &mut w {
+                w.status = Some(applied_status(None, 1, None, now));
+            }
+            w
+        };
+        let in_flight = {
+            let mut w = answered.clone();
+            w[1].metadata.as_mut().unwrap().generation = 2;
+            w
+        };
+        let everyone = |_: &str| true;
+        let nobody = |_: &str| false;
+        // (case, binding, its update, Works, clusters Ready, expected hold)
+        type Case<'a> = (
+            &'a str,
+            v1::ResourceBinding,
+            v1::ResourceBinding,
+            &'a [v1::Work],
+            bool,
+            Option<Hold>,
+        );
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "only the stamp moves, the scheduler has not seen generation 2 → wait",
+                placed(2, 1, 1),
+                stamped(&placed(2, 1, 1), 2),
+                &answered,
+                true,
+                Some(Hold::SchedulerPending),
+            ),
+            (
+                "only the stamp moves, the scheduler has seen it → write",
+                placed(2, 2, 1),
+                stamped(&placed(2, 2, 1), 2),
+                &answered,
+                true,
+                None,
+            ),
+            (
+                "the items change while the scheduler is pending → write",
+                placed(2, 1, 1),
+                with_item(&placed(2, 1, 1)),
+                &answered,
+                true,
+                None,
+            ),
+            (
+                "a Work written for a newer generation, its member answers → wait",
+                placed(2, 2, 1),
+                with_item(&placed(2, 2, 1)),
+                &in_flight,
+                true,
+                Some(Hold::WorkInFlight("member2".into())),
+            ),
+            (
+                "the same Work on a cluster that is not Ready → write (nobody will answer)",
+                placed(2, 2, 1),
+                with_item(&placed(2, 2, 1)),
+                &in_flight,
+                false,
+                None,
+            ),
+        ];
+        for (name, b, update, works, ready, want) in cases {
+            let got = if ready {
+                hold_status(&b, &update, works, everyone)
+            } else {
+                hold_status(&b, &update, works, nobody)
+            };
+            assert_eq!(got, want, "{name}");
+        }
+        // A Work being deleted or suspended is not waited for.
+        let mut deleting = in_flight.clone();
+        deleting[1].metadata.as_mut().unwrap().deletion_timestamp =
+            Some(flotilla_proto::convert::time_to_timestamp(now));
+        let b = placed(2, 2, 1);
+        assert_eq!(hold_status(&b, &with_item(&b), &deleting, everyone), None);
+        let mut suspended = in_flight.clone();
+        suspended[1].spec.as_mut().unwrap().suspend_dispatching = true;
+        assert_eq!(hold_status(&b, &with_item(&b), &suspended, everyone), None);
     }
 
     #[test]
