@@ -20,3 +20,4 @@ mod purge_modes;
 mod recovery_before_toleration;
 mod seed_divided;
 mod seed_duplicated;
+mod status_watch;

@@ -543,7 +543,10 @@ impl WorkExecutor {
                         tokio::select! {
                             () = shutdown.triggered() => {}
                             () = ctx.caches_ready() => {
-                                status::run(ctx.clone(), leader, shutdown.clone()).await;
+                                tokio::join!(
+                                    status::run(ctx.clone(), leader.clone(), shutdown.clone()),
+                                    status::run_watches(ctx.clone(), leader, shutdown.clone()),
+                                );
                             }
                         }
                     },

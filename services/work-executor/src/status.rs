@@ -1,4 +1,5 @@
-//! Status collection for Push clusters (WE-7): every `--status-sync-period`, per Ready Push
+//! Status of Push members' objects (WE-7). Changes arrive by watch as they happen (WE-7.2,
+//! [`run_watches`]); behind that, as the safety net (WE-7.1, [`run`]): every `--status-sync-period`, per Ready Push
 //! cluster (bounded concurrency) ONE list per kind its Works hold, selected by the label every
 //! applied object carries (`resourcebinding.karmada.io/permanent-id`); then the Works whose
 //! member status changed (health by IN-3, ready replicas, status JSON) are written in batches
@@ -17,6 +18,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use flotilla_member::MemberEvent;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
 use flotilla_store::Leadership;
@@ -199,4 +201,187 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
         }
     }
     report
+}
+
+/// How often the set of status watches is brought in line with the Ready Push clusters and
+/// the kinds their Works hold.
+const WATCH_RECONCILE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Events written together: the watch's ready events in one batch of Work updates.
+const WATCH_BATCH: usize = 512;
+
+/// One status watch: (cluster, apiVersion, kind).
+type WatchKey = (String, String, String);
+
+/// WE-7.2: while this replica leads, one status watch per Ready Push cluster and kind its
+/// Works hold; each pushes the member's changes into the Works' status as they happen (a
+/// pod turning Ready reaches the binding in milliseconds, not at the next collection). The
+/// periodic collection ([`run`]) stays as the safety net (missing objects, a member whose
+/// watch fails).
+pub async fn run_watches(
+    ctx: Arc<Context>,
+    leader: watch::Receiver<Option<Leadership>>,
+    shutdown: Shutdown,
+) {
+    let mut running: HashMap<WatchKey, (flotilla_member::Target, tokio::task::JoinHandle<()>)> =
+        HashMap::new();
+    let mut tick = tokio::time::interval(WATCH_RECONCILE);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.triggered() => break,
+            _ = tick.tick() => {}
+        }
+        let desired = if leader.borrow().is_none() {
+            HashMap::new()
+        } else {
+            desired_watches(&ctx)
+        };
+        running.retain(|key, (target, task)| {
+            let keep = desired.get(key) == Some(target) && !task.is_finished();
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        for (key, target) in desired {
+            if running.contains_key(&key) {
+                continue;
+            }
+            let task = tokio::spawn(watch_kind(ctx.clone(), key.clone(), target.clone()));
+            running.insert(key, (target, task));
+        }
+        metrics::gauge!("flotilla_work_executor_status_watches").set(running.len() as f64);
+    }
+    for (_, (_, task)) in running {
+        task.abort();
+    }
+}
+
+/// The watches there should be: every Ready Push cluster × every kind its Works hold.
+fn desired_watches(ctx: &Context) -> HashMap<WatchKey, flotilla_member::Target> {
+    let mut desired = HashMap::new();
+    for cluster in ctx.clusters.list() {
+        if cluster_is_pull(&cluster)
+            || !cluster_ready(&cluster)
+            || is_deleting(cluster.metadata.as_ref())
+            || cluster_endpoint(&cluster).is_empty()
+        {
+            continue;
+        }
+        let name = cluster.metadata.as_ref().map_or("", |m| m.name.as_str());
+        let Ok(target) = crate::member::target_of(&ctx.secrets, &cluster) else {
+            continue;
+        };
+        for work in ctx.works.by_index(INDEX_CLUSTER, name) {
+            if let Some(r) = work.spec.as_ref().and_then(|s| s.resource.as_ref()) {
+                desired
+                    .entry((name.to_owned(), r.api_version.clone(), r.kind.clone()))
+                    .or_insert_with(|| target.clone());
+            }
+        }
+    }
+    desired
+}
+
+/// Follows one kind on one cluster until aborted; returns (to be started again on the next
+/// round) when the watch cannot start, after a pause so that a member without the kind is
+/// not asked every second.
+async fn watch_kind(ctx: Arc<Context>, key: WatchKey, target: flotilla_member::Target) {
+    let (cluster, api_version, kind) = &key;
+    let started = async {
+        let member = ctx.members.member(cluster, &target)?;
+        member.watch_managed(api_version, kind).await
+    };
+    let stream = match started.await {
+        Ok(s) => s,
+        Err(error) => {
+            tracing::debug!(cluster = %cluster, kind = %kind, %error, "status watch cannot start; the periodic collection covers it");
+            tokio::time::sleep(ctx.config.status_sync_period).await;
+            return;
+        }
+    };
+    let mut events = std::pin::pin!(stream.ready_chunks(WATCH_BATCH));
+    while let Some(batch) = events.next().await {
+        let mut objects = Vec::with_capacity(batch.len());
+        for event in batch {
+            match event {
+                MemberEvent::Applied(object) => objects.push(object),
+                MemberEvent::Failed(error) => {
+                    tracing::debug!(cluster = %cluster, kind = %kind, %error, "status watch failed; retrying");
+                }
+                // Deletions and relists are the periodic collection's: it judges "missing"
+                // on Works read before its list, which a watch event cannot.
+                MemberEvent::Deleted(_) | MemberEvent::Listing | MemberEvent::Listed => {}
+            }
+        }
+        if !objects.is_empty() {
+            push_statuses(&ctx, cluster, &objects).await;
+        }
+    }
+}
+
+/// Writes the member's view of `objects` into the status of their applied Works on
+/// `cluster`, where it changed (a lost CAS is left to the next event or collection).
+async fn push_statuses(ctx: &Context, cluster: &str, objects: &[serde_json::Value]) {
+    let works = ctx.works.by_index(INDEX_CLUSTER, cluster);
+    let by_identity: HashMap<(&str, &str, &str), &Arc<v1::Work>> = works
+        .iter()
+        .filter_map(|w| {
+            let r = w.spec.as_ref()?.resource.as_ref()?;
+            Some(((r.namespace.as_str(), r.kind.as_str(), r.name.as_str()), w))
+        })
+        .collect();
+    // the last state of each object in the batch
+    let mut latest: HashMap<(String, String, String), v1::ManifestStatus> = HashMap::new();
+    for object in objects {
+        let m = flotilla_member::status::manifest_status(object);
+        if let Some(r) = m.resource.as_ref() {
+            latest.insert((r.namespace.clone(), r.kind.clone(), r.name.clone()), m);
+        }
+    }
+    let mut updates = Vec::new();
+    for ((namespace, kind, name), m) in &latest {
+        let Some(work) = by_identity.get(&(namespace.as_str(), kind.as_str(), name.as_str()))
+        else {
+            continue;
+        };
+        let work: &v1::Work = work;
+        if is_deleting(work.metadata.as_ref()) {
+            continue;
+        }
+        let Some(status) = work.status.as_ref() else {
+            continue;
+        };
+        if applied_state(status) != Some(true) {
+            continue;
+        }
+        let mut s = status.clone();
+        if !merge_member_status(&mut s, m) {
+            continue;
+        }
+        let mut new = work.clone();
+        new.status = Some(s);
+        updates.push(Update {
+            old: work.clone(),
+            new,
+            guards: Vec::new(),
+        });
+    }
+    let pushed = updates.len();
+    let mut lost = 0;
+    for result in ctx.work_writer.update_all(updates).await {
+        if result.is_err() {
+            lost += 1;
+        }
+    }
+    metrics::counter!("flotilla_work_executor_status_pushes_total")
+        .increment((pushed - lost) as u64);
+    if lost > 0 {
+        tracing::debug!(
+            cluster,
+            lost,
+            "pushed statuses lost their CAS; the next event or collection retries"
+        );
+    }
 }
