@@ -20,4 +20,3 @@ mod purge_modes;
 mod recovery_before_toleration;
 mod seed_divided;
 mod seed_duplicated;
-mod status_watch;

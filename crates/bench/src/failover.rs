@@ -120,10 +120,9 @@ struct FailoverFlags {
     #[arg(long, value_parser = humantime::parse_duration)]
     probe_timeout: Option<Duration>,
 
-    /// work-executor --status-sync-period: the periodic status collection, the safety net
-    /// behind the status watches (WE-7.2) that push each change as it happens and the
-    /// status of each apply. Default: the service's own, 10s.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// work-executor --status-sync-period (member status collection; Works also get their
+    /// status from each apply).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     status_sync_period: Duration,
 
     /// Workload creations in flight through the api.

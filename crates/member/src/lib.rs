@@ -556,46 +556,6 @@ impl Member {
         }
     }
 
-    /// The objects of `api_version` `kind` that Flotilla applied (by [`managed_label`]), as
-    /// they change: kube-runtime's watcher (a list, then a watch from its resourceVersion, a
-    /// new list when the watch expires), retrying with its default back-off. The stream
-    /// ends only when dropped.
-    pub async fn watch_managed(
-        &self,
-        api_version: &str,
-        kind: &str,
-    ) -> Result<futures::stream::BoxStream<'static, MemberEvent>, MemberError> {
-        use futures::StreamExt as _;
-        use kube::runtime::WatchStreamExt as _;
-        use kube::runtime::watcher;
-        let (resource, namespaced) = self.resource_for(api_version, kind).await?;
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let config = watcher::Config::default().labels(managed_label(namespaced));
-        let (api_version, kind) = (api_version.to_owned(), kind.to_owned());
-        let endpoint = self.endpoint.clone();
-        Ok(watcher(api, config)
-            .default_backoff()
-            .map(move |event| {
-                metrics::counter!("flotilla_member_watch_events_total").increment(1);
-                match event {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                        MemberEvent::Applied(into_value(o, &api_version, &kind))
-                    }
-                    Ok(watcher::Event::Delete(o)) => {
-                        MemberEvent::Deleted(into_value(o, &api_version, &kind))
-                    }
-                    Ok(watcher::Event::Init) => MemberEvent::Listing,
-                    Ok(watcher::Event::InitDone) => MemberEvent::Listed,
-                    Err(e) => MemberEvent::Failed(MemberError::Transport {
-                        endpoint: endpoint.clone(),
-                        verb: "watch",
-                        message: e.to_string(),
-                    }),
-                }
-            })
-            .boxed())
-    }
-
     /// Every object of `api_version` `kind` that Flotilla applied (by [`managed_label`]), in
     /// every namespace.
     pub async fn list_managed(
@@ -755,22 +715,6 @@ impl Member {
 /// An object as JSON for the interpreter: its fields (`spec`, `status`, ...) as kube-rs
 /// parsed them, moved rather than re-serialized, with `apiVersion`, `kind` and the metadata
 /// the rules read (name, namespace, uid, generation, resourceVersion, labels).
-/// What [`Member::watch_managed`] yields.
-#[derive(Debug)]
-pub enum MemberEvent {
-    /// A (re-)list begins: the objects that follow until [`MemberEvent::Listed`] are all
-    /// there are.
-    Listing,
-    /// An object as it is now (listed, created or changed), as [`Member::get`] returns it.
-    Applied(Value),
-    /// An object was deleted (its last state).
-    Deleted(Value),
-    /// The (re-)list is complete.
-    Listed,
-    /// The watch failed; the stream retries with back-off.
-    Failed(MemberError),
-}
-
 /// A list as [`Member::list_slim`] reads it.
 #[derive(serde::Deserialize)]
 struct SlimList {

@@ -36,10 +36,6 @@ pub fn manifest_status(object: &Value) -> v1::ManifestStatus {
         }),
         manifest: String::new(),
         replicas,
-        generation: object
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0),
         ready_replicas: interpret::ready_replicas(object),
         health: health.into(),
         status: object

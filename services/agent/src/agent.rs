@@ -393,7 +393,6 @@ impl WorkAgent {
             ready_replicas: 0,
             resource_status: String::new(),
             observed_generation: t.generation,
-            member_generation: 0,
         };
         let status = match &t.outcome {
             // nothing to say until the member deleted it
@@ -424,7 +423,6 @@ impl WorkAgent {
                         ready_replicas: m.ready_replicas,
                         resource_status: m.status.clone(),
                         observed_generation: t.generation,
-                        member_generation: m.generation,
                     },
                     None => failed(format!(
                         "{} {}/{} is not on the member",

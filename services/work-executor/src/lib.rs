@@ -543,10 +543,7 @@ impl WorkExecutor {
                         tokio::select! {
                             () = shutdown.triggered() => {}
                             () = ctx.caches_ready() => {
-                                tokio::join!(
-                                    status::run(ctx.clone(), leader.clone(), shutdown.clone()),
-                                    status::run_watches(ctx.clone(), leader, shutdown.clone()),
-                                );
+                                status::run(ctx.clone(), leader, shutdown.clone()).await;
                             }
                         }
                     },

@@ -544,9 +544,6 @@ pub fn applied_status(
     status.observed_generation = generation;
     match member {
         Some(m) => {
-            // The apply's own answer is the newest reading there is (the object may even
-            // have been re-created with a lower generation): it resets the guard.
-            status.member_generation = 0;
             merge_member_status(&mut status, m);
         }
         None => status.health = v1::ResourceHealth::Unknown as i32,
@@ -557,26 +554,13 @@ pub fn applied_status(
 /// Copies the member's view of the object (health, ready replicas, status JSON) into a Work
 /// status; returns whether anything changed.
 pub fn merge_member_status(status: &mut v1::WorkStatus, member: &v1::ManifestStatus) -> bool {
-    // A reading of an older object generation than the one already recorded predates the
-    // last apply (a watch or list that lags behind it): merging it would report the health
-    // of the previous spec as the current one's.
-    if member.generation != 0 && member.generation < status.member_generation {
-        return false;
-    }
-    let generation = if member.generation != 0 {
-        member.generation
-    } else {
-        status.member_generation
-    };
     let health = match v1::ResourceHealth::try_from(member.health) {
         Ok(v1::ResourceHealth::Unspecified) | Err(_) => v1::ResourceHealth::Unknown as i32,
         Ok(h) => h as i32,
     };
     let changed = status.health != health
         || status.ready_replicas != member.ready_replicas
-        || status.resource_status != member.status
-        || status.member_generation != generation;
-    status.member_generation = generation;
+        || status.resource_status != member.status;
     status.health = health;
     status.ready_replicas = member.ready_replicas;
     status.resource_status.clone_from(&member.status);
@@ -624,7 +608,6 @@ pub fn missing_status(old: &v1::WorkStatus, now: Time) -> v1::WorkStatus {
     message.clone_into(&mut status.applied_message);
     status.health = v1::ResourceHealth::Unknown as i32;
     status.ready_replicas = 0;
-    status.member_generation = 0;
     status
 }
 
@@ -659,59 +642,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-
-    #[test]
-    fn we_7_3_a_reading_of_an_older_object_generation_is_never_merged() {
-        let now = Time::from_millis(1_000);
-        let reading =
-            |generation: i64, health: v1::ResourceHealth, ready: i32| v1::ManifestStatus {
-                generation,
-                health: health as i32,
-                ready_replicas: ready,
-                status: format!("{{\"readyReplicas\":{ready}}}"),
-                ..Default::default()
-            };
-        // The apply of the scaled-up spec answers: object generation 2, not Ready yet.
-        let applied = applied_status(
-            None,
-            5,
-            Some(&reading(2, v1::ResourceHealth::Unhealthy, 1)),
-            now,
-        );
-        assert_eq!(applied.member_generation, 2);
-        // A lagging watch event or list from before the apply (generation 1, Healthy with
-        // the old replicas) must not make the new spec look Healthy.
-        let mut s = applied.clone();
-        assert!(!merge_member_status(
-            &mut s,
-            &reading(1, v1::ResourceHealth::Healthy, 1)
-        ));
-        assert_eq!(s, applied);
-        // The same generation, now Ready, is merged; so is a reading without a generation.
-        assert!(merge_member_status(
-            &mut s,
-            &reading(2, v1::ResourceHealth::Healthy, 2)
-        ));
-        assert_eq!(
-            (s.health, s.ready_replicas, s.member_generation),
-            (v1::ResourceHealth::Healthy as i32, 2, 2)
-        );
-        assert!(merge_member_status(
-            &mut s,
-            &reading(0, v1::ResourceHealth::Unhealthy, 0)
-        ));
-        assert_eq!(s.member_generation, 2);
-        // An apply's own answer resets the guard (the object may have been re-created).
-        let reapplied = applied_status(
-            Some(&s),
-            6,
-            Some(&reading(1, v1::ResourceHealth::Healthy, 3)),
-            now,
-        );
-        assert_eq!(reapplied.member_generation, 1);
-        // And a missing object forgets it.
-        assert_eq!(missing_status(&s, now).member_generation, 0);
-    }
 
     fn binding() -> v1::ResourceBinding {
         v1::ResourceBinding {
