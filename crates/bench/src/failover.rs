@@ -295,7 +295,7 @@ pub(crate) fn workload_name(i: usize, m: usize) -> String {
     format!("w-{i:0width$}")
 }
 
-fn policy(failed: &str, partner: &str) -> v1::PropagationPolicy {
+pub(crate) fn policy(failed: &str, partner: &str) -> v1::PropagationPolicy {
     let weight = |c: &str| v1::StaticClusterWeight {
         target_cluster: Some(v1::ClusterAffinity {
             cluster_names: vec![c.to_owned()],
@@ -335,7 +335,7 @@ fn policy(failed: &str, partner: &str) -> v1::PropagationPolicy {
     }
 }
 
-fn workload(name: &str, partner: &str, replicas: i32) -> v1::Workload {
+pub(crate) fn workload(name: &str, partner: &str, replicas: i32) -> v1::Workload {
     let manifest = serde_json::json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",

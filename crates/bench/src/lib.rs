@@ -6,11 +6,20 @@
 //!                   fails with every timer at zero → per-stage percentiles, bindings/s,
 //!                   and the store floor (7 × M guarded puts in 64-op transactions)
 //!   bench store     flotilla_store::bench on etcd: EtcdStore, raw client, MemStore, DESIGN §7
+//!   bench schedule  schedule() decisions/s on one thread; the scheduler service scheduling
+//!                   M preloaded bindings on the store, next to the floor of M guarded puts
+//!   bench latency   one binding's failover above the timers, R times: p50/p90/max next to
+//!                   the sequential guarded writes it needs at one write's p50 latency
+//!   bench idle      the control plane's CPU while N Pull clusters heart-beat at production
+//!                   timers (from a second process), next to the reference
+//!   (bench members  hidden: the simulated members / heartbeats, in their own process)
 //! ```
 
 mod cpu;
 mod etcd;
 pub mod failover;
+mod idle;
+mod latency;
 mod members;
 pub mod schedule;
 mod stats;
@@ -30,6 +39,11 @@ pub enum BenchCommand {
     /// The scheduler alone: decisions per second in process, and the scheduler service
     /// scheduling M bindings on the store, next to the store's floor.
     Schedule(schedule::ScheduleArgs),
+    /// One binding's failover above the timers, repeated: latency percentiles next to the
+    /// sequential-write floor of the same run.
+    Latency(latency::LatencyArgs),
+    /// The control plane's CPU while N Pull clusters heart-beat at production timers.
+    Idle(idle::IdleArgs),
     /// The simulated members of `bench failover`, in their own process (started by it).
     #[command(hide = true)]
     Members(members::MembersArgs),
@@ -41,6 +55,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Failover(args) => failover::run(args).await?,
         BenchCommand::Store(args) => store::run(args).await?,
         BenchCommand::Schedule(args) => schedule::run(args).await?,
+        BenchCommand::Latency(args) => latency::run(args).await?,
+        BenchCommand::Idle(args) => idle::run(args).await?,
         BenchCommand::Members(args) => members::serve(args).await?,
     }
     Ok(ExitCode::SUCCESS)

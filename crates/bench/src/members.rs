@@ -38,6 +38,12 @@ pub struct MembersArgs {
     /// Start-up delay of their pods.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     pub pod_startup_delay: Duration,
+
+    /// Instead of simulating members, send the heartbeats of `--clusters` Pull clusters
+    /// (named as `bench idle` names them) to cluster-health at this URL, each at the renew
+    /// interval cluster-health answers with (10s by default), spread evenly.
+    #[arg(long, value_name = "URL")]
+    pub heartbeats_to: Option<String>,
 }
 
 /// Runs `clusters` member-sims in this process, prints `member <name> <addr>` for each and
@@ -45,6 +51,9 @@ pub struct MembersArgs {
 pub async fn serve(args: MembersArgs) -> anyhow::Result<()> {
     let shutdown = Shutdown::new();
     shutdown.trigger_on_signals();
+    if let Some(url) = args.heartbeats_to.clone() {
+        return heartbeats(args.clusters, url, shutdown).await;
+    }
     let mut tasks = tokio::task::JoinSet::new();
     let mut lines = String::new();
     for i in 0..args.clusters {
@@ -96,9 +105,26 @@ pub struct External {
 impl External {
     /// Starts `flotilla bench members` from this very executable and waits for its members.
     pub async fn spawn(clusters: usize, timeout: Duration) -> anyhow::Result<Self> {
+        Self::spawn_with(clusters, &[], clusters, timeout).await
+    }
+
+    /// Starts `flotilla bench members --heartbeats-to URL`: `clusters` Pull clusters'
+    /// heartbeats, sent from their own process.
+    pub async fn heartbeats(clusters: usize, url: &str, timeout: Duration) -> anyhow::Result<Self> {
+        let extra = ["--heartbeats-to".to_owned(), url.to_owned()];
+        Self::spawn_with(clusters, &extra, 0, timeout).await
+    }
+
+    async fn spawn_with(
+        clusters: usize,
+        extra: &[String],
+        expect: usize,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("finding the flotilla executable")?;
         let mut child = Command::new(exe)
             .args(["bench", "members", "--clusters", &clusters.to_string()])
+            .args(extra)
             .env("FLOTILLA_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -133,9 +159,9 @@ impl External {
         tokio::time::timeout(timeout, read)
             .await
             .map_err(|_| anyhow!("the members' process was not ready within {timeout:?}"))??;
-        if members.len() != clusters {
+        if members.len() != expect {
             anyhow::bail!(
-                "the members' process started {} members, not {clusters}",
+                "the members' process started {} members, not {expect}",
                 members.len()
             );
         }
@@ -178,6 +204,96 @@ impl External {
             .is_err()
         {
             let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// The cluster names `bench idle` registers as Pull clusters.
+pub fn pull_cluster_name(i: usize, n: usize) -> String {
+    let width = n.saturating_sub(1).to_string().len().max(4);
+    format!("pull-{i:0width$}")
+}
+
+/// Sends every Pull cluster's heartbeat (a healthy member with a small status) until stdin
+/// closes; prints `ready` once the first round was sent.
+async fn heartbeats(clusters: usize, url: String, shutdown: Shutdown) -> anyhow::Result<()> {
+    use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
+    let channel = tonic::transport::Endpoint::from_shared(url.clone())
+        .with_context(|| format!("cluster-health URL {url}"))?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to cluster-health at {url}"))?;
+    let client = ClusterHealthClient::new(channel);
+    let status = v1::ClusterStatus {
+        kubernetes_version: "v1.33.0".into(),
+        api_enablements: vec![v1::ApiEnablement {
+            group_version: "apps/v1".into(),
+            resources: vec![v1::ApiResource {
+                name: "deployments".into(),
+                kind: "Deployment".into(),
+            }],
+        }],
+        resource_summary: Some(v1::ResourceSummary {
+            allocatable_replicas: Some(110),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let sd = shutdown.clone();
+    tokio::spawn(async move {
+        let mut sink = Vec::new();
+        let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+        sd.trigger();
+    });
+    let mut interval = Duration::from_secs(10);
+    let mut first = true;
+    loop {
+        let round = tokio::time::Instant::now();
+        let spacing = interval / u32::try_from(clusters.max(1)).unwrap_or(u32::MAX);
+        for i in 0..clusters {
+            let mut c = client.clone();
+            let request = v1::HeartbeatRequest {
+                cluster_name: pull_cluster_name(i, clusters),
+                cluster_uid: String::new(),
+                probe: Some(v1::ProbeResult {
+                    online: true,
+                    healthy: true,
+                    message: String::new(),
+                }),
+                status: Some(status.clone()),
+                sent_at: None,
+            };
+            match c.heartbeat(request).await {
+                Ok(r) => {
+                    if let Some(d) = r.into_inner().renew_interval
+                        && let Ok(d) = Duration::try_from(d)
+                        && !d.is_zero()
+                    {
+                        interval = d;
+                    }
+                }
+                Err(s) => eprintln!(
+                    "heartbeat of {}: {}",
+                    pull_cluster_name(i, clusters),
+                    s.message()
+                ),
+            }
+            if !first {
+                tokio::select! {
+                    () = shutdown.triggered() => return Ok(()),
+                    () = tokio::time::sleep(spacing) => {}
+                }
+            }
+        }
+        if first {
+            println!("ready");
+            use std::io::Write as _;
+            std::io::stdout().flush()?;
+            first = false;
+        }
+        tokio::select! {
+            () = shutdown.triggered() => return Ok(()),
+            () = tokio::time::sleep_until(round + interval) => {}
         }
     }
 }

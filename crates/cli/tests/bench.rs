@@ -325,6 +325,42 @@ async fn schedule_bench_reports_decisions_and_the_service_on_etcd() {
 }
 
 #[test]
+fn latency_and_idle_benches_report_their_figures() {
+    let out = ok(
+        &[
+            "bench", "latency", "--rounds", "2", "--store", "mem", "--json",
+        ],
+        Duration::from_secs(180),
+    );
+    let report: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(report["rounds"], 2, "{report}");
+    assert!(
+        report["p50_s"].as_f64().is_some_and(|s| s > 0.0),
+        "{report}"
+    );
+    assert!(report["floor_s"].as_f64().is_some(), "{report}");
+
+    let out = ok(
+        &[
+            "bench",
+            "idle",
+            "--clusters",
+            "5",
+            "--window",
+            "2s",
+            "--store",
+            "mem",
+            "--json",
+        ],
+        Duration::from_secs(180),
+    );
+    let report: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(report["clusters"], 5, "{report}");
+    assert!(report["control_plane_cores"].as_f64().is_some(), "{report}");
+    assert!(report["heartbeats_cpu_s"].as_f64().is_some(), "{report}");
+}
+
+#[test]
 fn bad_flags_are_explained() {
     let out = run(
         &["bench", "failover", "--clusters", "1", "--store", "mem"],

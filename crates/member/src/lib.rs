@@ -32,6 +32,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 pub mod status;
+mod summary;
 
 /// The field manager of every server-side apply Flotilla makes.
 pub const FIELD_MANAGER: &str = "flotilla";
@@ -302,6 +303,8 @@ pub struct Member {
     in_flight: Arc<Semaphore>,
     /// apiVersion → (when asked, its resources).
     discovery: Mutex<HashMap<String, (Instant, Resources)>>,
+    /// The nodes and pods behind the capacity summary, kept by watch once asked for.
+    summary: std::sync::OnceLock<summary::SummaryWatch>,
 }
 
 impl fmt::Debug for Member {
@@ -368,6 +371,7 @@ impl Member {
             timeout,
             in_flight,
             discovery: Mutex::new(HashMap::new()),
+            summary: std::sync::OnceLock::new(),
         })
     }
 
@@ -703,18 +707,26 @@ impl Member {
     }
 
     /// The capacity summary from the member's nodes and pods ([`status::resource_summary`]).
+    ///
+    /// The first call starts watching the member's nodes and pods (as Karmada's cluster
+    /// status controller reads them from informers); once both are listed, the summary comes
+    /// from what the watches keep, recomputed only after a change. Until then, and whenever
+    /// a watch is broken, it is computed from two fresh lists.
     pub async fn resource_summary(
         &self,
     ) -> Result<flotilla_proto::v1::ResourceSummary, MemberError> {
+        let watch = self
+            .summary
+            .get_or_init(|| summary::SummaryWatch::start(self.client.clone()));
+        if let Some(summary) = watch.summary() {
+            return Ok(summary);
+        }
         let nodes = self.list_all("v1", "Node").await?;
         let pods = self.list_all("v1", "Pod").await?;
         Ok(status::resource_summary(&nodes, &pods))
     }
 }
 
-/// An object as JSON for the interpreter: its fields (`spec`, `status`, ...) as kube-rs
-/// parsed them, moved rather than re-serialized, with `apiVersion`, `kind` and the metadata
-/// the rules read (name, namespace, uid, generation, resourceVersion, labels).
 /// A list as [`Member::list_slim`] reads it.
 #[derive(serde::Deserialize)]
 struct SlimList {
@@ -784,6 +796,9 @@ impl SlimItem {
     }
 }
 
+/// An object as JSON for the interpreter: its fields (`spec`, `status`, ...) as kube-rs
+/// parsed them, moved rather than re-serialized, with `apiVersion`, `kind` and the metadata
+/// the rules read (name, namespace, uid, generation, resourceVersion, labels).
 fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
     let DynamicObject { metadata, data, .. } = object;
     let mut map = match data {

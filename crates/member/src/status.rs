@@ -102,9 +102,12 @@ fn pod_requests(pod: &Value) -> v1::ResourceQuantities {
 /// the sum of the Ready nodes' `status.allocatable`; allocated the requests of the pods bound
 /// to a node that have not finished (Succeeded or Failed). Allocatable replicas is the pods
 /// that still fit: allocatable pods minus every unfinished pod, bound or Pending.
-pub fn resource_summary(nodes: &[Value], pods: &[Value]) -> v1::ResourceSummary {
+pub fn resource_summary<'a>(
+    nodes: impl IntoIterator<Item = &'a Value>,
+    pods: impl IntoIterator<Item = &'a Value>,
+) -> v1::ResourceSummary {
     let mut allocatable = v1::ResourceQuantities::default();
-    for node in nodes.iter().filter(|n| node_ready(n)) {
+    for node in nodes.into_iter().filter(|n| node_ready(n)) {
         add(
             &mut allocatable,
             &quantities(node.pointer("/status/allocatable")),

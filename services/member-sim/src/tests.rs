@@ -842,3 +842,47 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     );
     r.stop().await;
 }
+
+/// CH-5.2: after its first summary, a member's nodes and pods are followed by watch, so the
+/// summary tracks new pods even while the member's lists fail (each collection used to list
+/// every pod of the member).
+#[tokio::test]
+async fn ch_5_2_summary_follows_nodes_and_pods_by_watch() {
+    let r = Running::start(10, Duration::ZERO).await;
+    let k = kube(r.addr);
+    let mut c = r.client().await;
+    k.apply(&deployment("a", 2)).await.unwrap();
+    let first = k.resource_summary().await.unwrap();
+    assert_eq!(first.allocatable_replicas, Some(8), "10 − 2 pods (listed)");
+    // The watches list at once; give them a moment, then make every list fail.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.set_fault(v1::SetFaultRequest {
+        mode: v1::FaultMode::Healthy as i32,
+        api_errors: Some(v1::ApiErrors {
+            status_error_percent: 100,
+            ..Default::default()
+        }),
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        k.list_all("v1", "Pod").await.unwrap_err().code(),
+        Some(500),
+        "lists fail now"
+    );
+    k.apply(&deployment("b", 3)).await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the summary counts b's pods",
+        || {
+            let k = &k;
+            async move {
+                k.resource_summary()
+                    .await
+                    .is_ok_and(|s| s.allocatable_replicas == Some(5))
+            }
+        },
+    )
+    .await;
+    r.stop().await;
+}
