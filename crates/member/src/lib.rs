@@ -32,7 +32,6 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 pub mod status;
-mod summary;
 
 /// The field manager of every server-side apply Flotilla makes.
 pub const FIELD_MANAGER: &str = "flotilla";
@@ -303,8 +302,6 @@ pub struct Member {
     in_flight: Arc<Semaphore>,
     /// apiVersion → (when asked, its resources).
     discovery: Mutex<HashMap<String, (Instant, Resources)>>,
-    /// The nodes and pods behind the capacity summary, kept by watch once asked for.
-    summary: std::sync::OnceLock<summary::SummaryWatch>,
 }
 
 impl fmt::Debug for Member {
@@ -371,7 +368,6 @@ impl Member {
             timeout,
             in_flight,
             discovery: Mutex::new(HashMap::new()),
-            summary: std::sync::OnceLock::new(),
         })
     }
 
@@ -707,20 +703,9 @@ impl Member {
     }
 
     /// The capacity summary from the member's nodes and pods ([`status::resource_summary`]).
-    ///
-    /// The first call starts watching the member's nodes and pods (as Karmada's cluster
-    /// status controller reads them from informers); once both are listed, the summary comes
-    /// from what the watches keep, recomputed only after a change. Until then, and whenever
-    /// a watch is broken, it is computed from two fresh lists.
     pub async fn resource_summary(
         &self,
     ) -> Result<flotilla_proto::v1::ResourceSummary, MemberError> {
-        let watch = self
-            .summary
-            .get_or_init(|| summary::SummaryWatch::start(self.client.clone()));
-        if let Some(summary) = watch.summary() {
-            return Ok(summary);
-        }
         let nodes = self.list_all("v1", "Node").await?;
         let pods = self.list_all("v1", "Pod").await?;
         Ok(status::resource_summary(&nodes, &pods))
