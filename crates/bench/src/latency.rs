@@ -15,7 +15,6 @@ use anyhow::anyhow;
 use flotilla_member_sim::Fault;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
-use flotilla_store::typed::Typed;
 use flotilla_suite::store::StoreArgs;
 use flotilla_suite::timers::flag_duration;
 use flotilla_suite::{MemberSpec, Service, ServiceListen, Suite, SuiteConfig, logging};
@@ -217,32 +216,22 @@ async fn rounds(
         }
     }
 
-    // The floor: one guarded write's latency, measured here, times the writes in sequence.
-    let typed = Typed::new(bench_store.store());
+    // The floor: one guarded write's latency, measured here (on a key no service watches),
+    // times the writes in sequence.
+    let store = bench_store.store();
+    let key = "bench-floor/latency";
+    let _ = store.delete(key).await;
+    let mut revision = 0;
     let mut writes = Vec::new();
-    let mut probe = v1::Cluster {
-        metadata: Some(v1::ObjectMeta {
-            name: "latency-floor".into(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    probe = typed
-        .create(probe, None)
-        .await
-        .map_err(|e| anyhow!("measuring the write latency: {e}"))?;
-    for i in 0..50 {
-        let mut next = probe.clone();
-        if let Some(m) = next.metadata.as_mut() {
-            m.labels.insert("round".into(), i.to_string());
-        }
+    for i in 0..50u32 {
         let t = Instant::now();
-        probe = typed
-            .update(&probe, next)
+        revision = store
+            .compare_and_put(key, revision, bytes::Bytes::from(i.to_string()))
             .await
             .map_err(|e| anyhow!("measuring the write latency: {e}"))?;
         writes.push(t.elapsed());
     }
+    let _ = store.delete(key).await;
     let write = Summary::of(writes).map(|s| s.p50).unwrap_or_default();
     let floor = write * u32::try_from(SEQUENTIAL_WRITES).unwrap_or(u32::MAX);
     let Some(s) = Summary::of(latencies.clone()) else {
