@@ -45,6 +45,14 @@ pub struct Usage {
     pub cores: Option<usize>,
 }
 
+/// The helpers among `(name, pid)` whose process is known.
+pub fn helpers<const N: usize>(processes: [(&'static str, Option<u32>); N]) -> Vec<Helper> {
+    processes
+        .into_iter()
+        .filter_map(|(name, pid)| pid.map(|pid| Helper { name, pid }))
+        .collect()
+}
+
 fn process_ticks(pid: Option<u32>) -> Option<u64> {
     let path = pid.map_or_else(
         || "/proc/self/stat".to_owned(),

@@ -162,6 +162,26 @@ struct FailoverFlags {
     metrics_file: Option<std::path::PathBuf>,
 }
 
+/// The flags every bench of the suite shares: its services' logs and the report's form.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// Log filter of the services (tracing EnvFilter syntax).
+    #[arg(long, env = "FLOTILLA_LOG", default_value = "warn")]
+    pub(crate) log: String,
+
+    /// Print the results as one JSON object on stdout (the human report goes to stderr).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl ReportArgs {
+    /// Installs the services' logging; returns where the report goes.
+    pub(crate) fn start(&self) -> anyhow::Result<Out> {
+        logging::init(&self.log, None)?;
+        Ok(Out { json: self.json })
+    }
+}
+
 /// The store of the run, and what is needed to measure its floor and clean up.
 pub(crate) enum BenchStore {
     Mem(Arc<MemStore>),
@@ -176,7 +196,13 @@ pub(crate) struct EtcdBench {
 }
 
 impl BenchStore {
-    pub(crate) async fn open(args: &StoreArgs, run: &str) -> anyhow::Result<Self> {
+    /// The store of a new run (its own key namespace on etcd).
+    pub(crate) async fn for_run(args: &StoreArgs) -> anyhow::Result<Self> {
+        let run_id = format!("bench-{:08x}", rand::random::<u32>());
+        Self::open(args, &run_id).await
+    }
+
+    async fn open(args: &StoreArgs, run: &str) -> anyhow::Result<Self> {
         match args.store {
             StoreKind::Mem => Ok(BenchStore::Mem(Arc::new(MemStore::new()))),
             StoreKind::Etcd => {
@@ -359,6 +385,76 @@ pub(crate) fn workload(name: &str, partner: &str, replicas: i32) -> v1::Workload
     }
 }
 
+/// The service flags that put every failover timer at zero (toleration, failure and success
+/// thresholds, eviction timeout) with members probed every `probe_period`.
+pub(crate) fn zero_timers(probe_period: Duration) -> BTreeMap<Service, Vec<String>> {
+    BTreeMap::from([
+        (
+            Service::API,
+            vec![
+                "--default-not-ready-toleration-seconds=0".into(),
+                "--default-unreachable-toleration-seconds=0".into(),
+            ],
+        ),
+        (
+            Service::CLUSTER_HEALTH,
+            vec![
+                format!(
+                    "--cluster-status-update-frequency={}",
+                    flag_duration(probe_period)
+                ),
+                "--cluster-failure-threshold=0s".into(),
+                "--cluster-success-threshold=0s".into(),
+                "--failover-eviction-timeout=0s".into(),
+            ],
+        ),
+    ])
+}
+
+/// The suite of a bench: every service on a free loopback port without an admin server,
+/// with `flags`. The members run in their own process (members.rs), so that the control
+/// plane's CPU and memory are measured apart from theirs.
+pub(crate) fn suite_config(flags: BTreeMap<Service, Vec<String>>) -> SuiteConfig {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    SuiteConfig {
+        listen: Service::ALL
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    ServiceListen {
+                        grpc: any,
+                        admin: None,
+                    },
+                )
+            })
+            .collect(),
+        flags,
+        members: vec![],
+    }
+}
+
+/// The Push Clusters of the members the members' process serves.
+pub(crate) fn member_clusters(external: &External) -> Vec<v1::Cluster> {
+    external
+        .members
+        .iter()
+        .map(|(name, addr)| {
+            MemberSpec {
+                name: name.clone(),
+                listen: *addr,
+                region: "bench".into(),
+                provider: "sim".into(),
+                zones: vec![],
+                labels: BTreeMap::from([("bench".to_owned(), "true".to_owned())]),
+                capacity: u32::MAX / 2,
+                pod_startup_delay: Duration::ZERO,
+            }
+            .cluster(*addr)
+        })
+        .collect()
+}
+
 pub(crate) fn bar(len: u64, msg: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
     pb.set_style(
@@ -419,26 +515,7 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     }
     logging::init(&args.log, args.log_file.as_deref())?;
 
-    let mut flags: BTreeMap<Service, Vec<String>> = BTreeMap::new();
-    flags.insert(
-        Service::API,
-        vec![
-            "--default-not-ready-toleration-seconds=0".into(),
-            "--default-unreachable-toleration-seconds=0".into(),
-        ],
-    );
-    flags.insert(
-        Service::CLUSTER_HEALTH,
-        vec![
-            format!(
-                "--cluster-status-update-frequency={}",
-                flag_duration(args.probe_period)
-            ),
-            "--cluster-failure-threshold=0s".into(),
-            "--cluster-success-threshold=0s".into(),
-            "--failover-eviction-timeout=0s".into(),
-        ],
-    );
+    let mut flags = zero_timers(args.probe_period);
     flags.insert(
         Service::WORK_EXECUTOR,
         vec![format!(
@@ -454,8 +531,7 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     }
     merge_service_flags(&mut flags, &args.service_flag)?;
 
-    let run_id = format!("bench-{:08x}", rand::random::<u32>());
-    let bench_store = BenchStore::open(&args.store, &run_id).await?;
+    let bench_store = BenchStore::for_run(&args.store).await?;
     let store = bench_store.store();
     let failed = cluster_name(0, n);
     let out = Out { json: args.json };
@@ -479,7 +555,6 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
 
     let shutdown = Shutdown::new();
     shutdown.trigger_on_signals();
-    let any = SocketAddr::from(([127, 0, 0, 1], 0));
     let external = match External::spawn(n, Duration::from_secs(60)).await {
         Ok(e) => e,
         Err(e) => {
@@ -487,41 +562,8 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    let clusters: Vec<v1::Cluster> = external
-        .members
-        .iter()
-        .map(|(name, addr)| {
-            MemberSpec {
-                name: name.clone(),
-                listen: *addr,
-                region: "bench".into(),
-                provider: "sim".into(),
-                zones: vec![],
-                labels: BTreeMap::from([("bench".to_owned(), "true".to_owned())]),
-                capacity: u32::MAX / 2,
-                pod_startup_delay: Duration::ZERO,
-            }
-            .cluster(*addr)
-        })
-        .collect();
-    let config = SuiteConfig {
-        listen: Service::ALL
-            .into_iter()
-            .map(|s| {
-                (
-                    s,
-                    ServiceListen {
-                        grpc: any,
-                        admin: None,
-                    },
-                )
-            })
-            .collect(),
-        flags,
-        // The members run in their own process (members.rs), so that the control plane's
-        // CPU and memory are measured apart from theirs.
-        members: vec![],
-    };
+    let clusters = member_clusters(&external);
+    let config = suite_config(flags);
     let tracker = track::spawn(store.clone(), shutdown.clone());
     let suite = Suite::start(config, store, shutdown.clone()).await?;
     let run = Run {
@@ -698,19 +740,10 @@ impl Run<'_> {
             .addr(failed)
             .ok_or_else(|| anyhow!("no member {failed}"))?;
         let revision_before = suite_store.current_revision().await.unwrap_or(0);
-        let helpers: Vec<cpu::Helper> = external
-            .pid()
-            .map(|pid| cpu::Helper {
-                name: "members",
-                pid,
-            })
-            .into_iter()
-            .chain(
-                bench_store
-                    .helper_pid()
-                    .map(|pid| cpu::Helper { name: "etcd", pid }),
-            )
-            .collect();
+        let helpers = cpu::helpers([
+            ("members", external.pid()),
+            ("etcd", bench_store.helper_pid()),
+        ]);
         let cpu_before = cpu::Sample::now(&helpers);
         let fault = match args.fault {
             FaultArg::Unreachable => Fault::Unreachable,

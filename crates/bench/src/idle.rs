@@ -6,17 +6,16 @@
 //! measured when the issue asking for this bench was filed.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
 use flotilla_suite::store::StoreArgs;
-use flotilla_suite::{Service, ServiceListen, Suite, SuiteConfig, logging};
+use flotilla_suite::{Service, Suite, logging};
 
 use super::cpu;
-use super::failover::{BenchStore, Out, bar};
+use super::failover::{BenchStore, Out, ReportArgs, bar, suite_config};
 use super::members::{External, pull_cluster_name};
 use super::track;
 
@@ -43,13 +42,8 @@ pub struct IdleArgs {
     #[command(flatten)]
     store: StoreArgs,
 
-    /// Log filter of the services (tracing EnvFilter syntax).
-    #[arg(long, env = "FLOTILLA_LOG", default_value = "warn")]
-    log: String,
-
-    /// Print the results as one JSON object on stdout (the human report goes to stderr).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 fn pull_cluster(name: &str) -> v1::Cluster {
@@ -71,10 +65,8 @@ pub async fn run(args: IdleArgs) -> anyhow::Result<()> {
     if args.clusters == 0 {
         anyhow::bail!("--clusters must be at least 1");
     }
-    logging::init(&args.log, None)?;
-    let out = Out { json: args.json };
-    let run_id = format!("bench-{:08x}", rand::random::<u32>());
-    let bench_store = BenchStore::open(&args.store, &run_id).await?;
+    let out = args.report.start()?;
+    let bench_store = BenchStore::for_run(&args.store).await?;
     out.line(format!(
         "flotilla bench idle: {} Pull clusters heart-beating at production timers, store {}",
         args.clusters,
@@ -82,23 +74,7 @@ pub async fn run(args: IdleArgs) -> anyhow::Result<()> {
     ));
     let shutdown = Shutdown::new();
     shutdown.trigger_on_signals();
-    let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let config = SuiteConfig {
-        listen: Service::ALL
-            .into_iter()
-            .map(|s| {
-                (
-                    s,
-                    ServiceListen {
-                        grpc: any,
-                        admin: None,
-                    },
-                )
-            })
-            .collect(),
-        flags: BTreeMap::new(),
-        members: vec![],
-    };
+    let config = suite_config(BTreeMap::new());
     let tracker = track::spawn(bench_store.store(), shutdown.clone());
     let suite = Suite::start(config, bench_store.store(), shutdown.clone()).await?;
     let result = measure(&args, &suite, &tracker, &bench_store, out).await;
@@ -108,7 +84,7 @@ pub async fn run(args: IdleArgs) -> anyhow::Result<()> {
     }
     bench_store.finish().await;
     let json = result?;
-    if args.json {
+    if args.report.json {
         println!("{json}");
     }
     Ok(())
@@ -155,19 +131,10 @@ async fn measure(
     pb.finish_and_clear();
     // Let the first status writes after Ready settle before measuring.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let helpers: Vec<cpu::Helper> = beats
-        .pid()
-        .map(|pid| cpu::Helper {
-            name: "heartbeats",
-            pid,
-        })
-        .into_iter()
-        .chain(
-            bench_store
-                .helper_pid()
-                .map(|pid| cpu::Helper { name: "etcd", pid }),
-        )
-        .collect();
+    let helpers = cpu::helpers([
+        ("heartbeats", beats.pid()),
+        ("etcd", bench_store.helper_pid()),
+    ]);
     let pb = bar(args.window.as_secs(), "measuring (s)");
     let before = cpu::Sample::now(&helpers);
     let revision_before = bench_store.store().current_revision().await.unwrap_or(0);

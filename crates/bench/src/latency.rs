@@ -7,8 +7,6 @@
 //! failover needs (evict, schedule, Work, Work status, binding status, drop the task) at the
 //! p50 latency of one guarded write.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -16,10 +14,11 @@ use flotilla_member_sim::Fault;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
 use flotilla_suite::store::StoreArgs;
-use flotilla_suite::timers::flag_duration;
-use flotilla_suite::{MemberSpec, Service, ServiceListen, Suite, SuiteConfig, logging};
+use flotilla_suite::{Suite, logging};
 
-use super::failover::{BenchStore, Out, cluster_name};
+use super::failover::{
+    BenchStore, Out, ReportArgs, cluster_name, member_clusters, suite_config, zero_timers,
+};
 use super::members::External;
 use super::stats::{Summary, secs};
 use super::track;
@@ -41,13 +40,8 @@ pub struct LatencyArgs {
     #[command(flatten)]
     store: StoreArgs,
 
-    /// Log filter of the services (tracing EnvFilter syntax).
-    #[arg(long, env = "FLOTILLA_LOG", default_value = "warn")]
-    log: String,
-
-    /// Print the results as one JSON object on stdout (the human report goes to stderr).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 /// Runs `flotilla bench latency`.
@@ -55,10 +49,8 @@ pub async fn run(args: LatencyArgs) -> anyhow::Result<()> {
     if args.rounds == 0 {
         anyhow::bail!("--rounds must be at least 1");
     }
-    logging::init(&args.log, None)?;
-    let out = Out { json: args.json };
-    let run_id = format!("bench-{:08x}", rand::random::<u32>());
-    let bench_store = BenchStore::open(&args.store, &run_id).await?;
+    let out = args.report.start()?;
+    let bench_store = BenchStore::for_run(&args.store).await?;
     out.line(format!(
         "flotilla bench latency: {} failovers of one binding between 2 clusters, every timer at \
          zero, store {}",
@@ -66,43 +58,7 @@ pub async fn run(args: LatencyArgs) -> anyhow::Result<()> {
         bench_store.describe()
     ));
     let external = External::spawn(2, Duration::from_secs(60)).await?;
-    let mut flags: BTreeMap<Service, Vec<String>> = BTreeMap::new();
-    flags.insert(
-        Service::API,
-        vec![
-            "--default-not-ready-toleration-seconds=0".into(),
-            "--default-unreachable-toleration-seconds=0".into(),
-        ],
-    );
-    flags.insert(
-        Service::CLUSTER_HEALTH,
-        vec![
-            format!(
-                "--cluster-status-update-frequency={}",
-                flag_duration(args.probe_period)
-            ),
-            "--cluster-failure-threshold=0s".into(),
-            "--cluster-success-threshold=0s".into(),
-            "--failover-eviction-timeout=0s".into(),
-        ],
-    );
-    let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let config = SuiteConfig {
-        listen: Service::ALL
-            .into_iter()
-            .map(|s| {
-                (
-                    s,
-                    ServiceListen {
-                        grpc: any,
-                        admin: None,
-                    },
-                )
-            })
-            .collect(),
-        flags,
-        members: vec![],
-    };
+    let config = suite_config(zero_timers(args.probe_period));
     let shutdown = Shutdown::new();
     shutdown.trigger_on_signals();
     let tracker = track::spawn(bench_store.store(), shutdown.clone());
@@ -115,7 +71,7 @@ pub async fn run(args: LatencyArgs) -> anyhow::Result<()> {
     external.stop().await;
     bench_store.finish().await;
     let json = result?;
-    if args.json {
+    if args.report.json {
         println!("{json}");
     }
     Ok(())
@@ -151,24 +107,9 @@ async fn rounds(
 ) -> anyhow::Result<serde_json::Value> {
     const T: Duration = Duration::from_secs(60);
     suite.wait_serving(Duration::from_secs(120)).await?;
-    let clusters = external
-        .members
-        .iter()
-        .map(|(name, addr)| {
-            MemberSpec {
-                name: name.clone(),
-                listen: *addr,
-                region: "bench".into(),
-                provider: "sim".into(),
-                zones: vec![],
-                labels: BTreeMap::new(),
-                capacity: u32::MAX / 2,
-                pod_startup_delay: Duration::ZERO,
-            }
-            .cluster(*addr)
-        })
-        .collect();
-    suite.register_clusters(clusters, 2).await?;
+    suite
+        .register_clusters(member_clusters(external), 2)
+        .await?;
     let (failed, partner) = (cluster_name(0, 2), cluster_name(1, 2));
     let addr = external
         .addr(&failed)

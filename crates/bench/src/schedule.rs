@@ -217,8 +217,7 @@ pub async fn run(args: ScheduleArgs) -> anyhow::Result<()> {
 /// The scheduler service on a store preloaded with the clusters and unscheduled bindings.
 async fn with_writes(args: &ScheduleArgs, out: Out) -> anyhow::Result<serde_json::Value> {
     let m = args.bindings;
-    let run_id = format!("bench-{:08x}", rand::random::<u32>());
-    let bench_store = BenchStore::open(&args.store, &run_id).await?;
+    let bench_store = BenchStore::for_run(&args.store).await?;
     let result = scheduled_on(args, &bench_store).await;
     bench_store.finish().await;
     let (took, floor) = result?;

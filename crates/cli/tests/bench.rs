@@ -54,6 +54,11 @@ fn ok(args: &[&str], timeout: Duration) -> String {
     stdout
 }
 
+/// What `--json` printed: one JSON object.
+fn json_report(out: &str) -> serde_json::Value {
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("not one JSON object ({e}): {out}"))
+}
+
 /// Every stage line reports all `n` bindings, and the summary lines are there.
 fn assert_failover_report(out: &str, n: usize) {
     assert!(
@@ -116,31 +121,35 @@ fn failover_bench_on_memstore_reports_every_stage() {
     assert!(out.contains("store floor (same run, MemStore)"), "{out}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failover_bench_on_etcd_prints_the_etcd_floor() {
+/// Runs `flotilla <args> --store etcd --etcd-endpoints <a new etcd> --etcd-prefix <prefix>`
+/// and returns that etcd (still running) and what was printed.
+async fn ok_on_etcd(args: &[&str], prefix: &str) -> (EtcdServer, String) {
     let etcd = EtcdServer::start().await;
-    let endpoints = etcd.endpoints().join(",");
+    let mut argv: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    argv.extend([
+        "--store".to_owned(),
+        "etcd".to_owned(),
+        "--etcd-endpoints".to_owned(),
+        etcd.endpoints().join(","),
+        "--etcd-prefix".to_owned(),
+        prefix.to_owned(),
+    ]);
     let out = tokio::task::spawn_blocking(move || {
-        ok(
-            &[
-                "bench",
-                "failover",
-                "--clusters",
-                "5",
-                "--bindings",
-                "50",
-                "--store",
-                "etcd",
-                "--etcd-endpoints",
-                &endpoints,
-                "--etcd-prefix",
-                "/flotilla-cli-test",
-            ],
-            Duration::from_secs(240),
-        )
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        ok(&argv, Duration::from_secs(240))
     })
     .await
     .unwrap();
+    (etcd, out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_bench_on_etcd_prints_the_etcd_floor() {
+    let (etcd, out) = ok_on_etcd(
+        &["bench", "failover", "--clusters", "5", "--bindings", "50"],
+        "/flotilla-cli-test",
+    )
+    .await;
     assert_failover_report(&out, 50);
     assert!(
         out.contains("etcd floor (same run, etcd (raw etcd-client))"),
@@ -218,7 +227,7 @@ fn failover_bench_json_carries_every_figure() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stderr.contains("failover of 10 bindings"), "{stderr}");
-    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    let report = json_report(&stdout);
     assert_eq!(report["affected"], 10, "{report}");
     assert_eq!(report["completed"], 10, "{report}");
     for stage in [
@@ -274,33 +283,22 @@ fn failover_bench_json_carries_every_figure() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedule_bench_reports_decisions_and_the_service_on_etcd() {
-    let etcd = EtcdServer::start().await;
-    let endpoints = etcd.endpoints().join(",");
-    let out = tokio::task::spawn_blocking(move || {
-        ok(
-            &[
-                "bench",
-                "schedule",
-                "--clusters",
-                "5",
-                "--bindings",
-                "200",
-                "--rounds",
-                "1",
-                "--store",
-                "etcd",
-                "--etcd-endpoints",
-                &endpoints,
-                "--etcd-prefix",
-                "/flotilla-cli-test-schedule",
-                "--json",
-            ],
-            Duration::from_secs(240),
-        )
-    })
-    .await
-    .unwrap();
-    let report: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let (_etcd, out) = ok_on_etcd(
+        &[
+            "bench",
+            "schedule",
+            "--clusters",
+            "5",
+            "--bindings",
+            "200",
+            "--rounds",
+            "1",
+            "--json",
+        ],
+        "/flotilla-cli-test-schedule",
+    )
+    .await;
+    let report = json_report(&out);
     for shape in ["first_placement", "failover"] {
         assert!(
             report["decisions_per_s"][shape]
@@ -332,7 +330,7 @@ fn latency_and_idle_benches_report_their_figures() {
         ],
         Duration::from_secs(180),
     );
-    let report: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let report = json_report(&out);
     assert_eq!(report["rounds"], 2, "{report}");
     assert!(
         report["p50_s"].as_f64().is_some_and(|s| s > 0.0),
@@ -354,7 +352,7 @@ fn latency_and_idle_benches_report_their_figures() {
         ],
         Duration::from_secs(180),
     );
-    let report: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let report = json_report(&out);
     assert_eq!(report["clusters"], 5, "{report}");
     assert!(report["control_plane_cores"].as_f64().is_some(), "{report}");
     assert!(report["heartbeats_cpu_s"].as_f64().is_some(), "{report}");

@@ -742,54 +742,24 @@ struct SlimMeta {
 impl SlimItem {
     /// The item as the JSON object [`into_value`] makes of a whole object.
     fn into_value(self, api_version: &str, kind: &str) -> Value {
-        let SlimItem {
-            metadata,
-            spec,
-            status,
-        } = self;
-        let mut meta = serde_json::Map::new();
-        let mut put = |key: &str, value: Option<Value>| {
-            if let Some(v) = value {
-                meta.insert(key.to_owned(), v);
-            }
-        };
-        put("name", metadata.name.map(Value::from));
-        put("namespace", metadata.namespace.map(Value::from));
-        put("uid", metadata.uid.map(Value::from));
-        put("generation", metadata.generation.map(Value::from));
-        put(
-            "resourceVersion",
-            metadata.resource_version.map(Value::from),
-        );
-        put(
-            "labels",
-            metadata
-                .labels
-                .map(|l| Value::Object(l.into_iter().map(|(k, v)| (k, Value::from(v))).collect())),
-        );
-        let mut map = serde_json::Map::new();
-        map.insert("apiVersion".into(), api_version.into());
-        map.insert("kind".into(), kind.into());
-        map.insert("metadata".into(), Value::Object(meta));
-        if let Some(spec) = spec {
-            map.insert("spec".into(), spec);
+        let mut fields = serde_json::Map::new();
+        if let Some(spec) = self.spec {
+            fields.insert("spec".into(), spec);
         }
-        if let Some(status) = status {
-            map.insert("status".into(), status);
+        if let Some(status) = self.status {
+            fields.insert("status".into(), status);
         }
-        Value::Object(map)
+        object_value(fields, self.metadata, api_version, kind)
     }
 }
 
-/// An object as JSON for the interpreter: its fields (`spec`, `status`, ...) as kube-rs
-/// parsed them, moved rather than re-serialized, with `apiVersion`, `kind` and the metadata
-/// the rules read (name, namespace, uid, generation, resourceVersion, labels).
-fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
-    let DynamicObject { metadata, data, .. } = object;
-    let mut map = match data {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    };
+/// `fields` with `apiVersion`, `kind` and the metadata the rules read.
+fn object_value(
+    mut fields: serde_json::Map<String, Value>,
+    metadata: SlimMeta,
+    api_version: &str,
+    kind: &str,
+) -> Value {
     let mut meta = serde_json::Map::new();
     let mut put = |key: &str, value: Option<Value>| {
         if let Some(v) = value {
@@ -810,10 +780,30 @@ fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
             .labels
             .map(|l| Value::Object(l.into_iter().map(|(k, v)| (k, Value::from(v))).collect())),
     );
-    map.insert("apiVersion".into(), api_version.into());
-    map.insert("kind".into(), kind.into());
-    map.insert("metadata".into(), Value::Object(meta));
-    Value::Object(map)
+    fields.insert("apiVersion".into(), api_version.into());
+    fields.insert("kind".into(), kind.into());
+    fields.insert("metadata".into(), Value::Object(meta));
+    Value::Object(fields)
+}
+
+/// An object as JSON for the interpreter: its fields (`spec`, `status`, ...) as kube-rs
+/// parsed them, moved rather than re-serialized, with `apiVersion`, `kind` and the metadata
+/// the rules read (name, namespace, uid, generation, resourceVersion, labels).
+fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
+    let DynamicObject { metadata, data, .. } = object;
+    let fields = match data {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let metadata = SlimMeta {
+        name: metadata.name,
+        namespace: metadata.namespace,
+        uid: metadata.uid,
+        generation: metadata.generation,
+        resource_version: metadata.resource_version,
+        labels: metadata.labels,
+    };
+    object_value(fields, metadata, api_version, kind)
 }
 
 /// The members of every cluster, one [`Member`] per cluster (rebuilt when its [`Target`]
