@@ -201,6 +201,8 @@ pub struct State {
     works: HashMap<(String, String), WorkState>,
     clusters: HashMap<String, ClusterState>,
     settled: usize,
+    /// Bindings scheduled at their current generation, kept as they change.
+    scheduled: usize,
     armed: Option<Armed>,
     affected: usize,
     complete: usize,
@@ -289,10 +291,7 @@ impl State {
     /// Bindings scheduled at their current generation (every target's replicas assigned,
     /// `schedulerObservedGeneration` caught up).
     pub fn scheduled(&self) -> usize {
-        self.bindings
-            .values()
-            .filter(|b| scheduled(&b.binding))
-            .count()
+        self.scheduled
     }
 
     /// Clusters seen, by name.
@@ -408,16 +407,18 @@ impl State {
 
     fn on_binding(&mut self, key: &str, binding: LiteBinding, now: Instant) {
         self.versions.0 += 1;
+        let now_scheduled = scheduled(&binding);
         let state = self.bindings.entry(key.to_owned()).or_default();
+        let was_scheduled = scheduled(&state.binding);
         state.binding = binding;
+        self.scheduled = self.scheduled + usize::from(now_scheduled) - usize::from(was_scheduled);
         self.evaluate(key, now);
     }
 
     fn on_binding_deleted(&mut self, key: &str) {
-        if let Some(b) = self.bindings.remove(key)
-            && b.settled
-        {
-            self.settled -= 1;
+        if let Some(b) = self.bindings.remove(key) {
+            self.settled -= usize::from(b.settled);
+            self.scheduled -= usize::from(scheduled(&b.binding));
         }
     }
 
@@ -645,6 +646,26 @@ mod tests {
                 aggregated_status_observed_generation: aggregated_generation,
             }),
         }
+    }
+
+    #[test]
+    fn scheduled_bindings_are_counted_as_they_change() {
+        let mut st = State::default();
+        let now = Instant::now();
+        st.on_binding("b1", lite(&[("m1", 2)], &[], 1, 1, &[], 0), now);
+        st.on_binding("b2", lite(&[("m1", 2)], &[], 1, 0, &[], 0), now);
+        assert_eq!(st.scheduled(), 1, "b2 not observed by the scheduler yet");
+        st.on_binding("b2", lite(&[("m1", 2)], &[], 1, 1, &[], 0), now);
+        assert_eq!(st.scheduled(), 2);
+        st.on_binding("b1", lite(&[("m1", 2)], &["m2"], 2, 1, &[], 0), now);
+        assert_eq!(
+            st.scheduled(),
+            1,
+            "b1's new generation is not scheduled yet"
+        );
+        st.on_binding_deleted("b2");
+        st.on_binding_deleted("b9");
+        assert_eq!(st.scheduled(), 0);
     }
 
     fn work(cluster: &str, replicas: i32, generation: i64, observed: i64) -> LiteWork {

@@ -557,7 +557,7 @@ impl Member {
     }
 
     /// Every object of `api_version` `kind` that Flotilla applied (by [`managed_label`]), in
-    /// every namespace.
+    /// every namespace, cut to identity, `spec` and `status` ([`Member::list_slim`]).
     pub async fn list_managed(
         &self,
         api_version: &str,
@@ -568,7 +568,8 @@ impl Member {
         self.list_slim(&resource, &params, api_version, kind).await
     }
 
-    /// Every object of a core or group resource (nodes, pods), raw.
+    /// Every object of a core or group resource (nodes, pods), cut to identity, `spec` and
+    /// `status` ([`Member::list_slim`]).
     pub async fn list_all(&self, api_version: &str, kind: &str) -> Result<Vec<Value>, MemberError> {
         let (resource, _) = self.resource_for(api_version, kind).await?;
         self.list_slim(&resource, &ListParams::default(), api_version, kind)

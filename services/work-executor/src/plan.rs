@@ -440,8 +440,10 @@ pub fn hold_status<W: Borrow<v1::Work>>(
     answers: impl Fn(&str) -> bool,
 ) -> Option<Hold> {
     let generation = binding.metadata.as_ref().map_or(0, |m| m.generation);
-    let old = binding.status.clone().unwrap_or_default();
-    let new = update.status.clone().unwrap_or_default();
+    // Read in place: this runs before every binding status write.
+    let none = v1::ResourceBindingStatus::default();
+    let old = binding.status.as_ref().unwrap_or(&none);
+    let new = update.status.as_ref().unwrap_or(&none);
     let placed = binding.spec.as_ref().is_some_and(|s| s.placement.is_some());
     let stamp_only = old.aggregated_status == new.aggregated_status
         && old.conditions == new.conditions
