@@ -645,6 +645,24 @@ impl Stack {
         (stack, recorder)
     }
 
+    /// [`Stack::verdict`] of a scenario (seed 0) that made member1 unhealthy and then healthy
+    /// again: member2 must stay Ready and untainted throughout (I9); with `converged` the end
+    /// state is checked too (I2, I3, I6).
+    pub async fn verdict_member1_flapped(
+        &self,
+        recorder: history::HistoryRecorder,
+        scenario: &str,
+        converged: bool,
+    ) -> Vec<history::Entry> {
+        let expect = history::Expect {
+            healthy_members: vec!["member2".into()],
+            converged,
+            ..Default::default()
+        };
+        let faults = ["member1 unhealthy, then healthy".to_owned()];
+        self.verdict(recorder, scenario, 0, &faults, &expect).await
+    }
+
     /// Stops `recorder` at the current revision and checks the history against `expect`:
     /// prints the report, and on a violation dumps the logs and panics. Returns the history
     /// for the scenario's own checks.
@@ -1019,6 +1037,19 @@ pub fn nginx_policy(
     spec.propagate_deps = failover.as_ref().is_some_and(|f| f.application.is_some());
     spec.failover = failover;
     policy
+}
+
+/// Replicas divided over member1 and member2 by `preference` (Aggregated or Weighted).
+pub fn divided_over_members(preference: v1::ReplicaDivisionPreference) -> v1::Placement {
+    v1::Placement {
+        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
+        replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
+            replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
+            replica_division_preference: preference as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 /// A cluster affinity naming clusters.

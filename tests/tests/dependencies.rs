@@ -25,10 +25,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use flotilla_proto::v1;
-use flotilla_tests::history::{Change, Expect};
+use flotilla_tests::history::Change;
 use flotilla_tests::{
-    ApiClient, EtcdServer, Stack, Timers, binding_healthy, cluster_names, eventually, get_binding,
-    list_works, set_fault, targets, tasks, work_cluster, work_deleting,
+    ApiClient, EtcdServer, Stack, Timers, binding_healthy, divided_over_members, eventually,
+    get_binding, list_works, set_fault, targets, tasks, work_cluster, work_deleting,
 };
 
 const T: Duration = Duration::from_secs(45);
@@ -49,19 +49,11 @@ const DEPENDENCIES: [&str; 2] = [
 const CRB: &str = "bindings//web-reader-clusterrole";
 
 fn placement(aggregated: bool) -> v1::Placement {
-    v1::Placement {
-        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
-        replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
-            replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
-            replica_division_preference: if aggregated {
-                v1::ReplicaDivisionPreference::Aggregated as i32
-            } else {
-                v1::ReplicaDivisionPreference::Weighted as i32
-            },
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    divided_over_members(if aggregated {
+        v1::ReplicaDivisionPreference::Aggregated
+    } else {
+        v1::ReplicaDivisionPreference::Weighted
+    })
 }
 
 async fn apply(api: &ApiClient, objects: Vec<v1::apply_object::Object>) {
@@ -272,17 +264,7 @@ async fn dependencies_and_a_cluster_resource_binding_follow_a_failover() {
         "the ClusterResourceBinding's Works never matched its targets"
     );
     let history = stack
-        .verdict(
-            recorder,
-            "dependencies",
-            0,
-            &["member1 unhealthy, then healthy".into()],
-            &Expect {
-                healthy_members: vec!["member2".into()],
-                converged: true,
-                ..Default::default()
-            },
-        )
+        .verdict_member1_flapped(recorder, "dependencies", true)
         .await;
 
     // The dependency rule, on every revision: a dependency's Work on a cluster is not marked

@@ -12,9 +12,8 @@
 use std::time::Duration;
 
 use flotilla_proto::v1;
-use flotilla_tests::history::Expect;
 use flotilla_tests::{
-    EtcdServer, Stack, Timers, binding_healthy, cluster_names, create_nginx, eventually,
+    EtcdServer, Stack, Timers, binding_healthy, create_nginx, divided_over_members, eventually,
     eviction_tasks, nginx_binding, nginx_policy, set_fault, targets, tasks, work_clusters,
 };
 
@@ -24,15 +23,7 @@ async fn run(failback: Option<i64>) {
     let (mut stack, recorder) =
         Stack::start_recorded(EtcdServer::start().await, Timers::fast()).await;
     let api = stack.ready_unequal_members(T).await;
-    let placement = v1::Placement {
-        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
-        replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
-            replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
-            replica_division_preference: v1::ReplicaDivisionPreference::Aggregated as i32,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let placement = divided_over_members(v1::ReplicaDivisionPreference::Aggregated);
     let failover = v1::FailoverBehavior {
         cluster: Some(v1::ClusterFailoverBehavior {
             failback: failback.map(|s| v1::Failback {
@@ -113,17 +104,7 @@ async fn run(failback: Option<i64>) {
         "no failback"
     };
     stack
-        .verdict(
-            recorder,
-            scenario,
-            0,
-            &["member1 unhealthy, then healthy".into()],
-            &Expect {
-                healthy_members: vec!["member2".into()],
-                converged: true,
-                ..Default::default()
-            },
-        )
+        .verdict_member1_flapped(recorder, scenario, true)
         .await;
 }
 

@@ -28,9 +28,9 @@ use flotilla_proto::v1;
 use flotilla_store::typed::Typed;
 use flotilla_tests::{
     Stack, Timers, api_client, binding_healthy, cluster_names, cluster_work, create_nginx,
-    eventually, eviction_tasks, member_status, nginx_binding, nginx_policy, record_works,
-    resource_version, set_fault, targets, tasks, wait_clusters_ready, work_cluster, work_clusters,
-    work_deleting,
+    divided_over_members, eventually, eviction_tasks, member_status, nginx_binding, nginx_policy,
+    record_works, resource_version, set_fault, targets, tasks, wait_clusters_ready, work_cluster,
+    work_clusters, work_deleting,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -39,15 +39,7 @@ const T: Duration = Duration::from_secs(30);
 async fn directly_deletes_the_old_work_before_creating_the_new_one() {
     let mut stack = Stack::start(Timers::fast()).await;
     let api = stack.ready_unequal_members(T).await;
-    let placement = v1::Placement {
-        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
-        replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
-            replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
-            replica_division_preference: v1::ReplicaDivisionPreference::Aggregated as i32,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let placement = divided_over_members(v1::ReplicaDivisionPreference::Aggregated);
     let failover = v1::FailoverBehavior {
         cluster: Some(v1::ClusterFailoverBehavior {
             purge_mode: v1::PurgeMode::Directly as i32,

@@ -135,39 +135,35 @@ impl Admission {
         Error::check(errs)
     }
 
-    /// A PropagationPolicy to create (`current` = None) or to update: PD-1/PD-2 defaults,
-    /// A1 default tolerations, the permanent-id label (PD-1.6: assigned on create, kept on
-    /// update), validation and the update-only rules.
-    pub fn propagation_policy(
+    /// A PropagationPolicy (`cluster_wide == false`) or ClusterPropagationPolicy to create
+    /// (`current` = None) or to update: PD-1/PD-2 defaults, A1 default tolerations, the
+    /// permanent-id label (PD-1.6: assigned on create, kept on update), validation and the
+    /// update-only rules.
+    pub fn propagation_policy<K>(
         &self,
-        policy: Option<v1::PropagationPolicy>,
-        current: Option<&v1::PropagationPolicy>,
-    ) -> Result<v1::PropagationPolicy, Error> {
-        let policy = required(policy, "propagationPolicy")?;
-        let domain = domain::PropagationPolicy::try_from(policy).map_err(Error::convert)?;
+        policy: Option<K>,
+        current: Option<&K>,
+        cluster_wide: bool,
+    ) -> Result<K, Error>
+    where
+        K: TryInto<domain::PropagationPolicy, Error = flotilla_proto::convert::ConvertError>
+            + From<domain::PropagationPolicy>
+            + Clone,
+    {
+        let field = if cluster_wide {
+            "clusterPropagationPolicy"
+        } else {
+            "propagationPolicy"
+        };
+        let domain = required(policy, field)?
+            .try_into()
+            .map_err(Error::convert)?;
         let current = current
             .cloned()
-            .map(domain::PropagationPolicy::try_from)
+            .map(K::try_into)
             .transpose()
             .map_err(Error::convert)?;
-        let domain = self.admit_policy(domain, current.as_ref(), false)?;
-        Ok(domain.into())
-    }
-
-    /// A ClusterPropagationPolicy to create or update (see [`Admission::propagation_policy`]).
-    pub fn cluster_propagation_policy(
-        &self,
-        policy: Option<v1::ClusterPropagationPolicy>,
-        current: Option<&v1::ClusterPropagationPolicy>,
-    ) -> Result<v1::ClusterPropagationPolicy, Error> {
-        let policy = required(policy, "clusterPropagationPolicy")?;
-        let domain = domain::PropagationPolicy::try_from(policy).map_err(Error::convert)?;
-        let current = current
-            .cloned()
-            .map(domain::PropagationPolicy::try_from)
-            .transpose()
-            .map_err(Error::convert)?;
-        let domain = self.admit_policy(domain, current.as_ref(), true)?;
+        let domain = self.admit_policy(domain, current.as_ref(), cluster_wide)?;
         Ok(domain.into())
     }
 

@@ -200,6 +200,22 @@ fn watch_config(name: &str) -> WatcherConfig {
     WatcherConfig::default().named(name)
 }
 
+/// `K`'s events from the store (a watcher named `name`), applied to `writer`'s cache as they
+/// pass.
+fn reflected<K>(
+    store: &StoreRef,
+    writer: Writer<K>,
+    name: &str,
+) -> impl futures::Stream<Item = Event<K>> + Send + 'static
+where
+    K: Stored + Send + Sync + 'static,
+{
+    reflect(
+        writer,
+        watcher(store.clone(), K::PREFIX, watch_config(name), decode::<K>),
+    )
+}
+
 fn binding_clusters(b: &v1::ResourceBinding) -> Vec<String> {
     let Some(spec) = &b.spec else {
         return Vec::new();
@@ -244,42 +260,10 @@ pub fn spawn(
     readiness.add_cache("clusterpropagationpolicies", &caches.cluster_policies);
     readiness.add_cache("resourcebindings", &caches.bindings);
 
-    let workload_events = reflect(
-        workloads_w,
-        watcher(
-            store.clone(),
-            v1::Workload::PREFIX,
-            watch_config("api-workloads"),
-            decode::<v1::Workload>,
-        ),
-    );
-    let policy_events = reflect(
-        policies_w,
-        watcher(
-            store.clone(),
-            v1::PropagationPolicy::PREFIX,
-            watch_config("api-policies"),
-            decode::<v1::PropagationPolicy>,
-        ),
-    );
-    let cluster_policy_events = reflect(
-        cluster_policies_w,
-        watcher(
-            store.clone(),
-            v1::ClusterPropagationPolicy::PREFIX,
-            watch_config("api-clusterpolicies"),
-            decode::<v1::ClusterPropagationPolicy>,
-        ),
-    );
-    let binding_events = reflect(
-        bindings_w,
-        watcher(
-            store.clone(),
-            v1::ResourceBinding::PREFIX,
-            watch_config("api-bindings"),
-            decode::<v1::ResourceBinding>,
-        ),
-    );
+    let workload_events = reflected(&store, workloads_w, "api-workloads");
+    let policy_events = reflected(&store, policies_w, "api-policies");
+    let cluster_policy_events = reflected(&store, cluster_policies_w, "api-clusterpolicies");
+    let binding_events = reflected(&store, bindings_w, "api-bindings");
 
     let barrier_store = store.clone();
     let elected = Elected::spawn(
@@ -529,26 +513,12 @@ fn claimed_by(caches: &Caches, policy_key: &str) -> Vec<String> {
         .collect()
 }
 
-/// A PropagationPolicy change → the workloads it claimed and those it matches now.
+/// A PropagationPolicy change → the workloads it claimed and those it matches now (only
+/// workloads of its own namespace can match).
 fn policy_trigger(caches: &Caches, event: &Event<v1::PropagationPolicy>) -> Vec<String> {
-    match event {
-        Event::InitApply(o) | Event::Apply(o) => {
-            let mut keys = claimed_by(caches, &o.key);
-            if let Some(spec) = &o.value.spec {
-                keys.extend(
-                    caches
-                        .workloads
-                        .by_index(BY_NAMESPACE, o.value.namespace())
-                        .iter()
-                        .filter(|w| claim::policy_specificity(spec, w).is_some())
-                        .map(|w| w.key()),
-                );
-            }
-            keys
-        }
-        Event::Delete { key, .. } => claimed_by(caches, key),
-        Event::Init { .. } | Event::InitDone { .. } | Event::Progress { .. } => Vec::new(),
-    }
+    let candidates =
+        |p: &v1::PropagationPolicy| caches.workloads.by_index(BY_NAMESPACE, p.namespace());
+    any_policy_trigger(caches, event, |p| p.spec.as_ref(), candidates)
 }
 
 /// A ClusterPropagationPolicy change → the workloads it claimed and those it matches now.
@@ -556,14 +526,24 @@ fn cluster_policy_trigger(
     caches: &Caches,
     event: &Event<v1::ClusterPropagationPolicy>,
 ) -> Vec<String> {
+    let candidates = |_: &v1::ClusterPropagationPolicy| caches.workloads.list();
+    any_policy_trigger(caches, event, |p| p.spec.as_ref(), candidates)
+}
+
+/// A policy change → the workloads it claimed (by the binding index) and those of
+/// `candidates` that its spec matches now.
+fn any_policy_trigger<P>(
+    caches: &Caches,
+    event: &Event<P>,
+    spec: impl Fn(&P) -> Option<&v1::PropagationSpec>,
+    candidates: impl Fn(&P) -> Vec<Arc<v1::Workload>>,
+) -> Vec<String> {
     match event {
         Event::InitApply(o) | Event::Apply(o) => {
             let mut keys = claimed_by(caches, &o.key);
-            if let Some(spec) = &o.value.spec {
+            if let Some(spec) = spec(&o.value) {
                 keys.extend(
-                    caches
-                        .workloads
-                        .list()
+                    candidates(&o.value)
                         .iter()
                         .filter(|w| claim::policy_specificity(spec, w).is_some())
                         .map(|w| w.key()),

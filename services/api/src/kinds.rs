@@ -2,7 +2,6 @@
 //! and how to name an object from its key alone.
 
 use flotilla_core::resource;
-use flotilla_proto::Resource;
 use flotilla_proto::v1::{self, WatchEventType};
 use flotilla_store::typed::Stored;
 
@@ -33,7 +32,7 @@ pub trait ApiKind: Stored + Send + Sync + 'static {
 }
 
 macro_rules! api_kind {
-    ($($ty:ident => $resp:ident;)*) => {$(
+    ($($ty:ident => $resp:ident $(, tombstone = $tomb:path)?;)*) => {$(
         impl ApiKind for v1::$ty {
             type WatchResponse = v1::$resp;
 
@@ -48,6 +47,10 @@ macro_rules! api_kind {
                     resource_version,
                 }
             }
+
+            $(fn tombstone(key: &str) -> Self {
+                $tomb(key)
+            })?
         }
     )*};
 }
@@ -62,72 +65,49 @@ api_kind! {
     Secret => WatchSecretsResponse;
     ResourceBinding => WatchResourceBindingsResponse;
     Event => WatchEventsResponse;
+    Workload => WatchWorkloadsResponse, tombstone = workload_tombstone;
+    Work => WatchWorksResponse, tombstone = work_tombstone;
 }
 
-impl ApiKind for v1::Workload {
-    type WatchResponse = v1::WatchWorkloadsResponse;
-
-    fn watch_response(
-        type_: WatchEventType,
-        object: Option<Self>,
-        resource_version: i64,
-    ) -> v1::WatchWorkloadsResponse {
-        v1::WatchWorkloadsResponse {
-            r#type: type_ as i32,
-            object,
-            resource_version,
-        }
-    }
-
-    /// `workloads/<ns>/<kind>[.<group>]/<name>` (the version is not in the key, so
-    /// `apiVersion` stays empty).
-    fn tombstone(key: &str) -> Self {
-        let parts: Vec<&str> = key.split('/').collect();
-        let mut obj = Self::default();
-        if let [_, ns, segment, name] = parts.as_slice() {
-            obj.kind = resource::split_kind_segment(segment).0.to_owned();
-            let meta = obj.meta_mut();
-            meta.namespace = (*ns).to_owned();
-            meta.name = (*name).to_owned();
-        }
-        obj
+/// `workloads/<ns>/<kind>[.<group>]/<name>` (the version is not in the key, so `apiVersion`
+/// stays empty).
+fn workload_tombstone(key: &str) -> v1::Workload {
+    match key.split('/').collect::<Vec<_>>().as_slice() {
+        [_, ns, segment, name] => v1::Workload {
+            kind: resource::split_kind_segment(segment).0.to_owned(),
+            ..named(ns, name)
+        },
+        _ => v1::Workload::default(),
     }
 }
 
-impl ApiKind for v1::Work {
-    type WatchResponse = v1::WatchWorksResponse;
-
-    fn watch_response(
-        type_: WatchEventType,
-        object: Option<Self>,
-        resource_version: i64,
-    ) -> v1::WatchWorksResponse {
-        v1::WatchWorksResponse {
-            r#type: type_ as i32,
-            object,
-            resource_version,
-        }
-    }
-
-    /// `works/<cluster>/<ns>/<name>`.
-    fn tombstone(key: &str) -> Self {
-        let parts: Vec<&str> = key.split('/').collect();
-        let mut obj = Self::default();
-        if let [_, cluster, ns, name] = parts.as_slice() {
-            obj.spec = Some(v1::WorkSpec {
+/// `works/<cluster>/<ns>/<name>`.
+fn work_tombstone(key: &str) -> v1::Work {
+    match key.split('/').collect::<Vec<_>>().as_slice() {
+        [_, cluster, ns, name] => v1::Work {
+            spec: Some(v1::WorkSpec {
                 cluster: (*cluster).to_owned(),
                 ..Default::default()
-            });
-            let meta = obj.meta_mut();
-            meta.namespace = (*ns).to_owned();
-            meta.name = (*name).to_owned();
-        }
-        obj
+            }),
+            ..named(ns, name)
+        },
+        _ => v1::Work::default(),
     }
+}
+
+/// An empty object with only its namespace and name set.
+fn named<T: Stored>(namespace: &str, name: &str) -> T {
+    let mut obj = T::default();
+    let meta = obj.meta_mut();
+    meta.namespace = namespace.to_owned();
+    meta.name = name.to_owned();
+    obj
 }
 
 #[cfg(test)]
 mod tests {
+    use flotilla_proto::Resource;
+
     use super::*;
 
     #[test]

@@ -1785,7 +1785,9 @@ async fn create_policy(
 ) -> v1::PropagationPolicy {
     typed
         .create(
-            admission.propagation_policy(Some(policy), None).unwrap(),
+            admission
+                .propagation_policy(Some(policy), None, false)
+                .unwrap(),
             None,
         )
         .await

@@ -196,16 +196,16 @@ impl ApiService {
             Some(Object::PropagationPolicy(p)) => {
                 self.plan_kind(
                     p,
-                    |p| admission.propagation_policy(Some(p), None),
-                    |cur, new| admission.propagation_policy(Some(new), Some(cur)),
+                    |p| admission.propagation_policy(Some(p), None, false),
+                    |cur, new| admission.propagation_policy(Some(new), Some(cur), false),
                 )
                 .await
             }
             Some(Object::ClusterPropagationPolicy(p)) => {
                 self.plan_kind(
                     p,
-                    |p| admission.cluster_propagation_policy(Some(p), None),
-                    |cur, new| admission.cluster_propagation_policy(Some(new), Some(cur)),
+                    |p| admission.propagation_policy(Some(p), None, true),
+                    |cur, new| admission.propagation_policy(Some(new), Some(cur), true),
                 )
                 .await
             }

@@ -227,12 +227,22 @@ impl ApiService {
         policy: Option<K>,
         cluster_wide: bool,
     ) -> Result<K, Error> {
-        let mut policy = policy;
-        if let Some(p) = policy.as_mut() {
-            reset_for_create(p)?;
+        let admit = |p| self.admission().override_policy(p, cluster_wide);
+        self.create_with(policy, admit).await
+    }
+
+    /// Create of an object: its server-owned metadata refused or cleared
+    /// ([`reset_for_create`]), then `admit` (default and validate), then the guarded create.
+    pub(super) async fn create_with<K: ApiKind>(
+        &self,
+        object: Option<K>,
+        admit: impl FnOnce(Option<K>) -> Result<K, Error>,
+    ) -> Result<K, Error> {
+        let mut object = object;
+        if let Some(o) = object.as_mut() {
+            reset_for_create(o)?;
         }
-        let policy = self.admission().override_policy(policy, cluster_wide)?;
-        self.objects().create(policy).await
+        self.objects().create(admit(object)?).await
     }
 
     /// Update of an OverridePolicy or ClusterOverridePolicy.
