@@ -168,6 +168,12 @@ async fn apply_yaml(stack: &Stack, dir: &std::path::Path, name: &str, yaml: &str
     flotilla(stack, &["apply", "-f", path.to_str().unwrap()]).await
 }
 
+/// `flotilla apply` of [`override_policy`] with `tag` (and the rule that cannot apply when
+/// `broken`), always as `op.yaml`.
+async fn apply_override(stack: &Stack, dir: &std::path::Path, tag: &str, broken: bool) -> String {
+    apply_yaml(stack, dir, "op.yaml", &override_policy(tag, broken)).await
+}
+
 /// The live (not deleting) Work of `web` on `cluster`: (container image, args, annotations,
 /// generation; status writes do not change it).
 async fn web_work(
@@ -212,13 +218,7 @@ async fn override_policy_follows_a_failover_per_cluster() {
     let api = stack.ready_unequal_members(T).await;
     let dir = tempfile::tempdir().unwrap();
     apply_yaml(&stack, dir.path(), "app.yaml", APP).await;
-    let out = apply_yaml(
-        &stack,
-        dir.path(),
-        "op.yaml",
-        &override_policy("1.27", false),
-    )
-    .await;
+    let out = apply_override(&stack, dir.path(), "1.27", false).await;
     assert!(out.contains("overridepolicy/regional created"), "{out}");
 
     // before the fault: member1's overrides on member1's Work
@@ -263,13 +263,7 @@ async fn override_policy_follows_a_failover_per_cluster() {
     );
 
     // a policy change re-renders the Work
-    apply_yaml(
-        &stack,
-        dir.path(),
-        "op.yaml",
-        &override_policy("1.28", false),
-    )
-    .await;
+    apply_override(&stack, dir.path(), "1.28", false).await;
     let (.., generation) = eventually(T, "member2's Work re-rendered with tag 1.28", || async {
         let w = web_work(&api, "member2").await?;
         (w.0 == "us.registry.example.com/library/nginx:1.28").then_some(w)
@@ -277,13 +271,7 @@ async fn override_policy_follows_a_failover_per_cluster() {
     .await;
 
     // a rule that cannot apply: the Work stays as it was, the binding says why
-    apply_yaml(
-        &stack,
-        dir.path(),
-        "op.yaml",
-        &override_policy("1.29", true),
-    )
-    .await;
+    apply_override(&stack, dir.path(), "1.29", true).await;
     let condition = eventually(T, "OverridesApplied=False on the binding", || async {
         let b = get_binding(&api, "default", "web-deployment").await?;
         let c = binding_condition(&b, "OverridesApplied")?.clone();

@@ -35,6 +35,48 @@ use flotilla_tests::{
 
 const T: Duration = Duration::from_secs(30);
 
+/// Waits until member1's Work is marked for deletion.
+async fn member1_work_marked(api: &flotilla_tests::ApiClient) {
+    eventually(T, "member1's Work marked for deletion", || async {
+        cluster_work(api, "member1")
+            .await
+            .filter(work_deleting)
+            .map(|_| ())
+    })
+    .await;
+}
+
+/// Waits until the binding targets {member2:3} and is healthy, and only member2's Work is
+/// left (with `no_task`, and the eviction task is gone).
+async fn member2_took_over(api: &flotilla_tests::ApiClient, no_task: bool) {
+    eventually(
+        T,
+        "{member2:3} healthy, only member2's Work left",
+        || async {
+            let b = nginx_binding(api).await?;
+            (targets(&b) == [("member2".into(), 3)]
+                && binding_healthy(&b)
+                && (!no_task || tasks(&b).is_empty())
+                && work_clusters(api).await == ["member2"])
+            .then_some(())
+        },
+    )
+    .await;
+}
+
+/// Runs `check` (which asserts) every `every` for `period`.
+async fn for_a_while<F, Fut>(period: Duration, every: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let until = Instant::now() + period;
+    while Instant::now() < until {
+        check().await;
+        tokio::time::sleep(every).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn directly_deletes_the_old_work_before_creating_the_new_one() {
     let mut stack = Stack::start(Timers::fast()).await;
@@ -68,25 +110,22 @@ async fn directly_deletes_the_old_work_before_creating_the_new_one() {
     assert_eq!(task.producer, "TaintManager");
 
     // The delete is requested at once: member1's Work is marked, while member1 is down.
-    eventually(T, "member1's Work marked for deletion", || async {
-        cluster_work(&api, "member1")
-            .await
-            .filter(work_deleting)
-            .map(|_| ())
-    })
-    .await;
+    member1_work_marked(&api).await;
     // …and stays (its manifest cannot be deleted on a member that is not Ready), and meanwhile
     // no Work is created for member2.
-    let hold_until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < hold_until {
-        assert_eq!(
-            work_clusters(&api).await,
-            ["member1"],
-            "a Work was created (or member1's removed) while member1's Directly-purged Work \
+    for_a_while(
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+        || async {
+            assert_eq!(
+                work_clusters(&api).await,
+                ["member1"],
+                "a Work was created (or member1's removed) while member1's Directly-purged Work \
              still existed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            );
+        },
+    )
+    .await;
     assert_eq!(
         member_status(&stack.members["member2"]).await.manifests,
         0,
@@ -96,18 +135,7 @@ async fn directly_deletes_the_old_work_before_creating_the_new_one() {
     // member1 is Ready again → its manifest is deleted, its Work removed, then member2's
     // Work is created.
     set_fault(&stack.members["member1"], v1::FaultMode::Healthy).await;
-    eventually(
-        T,
-        "{member2:3} healthy, only member2's Work left",
-        || async {
-            let b = nginx_binding(&api).await?;
-            (targets(&b) == [("member2".into(), 3)]
-                && binding_healthy(&b)
-                && work_clusters(&api).await == ["member2"])
-            .then_some(())
-        },
-    )
-    .await;
+    member2_took_over(&api, false).await;
     assert_eq!(member_status(&stack.members["member1"]).await.manifests, 0);
 
     let seen = works.seen();
@@ -202,21 +230,24 @@ async fn never_keeps_the_old_work_until_released() {
 
     // Suppressed: member1's Work is kept as it was (neither deleted nor updated), well past
     // the refill becoming healthy.
-    let hold_until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < hold_until {
-        let b = nginx_binding(&api).await.unwrap();
-        assert_eq!(tasks(&b), ["member1"], "the suppressed task was removed");
-        let w = cluster_work(&api, "member1")
-            .await
-            .expect("member1's Work was removed while its task suppresses deletion");
-        assert!(!work_deleting(&w), "member1's Work was marked for deletion");
-        assert_eq!(w.spec.as_ref().unwrap().replicas, Some(2));
-        assert_eq!(
-            w.metadata.as_ref().unwrap().generation,
-            m1_work.metadata.as_ref().unwrap().generation
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    for_a_while(
+        Duration::from_secs(3),
+        Duration::from_millis(200),
+        || async {
+            let b = nginx_binding(&api).await.unwrap();
+            assert_eq!(tasks(&b), ["member1"], "the suppressed task was removed");
+            let w = cluster_work(&api, "member1")
+                .await
+                .expect("member1's Work was removed while its task suppresses deletion");
+            assert!(!work_deleting(&w), "member1's Work was marked for deletion");
+            assert_eq!(w.spec.as_ref().unwrap().replicas, Some(2));
+            assert_eq!(
+                w.metadata.as_ref().unwrap().generation,
+                m1_work.metadata.as_ref().unwrap().generation
+            );
+        },
+    )
+    .await;
     assert_eq!(member_status(&stack.members["member1"]).await.replicas, 2);
 
     // The operator releases it: suppressDeletion=false (no RPC edits a binding's spec, so
@@ -301,39 +332,24 @@ async fn directly_scales_an_existing_target_only_after_the_old_work_is_gone() {
         },
     )
     .await;
-    eventually(T, "member1's Work marked for deletion", || async {
-        cluster_work(&api, "member1")
-            .await
-            .filter(work_deleting)
-            .map(|_| ())
-    })
-    .await;
-    let hold_until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < hold_until {
-        let m2 = cluster_work(&api, "member2").await.expect("member2's Work");
-        assert_eq!(
-            m2.spec.as_ref().unwrap().replicas,
-            Some(2),
-            "member2 was scaled up while member1's Directly-purged Work still existed: {:?}",
-            nginx_binding(&api).await
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-
-    set_fault(&stack.members["member1"], v1::FaultMode::Healthy).await;
-    eventually(
-        T,
-        "{member2:3} healthy, only member2's Work left",
+    member1_work_marked(&api).await;
+    for_a_while(
+        Duration::from_secs(3),
+        Duration::from_millis(100),
         || async {
-            let b = nginx_binding(&api).await?;
-            (targets(&b) == [("member2".into(), 3)]
-                && binding_healthy(&b)
-                && tasks(&b).is_empty()
-                && work_clusters(&api).await == ["member2"])
-            .then_some(())
+            let m2 = cluster_work(&api, "member2").await.expect("member2's Work");
+            assert_eq!(
+                m2.spec.as_ref().unwrap().replicas,
+                Some(2),
+                "member2 was scaled up while member1's Directly-purged Work still existed: {:?}",
+                nginx_binding(&api).await
+            );
         },
     )
     .await;
+
+    set_fault(&stack.members["member1"], v1::FaultMode::Healthy).await;
+    member2_took_over(&api, true).await;
     let seen = works.seen();
     let deleted = seen
         .iter()

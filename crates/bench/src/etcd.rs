@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
+use flotilla_store::etcd::single_member_flags;
 use flotilla_store::{EtcdConfig, EtcdStore};
 use tokio::process::{Child, Command};
 
@@ -69,19 +70,9 @@ impl TempEtcd {
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log = std::fs::File::create(dir.path().join("etcd.log")).context("etcd log file")?;
         let name = format!("flotilla-bench-{}", std::process::id());
+        let data = dir.path().join("data");
         let child = Command::new(binary)
-            .arg(format!("--name={name}"))
-            .arg(format!("--data-dir={}", dir.path().join("data").display()))
-            .arg("--logger=zap")
-            .arg("--log-outputs=stderr")
-            .arg(format!("--listen-client-urls={client_url}"))
-            .arg(format!("--advertise-client-urls={client_url}"))
-            .arg(format!("--listen-peer-urls={peer_url}"))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster={name}={peer_url}"))
-            // A single member elects itself at once with a short heartbeat.
-            .arg("--heartbeat-interval=10")
-            .arg("--election-timeout=100")
+            .args(single_member_flags(&name, &data, &client_url, &peer_url))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -111,13 +111,7 @@ pub struct EtcdStore {
     watch_prev_kv: bool,
 }
 
-impl std::fmt::Debug for EtcdStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdStore")
-            .field("namespace", &self.ns)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(EtcdStore { "namespace": ns });
 
 /// The largest watch response the client accepts (see [`EtcdStore`]'s watch).
 pub const WATCH_MAX_DECODING_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
@@ -575,14 +569,7 @@ impl Store for EtcdStore {
             .iter()
             .map(|c| found.get(c.key.as_str()).cloned().flatten())
             .collect();
-        let failed = txn
-            .compares
-            .iter()
-            .zip(&current)
-            .enumerate()
-            .filter(|(_, (c, kv))| !c.evaluate(kv.as_ref()))
-            .map(|(i, _)| i)
-            .collect();
+        let failed = Compare::failing(&txn.compares, &current);
         Ok(TxnResponse::Failed {
             revision,
             failed,
@@ -887,4 +874,33 @@ mod tests {
         ));
         assert!(matches!(dup, StoreError::InvalidArgument(_)));
     }
+}
+
+/// Raft timing for a one-member etcd on this machine: it elects itself at once with a short
+/// heartbeat (used by the tests' etcd and the benchmarks' temporary one).
+pub const FAST_RAFT: [&str; 2] = ["--heartbeat-interval=10", "--election-timeout=100"];
+
+/// The command-line flags of a one-member etcd named `name` with its data under `data_dir`,
+/// serving clients on `client_url` and its (unused) peer port on `peer_url`, with
+/// [`FAST_RAFT`] timing and logs as JSON on stderr.
+pub fn single_member_flags(
+    name: &str,
+    data_dir: &std::path::Path,
+    client_url: &str,
+    peer_url: &str,
+) -> Vec<String> {
+    let mut flags = vec![
+        format!("--name={name}"),
+        format!("--data-dir={}", data_dir.display()),
+        "--logger=zap".to_owned(),
+        "--log-outputs=stderr".to_owned(),
+        format!("--listen-client-urls={client_url}"),
+        format!("--advertise-client-urls={client_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster={name}={peer_url}"),
+        format!("--initial-cluster-token={name}"),
+    ];
+    flags.extend(FAST_RAFT.map(str::to_owned));
+    flags
 }

@@ -34,6 +34,20 @@
 
 #![forbid(unsafe_code)]
 
+/// `impl Debug` for a type that shows only the named fields (the others are connections,
+/// tasks or channels), as `Type { label: field, .. }`.
+macro_rules! debug_fields {
+    ($ty:ident { $($label:literal: $field:ident),* }) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    $(.field($label, &self.$field))*
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
 pub mod clock;
 pub mod election;
 pub mod error;

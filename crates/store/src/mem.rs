@@ -38,8 +38,8 @@ use tokio::task::JoinHandle;
 use crate::clock::{Clock, TokioClock};
 use crate::error::{Result, StoreError};
 use crate::types::{
-    DeleteResponse, Event, KeyValue, Lease, LeaseId, Op, OpResult, RangeRequest, RangeResponse,
-    Revision, Txn, TxnResponse, WatchBatch, WatchEvent, validate_key,
+    Compare, DeleteResponse, Event, KeyValue, Lease, LeaseId, Op, OpResult, RangeRequest,
+    RangeResponse, Revision, Txn, TxnResponse, WatchBatch, WatchEvent, validate_key,
 };
 use crate::watch::{DEFAULT_WATCH_BUFFER, WatchSink, WatchStream};
 use crate::{Store, StoreError as E};
@@ -486,14 +486,7 @@ impl Store for MemStore {
             .iter()
             .map(|c| state.current(&c.key).cloned())
             .collect();
-        let failed: Vec<usize> = txn
-            .compares
-            .iter()
-            .zip(&current)
-            .enumerate()
-            .filter(|(_, (c, kv))| !c.evaluate(kv.as_ref()))
-            .map(|(i, _)| i)
-            .collect();
+        let failed = Compare::failing(&txn.compares, &current);
         if !failed.is_empty() {
             return Ok(TxnResponse::Failed {
                 revision: state.rev,

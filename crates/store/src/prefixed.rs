@@ -24,13 +24,7 @@ pub struct Prefixed {
     prefix: String,
 }
 
-impl std::fmt::Debug for Prefixed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prefixed")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(Prefixed { "prefix": prefix });
 
 // === impl Prefixed ===
 

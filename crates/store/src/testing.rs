@@ -41,7 +41,7 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Raft timing for test instances: a 10 ms heartbeat makes a fresh single member elect itself
 /// at once and lowers etcd's minimum lease TTL to 1 s (it is 2 s at the defaults).
-const FAST_RAFT: [&str; 2] = ["--heartbeat-interval=10", "--election-timeout=100"];
+use crate::etcd::{FAST_RAFT, single_member_flags};
 
 /// Where an [`EtcdServer`] came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,17 +203,12 @@ impl EtcdServer {
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log = std::fs::File::create(data.path().join("etcd.log")).expect("etcd log file");
         let mut cmd = Command::new(etcd);
-        cmd.arg(format!("--name={name}"))
-            .arg(format!("--data-dir={}", data.path().join("data").display()))
-            .arg("--logger=zap")
-            .arg("--log-outputs=stderr")
-            .arg(format!("--listen-client-urls={client_url}"))
-            .arg(format!("--advertise-client-urls={client_url}"))
-            .arg(format!("--listen-peer-urls={peer_url}"))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster={name}={peer_url}"))
-            .arg(format!("--initial-cluster-token={name}"))
-            .args(FAST_RAFT);
+        cmd.args(single_member_flags(
+            name,
+            &data.path().join("data"),
+            &client_url,
+            &peer_url,
+        ));
         if let Some(certs) = tls {
             cmd.arg(format!("--cert-file={}", certs.server_cert.display()))
                 .arg(format!("--key-file={}", certs.server_key.display()))

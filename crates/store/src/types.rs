@@ -208,6 +208,18 @@ impl Compare {
         Self::create_revision(key, CompareOp::Equal, 0)
     }
 
+    /// The indexes of the `compares` that fail against `current` (each compare's key's state,
+    /// in the same order), as a failed transaction reports them.
+    pub fn failing(compares: &[Compare], current: &[Option<KeyValue>]) -> Vec<usize> {
+        compares
+            .iter()
+            .zip(current)
+            .enumerate()
+            .filter(|(_, (c, kv))| !c.evaluate(kv.as_ref()))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// Evaluates the compare against the key's current state (`None` = absent), with etcd's
     /// rules: revision and version fields of an absent key are 0, and a value compare on an
     /// absent key is false whatever the operator.

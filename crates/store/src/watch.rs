@@ -37,13 +37,7 @@ pub struct WatchStream {
     done: bool,
 }
 
-impl std::fmt::Debug for WatchStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WatchStream")
-            .field("done", &self.done)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(WatchStream { "done": done });
 
 /// The backend's half of a channel-fed [`WatchStream`].
 #[derive(Debug)]
