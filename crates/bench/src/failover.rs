@@ -322,43 +322,8 @@ pub(crate) fn workload_name(i: usize, m: usize) -> String {
 }
 
 pub(crate) fn policy(failed: &str, partner: &str) -> v1::PropagationPolicy {
-    let weight = |c: &str| v1::StaticClusterWeight {
-        target_cluster: Some(v1::ClusterAffinity {
-            cluster_names: vec![c.to_owned()],
-            ..Default::default()
-        }),
-        weight: 1,
-    };
-    v1::PropagationPolicy {
-        metadata: Some(v1::ObjectMeta {
-            name: "failover".into(),
-            namespace: namespace(partner),
-            ..Default::default()
-        }),
-        spec: Some(v1::PropagationSpec {
-            resource_selectors: vec![v1::ResourceSelector {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                ..Default::default()
-            }],
-            placement: Some(v1::Placement {
-                cluster_affinity: Some(v1::ClusterAffinity {
-                    cluster_names: vec![failed.to_owned(), partner.to_owned()],
-                    ..Default::default()
-                }),
-                replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
-                    replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
-                    replica_division_preference: v1::ReplicaDivisionPreference::Weighted as i32,
-                    weight_preference: Some(v1::ClusterPreferences {
-                        static_weight_list: vec![weight(failed), weight(partner)],
-                        dynamic_weight: 0,
-                    }),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-    }
+    let weights = [(failed, 1), (partner, 1)];
+    flotilla_api::seed::weighted_deployments(&namespace(partner), "failover", "", &weights)
 }
 
 pub(crate) fn workload(name: &str, partner: &str, replicas: i32) -> v1::Workload {

@@ -26,8 +26,8 @@ const REFERENCE_CORES_PER_1000: f64 = 0.014;
 /// Flags of `flotilla bench idle`.
 #[derive(Debug, clap::Args)]
 pub struct IdleArgs {
-    /// Pull clusters heart-beating.
-    #[arg(long, default_value_t = 1_000)]
+    /// Pull clusters heart-beating (at least 1).
+    #[arg(long, default_value_t = 1_000, value_parser = crate::at_least_one())]
     clusters: usize,
 
     /// How long to measure once every cluster is Ready.
@@ -62,9 +62,6 @@ fn pull_cluster(name: &str) -> v1::Cluster {
 
 /// Runs `flotilla bench idle`.
 pub async fn run(args: IdleArgs) -> anyhow::Result<()> {
-    if args.clusters == 0 {
-        anyhow::bail!("--clusters must be at least 1");
-    }
     let out = args.report.start()?;
     let bench_store = BenchStore::for_run(&args.store).await?;
     out.line(format!(

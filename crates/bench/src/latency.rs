@@ -29,8 +29,8 @@ const SEQUENTIAL_WRITES: usize = 6;
 /// Flags of `flotilla bench latency`.
 #[derive(Debug, clap::Args)]
 pub struct LatencyArgs {
-    /// Failovers to measure.
-    #[arg(long, default_value_t = 20)]
+    /// Failovers to measure (at least 1).
+    #[arg(long, default_value_t = 20, value_parser = crate::at_least_one())]
     rounds: usize,
 
     /// How often cluster-health probes the members (detection, not measured).
@@ -46,9 +46,6 @@ pub struct LatencyArgs {
 
 /// Runs `flotilla bench latency`.
 pub async fn run(args: LatencyArgs) -> anyhow::Result<()> {
-    if args.rounds == 0 {
-        anyhow::bail!("--rounds must be at least 1");
-    }
     let out = args.report.start()?;
     let bench_store = BenchStore::for_run(&args.store).await?;
     out.line(format!(

@@ -49,6 +49,11 @@ pub enum BenchCommand {
     Members(members::MembersArgs),
 }
 
+/// A count flag that must be at least 1 (clap refuses 0 with the flag's name).
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+}
+
 /// Runs a benchmark.
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {

@@ -268,6 +268,7 @@ pub fn start(
     Started { api, detector }
 }
 
+pub mod seed;
 #[cfg(feature = "test-util")]
 pub mod testing;
 

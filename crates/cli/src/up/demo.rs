@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
+// The seed: Karmada's `samples/nginx`, Divided 1:2 over member1 and member2.
+use flotilla_api::seed::{NGINX_MANIFEST as NGINX, seed_policy};
 use flotilla_proto::v1;
 use flotilla_proto::v1::api_client::ApiClient;
 use flotilla_proto::v1::member_sim_client::MemberSimClient;
@@ -36,64 +38,6 @@ const FAILING: &str = "member1";
 const SURVIVOR: &str = "member2";
 /// Prefix of the controller taints (CH-11, CH-10).
 const CONTROLLER_TAINT: &str = "cluster.karmada.io/";
-
-/// The seed Deployment (Karmada's `samples/nginx`): `default/nginx`, 3 replicas.
-const NGINX: &str = r#"{
-  "apiVersion": "apps/v1",
-  "kind": "Deployment",
-  "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
-  "spec": {
-    "replicas": 3,
-    "selector": {"matchLabels": {"app": "nginx"}},
-    "template": {
-      "metadata": {"labels": {"app": "nginx"}},
-      "spec": {"containers": [{"name": "nginx", "image": "nginx",
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
-    }
-  }
-}"#;
-
-/// The seed policy: nginx to member1 and member2, Divided by static weights 1:2.
-fn seed_policy() -> v1::PropagationPolicy {
-    let weight = |cluster: &str, weight: i64| v1::StaticClusterWeight {
-        target_cluster: Some(v1::ClusterAffinity {
-            cluster_names: vec![cluster.into()],
-            ..Default::default()
-        }),
-        weight,
-    };
-    v1::PropagationPolicy {
-        metadata: Some(v1::ObjectMeta {
-            name: "nginx-propagation".into(),
-            namespace: NAMESPACE.into(),
-            ..Default::default()
-        }),
-        spec: Some(v1::PropagationSpec {
-            resource_selectors: vec![v1::ResourceSelector {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: "nginx".into(),
-                ..Default::default()
-            }],
-            placement: Some(v1::Placement {
-                cluster_affinity: Some(v1::ClusterAffinity {
-                    cluster_names: vec![FAILING.into(), SURVIVOR.into()],
-                    ..Default::default()
-                }),
-                replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
-                    replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
-                    replica_division_preference: v1::ReplicaDivisionPreference::Weighted as i32,
-                    weight_preference: Some(v1::ClusterPreferences {
-                        static_weight_list: vec![weight(FAILING, 1), weight(SURVIVOR, 2)],
-                        dynamic_weight: 0,
-                    }),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-    }
-}
 
 // === the world as the watches show it ===
 
