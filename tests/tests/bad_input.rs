@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flotilla_api::testing::{cluster, seed_policy};
+use flotilla_api::testing::{application_directly, cluster, seed_policy, static_weights};
 use flotilla_proto::v1;
 use flotilla_tests::{
     ApiClient, Stack, Timers, api_client, eventually, field_violations, object_revisions,
@@ -212,15 +212,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
         (
             "static weight 0",
             policy("weight", |p| {
-                placement(p)
-                    .replica_scheduling
-                    .as_mut()
-                    .unwrap()
-                    .weight_preference
-                    .as_mut()
-                    .unwrap()
-                    .static_weight_list[0]
-                    .weight = 0;
+                static_weights(placement(p))[0].weight = 0;
             }),
             "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight",
         ),
@@ -228,14 +220,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
             "application failover Directly with gracePeriodSeconds",
             policy("purge", |p| {
                 p.propagate_deps = true;
-                p.failover = Some(v1::FailoverBehavior {
-                    application: Some(v1::ApplicationFailoverBehavior {
-                        purge_mode: v1::PurgeMode::Directly as i32,
-                        grace_period_seconds: Some(30),
-                        ..Default::default()
-                    }),
-                    cluster: None,
-                });
+                p.failover = Some(application_directly(Some(30)));
             }),
             "spec.failover.application.gracePeriodSeconds",
         ),
@@ -253,15 +238,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
     }
     // The same rule on update: the stored policy keeps its spec and resourceVersion.
     let mut update = valid.clone();
-    placement(update.spec.as_mut().unwrap())
-        .replica_scheduling
-        .as_mut()
-        .unwrap()
-        .weight_preference
-        .as_mut()
-        .unwrap()
-        .static_weight_list[1]
-        .weight = 0;
+    static_weights(placement(update.spec.as_mut().unwrap()))[1].weight = 0;
     assert_invalid(
         "static weight 0 on update",
         api.clone()

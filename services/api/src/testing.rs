@@ -108,3 +108,67 @@ pub fn cluster(name: &str, endpoint: &str) -> v1::Cluster {
 }
 
 pub use crate::seed::{NGINX_MANIFEST, nginx_workload, seed_policy};
+
+/// The static weight list of a placement's replica scheduling (panics where a level is
+/// missing: a test's fixture always has them).
+pub fn static_weights(placement: &mut v1::Placement) -> &mut Vec<v1::StaticClusterWeight> {
+    &mut placement
+        .replica_scheduling
+        .as_mut()
+        .expect("replicaScheduling")
+        .weight_preference
+        .as_mut()
+        .expect("weightPreference")
+        .static_weight_list
+}
+
+/// Application failover that purges Directly, with `grace_period_seconds` (which Directly
+/// refuses: the tests' invalid case).
+pub fn application_directly(grace_period_seconds: Option<i64>) -> v1::FailoverBehavior {
+    v1::FailoverBehavior {
+        application: Some(v1::ApplicationFailoverBehavior {
+            purge_mode: v1::PurgeMode::Directly as i32,
+            grace_period_seconds,
+            ..Default::default()
+        }),
+        cluster: None,
+    }
+}
+
+/// `object` with the label `key=value` added.
+pub fn labelled<R: flotilla_proto::Resource + Clone>(object: &R, key: &str, value: &str) -> R {
+    let mut object = object.clone();
+    object
+        .meta_mut()
+        .labels
+        .insert(key.to_owned(), value.to_owned());
+    object
+}
+
+/// The next message of a watch stream (panics after 10 s, on an error or at its end).
+pub async fn next_message<T>(stream: &mut tonic::Streaming<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("a watch message within 10 s")
+        .expect("a watch message, not an error")
+        .expect("a watch message, not the end")
+}
+
+/// The cluster names of a placement's cluster affinity (panics where either is missing).
+pub fn affinity_names(placement: Option<v1::Placement>) -> Vec<String> {
+    placement
+        .and_then(|p| p.cluster_affinity)
+        .expect("placement.clusterAffinity")
+        .cluster_names
+}
+
+/// A watch of every Cluster (from its current state, after a first BOOKMARK).
+pub async fn watch_clusters(
+    client: &mut ApiClient<Channel>,
+) -> tonic::Streaming<v1::WatchClustersResponse> {
+    client
+        .watch_clusters(v1::WatchClustersRequest::default())
+        .await
+        .expect("watch clusters")
+        .into_inner()
+}

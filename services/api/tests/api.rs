@@ -11,7 +11,10 @@ use std::time::Duration;
 use flotilla_api::batch::BatchWriter;
 use flotilla_api::claim::{LABEL_CLUSTER_POLICY_NAME, LABEL_POLICY_NAME};
 use flotilla_api::detector::{CacheWriters, Ctx, reconcile};
-use flotilla_api::testing::{self, TestApi, cluster, nginx_workload, seed_policy};
+use flotilla_api::testing::{
+    self, TestApi, application_directly, cluster, labelled, nginx_workload, seed_policy,
+    static_weights,
+};
 use flotilla_core::validation::PERMANENT_ID_LABEL_POLICY;
 use flotilla_proto::Resource;
 use flotilla_proto::v1::{self, WatchEventType, api_client::ApiClient};
@@ -676,16 +679,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
         client.create_propagation_policy(create_pp(p)),
     )
     .await;
-    let p = with_placement(&|pl| {
-        let weights = pl
-            .replica_scheduling
-            .as_mut()
-            .unwrap()
-            .weight_preference
-            .as_mut()
-            .unwrap();
-        weights.static_weight_list[0].weight = 0;
-    });
+    let p = with_placement(&|pl| static_weights(pl)[0].weight = 0);
     expect_invalid(
         &store,
         "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight",
@@ -695,14 +689,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
     let mut p = seed_policy();
     let spec = p.spec.as_mut().unwrap();
     spec.propagate_deps = true;
-    spec.failover = Some(v1::FailoverBehavior {
-        application: Some(v1::ApplicationFailoverBehavior {
-            purge_mode: v1::PurgeMode::Directly as i32,
-            grace_period_seconds: Some(60),
-            ..Default::default()
-        }),
-        cluster: None,
-    });
+    spec.failover = Some(application_directly(Some(60)));
     expect_invalid(
         &store,
         "spec.failover.application.gracePeriodSeconds",
@@ -900,13 +887,7 @@ async fn optimistic_concurrency_and_existence() {
         .unwrap_err();
     assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
 
-    let mut first = c.clone();
-    first
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .insert("a".into(), "1".into());
+    let first = labelled(&c, "a", "1");
     let updated = client
         .update_cluster(v1::UpdateClusterRequest {
             cluster: Some(first),
@@ -915,13 +896,7 @@ async fn optimistic_concurrency_and_existence() {
         .unwrap()
         .into_inner();
     // a second writer with the old resourceVersion loses
-    let mut stale = c.clone();
-    stale
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .insert("b".into(), "2".into());
+    let mut stale = labelled(&c, "b", "2");
     let err = client
         .update_cluster(v1::UpdateClusterRequest {
             cluster: Some(stale.clone()),
@@ -1177,11 +1152,7 @@ async fn watch_sees_added_modified_deleted_in_order() {
         .await
         .unwrap()
         .into_inner();
-    let mut stream = client
-        .watch_clusters(v1::WatchClustersRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = testing::watch_clusters(&mut client).await;
     let first = next(&mut stream).await;
     assert_eq!(first.r#type, WatchEventType::Added as i32);
     assert_eq!(first.object.as_ref().unwrap().name(), "a");
@@ -1367,11 +1338,7 @@ async fn watches_outlive_the_request_timeout() {
     config.grpc_timeout = Duration::from_millis(200);
     let api = testing::serve(store, config).await;
     let mut client = api.client().await;
-    let mut stream = client
-        .watch_clusters(v1::WatchClustersRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = testing::watch_clusters(&mut client).await;
     assert_eq!(
         next(&mut stream).await.r#type,
         WatchEventType::Bookmark as i32
@@ -1389,11 +1356,7 @@ async fn watches_outlive_the_request_timeout() {
 #[tokio::test]
 async fn watches_end_when_the_server_shuts_down() {
     let (_store, api, mut client) = setup().await;
-    let mut stream = client
-        .watch_clusters(v1::WatchClustersRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = testing::watch_clusters(&mut client).await;
     assert_eq!(
         next(&mut stream).await.r#type,
         WatchEventType::Bookmark as i32
@@ -1528,20 +1491,7 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
 
     // A policy change re-syncs the binding (generation bumps), keeping the scheduler's fields.
     let mut changed = policy.clone();
-    let list = &mut changed
-        .spec
-        .as_mut()
-        .unwrap()
-        .placement
-        .as_mut()
-        .unwrap()
-        .replica_scheduling
-        .as_mut()
-        .unwrap()
-        .weight_preference
-        .as_mut()
-        .unwrap()
-        .static_weight_list;
+    let list = static_weights(changed.spec.as_mut().unwrap().placement.as_mut().unwrap());
     list[0].weight = 2;
     list[1].weight = 1;
     client
@@ -2015,11 +1965,7 @@ async fn detector_rereads_after_a_conflict_and_loses_no_update() {
     let spec = b3.spec.unwrap();
     assert_eq!(spec.clusters.len(), 1, "the scheduler's write survives");
     assert_eq!(
-        spec.placement
-            .unwrap()
-            .cluster_affinity
-            .unwrap()
-            .cluster_names,
+        testing::affinity_names(spec.placement),
         ["member1", "member2", "member3"],
         "the detector's write lands"
     );

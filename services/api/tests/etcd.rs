@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::testing::{self, cluster, nginx_workload, seed_policy};
+use flotilla_api::testing::{self, cluster, labelled, nginx_workload, seed_policy};
 use flotilla_proto::Resource;
 use flotilla_proto::v1::{self, WatchEventType};
 use flotilla_store::StoreRef;
@@ -21,16 +21,8 @@ async fn api_and_detector_on_real_etcd() {
     let api = testing::serve(store.clone(), testing::config()).await;
     let mut client = api.client().await;
 
-    let mut watch = client
-        .watch_clusters(v1::WatchClustersRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
-    let bookmark = tokio::time::timeout(Duration::from_secs(10), watch.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let mut watch = testing::watch_clusters(&mut client).await;
+    let bookmark = testing::next_message(&mut watch).await;
     assert_eq!(bookmark.r#type, WatchEventType::Bookmark as i32);
 
     let c = client
@@ -40,34 +32,18 @@ async fn api_and_detector_on_real_etcd() {
         .await
         .unwrap()
         .into_inner();
-    let added = tokio::time::timeout(Duration::from_secs(10), watch.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let added = testing::next_message(&mut watch).await;
     assert_eq!(added.r#type, WatchEventType::Added as i32);
     assert_eq!(added.resource_version, c.resource_version());
 
-    let mut first = c.clone();
-    first
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .insert("a".into(), "1".into());
+    let first = labelled(&c, "a", "1");
     client
         .update_cluster(v1::UpdateClusterRequest {
             cluster: Some(first),
         })
         .await
         .unwrap();
-    let mut stale = c.clone();
-    stale
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .insert("b".into(), "2".into());
+    let stale = labelled(&c, "b", "2");
     let err = client
         .update_cluster(v1::UpdateClusterRequest {
             cluster: Some(stale),
@@ -126,11 +102,7 @@ async fn api_and_detector_on_real_etcd() {
     let spec = binding.spec.unwrap();
     assert_eq!(spec.replicas, 3);
     assert_eq!(
-        spec.placement
-            .unwrap()
-            .cluster_affinity
-            .unwrap()
-            .cluster_names,
+        testing::affinity_names(spec.placement),
         ["member1", "member2"]
     );
     api.stop().await;
