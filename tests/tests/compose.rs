@@ -317,48 +317,59 @@ async fn api_client(port: u16) -> ApiClient {
 
 /// Every binding, by `namespace/name` (all pages).
 async fn bindings(api: &ApiClient) -> Option<BTreeMap<String, v1::ResourceBinding>> {
-    let mut out = BTreeMap::new();
-    let mut token = String::new();
-    loop {
+    let items = all_pages(|page_token| async move {
         let page = api
             .clone()
             .list_resource_bindings(v1::ListResourceBindingsRequest {
-                page_token: token.clone(),
+                page_token,
                 ..Default::default()
             })
             .await
             .ok()?
             .into_inner();
-        for b in page.items {
-            let m = b.metadata.clone().unwrap_or_default();
-            out.insert(format!("{}/{}", m.namespace, m.name), b);
-        }
-        if page.next_page_token.is_empty() {
-            return Some(out);
-        }
-        token = page.next_page_token;
-    }
+        Some((page.items, page.next_page_token))
+    })
+    .await?;
+    let key = |b: &v1::ResourceBinding| {
+        let m = b.metadata.clone().unwrap_or_default();
+        format!("{}/{}", m.namespace, m.name)
+    };
+    Some(items.into_iter().map(|b| (key(&b), b)).collect())
 }
 
 /// Every Work (all pages).
 async fn works(api: &ApiClient) -> Option<Vec<v1::Work>> {
-    let mut out = vec![];
-    let mut token = String::new();
-    loop {
+    all_pages(|page_token| async move {
         let page = api
             .clone()
             .list_works(v1::ListWorksRequest {
-                page_token: token.clone(),
+                page_token,
                 ..Default::default()
             })
             .await
             .ok()?
             .into_inner();
-        out.extend(page.items);
-        if page.next_page_token.is_empty() {
+        Some((page.items, page.next_page_token))
+    })
+    .await
+}
+
+/// Every item of a paged list: `page(token)` answers one page and the next token (empty
+/// after the last page); `None` if a page fails.
+async fn all_pages<T, F, Fut>(mut page: F) -> Option<Vec<T>>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Option<(Vec<T>, String)>>,
+{
+    let mut out = Vec::new();
+    let mut token = String::new();
+    loop {
+        let (items, next) = page(token).await?;
+        out.extend(items);
+        if next.is_empty() {
             return Some(out);
         }
-        token = page.next_page_token;
+        token = next;
     }
 }
 

@@ -78,20 +78,13 @@ async fn grpcurl_lists_describes_and_calls_every_service() {
 
     // describe shows the proto comments and Karmada's JSON names
     let api = stack.addrs["api"].clone();
-    let desc = grpcurl(&[
-        "-plaintext",
-        &api,
-        "describe",
-        "flotilla.v1.GracefulEvictionTask",
-    ]);
-    assert!(desc.contains("from_cluster"), "{desc}");
-    let desc = grpcurl(&[
-        "-plaintext",
-        &api,
-        "describe",
-        "flotilla.v1.Api.CreateCluster",
-    ]);
-    assert!(desc.contains("rpc CreateCluster"), "{desc}");
+    for (symbol, shown) in [
+        ("flotilla.v1.GracefulEvictionTask", "from_cluster"),
+        ("flotilla.v1.Api.CreateCluster", "rpc CreateCluster"),
+    ] {
+        let desc = grpcurl(&["-plaintext", &api, "describe", symbol]);
+        assert!(desc.contains(shown), "{desc}");
+    }
 
     // calls: create a cluster, read it back, list
     let cluster = r#"{"cluster": {"metadata": {"name": "grpcurl-1"}, "spec": {"syncMode": "SYNC_MODE_PUSH", "apiEndpoint": "http://127.0.0.1:1"}}}"#;

@@ -258,6 +258,11 @@ fn sum(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// How much the series `name` (with `labels`) grew from the first scrape to the second.
+fn growth(scrapes: (&[Sample], &[Sample]), name: &str, labels: &[(&str, &str)]) -> f64 {
+    sum(scrapes.1, name, labels) - sum(scrapes.0, name, labels)
+}
+
 fn names(samples: &[Sample]) -> BTreeSet<String> {
     samples.iter().map(|s| s.name.clone()).collect()
 }
@@ -487,30 +492,20 @@ async fn one_failover_is_one_trace_and_metrics_move() {
         );
     }
     let sc = (&before["scheduler"], &after["scheduler"]);
+    let count = "flotilla_scheduler_schedule_duration_seconds_count";
     assert!(
-        sum(
-            sc.1,
-            "flotilla_scheduler_schedule_duration_seconds_count",
-            &[]
-        ) > sum(
-            sc.0,
-            "flotilla_scheduler_schedule_duration_seconds_count",
-            &[]
-        ),
+        growth((sc.0, sc.1), count, &[]) > 0.0,
         "scheduling latency moved"
     );
     assert!(names(sc.1).contains("flotilla_scheduler_decisions_total"));
     let ch = (&before["cluster-health"], &after["cluster-health"]);
+    let unreachable = [("result", "unreachable")];
     assert!(
-        sum(
-            ch.1,
+        growth(
+            (ch.0, ch.1),
             "flotilla_cluster_health_probes_total",
-            &[("result", "unreachable")]
-        ) > sum(
-            ch.0,
-            "flotilla_cluster_health_probes_total",
-            &[("result", "unreachable")]
-        ),
+            &unreachable
+        ) > 0.0,
         "failed probes counted"
     );
     let api_metrics = &after["api"];
