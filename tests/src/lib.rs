@@ -412,6 +412,22 @@ impl Stack {
         ]
     }
 
+    /// Spawns `service`'s binary as `name` (its log's name) serving on `addr` and `admin`,
+    /// with the stack's common flags, timers and environment.
+    fn spawn_service(&self, service: &str, name: &str, addr: &str, admin: &str) -> Process {
+        let mut args = self.common_flags(service, addr, admin);
+        args.extend(self.timers.for_service(service));
+        let mut env = self.env.clone();
+        env.extend(self.service_env.get(service).cloned().unwrap_or_default());
+        Process::spawn_with_env(
+            self.dir.path(),
+            name,
+            &format!("flotilla-{service}"),
+            &args,
+            &env,
+        )
+    }
+
     /// Starts (or restarts) one control-plane service on its address.
     pub fn start_service(&mut self, service: &str) {
         let addr = self
@@ -420,17 +436,7 @@ impl Stack {
             .cloned()
             .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()));
         let admin = format!("127.0.0.1:{}", free_port());
-        let mut args = self.common_flags(service, &addr, &admin);
-        args.extend(self.timers.for_service(service));
-        let mut env = self.env.clone();
-        env.extend(self.service_env.get(service).cloned().unwrap_or_default());
-        let process = Process::spawn_with_env(
-            self.dir.path(),
-            service,
-            &format!("flotilla-{service}"),
-            &args,
-            &env,
-        );
+        let process = self.spawn_service(service, service, &addr, &admin);
         self.addrs.insert(service.to_string(), addr);
         self.admin_addrs.insert(service.to_string(), admin);
         self.services.insert(service.to_string(), process);
@@ -442,17 +448,7 @@ impl Stack {
         let name = format!("{service}-2");
         let addr = format!("127.0.0.1:{}", free_port());
         let admin = format!("127.0.0.1:{}", free_port());
-        let mut args = self.common_flags(service, &addr, &admin);
-        args.extend(self.timers.for_service(service));
-        let mut env = self.env.clone();
-        env.extend(self.service_env.get(service).cloned().unwrap_or_default());
-        let process = Process::spawn_with_env(
-            self.dir.path(),
-            &name,
-            &format!("flotilla-{service}"),
-            &args,
-            &env,
-        );
+        let process = self.spawn_service(service, &name, &addr, &admin);
         self.addrs.insert(name.clone(), addr.clone());
         self.admin_addrs.insert(name.clone(), admin);
         self.services.insert(name.clone(), process);
@@ -725,16 +721,23 @@ pub async fn api_client(stack: &Stack) -> ApiClient {
     flotilla_proto::v1::api_client::ApiClient::new(channel)
 }
 
-/// Sets a member's fault through its control address (works even when it is unreachable).
-pub async fn set_fault(member: &Member, mode: flotilla_proto::v1::FaultMode) {
+/// A client of a member-sim's control address (`flotilla.v1.MemberSim`).
+async fn member_control(
+    member: &Member,
+) -> v1::member_sim_client::MemberSimClient<tonic::transport::Channel> {
     let channel =
         tonic::transport::Endpoint::from_shared(format!("http://{}", member.control_addr))
             .unwrap()
             .connect()
             .await
             .unwrap();
-    let mut client = flotilla_proto::v1::member_sim_client::MemberSimClient::new(channel);
-    client
+    v1::member_sim_client::MemberSimClient::new(channel)
+}
+
+/// Sets a member's fault through its control address (works even when it is unreachable).
+pub async fn set_fault(member: &Member, mode: flotilla_proto::v1::FaultMode) {
+    member_control(member)
+        .await
         .set_fault(flotilla_proto::v1::SetFaultRequest {
             mode: mode as i32,
             api_errors: None,
@@ -745,13 +748,8 @@ pub async fn set_fault(member: &Member, mode: flotilla_proto::v1::FaultMode) {
 
 /// The state of a member-sim as its control address sees it (faults ignored).
 pub async fn member_status(member: &Member) -> v1::GetStatsResponse {
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{}", member.control_addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-    v1::member_sim_client::MemberSimClient::new(channel)
+    member_control(member)
+        .await
         .get_stats(v1::GetStatsRequest {})
         .await
         .unwrap()
@@ -944,25 +942,25 @@ pub fn resource_version(meta: Option<&v1::ObjectMeta>) -> i64 {
     meta.map_or(0, |m| m.resource_version)
 }
 
-/// Every binding in the stack.
-pub async fn list_bindings(api: &ApiClient) -> Vec<v1::ResourceBinding> {
-    api.clone()
-        .list_resource_bindings(v1::ListResourceBindingsRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .items
+/// `pub async fn $name(api) -> Vec<Item>`: every object of a kind (one unpaged List).
+macro_rules! list_every {
+    ($(#[$doc:meta])* $name:ident = $rpc:ident($request:ident) -> $item:ident) => {
+        $(#[$doc])*
+        pub async fn $name(api: &ApiClient) -> Vec<v1::$item> {
+            let list = api.clone().$rpc(v1::$request::default()).await;
+            list.unwrap().into_inner().items
+        }
+    };
 }
 
-/// Every Work in the stack.
-pub async fn list_works(api: &ApiClient) -> Vec<v1::Work> {
-    api.clone()
-        .list_works(v1::ListWorksRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .items
-}
+list_every!(
+    /// Every binding in the stack.
+    list_bindings = list_resource_bindings(ListResourceBindingsRequest) -> ResourceBinding
+);
+list_every!(
+    /// Every Work in the stack.
+    list_works = list_works(ListWorksRequest) -> Work
+);
 
 /// The Work of one cluster (the scenarios propagate one workload), if any.
 pub async fn cluster_work(api: &ApiClient, cluster: &str) -> Option<v1::Work> {
@@ -1161,33 +1159,29 @@ impl<T> Drop for Recorder<T> {
     }
 }
 
-/// Records every change of every Work (initial state first, as ADDED).
-pub async fn record_works(api: &ApiClient) -> Recorder<v1::Work> {
-    let stream = api
-        .clone()
-        .watch_works(v1::WatchWorksRequest::default())
-        .await
-        .expect("watch works")
-        .into_inner();
-    Recorder::start(stream, |m: v1::WatchWorksResponse| {
-        (m.r#type, m.object, m.resource_version)
-    })
-    .await
+/// `pub async fn $name(api) -> Recorder<Item>`: records every change of every object of a
+/// kind (initial state first, as ADDED).
+macro_rules! record_every {
+    ($(#[$doc:meta])* $name:ident = $rpc:ident($request:ident) -> $response:ident($item:ident)) => {
+        $(#[$doc])*
+        pub async fn $name(api: &ApiClient) -> Recorder<v1::$item> {
+            let watch = api.clone().$rpc(v1::$request::default()).await;
+            let stream = watch.expect(stringify!($rpc)).into_inner();
+            Recorder::start(stream, |m: v1::$response| (m.r#type, m.object, m.resource_version))
+                .await
+        }
+    };
 }
 
-/// Records every change of every binding (initial state first, as ADDED).
-pub async fn record_bindings(api: &ApiClient) -> Recorder<v1::ResourceBinding> {
-    let stream = api
-        .clone()
-        .watch_resource_bindings(v1::WatchResourceBindingsRequest::default())
-        .await
-        .expect("watch bindings")
-        .into_inner();
-    Recorder::start(stream, |m: v1::WatchResourceBindingsResponse| {
-        (m.r#type, m.object, m.resource_version)
-    })
-    .await
-}
+record_every!(
+    /// Records every change of every Work (initial state first, as ADDED).
+    record_works = watch_works(WatchWorksRequest) -> WatchWorksResponse(Work)
+);
+record_every!(
+    /// Records every change of every binding (initial state first, as ADDED).
+    record_bindings =
+        watch_resource_bindings(WatchResourceBindingsRequest) -> WatchResourceBindingsResponse(ResourceBinding)
+);
 
 // ---------------------------------------------------------------------------------------
 // Errors and the store behind the api

@@ -120,11 +120,7 @@ async fn healthy_on(api: &ApiClient, want: &[&str]) {
 async fn scale_nginx(api: &ApiClient, from: i32, to: i32) {
     let w = api
         .clone()
-        .get_workload(v1::GetWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "nginx".into(),
-        })
+        .get_workload(flotilla_api::testing::get_nginx())
         .await
         .unwrap()
         .into_inner();

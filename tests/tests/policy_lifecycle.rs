@@ -77,12 +77,7 @@ async fn pl_1_deleting_the_policy_keeps_the_workload_on_its_members() {
 
     // PL-2: deleting the workload removes the binding, the Works and the member copies.
     api.clone()
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "nginx".into(),
-            preconditions: None,
-        })
+        .delete_workload(flotilla_api::testing::delete_nginx())
         .await
         .unwrap();
     eventually(T, "binding, Works and member copies gone", || async {

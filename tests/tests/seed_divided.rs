@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use flotilla_api::testing::{cluster, nginx_workload, seed_policy};
 use flotilla_proto::v1;
-use flotilla_tests::{Stack, Timers, api_client, eventually, set_fault, targets};
+use flotilla_tests::{Stack, Timers, api_client, eventually, get_cluster, set_fault, targets};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -136,44 +136,16 @@ async fn seed_divided_failover_and_recovery() {
     set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
 
     // NoSchedule first (after the failure threshold), then NoExecute (after the eviction timeout).
-    eventually(T, "member1 not-ready:NoSchedule", || {
-        let mut api = api.clone();
-        async move {
-            let c = api
-                .get_cluster(v1::GetClusterRequest {
-                    name: "member1".into(),
-                })
-                .await
-                .ok()?
-                .into_inner();
-            has_taint(
-                &c,
-                "cluster.karmada.io/not-ready",
-                v1::TaintEffect::NoSchedule,
-            )
-            .then_some(())
-        }
-    })
-    .await;
-    eventually(T, "member1 not-ready:NoExecute", || {
-        let mut api = api.clone();
-        async move {
-            let c = api
-                .get_cluster(v1::GetClusterRequest {
-                    name: "member1".into(),
-                })
-                .await
-                .ok()?
-                .into_inner();
-            has_taint(
-                &c,
-                "cluster.karmada.io/not-ready",
-                v1::TaintEffect::NoExecute,
-            )
-            .then_some(())
-        }
-    })
-    .await;
+    for (what, effect) in [
+        ("member1 not-ready:NoSchedule", v1::TaintEffect::NoSchedule),
+        ("member1 not-ready:NoExecute", v1::TaintEffect::NoExecute),
+    ] {
+        eventually(T, what, || async {
+            let c = get_cluster(&api, "member1").await?;
+            has_taint(&c, "cluster.karmada.io/not-ready", effect).then_some(())
+        })
+        .await;
+    }
 
     // Eviction: {member2:3}. Whenever the task for member1 exists, member1's Work must too (I1).
     let saw_task = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -232,18 +204,9 @@ async fn seed_divided_failover_and_recovery() {
     .await;
 
     // Recovery does not move replicas back (SC-3.8): member1 turns Ready, taints go, result stays.
-    eventually(T, "member1 taints removed", || {
-        let mut api = api.clone();
-        async move {
-            let c = api
-                .get_cluster(v1::GetClusterRequest {
-                    name: "member1".into(),
-                })
-                .await
-                .ok()?
-                .into_inner();
-            c.spec.as_ref()?.taints.is_empty().then_some(())
-        }
+    eventually(T, "member1 taints removed", || async {
+        let c = get_cluster(&api, "member1").await?;
+        c.spec.as_ref()?.taints.is_empty().then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -85,3 +85,22 @@ pub fn weighted_deployments(
         }),
     }
 }
+
+/// A Get of the seed workload (`default/Deployment/nginx`).
+pub fn get_nginx() -> v1::GetWorkloadRequest {
+    v1::GetWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: "nginx".into(),
+    }
+}
+
+/// A Delete of the seed workload, without preconditions.
+pub fn delete_nginx() -> v1::DeleteWorkloadRequest {
+    v1::DeleteWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: "nginx".into(),
+        preconditions: None,
+    }
+}

@@ -107,7 +107,7 @@ pub fn cluster(name: &str, endpoint: &str) -> v1::Cluster {
     }
 }
 
-pub use crate::seed::{NGINX_MANIFEST, nginx_workload, seed_policy};
+pub use crate::seed::{NGINX_MANIFEST, delete_nginx, get_nginx, nginx_workload, seed_policy};
 
 /// The static weight list of a placement's replica scheduling (panics where a level is
 /// missing: a test's fixture always has them).

@@ -451,11 +451,7 @@ async fn crud_round_trips_for_every_kind() {
     assert_eq!(updated.replicas, 5);
     assert_eq!(updated.generation(), 2);
     let got = client
-        .get_workload(v1::GetWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "nginx".into(),
-        })
+        .get_workload(flotilla_api::testing::get_nginx())
         .await
         .unwrap()
         .into_inner();
@@ -472,12 +468,7 @@ async fn crud_round_trips_for_every_kind() {
         assert_eq!(listed.items.len(), count, "kind {kind:?}");
     }
     client
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "nginx".into(),
-            preconditions: None,
-        })
+        .delete_workload(flotilla_api::testing::delete_nginx())
         .await
         .unwrap();
 
@@ -1560,12 +1551,7 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
 
     // The workload goes: so does its binding.
     client
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "nginx".into(),
-            preconditions: None,
-        })
+        .delete_workload(flotilla_api::testing::delete_nginx())
         .await
         .unwrap();
     eventually("the binding deleted", || {
@@ -1705,12 +1691,7 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         "the last placement is kept"
     );
     client
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "nginx".into(),
-            preconditions: None,
-        })
+        .delete_workload(flotilla_api::testing::delete_nginx())
         .await
         .unwrap();
     eventually("the binding deleted with its workload", || {
