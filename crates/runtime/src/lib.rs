@@ -45,6 +45,7 @@ pub mod filter;
 pub mod leader;
 pub mod queue;
 pub mod reflector;
+pub mod rpc;
 pub mod security;
 pub mod server;
 pub mod service;
@@ -72,3 +73,7 @@ pub use crate::server::{GrpcConfig, GrpcServer, Readiness};
 pub use crate::shutdown::Shutdown;
 pub use crate::status::{IntoStatus, ServiceError};
 pub use crate::watcher::{Event, Object, WatcherConfig, watcher};
+
+/// tonic, for [`unary_service!`]'s expansion in the services' crates.
+#[doc(hidden)]
+pub use tonic as __tonic;
