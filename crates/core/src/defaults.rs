@@ -153,6 +153,15 @@ mod tests {
         ReplicaSchedulingStrategy, ResourceSelector,
     };
 
+    /// The placement's cluster tolerations as `(key, tolerationSeconds)`.
+    fn toleration_seconds(spec: &PropagationSpec) -> Vec<(&str, Option<i64>)> {
+        spec.placement
+            .cluster_tolerations
+            .iter()
+            .map(|t| (t.key.as_str(), t.toleration_seconds))
+            .collect()
+    }
+
     #[test]
     fn pd_1_defaults_table() {
         let mut spec = PropagationSpec {
@@ -240,12 +249,7 @@ mod tests {
         );
         assert_eq!(spec.scheduler_name, DEFAULT_SCHEDULER_NAME);
         // 1.7 / A1: both default tolerations
-        let keys: Vec<_> = spec
-            .placement
-            .cluster_tolerations
-            .iter()
-            .map(|t| (t.key.as_str(), t.toleration_seconds))
-            .collect();
+        let keys = toleration_seconds(&spec);
         assert_eq!(
             keys,
             vec![(TAINT_NOT_READY, Some(300)), (TAINT_UNREACHABLE, Some(300))]
@@ -268,12 +272,7 @@ mod tests {
             ..Default::default()
         };
         default_propagation_spec(&mut spec, "", &opts);
-        let tols: Vec<_> = spec
-            .placement
-            .cluster_tolerations
-            .iter()
-            .map(|t| (t.key.as_str(), t.toleration_seconds))
-            .collect();
+        let tols = toleration_seconds(&spec);
         // the user's 30 s toleration stays; unreachable gets the configured 60 s
         assert_eq!(
             tols,

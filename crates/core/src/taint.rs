@@ -173,15 +173,7 @@ mod tests {
     use ConditionStatus::{False, True, Unknown};
     use TaintEffect::{NoExecute, NoSchedule};
 
-    fn t(key: &str, value: &str, effect: TaintEffect, added: Option<i64>) -> Taint {
-        Taint {
-            key: key.into(),
-            value: value.into(),
-            effect,
-            time_added: added.map(Time::from_secs),
-            trace_context: String::new(),
-        }
-    }
+    use crate::test_support::taint as t;
 
     #[test]
     fn ch_12_set_cluster_taints_table() {

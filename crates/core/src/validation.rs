@@ -373,6 +373,22 @@ pub(crate) fn check_count(errs: &mut FieldErrors, path: &FieldPath, len: usize, 
     }
 }
 
+/// Push `Required` (with `message`) when `value` is empty, else check it as one-line text of at
+/// most `max_chars` characters ([`check_text`]).
+pub(crate) fn check_required_text(
+    errs: &mut FieldErrors,
+    path: &FieldPath,
+    value: &str,
+    max_chars: usize,
+    message: &str,
+) {
+    if value.is_empty() {
+        errs.push(FieldError::required(path, message));
+    } else if let Err(e) = check_text(value, max_chars, false) {
+        errs.push(e.at(path));
+    }
+}
+
 /// Push `Duplicate` errors for repeated names in a list of names, on the later occurrence.
 pub(crate) fn check_unique<'a, I>(errs: &mut FieldErrors, path: &FieldPath, items: I)
 where

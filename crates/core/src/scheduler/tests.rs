@@ -52,11 +52,7 @@ fn evict(rb: &mut ResourceBinding, cluster: &str) {
     });
 }
 
-fn tc(list: &[(&str, i32)]) -> Vec<TargetCluster> {
-    list.iter()
-        .map(|(n, r)| TargetCluster::new(*n, *r))
-        .collect()
-}
+use crate::test_support::tc;
 
 fn strategy(
     t: ReplicaSchedulingType,

@@ -241,19 +241,12 @@ pub fn needs_scheduling(binding: &ResourceBinding, clusters: &[Cluster]) -> Sche
 mod tests {
     use super::*;
     use crate::types::{
-        ClusterAffinity, ClusterAffinityTerm, ObjectMeta, ReplicaDivisionPreference,
-        ReplicaRequirements, ReplicaSchedulingStrategy, SpreadConstraint, Taint, TaintEffect,
-        TargetCluster, Toleration,
+        ClusterAffinity, ClusterAffinityTerm, ReplicaDivisionPreference, ReplicaRequirements,
+        ReplicaSchedulingStrategy, SpreadConstraint, Taint, TaintEffect, TargetCluster, Toleration,
     };
 
     fn cluster(name: &str) -> Cluster {
-        Cluster {
-            meta: ObjectMeta {
-                name: name.to_owned(),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        Cluster::named(name)
     }
 
     fn divided() -> Placement {

@@ -11,7 +11,10 @@ use super::names::{
 };
 use super::placement::validate_placement_at;
 use super::policy::validate_failover_at;
-use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds, check_unique};
+use super::{
+    FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
+    check_unique,
+};
 use crate::types::{
     GracefulEvictionTask, ObjectMeta, ObjectReference, ReplicaRequirements, ResourceBinding,
     ResourceBindingSpec, TargetCluster,
@@ -50,15 +53,13 @@ pub fn validate_eviction_task(
     if let Err(e) = check_text(&task.message, EVICTION_MESSAGE_MAX_LEN, true) {
         errs.push(e.at(&path.child("message")));
     }
-    let producer = path.child("producer");
-    if task.producer.is_empty() {
-        errs.push(FieldError::required(
-            &producer,
-            "the producer of the task is required",
-        ));
-    } else if let Err(e) = check_text(&task.producer, PRODUCER_MAX_LEN, false) {
-        errs.push(e.at(&producer));
-    }
+    check_required_text(
+        &mut errs,
+        &path.child("producer"),
+        &task.producer,
+        PRODUCER_MAX_LEN,
+        "the producer of the task is required",
+    );
     let grace = path.child("gracePeriodSeconds");
     if let Some(seconds) = task.grace_period_seconds {
         check_seconds(

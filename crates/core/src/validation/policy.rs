@@ -6,10 +6,12 @@ use super::meta::{validate_annotations, validate_labels};
 use super::meta::{validate_label_selector, validate_object_meta};
 use super::names::{
     check_api_version, check_dns1123_label, check_dns1123_subdomain, check_kind,
-    check_path_segment_name, check_qualified_name, check_text,
+    check_path_segment_name, check_qualified_name,
 };
 use super::placement::{validate_cluster_affinity, validate_placement_at};
-use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds};
+use super::{
+    FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
+};
 use crate::overrides::{Operator, OverridePolicy, Overriders, PatchOperation};
 use crate::types::{
     ApplicationFailoverBehavior, ClusterFailoverBehavior, DEFAULT_SCHEDULER_NAME, FailoverBehavior,
@@ -174,15 +176,13 @@ fn check_state_preservation(
                 ),
             ));
         }
-        let json_path = p.child("jsonPath");
-        if rule.json_path.is_empty() {
-            errs.push(FieldError::required(
-                &json_path,
-                "a JSONPath into the status is required",
-            ));
-        } else if let Err(e) = check_text(&rule.json_path, JSON_PATH_MAX_LEN, false) {
-            errs.push(e.at(&json_path));
-        }
+        check_required_text(
+            errs,
+            &p.child("jsonPath"),
+            &rule.json_path,
+            JSON_PATH_MAX_LEN,
+            "a JSONPath into the status is required",
+        );
     }
 }
 
