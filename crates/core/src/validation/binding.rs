@@ -369,7 +369,6 @@ pub fn validate_workload(workload: &WorkloadTemplate<'_>, limits: &Limits) -> Fi
         crate::resource::scope_of(workload.api_version, workload.kind) == Scope::Namespaced;
     errs.extend(validate_object_meta(
         workload.meta,
-        &FieldPath::new("metadata"),
         check_dns1123_subdomain,
         namespaced,
         limits,

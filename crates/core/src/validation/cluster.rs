@@ -24,13 +24,7 @@ use crate::types::{
 ///
 /// `status` is owned by cluster-health and is not validated here.
 pub fn validate_cluster(cluster: &Cluster, limits: &Limits) -> FieldErrors {
-    let mut errs = validate_object_meta(
-        &cluster.meta,
-        &FieldPath::new("metadata"),
-        check_cluster_name,
-        false,
-        limits,
-    );
+    let mut errs = validate_object_meta(&cluster.meta, check_cluster_name, false, limits);
     let spec = FieldPath::new("spec");
     if !cluster.spec.api_endpoint.is_empty() {
         errs.extend(validate_api_endpoint(
@@ -276,13 +270,7 @@ pub fn validate_cluster_taint_policy(
     allow_no_execute: bool,
     limits: &Limits,
 ) -> FieldErrors {
-    let mut errs = validate_object_meta(
-        &policy.meta,
-        &FieldPath::new("metadata"),
-        check_dns1123_subdomain,
-        false,
-        limits,
-    );
+    let mut errs = validate_object_meta(&policy.meta, check_dns1123_subdomain, false, limits);
     let spec = FieldPath::new("spec");
     if let Some(target) = &policy.target_clusters {
         errs.extend(validate_cluster_affinity(

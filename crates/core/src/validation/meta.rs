@@ -126,17 +126,17 @@ pub fn validate_label_selector(
     errs
 }
 
-/// Validate object metadata at `path` (normally `metadata`): the name with `check_name`, the
-/// namespace (a DNS-1123 label when `namespaced`, absent otherwise), labels, annotations and
-/// finalizer names. Server-set fields (uid, resourceVersion, generation, timestamps) are
-/// not the caller's to validate.
+/// Validate object metadata at `metadata`: the name with `check_name`, the namespace (a
+/// DNS-1123 label when `namespaced`, absent otherwise), labels, annotations and finalizer
+/// names. Server-set fields (uid, resourceVersion, generation, timestamps) are not the
+/// caller's to validate.
 pub(crate) fn validate_object_meta(
     meta: &ObjectMeta,
-    path: &FieldPath,
     check_name: fn(&str) -> Result<(), NameError>,
     namespaced: bool,
     limits: &Limits,
 ) -> FieldErrors {
+    let path = FieldPath::new("metadata");
     let mut errs = FieldErrors::new();
     if let Err(e) = check_name(&meta.name) {
         errs.push(e.at(&path.child("name")));
