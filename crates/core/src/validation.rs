@@ -373,6 +373,18 @@ pub(crate) fn check_count(errs: &mut FieldErrors, path: &FieldPath, len: usize, 
     }
 }
 
+/// Push a `TooMany` error when `items` has more than `max` entries ([`check_count`]), then
+/// enumerate them for their own checks.
+pub(crate) fn counted<'a, T>(
+    errs: &mut FieldErrors,
+    path: &FieldPath,
+    items: &'a [T],
+    max: usize,
+) -> impl Iterator<Item = (usize, &'a T)> + use<'a, T> {
+    check_count(errs, path, items.len(), max);
+    items.iter().enumerate()
+}
+
 /// Push `Required` (with `message`) when `value` is empty, else check it as one-line text of at
 /// most `max_chars` characters ([`check_text`]).
 pub(crate) fn check_required_text(

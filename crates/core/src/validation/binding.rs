@@ -13,7 +13,7 @@ use super::placement::validate_placement_at;
 use super::policy::validate_failover_at;
 use super::{
     FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
-    check_unique,
+    check_unique, counted,
 };
 use crate::types::{
     GracefulEvictionTask, ObjectMeta, ObjectReference, ReplicaRequirements, ResourceBinding,
@@ -85,13 +85,12 @@ pub fn validate_eviction_task(
         );
     }
     let before = path.child("clustersBeforeFailover");
-    check_count(
+    for (i, name) in counted(
         &mut errs,
         &before,
-        task.clusters_before_failover.len(),
+        &task.clusters_before_failover,
         limits.max_placement_clusters,
-    );
-    for (i, name) in task.clusters_before_failover.iter().enumerate() {
+    ) {
         if let Err(e) = check_cluster_name(name) {
             errs.push(e.at(&before.index(i)));
         }

@@ -11,6 +11,7 @@ use super::names::{
 use super::placement::{validate_cluster_affinity, validate_placement_at};
 use super::{
     FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
+    counted,
 };
 use crate::overrides::{Operator, OverridePolicy, Overriders, PatchOperation};
 use crate::types::{
@@ -254,13 +255,7 @@ fn validate_policy_head(
         ));
     }
     let policy_namespace = (!cluster_wide).then_some(meta.namespace.as_str());
-    check_count(
-        &mut errs,
-        &path,
-        selectors.len(),
-        limits.max_resource_selectors,
-    );
-    for (i, selector) in selectors.iter().enumerate() {
+    for (i, selector) in counted(&mut errs, &path, selectors, limits.max_resource_selectors) {
         check_resource_selector(
             &mut errs,
             selector,
@@ -395,13 +390,12 @@ pub fn validate_override_policy(
     );
     let spec = FieldPath::new("spec");
     let rules = spec.child("overrideRules");
-    check_count(
+    for (i, rule) in counted(
         &mut errs,
         &rules,
-        policy.spec.override_rules.len(),
+        &policy.spec.override_rules,
         limits.max_resource_selectors,
-    );
-    for (i, rule) in policy.spec.override_rules.iter().enumerate() {
+    ) {
         let path = rules.index(i);
         if let Some(affinity) = &rule.target_cluster {
             errs.extend(validate_cluster_affinity(
