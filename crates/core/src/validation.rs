@@ -385,6 +385,37 @@ pub(crate) fn counted<'a, T>(
     items.iter().enumerate()
 }
 
+/// Check a list of cluster names: at most `max_placement_clusters`, each a cluster name
+/// (reported at `path[i]`), none repeated.
+pub(crate) fn check_cluster_names(
+    errs: &mut FieldErrors,
+    path: &FieldPath,
+    names: &[String],
+    limits: &Limits,
+) {
+    for (i, name) in counted(errs, path, names, limits.max_placement_clusters) {
+        if let Err(e) = check_cluster_name(name) {
+            errs.push(e.at(&path.index(i)));
+        }
+    }
+    check_unique(errs, path, names.iter().map(String::as_str));
+}
+
+/// Check a selector requirement's values: at most `max_selector_values`, each a label value
+/// (reported at `path[i]`).
+pub(crate) fn check_label_values(
+    errs: &mut FieldErrors,
+    path: &FieldPath,
+    values: &[String],
+    limits: &Limits,
+) {
+    for (i, value) in counted(errs, path, values, limits.max_selector_values) {
+        if let Err(e) = check_label_value(value) {
+            errs.push(e.at(&path.index(i)));
+        }
+    }
+}
+
 /// Push `Required` (with `message`) when `value` is empty, else check it as one-line text of at
 /// most `max_chars` characters ([`check_text`]).
 pub(crate) fn check_required_text(

@@ -12,8 +12,8 @@ use super::names::{
 use super::placement::validate_placement_at;
 use super::policy::validate_failover_at;
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
-    check_unique, counted,
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count,
+    check_required_text, check_seconds,
 };
 use crate::types::{
     GracefulEvictionTask, ObjectMeta, ObjectReference, ReplicaRequirements, ResourceBinding,
@@ -84,21 +84,11 @@ pub fn validate_eviction_task(
             limits,
         );
     }
-    let before = path.child("clustersBeforeFailover");
-    for (i, name) in counted(
+    check_cluster_names(
         &mut errs,
-        &before,
+        &path.child("clustersBeforeFailover"),
         &task.clusters_before_failover,
-        limits.max_placement_clusters,
-    ) {
-        if let Err(e) = check_cluster_name(name) {
-            errs.push(e.at(&before.index(i)));
-        }
-    }
-    check_unique(
-        &mut errs,
-        &before,
-        task.clusters_before_failover.iter().map(String::as_str),
+        limits,
     );
     errs.extend(validate_labels(
         &task.preserved_label_state,

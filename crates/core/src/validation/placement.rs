@@ -4,11 +4,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::meta::validate_label_selector;
-use super::names::{
-    check_affinity_name, check_cluster_name, check_label_value, check_qualified_name,
-};
+use super::names::{check_affinity_name, check_label_value, check_qualified_name};
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds, check_unique, counted,
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count,
+    check_label_values, check_seconds, counted,
 };
 use crate::types::{
     ClusterAffinity, FieldSelector, Placement, ReplicaSchedulingStrategy, SelectorOperator,
@@ -144,13 +143,7 @@ pub fn validate_cluster_affinity(
         (&affinity.cluster_names, "clusterNames"),
         (&affinity.exclude, "exclude"),
     ] {
-        let p = path.child(name);
-        for (i, cluster) in counted(&mut errs, &p, list, limits.max_placement_clusters) {
-            if let Err(e) = check_cluster_name(cluster) {
-                errs.push(e.at(&p.index(i)));
-            }
-        }
-        check_unique(&mut errs, &p, list.iter().map(String::as_str));
+        check_cluster_names(&mut errs, &path.child(name), list, limits);
     }
     errs
 }
@@ -190,11 +183,7 @@ fn check_field_selector(
                 "at least one value is required",
             ));
         }
-        for (j, value) in counted(errs, &values, &req.values, limits.max_selector_values) {
-            if let Err(e) = check_label_value(value) {
-                errs.push(e.at(&values.index(j)));
-            }
-        }
+        check_label_values(errs, &values, &req.values, limits);
     }
 }
 
