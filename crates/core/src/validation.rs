@@ -401,21 +401,6 @@ pub(crate) fn check_cluster_names(
     check_unique(errs, path, names.iter().map(String::as_str));
 }
 
-/// Check a selector requirement's values: at most `max_selector_values`, each a label value
-/// (reported at `path[i]`).
-pub(crate) fn check_label_values(
-    errs: &mut FieldErrors,
-    path: &FieldPath,
-    values: &[String],
-    limits: &Limits,
-) {
-    for (i, value) in counted(errs, path, values, limits.max_selector_values) {
-        if let Err(e) = check_label_value(value) {
-            errs.push(e.at(&path.index(i)));
-        }
-    }
-}
-
 /// Push `Required` (with `message`) when `value` is empty, else check it as one-line text of at
 /// most `max_chars` characters ([`check_text`]).
 pub(crate) fn check_required_text(

@@ -3,10 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::names::{NameError, check_label_value, check_qualified_name};
-use super::{
-    FieldError, FieldErrorKind, FieldErrors, FieldPath, Limits, check_count, check_label_values,
-    counted,
-};
+use super::{FieldError, FieldErrorKind, FieldErrors, FieldPath, Limits, check_count, counted};
 use crate::types::{LabelSelector, ObjectMeta, SelectorOperator};
 
 /// Validate a label map at `path` (e.g. `metadata.labels`): at most `max_labels` entries,
@@ -114,7 +111,16 @@ pub fn validate_label_selector(
                 }
             }
         }
-        check_label_values(&mut errs, &values_path, &req.values, limits);
+        for (j, value) in counted(
+            &mut errs,
+            &values_path,
+            &req.values,
+            limits.max_selector_values,
+        ) {
+            if let Err(e) = check_label_value(value) {
+                errs.push(e.at(&values_path.index(j)));
+            }
+        }
     }
     errs
 }

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use super::meta::validate_label_selector;
 use super::names::{check_affinity_name, check_label_value, check_qualified_name};
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count,
-    check_label_values, check_seconds, counted,
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_seconds,
+    counted,
 };
 use crate::types::{
     ClusterAffinity, FieldSelector, Placement, ReplicaSchedulingStrategy, SelectorOperator,
@@ -183,7 +183,11 @@ fn check_field_selector(
                 "at least one value is required",
             ));
         }
-        check_label_values(errs, &values, &req.values, limits);
+        for (j, value) in counted(errs, &values, &req.values, limits.max_selector_values) {
+            if let Err(e) = check_label_value(value) {
+                errs.push(e.at(&values.index(j)));
+            }
+        }
     }
 }
 
