@@ -222,13 +222,8 @@ mod tests {
             Some(ReplicaDivisionPreference::Weighted)
         );
         // 1.5 / PD-2
-        let app = spec
-            .failover
-            .as_ref()
-            .unwrap()
-            .application
-            .as_ref()
-            .unwrap();
+        let failover = spec.failover.as_ref().unwrap();
+        let app = failover.application.as_ref().unwrap();
         assert_eq!(
             (
                 app.toleration_seconds,
@@ -238,13 +233,7 @@ mod tests {
             (Some(300), Some(PurgeMode::Gracefully), Some(600))
         );
         assert_eq!(
-            spec.failover
-                .as_ref()
-                .unwrap()
-                .cluster
-                .as_ref()
-                .unwrap()
-                .purge_mode,
+            failover.cluster.as_ref().unwrap().purge_mode,
             Some(PurgeMode::Gracefully)
         );
         assert_eq!(spec.scheduler_name, DEFAULT_SCHEDULER_NAME);

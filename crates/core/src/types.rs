@@ -637,6 +637,19 @@ pub struct ObjectReference {
     pub uid: String,
 }
 
+impl ObjectReference {
+    /// A reference to the template `namespace/name` of `api_version` `kind`, without a uid.
+    pub fn new(api_version: &str, kind: &str, namespace: &str, name: &str) -> Self {
+        ObjectReference {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            uid: String::new(),
+        }
+    }
+}
+
 /// A scheduling result entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TargetCluster {

@@ -170,11 +170,8 @@ fn binding() -> ResourceBinding {
         },
         spec: ResourceBindingSpec {
             resource: ObjectReference {
-                api_version: "apps/v1".to_owned(),
-                kind: "Deployment".to_owned(),
-                namespace: "default".to_owned(),
-                name: "nginx".to_owned(),
                 uid: "uid-1".to_owned(),
+                ..ObjectReference::new("apps/v1", "Deployment", "default", "nginx")
             },
             replicas: 5,
             replica_requirements: Some(ReplicaRequirements {
