@@ -725,6 +725,18 @@ pub struct AggregatedStatusItem {
     pub ready_replicas: i32,
 }
 
+impl AggregatedStatusItem {
+    /// The status of a Work applied on `cluster`, its resource in `health`, no replicas ready.
+    pub fn applied(cluster: &str, health: ResourceHealth) -> Self {
+        AggregatedStatusItem {
+            cluster_name: cluster.to_owned(),
+            applied: true,
+            health,
+            ..Default::default()
+        }
+    }
+}
+
 /// Per-replica resource requests (used by capacity estimates).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplicaRequirements {
