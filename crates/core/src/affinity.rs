@@ -183,65 +183,25 @@ mod tests {
     fn sc_6_4_label_requirement_operators() {
         use SelectorOperator::*;
         let labels: BTreeMap<String, String> = [("env".to_owned(), "prod".to_owned())].into();
-        struct Case {
-            name: &'static str,
-            req: LabelSelectorRequirement,
-            want: bool,
-        }
+        // (case, requirement, whether it matches env=prod)
         let cases = [
-            Case {
-                name: "in, listed",
-                req: req("env", In, &["prod", "dev"]),
-                want: true,
-            },
-            Case {
-                name: "in, not listed",
-                req: req("env", In, &["dev"]),
-                want: false,
-            },
-            Case {
-                name: "in, key absent",
-                req: req("tier", In, &["x"]),
-                want: false,
-            },
-            Case {
-                name: "notin, listed",
-                req: req("env", NotIn, &["prod"]),
-                want: false,
-            },
-            Case {
-                name: "notin, not listed",
-                req: req("env", NotIn, &["dev"]),
-                want: true,
-            },
-            Case {
-                name: "notin, key absent",
-                req: req("tier", NotIn, &["x"]),
-                want: true,
-            },
-            Case {
-                name: "exists",
-                req: req("env", Exists, &[]),
-                want: true,
-            },
-            Case {
-                name: "exists, absent",
-                req: req("tier", Exists, &[]),
-                want: false,
-            },
-            Case {
-                name: "doesnotexist",
-                req: req("tier", DoesNotExist, &[]),
-                want: true,
-            },
-            Case {
-                name: "doesnotexist, present",
-                req: req("env", DoesNotExist, &[]),
-                want: false,
-            },
+            ("in, listed", req("env", In, &["prod", "dev"]), true),
+            ("in, not listed", req("env", In, &["dev"]), false),
+            ("in, key absent", req("tier", In, &["x"]), false),
+            ("notin, listed", req("env", NotIn, &["prod"]), false),
+            ("notin, not listed", req("env", NotIn, &["dev"]), true),
+            ("notin, key absent", req("tier", NotIn, &["x"]), true),
+            ("exists", req("env", Exists, &[]), true),
+            ("exists, absent", req("tier", Exists, &[]), false),
+            ("doesnotexist", req("tier", DoesNotExist, &[]), true),
+            (
+                "doesnotexist, present",
+                req("env", DoesNotExist, &[]),
+                false,
+            ),
         ];
-        for c in cases {
-            assert_eq!(requirement_matches(&c.req, &labels), c.want, "{}", c.name);
+        for (name, req, want) in cases {
+            assert_eq!(requirement_matches(&req, &labels), want, "{name}");
         }
     }
 
@@ -292,81 +252,35 @@ mod tests {
     #[test]
     fn sc_6_4_zone_requirement() {
         use SelectorOperator::*;
-        struct Case {
-            name: &'static str,
-            req: LabelSelectorRequirement,
-            zones: &'static [&'static str],
-            want: bool,
-        }
-        let cases = [
-            Case {
-                name: "in, one listed",
-                req: req("zone", In, &["z1"]),
-                zones: &["z1", "z2"],
-                want: true,
-            },
-            Case {
-                name: "in, none listed",
-                req: req("zone", In, &["z3"]),
-                zones: &["z1", "z2"],
-                want: false,
-            },
-            Case {
-                name: "in, no zones",
-                req: req("zone", In, &["z1"]),
-                zones: &[],
-                want: false,
-            },
-            Case {
-                name: "notin, one listed",
-                req: req("zone", NotIn, &["z2"]),
-                zones: &["z1", "z2"],
-                want: false,
-            },
-            Case {
-                name: "notin, none listed",
-                req: req("zone", NotIn, &["z3"]),
-                zones: &["z1"],
-                want: true,
-            },
-            Case {
-                name: "notin, no zones",
-                req: req("zone", NotIn, &["z3"]),
-                zones: &[],
-                want: true,
-            },
-            Case {
-                name: "exists",
-                req: req("zone", Exists, &[]),
-                zones: &["z1"],
-                want: true,
-            },
-            Case {
-                name: "exists, no zones",
-                req: req("zone", Exists, &[]),
-                zones: &[],
-                want: false,
-            },
-            Case {
-                name: "doesnotexist",
-                req: req("zone", DoesNotExist, &[]),
-                zones: &[],
-                want: true,
-            },
-            Case {
-                name: "doesnotexist, zones",
-                req: req("zone", DoesNotExist, &[]),
-                zones: &["z1"],
-                want: false,
-            },
+        let zone = |op, values: &[&str]| req("zone", op, values);
+        // (case, requirement, the cluster's zones, whether it matches)
+        let cases: [(&str, LabelSelectorRequirement, &[&str], bool); 10] = [
+            ("in, one listed", zone(In, &["z1"]), &["z1", "z2"], true),
+            ("in, none listed", zone(In, &["z3"]), &["z1", "z2"], false),
+            ("in, no zones", zone(In, &["z1"]), &[], false),
+            (
+                "notin, one listed",
+                zone(NotIn, &["z2"]),
+                &["z1", "z2"],
+                false,
+            ),
+            ("notin, none listed", zone(NotIn, &["z3"]), &["z1"], true),
+            ("notin, no zones", zone(NotIn, &["z3"]), &[], true),
+            ("exists", zone(Exists, &[]), &["z1"], true),
+            ("exists, no zones", zone(Exists, &[]), &[], false),
+            ("doesnotexist", zone(DoesNotExist, &[]), &[], true),
+            (
+                "doesnotexist, zones",
+                zone(DoesNotExist, &[]),
+                &["z1"],
+                false,
+            ),
         ];
-        for c in cases {
-            let zones = names(c.zones);
+        for (name, req, zones, want) in cases {
             assert_eq!(
-                zone_requirement_matches(&c.req, &zones),
-                c.want,
-                "{}",
-                c.name
+                zone_requirement_matches(&req, &names(zones)),
+                want,
+                "{name}"
             );
         }
     }

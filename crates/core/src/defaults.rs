@@ -153,6 +153,15 @@ mod tests {
         ReplicaSchedulingStrategy, ResourceSelector,
     };
 
+    /// The placement's cluster tolerations as `(key, tolerationSeconds)`.
+    fn toleration_seconds(spec: &PropagationSpec) -> Vec<(&str, Option<i64>)> {
+        spec.placement
+            .cluster_tolerations
+            .iter()
+            .map(|t| (t.key.as_str(), t.toleration_seconds))
+            .collect()
+    }
+
     #[test]
     fn pd_1_defaults_table() {
         let mut spec = PropagationSpec {
@@ -213,13 +222,8 @@ mod tests {
             Some(ReplicaDivisionPreference::Weighted)
         );
         // 1.5 / PD-2
-        let app = spec
-            .failover
-            .as_ref()
-            .unwrap()
-            .application
-            .as_ref()
-            .unwrap();
+        let failover = spec.failover.as_ref().unwrap();
+        let app = failover.application.as_ref().unwrap();
         assert_eq!(
             (
                 app.toleration_seconds,
@@ -229,23 +233,12 @@ mod tests {
             (Some(300), Some(PurgeMode::Gracefully), Some(600))
         );
         assert_eq!(
-            spec.failover
-                .as_ref()
-                .unwrap()
-                .cluster
-                .as_ref()
-                .unwrap()
-                .purge_mode,
+            failover.cluster.as_ref().unwrap().purge_mode,
             Some(PurgeMode::Gracefully)
         );
         assert_eq!(spec.scheduler_name, DEFAULT_SCHEDULER_NAME);
         // 1.7 / A1: both default tolerations
-        let keys: Vec<_> = spec
-            .placement
-            .cluster_tolerations
-            .iter()
-            .map(|t| (t.key.as_str(), t.toleration_seconds))
-            .collect();
+        let keys = toleration_seconds(&spec);
         assert_eq!(
             keys,
             vec![(TAINT_NOT_READY, Some(300)), (TAINT_UNREACHABLE, Some(300))]
@@ -268,12 +261,7 @@ mod tests {
             ..Default::default()
         };
         default_propagation_spec(&mut spec, "", &opts);
-        let tols: Vec<_> = spec
-            .placement
-            .cluster_tolerations
-            .iter()
-            .map(|t| (t.key.as_str(), t.toleration_seconds))
-            .collect();
+        let tols = toleration_seconds(&spec);
         // the user's 30 s toleration stays; unreachable gets the configured 60 s
         assert_eq!(
             tols,

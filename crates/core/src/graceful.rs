@@ -248,12 +248,7 @@ mod tests {
     }
 
     fn item(cluster: &str, health: ResourceHealth) -> AggregatedStatusItem {
-        AggregatedStatusItem {
-            cluster_name: cluster.into(),
-            applied: true,
-            health,
-            ..Default::default()
-        }
+        AggregatedStatusItem::applied(cluster, health)
     }
 
     fn opts<'a>(

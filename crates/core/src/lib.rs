@@ -27,6 +27,8 @@ pub mod resource;
 pub mod scheduler;
 pub mod taint;
 pub mod taint_policy;
+#[cfg(test)]
+mod test_support;
 pub mod time;
 pub mod toleration;
 pub mod types;

@@ -2,6 +2,29 @@
 //! integers: CPU in millicores, memory in bytes, rounded up as Kubernetes' `MilliValue` /
 //! `Value` do.
 
+/// Binary suffixes: each multiplies by 2^10 more than the one before, from `Ki` = 2^10.
+const BINARY_SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+
+/// Decimal suffixes: each multiplies by 10^3 more than the one before, from `n` = 10^-9
+/// (no suffix is 10^0).
+const DECIMAL_SUFFIXES: [&str; 10] = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
+
+/// The (power of 2, power of 10) a named suffix multiplies by; `None` for any other suffix.
+fn named_suffix(suffix: &str) -> Option<(u32, i32)> {
+    let binary = BINARY_SUFFIXES
+        .iter()
+        .zip((10u32..).step_by(10))
+        .map(|(name, pow2)| (*name, (pow2, 0)));
+    let decimal = DECIMAL_SUFFIXES
+        .iter()
+        .zip((-9i32..).step_by(3))
+        .map(|(name, pow10)| (*name, (0, pow10)));
+    binary
+        .chain(decimal)
+        .find(|(name, _)| *name == suffix)
+        .map(|(_, pows)| pows)
+}
+
 /// Parses `text` and returns `ceil(value × 10^scale)`: `scale` 3 gives millicores, 0 bytes.
 /// Negative quantities are rejected (requests cannot be negative).
 pub fn parse_scaled(text: &str, scale: i32) -> Result<i64, String> {
@@ -27,29 +50,14 @@ pub fn parse_scaled(text: &str, scale: i32) -> Result<i64, String> {
     if frac_part.contains('.') {
         return Err(format!("{text:?} has more than one decimal point"));
     }
-    let (binary_pow2, decimal_pow10) = match suffix {
-        "" => (0, 0),
-        "Ki" => (10, 0),
-        "Mi" => (20, 0),
-        "Gi" => (30, 0),
-        "Ti" => (40, 0),
-        "Pi" => (50, 0),
-        "Ei" => (60, 0),
-        "n" => (0, -9),
-        "u" => (0, -6),
-        "m" => (0, -3),
-        "k" => (0, 3),
-        "M" => (0, 6),
-        "G" => (0, 9),
-        "T" => (0, 12),
-        "P" => (0, 15),
-        "E" => (0, 18),
-        other => {
-            let exp = other
+    let (binary_pow2, decimal_pow10) = match named_suffix(suffix) {
+        Some(pows) => pows,
+        None => {
+            let exp = suffix
                 .strip_prefix(['e', 'E'])
                 .and_then(|e| e.parse::<i32>().ok())
                 .filter(|e| e.abs() <= 1000)
-                .ok_or_else(|| format!("{text:?}: unknown suffix {other:?}"))?;
+                .ok_or_else(|| format!("{text:?}: unknown suffix {suffix:?}"))?;
             (0, exp)
         }
     };

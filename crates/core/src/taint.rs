@@ -173,14 +173,10 @@ mod tests {
     use ConditionStatus::{False, True, Unknown};
     use TaintEffect::{NoExecute, NoSchedule};
 
-    fn t(key: &str, value: &str, effect: TaintEffect, added: Option<i64>) -> Taint {
-        Taint {
-            key: key.into(),
-            value: value.into(),
-            effect,
-            time_added: added.map(Time::from_secs),
-            trace_context: String::new(),
-        }
+    use crate::test_support::taint as t;
+
+    fn change(add: Vec<Taint>, remove: Vec<Taint>) -> TaintChange {
+        TaintChange { add, remove }
     }
 
     #[test]
@@ -198,55 +194,37 @@ mod tests {
             (
                 "add present (value ignored) → unchanged",
                 vec![a.clone()],
-                TaintChange {
-                    add: vec![t("a", "other", NoSchedule, None)],
-                    remove: vec![],
-                },
+                change(vec![t("a", "other", NoSchedule, None)], vec![]),
                 None,
             ),
             (
                 "remove absent → unchanged",
                 vec![a.clone()],
-                TaintChange {
-                    add: vec![],
-                    remove: vec![t("a", "", NoExecute, None)],
-                },
+                change(vec![], vec![t("a", "", NoExecute, None)]),
                 None,
             ),
             (
                 "add appends with timeAdded = now",
                 vec![a.clone()],
-                TaintChange {
-                    add: vec![t("b", "", NoExecute, None)],
-                    remove: vec![],
-                },
+                change(vec![t("b", "", NoExecute, None)], vec![]),
                 Some(vec![a.clone(), t("b", "", NoExecute, Some(50))]),
             ),
             (
                 "remove keeps order of the rest",
                 vec![a.clone(), b.clone(), t("c", "", NoSchedule, Some(3))],
-                TaintChange {
-                    add: vec![],
-                    remove: vec![t("b", "x", NoExecute, None)],
-                },
+                change(vec![], vec![t("b", "x", NoExecute, None)]),
                 Some(vec![a.clone(), t("c", "", NoSchedule, Some(3))]),
             ),
             (
                 "swap: remove one, add another",
                 vec![a.clone()],
-                TaintChange {
-                    add: vec![t("b", "", NoSchedule, None)],
-                    remove: vec![a.clone()],
-                },
+                change(vec![t("b", "", NoSchedule, None)], vec![a.clone()]),
                 Some(vec![t("b", "", NoSchedule, Some(50))]),
             ),
             (
                 "same taint requested twice is added once",
                 vec![],
-                TaintChange {
-                    add: vec![b.clone(), b.clone()],
-                    remove: vec![],
-                },
+                change(vec![b.clone(), b.clone()], vec![]),
                 Some(vec![t("b", "", NoExecute, Some(50))]),
             ),
             (
@@ -267,32 +245,17 @@ mod tests {
         let ur = t(TAINT_UNREACHABLE, "", NoSchedule, None);
         assert_eq!(
             no_schedule_taints_for(Some(False)),
-            TaintChange {
-                add: vec![nr.clone()],
-                remove: vec![ur.clone()]
-            }
+            change(vec![nr.clone()], vec![ur.clone()])
         );
         assert_eq!(
             no_schedule_taints_for(Some(Unknown)),
-            TaintChange {
-                add: vec![ur.clone()],
-                remove: vec![nr.clone()]
-            }
+            change(vec![ur.clone()], vec![nr.clone()])
         );
         assert_eq!(
             no_schedule_taints_for(Some(True)),
-            TaintChange {
-                add: vec![],
-                remove: vec![nr.clone(), ur]
-            }
+            change(vec![], vec![nr.clone(), ur])
         );
-        assert_eq!(
-            no_schedule_taints_for(None),
-            TaintChange {
-                add: vec![nr],
-                remove: vec![]
-            }
-        );
+        assert_eq!(no_schedule_taints_for(None), change(vec![nr], vec![]));
     }
 
     #[test]
@@ -322,10 +285,7 @@ mod tests {
                 "False after the timeout → not-ready",
                 obs(False, 0, 0),
                 301,
-                TaintChange {
-                    add: vec![nr.clone()],
-                    remove: vec![ur.clone()],
-                },
+                change(vec![nr.clone()], vec![ur.clone()]),
             ),
             // Unknown is timed from the last probe, not the transition
             (
@@ -338,19 +298,13 @@ mod tests {
                 "Unknown after the timeout → unreachable",
                 obs(Unknown, 0, 0),
                 301,
-                TaintChange {
-                    add: vec![ur.clone()],
-                    remove: vec![nr.clone()],
-                },
+                change(vec![ur.clone()], vec![nr.clone()]),
             ),
             (
                 "True → remove both",
                 obs(True, 0, 0),
                 1,
-                TaintChange {
-                    add: vec![],
-                    remove: vec![nr.clone(), ur.clone()],
-                },
+                change(vec![], vec![nr.clone(), ur.clone()]),
             ),
         ];
         for (name, o, now, want) in cases {

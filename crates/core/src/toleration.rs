@@ -89,20 +89,7 @@ mod tests {
     use crate::types::TaintEffect::{NoExecute, NoSchedule};
     use proptest::prelude::*;
 
-    fn taint(
-        key: &str,
-        value: &str,
-        effect: crate::types::TaintEffect,
-        added: Option<i64>,
-    ) -> Taint {
-        Taint {
-            key: key.into(),
-            value: value.into(),
-            effect,
-            time_added: added.map(Time::from_secs),
-            trace_context: String::new(),
-        }
-    }
+    use crate::test_support::taint;
 
     fn tol(
         key: &str,

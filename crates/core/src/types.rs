@@ -637,6 +637,19 @@ pub struct ObjectReference {
     pub uid: String,
 }
 
+impl ObjectReference {
+    /// A reference to the template `namespace/name` of `api_version` `kind`, without a uid.
+    pub fn new(api_version: &str, kind: &str, namespace: &str, name: &str) -> Self {
+        ObjectReference {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            uid: String::new(),
+        }
+    }
+}
+
 /// A scheduling result entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TargetCluster {
@@ -710,6 +723,18 @@ pub struct AggregatedStatusItem {
     pub health: ResourceHealth,
     /// Ready replicas reported by the member.
     pub ready_replicas: i32,
+}
+
+impl AggregatedStatusItem {
+    /// The status of a Work applied on `cluster`, its resource in `health`, no replicas ready.
+    pub fn applied(cluster: &str, health: ResourceHealth) -> Self {
+        AggregatedStatusItem {
+            cluster_name: cluster.to_owned(),
+            applied: true,
+            health,
+            ..Default::default()
+        }
+    }
 }
 
 /// Per-replica resource requests (used by capacity estimates).

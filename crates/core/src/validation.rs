@@ -373,6 +373,50 @@ pub(crate) fn check_count(errs: &mut FieldErrors, path: &FieldPath, len: usize, 
     }
 }
 
+/// Push a `TooMany` error when `items` has more than `max` entries ([`check_count`]), then
+/// enumerate them for their own checks.
+pub(crate) fn counted<'a, T>(
+    errs: &mut FieldErrors,
+    path: &FieldPath,
+    items: &'a [T],
+    max: usize,
+) -> impl Iterator<Item = (usize, &'a T)> + use<'a, T> {
+    check_count(errs, path, items.len(), max);
+    items.iter().enumerate()
+}
+
+/// Check a list of cluster names: at most `max_placement_clusters`, each a cluster name
+/// (reported at `path[i]`), none repeated.
+pub(crate) fn check_cluster_names(
+    errs: &mut FieldErrors,
+    path: &FieldPath,
+    names: &[String],
+    limits: &Limits,
+) {
+    for (i, name) in counted(errs, path, names, limits.max_placement_clusters) {
+        if let Err(e) = check_cluster_name(name) {
+            errs.push(e.at(&path.index(i)));
+        }
+    }
+    check_unique(errs, path, names.iter().map(String::as_str));
+}
+
+/// Push `Required` (with `message`) when `value` is empty, else check it as one-line text of at
+/// most `max_chars` characters ([`check_text`]).
+pub(crate) fn check_required_text(
+    errs: &mut FieldErrors,
+    path: &FieldPath,
+    value: &str,
+    max_chars: usize,
+    message: &str,
+) {
+    if value.is_empty() {
+        errs.push(FieldError::required(path, message));
+    } else if let Err(e) = check_text(value, max_chars, false) {
+        errs.push(e.at(path));
+    }
+}
+
 /// Push `Duplicate` errors for repeated names in a list of names, on the later occurrence.
 pub(crate) fn check_unique<'a, I>(errs: &mut FieldErrors, path: &FieldPath, items: I)
 where

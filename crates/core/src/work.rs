@@ -148,11 +148,8 @@ pub fn aggregate_status(
         .filter(|w| !w.deleting)
         .map(|w| match w.applied {
             Some(true) => AggregatedStatusItem {
-                cluster_name: w.cluster.clone(),
-                applied: true,
-                applied_message: String::new(),
-                health: w.health,
                 ready_replicas: w.ready_replicas,
+                ..AggregatedStatusItem::applied(&w.cluster, w.health)
             },
             _ => AggregatedStatusItem {
                 cluster_name: w.cluster.clone(),

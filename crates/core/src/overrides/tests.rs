@@ -469,6 +469,11 @@ fn selector(name: &str, labels: Option<(&str, &str)>) -> ResourceSelector {
     }
 }
 
+/// A policy with one rule setting the `order` label to its own name on every cluster.
+fn ordering_policy(ns: &str, name: &str, selectors: Vec<ResourceSelector>) -> OverridePolicy {
+    policy(ns, name, selectors, vec![label_rule(name, &[])])
+}
+
 /// A rule setting the `order` label to `value` on every cluster (or only `clusters`).
 fn label_rule(value: &str, clusters: &[&str]) -> OverrideRule {
     OverrideRule {
@@ -550,37 +555,16 @@ fn ov_3_cluster_policies_first_then_by_specificity_then_name() {
     let doc = deployment();
     let labels = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
     let policies = [
-        policy(
-            "default",
-            "b-name",
-            vec![selector("web", None)],
-            vec![label_rule("b-name", &[])],
-        ),
-        policy("default", "z-all", vec![], vec![label_rule("z-all", &[])]),
-        policy(
-            "",
-            "c-name",
-            vec![selector("web", None)],
-            vec![label_rule("c-name", &[])],
-        ),
-        policy(
+        ordering_policy("default", "b-name", vec![selector("web", None)]),
+        ordering_policy("default", "z-all", vec![]),
+        ordering_policy("", "c-name", vec![selector("web", None)]),
+        ordering_policy(
             "default",
             "a-labels",
             vec![selector("", Some(("app", "web")))],
-            vec![label_rule("a-labels", &[])],
         ),
-        policy(
-            "",
-            "c-all",
-            vec![selector("", None)],
-            vec![label_rule("c-all", &[])],
-        ),
-        policy(
-            "default",
-            "a-name",
-            vec![selector("web", None)],
-            vec![label_rule("a-name", &[])],
-        ),
+        ordering_policy("", "c-all", vec![selector("", None)]),
+        ordering_policy("default", "a-name", vec![selector("web", None)]),
         // not applied: another namespace, another template, another cluster
         policy("prod", "other-ns", vec![], vec![label_rule("x", &[])]),
         policy(

@@ -147,12 +147,14 @@ fn dep_1_pod_template_references() {
         ("Secret", "secret-volume"),
         ("ServiceAccount", "runner"),
     ]);
+    // where the pod spec stands in the workload kinds with a pod template
+    let template = "/spec/template/spec";
     for (api_version, kind, wrap) in [
-        ("apps/v1", "Deployment", "/spec/template/spec"),
-        ("apps/v1", "StatefulSet", "/spec/template/spec"),
-        ("apps/v1", "DaemonSet", "/spec/template/spec"),
-        ("apps/v1", "ReplicaSet", "/spec/template/spec"),
-        ("batch/v1", "Job", "/spec/template/spec"),
+        ("apps/v1", "Deployment", template),
+        ("apps/v1", "StatefulSet", template),
+        ("apps/v1", "DaemonSet", template),
+        ("apps/v1", "ReplicaSet", template),
+        ("batch/v1", "Job", template),
         (
             "batch/v1",
             "CronJob",

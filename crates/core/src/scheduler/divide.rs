@@ -372,19 +372,13 @@ pub fn assign_replicas(
 mod tests {
     use super::*;
     use crate::types::{
-        ClusterAffinity, DynamicWeightFactor, LabelSelector, ObjectMeta, ReplicaSchedulingStrategy,
+        ClusterAffinity, DynamicWeightFactor, LabelSelector, ReplicaSchedulingStrategy,
         StaticClusterWeight,
     };
     use proptest::prelude::*;
 
     fn cluster(name: &str) -> Cluster {
-        Cluster {
-            meta: ObjectMeta {
-                name: name.to_owned(),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        Cluster::named(name)
     }
 
     fn rule(names: &[&str], weight: i64) -> StaticClusterWeight {
@@ -404,11 +398,7 @@ mod tests {
         }
     }
 
-    fn tc(list: &[(&str, i32)]) -> Vec<TargetCluster> {
-        list.iter()
-            .map(|(n, r)| TargetCluster::new(*n, *r))
-            .collect()
-    }
+    use crate::test_support::tc;
 
     fn caps(list: &[(&str, i64)]) -> Vec<CandidateCapacity> {
         list.iter()

@@ -494,6 +494,13 @@ mod tests {
         c
     }
 
+    /// `member1` … `member{n}`, without a region.
+    fn members(n: usize) -> Vec<Cluster> {
+        (1..=n)
+            .map(|i| cluster(&format!("member{i}"), ""))
+            .collect()
+    }
+
     fn detail(c: &Cluster, score: i64, available: i64) -> ClusterDetail<'_> {
         ClusterDetail {
             cluster: c,
@@ -503,8 +510,34 @@ mod tests {
         }
     }
 
+    /// Details of the first clusters of `cl`, all with `score`, one per `available` count.
+    fn same_score<'a>(cl: &'a [Cluster], score: i64, available: &[i64]) -> Vec<ClusterDetail<'a>> {
+        cl.iter()
+            .zip(available)
+            .map(|(c, a)| detail(c, score, *a))
+            .collect()
+    }
+
+    /// Details of the first clusters of `cl`, one per `(score, available)`.
+    fn details<'a>(cl: &'a [Cluster], list: &[(i64, i64)]) -> Vec<ClusterDetail<'a>> {
+        cl.iter()
+            .zip(list)
+            .map(|(c, (score, available))| detail(c, *score, *available))
+            .collect()
+    }
+
     fn names(list: &[ClusterDetail<'_>]) -> Vec<String> {
         list.iter().map(|d| d.name().to_owned()).collect()
+    }
+
+    /// Assert that a selection picked the clusters `want` names, in order, or failed as it says.
+    fn assert_picked(
+        got: Result<Vec<ClusterDetail<'_>>, SpreadError>,
+        want: Result<Vec<&str>, SpreadError>,
+        case: &str,
+    ) {
+        let want = want.map(|v| v.into_iter().map(str::to_owned).collect::<Vec<_>>());
+        assert_eq!(got.map(|s| names(&s)), want, "{case}");
     }
 
     fn constraint(field: SpreadField, min: i32, max: i32) -> SpreadConstraint {
@@ -516,28 +549,29 @@ mod tests {
         }
     }
 
-    fn group(name: &str, value: i64, weight: i64) -> GroupInfo {
-        GroupInfo {
-            name: name.to_owned(),
-            value,
-            weight,
-        }
+    /// Groups from `(name, value, weight)`.
+    fn groups(list: &[(&str, i64, i64)]) -> Vec<GroupInfo> {
+        list.iter()
+            .map(|(name, value, weight)| GroupInfo {
+                name: (*name).to_owned(),
+                value: *value,
+                weight: *weight,
+            })
+            .collect()
+    }
+
+    /// The names of the groups [`select_groups`] picks.
+    fn selected(groups: &[GroupInfo], min: i32, max: i32, target: i64) -> Option<Vec<String>> {
+        select_groups(groups, min, max, target).map(|g| g.into_iter().map(|g| g.name).collect())
     }
 
     #[test]
     fn sc_12_3_select_groups_dfs_example() {
         // Karmada's DFS comment: groups 2,3,6,7, target 7, min = max = 2
         // → feasible [2,6] [2,7] [3,6] [3,7] [6,7]; weights make [3,7] best.
-        let groups = [
-            group("g2", 2, 10),
-            group("g3", 3, 40),
-            group("g6", 6, 20),
-            group("g7", 7, 30),
-        ];
-        let got = select_groups(&groups, 2, 2, 7)
-            .map(|g| g.into_iter().map(|g| g.name).collect::<Vec<_>>());
+        let groups = groups(&[("g2", 2, 10), ("g3", 3, 40), ("g6", 6, 20), ("g7", 7, 30)]);
         assert_eq!(
-            got,
+            selected(&groups, 2, 2, 7),
             Some(vec!["g3".to_owned(), "g7".to_owned()]),
             "weight desc order"
         );
@@ -560,18 +594,14 @@ mod tests {
         // min 2, max 3, target 2: values 1 each; DFS stops growing at length 2, so build a
         // case where a longer path is heavier: G3 has value 0 so [G1,G2,G3]... qualifies only
         // when reached through a non-qualifying prefix.
-        let groups = [
-            group("G1", 1, 50),
-            group("G2", 1, 40),
-            group("G3", 0, 30),
-            group("G4", 2, 10),
-        ];
+        let groups = groups(&[("G1", 1, 50), ("G2", 1, 40), ("G3", 0, 30), ("G4", 2, 10)]);
         // target 2, min 1, max 3. Sorted by value: G3(0), G1(1), G2(1), G4(2).
         // Paths: G3 G1 G2 (w120, id1), G3 G4 (w40), G1 G2 (w90), G1 G4, G2 G4, G4 (w10).
         // Best by weight: [G1, G2, G3] (sorted by weight); [G1, G2] is its strict prefix.
-        let got = select_groups(&groups, 1, 3, 2)
-            .map(|g| g.into_iter().map(|g| g.name).collect::<Vec<_>>());
-        assert_eq!(got, Some(vec!["G1".to_owned(), "G2".to_owned()]));
+        assert_eq!(
+            selected(&groups, 1, 3, 2),
+            Some(vec!["G1".to_owned(), "G2".to_owned()])
+        );
     }
 
     fn region<'a>(name: &str, score: i64, clusters: Vec<ClusterDetail<'a>>) -> RegionGroup<'a> {
@@ -597,23 +627,11 @@ mod tests {
             })
             .collect();
         let regions = vec![
-            region("R1", 70, vec![detail(&cl[0], 70, 40)]),
-            region(
-                "R2",
-                40,
-                vec![
-                    detail(&cl[1], 40, 40),
-                    detail(&cl[2], 40, 40),
-                    detail(&cl[3], 40, 40),
-                ],
-            ),
-            region(
-                "R3",
-                60,
-                vec![detail(&cl[4], 60, 40), detail(&cl[5], 50, 60)],
-            ),
-            region("R4", 70, vec![detail(&cl[6], 70, 100)]),
-            region("R5", 50, vec![detail(&cl[7], 50, 50)]),
+            region("R1", 70, details(&cl, &[(70, 40)])),
+            region("R2", 40, details(&cl[1..], &[(40, 40), (40, 40), (40, 40)])),
+            region("R3", 60, details(&cl[4..], &[(60, 40), (50, 60)])),
+            region("R4", 70, details(&cl[6..], &[(70, 100)])),
+            region("R5", 50, details(&cl[7..], &[(50, 50)])),
         ];
         let got = select_clusters_by_region(
             &constraint(SpreadField::Region, 1, 3),
@@ -635,25 +653,11 @@ mod tests {
     #[test]
     fn sc_12_select_by_region_table() {
         // Cases from Karmada's select_clusters_by_region_test.go.
-        let cl: Vec<Cluster> = (1..=10)
-            .map(|i| cluster(&format!("member{i}"), ""))
-            .collect();
+        let cl: Vec<Cluster> = members(10);
         let two_regions = || {
             vec![
-                region(
-                    "R1",
-                    100,
-                    vec![detail(&cl[0], 100, 40), detail(&cl[1], 80, 40)],
-                ),
-                region(
-                    "R2",
-                    80,
-                    vec![
-                        detail(&cl[2], 80, 40),
-                        detail(&cl[3], 80, 40),
-                        detail(&cl[4], 60, 40),
-                    ],
-                ),
+                region("R1", 100, details(&cl, &[(100, 40), (80, 40)])),
+                region("R2", 80, details(&cl[2..], &[(80, 40), (80, 40), (60, 40)])),
             ]
         };
         struct Case<'a> {
@@ -683,30 +687,13 @@ mod tests {
                 region: constraint(SpreadField::Region, 2, 2),
                 cluster: constraint(SpreadField::Cluster, 4, 5),
                 regions: vec![
-                    region("R1", 90, vec![detail(&cl[0], 90, 40)]),
-                    region(
-                        "R2",
-                        70,
-                        vec![
-                            detail(&cl[1], 70, 40),
-                            detail(&cl[2], 60, 40),
-                            detail(&cl[3], 30, 40),
-                        ],
-                    ),
-                    region(
-                        "R3",
-                        80,
-                        vec![detail(&cl[4], 80, 40), detail(&cl[5], 50, 60)],
-                    ),
+                    region("R1", 90, details(&cl, &[(90, 40)])),
+                    region("R2", 70, details(&cl[1..], &[(70, 40), (60, 40), (30, 40)])),
+                    region("R3", 80, details(&cl[4..], &[(80, 40), (50, 60)])),
                     region(
                         "R4",
                         50,
-                        vec![
-                            detail(&cl[6], 50, 50),
-                            detail(&cl[7], 40, 50),
-                            detail(&cl[8], 10, 50),
-                            detail(&cl[9], 0, 50),
-                        ],
+                        details(&cl[6..], &[(50, 50), (40, 50), (10, 50), (0, 50)]),
                     ),
                 ],
                 want: Ok(vec!["member1", "member2", "member3", "member4"]),
@@ -732,11 +719,7 @@ mod tests {
                 name: "no more regions to replace",
                 region: constraint(SpreadField::Region, 1, 1),
                 cluster: constraint(SpreadField::Cluster, 3, 4),
-                regions: vec![region(
-                    "R1",
-                    100,
-                    vec![detail(&cl[0], 100, 40), detail(&cl[1], 80, 20)],
-                )],
+                regions: vec![region("R1", 100, details(&cl, &[(100, 40), (80, 20)]))],
                 want: Err(SpreadError::NoRegionCombination),
             },
             Case {
@@ -748,26 +731,16 @@ mod tests {
             },
         ];
         for case in cases {
-            let got = select_clusters_by_region(&case.region, &case.cluster, &case.regions)
-                .map(|s| names(&s));
-            let want = case
-                .want
-                .map(|v| v.into_iter().map(str::to_owned).collect::<Vec<_>>());
-            assert_eq!(got, want, "{}", case.name);
+            let got = select_clusters_by_region(&case.region, &case.cluster, &case.regions);
+            assert_picked(got, case.want, case.name);
         }
     }
 
     #[test]
     fn sc_11_select_by_cluster() {
         // Karmada's doc comment: n = 2, need 80 → member1 and member3.
-        let cl: Vec<Cluster> = (1..=4)
-            .map(|i| cluster(&format!("member{i}"), ""))
-            .collect();
-        let three = vec![
-            detail(&cl[0], 60, 40),
-            detail(&cl[1], 50, 30),
-            detail(&cl[2], 40, 60),
-        ];
+        let cl: Vec<Cluster> = members(4);
+        let three = details(&cl, &[(60, 40), (50, 30), (40, 60)]);
         struct Case<'a> {
             name: &'static str,
             constraint: SpreadConstraint,
@@ -834,77 +807,33 @@ mod tests {
             Case {
                 name: "two swaps, walking from the last pick",
                 constraint: constraint(SpreadField::Cluster, 1, 2),
-                clusters: vec![
-                    detail(&cl[0], 100, 10),
-                    detail(&cl[1], 100, 10),
-                    detail(&cl[2], 0, 50),
-                    detail(&cl[3], 0, 45),
-                ],
+                clusters: details(&cl, &[(100, 10), (100, 10), (0, 50), (0, 45)]),
                 need: NeedReplicas::AtLeast(95),
                 want: Ok(vec!["member4", "member3"]),
             },
         ];
         for case in cases {
-            let got = select_clusters_by_cluster(&case.constraint, &case.clusters, case.need)
-                .map(|s| names(&s));
-            let want = case
-                .want
-                .map(|v| v.into_iter().map(str::to_owned).collect::<Vec<_>>());
-            assert_eq!(got, want, "{}", case.name);
+            let got = select_clusters_by_cluster(&case.constraint, &case.clusters, case.need);
+            assert_picked(got, case.want, case.name);
         }
     }
 
     #[test]
     fn sc_13_group_score() {
-        let cl: Vec<Cluster> = (1..=5)
-            .map(|i| cluster(&format!("member{i}"), ""))
-            .collect();
+        let cl: Vec<Cluster> = members(5);
         // Karmada's worked examples (replicas 50, Duplicated).
-        let g1 = [
-            detail(&cl[0], 100, 60),
-            detail(&cl[1], 100, 70),
-            detail(&cl[2], 100, 40),
-            detail(&cl[3], 100, 30),
-            detail(&cl[4], 100, 10),
-        ];
-        let g2 = [
-            detail(&cl[0], 0, 60),
-            detail(&cl[1], 0, 60),
-            detail(&cl[2], 0, 60),
-            detail(&cl[3], 0, 60),
-        ];
+        let g1 = same_score(&cl, 100, &[60, 70, 40, 30, 10]);
+        let g2 = same_score(&cl, 0, &[60, 60, 60, 60]);
         assert_eq!(group_score(&g1, 50, true, 1, 1), 2100);
         assert_eq!(group_score(&g2, 50, true, 1, 1), 4000);
         assert_eq!(group_score(&g1, 500, true, 1, 1), 0, "no valid cluster");
         // Divided: replicas 100, field minGroups 2, cluster minGroups 1 → target 50, cmg 2.
-        let d1 = [
-            detail(&cl[0], 100, 10),
-            detail(&cl[1], 100, 10),
-            detail(&cl[2], 100, 10),
-            detail(&cl[3], 100, 10),
-            detail(&cl[4], 100, 5),
-        ];
-        let d2 = [
-            detail(&cl[0], 0, 40),
-            detail(&cl[1], 0, 30),
-            detail(&cl[2], 0, 10),
-            detail(&cl[3], 0, 10),
-        ];
+        let d1 = same_score(&cl, 100, &[10, 10, 10, 10, 5]);
+        let d2 = same_score(&cl, 0, &[40, 30, 10, 10]);
         assert_eq!(group_score(&d1, 100, false, 2, 1), 45_100);
         assert_eq!(group_score(&d2, 100, false, 2, 1), 50_000);
-        let d3 = [
-            detail(&cl[0], 100, 40),
-            detail(&cl[1], 100, 40),
-            detail(&cl[2], 100, 10),
-            detail(&cl[3], 100, 10),
-            detail(&cl[4], 100, 5),
-        ];
-        let d4 = [
-            detail(&cl[0], 0, 100),
-            detail(&cl[1], 0, 100),
-            detail(&cl[2], 0, 10),
-            detail(&cl[3], 0, 10),
-        ];
+        let d3 = same_score(&cl, 100, &[40, 40, 10, 10, 5]);
+        let d4 = same_score(&cl, 0, &[100, 100, 10, 10]);
         assert_eq!(group_score(&d3, 100, false, 2, 1), 50_100);
         assert_eq!(group_score(&d4, 100, false, 2, 1), 50_000);
         assert_eq!(
@@ -917,6 +846,7 @@ mod tests {
 
     #[test]
     fn sc_10_1_static_weight_ignores_spread() {
+        use ReplicaDivisionPreference::{Aggregated, Weighted};
         let divided =
             |pref: Option<ReplicaDivisionPreference>, w: Option<ClusterPreferences>| Placement {
                 replica_scheduling: Some(ReplicaSchedulingStrategy {
@@ -926,6 +856,7 @@ mod tests {
                 }),
                 ..Default::default()
             };
+        let ignored = |pref, w| spread_ignored_for_static_weight(&divided(pref, w));
         let stat = ClusterPreferences {
             static_weight_list: vec![StaticClusterWeight {
                 weight: 1,
@@ -937,41 +868,22 @@ mod tests {
             dynamic_weight: Some(crate::types::DynamicWeightFactor::AvailableReplicas),
             ..stat.clone()
         };
-        assert!(spread_ignored_for_static_weight(&divided(
-            Some(ReplicaDivisionPreference::Weighted),
-            None
-        )));
-        assert!(
-            spread_ignored_for_static_weight(&divided(None, None)),
-            "empty preference is Weighted"
-        );
-        assert!(spread_ignored_for_static_weight(&divided(
-            Some(ReplicaDivisionPreference::Weighted),
-            Some(stat)
-        )));
-        assert!(!spread_ignored_for_static_weight(&divided(
-            Some(ReplicaDivisionPreference::Weighted),
-            Some(dynamic)
-        )));
-        assert!(!spread_ignored_for_static_weight(&divided(
-            Some(ReplicaDivisionPreference::Weighted),
+        assert!(ignored(Some(Weighted), None));
+        assert!(ignored(None, None), "empty preference is Weighted");
+        assert!(ignored(Some(Weighted), Some(stat)));
+        assert!(!ignored(Some(Weighted), Some(dynamic)));
+        assert!(!ignored(
+            Some(Weighted),
             Some(ClusterPreferences::default())
-        )));
-        assert!(!spread_ignored_for_static_weight(&divided(
-            Some(ReplicaDivisionPreference::Aggregated),
-            None
-        )));
+        ));
+        assert!(!ignored(Some(Aggregated), None));
         assert!(!spread_ignored_for_static_weight(&Placement::default()));
     }
 
     #[test]
     fn sc_10_select_best_clusters_dispatch() {
         let cl: Vec<Cluster> = vec![cluster("a", "r1"), cluster("b", "r2"), cluster("c", "r2")];
-        let details = vec![
-            detail(&cl[0], 100, 5),
-            detail(&cl[1], 0, 5),
-            detail(&cl[2], 0, 1),
-        ];
+        let details = details(&cl, &[(100, 5), (0, 5), (0, 1)]);
         let mut p = Placement::default();
         assert_eq!(
             select_best_clusters(&p, &details, 3)

@@ -28,13 +28,7 @@ fn tainted(mut c: Cluster, effect: TaintEffect) -> Cluster {
 fn binding(placement: Placement, replicas: i32, previous: &[(&str, i32)]) -> ResourceBinding {
     let mut rb = ResourceBinding::default();
     rb.meta.generation = 1;
-    rb.spec.resource = ObjectReference {
-        api_version: "apps/v1".to_owned(),
-        kind: "Deployment".to_owned(),
-        namespace: "default".to_owned(),
-        name: "nginx".to_owned(),
-        uid: String::new(),
-    };
+    rb.spec.resource = ObjectReference::new("apps/v1", "Deployment", "default", "nginx");
     rb.spec.replicas = replicas;
     rb.spec.clusters = tc(previous);
     rb.status.applied_placement = Some(placement.clone());
@@ -52,11 +46,7 @@ fn evict(rb: &mut ResourceBinding, cluster: &str) {
     });
 }
 
-fn tc(list: &[(&str, i32)]) -> Vec<TargetCluster> {
-    list.iter()
-        .map(|(n, r)| TargetCluster::new(*n, *r))
-        .collect()
-}
+use crate::test_support::tc;
 
 fn strategy(
     t: ReplicaSchedulingType,

@@ -241,19 +241,12 @@ pub fn needs_scheduling(binding: &ResourceBinding, clusters: &[Cluster]) -> Sche
 mod tests {
     use super::*;
     use crate::types::{
-        ClusterAffinity, ClusterAffinityTerm, ObjectMeta, ReplicaDivisionPreference,
-        ReplicaRequirements, ReplicaSchedulingStrategy, SpreadConstraint, Taint, TaintEffect,
-        TargetCluster, Toleration,
+        ClusterAffinity, ClusterAffinityTerm, ReplicaDivisionPreference, ReplicaRequirements,
+        ReplicaSchedulingStrategy, SpreadConstraint, Taint, TaintEffect, TargetCluster, Toleration,
     };
 
     fn cluster(name: &str) -> Cluster {
-        Cluster {
-            meta: ObjectMeta {
-                name: name.to_owned(),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        Cluster::named(name)
     }
 
     fn divided() -> Placement {
@@ -351,25 +344,18 @@ mod tests {
             cluster_names: vec!["m1".to_owned()],
             ..Default::default()
         };
+        // Whether a change of cluster `name` that keeps its labels affects `rb`.
+        let affected = |rb: &ResourceBinding, name: &str| {
+            binding_affected_by_cluster_change(rb, &cluster(name), &cluster(name))
+        };
         let mut rb = settled();
-        assert!(
-            binding_affected_by_cluster_change(&rb, &cluster("x"), &cluster("x")),
-            "no affinity → all"
-        );
+        assert!(affected(&rb, "x"), "no affinity → all");
         rb.spec.placement = Some(Placement {
             cluster_affinity: Some(only_m1.clone()),
             ..divided()
         });
-        assert!(binding_affected_by_cluster_change(
-            &rb,
-            &cluster("m1"),
-            &cluster("m1")
-        ));
-        assert!(!binding_affected_by_cluster_change(
-            &rb,
-            &cluster("m2"),
-            &cluster("m2")
-        ));
+        assert!(affected(&rb, "m1"));
+        assert!(!affected(&rb, "m2"));
         // Matches the old cluster only (e.g. a label was removed).
         let mut old = cluster("m3");
         old.meta.labels.insert("env".to_owned(), "prod".to_owned());
@@ -408,21 +394,10 @@ mod tests {
             ..divided()
         });
         rb.status.scheduler_observing_affinity_name = "b".to_owned();
-        assert!(binding_affected_by_cluster_change(
-            &rb,
-            &cluster("m2"),
-            &cluster("m2")
-        ));
-        assert!(!binding_affected_by_cluster_change(
-            &rb,
-            &cluster("m1"),
-            &cluster("m1")
-        ));
+        assert!(affected(&rb, "m2"));
+        assert!(!affected(&rb, "m1"));
         rb.meta.generation += 1;
-        assert!(
-            binding_affected_by_cluster_change(&rb, &cluster("m1"), &cluster("m1")),
-            "generation lags"
-        );
+        assert!(affected(&rb, "m1"), "generation lags");
     }
 
     #[test]
@@ -447,85 +422,31 @@ mod tests {
             cluster_affinities: list,
             ..divided()
         };
-        struct Case {
-            name: &'static str,
-            now: Placement,
-            applied: Option<Placement>,
-            observed: &'static str,
-            want: bool,
-        }
-        let cases = [
-            Case {
-                name: "no applied placement",
-                now: base.clone(),
-                applied: None,
-                observed: "",
-                want: true,
-            },
-            Case {
-                name: "identical",
-                now: base.clone(),
-                applied: Some(base.clone()),
-                observed: "",
-                want: false,
-            },
-            Case {
-                name: "tolerations differ",
-                now: tolerating,
-                applied: Some(base.clone()),
-                observed: "",
-                want: true,
-            },
-            Case {
-                name: "spread differs",
-                now: spread,
-                applied: Some(base.clone()),
-                observed: "",
-                want: true,
-            },
-            Case {
-                name: "replica scheduling differs",
-                now: Placement::default(),
-                applied: Some(base.clone()),
-                observed: "",
-                want: true,
-            },
-            Case {
-                name: "other term changed, observed one equal",
-                now: terms(vec![term("a", "m1"), term("b", "m9")]),
-                applied: Some(terms(vec![term("a", "m1"), term("b", "m2")])),
-                observed: "a",
-                want: false,
-            },
-            Case {
-                name: "observed term changed",
-                now: terms(vec![term("a", "m3"), term("b", "m2")]),
-                applied: Some(terms(vec![term("a", "m1"), term("b", "m2")])),
-                observed: "a",
-                want: true,
-            },
-            Case {
-                name: "no observed name",
-                now: terms(vec![term("a", "m1"), term("b", "m9")]),
-                applied: Some(terms(vec![term("a", "m1"), term("b", "m2")])),
-                observed: "",
-                want: true,
-            },
-            Case {
-                name: "observed term missing now",
-                now: terms(vec![term("b", "m9")]),
-                applied: Some(terms(vec![term("a", "m1"), term("b", "m2")])),
-                observed: "a",
-                want: true,
-            },
+        let a1_b2 = terms(vec![term("a", "m1"), term("b", "m2")]);
+        let a1_b9 = terms(vec![term("a", "m1"), term("b", "m9")]);
+        let a3_b2 = terms(vec![term("a", "m3"), term("b", "m2")]);
+        let b9 = terms(vec![term("b", "m9")]);
+        let unset = Placement::default();
+        // (case, placement now, applied placement, observed term, changed)
+        let cases: [(&str, &Placement, Option<&Placement>, &str, bool); 9] = [
+            ("no applied placement", &base, None, "", true),
+            ("identical", &base, Some(&base), "", false),
+            ("tolerations differ", &tolerating, Some(&base), "", true),
+            ("spread differs", &spread, Some(&base), "", true),
+            ("replica scheduling differs", &unset, Some(&base), "", true),
+            (
+                "other term changed, observed one equal",
+                &a1_b9,
+                Some(&a1_b2),
+                "a",
+                false,
+            ),
+            ("observed term changed", &a3_b2, Some(&a1_b2), "a", true),
+            ("no observed name", &a1_b9, Some(&a1_b2), "", true),
+            ("observed term missing now", &b9, Some(&a1_b2), "a", true),
         ];
-        for c in cases {
-            assert_eq!(
-                placement_changed(&c.now, c.applied.as_ref(), c.observed),
-                c.want,
-                "{}",
-                c.name
-            );
+        for (name, now, applied, observed, want) in cases {
+            assert_eq!(placement_changed(now, applied, observed), want, "{name}");
         }
     }
 

@@ -11,7 +11,10 @@ use super::names::{
 };
 use super::placement::validate_placement_at;
 use super::policy::validate_failover_at;
-use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds, check_unique};
+use super::{
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count,
+    check_required_text, check_seconds,
+};
 use crate::types::{
     GracefulEvictionTask, ObjectMeta, ObjectReference, ReplicaRequirements, ResourceBinding,
     ResourceBindingSpec, TargetCluster,
@@ -50,15 +53,13 @@ pub fn validate_eviction_task(
     if let Err(e) = check_text(&task.message, EVICTION_MESSAGE_MAX_LEN, true) {
         errs.push(e.at(&path.child("message")));
     }
-    let producer = path.child("producer");
-    if task.producer.is_empty() {
-        errs.push(FieldError::required(
-            &producer,
-            "the producer of the task is required",
-        ));
-    } else if let Err(e) = check_text(&task.producer, PRODUCER_MAX_LEN, false) {
-        errs.push(e.at(&producer));
-    }
+    check_required_text(
+        &mut errs,
+        &path.child("producer"),
+        &task.producer,
+        PRODUCER_MAX_LEN,
+        "the producer of the task is required",
+    );
     let grace = path.child("gracePeriodSeconds");
     if let Some(seconds) = task.grace_period_seconds {
         check_seconds(
@@ -83,22 +84,11 @@ pub fn validate_eviction_task(
             limits,
         );
     }
-    let before = path.child("clustersBeforeFailover");
-    check_count(
+    check_cluster_names(
         &mut errs,
-        &before,
-        task.clusters_before_failover.len(),
-        limits.max_placement_clusters,
-    );
-    for (i, name) in task.clusters_before_failover.iter().enumerate() {
-        if let Err(e) = check_cluster_name(name) {
-            errs.push(e.at(&before.index(i)));
-        }
-    }
-    check_unique(
-        &mut errs,
-        &before,
-        task.clusters_before_failover.iter().map(String::as_str),
+        &path.child("clustersBeforeFailover"),
+        &task.clusters_before_failover,
+        limits,
     );
     errs.extend(validate_labels(
         &task.preserved_label_state,
@@ -368,7 +358,6 @@ pub fn validate_workload(workload: &WorkloadTemplate<'_>, limits: &Limits) -> Fi
         crate::resource::scope_of(workload.api_version, workload.kind) == Scope::Namespaced;
     errs.extend(validate_object_meta(
         workload.meta,
-        &FieldPath::new("metadata"),
         check_dns1123_subdomain,
         namespaced,
         limits,

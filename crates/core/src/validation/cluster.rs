@@ -7,7 +7,7 @@ use super::names::{
     check_cluster_name, check_dns1123_subdomain, check_label_value, check_qualified_name,
 };
 use super::placement::{selector_operator_str, validate_cluster_affinity};
-use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, quote};
+use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, counted, quote};
 use crate::types::{
     Cluster, ClusterTaintPolicy, MatchCondition, SelectorOperator, Taint, TaintEffect,
 };
@@ -24,13 +24,7 @@ use crate::types::{
 ///
 /// `status` is owned by cluster-health and is not validated here.
 pub fn validate_cluster(cluster: &Cluster, limits: &Limits) -> FieldErrors {
-    let mut errs = validate_object_meta(
-        &cluster.meta,
-        &FieldPath::new("metadata"),
-        check_cluster_name,
-        false,
-        limits,
-    );
+    let mut errs = validate_object_meta(&cluster.meta, check_cluster_name, false, limits);
     let spec = FieldPath::new("spec");
     if !cluster.spec.api_endpoint.is_empty() {
         errs.extend(validate_api_endpoint(
@@ -45,13 +39,7 @@ pub fn validate_cluster(cluster: &Cluster, limits: &Limits) -> FieldErrors {
         errs.push(e.at(&spec.child("region")));
     }
     let zones = spec.child("zones");
-    check_count(
-        &mut errs,
-        &zones,
-        cluster.spec.zones.len(),
-        limits.max_zones,
-    );
-    for (i, zone) in cluster.spec.zones.iter().enumerate() {
+    for (i, zone) in counted(&mut errs, &zones, &cluster.spec.zones, limits.max_zones) {
         if zone.is_empty() {
             errs.push(FieldError::required(
                 &zones.index(i),
@@ -81,23 +69,37 @@ pub fn validate_cluster(cluster: &Cluster, limits: &Limits) -> FieldErrors {
 /// as Duplicate at `path[i]`.
 pub fn validate_cluster_taints(taints: &[Taint], path: &FieldPath, limits: &Limits) -> FieldErrors {
     let mut errs = FieldErrors::new();
-    check_count(&mut errs, path, taints.len(), limits.max_cluster_taints);
-    let mut seen: HashSet<(&str, TaintEffect)> = HashSet::new();
-    for (i, taint) in taints.iter().enumerate() {
+    let mut seen = TaintIdentities::default();
+    for (i, taint) in counted(&mut errs, path, taints, limits.max_cluster_taints) {
         let p = path.index(i);
         check_taint_fields(&mut errs, &p, &taint.key, &taint.value, taint.effect);
-        if !seen.insert((taint.key.as_str(), taint.effect)) {
-            errs.push(FieldError::duplicate(
-                &p,
-                format!(
-                    "taints must be unique by key and effect: {}:{} is repeated",
-                    quote(&taint.key),
-                    taint.effect.as_str()
-                ),
-            ));
-        }
+        seen.check(&mut errs, &p, &taint.key, taint.effect, |id| {
+            format!("taints must be unique by key and effect: {id} is repeated")
+        });
     }
     errs
+}
+
+/// The taint identities (key, effect; CH-12.1) seen so far in one list.
+#[derive(Default)]
+struct TaintIdentities<'a>(HashSet<(&'a str, TaintEffect)>);
+
+impl<'a> TaintIdentities<'a> {
+    /// Push `Duplicate` at `path` when `key:effect` was seen before in the list; `message`
+    /// words the error from the quoted `key:effect`.
+    fn check(
+        &mut self,
+        errs: &mut FieldErrors,
+        path: &FieldPath,
+        key: &'a str,
+        effect: TaintEffect,
+        message: fn(&str) -> String,
+    ) {
+        if !self.0.insert((key, effect)) {
+            let id = format!("{}:{}", quote(key), effect.as_str());
+            errs.push(FieldError::duplicate(path, message(&id)));
+        }
+    }
 }
 
 /// Key, value and effect checks shared by cluster taints and ClusterTaintPolicy taints.
@@ -276,13 +278,7 @@ pub fn validate_cluster_taint_policy(
     allow_no_execute: bool,
     limits: &Limits,
 ) -> FieldErrors {
-    let mut errs = validate_object_meta(
-        &policy.meta,
-        &FieldPath::new("metadata"),
-        check_dns1123_subdomain,
-        false,
-        limits,
-    );
+    let mut errs = validate_object_meta(&policy.meta, check_dns1123_subdomain, false, limits);
     let spec = FieldPath::new("spec");
     if let Some(target) = &policy.target_clusters {
         errs.extend(validate_cluster_affinity(
@@ -316,7 +312,7 @@ pub fn validate_cluster_taint_policy(
         policy.taints.len(),
         limits.max_cluster_taints,
     );
-    let mut seen: HashSet<(&str, TaintEffect)> = HashSet::new();
+    let mut seen = TaintIdentities::default();
     for (i, taint) in policy.taints.iter().enumerate() {
         let p = taints.index(i);
         check_taint_fields(&mut errs, &p, &taint.key, &taint.value, taint.effect);
@@ -327,16 +323,9 @@ pub fn validate_cluster_taint_policy(
                  administrator enables them (--allow-no-execute-taint-policy)",
             ));
         }
-        if !seen.insert((taint.key.as_str(), taint.effect)) {
-            errs.push(FieldError::duplicate(
-                &p,
-                format!(
-                    "taint {}:{} already exists",
-                    quote(&taint.key),
-                    taint.effect.as_str()
-                ),
-            ));
-        }
+        seen.check(&mut errs, &p, &taint.key, taint.effect, |id| {
+            format!("taint {id} already exists")
+        });
     }
     errs
 }
@@ -347,13 +336,7 @@ fn check_match_conditions(
     path: &FieldPath,
     limits: &Limits,
 ) {
-    check_count(
-        errs,
-        path,
-        conditions.len(),
-        limits.max_selector_requirements,
-    );
-    for (i, cond) in conditions.iter().enumerate() {
+    for (i, cond) in counted(errs, path, conditions, limits.max_selector_requirements) {
         let p = path.index(i);
         if let Err(e) = check_qualified_name(&cond.condition_type) {
             errs.push(e.at(&p.child("conditionType")));

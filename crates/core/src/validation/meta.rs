@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::names::{NameError, check_label_value, check_qualified_name};
-use super::{FieldError, FieldErrorKind, FieldErrors, FieldPath, Limits, check_count};
+use super::{FieldError, FieldErrorKind, FieldErrors, FieldPath, Limits, check_count, counted};
 use crate::types::{LabelSelector, ObjectMeta, SelectorOperator};
 
 /// Validate a label map at `path` (e.g. `metadata.labels`): at most `max_labels` entries,
@@ -111,13 +111,12 @@ pub fn validate_label_selector(
                 }
             }
         }
-        check_count(
+        for (j, value) in counted(
             &mut errs,
             &values_path,
-            req.values.len(),
+            &req.values,
             limits.max_selector_values,
-        );
-        for (j, value) in req.values.iter().enumerate() {
+        ) {
             if let Err(e) = check_label_value(value) {
                 errs.push(e.at(&values_path.index(j)));
             }
@@ -126,17 +125,17 @@ pub fn validate_label_selector(
     errs
 }
 
-/// Validate object metadata at `path` (normally `metadata`): the name with `check_name`, the
-/// namespace (a DNS-1123 label when `namespaced`, absent otherwise), labels, annotations and
-/// finalizer names. Server-set fields (uid, resourceVersion, generation, timestamps) are
-/// not the caller's to validate.
+/// Validate object metadata at `metadata`: the name with `check_name`, the namespace (a
+/// DNS-1123 label when `namespaced`, absent otherwise), labels, annotations and finalizer
+/// names. Server-set fields (uid, resourceVersion, generation, timestamps) are not the
+/// caller's to validate.
 pub(crate) fn validate_object_meta(
     meta: &ObjectMeta,
-    path: &FieldPath,
     check_name: fn(&str) -> Result<(), NameError>,
     namespaced: bool,
     limits: &Limits,
 ) -> FieldErrors {
+    let path = FieldPath::new("metadata");
     let mut errs = FieldErrors::new();
     if let Err(e) = check_name(&meta.name) {
         errs.push(e.at(&path.child("name")));
@@ -159,13 +158,7 @@ pub(crate) fn validate_object_meta(
         limits,
     ));
     let fin_path = path.child("finalizers");
-    check_count(
-        &mut errs,
-        &fin_path,
-        meta.finalizers.len(),
-        limits.max_labels,
-    );
-    for (i, f) in meta.finalizers.iter().enumerate() {
+    for (i, f) in counted(&mut errs, &fin_path, &meta.finalizers, limits.max_labels) {
         if let Err(e) = check_qualified_name(f) {
             errs.push(e.at(&fin_path.index(i)));
         }

@@ -60,6 +60,22 @@ impl NameError {
     }
 }
 
+/// `TooLong` when `value` has more than `max` bytes.
+fn check_len(value: &str, max: usize) -> Result<(), NameError> {
+    if value.len() > max {
+        return Err(NameError::TooLong {
+            len: value.len(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// `Invalid`: the quoted `value` followed by `rest` (what is wrong with it).
+fn invalid(value: &str, rest: &str) -> NameError {
+    NameError::Invalid(format!("{}{rest}", super::quote(value)))
+}
+
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -119,17 +135,12 @@ pub fn check_dns1123_label(value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return Err(NameError::Empty);
     }
-    if value.len() > DNS1123_LABEL_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: value.len(),
-            max: DNS1123_LABEL_MAX_LEN,
-        });
-    }
+    check_len(value, DNS1123_LABEL_MAX_LEN)?;
     if !matches_dns_label_chars(value) {
-        return Err(NameError::Invalid(format!(
-            "{} is not a DNS-1123 label: {DNS_LABEL_FORMAT}",
-            super::quote(value)
-        )));
+        return Err(invalid(
+            value,
+            &format!(" is not a DNS-1123 label: {DNS_LABEL_FORMAT}"),
+        ));
     }
     Ok(())
 }
@@ -140,17 +151,12 @@ pub fn check_dns1123_subdomain(value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return Err(NameError::Empty);
     }
-    if value.len() > DNS1123_SUBDOMAIN_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: value.len(),
-            max: DNS1123_SUBDOMAIN_MAX_LEN,
-        });
-    }
+    check_len(value, DNS1123_SUBDOMAIN_MAX_LEN)?;
     if !value.split('.').all(matches_dns_label_chars) {
-        return Err(NameError::Invalid(format!(
-            "{} is not a DNS-1123 subdomain: {DNS_SUBDOMAIN_FORMAT}",
-            super::quote(value)
-        )));
+        return Err(invalid(
+            value,
+            &format!(" is not a DNS-1123 subdomain: {DNS_SUBDOMAIN_FORMAT}"),
+        ));
     }
     Ok(())
 }
@@ -158,12 +164,7 @@ pub fn check_dns1123_subdomain(value: &str) -> Result<(), NameError> {
 /// A cluster name: non-empty, at most 48 characters, and a DNS-1123 label (Karmada
 /// `ValidateClusterName`: 15 characters are reserved for the `karmada-es-` prefix).
 pub fn check_cluster_name(value: &str) -> Result<(), NameError> {
-    if value.len() > CLUSTER_NAME_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: value.len(),
-            max: CLUSTER_NAME_MAX_LEN,
-        });
-    }
+    check_len(value, CLUSTER_NAME_MAX_LEN)?;
     check_dns1123_label(value)
 }
 
@@ -180,10 +181,7 @@ pub fn check_qualified_name(value: &str) -> Result<(), NameError> {
     };
     if let Some(prefix) = prefix {
         if prefix.is_empty() {
-            return Err(NameError::Invalid(format!(
-                "{}: prefix part must be non-empty",
-                super::quote(value)
-            )));
+            return Err(invalid(value, ": prefix part must be non-empty"));
         }
         if name.contains('/') {
             return Err(NameError::Invalid(format!(
@@ -196,30 +194,19 @@ pub fn check_qualified_name(value: &str) -> Result<(), NameError> {
             Ok(()) => {}
             Err(NameError::TooLong { len, max }) => return Err(NameError::TooLong { len, max }),
             Err(_) => {
-                return Err(NameError::Invalid(format!(
-                    "{}: prefix part {DNS_SUBDOMAIN_FORMAT}",
-                    super::quote(value)
-                )));
+                return Err(invalid(
+                    value,
+                    &format!(": prefix part {DNS_SUBDOMAIN_FORMAT}"),
+                ));
             }
         }
     }
     if name.is_empty() {
-        return Err(NameError::Invalid(format!(
-            "{}: name part must be non-empty",
-            super::quote(value)
-        )));
+        return Err(invalid(value, ": name part must be non-empty"));
     }
-    if name.len() > QUALIFIED_NAME_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: name.len(),
-            max: QUALIFIED_NAME_MAX_LEN,
-        });
-    }
+    check_len(name, QUALIFIED_NAME_MAX_LEN)?;
     if !matches_qualified_name_part(name) {
-        return Err(NameError::Invalid(format!(
-            "{}: name part {QUALIFIED_FORMAT}",
-            super::quote(value)
-        )));
+        return Err(invalid(value, &format!(": name part {QUALIFIED_FORMAT}")));
     }
     Ok(())
 }
@@ -230,17 +217,12 @@ pub fn check_label_value(value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return Ok(());
     }
-    if value.len() > LABEL_VALUE_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: value.len(),
-            max: LABEL_VALUE_MAX_LEN,
-        });
-    }
+    check_len(value, LABEL_VALUE_MAX_LEN)?;
     if !matches_qualified_name_part(value) {
-        return Err(NameError::Invalid(format!(
-            "{} is not a label value: {QUALIFIED_FORMAT}",
-            super::quote(value)
-        )));
+        return Err(invalid(
+            value,
+            &format!(" is not a label value: {QUALIFIED_FORMAT}"),
+        ));
     }
     Ok(())
 }
@@ -248,12 +230,7 @@ pub fn check_label_value(value: &str) -> Result<(), NameError> {
 /// A `clusterAffinities[].affinityName`: 1–32 characters and a qualified name (PD-2; Karmada
 /// validates it with `IsQualifiedName`).
 pub fn check_affinity_name(value: &str) -> Result<(), NameError> {
-    if value.len() > AFFINITY_NAME_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: value.len(),
-            max: AFFINITY_NAME_MAX_LEN,
-        });
-    }
+    check_len(value, AFFINITY_NAME_MAX_LEN)?;
     check_qualified_name(value)
 }
 
@@ -263,12 +240,7 @@ pub fn check_eviction_reason(value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return Err(NameError::Empty);
     }
-    if value.len() > EVICTION_REASON_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: value.len(),
-            max: EVICTION_REASON_MAX_LEN,
-        });
-    }
+    check_len(value, EVICTION_REASON_MAX_LEN)?;
     let b = value.as_bytes();
     let ok = match (b.first(), b.last()) {
         (Some(&first), Some(&last)) => {
@@ -296,12 +268,7 @@ pub fn check_path_segment_name(value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return Err(NameError::Empty);
     }
-    if value.len() > DNS1123_SUBDOMAIN_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: value.len(),
-            max: DNS1123_SUBDOMAIN_MAX_LEN,
-        });
-    }
+    check_len(value, DNS1123_SUBDOMAIN_MAX_LEN)?;
     if value == "." || value == ".." {
         return Err(NameError::Invalid(format!(
             "may not be {}",
@@ -312,10 +279,10 @@ pub fn check_path_segment_name(value: &str) -> Result<(), NameError> {
         .chars()
         .any(|c| c == '/' || c == '%' || c.is_control() || c.is_whitespace())
     {
-        return Err(NameError::Invalid(format!(
-            "{} may not contain '/', '%', whitespace or control characters",
-            super::quote(value)
-        )));
+        return Err(invalid(
+            value,
+            " may not contain '/', '%', whitespace or control characters",
+        ));
     }
     Ok(())
 }
@@ -356,10 +323,10 @@ pub(crate) fn check_api_version(value: &str) -> Result<(), NameError> {
     };
     let group_ok = group.is_none_or(|g| check_dns1123_subdomain(g).is_ok());
     if !group_ok || check_dns1123_label(version).is_err() {
-        return Err(NameError::Invalid(format!(
-            "{} must be `version` or `group/version`, e.g. \"v1\" or \"apps/v1\"",
-            super::quote(value)
-        )));
+        return Err(invalid(
+            value,
+            " must be `version` or `group/version`, e.g. \"v1\" or \"apps/v1\"",
+        ));
     }
     Ok(())
 }
@@ -369,19 +336,14 @@ pub(crate) fn check_kind(value: &str) -> Result<(), NameError> {
     if value.is_empty() {
         return Err(NameError::Empty);
     }
-    if value.len() > DNS1123_LABEL_MAX_LEN {
-        return Err(NameError::TooLong {
-            len: value.len(),
-            max: DNS1123_LABEL_MAX_LEN,
-        });
-    }
+    check_len(value, DNS1123_LABEL_MAX_LEN)?;
     let b = value.as_bytes();
     if !(b.first().is_some_and(u8::is_ascii_alphabetic) && b.iter().all(u8::is_ascii_alphanumeric))
     {
-        return Err(NameError::Invalid(format!(
-            "{} must consist of ASCII letters and digits and start with a letter",
-            super::quote(value)
-        )));
+        return Err(invalid(
+            value,
+            " must consist of ASCII letters and digits and start with a letter",
+        ));
     }
     Ok(())
 }

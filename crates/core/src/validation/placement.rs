@@ -4,10 +4,11 @@
 use std::collections::{HashMap, HashSet};
 
 use super::meta::validate_label_selector;
-use super::names::{
-    check_affinity_name, check_cluster_name, check_label_value, check_qualified_name,
+use super::names::{check_affinity_name, check_label_value, check_qualified_name};
+use super::{
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_seconds,
+    counted,
 };
-use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds, check_unique};
 use crate::types::{
     ClusterAffinity, FieldSelector, Placement, ReplicaSchedulingStrategy, SelectorOperator,
     SpreadConstraint, SpreadField, TaintEffect, Toleration, TolerationOperator,
@@ -142,14 +143,7 @@ pub fn validate_cluster_affinity(
         (&affinity.cluster_names, "clusterNames"),
         (&affinity.exclude, "exclude"),
     ] {
-        let p = path.child(name);
-        check_count(&mut errs, &p, list.len(), limits.max_placement_clusters);
-        for (i, cluster) in list.iter().enumerate() {
-            if let Err(e) = check_cluster_name(cluster) {
-                errs.push(e.at(&p.index(i)));
-            }
-        }
-        check_unique(&mut errs, &p, list.iter().map(String::as_str));
+        check_cluster_names(&mut errs, &path.child(name), list, limits);
     }
     errs
 }
@@ -161,13 +155,12 @@ fn check_field_selector(
     limits: &Limits,
 ) {
     let exprs = path.child("matchExpressions");
-    check_count(
+    for (i, req) in counted(
         errs,
         &exprs,
-        selector.match_expressions.len(),
+        &selector.match_expressions,
         limits.max_selector_requirements,
-    );
-    for (i, req) in selector.match_expressions.iter().enumerate() {
+    ) {
         let p = exprs.index(i);
         if !matches!(req.key.as_str(), "provider" | "region" | "zone") {
             errs.push(FieldError::not_supported(
@@ -190,8 +183,7 @@ fn check_field_selector(
                 "at least one value is required",
             ));
         }
-        check_count(errs, &values, req.values.len(), limits.max_selector_values);
-        for (j, value) in req.values.iter().enumerate() {
+        for (j, value) in counted(errs, &values, &req.values, limits.max_selector_values) {
             if let Err(e) = check_label_value(value) {
                 errs.push(e.at(&values.index(j)));
             }
@@ -269,8 +261,7 @@ pub fn validate_tolerations(
     limits: &Limits,
 ) -> FieldErrors {
     let mut errs = FieldErrors::new();
-    check_count(&mut errs, path, tolerations.len(), limits.max_tolerations);
-    for (i, t) in tolerations.iter().enumerate() {
+    for (i, t) in counted(&mut errs, path, tolerations, limits.max_tolerations) {
         errs.extend(validate_toleration(t, &path.index(i), limits));
     }
     errs
@@ -292,10 +283,9 @@ fn check_spread_constraints(
     path: &FieldPath,
     limits: &Limits,
 ) {
-    check_count(errs, path, constraints.len(), limits.max_spread_constraints);
     let max_groups = i64::try_from(limits.max_placement_clusters).unwrap_or(i64::MAX);
     let mut fields = HashSet::new();
-    for (i, c) in constraints.iter().enumerate() {
+    for (i, c) in counted(errs, path, constraints, limits.max_spread_constraints) {
         let p = path.index(i);
         if !c.spread_by_label.is_empty() {
             let label = p.child("spreadByLabel");

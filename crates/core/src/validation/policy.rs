@@ -6,14 +6,17 @@ use super::meta::{validate_annotations, validate_labels};
 use super::meta::{validate_label_selector, validate_object_meta};
 use super::names::{
     check_api_version, check_dns1123_label, check_dns1123_subdomain, check_kind,
-    check_path_segment_name, check_qualified_name, check_text,
+    check_path_segment_name, check_qualified_name,
 };
 use super::placement::{validate_cluster_affinity, validate_placement_at};
-use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, check_seconds};
+use super::{
+    FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
+    counted,
+};
 use crate::overrides::{Operator, OverridePolicy, Overriders, PatchOperation};
 use crate::types::{
     ApplicationFailoverBehavior, ClusterFailoverBehavior, DEFAULT_SCHEDULER_NAME, FailoverBehavior,
-    PropagationPolicy, PurgeMode, ResourceSelector, StatePreservationRule,
+    ObjectMeta, PropagationPolicy, PurgeMode, ResourceSelector, StatePreservationRule,
 };
 
 /// Label holding a PropagationPolicy's permanent id (PD-1.6); immutable once set.
@@ -174,15 +177,13 @@ fn check_state_preservation(
                 ),
             ));
         }
-        let json_path = p.child("jsonPath");
-        if rule.json_path.is_empty() {
-            errs.push(FieldError::required(
-                &json_path,
-                "a JSONPath into the status is required",
-            ));
-        } else if let Err(e) = check_text(&rule.json_path, JSON_PATH_MAX_LEN, false) {
-            errs.push(e.at(&json_path));
-        }
+        check_required_text(
+            errs,
+            &p.child("jsonPath"),
+            &rule.json_path,
+            JSON_PATH_MAX_LEN,
+            "a JSONPath into the status is required",
+        );
     }
 }
 
@@ -205,29 +206,14 @@ pub fn validate_propagation_policy(
     cluster_wide: bool,
     limits: &Limits,
 ) -> FieldErrors {
-    let mut errs = validate_object_meta(
+    let mut errs = validate_policy_head(
         &policy.meta,
-        &FieldPath::new("metadata"),
-        check_dns1123_subdomain,
-        !cluster_wide,
+        &policy.spec.resource_selectors,
+        cluster_wide,
+        true,
         limits,
     );
     let spec = FieldPath::new("spec");
-    let selectors = spec.child("resourceSelectors");
-    if policy.spec.resource_selectors.is_empty() {
-        errs.push(FieldError::required(
-            &selectors,
-            "at least one resource selector is required",
-        ));
-    }
-    let policy_ns = (!cluster_wide).then_some(policy.meta.namespace.as_str());
-    check_resource_selectors(
-        &mut errs,
-        &policy.spec.resource_selectors,
-        &selectors,
-        policy_ns,
-        limits,
-    );
     errs.extend(validate_placement_at(
         &policy.spec.placement,
         &spec.child("placement"),
@@ -250,17 +236,35 @@ pub fn validate_propagation_policy(
 
 /// At most `max_resource_selectors` selectors at `path`, each checked by
 /// [`check_resource_selector`].
-fn check_resource_selectors(
-    errs: &mut FieldErrors,
+/// What every policy kind starts with: `metadata` (a DNS-1123 subdomain name, namespaced
+/// unless `cluster_wide`) and `spec.resourceSelectors` (at least one when `required`, at
+/// most `max_resource_selectors`, each within the policy's namespace when namespaced).
+fn validate_policy_head(
+    meta: &ObjectMeta,
     selectors: &[ResourceSelector],
-    path: &FieldPath,
-    policy_namespace: Option<&str>,
+    cluster_wide: bool,
+    required: bool,
     limits: &Limits,
-) {
-    check_count(errs, path, selectors.len(), limits.max_resource_selectors);
-    for (i, selector) in selectors.iter().enumerate() {
-        check_resource_selector(errs, selector, &path.index(i), policy_namespace, limits);
+) -> FieldErrors {
+    let mut errs = validate_object_meta(meta, check_dns1123_subdomain, !cluster_wide, limits);
+    let path = FieldPath::new("spec").child("resourceSelectors");
+    if required && selectors.is_empty() {
+        errs.push(FieldError::required(
+            &path,
+            "at least one resource selector is required",
+        ));
     }
+    let policy_namespace = (!cluster_wide).then_some(meta.namespace.as_str());
+    for (i, selector) in counted(&mut errs, &path, selectors, limits.max_resource_selectors) {
+        check_resource_selector(
+            &mut errs,
+            selector,
+            &path.index(i),
+            policy_namespace,
+            limits,
+        );
+    }
+    errs
 }
 
 fn check_resource_selector(
@@ -377,31 +381,21 @@ pub fn validate_override_policy(
     cluster_wide: bool,
     limits: &Limits,
 ) -> FieldErrors {
-    let mut errs = validate_object_meta(
+    let mut errs = validate_policy_head(
         &policy.meta,
-        &FieldPath::new("metadata"),
-        check_dns1123_subdomain,
-        !cluster_wide,
+        &policy.spec.resource_selectors,
+        cluster_wide,
+        false,
         limits,
     );
     let spec = FieldPath::new("spec");
-    let selectors = spec.child("resourceSelectors");
-    let policy_ns = (!cluster_wide).then_some(policy.meta.namespace.as_str());
-    check_resource_selectors(
-        &mut errs,
-        &policy.spec.resource_selectors,
-        &selectors,
-        policy_ns,
-        limits,
-    );
     let rules = spec.child("overrideRules");
-    check_count(
+    for (i, rule) in counted(
         &mut errs,
         &rules,
-        policy.spec.override_rules.len(),
+        &policy.spec.override_rules,
         limits.max_resource_selectors,
-    );
-    for (i, rule) in policy.spec.override_rules.iter().enumerate() {
+    ) {
         let path = rules.index(i);
         if let Some(affinity) = &rule.target_cluster {
             errs.extend(validate_cluster_affinity(

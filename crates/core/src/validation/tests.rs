@@ -10,6 +10,31 @@ mod placement;
 mod policy;
 mod prop;
 
+/// The (field, kind) pairs a case expects.
+type Want = &'static [(&'static str, FieldErrorKind)];
+
+/// One row of an edit table: `edit` applied to a valid object must give exactly `want`.
+struct EditCase<T> {
+    name: &'static str,
+    edit: fn(&mut T),
+    want: Want,
+}
+
+/// Run an edit table: the unedited `base()` must be valid, then each case edits a fresh
+/// `base()` and checks what `validate` reports.
+fn run_edits<T>(
+    cases: impl IntoIterator<Item = EditCase<T>>,
+    base: impl Fn() -> T,
+    validate: impl Fn(&T) -> FieldErrors,
+) {
+    assert_errs("unedited", &validate(&base()), &[]);
+    for c in cases {
+        let mut value = base();
+        (c.edit)(&mut value);
+        assert_errs(c.name, &validate(&value), c.want);
+    }
+}
+
 /// Assert that `got` holds exactly the (field, kind) pairs of `want`, in any order.
 fn assert_errs(case: &str, got: &FieldErrors, want: &[(&str, FieldErrorKind)]) {
     let key = |f: &str, k: FieldErrorKind| (f.to_owned(), k.as_str());

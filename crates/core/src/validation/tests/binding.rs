@@ -2,12 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use super::assert_errs;
+use super::{EditCase, Want, assert_errs, run_edits};
 use crate::types::*;
-use crate::validation::FieldErrorKind::{self, *};
+use crate::validation::FieldErrorKind::*;
 use crate::validation::*;
-
-type Want = &'static [(&'static str, FieldErrorKind)];
 
 fn task(from: &str) -> GracefulEvictionTask {
     GracefulEvictionTask {
@@ -28,103 +26,93 @@ fn task(from: &str) -> GracefulEvictionTask {
 
 #[test]
 fn eviction_task_fields_1_7() {
-    struct Case {
-        name: &'static str,
-        edit: fn(&mut GracefulEvictionTask),
-        want: Want,
-    }
-    let cases = [
-        Case {
-            name: "valid",
-            edit: |_| {},
-            want: &[],
-        },
-        Case {
+    let cases: Vec<EditCase<GracefulEvictionTask>> = vec![
+        EditCase {
             name: "fromCluster required",
             edit: |t| t.from_cluster.clear(),
             want: &[("fromCluster", Required)],
         },
-        Case {
+        EditCase {
             name: "fromCluster 48 chars",
             edit: |t| t.from_cluster = "a".repeat(48),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "fromCluster 49 chars",
             edit: |t| t.from_cluster = "a".repeat(49),
             want: &[("fromCluster", TooLong)],
         },
-        Case {
+        EditCase {
             name: "reason required",
             edit: |t| t.reason.clear(),
             want: &[("reason", Required)],
         },
-        Case {
+        EditCase {
             name: "reason 32 chars",
             edit: |t| t.reason = "R".repeat(32),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "reason 33 chars",
             edit: |t| t.reason = "R".repeat(33),
             want: &[("reason", TooLong)],
         },
-        Case {
+        EditCase {
             name: "reason pattern",
             edit: |t| t.reason = "Taint-Untolerated".to_owned(),
             want: &[("reason", Invalid)],
         },
-        Case {
+        EditCase {
             name: "message may be empty",
             edit: |t| t.message.clear(),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "message 1024 chars",
             edit: |t| t.message = "m".repeat(1024),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "message 1025 chars",
             edit: |t| t.message = "m".repeat(1025),
             want: &[("message", TooLong)],
         },
-        Case {
+        EditCase {
             name: "message with newline",
             edit: |t| t.message = "a\nb".to_owned(),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "message with escape",
             edit: |t| t.message = "a\u{1b}[31m".to_owned(),
             want: &[("message", Invalid)],
         },
-        Case {
+        EditCase {
             name: "producer required",
             edit: |t| t.producer.clear(),
             want: &[("producer", Required)],
         },
-        Case {
+        EditCase {
             name: "grace period 1",
             edit: |t| t.grace_period_seconds = Some(1),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "grace period 0",
             edit: |t| t.grace_period_seconds = Some(0),
             want: &[("gracePeriodSeconds", OutOfRange)],
         },
-        Case {
+        EditCase {
             name: "grace period cap + 1",
             edit: |t| t.grace_period_seconds = Some(ONE_YEAR_SECONDS + 1),
             want: &[("gracePeriodSeconds", OutOfRange)],
         },
-        Case {
+        EditCase {
             name: "suppressDeletion alone",
             edit: |t| t.suppress_deletion = Some(true),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "grace period and suppressDeletion",
             edit: |t| {
                 t.grace_period_seconds = Some(600);
@@ -132,17 +120,17 @@ fn eviction_task_fields_1_7() {
             },
             want: &[("gracePeriodSeconds", Forbidden)],
         },
-        Case {
+        EditCase {
             name: "replicas 0",
             edit: |t| t.replicas = Some(0),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "replicas negative",
             edit: |t| t.replicas = Some(-1),
             want: &[("replicas", OutOfRange)],
         },
-        Case {
+        EditCase {
             name: "clustersBeforeFailover",
             edit: |t| {
                 t.clusters_before_failover = vec!["member1".into(), "Bad".into(), "member1".into()]
@@ -152,7 +140,7 @@ fn eviction_task_fields_1_7() {
                 ("clustersBeforeFailover[2]", Duplicate),
             ],
         },
-        Case {
+        EditCase {
             name: "preservedLabelState",
             edit: |t| {
                 t.preserved_label_state
@@ -160,21 +148,17 @@ fn eviction_task_fields_1_7() {
             },
             want: &[("preservedLabelState[bad key]", Invalid)],
         },
-        Case {
+        EditCase {
             name: "traceContext",
             edit: |t| t.trace_context = "a\nb".to_owned(),
             want: &[("traceContext", Invalid)],
         },
     ];
-    for c in cases {
-        let mut t = task("member3");
-        (c.edit)(&mut t);
-        assert_errs(
-            c.name,
-            &validate_eviction_task(&t, &FieldPath::new(""), &Limits::default()),
-            c.want,
-        );
-    }
+    run_edits(
+        cases,
+        || task("member3"),
+        |t| validate_eviction_task(t, &FieldPath::new(""), &Limits::default()),
+    );
 }
 
 fn binding() -> ResourceBinding {
@@ -186,11 +170,8 @@ fn binding() -> ResourceBinding {
         },
         spec: ResourceBindingSpec {
             resource: ObjectReference {
-                api_version: "apps/v1".to_owned(),
-                kind: "Deployment".to_owned(),
-                namespace: "default".to_owned(),
-                name: "nginx".to_owned(),
                 uid: "uid-1".to_owned(),
+                ..ObjectReference::new("apps/v1", "Deployment", "default", "nginx")
             },
             replicas: 5,
             replica_requirements: Some(ReplicaRequirements {
@@ -215,38 +196,28 @@ fn binding() -> ResourceBinding {
 
 #[test]
 fn a7_binding_invariants() {
-    struct Case {
-        name: &'static str,
-        edit: fn(&mut ResourceBindingSpec),
-        want: Want,
-    }
-    let cases = [
-        Case {
-            name: "valid",
-            edit: |_| {},
-            want: &[],
-        },
-        Case {
+    let cases: Vec<EditCase<ResourceBindingSpec>> = vec![
+        EditCase {
             name: "A7/#3283: a cluster is never both a target and a task",
             edit: |s| s.graceful_eviction_tasks.push(task("member2")),
             want: &[("spec.gracefulEvictionTasks[1].fromCluster", Forbidden)],
         },
-        Case {
+        EditCase {
             name: "A7: at most one task per cluster",
             edit: |s| s.graceful_eviction_tasks.push(task("member3")),
             want: &[("spec.gracefulEvictionTasks[1].fromCluster", Duplicate)],
         },
-        Case {
+        EditCase {
             name: "no duplicate targets",
             edit: |s| s.clusters.push(TargetCluster::new("member1", 0)),
             want: &[("spec.clusters[2].name", Duplicate)],
         },
-        Case {
+        EditCase {
             name: "target names are cluster names",
             edit: |s| s.clusters[0].name = "a".repeat(49),
             want: &[("spec.clusters[0].name", TooLong)],
         },
-        Case {
+        EditCase {
             name: "replicas ≥ 0",
             edit: |s| {
                 s.replicas = -1;
@@ -257,7 +228,7 @@ fn a7_binding_invariants() {
                 ("spec.clusters[1].replicas", OutOfRange),
             ],
         },
-        Case {
+        EditCase {
             name: "replicas ≤ max",
             edit: |s| {
                 s.replicas = 100_000;
@@ -265,12 +236,12 @@ fn a7_binding_invariants() {
             },
             want: &[("spec.clusters[0].replicas", OutOfRange)],
         },
-        Case {
+        EditCase {
             name: "tasks are validated in place",
             edit: |s| s.graceful_eviction_tasks[0].reason.clear(),
             want: &[("spec.gracefulEvictionTasks[0].reason", Required)],
         },
-        Case {
+        EditCase {
             name: "128 tasks",
             edit: |s| {
                 s.graceful_eviction_tasks =
@@ -278,7 +249,7 @@ fn a7_binding_invariants() {
             },
             want: &[],
         },
-        Case {
+        EditCase {
             name: "129 tasks",
             edit: |s| {
                 s.graceful_eviction_tasks =
@@ -286,7 +257,7 @@ fn a7_binding_invariants() {
             },
             want: &[("spec.gracefulEvictionTasks", TooMany)],
         },
-        Case {
+        EditCase {
             name: "negative requests",
             edit: |s| {
                 s.replica_requirements = Some(ReplicaRequirements {
@@ -302,7 +273,7 @@ fn a7_binding_invariants() {
                 ),
             ],
         },
-        Case {
+        EditCase {
             name: "resource reference",
             edit: |s| s.resource = ObjectReference::default(),
             want: &[
@@ -311,7 +282,7 @@ fn a7_binding_invariants() {
                 ("spec.resource.name", Required),
             ],
         },
-        Case {
+        EditCase {
             name: "placement and failover are validated",
             edit: |s| {
                 s.placement = Some(Placement {
@@ -332,15 +303,11 @@ fn a7_binding_invariants() {
             ],
         },
     ];
-    for c in cases {
-        let mut b = binding();
-        (c.edit)(&mut b.spec);
-        assert_errs(
-            c.name,
-            &validate_binding_spec(&b.spec, &Limits::default()),
-            c.want,
-        );
-    }
+    run_edits(
+        cases,
+        || binding().spec,
+        |spec| validate_binding_spec(spec, &Limits::default()),
+    );
 }
 
 #[test]

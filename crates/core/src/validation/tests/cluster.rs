@@ -104,46 +104,49 @@ fn karmada_cluster_api_endpoint() {
         "https://[fd00::1]",
         "https://member1.example.com.",
     ];
-    for endpoint in valid {
+    let check = |endpoint: &str, want: &[(&str, FieldErrorKind)]| {
         let c = with(|c| c.spec.api_endpoint = endpoint.to_owned());
-        assert_errs(endpoint, &validate_cluster(&c, &Limits::default()), &[]);
+        assert_errs(endpoint, &validate_cluster(&c, &Limits::default()), want);
+    };
+    for endpoint in valid {
+        check(endpoint, &[]);
     }
     let e = "spec.apiEndpoint";
-    let invalid: &[(&str, &[(&str, FieldErrorKind)])] = &[
-        ("example.com:6443", &[(e, Invalid)]),
-        ("10.0.0.1", &[(e, Invalid)]),
-        ("ftp://example.com", &[(e, NotSupported)]),
-        (
-            "unix:///var/run/k8s.sock",
-            &[(e, NotSupported), (e, Invalid)],
-        ),
-        ("https://", &[(e, Invalid)]),
-        ("https:///path", &[(e, Invalid)]),
-        ("https://admin:secret@example.com", &[(e, Invalid)]),
-        ("https://example.com?token=x", &[(e, Invalid)]),
-        ("https://example.com/#frag", &[(e, Invalid)]),
-        (
-            "https://u@example.com/?q#f",
-            &[(e, Invalid), (e, Invalid), (e, Invalid)],
-        ),
-        ("https://example.com:0", &[(e, Invalid)]),
-        ("https://example.com:65536", &[(e, Invalid)]),
-        ("https://example.com:", &[(e, Invalid)]),
-        ("https://example.com:+443", &[(e, Invalid)]),
-        ("https://exa mple.com", &[(e, Invalid)]),
-        ("https://example.com\n", &[(e, Invalid)]),
-        ("https://exa_mple.com", &[(e, Invalid)]),
-        ("https://-example.com", &[(e, Invalid)]),
-        ("https://a..b", &[(e, Invalid)]),
-        ("https://[::1", &[(e, Invalid)]),
-        ("https://[::1]x", &[(e, Invalid)]),
-        ("https://[fe80::1%25eth0]", &[(e, Invalid)]),
-        ("https://::1:6443", &[(e, Invalid)]),
+    // each of these is one Invalid
+    let invalid = [
+        "example.com:6443",
+        "10.0.0.1",
+        "https://",
+        "https:///path",
+        "https://admin:secret@example.com",
+        "https://example.com?token=x",
+        "https://example.com/#frag",
+        "https://example.com:0",
+        "https://example.com:65536",
+        "https://example.com:",
+        "https://example.com:+443",
+        "https://exa mple.com",
+        "https://example.com\n",
+        "https://exa_mple.com",
+        "https://-example.com",
+        "https://a..b",
+        "https://[::1",
+        "https://[::1]x",
+        "https://[fe80::1%25eth0]",
+        "https://::1:6443",
     ];
-    for (endpoint, want) in invalid {
-        let c = with(|c| c.spec.api_endpoint = (*endpoint).to_owned());
-        assert_errs(endpoint, &validate_cluster(&c, &Limits::default()), want);
+    for endpoint in invalid {
+        check(endpoint, &[(e, Invalid)]);
     }
+    check("ftp://example.com", &[(e, NotSupported)]);
+    check(
+        "unix:///var/run/k8s.sock",
+        &[(e, NotSupported), (e, Invalid)],
+    );
+    check(
+        "https://u@example.com/?q#f",
+        &[(e, Invalid), (e, Invalid), (e, Invalid)],
+    );
     // As in Karmada, the endpoint may be empty (pull clusters, or filled in later).
     assert_errs(
         "empty",
@@ -198,12 +201,15 @@ fn karmada_cluster_provider_region_zones_label_values() {
 
 #[test]
 fn karmada_cluster_taints() {
-    let taint = |key: &str, value: &str, effect| Taint {
-        key: key.to_owned(),
-        value: value.to_owned(),
-        effect,
-        time_added: None,
-        trace_context: String::new(),
+    let taint =
+        |key: &str, value: &str, effect| crate::test_support::taint(key, value, effect, None);
+    let tainted = |taints: Vec<Taint>| with(|c| c.spec.taints = taints);
+    let many = |n| {
+        tainted(
+            (0..n)
+                .map(|i| taint(&format!("k{i}"), "", TaintEffect::NoSchedule))
+                .collect(),
+        )
     };
     run(vec![
         Case {
@@ -213,38 +219,32 @@ fn karmada_cluster_taints() {
         },
         Case {
             name: "same key, different effects",
-            cluster: with(|c| {
-                c.spec.taints = vec![
-                    taint(TAINT_NOT_READY, "", TaintEffect::NoSchedule),
-                    taint(TAINT_NOT_READY, "", TaintEffect::NoExecute),
-                ];
-            }),
+            cluster: tainted(vec![
+                taint(TAINT_NOT_READY, "", TaintEffect::NoSchedule),
+                taint(TAINT_NOT_READY, "", TaintEffect::NoExecute),
+            ]),
             want: &[],
         },
         Case {
             name: "duplicate (key, effect), different values",
-            cluster: with(|c| {
-                c.spec.taints = vec![
-                    taint("dedicated", "a", TaintEffect::NoSchedule),
-                    taint("other", "", TaintEffect::NoSchedule),
-                    taint("dedicated", "b", TaintEffect::NoSchedule),
-                ];
-            }),
+            cluster: tainted(vec![
+                taint("dedicated", "a", TaintEffect::NoSchedule),
+                taint("other", "", TaintEffect::NoSchedule),
+                taint("dedicated", "b", TaintEffect::NoSchedule),
+            ]),
             want: &[("spec.taints[2]", Duplicate)],
         },
         Case {
             name: "PreferNoSchedule is not supported on clusters",
-            cluster: with(|c| c.spec.taints = vec![taint("a", "", TaintEffect::PreferNoSchedule)]),
+            cluster: tainted(vec![taint("a", "", TaintEffect::PreferNoSchedule)]),
             want: &[("spec.taints[0].effect", NotSupported)],
         },
         Case {
             name: "bad key and value",
-            cluster: with(|c| {
-                c.spec.taints = vec![
-                    taint("", "", TaintEffect::NoSchedule),
-                    taint("a/b/c", "x y", TaintEffect::NoExecute),
-                ];
-            }),
+            cluster: tainted(vec![
+                taint("", "", TaintEffect::NoSchedule),
+                taint("a/b/c", "x y", TaintEffect::NoExecute),
+            ]),
             want: &[
                 ("spec.taints[0].key", Required),
                 ("spec.taints[1].key", Invalid),
@@ -253,20 +253,12 @@ fn karmada_cluster_taints() {
         },
         Case {
             name: "exactly 64 taints",
-            cluster: with(|c| {
-                c.spec.taints = (0..64)
-                    .map(|i| taint(&format!("k{i}"), "", TaintEffect::NoSchedule))
-                    .collect();
-            }),
+            cluster: many(64),
             want: &[],
         },
         Case {
             name: "65 taints",
-            cluster: with(|c| {
-                c.spec.taints = (0..65)
-                    .map(|i| taint(&format!("k{i}"), "", TaintEffect::NoSchedule))
-                    .collect();
-            }),
+            cluster: many(65),
             want: &[("spec.taints", TooMany)],
         },
     ]);

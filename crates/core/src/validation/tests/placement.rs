@@ -3,12 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::assert_errs;
+use super::{Want, assert_errs};
 use crate::types::*;
-use crate::validation::FieldErrorKind::{self, *};
+use crate::validation::FieldErrorKind::*;
 use crate::validation::*;
-
-type Want = &'static [(&'static str, FieldErrorKind)];
 
 struct Case {
     name: &'static str,

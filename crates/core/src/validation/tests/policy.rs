@@ -2,12 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use super::assert_errs;
+use super::{EditCase, Want, assert_errs, run_edits};
 use crate::types::*;
-use crate::validation::FieldErrorKind::{self, *};
+use crate::validation::FieldErrorKind::*;
 use crate::validation::*;
-
-type Want = &'static [(&'static str, FieldErrorKind)];
 
 fn app(toleration: Option<i64>, purge: Option<PurgeMode>, grace: Option<i64>) -> FailoverBehavior {
     FailoverBehavior {
@@ -433,33 +431,23 @@ fn propagation_policy_create() {
 
 #[test]
 fn propagation_policy_update_scheduler_name_immutable() {
-    struct Case {
-        name: &'static str,
-        edit: fn(&mut PropagationPolicy),
-        want: Want,
-    }
-    let cases = [
-        Case {
-            name: "no change",
-            edit: |_| {},
-            want: &[],
-        },
-        Case {
+    let cases: Vec<EditCase<PropagationPolicy>> = vec![
+        EditCase {
             name: "spec changes are fine",
             edit: |p| p.spec.priority = 10,
             want: &[],
         },
-        Case {
+        EditCase {
             name: "empty is the default scheduler",
             edit: |p| p.spec.scheduler_name.clear(),
             want: &[],
         },
-        Case {
+        EditCase {
             name: "scheduler name changed",
             edit: |p| p.spec.scheduler_name = "other-scheduler".to_owned(),
             want: &[("spec.schedulerName", Forbidden)],
         },
-        Case {
+        EditCase {
             name: "permanent id changed",
             edit: |p| {
                 p.meta
@@ -471,7 +459,7 @@ fn propagation_policy_update_scheduler_name_immutable() {
                 Forbidden,
             )],
         },
-        Case {
+        EditCase {
             name: "permanent id removed",
             edit: |p| {
                 p.meta.labels.clear();
@@ -481,7 +469,7 @@ fn propagation_policy_update_scheduler_name_immutable() {
                 Forbidden,
             )],
         },
-        Case {
+        EditCase {
             name: "name and namespace",
             edit: |p| {
                 p.meta.name = "other".to_owned();
@@ -493,16 +481,10 @@ fn propagation_policy_update_scheduler_name_immutable() {
             ],
         },
     ];
-    for c in cases {
-        let old = policy();
-        let mut new = policy();
-        (c.edit)(&mut new);
-        assert_errs(
-            c.name,
-            &validate_propagation_policy_update(&old, &new),
-            c.want,
-        );
-    }
+    let old = policy();
+    run_edits(cases, policy, |new| {
+        validate_propagation_policy_update(&old, new)
+    });
     // A permanent id may be added to a policy that had none.
     let mut old = policy();
     old.meta.labels.clear();

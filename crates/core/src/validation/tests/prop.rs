@@ -288,13 +288,7 @@ proptest! {
         // A binding whose targets and tasks are disjoint passes.
         let (targets, evicted) = names.split_at(names.len() / 2);
         let spec = ResourceBindingSpec {
-            resource: ObjectReference {
-                api_version: "apps/v1".to_owned(),
-                kind: "Deployment".to_owned(),
-                namespace: "ns".to_owned(),
-                name: "web".to_owned(),
-                uid: String::new(),
-            },
+            resource: ObjectReference::new("apps/v1", "Deployment", "ns", "web"),
             replicas: 10,
             clusters: targets.iter().map(|n| TargetCluster::new(n.clone(), 1)).collect(),
             graceful_eviction_tasks: evicted
