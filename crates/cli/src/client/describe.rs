@@ -44,6 +44,22 @@ impl Block {
         }
     }
 
+    /// `Resource: <apiVersion> <kind> <namespace>/<name>`, when there is a resource.
+    fn resource(&mut self, r: Option<&v1::ObjectReference>) {
+        if let Some(r) = r {
+            self.field(
+                0,
+                "Resource",
+                format!(
+                    "{} {} {}",
+                    r.api_version,
+                    r.kind,
+                    words::qualified(&r.namespace, &r.name)
+                ),
+            );
+        }
+    }
+
     fn meta(&mut self, meta: Option<&v1::ObjectMeta>, now: &prost_types::Timestamp) {
         let meta = meta.cloned().unwrap_or_default();
         self.field(0, "Name", &meta.name);
@@ -402,16 +418,7 @@ impl Describe for v1::ClusterTaintPolicy {
         b.field(0, "Remove On", match_conditions(&spec.remove_on_conditions));
         b.heading(0, "Taints");
         for t in &spec.taints {
-            b.line(
-                2,
-                words::taint(&v1::Taint {
-                    key: t.key.clone(),
-                    value: t.value.clone(),
-                    effect: t.effect,
-                    time_added: None,
-                    trace_context: String::new(),
-                }),
-            );
+            b.line(2, words::taint_spec(t));
         }
         b.0
     }
@@ -452,18 +459,7 @@ impl Describe for v1::ResourceBinding {
         b.meta(self.metadata.as_ref(), now);
         let spec = self.spec.clone().unwrap_or_default();
         let status = self.status.clone().unwrap_or_default();
-        if let Some(r) = &spec.resource {
-            b.field(
-                0,
-                "Resource",
-                format!(
-                    "{} {} {}",
-                    r.api_version,
-                    r.kind,
-                    words::qualified(&r.namespace, &r.name)
-                ),
-            );
-        }
+        b.resource(spec.resource.as_ref());
         b.field(0, "Replicas", spec.replicas);
         b.field(0, "Clusters", words::targets(&spec.clusters));
         if spec.graceful_eviction_tasks.is_empty() {
@@ -562,18 +558,7 @@ impl Describe for v1::Work {
         if let Some(bind) = &spec.binding {
             b.field(0, "Binding", words::qualified(&bind.namespace, &bind.name));
         }
-        if let Some(r) = &spec.resource {
-            b.field(
-                0,
-                "Resource",
-                format!(
-                    "{} {} {}",
-                    r.api_version,
-                    r.kind,
-                    words::qualified(&r.namespace, &r.name)
-                ),
-            );
-        }
+        b.resource(spec.resource.as_ref());
         b.field(
             0,
             "Replicas",

@@ -604,15 +604,7 @@ impl Columns for v1::ClusterTaintPolicy {
         let spec = self.spec.clone().unwrap_or_default();
         vec![
             name.to_owned(),
-            words::list_or_none(spec.taints.iter().map(|t| {
-                words::taint(&v1::Taint {
-                    key: t.key.clone(),
-                    value: t.value.clone(),
-                    effect: t.effect,
-                    time_added: None,
-                    trace_context: String::new(),
-                })
-            })),
+            words::list_or_none(spec.taints.iter().map(words::taint_spec)),
             match_conditions(&spec.add_on_conditions),
             match_conditions(&spec.remove_on_conditions),
             age(created, now),

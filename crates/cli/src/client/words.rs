@@ -75,10 +75,20 @@ pub fn event_type(value: i32) -> &'static str {
 
 /// `key=value:Effect` (kubectl's taint syntax; `key:Effect` without a value).
 pub fn taint(t: &v1::Taint) -> String {
-    if t.value.is_empty() {
-        format!("{}:{}", t.key, effect(t.effect))
+    taint_parts(&t.key, &t.value, t.effect)
+}
+
+/// A taint a policy adds or removes, written like a [`taint`].
+pub fn taint_spec(t: &v1::TaintSpec) -> String {
+    taint_parts(&t.key, &t.value, t.effect)
+}
+
+/// `key=value:Effect`, or `key:Effect` when the value is empty.
+fn taint_parts(key: &str, value: &str, eff: i32) -> String {
+    if value.is_empty() {
+        format!("{key}:{}", effect(eff))
     } else {
-        format!("{}={}:{}", t.key, t.value, effect(t.effect))
+        format!("{key}={value}:{}", effect(eff))
     }
 }
 
@@ -144,12 +154,7 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    let v: Vec<String> = items.into_iter().map(|s| s.as_ref().to_owned()).collect();
-    if v.is_empty() {
-        "<none>".into()
-    } else {
-        v.join(", ")
-    }
+    list_joined(items, ", ")
 }
 
 /// A list joined by commas, or `<none>` when empty.
@@ -158,11 +163,20 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
+    list_joined(items, ",")
+}
+
+/// A list joined by `sep`, or `<none>` when empty.
+fn list_joined<I, S>(items: I, sep: &str) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
     let v: Vec<String> = items.into_iter().map(|s| s.as_ref().to_owned()).collect();
     if v.is_empty() {
         "<none>".into()
     } else {
-        v.join(",")
+        v.join(sep)
     }
 }
 
