@@ -357,6 +357,18 @@ where
     D::try_from(decoded).unwrap()
 }
 
+/// Asserts that each of `values` comes back unchanged from a [`roundtrip`] through `W`.
+#[track_caller]
+fn assert_roundtrips<D, W>(values: impl IntoIterator<Item = D>)
+where
+    D: Clone + std::fmt::Debug + PartialEq + Into<W> + TryFrom<W, Error = ConvertError>,
+    W: Message + Default,
+{
+    for value in values {
+        assert_eq!(roundtrip::<_, W>(&value), value);
+    }
+}
+
 // === round trips ===
 
 #[test]
@@ -422,6 +434,7 @@ fn resources_roundtrip() {
 
 #[test]
 fn every_enum_variant_roundtrips() {
+    use domain::{ConditionStatus as C, SelectorOperator as O, SpreadField as F};
     use domain::{PurgeMode as P, ResourceHealth as H, TaintEffect as E};
     for effect in [E::NoSchedule, E::PreferNoSchedule, E::NoExecute] {
         let taint = domain::Taint::new("k", effect, None);
@@ -432,57 +445,39 @@ fn every_enum_variant_roundtrips() {
         };
         assert_eq!(roundtrip::<_, v1::Toleration>(&toleration), toleration);
     }
-    for purge_mode in [P::Directly, P::Gracefully, P::Never] {
-        let t = task("m", purge_mode);
-        assert_eq!(roundtrip::<_, v1::GracefulEvictionTask>(&t), t);
-    }
-    for health in [H::Healthy, H::Unhealthy, H::Unknown] {
-        let item = domain::AggregatedStatusItem {
+    assert_roundtrips::<_, v1::GracefulEvictionTask>(
+        [P::Directly, P::Gracefully, P::Never].map(|purge_mode| task("m", purge_mode)),
+    );
+    assert_roundtrips::<_, v1::AggregatedStatusItem>([H::Healthy, H::Unhealthy, H::Unknown].map(
+        |health| domain::AggregatedStatusItem {
             health,
             ..Default::default()
-        };
-        assert_eq!(roundtrip::<_, v1::AggregatedStatusItem>(&item), item);
-    }
-    for sync_mode in [domain::SyncMode::Push, domain::SyncMode::Pull] {
-        let spec = domain::ClusterSpec {
+        },
+    ));
+    assert_roundtrips::<_, v1::ClusterSpec>([domain::SyncMode::Push, domain::SyncMode::Pull].map(
+        |sync_mode| domain::ClusterSpec {
             sync_mode,
             ..Default::default()
-        };
-        assert_eq!(roundtrip::<_, v1::ClusterSpec>(&spec), spec);
-    }
-    for status in [
-        domain::ConditionStatus::True,
-        domain::ConditionStatus::False,
-        domain::ConditionStatus::Unknown,
-    ] {
-        let c = condition("Ready", status);
-        assert_eq!(roundtrip::<_, v1::Condition>(&c), c);
-    }
-    for field in [
-        domain::SpreadField::Cluster,
-        domain::SpreadField::Region,
-        domain::SpreadField::Zone,
-        domain::SpreadField::Provider,
-    ] {
-        let c = domain::SpreadConstraint {
+        },
+    ));
+    assert_roundtrips::<_, v1::Condition>(
+        [C::True, C::False, C::Unknown].map(|status| condition("Ready", status)),
+    );
+    assert_roundtrips::<_, v1::SpreadConstraint>(
+        [F::Cluster, F::Region, F::Zone, F::Provider].map(|field| domain::SpreadConstraint {
             spread_by_field: Some(field),
             ..Default::default()
-        };
-        assert_eq!(roundtrip::<_, v1::SpreadConstraint>(&c), c);
-    }
-    for operator in [
-        domain::SelectorOperator::In,
-        domain::SelectorOperator::NotIn,
-        domain::SelectorOperator::Exists,
-        domain::SelectorOperator::DoesNotExist,
-    ] {
-        let r = domain::LabelSelectorRequirement {
-            key: "k".into(),
-            operator,
-            values: vec![],
-        };
-        assert_eq!(roundtrip::<_, v1::LabelSelectorRequirement>(&r), r);
-    }
+        }),
+    );
+    assert_roundtrips::<_, v1::LabelSelectorRequirement>(
+        [O::In, O::NotIn, O::Exists, O::DoesNotExist].map(|operator| {
+            domain::LabelSelectorRequirement {
+                key: "k".into(),
+                operator,
+                values: vec![],
+            }
+        }),
+    );
     for (kind, preference) in [
         (domain::ReplicaSchedulingType::Duplicated, None),
         (
