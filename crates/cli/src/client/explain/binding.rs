@@ -141,17 +141,14 @@ pub(super) async fn simulate(
     at: &prost_types::Timestamp,
 ) -> anyhow::Result<v1::SimulateResponse> {
     let mut client = SchedulerClient::new(channel(dry, Service::Scheduler).await?);
-    let resp = client
-        .simulate(v1::SimulateRequest {
-            binding: Some(binding.clone()),
-            clusters: clusters.to_vec(),
-            options: None,
-            force,
-            now: Some(*at),
-        })
-        .await
-        .map_err(|s| status_error("Scheduler.Simulate", &s))?;
-    Ok(resp.into_inner())
+    let request = v1::SimulateRequest {
+        binding: Some(binding.clone()),
+        clusters: clusters.to_vec(),
+        options: None,
+        force,
+        now: Some(*at),
+    };
+    reply("Scheduler.Simulate", client.simulate(request).await)
 }
 
 pub(super) async fn explain_taints(
@@ -161,16 +158,13 @@ pub(super) async fn explain_taints(
     at: &prost_types::Timestamp,
 ) -> anyhow::Result<v1::ExplainResponse> {
     let mut client = TaintManagerClient::new(channel(dry, Service::TaintManager).await?);
-    let resp = client
-        .explain(v1::ExplainRequest {
-            cluster: Some(cluster.clone()),
-            binding: Some(binding.clone()),
-            options: None,
-            now: Some(*at),
-        })
-        .await
-        .map_err(|s| status_error("TaintManager.Explain", &s))?;
-    Ok(resp.into_inner())
+    let request = v1::ExplainRequest {
+        cluster: Some(cluster.clone()),
+        binding: Some(binding.clone()),
+        options: None,
+        now: Some(*at),
+    };
+    reply("TaintManager.Explain", client.explain(request).await)
 }
 
 pub(super) async fn assess(
@@ -179,15 +173,12 @@ pub(super) async fn assess(
     at: &prost_types::Timestamp,
 ) -> anyhow::Result<v1::GracefulEvictionAssessResponse> {
     let mut client = GracefulEvictionClient::new(channel(dry, Service::GracefulEviction).await?);
-    let resp = client
-        .assess(v1::GracefulEvictionAssessRequest {
-            binding: Some(binding.clone()),
-            graceful_eviction_timeout: None,
-            now: Some(*at),
-        })
-        .await
-        .map_err(|s| status_error("GracefulEviction.Assess", &s))?;
-    Ok(resp.into_inner())
+    let request = v1::GracefulEvictionAssessRequest {
+        binding: Some(binding.clone()),
+        graceful_eviction_timeout: None,
+        now: Some(*at),
+    };
+    reply("GracefulEviction.Assess", client.assess(request).await)
 }
 
 pub(super) async fn plan(
@@ -254,18 +245,15 @@ pub(super) async fn plan(
             .await
             .map_err(|s| status_error("listing cluster override policies", &s))?;
     let mut client = WorkExecutorClient::new(channel(dry, Service::WorkExecutor).await?);
-    let resp = client
-        .plan(v1::PlanRequest {
-            binding: Some(binding.clone()),
-            workload,
-            works,
-            override_policies,
-            cluster_override_policies,
-            clusters: clusters.to_vec(),
-        })
-        .await
-        .map_err(|s| status_error("WorkExecutor.Plan", &s))?;
-    Ok(resp.into_inner())
+    let request = v1::PlanRequest {
+        binding: Some(binding.clone()),
+        workload,
+        works,
+        override_policies,
+        cluster_override_policies,
+        clusters: clusters.to_vec(),
+    };
+    reply("WorkExecutor.Plan", client.plan(request).await)
 }
 
 pub(super) fn print_simulation(
