@@ -94,13 +94,13 @@ fn assert_failover_report(out: &str, n: usize) {
         }
     }
     assert_has(
-        &out,
+        out,
         &["NoExecute taint", "bindings/s", "the floor (goal ≤ 3.5×)"],
     );
     // The members ran in their own process: their CPU is told apart from the control
     // plane's, and the control plane's memory is reported.
     assert_has(
-        &out,
+        out,
         &[
             "control plane (this process)",
             ", members ",

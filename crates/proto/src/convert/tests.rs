@@ -600,11 +600,14 @@ where
     }
 }
 
+/// A change that makes a wire message invalid.
+type Corrupt<W> = fn(&mut W);
+
 /// Corrupts the wire form of `value` by each case and collects the cases whose error path
 /// is not the expected one, as (expected, got).
 fn corrupted_paths<D, W>(
     value: D,
-    cases: Vec<(&'static str, fn(&mut W))>,
+    cases: Vec<(&'static str, Corrupt<W>)>,
     mismatches: &mut Vec<(&'static str, String)>,
 ) where
     D: Clone + TryFrom<W, Error = ConvertError> + std::fmt::Debug,
@@ -628,7 +631,6 @@ fn placement_of(b: &mut v1::ResourceBinding) -> &mut v1::Placement {
 #[test]
 fn bad_enums_report_their_json_path() {
     const BOGUS: i32 = 99;
-    type Corrupt<W> = fn(&mut W);
     let cluster_cases: Vec<(&str, Corrupt<v1::Cluster>)> = vec![
         ("spec.taints[2].effect", |c| {
             c.spec.as_mut().unwrap().taints[2].effect = BOGUS;

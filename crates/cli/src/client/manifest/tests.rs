@@ -361,7 +361,7 @@ fn toleration_seconds_on_no_schedule_names_document_field_and_reason() {
     assert_eq!(errs.len(), 1, "{errs:#?}");
     let e = &errs[0];
     assert_has(
-        &e,
+        e,
         &[
             "document 3 (PropagationPolicy default/bad)",
             "spec.placement.clusterTolerations[0].effect",
