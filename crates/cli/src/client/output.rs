@@ -35,28 +35,10 @@ macro_rules! named {
         }
     )*};
 }
+pub(crate) use named;
 
+// The api objects and their list responses are named where they are declared (`api_object!`).
 named!(
-    Cluster,
-    PropagationPolicy,
-    ClusterPropagationPolicy,
-    ClusterTaintPolicy,
-    OverridePolicy,
-    ClusterOverridePolicy,
-    Workload,
-    ResourceBinding,
-    Work,
-    Event,
-    ListClustersResponse,
-    ListPropagationPoliciesResponse,
-    ListClusterPropagationPoliciesResponse,
-    ListClusterTaintPoliciesResponse,
-    ListOverridePoliciesResponse,
-    ListClusterOverridePoliciesResponse,
-    ListWorkloadsResponse,
-    ListResourceBindingsResponse,
-    ListWorksResponse,
-    ListEventsResponse,
     SimulateResponse,
     ExplainResponse,
     GracefulEvictionAssessResponse,
