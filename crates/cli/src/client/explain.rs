@@ -356,10 +356,32 @@ impl Report {
         }
     }
 
+    /// `title:` and a table of `items` below it, one row each; nothing without items.
+    fn table_of<T: TableRow>(&mut self, title: &str, items: &[T]) {
+        if items.is_empty() {
+            return;
+        }
+        self.line(2, format!("{title}:"));
+        let mut t = Table::new(T::HEADERS.iter().copied());
+        for item in items {
+            t.row(item.cells());
+        }
+        self.table(4, &t);
+    }
+
     fn fail(&mut self, what: String) {
         self.line(2, format!("unavailable: {what}"));
         self.failures.push(what);
     }
+}
+
+/// A message a report shows as one row of a table ([`Report::table_of`]).
+trait TableRow {
+    /// The column headers.
+    const HEADERS: &'static [&'static str];
+
+    /// The cells of the row, one per header.
+    fn cells(&self) -> Vec<String>;
 }
 
 fn no_execute(cluster: &v1::Cluster) -> Vec<&v1::Taint> {

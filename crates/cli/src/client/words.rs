@@ -132,6 +132,21 @@ pub fn condition<'a>(conditions: &'a [v1::Condition], type_: &str) -> Option<&'a
     conditions.iter().find(|c| c.r#type == type_)
 }
 
+/// A condition's status and reason, then its message when it has one: `True (Applied)`,
+/// `False (Failed): no such cluster`.
+pub fn condition_summary(c: &v1::Condition) -> String {
+    if c.message.is_empty() {
+        format!("{} ({})", condition_status(c.status), c.reason)
+    } else {
+        format!(
+            "{} ({}): {}",
+            condition_status(c.status),
+            c.reason,
+            c.message
+        )
+    }
+}
+
 /// The status word of condition `type_`, or `-` when absent.
 pub fn condition_word(conditions: &[v1::Condition], type_: &str) -> String {
     condition(conditions, type_)

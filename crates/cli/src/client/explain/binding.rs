@@ -287,36 +287,8 @@ pub(super) fn print_simulation(
         };
         r.line(2, format!("Strategy:         {}{mode}", sim.strategy));
     }
-    if !sim.filter_results.is_empty() {
-        r.line(2, "Filters:");
-        let mut t = Table::new(["CLUSTER", "FEASIBLE", "FILTER", "REASON"]);
-        for f in &sim.filter_results {
-            t.row(vec![
-                f.cluster.clone(),
-                if f.feasible { "yes" } else { "no" }.into(),
-                if f.filter.is_empty() {
-                    "-".into()
-                } else {
-                    f.filter.clone()
-                },
-                f.reason.clone(),
-            ]);
-        }
-        r.table(4, &t);
-    }
-    if !sim.scores.is_empty() {
-        r.line(2, "Scores:");
-        let mut t = Table::new(["CLUSTER", "SCORE", "ALLOCATABLE", "AVAILABLE"]);
-        for s in &sim.scores {
-            t.row(vec![
-                s.cluster.clone(),
-                s.score.to_string(),
-                s.allocatable_replicas.to_string(),
-                s.available_replicas.to_string(),
-            ]);
-        }
-        r.table(4, &t);
-    }
+    r.table_of("Filters", &sim.filter_results);
+    r.table_of("Scores", &sim.scores);
     if !sim.selected_clusters.is_empty() {
         r.line(
             2,
@@ -343,14 +315,8 @@ pub(super) fn print_simulation(
         r.line(
             2,
             format!(
-                "Condition:        Scheduled={} ({}){}",
-                words::condition_status(c.status),
-                c.reason,
-                if c.message.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", c.message)
-                }
+                "Condition:        Scheduled={}",
+                words::condition_summary(c)
             ),
         );
     }
@@ -518,16 +484,7 @@ pub(super) fn print_plan(r: &mut Report, p: &v1::PlanResponse) {
     if let Some(c) = &p.fully_applied {
         r.line(
             2,
-            format!(
-                "FullyApplied:     {} ({}){}",
-                words::condition_status(c.status),
-                c.reason,
-                if c.message.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", c.message)
-                }
-            ),
+            format!("FullyApplied:     {}", words::condition_summary(c)),
         );
     }
     for reason in &p.reasons {
@@ -567,3 +524,34 @@ pub(super) fn print_overrides(r: &mut Report, p: &v1::PlanResponse) {
 // ---------------------------------------------------------------------------------------
 // what-if fail
 // ---------------------------------------------------------------------------------------
+
+impl TableRow for v1::ClusterFilterResult {
+    const HEADERS: &'static [&'static str] = &["CLUSTER", "FEASIBLE", "FILTER", "REASON"];
+
+    fn cells(&self) -> Vec<String> {
+        let filter = if self.filter.is_empty() {
+            "-"
+        } else {
+            &self.filter
+        };
+        vec![
+            self.cluster.clone(),
+            if self.feasible { "yes" } else { "no" }.into(),
+            filter.to_owned(),
+            self.reason.clone(),
+        ]
+    }
+}
+
+impl TableRow for v1::ClusterScore {
+    const HEADERS: &'static [&'static str] = &["CLUSTER", "SCORE", "ALLOCATABLE", "AVAILABLE"];
+
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.cluster.clone(),
+            self.score.to_string(),
+            self.allocatable_replicas.to_string(),
+            self.available_replicas.to_string(),
+        ]
+    }
+}
