@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use flotilla_store::testing::EtcdServer;
 
+use crate::assert_has;
+
 const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
 
 fn run(args: &[&str], timeout: Duration) -> Output {
@@ -59,6 +61,15 @@ fn json_report(out: &str) -> serde_json::Value {
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("not one JSON object ({e}): {out}"))
 }
 
+/// The stages of a failover, in the order the bench reports them.
+const STAGES: [&str; 5] = [
+    "evicted",
+    "rescheduled",
+    "Works applied",
+    "Ready",
+    "task removed",
+];
+
 /// Every stage line reports all `n` bindings, and the summary lines are there.
 fn assert_failover_report(out: &str, n: usize) {
     assert!(
@@ -67,13 +78,7 @@ fn assert_failover_report(out: &str, n: usize) {
         )),
         "{out}"
     );
-    for stage in [
-        "evicted",
-        "rescheduled",
-        "Works applied",
-        "Ready",
-        "task removed",
-    ] {
+    for stage in STAGES {
         let line = out
             .lines()
             .find(|l| l.trim_start().starts_with(stage) && !l.contains("not Ready"))
@@ -88,18 +93,31 @@ fn assert_failover_report(out: &str, n: usize) {
                 .unwrap_or_else(|_| panic!("{c} is not seconds: {line}"));
         }
     }
-    assert!(out.contains("NoExecute taint"), "{out}");
-    assert!(out.contains("bindings/s"), "{out}");
-    assert!(out.contains("the floor (goal ≤ 3.5×)"), "{out}");
+    assert_has(
+        out,
+        &["NoExecute taint", "bindings/s", "the floor (goal ≤ 3.5×)"],
+    );
     // The members ran in their own process: their CPU is told apart from the control
     // plane's, and the control plane's memory is reported.
-    assert!(out.contains("control plane (this process)"), "{out}");
-    assert!(out.contains(", members "), "{out}");
-    assert!(
-        out.contains("control-plane CPU per failed-over binding"),
-        "{out}"
+    assert_has(
+        out,
+        &[
+            "control plane (this process)",
+            ", members ",
+            "control-plane CPU per failed-over binding",
+            "control-plane memory:",
+        ],
     );
-    assert!(out.contains("control-plane memory:"), "{out}");
+}
+
+/// Whether `v` is a number.
+fn number(v: &serde_json::Value) -> bool {
+    v.as_f64().is_some()
+}
+
+/// Whether `v` is a number above zero.
+fn positive(v: &serde_json::Value) -> bool {
+    v.as_f64().is_some_and(|x| x > 0.0)
 }
 
 #[test]
@@ -230,40 +248,19 @@ fn failover_bench_json_carries_every_figure() {
     let report = json_report(&stdout);
     assert_eq!(report["affected"], 10, "{report}");
     assert_eq!(report["completed"], 10, "{report}");
-    for stage in [
-        "evicted",
-        "rescheduled",
-        "Works applied",
-        "Ready",
-        "task removed",
-    ] {
+    for stage in STAGES {
         assert_eq!(report["stages"][stage]["bindings"], 10, "{stage}: {report}");
     }
+    assert!(positive(&report["end_to_end_s"]), "{report}");
+    assert!(positive(&report["floor"]["keys_per_s"]), "{report}");
     assert!(
-        report["end_to_end_s"].as_f64().is_some_and(|s| s > 0.0),
+        number(&report["writes"]["binding_versions_per_binding"]),
         "{report}"
     );
+    assert!(number(&report["cpu"]["control_plane_s"]), "{report}");
+    assert!(number(&report["cpu"]["members_s"]), "{report}");
     assert!(
-        report["floor"]["keys_per_s"]
-            .as_f64()
-            .is_some_and(|k| k > 0.0),
-        "{report}"
-    );
-    assert!(
-        report["writes"]["binding_versions_per_binding"]
-            .as_f64()
-            .is_some(),
-        "{report}"
-    );
-    assert!(
-        report["cpu"]["control_plane_s"].as_f64().is_some(),
-        "{report}"
-    );
-    assert!(report["cpu"]["members_s"].as_f64().is_some(), "{report}");
-    assert!(
-        report["memory_mib"]["control_plane_rss"]
-            .as_f64()
-            .is_some_and(|m| m > 0.0),
+        positive(&report["memory_mib"]["control_plane_rss"]),
         "{report}"
     );
     assert_eq!(report["config"]["bindings"], 10, "{report}");
@@ -301,23 +298,17 @@ async fn schedule_bench_reports_decisions_and_the_service_on_etcd() {
     let report = json_report(&out);
     for shape in ["first_placement", "failover"] {
         assert!(
-            report["decisions_per_s"][shape]
-                .as_f64()
-                .is_some_and(|r| r > 0.0),
+            positive(&report["decisions_per_s"][shape]),
             "{shape}: {report}"
         );
     }
     assert_eq!(report["with_writes"]["store"], "etcd", "{report}");
     assert!(
-        report["with_writes"]["bindings_per_s"]
-            .as_f64()
-            .is_some_and(|r| r > 0.0),
+        positive(&report["with_writes"]["bindings_per_s"]),
         "{report}"
     );
     assert!(
-        report["with_writes"]["floor"]["keys_per_s"]
-            .as_f64()
-            .is_some(),
+        number(&report["with_writes"]["floor"]["keys_per_s"]),
         "{report}"
     );
 }
@@ -332,11 +323,8 @@ fn latency_and_idle_benches_report_their_figures() {
     );
     let report = json_report(&out);
     assert_eq!(report["rounds"], 2, "{report}");
-    assert!(
-        report["p50_s"].as_f64().is_some_and(|s| s > 0.0),
-        "{report}"
-    );
-    assert!(report["floor_s"].as_f64().is_some(), "{report}");
+    assert!(positive(&report["p50_s"]), "{report}");
+    assert!(number(&report["floor_s"]), "{report}");
 
     let out = ok(
         &[
@@ -354,8 +342,8 @@ fn latency_and_idle_benches_report_their_figures() {
     );
     let report = json_report(&out);
     assert_eq!(report["clusters"], 5, "{report}");
-    assert!(report["control_plane_cores"].as_f64().is_some(), "{report}");
-    assert!(report["heartbeats_cpu_s"].as_f64().is_some(), "{report}");
+    assert!(number(&report["control_plane_cores"]), "{report}");
+    assert!(number(&report["heartbeats_cpu_s"]), "{report}");
 }
 
 #[test]

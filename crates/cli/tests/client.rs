@@ -18,59 +18,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::assert_has;
+
 const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Karmada's failover documentation (failover-analysis.md, "Divided schedule type"),
 /// unchanged: the seed scenario.
-const SEED: &str = r#"apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: nginx
-  labels:
-    app: nginx
-spec:
-  replicas: 3
-  selector:
-    matchLabels:
-      app: nginx
-  template:
-    metadata:
-      labels:
-        app: nginx
-    spec:
-      containers:
-      - image: nginx
-        name: nginx
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: nginx-propagation
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: nginx
-  placement:
-    clusterAffinity:
-      clusterNames:
-        - member1
-        - member2
-    replicaScheduling:
-      replicaDivisionPreference: Weighted
-      replicaSchedulingType: Divided
-      weightPreference:
-        staticWeightList:
-          - targetCluster:
-              clusterNames:
-                - member1
-            weight: 1
-          - targetCluster:
-              clusterNames:
-                - member2
-            weight: 2
-"#;
+const SEED: &str = include_str!("../testdata/karmada-divided.yaml");
 
 /// A running `flotilla up`, killed (and reaped) on drop.
 struct Up {
@@ -208,15 +163,25 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Asserts that `out` exited with 1 and that its standard error says every one of `parts`.
+#[track_caller]
+fn assert_failed(out: &Output, parts: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_has(&err, parts);
+}
+
 #[test]
 fn seed_failover_through_the_cli() {
     let up = Up::start();
     let seed = up.write("nginx.yaml", SEED);
     let applied = up.ok(&["apply", "-f", seed.to_str().unwrap()]);
-    assert!(applied.contains("deployment/nginx created"), "{applied}");
-    assert!(
-        applied.contains("propagationpolicy/nginx-propagation created"),
-        "{applied}"
+    assert_has(
+        &applied,
+        &[
+            "deployment/nginx created",
+            "propagationpolicy/nginx-propagation created",
+        ],
     );
 
     // Scheduled by weight, applied and healthy.
@@ -230,8 +195,7 @@ fn seed_failover_through_the_cli() {
     });
     let table = up.ok(&["get", "rb"]);
     assert!(table.starts_with("NAMESPACE   NAME"), "{table}");
-    assert!(table.contains("nginx-deployment"), "{table}");
-    assert!(table.contains("member1:1,member2:2"), "{table}");
+    assert_has(&table, &["nginx-deployment", "member1:1,member2:2"]);
     // Re-applying the same file changes nothing.
     let again = up.ok(&["apply", "-f", seed.to_str().unwrap()]);
     assert!(
@@ -359,13 +323,12 @@ fn seed_failover_through_the_cli() {
         "{clusters}"
     );
     let described = up.ok(&["describe", "rb", "nginx-deployment"]);
-    assert!(
-        described.contains("Clusters:             member2:3"),
-        "{described}"
-    );
-    assert!(
-        described.contains("EvictWorkloadFromCluster"),
-        "{described}"
+    assert_has(
+        &described,
+        &[
+            "Clusters:             member2:3",
+            "EvictWorkloadFromCluster",
+        ],
     );
 
     // After the failover, explain says why member1 is gone.
@@ -380,10 +343,12 @@ fn seed_failover_through_the_cli() {
     // explain cluster: member1 as cluster-health sees it now, and what an hour-long outage
     // of member2 would make of it (ClusterHealth.Assess; nothing written).
     let m1 = up.ok(&["explain", "cluster", "member1"]);
-    assert!(m1.contains("Ready now:       False"), "{m1}");
-    assert!(
-        m1.contains("cluster.karmada.io/not-ready:NoExecute"),
-        "{m1}"
+    assert_has(
+        &m1,
+        &[
+            "Ready now:       False",
+            "cluster.karmada.io/not-ready:NoExecute",
+        ],
     );
     let m2 = up.ok(&[
         "explain",
@@ -394,15 +359,14 @@ fn seed_failover_through_the_cli() {
         "--for",
         "1h",
     ]);
-    assert!(
-        m2.contains("Ready:           False (ClusterNotReachable)"),
-        "{m2}"
+    assert_has(
+        &m2,
+        &[
+            "Ready:           False (ClusterNotReachable)",
+            "Taints added:    cluster.karmada.io/not-ready:NoSchedule",
+            "CH-11",
+        ],
     );
-    assert!(
-        m2.contains("Taints added:    cluster.karmada.io/not-ready:NoSchedule"),
-        "{m2}"
-    );
-    assert!(m2.contains("CH-11"), "{m2}");
     let still = up.ok(&["get", "cluster", "member2"]);
     assert!(
         !still.contains("not-ready"),
@@ -427,37 +391,20 @@ fn invalid_input_applies_nothing_and_edits_are_compare_and_swap() {
         &format!(
             "{}---\n{}",
             SEED.split("---").next().unwrap().replace("nginx", "web"),
-            r#"apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: bad
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: web
-  placement:
-    clusterTolerations:
-    - key: maintenance
-      operator: Exists
-      effect: NoSchedule
-      tolerationSeconds: 60
-"#
+            include_str!("../testdata/toleration-seconds-on-no-schedule.yaml")
+                .replace("nginx", "web"),
         ),
     );
     let out = up.cli(&["apply", "-f", bad.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(
-        err.contains("document 2 (PropagationPolicy default/bad)"),
-        "{err}"
+    assert_failed(
+        &out,
+        &[
+            "document 2 (PropagationPolicy default/bad)",
+            "spec.placement.clusterTolerations[0].effect",
+            "when `tolerationSeconds` is set",
+            "nothing was applied",
+        ],
     );
-    assert!(
-        err.contains("spec.placement.clusterTolerations[0].effect"),
-        "{err}"
-    );
-    assert!(err.contains("when `tolerationSeconds` is set"), "{err}");
-    assert!(err.contains("nothing was applied"), "{err}");
     assert!(out.stdout.is_empty(), "nothing reported as applied");
 
     // An unknown field, likewise.
@@ -472,14 +419,14 @@ spec:
         ),
     );
     let out = up.cli(&["apply", "-f", unknown.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
-    assert!(
-        err.contains("document 2 (PropagationPolicy default/typo)"),
-        "{err}"
+    assert_failed(
+        &out,
+        &[
+            "document 2 (PropagationPolicy default/typo)",
+            "spec.placement",
+            "unknown field `clusterAfinity`",
+        ],
     );
-    assert!(err.contains("spec.placement"), "{err}");
-    assert!(err.contains("unknown field `clusterAfinity`"), "{err}");
 
     // Nothing was created.
     let workloads = up.json(&["get", "workloads", "-A"]);
@@ -490,8 +437,7 @@ spec:
     let pps = up.json(&["get", "pp", "-A"]);
     assert!(pps["items"].as_array().is_none_or(Vec::is_empty), "{pps}");
     let out = up.cli(&["get", "deploy", "web"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+    assert_failed(&out, &["not found"]);
 
     // A rule only the server knows: NoExecute taints in ClusterTaintPolicies are off by
     // default (--allow-no-execute-taint-policy); the server's field violation is printed,
@@ -505,15 +451,15 @@ spec:
          taints:\n  - key: not-ready\n    effect: NoExecute\n",
     );
     let out = up.cli(&["apply", "-f", ctp.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
-    assert!(err.contains("rejected by the server (invalid)"), "{err}");
-    assert!(err.contains("nothing was applied"), "{err}");
-    assert!(
-        err.contains("clustertaintpolicy/evict (document 2 of"),
-        "{err}"
+    assert_failed(
+        &out,
+        &[
+            "rejected by the server (invalid)",
+            "nothing was applied",
+            "clustertaintpolicy/evict (document 2 of",
+            "spec.taints[0].effect",
+        ],
     );
-    assert!(err.contains("spec.taints[0].effect"), "{err}");
     let out = up.cli(&["get", "workloads", "-A"]);
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains("before-the-policy"),
@@ -553,12 +499,7 @@ spec:
         "member3",
         "cluster.karmada.io/not-ready:NoExecute",
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("belong to cluster-health"),
-        "{}",
-        stderr(&out)
-    );
+    assert_failed(&out, &["belong to cluster-health"]);
     up.ok(&["untaint", "cluster", "member3", "maintenance"]);
     assert!(
         !up.ok(&["get", "cluster", "member3"])
@@ -617,13 +558,12 @@ spec:
         .find(|l| l.starts_with("default/solo-deployment"))
         .unwrap_or_else(|| panic!("the binding is not named:\n{what_if}"));
     assert!(row.contains("NOWHERE TO GO"), "{what_if}");
-    assert!(
-        what_if.contains("default/solo-deployment: nowhere to go:"),
-        "{what_if}"
-    );
-    assert!(
-        what_if.contains("0 binding(s) would move, 1 would have nowhere to go"),
-        "{what_if}"
+    assert_has(
+        &what_if,
+        &[
+            "default/solo-deployment: nowhere to go:",
+            "0 binding(s) would move, 1 would have nowhere to go",
+        ],
     );
     let events = up.ok(&["get", "events"]);
     assert!(
@@ -631,18 +571,16 @@ spec:
         "{events}"
     );
     let described = up.ok(&["describe", "cluster", "member1"]);
-    assert!(
-        described.contains("Sync Mode:            Push"),
-        "{described}"
-    );
-    assert!(described.contains("Ready"), "{described}");
+    assert_has(&described, &["Sync Mode:            Push", "Ready"]);
 
     // Apply, then delete, a policy; -o yaml prints the object.
     let seed = up.write("seed.yaml", SEED);
     up.ok(&["apply", "-f", seed.to_str().unwrap()]);
     let yaml = up.ok(&["get", "pp", "nginx-propagation", "-o", "yaml"]);
-    assert!(yaml.contains("name: nginx-propagation"), "{yaml}");
-    assert!(yaml.contains("replicaSchedulingType: Divided"), "{yaml}");
+    assert_has(
+        &yaml,
+        &["name: nginx-propagation", "replicaSchedulingType: Divided"],
+    );
     assert!(
         up.ok(&["delete", "pp", "nginx-propagation"])
             .contains("propagationpolicy/nginx-propagation")
@@ -684,12 +622,7 @@ fn usage_errors_exit_2_and_unreachable_servers_exit_1() {
         "--request-timeout",
         "2s",
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("cannot reach the Flotilla api"),
-        "{}",
-        stderr(&out)
-    );
+    assert_failed(&out, &["cannot reach the Flotilla api"]);
     // Every command explains itself with an example.
     for cmd in [
         "apply", "get", "describe", "delete", "taint", "untaint", "cordon", "uncordon", "join",
@@ -760,8 +693,10 @@ fn cluster_scoped_templates_and_api_groups_through_the_cli() {
     let out = up.cli(&["apply", "-f", file.to_str().unwrap()]);
     let (stdout, err) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
     assert!(out.status.success(), "{stdout}\n{err}");
-    assert!(stdout.contains("namespace/team-a created"), "{stdout}");
-    assert!(stdout.contains("deployment/clash created"), "{stdout}");
+    assert_has(
+        &stdout,
+        &["namespace/team-a created", "deployment/clash created"],
+    );
     assert!(
         stdout.contains("deployment.example.com/clash created"),
         "the other group's Deployment is another object: {stdout}"
@@ -847,10 +782,12 @@ fn kubectl_habits() {
     let policies = up.ok(&["get", "policies"]);
     assert!(policies.contains("nginx-propagation"), "{policies}");
     let deleted = up.ok(&["delete", "-f", seed.to_str().unwrap()]);
-    assert!(deleted.contains("deployment/nginx deleted"), "{deleted}");
-    assert!(
-        deleted.contains("propagationpolicy/nginx-propagation deleted"),
-        "{deleted}"
+    assert_has(
+        &deleted,
+        &[
+            "deployment/nginx deleted",
+            "propagationpolicy/nginx-propagation deleted",
+        ],
     );
     let out = up.cli(&["get", "pp", "nginx-propagation"]);
     assert!(!out.status.success(), "the policy is gone");
@@ -1037,12 +974,7 @@ fn get_output_applies_back_for_every_kind() {
     );
     let file = up.write("rb.yaml", &rb);
     let out = up.cli(&["apply", "-f", file.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("written by Flotilla's controllers"),
-        "{}",
-        stderr(&out)
-    );
+    assert_failed(&out, &["written by Flotilla's controllers"]);
     let works = up.ok(&["get", "works", "-A", "-o", "json"]);
     let works: serde_json::Value = serde_json::from_str(&works).unwrap();
     assert_eq!(works["kind"], "List");

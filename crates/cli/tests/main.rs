@@ -6,6 +6,14 @@ mod bench;
 mod client;
 mod up;
 
+/// Asserts that `text` contains every one of `parts`, naming the first one missing.
+#[track_caller]
+fn assert_has(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "missing {part:?} in:\n{text}");
+    }
+}
+
 /// A free block of 40 loopback ports for one `flotilla up`: `base + 100·k` for a k drawn from
 /// the process id and the clock, below the ephemeral range. The client tests use base 20000,
 /// the `up` tests 20050, so that their blocks never overlap.

@@ -6,7 +6,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,24 @@ fn wait(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Spawns `flotilla` with `args` in `dir`, its output to `up.out` and its log to `up.log`;
+/// returns the child and those two paths.
+fn spawn_up(dir: &Path, args: &[&str]) -> (Child, PathBuf, PathBuf) {
+    let out_path = dir.join("up.out");
+    let log_path = dir.join("up.log");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let child = Command::new(BIN)
+        .args(args)
+        .arg("--log-file")
+        .arg(&log_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn flotilla {args:?}: {e}"));
+    (child, out_path, log_path)
 }
 
 fn read(path: &Path) -> String {
@@ -58,12 +76,13 @@ fn assert_in_order(text: &str, needles: &[&str]) {
 fn demo_narrates_the_seed_failover_in_order_and_exits_0() {
     let dir = tempfile::tempdir().unwrap();
     let base = crate::pick_base(20050);
-    let out_path = dir.path().join("up.out");
-    let log_path = dir.path().join("up.log");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let mut child = Command::new(BIN)
-        .args(["up", "--demo", "--base-port", &base.to_string()])
-        .args([
+    let (mut child, out_path, log_path) = spawn_up(
+        dir.path(),
+        &[
+            "up",
+            "--demo",
+            "--base-port",
+            &base.to_string(),
             "--status-update-frequency=200ms",
             "--probe-timeout=300ms",
             "--failure-threshold=500ms",
@@ -73,14 +92,8 @@ fn demo_narrates_the_seed_failover_in_order_and_exits_0() {
             "--pod-startup-delay=300ms",
             "--status-sync-period=200ms",
             "--log=info",
-        ])
-        .arg("--log-file")
-        .arg(&log_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out))
-        .spawn()
-        .expect("spawn flotilla up --demo");
+        ],
+    );
     let status = wait(&mut child, Duration::from_secs(240));
     let text = read(&out_path);
     let ok = status.is_some_and(|s| s.success());
@@ -161,18 +174,10 @@ async fn serving(addr: &str) -> bool {
 async fn up_prints_where_it_listens_serves_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let base = crate::pick_base(20050);
-    let out_path = dir.path().join("up.out");
-    let log_path = dir.path().join("up.log");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let mut child = Command::new(BIN)
-        .args(["up", "--base-port", &base.to_string(), "--members", "a,b"])
-        .arg("--log-file")
-        .arg(&log_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out))
-        .spawn()
-        .expect("spawn flotilla up");
+    let (mut child, out_path, log_path) = spawn_up(
+        dir.path(),
+        &["up", "--base-port", &base.to_string(), "--members", "a,b"],
+    );
 
     // The table, once everything serves.
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -231,34 +231,37 @@ fn every_message_and_field_has_a_comment() {
         };
         // FileDescriptorProto.message_type = 4, DescriptorProto.field = 2,
         // service = 6, ServiceDescriptorProto.method = 2, enum_type = 5, value = 2.
-        for (mi, m) in file.message_type.iter().enumerate() {
-            let mi = mi as i32;
-            if !commented(&[4, mi]) {
-                missing.push(m.name().to_owned());
-            }
-            for (fi, f) in m.field.iter().enumerate() {
-                if !commented(&[4, mi, 2, fi as i32]) {
-                    missing.push(format!("{}.{}", m.name(), f.name()));
+        // Each element is (its name, the names of its members); a member's path is the
+        // element's path, 2 and its index.
+        let messages = file.message_type.iter().map(|m| {
+            let members = m.field.iter().map(|f| format!("{}.{}", m.name(), f.name()));
+            (m.name().to_owned(), members.collect())
+        });
+        let services = file.service.iter().map(|s| {
+            let members = s
+                .method
+                .iter()
+                .map(|m| format!("{}/{}", s.name(), m.name()));
+            (s.name().to_owned(), members.collect())
+        });
+        let enums = file.enum_type.iter().map(|e| {
+            let members = e.value.iter().map(|v| v.name().to_owned());
+            (e.name().to_owned(), members.collect())
+        });
+        for (tag, elements) in [
+            (4, messages.collect::<Vec<(String, Vec<String>)>>()),
+            (6, services.collect()),
+            (5, enums.collect()),
+        ] {
+            for (i, (name, members)) in elements.into_iter().enumerate() {
+                let i = i as i32;
+                if !commented(&[tag, i]) {
+                    missing.push(name);
                 }
-            }
-        }
-        for (si, s) in file.service.iter().enumerate() {
-            if !commented(&[6, si as i32]) {
-                missing.push(s.name().to_owned());
-            }
-            for (mi, m) in s.method.iter().enumerate() {
-                if !commented(&[6, si as i32, 2, mi as i32]) {
-                    missing.push(format!("{}/{}", s.name(), m.name()));
-                }
-            }
-        }
-        for (ei, e) in file.enum_type.iter().enumerate() {
-            if !commented(&[5, ei as i32]) {
-                missing.push(e.name().to_owned());
-            }
-            for (vi, v) in e.value.iter().enumerate() {
-                if !commented(&[5, ei as i32, 2, vi as i32]) {
-                    missing.push(v.name().to_owned());
+                for (j, member) in members.into_iter().enumerate() {
+                    if !commented(&[tag, i, 2, j as i32]) {
+                        missing.push(member);
+                    }
                 }
             }
         }

@@ -12,14 +12,22 @@ use super::output::{Table, age, rfc3339};
 use super::words;
 
 /// Renders an object for `describe`.
-pub trait Describe {
-    /// The description (ends with a newline).
-    fn describe(&self, now: &prost_types::Timestamp) -> String;
+pub trait Describe: Resource {
+    /// The description (ends with a newline): the metadata, then the [`Describe::body`].
+    fn describe(&self, now: &prost_types::Timestamp) -> String {
+        let mut b = Block::default();
+        b.meta(self.meta(), now);
+        self.body(&mut b, now);
+        b.0
+    }
+
+    /// Writes what the description says after the metadata.
+    fn body(&self, b: &mut Block, now: &prost_types::Timestamp);
 }
 
 /// A block of `Key:   value` lines.
 #[derive(Default)]
-struct Block(String);
+pub struct Block(String);
 
 const KEY_WIDTH: usize = 22;
 
@@ -41,6 +49,22 @@ impl Block {
     fn table(&mut self, indent: usize, table: &Table) {
         for line in table.render().lines() {
             self.line(indent, line);
+        }
+    }
+
+    /// `Resource: <apiVersion> <kind> <namespace>/<name>`, when there is a resource.
+    fn resource(&mut self, r: Option<&v1::ObjectReference>) {
+        if let Some(r) = r {
+            self.field(
+                0,
+                "Resource",
+                format!(
+                    "{} {} {}",
+                    r.api_version,
+                    r.kind,
+                    words::qualified(&r.namespace, &r.name)
+                ),
+            );
         }
     }
 
@@ -289,9 +313,7 @@ fn propagation_spec(b: &mut Block, spec: Option<&v1::PropagationSpec>) {
 }
 
 impl Describe for v1::Cluster {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
+    fn body(&self, b: &mut Block, now: &prost_types::Timestamp) {
         let spec = self.spec.clone().unwrap_or_default();
         b.field(0, "Sync Mode", words::sync_mode(spec.sync_mode));
         b.field(0, "API Endpoint", &spec.api_endpoint);
@@ -330,7 +352,6 @@ impl Describe for v1::Cluster {
                 b.line(2, format!("{}: {}", e.group_version, kinds.join(",")));
             }
         }
-        b.0
     }
 }
 
@@ -369,11 +390,8 @@ fn override_spec(b: &mut Block, spec: Option<&v1::OverrideSpec>) {
 macro_rules! describe_policy {
     ($($kind:ident => $spec_fn:ident;)*) => {$(
         impl Describe for v1::$kind {
-            fn describe(&self, now: &prost_types::Timestamp) -> String {
-                let mut b = Block::default();
-                b.meta(self.metadata.as_ref(), now);
-                $spec_fn(&mut b, self.spec.as_ref());
-                b.0
+            fn body(&self, b: &mut Block, _now: &prost_types::Timestamp) {
+                $spec_fn(b, self.spec.as_ref());
             }
         }
     )*};
@@ -387,14 +405,12 @@ describe_policy! {
 }
 
 impl Describe for v1::ClusterTaintPolicy {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
+    fn body(&self, b: &mut Block, _now: &prost_types::Timestamp) {
         let spec = self.spec.clone().unwrap_or_default();
         match &spec.target_clusters {
             Some(a) => {
                 b.heading(0, "Target Clusters");
-                affinity(&mut b, 2, a);
+                affinity(b, 2, a);
             }
             None => b.field(0, "Target Clusters", "every cluster"),
         }
@@ -402,25 +418,13 @@ impl Describe for v1::ClusterTaintPolicy {
         b.field(0, "Remove On", match_conditions(&spec.remove_on_conditions));
         b.heading(0, "Taints");
         for t in &spec.taints {
-            b.line(
-                2,
-                words::taint(&v1::Taint {
-                    key: t.key.clone(),
-                    value: t.value.clone(),
-                    effect: t.effect,
-                    time_added: None,
-                    trace_context: String::new(),
-                }),
-            );
+            b.line(2, words::taint_spec(t));
         }
-        b.0
     }
 }
 
 impl Describe for v1::Workload {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
+    fn body(&self, b: &mut Block, _now: &prost_types::Timestamp) {
         b.field(0, "Kind", format!("{} {}", self.api_version, self.kind));
         b.field(0, "Replicas", self.replicas);
         if let Some(r) = self
@@ -442,28 +446,14 @@ impl Describe for v1::Workload {
         for line in pretty.lines() {
             b.line(2, line);
         }
-        b.0
     }
 }
 
 impl Describe for v1::ResourceBinding {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
+    fn body(&self, b: &mut Block, now: &prost_types::Timestamp) {
         let spec = self.spec.clone().unwrap_or_default();
         let status = self.status.clone().unwrap_or_default();
-        if let Some(r) = &spec.resource {
-            b.field(
-                0,
-                "Resource",
-                format!(
-                    "{} {} {}",
-                    r.api_version,
-                    r.kind,
-                    words::qualified(&r.namespace, &r.name)
-                ),
-            );
-        }
+        b.resource(spec.resource.as_ref());
         b.field(0, "Replicas", spec.replicas);
         b.field(0, "Clusters", words::targets(&spec.clusters));
         if spec.graceful_eviction_tasks.is_empty() {
@@ -495,8 +485,8 @@ impl Describe for v1::ResourceBinding {
             }
             b.table(2, &t);
         }
-        placement(&mut b, spec.placement.as_ref());
-        failover(&mut b, spec.failover.as_ref());
+        placement(b, spec.placement.as_ref());
+        failover(b, spec.failover.as_ref());
         b.field(
             0,
             "Scheduled Generation",
@@ -548,32 +538,18 @@ impl Describe for v1::ResourceBinding {
             }
             b.table(2, &t);
         }
-        b.0
     }
 }
 
 impl Describe for v1::Work {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
+    fn body(&self, b: &mut Block, now: &prost_types::Timestamp) {
         let spec = self.spec.clone().unwrap_or_default();
         let status = self.status.clone().unwrap_or_default();
         b.field(0, "Cluster", &spec.cluster);
         if let Some(bind) = &spec.binding {
             b.field(0, "Binding", words::qualified(&bind.namespace, &bind.name));
         }
-        if let Some(r) = &spec.resource {
-            b.field(
-                0,
-                "Resource",
-                format!(
-                    "{} {} {}",
-                    r.api_version,
-                    r.kind,
-                    words::qualified(&r.namespace, &r.name)
-                ),
-            );
-        }
+        b.resource(spec.resource.as_ref());
         b.field(
             0,
             "Replicas",
@@ -591,14 +567,11 @@ impl Describe for v1::Work {
         b.field(0, "Ready Replicas", status.ready_replicas);
         b.field(0, "Observed Generation", status.observed_generation);
         b.conditions(&status.conditions, now);
-        b.0
     }
 }
 
 impl Describe for v1::Event {
-    fn describe(&self, now: &prost_types::Timestamp) -> String {
-        let mut b = Block::default();
-        b.meta(self.metadata.as_ref(), now);
+    fn body(&self, b: &mut Block, now: &prost_types::Timestamp) {
         if let Some(o) = &self.involved_object {
             b.field(
                 0,
@@ -622,7 +595,6 @@ impl Describe for v1::Event {
         if !self.trace_context.is_empty() {
             b.field(0, "Trace", &self.trace_context);
         }
-        b.0
     }
 }
 

@@ -295,6 +295,12 @@ async fn channel(args: &DryRunArgs, service: Service) -> anyhow::Result<Conn> {
         .map_err(|e| anyhow::anyhow!("{e:#} (set {} if it listens elsewhere)", service.flag()))
 }
 
+/// The reply of a dry-run call, or an error naming the call (`Scheduler.Simulate`).
+fn reply<T>(what: &str, r: Result<tonic::Response<T>, tonic::Status>) -> anyhow::Result<T> {
+    r.map(tonic::Response::into_inner)
+        .map_err(|s| status_error(what, &s))
+}
+
 fn decision_words(d: i32) -> &'static str {
     match v1::EvictionDecision::try_from(d) {
         Ok(v1::EvictionDecision::NotApplicable) => "not applicable",
@@ -350,10 +356,32 @@ impl Report {
         }
     }
 
+    /// `title:` and a table of `items` below it, one row each; nothing without items.
+    fn table_of<T: TableRow>(&mut self, title: &str, items: &[T]) {
+        if items.is_empty() {
+            return;
+        }
+        self.line(2, format!("{title}:"));
+        let mut t = Table::new(T::HEADERS.iter().copied());
+        for item in items {
+            t.row(item.cells());
+        }
+        self.table(4, &t);
+    }
+
     fn fail(&mut self, what: String) {
         self.line(2, format!("unavailable: {what}"));
         self.failures.push(what);
     }
+}
+
+/// A message a report shows as one row of a table ([`Report::table_of`]).
+trait TableRow {
+    /// The column headers.
+    const HEADERS: &'static [&'static str];
+
+    /// The cells of the row, one per header.
+    fn cells(&self) -> Vec<String>;
 }
 
 fn no_execute(cluster: &v1::Cluster) -> Vec<&v1::Taint> {
@@ -442,6 +470,10 @@ mod tests {
 
     #[test]
     fn eviction_moves_the_target_to_a_task_in_a_new_generation() {
+        let target = |name: &str, replicas| v1::TargetCluster {
+            name: name.into(),
+            replicas,
+        };
         let binding = v1::ResourceBinding {
             metadata: Some(v1::ObjectMeta {
                 name: "nginx-deployment".into(),
@@ -451,16 +483,7 @@ mod tests {
             }),
             spec: Some(v1::ResourceBindingSpec {
                 replicas: 3,
-                clusters: vec![
-                    v1::TargetCluster {
-                        name: "member1".into(),
-                        replicas: 1,
-                    },
-                    v1::TargetCluster {
-                        name: "member2".into(),
-                        replicas: 2,
-                    },
-                ],
+                clusters: vec![target("member1", 1), target("member2", 2)],
                 ..Default::default()
             }),
             status: None,

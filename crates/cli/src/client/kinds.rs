@@ -11,7 +11,7 @@ use flotilla_proto::v1::api_client::ApiClient;
 use futures::Stream;
 use tonic::Status;
 
-use super::output::{Named, age};
+use super::output::{Named, age, named};
 use super::words;
 
 /// A kind named on the command line.
@@ -211,19 +211,20 @@ macro_rules! scope_field {
     };
 }
 
-/// `impl ApiObject` for a kind from its RPCs: each request lists the fields it takes from
-/// the [`Scope`] (`namespace`, `label_selector`, `cluster`, `kind`); paging, revisions and
-/// bookmarks are filled in. `get` is either the Get RPC (a missing object is an empty list)
-/// or a block over `api`, `scope` and `name`.
+/// `impl ApiObject` for a kind from its RPCs, and [`Named`] for the kind and its list
+/// response: each request lists the fields it takes from the [`Scope`] (`namespace`,
+/// `label_selector`, `cluster`, `kind`); paging, revisions and bookmarks are filled in. `get`
+/// is either the Get RPC (a missing object is an empty list) or a block over `api`, `scope`
+/// and `name`.
 macro_rules! api_object {
     (
-        $ty:ty: $name:literal, $list_resp:ident,
+        v1::$ty:ident: $name:literal, $list_resp:ident,
         list: $list:ident($list_req:ident { $($lf:ident),* }),
         watch: $watch:ident($watch_req:ident { $($wf:ident),* }),
         get: $get:ident($get_req:ident { $($gf:ident),* }),
     ) => {
         api_object! {
-            $ty: $name, $list_resp,
+            v1::$ty: $name, $list_resp,
             list: $list($list_req { $($lf),* }),
             watch: $watch($watch_req { $($wf),* }),
             get(api, scope, name) => {
@@ -239,13 +240,15 @@ macro_rules! api_object {
         }
     };
     (
-        $ty:ty: $name:literal, $list_resp:ident,
+        v1::$ty:ident: $name:literal, $list_resp:ident,
         list: $list:ident($list_req:ident { $($lf:ident),* }),
         watch: $watch:ident($watch_req:ident { $($wf:ident),* }),
         get($api:ident, $scope:ident, $n:ident) => $get:block,
     ) => {
+        named!($ty, $list_resp);
+
         #[allow(clippy::needless_update)] // requests take `..Default::default()` whatever they hold
-        impl ApiObject for $ty {
+        impl ApiObject for v1::$ty {
             const NAME: &'static str = $name;
 
             async fn list(api: &mut Api, scope: &Scope, page_token: String) -> Result<Page<Self>, Status> {
@@ -604,15 +607,7 @@ impl Columns for v1::ClusterTaintPolicy {
         let spec = self.spec.clone().unwrap_or_default();
         vec![
             name.to_owned(),
-            words::list_or_none(spec.taints.iter().map(|t| {
-                words::taint(&v1::Taint {
-                    key: t.key.clone(),
-                    value: t.value.clone(),
-                    effect: t.effect,
-                    time_added: None,
-                    trace_context: String::new(),
-                })
-            })),
+            words::list_or_none(spec.taints.iter().map(words::taint_spec)),
             match_conditions(&spec.add_on_conditions),
             match_conditions(&spec.remove_on_conditions),
             age(created, now),

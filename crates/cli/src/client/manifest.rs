@@ -601,6 +601,32 @@ fn namespace_of(ctx: &mut Ctx<'_>, own: Option<&str>, opts: &ReadOptions) -> Str
     ns
 }
 
+/// A cluster-scoped document's own namespace is ignored, with a warning when it names one.
+fn ignore_namespace(ctx: &mut Ctx<'_>, own: Option<&str>, kind: &str) {
+    if own.is_some_and(|ns| !ns.is_empty()) {
+        ctx.warn(format!(
+            "metadata.namespace ignored: {kind} is cluster-scoped"
+        ));
+    }
+}
+
+/// The namespace of a policy document: none for a cluster-wide kind (`kind`, whose own
+/// namespace is ignored), else [`namespace_of`].
+fn policy_namespace(
+    ctx: &mut Ctx<'_>,
+    own: Option<&str>,
+    cluster_wide: bool,
+    kind: &str,
+    opts: &ReadOptions,
+) -> String {
+    if cluster_wide {
+        ignore_namespace(ctx, own, kind);
+        String::new()
+    } else {
+        namespace_of(ctx, own, opts)
+    }
+}
+
 fn resolve_namespace(ctx: &mut Ctx<'_>, own: Option<&str>, opts: &ReadOptions) -> String {
     match own {
         Some(ns) if !ns.is_empty() => {
@@ -1460,18 +1486,8 @@ fn propagation_policy(
     opts: &ReadOptions,
 ) -> Option<Object> {
     let PolicyDoc { metadata, spec, .. } = doc;
-    let namespace = if cluster_wide {
-        if metadata
-            .namespace
-            .as_deref()
-            .is_some_and(|ns| !ns.is_empty())
-        {
-            ctx.warn("metadata.namespace ignored: ClusterPropagationPolicy is cluster-scoped");
-        }
-        String::new()
-    } else {
-        namespace_of(ctx, metadata.namespace.as_deref(), opts)
-    };
+    let own = metadata.namespace.as_deref();
+    let namespace = policy_namespace(ctx, own, cluster_wide, "ClusterPropagationPolicy", opts);
     unsupported_policy_fields(ctx, &spec);
     let placement = placement(ctx, spec.placement);
     let policy = core::PropagationPolicy {
@@ -1520,18 +1536,8 @@ fn override_policy(
     opts: &ReadOptions,
 ) -> Option<Object> {
     let OverridePolicyDoc { metadata, spec, .. } = doc;
-    let namespace = if cluster_wide {
-        if metadata
-            .namespace
-            .as_deref()
-            .is_some_and(|ns| !ns.is_empty())
-        {
-            ctx.warn("metadata.namespace ignored: ClusterOverridePolicy is cluster-scoped");
-        }
-        String::new()
-    } else {
-        namespace_of(ctx, metadata.namespace.as_deref(), opts)
-    };
+    let own = metadata.namespace.as_deref();
+    let namespace = policy_namespace(ctx, own, cluster_wide, "ClusterOverridePolicy", opts);
     let OverrideSpecDoc {
         resource_selectors,
         override_rules,
@@ -1599,13 +1605,7 @@ fn override_policy(
 
 fn cluster_taint_policy(ctx: &mut Ctx<'_>, doc: TaintPolicyDoc) -> Option<Object> {
     let TaintPolicyDoc { metadata, spec, .. } = doc;
-    if metadata
-        .namespace
-        .as_deref()
-        .is_some_and(|ns| !ns.is_empty())
-    {
-        ctx.warn("metadata.namespace ignored: ClusterTaintPolicy is cluster-scoped");
-    }
+    ignore_namespace(ctx, metadata.namespace.as_deref(), "ClusterTaintPolicy");
     let taints_path = FieldPath::new("spec").child("taints");
     let mut taints = Vec::new();
     for (i, t) in spec.taints.into_iter().enumerate() {
@@ -1651,13 +1651,7 @@ fn cluster_taint_policy(ctx: &mut Ctx<'_>, doc: TaintPolicyDoc) -> Option<Object
 
 fn cluster(ctx: &mut Ctx<'_>, doc: ClusterDoc) -> Option<Object> {
     let ClusterDoc { metadata, spec, .. } = doc;
-    if metadata
-        .namespace
-        .as_deref()
-        .is_some_and(|ns| !ns.is_empty())
-    {
-        ctx.warn("metadata.namespace ignored: Cluster is cluster-scoped");
-    }
+    ignore_namespace(ctx, metadata.namespace.as_deref(), "Cluster");
     let path = FieldPath::new("spec");
     if spec.id.is_some() {
         ctx.warn("spec.id is ignored: Flotilla names clusters by their name");

@@ -398,87 +398,58 @@ async fn delete_one(
     name: &str,
 ) -> anyhow::Result<(String, bool)> {
     let what = |k: &str| format!("deleting {k} {name:?}");
+    // One delete call: the request (with the namespace where the kind is namespaced), the
+    // kind's lowercase name for errors, and `kind/name` (or the given text) for the output.
+    macro_rules! delete {
+        ($method:ident, $req:ident { $($ns:ident)? }, $kind:literal) => {
+            delete!($method, $req { $($ns)? }, $kind, format!(concat!($kind, "/{}"), name))
+        };
+        ($method:ident, $req:ident { $($ns:ident)? }, $kind:literal, $shown:expr) => {{
+            let r = api
+                .$method(v1::$req {
+                    $($ns: $ns.into(),)?
+                    name: name.into(),
+                    preconditions: None,
+                })
+                .await
+                .map_err(|s| status_error(what($kind), &s))?
+                .into_inner();
+            ($shown, r.deleted)
+        }};
+    }
     Ok(match kind {
-        Kind::Cluster => {
-            let r = api
-                .delete_cluster(v1::DeleteClusterRequest {
-                    name: name.into(),
-                    preconditions: None,
-                })
-                .await
-                .map_err(|s| status_error(what("cluster"), &s))?
-                .into_inner();
-            (format!("cluster/{name}"), r.deleted)
-        }
-        Kind::PropagationPolicy => {
-            let r = api
-                .delete_propagation_policy(v1::DeletePropagationPolicyRequest {
-                    namespace: namespace.into(),
-                    name: name.into(),
-                    preconditions: None,
-                })
-                .await
-                .map_err(|s| status_error(what("propagationpolicy"), &s))?
-                .into_inner();
-            (format!("propagationpolicy/{name}"), r.deleted)
-        }
-        Kind::ClusterPropagationPolicy => {
-            let r = api
-                .delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
-                    name: name.into(),
-                    preconditions: None,
-                })
-                .await
-                .map_err(|s| status_error(what("clusterpropagationpolicy"), &s))?
-                .into_inner();
-            (format!("clusterpropagationpolicy/{name}"), r.deleted)
-        }
-        Kind::ClusterTaintPolicy => {
-            let r = api
-                .delete_cluster_taint_policy(v1::DeleteClusterTaintPolicyRequest {
-                    name: name.into(),
-                    preconditions: None,
-                })
-                .await
-                .map_err(|s| status_error(what("clustertaintpolicy"), &s))?
-                .into_inner();
-            (format!("clustertaintpolicy/{name}"), r.deleted)
-        }
-        Kind::OverridePolicy => {
-            let r = api
-                .delete_override_policy(v1::DeleteOverridePolicyRequest {
-                    namespace: namespace.into(),
-                    name: name.into(),
-                    preconditions: None,
-                })
-                .await
-                .map_err(|s| status_error(what("overridepolicy"), &s))?
-                .into_inner();
-            (format!("overridepolicy/{name}"), r.deleted)
-        }
-        Kind::Credentials => {
-            let r = api
-                .delete_secret(v1::DeleteSecretRequest {
-                    namespace: namespace.into(),
-                    name: name.into(),
-                    preconditions: None,
-                })
-                .await
-                .map_err(|s: Status| status_error(what("secret"), &s))?
-                .into_inner();
-            (format!("secret/{namespace}/{name}"), r.deleted)
-        }
-        Kind::ClusterOverridePolicy => {
-            let r = api
-                .delete_cluster_override_policy(v1::DeleteClusterOverridePolicyRequest {
-                    name: name.into(),
-                    preconditions: None,
-                })
-                .await
-                .map_err(|s| status_error(what("clusteroverridepolicy"), &s))?
-                .into_inner();
-            (format!("clusteroverridepolicy/{name}"), r.deleted)
-        }
+        Kind::Cluster => delete!(delete_cluster, DeleteClusterRequest {}, "cluster"),
+        Kind::PropagationPolicy => delete!(
+            delete_propagation_policy,
+            DeletePropagationPolicyRequest { namespace },
+            "propagationpolicy"
+        ),
+        Kind::ClusterPropagationPolicy => delete!(
+            delete_cluster_propagation_policy,
+            DeleteClusterPropagationPolicyRequest {},
+            "clusterpropagationpolicy"
+        ),
+        Kind::ClusterTaintPolicy => delete!(
+            delete_cluster_taint_policy,
+            DeleteClusterTaintPolicyRequest {},
+            "clustertaintpolicy"
+        ),
+        Kind::OverridePolicy => delete!(
+            delete_override_policy,
+            DeleteOverridePolicyRequest { namespace },
+            "overridepolicy"
+        ),
+        Kind::Credentials => delete!(
+            delete_secret,
+            DeleteSecretRequest { namespace },
+            "secret",
+            format!("secret/{namespace}/{name}")
+        ),
+        Kind::ClusterOverridePolicy => delete!(
+            delete_cluster_override_policy,
+            DeleteClusterOverridePolicyRequest {},
+            "clusteroverridepolicy"
+        ),
         Kind::Workload(workload_kind) => {
             let scope = Scope {
                 namespace: Some(namespace.to_owned()),

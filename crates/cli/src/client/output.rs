@@ -35,28 +35,10 @@ macro_rules! named {
         }
     )*};
 }
+pub(crate) use named;
 
+// The api objects and their list responses are named where they are declared (`api_object!`).
 named!(
-    Cluster,
-    PropagationPolicy,
-    ClusterPropagationPolicy,
-    ClusterTaintPolicy,
-    OverridePolicy,
-    ClusterOverridePolicy,
-    Workload,
-    ResourceBinding,
-    Work,
-    Event,
-    ListClustersResponse,
-    ListPropagationPoliciesResponse,
-    ListClusterPropagationPoliciesResponse,
-    ListClusterTaintPoliciesResponse,
-    ListOverridePoliciesResponse,
-    ListClusterOverridePoliciesResponse,
-    ListWorkloadsResponse,
-    ListResourceBindingsResponse,
-    ListWorksResponse,
-    ListEventsResponse,
     SimulateResponse,
     ExplainResponse,
     GracefulEvictionAssessResponse,
@@ -176,6 +158,15 @@ pub fn age(then: Option<&prost_types::Timestamp>, now: &prost_types::Timestamp) 
     }
 }
 
+/// `5m`, or `5m30s` when the rest in the smaller unit is not zero.
+fn with_rest(n: u64, unit: &str, rest: u64, rest_unit: &str) -> String {
+    if rest == 0 {
+        format!("{n}{unit}")
+    } else {
+        format!("{n}{unit}{rest}{rest_unit}")
+    }
+}
+
 /// A duration the way kubectl prints ages: two significant units while they matter.
 pub fn human_duration(d: Duration) -> String {
     let s = d.as_secs();
@@ -185,27 +176,15 @@ pub fn human_duration(d: Duration) -> String {
     } else if s < 120 {
         format!("{s}s")
     } else if m < 10 {
-        if s.is_multiple_of(60) {
-            format!("{m}m")
-        } else {
-            format!("{m}m{}s", s % 60)
-        }
+        with_rest(m, "m", s % 60, "s")
     } else if h < 3 {
         format!("{m}m")
     } else if h < 8 {
-        if m.is_multiple_of(60) {
-            format!("{h}h")
-        } else {
-            format!("{h}h{}m", m % 60)
-        }
+        with_rest(h, "h", m % 60, "m")
     } else if h < 48 {
         format!("{h}h")
     } else if days < 8 {
-        if h.is_multiple_of(24) {
-            format!("{days}d")
-        } else {
-            format!("{days}d{}h", h % 24)
-        }
+        with_rest(days, "d", h % 24, "h")
     } else if days < 365 * 2 {
         format!("{days}d")
     } else {

@@ -75,10 +75,20 @@ pub fn event_type(value: i32) -> &'static str {
 
 /// `key=value:Effect` (kubectl's taint syntax; `key:Effect` without a value).
 pub fn taint(t: &v1::Taint) -> String {
-    if t.value.is_empty() {
-        format!("{}:{}", t.key, effect(t.effect))
+    taint_parts(&t.key, &t.value, t.effect)
+}
+
+/// A taint a policy adds or removes, written like a [`taint`].
+pub fn taint_spec(t: &v1::TaintSpec) -> String {
+    taint_parts(&t.key, &t.value, t.effect)
+}
+
+/// `key=value:Effect`, or `key:Effect` when the value is empty.
+fn taint_parts(key: &str, value: &str, eff: i32) -> String {
+    if value.is_empty() {
+        format!("{key}:{}", effect(eff))
     } else {
-        format!("{}={}:{}", t.key, t.value, effect(t.effect))
+        format!("{key}={value}:{}", effect(eff))
     }
 }
 
@@ -122,6 +132,21 @@ pub fn condition<'a>(conditions: &'a [v1::Condition], type_: &str) -> Option<&'a
     conditions.iter().find(|c| c.r#type == type_)
 }
 
+/// A condition's status and reason, then its message when it has one: `True (Applied)`,
+/// `False (Failed): no such cluster`.
+pub fn condition_summary(c: &v1::Condition) -> String {
+    if c.message.is_empty() {
+        format!("{} ({})", condition_status(c.status), c.reason)
+    } else {
+        format!(
+            "{} ({}): {}",
+            condition_status(c.status),
+            c.reason,
+            c.message
+        )
+    }
+}
+
 /// The status word of condition `type_`, or `-` when absent.
 pub fn condition_word(conditions: &[v1::Condition], type_: &str) -> String {
     condition(conditions, type_)
@@ -144,12 +169,7 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    let v: Vec<String> = items.into_iter().map(|s| s.as_ref().to_owned()).collect();
-    if v.is_empty() {
-        "<none>".into()
-    } else {
-        v.join(", ")
-    }
+    list_joined(items, ", ")
 }
 
 /// A list joined by commas, or `<none>` when empty.
@@ -158,11 +178,20 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
+    list_joined(items, ",")
+}
+
+/// A list joined by `sep`, or `<none>` when empty.
+fn list_joined<I, S>(items: I, sep: &str) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
     let v: Vec<String> = items.into_iter().map(|s| s.as_ref().to_owned()).collect();
     if v.is_empty() {
         "<none>".into()
     } else {
-        v.join(",")
+        v.join(sep)
     }
 }
 

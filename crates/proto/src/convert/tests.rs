@@ -17,6 +17,11 @@ fn t(secs: i64) -> Option<Time> {
     Some(Time::from_millis(secs * 1000 + 123))
 }
 
+/// A wire timestamp.
+fn stamp(seconds: i64, nanos: i32) -> Timestamp {
+    Timestamp { seconds, nanos }
+}
+
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -352,6 +357,18 @@ where
     D::try_from(decoded).unwrap()
 }
 
+/// Asserts that each of `values` comes back unchanged from a [`roundtrip`] through `W`.
+#[track_caller]
+fn assert_roundtrips<D, W>(values: impl IntoIterator<Item = D>)
+where
+    D: Clone + std::fmt::Debug + PartialEq + Into<W> + TryFrom<W, Error = ConvertError>,
+    W: Message + Default,
+{
+    for value in values {
+        assert_eq!(roundtrip::<_, W>(&value), value);
+    }
+}
+
 // === round trips ===
 
 #[test]
@@ -417,6 +434,7 @@ fn resources_roundtrip() {
 
 #[test]
 fn every_enum_variant_roundtrips() {
+    use domain::{ConditionStatus as C, SelectorOperator as O, SpreadField as F};
     use domain::{PurgeMode as P, ResourceHealth as H, TaintEffect as E};
     for effect in [E::NoSchedule, E::PreferNoSchedule, E::NoExecute] {
         let taint = domain::Taint::new("k", effect, None);
@@ -427,57 +445,39 @@ fn every_enum_variant_roundtrips() {
         };
         assert_eq!(roundtrip::<_, v1::Toleration>(&toleration), toleration);
     }
-    for purge_mode in [P::Directly, P::Gracefully, P::Never] {
-        let t = task("m", purge_mode);
-        assert_eq!(roundtrip::<_, v1::GracefulEvictionTask>(&t), t);
-    }
-    for health in [H::Healthy, H::Unhealthy, H::Unknown] {
-        let item = domain::AggregatedStatusItem {
+    assert_roundtrips::<_, v1::GracefulEvictionTask>(
+        [P::Directly, P::Gracefully, P::Never].map(|purge_mode| task("m", purge_mode)),
+    );
+    assert_roundtrips::<_, v1::AggregatedStatusItem>([H::Healthy, H::Unhealthy, H::Unknown].map(
+        |health| domain::AggregatedStatusItem {
             health,
             ..Default::default()
-        };
-        assert_eq!(roundtrip::<_, v1::AggregatedStatusItem>(&item), item);
-    }
-    for sync_mode in [domain::SyncMode::Push, domain::SyncMode::Pull] {
-        let spec = domain::ClusterSpec {
+        },
+    ));
+    assert_roundtrips::<_, v1::ClusterSpec>([domain::SyncMode::Push, domain::SyncMode::Pull].map(
+        |sync_mode| domain::ClusterSpec {
             sync_mode,
             ..Default::default()
-        };
-        assert_eq!(roundtrip::<_, v1::ClusterSpec>(&spec), spec);
-    }
-    for status in [
-        domain::ConditionStatus::True,
-        domain::ConditionStatus::False,
-        domain::ConditionStatus::Unknown,
-    ] {
-        let c = condition("Ready", status);
-        assert_eq!(roundtrip::<_, v1::Condition>(&c), c);
-    }
-    for field in [
-        domain::SpreadField::Cluster,
-        domain::SpreadField::Region,
-        domain::SpreadField::Zone,
-        domain::SpreadField::Provider,
-    ] {
-        let c = domain::SpreadConstraint {
+        },
+    ));
+    assert_roundtrips::<_, v1::Condition>(
+        [C::True, C::False, C::Unknown].map(|status| condition("Ready", status)),
+    );
+    assert_roundtrips::<_, v1::SpreadConstraint>(
+        [F::Cluster, F::Region, F::Zone, F::Provider].map(|field| domain::SpreadConstraint {
             spread_by_field: Some(field),
             ..Default::default()
-        };
-        assert_eq!(roundtrip::<_, v1::SpreadConstraint>(&c), c);
-    }
-    for operator in [
-        domain::SelectorOperator::In,
-        domain::SelectorOperator::NotIn,
-        domain::SelectorOperator::Exists,
-        domain::SelectorOperator::DoesNotExist,
-    ] {
-        let r = domain::LabelSelectorRequirement {
-            key: "k".into(),
-            operator,
-            values: vec![],
-        };
-        assert_eq!(roundtrip::<_, v1::LabelSelectorRequirement>(&r), r);
-    }
+        }),
+    );
+    assert_roundtrips::<_, v1::LabelSelectorRequirement>(
+        [O::In, O::NotIn, O::Exists, O::DoesNotExist].map(|operator| {
+            domain::LabelSelectorRequirement {
+                key: "k".into(),
+                operator,
+                values: vec![],
+            }
+        }),
+    );
     for (kind, preference) in [
         (domain::ReplicaSchedulingType::Duplicated, None),
         (
@@ -600,10 +600,37 @@ where
     }
 }
 
+/// A change that makes a wire message invalid.
+type Corrupt<W> = fn(&mut W);
+
+/// Corrupts the wire form of `value` by each case and collects the cases whose error path
+/// is not the expected one, as (expected, got).
+fn corrupted_paths<D, W>(
+    value: D,
+    cases: Vec<(&'static str, Corrupt<W>)>,
+    mismatches: &mut Vec<(&'static str, String)>,
+) where
+    D: Clone + TryFrom<W, Error = ConvertError> + std::fmt::Debug,
+    W: From<D>,
+{
+    for (want, corrupt) in cases {
+        let mut wire = W::from(value.clone());
+        corrupt(&mut wire);
+        let got = error_path::<_, D>(wire);
+        if got != want {
+            mismatches.push((want, got));
+        }
+    }
+}
+
+/// The placement of a wire binding's spec (the fixture has one).
+fn placement_of(b: &mut v1::ResourceBinding) -> &mut v1::Placement {
+    b.spec.as_mut().unwrap().placement.as_mut().unwrap()
+}
+
 #[test]
 fn bad_enums_report_their_json_path() {
     const BOGUS: i32 = 99;
-    type Corrupt<W> = fn(&mut W);
     let cluster_cases: Vec<(&str, Corrupt<v1::Cluster>)> = vec![
         ("spec.taints[2].effect", |c| {
             c.spec.as_mut().unwrap().taints[2].effect = BOGUS;
@@ -621,84 +648,46 @@ fn bad_enums_report_their_json_path() {
             b.spec.as_mut().unwrap().graceful_eviction_tasks[1].purge_mode = 0;
         }),
         ("spec.placement.clusterTolerations[1].operator", |b| {
-            b.spec
-                .as_mut()
-                .unwrap()
-                .placement
-                .as_mut()
-                .unwrap()
-                .cluster_tolerations[1]
-                .operator = BOGUS;
+            placement_of(b).cluster_tolerations[1].operator = BOGUS;
         }),
         ("spec.placement.clusterTolerations[0].effect", |b| {
-            b.spec
-                .as_mut()
-                .unwrap()
-                .placement
-                .as_mut()
-                .unwrap()
-                .cluster_tolerations[0]
-                .effect = BOGUS;
+            placement_of(b).cluster_tolerations[0].effect = BOGUS;
         }),
         (
             "spec.placement.clusterAffinity.labelSelector.matchExpressions[0].operator",
             |b| {
-                let p = b.spec.as_mut().unwrap().placement.as_mut().unwrap();
-                p.cluster_affinity
-                    .as_mut()
-                    .unwrap()
-                    .label_selector
-                    .as_mut()
-                    .unwrap()
-                    .match_expressions[0]
-                    .operator = 0;
+                let a = placement_of(b).cluster_affinity.as_mut().unwrap();
+                a.label_selector.as_mut().unwrap().match_expressions[0].operator = 0;
             },
         ),
         (
             "spec.placement.clusterAffinities[0].fieldSelector.matchExpressions[1].operator",
             |b| {
-                let p = b.spec.as_mut().unwrap().placement.as_mut().unwrap();
-                p.cluster_affinities[0]
-                    .field_selector
-                    .as_mut()
-                    .unwrap()
-                    .match_expressions[1]
-                    .operator = BOGUS;
+                let a = &mut placement_of(b).cluster_affinities[0];
+                a.field_selector.as_mut().unwrap().match_expressions[1].operator = BOGUS;
             },
         ),
         ("spec.placement.spreadConstraints[1].spreadByField", |b| {
-            b.spec
-                .as_mut()
-                .unwrap()
-                .placement
-                .as_mut()
-                .unwrap()
-                .spread_constraints[1]
-                .spread_by_field = BOGUS;
+            placement_of(b).spread_constraints[1].spread_by_field = BOGUS;
         }),
         (
             "spec.placement.replicaScheduling.replicaSchedulingType",
             |b| {
-                let p = b.spec.as_mut().unwrap().placement.as_mut().unwrap();
-                p.replica_scheduling
-                    .as_mut()
-                    .unwrap()
-                    .replica_scheduling_type = BOGUS;
+                let s = placement_of(b).replica_scheduling.as_mut().unwrap();
+                s.replica_scheduling_type = BOGUS;
             },
         ),
         (
             "spec.placement.replicaScheduling.weightPreference.dynamicWeight",
             |b| {
-                let p = b.spec.as_mut().unwrap().placement.as_mut().unwrap();
-                let s = p.replica_scheduling.as_mut().unwrap();
+                let s = placement_of(b).replica_scheduling.as_mut().unwrap();
                 s.weight_preference.as_mut().unwrap().dynamic_weight = BOGUS;
             },
         ),
         (
             "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].targetCluster.fieldSelector.matchExpressions[0].operator",
             |b| {
-                let p = b.spec.as_mut().unwrap().placement.as_mut().unwrap();
-                let s = p.replica_scheduling.as_mut().unwrap();
+                let s = placement_of(b).replica_scheduling.as_mut().unwrap();
                 let w = &mut s.weight_preference.as_mut().unwrap().static_weight_list[0];
                 w.target_cluster.as_mut().unwrap().field_selector = Some(v1::FieldSelector {
                     match_expressions: vec![v1::LabelSelectorRequirement {
@@ -710,16 +699,8 @@ fn bad_enums_report_their_json_path() {
             },
         ),
         ("spec.failover.cluster.purgeMode", |b| {
-            b.spec
-                .as_mut()
-                .unwrap()
-                .failover
-                .as_mut()
-                .unwrap()
-                .cluster
-                .as_mut()
-                .unwrap()
-                .purge_mode = BOGUS;
+            let f = b.spec.as_mut().unwrap().failover.as_mut().unwrap();
+            f.cluster.as_mut().unwrap().purge_mode = BOGUS;
         }),
         ("spec.failover.application.purgeMode", |b| {
             let f = b.spec.as_mut().unwrap().failover.as_mut().unwrap();
@@ -784,38 +765,10 @@ fn bad_enums_report_their_json_path() {
     ];
 
     let mut mismatches = Vec::new();
-    for (want, corrupt) in cluster_cases {
-        let mut wire = v1::Cluster::from(cluster());
-        corrupt(&mut wire);
-        let got = error_path::<_, domain::Cluster>(wire);
-        if got != want {
-            mismatches.push((want, got));
-        }
-    }
-    for (want, corrupt) in binding_cases {
-        let mut wire = v1::ResourceBinding::from(binding());
-        corrupt(&mut wire);
-        let got = error_path::<_, domain::ResourceBinding>(wire);
-        if got != want {
-            mismatches.push((want, got));
-        }
-    }
-    for (want, corrupt) in policy_cases {
-        let mut wire = v1::ClusterTaintPolicy::from(taint_policy());
-        corrupt(&mut wire);
-        let got = error_path::<_, domain::ClusterTaintPolicy>(wire);
-        if got != want {
-            mismatches.push((want, got));
-        }
-    }
-    for (want, corrupt) in pp_cases {
-        let mut wire = v1::PropagationPolicy::from(propagation_policy("default"));
-        corrupt(&mut wire);
-        let got = error_path::<_, domain::PropagationPolicy>(wire);
-        if got != want {
-            mismatches.push((want, got));
-        }
-    }
+    corrupted_paths(cluster(), cluster_cases, &mut mismatches);
+    corrupted_paths(binding(), binding_cases, &mut mismatches);
+    corrupted_paths(taint_policy(), policy_cases, &mut mismatches);
+    corrupted_paths(propagation_policy("default"), pp_cases, &mut mismatches);
     assert!(mismatches.is_empty(), "(expected, got): {mismatches:#?}");
 }
 
@@ -843,45 +796,29 @@ fn bad_timestamps_report_their_json_path() {
     type Corrupt = fn(&mut v1::ResourceBinding);
     let cases: Vec<(&str, &str, Corrupt)> = vec![
         ("metadata.creationTimestamp", "nanos", |b| {
-            b.metadata.as_mut().unwrap().creation_timestamp = Some(Timestamp {
-                seconds: 0,
-                nanos: -1,
-            });
+            b.metadata.as_mut().unwrap().creation_timestamp = Some(stamp(0, -1));
         }),
         ("metadata.deletionTimestamp", "nanos", |b| {
-            b.metadata.as_mut().unwrap().deletion_timestamp = Some(Timestamp {
-                seconds: 0,
-                nanos: 1_000_000_000,
-            });
+            b.metadata.as_mut().unwrap().deletion_timestamp = Some(stamp(0, 1_000_000_000));
         }),
         (
             "spec.gracefulEvictionTasks[0].creationTimestamp",
             "seconds",
             |b| {
                 b.spec.as_mut().unwrap().graceful_eviction_tasks[0].creation_timestamp =
-                    Some(Timestamp {
-                        seconds: i64::MAX,
-                        nanos: 0,
-                    });
+                    Some(stamp(i64::MAX, 0));
             },
         ),
         ("spec.rescheduleTriggeredAt", "seconds", |b| {
-            b.spec.as_mut().unwrap().reschedule_triggered_at = Some(Timestamp {
-                seconds: MIN_TIMESTAMP_SECONDS - 1,
-                nanos: 0,
-            });
+            b.spec.as_mut().unwrap().reschedule_triggered_at =
+                Some(stamp(MIN_TIMESTAMP_SECONDS - 1, 0));
         }),
         ("status.lastScheduledTime", "nanos", |b| {
-            b.status.as_mut().unwrap().last_scheduled_time = Some(Timestamp {
-                seconds: 1,
-                nanos: i32::MIN,
-            });
+            b.status.as_mut().unwrap().last_scheduled_time = Some(stamp(1, i32::MIN));
         }),
         ("status.conditions[0].lastTransitionTime", "seconds", |b| {
-            b.status.as_mut().unwrap().conditions[0].last_transition_time = Some(Timestamp {
-                seconds: MAX_TIMESTAMP_SECONDS + 1,
-                nanos: 0,
-            });
+            b.status.as_mut().unwrap().conditions[0].last_transition_time =
+                Some(stamp(MAX_TIMESTAMP_SECONDS + 1, 0));
         }),
     ];
     for (want_field, want_word, corrupt) in cases {
@@ -896,10 +833,7 @@ fn bad_timestamps_report_their_json_path() {
         );
     }
     let mut wire = v1::Cluster::from(cluster());
-    wire.spec.as_mut().unwrap().taints[0].time_added = Some(Timestamp {
-        seconds: 0,
-        nanos: -5,
-    });
+    wire.spec.as_mut().unwrap().taints[0].time_added = Some(stamp(0, -5));
     assert_eq!(
         error_path::<_, domain::Cluster>(wire),
         "spec.taints[0].timeAdded"
@@ -911,47 +845,17 @@ fn bad_timestamps_report_their_json_path() {
 #[test]
 fn timestamps_convert_at_millisecond_precision() {
     let cases = [
-        (
-            0,
-            Timestamp {
-                seconds: 0,
-                nanos: 0,
-            },
-        ),
-        (
-            1_500,
-            Timestamp {
-                seconds: 1,
-                nanos: 500_000_000,
-            },
-        ),
-        (
-            -1,
-            Timestamp {
-                seconds: -1,
-                nanos: 999_000_000,
-            },
-        ),
-        (
-            -1_500,
-            Timestamp {
-                seconds: -2,
-                nanos: 500_000_000,
-            },
-        ),
+        (0, stamp(0, 0)),
+        (1_500, stamp(1, 500_000_000)),
+        (-1, stamp(-1, 999_000_000)),
+        (-1_500, stamp(-2, 500_000_000)),
         (
             MAX_TIMESTAMP_SECONDS * 1000 + 999,
-            Timestamp {
-                seconds: MAX_TIMESTAMP_SECONDS,
-                nanos: 999_000_000,
-            },
+            stamp(MAX_TIMESTAMP_SECONDS, 999_000_000),
         ),
         (
             MIN_TIMESTAMP_SECONDS * 1000,
-            Timestamp {
-                seconds: MIN_TIMESTAMP_SECONDS,
-                nanos: 0,
-            },
+            stamp(MIN_TIMESTAMP_SECONDS, 0),
         ),
     ];
     for (millis, ts) in cases {
@@ -968,17 +872,11 @@ fn timestamps_convert_at_millisecond_precision() {
     }
     // Sub-millisecond nanos are truncated, never rounded up.
     assert_eq!(
-        timestamp_to_time(&Timestamp {
-            seconds: 2,
-            nanos: 999_999
-        }),
+        timestamp_to_time(&stamp(2, 999_999)),
         Ok(Time::from_millis(2_000))
     );
     assert_eq!(
-        timestamp_to_time(&Timestamp {
-            seconds: -1,
-            nanos: 1_999_999
-        }),
+        timestamp_to_time(&stamp(-1, 1_999_999)),
         Ok(Time::from_millis(-999))
     );
 }

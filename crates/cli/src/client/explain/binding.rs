@@ -141,17 +141,14 @@ pub(super) async fn simulate(
     at: &prost_types::Timestamp,
 ) -> anyhow::Result<v1::SimulateResponse> {
     let mut client = SchedulerClient::new(channel(dry, Service::Scheduler).await?);
-    let resp = client
-        .simulate(v1::SimulateRequest {
-            binding: Some(binding.clone()),
-            clusters: clusters.to_vec(),
-            options: None,
-            force,
-            now: Some(*at),
-        })
-        .await
-        .map_err(|s| status_error("Scheduler.Simulate", &s))?;
-    Ok(resp.into_inner())
+    let request = v1::SimulateRequest {
+        binding: Some(binding.clone()),
+        clusters: clusters.to_vec(),
+        options: None,
+        force,
+        now: Some(*at),
+    };
+    reply("Scheduler.Simulate", client.simulate(request).await)
 }
 
 pub(super) async fn explain_taints(
@@ -161,16 +158,13 @@ pub(super) async fn explain_taints(
     at: &prost_types::Timestamp,
 ) -> anyhow::Result<v1::ExplainResponse> {
     let mut client = TaintManagerClient::new(channel(dry, Service::TaintManager).await?);
-    let resp = client
-        .explain(v1::ExplainRequest {
-            cluster: Some(cluster.clone()),
-            binding: Some(binding.clone()),
-            options: None,
-            now: Some(*at),
-        })
-        .await
-        .map_err(|s| status_error("TaintManager.Explain", &s))?;
-    Ok(resp.into_inner())
+    let request = v1::ExplainRequest {
+        cluster: Some(cluster.clone()),
+        binding: Some(binding.clone()),
+        options: None,
+        now: Some(*at),
+    };
+    reply("TaintManager.Explain", client.explain(request).await)
 }
 
 pub(super) async fn assess(
@@ -179,15 +173,12 @@ pub(super) async fn assess(
     at: &prost_types::Timestamp,
 ) -> anyhow::Result<v1::GracefulEvictionAssessResponse> {
     let mut client = GracefulEvictionClient::new(channel(dry, Service::GracefulEviction).await?);
-    let resp = client
-        .assess(v1::GracefulEvictionAssessRequest {
-            binding: Some(binding.clone()),
-            graceful_eviction_timeout: None,
-            now: Some(*at),
-        })
-        .await
-        .map_err(|s| status_error("GracefulEviction.Assess", &s))?;
-    Ok(resp.into_inner())
+    let request = v1::GracefulEvictionAssessRequest {
+        binding: Some(binding.clone()),
+        graceful_eviction_timeout: None,
+        now: Some(*at),
+    };
+    reply("GracefulEviction.Assess", client.assess(request).await)
 }
 
 pub(super) async fn plan(
@@ -254,18 +245,15 @@ pub(super) async fn plan(
             .await
             .map_err(|s| status_error("listing cluster override policies", &s))?;
     let mut client = WorkExecutorClient::new(channel(dry, Service::WorkExecutor).await?);
-    let resp = client
-        .plan(v1::PlanRequest {
-            binding: Some(binding.clone()),
-            workload,
-            works,
-            override_policies,
-            cluster_override_policies,
-            clusters: clusters.to_vec(),
-        })
-        .await
-        .map_err(|s| status_error("WorkExecutor.Plan", &s))?;
-    Ok(resp.into_inner())
+    let request = v1::PlanRequest {
+        binding: Some(binding.clone()),
+        workload,
+        works,
+        override_policies,
+        cluster_override_policies,
+        clusters: clusters.to_vec(),
+    };
+    reply("WorkExecutor.Plan", client.plan(request).await)
 }
 
 pub(super) fn print_simulation(
@@ -299,36 +287,8 @@ pub(super) fn print_simulation(
         };
         r.line(2, format!("Strategy:         {}{mode}", sim.strategy));
     }
-    if !sim.filter_results.is_empty() {
-        r.line(2, "Filters:");
-        let mut t = Table::new(["CLUSTER", "FEASIBLE", "FILTER", "REASON"]);
-        for f in &sim.filter_results {
-            t.row(vec![
-                f.cluster.clone(),
-                if f.feasible { "yes" } else { "no" }.into(),
-                if f.filter.is_empty() {
-                    "-".into()
-                } else {
-                    f.filter.clone()
-                },
-                f.reason.clone(),
-            ]);
-        }
-        r.table(4, &t);
-    }
-    if !sim.scores.is_empty() {
-        r.line(2, "Scores:");
-        let mut t = Table::new(["CLUSTER", "SCORE", "ALLOCATABLE", "AVAILABLE"]);
-        for s in &sim.scores {
-            t.row(vec![
-                s.cluster.clone(),
-                s.score.to_string(),
-                s.allocatable_replicas.to_string(),
-                s.available_replicas.to_string(),
-            ]);
-        }
-        r.table(4, &t);
-    }
+    r.table_of("Filters", &sim.filter_results);
+    r.table_of("Scores", &sim.scores);
     if !sim.selected_clusters.is_empty() {
         r.line(
             2,
@@ -355,14 +315,8 @@ pub(super) fn print_simulation(
         r.line(
             2,
             format!(
-                "Condition:        Scheduled={} ({}){}",
-                words::condition_status(c.status),
-                c.reason,
-                if c.message.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", c.message)
-                }
+                "Condition:        Scheduled={}",
+                words::condition_summary(c)
             ),
         );
     }
@@ -530,16 +484,7 @@ pub(super) fn print_plan(r: &mut Report, p: &v1::PlanResponse) {
     if let Some(c) = &p.fully_applied {
         r.line(
             2,
-            format!(
-                "FullyApplied:     {} ({}){}",
-                words::condition_status(c.status),
-                c.reason,
-                if c.message.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", c.message)
-                }
-            ),
+            format!("FullyApplied:     {}", words::condition_summary(c)),
         );
     }
     for reason in &p.reasons {
@@ -579,3 +524,34 @@ pub(super) fn print_overrides(r: &mut Report, p: &v1::PlanResponse) {
 // ---------------------------------------------------------------------------------------
 // what-if fail
 // ---------------------------------------------------------------------------------------
+
+impl TableRow for v1::ClusterFilterResult {
+    const HEADERS: &'static [&'static str] = &["CLUSTER", "FEASIBLE", "FILTER", "REASON"];
+
+    fn cells(&self) -> Vec<String> {
+        let filter = if self.filter.is_empty() {
+            "-"
+        } else {
+            &self.filter
+        };
+        vec![
+            self.cluster.clone(),
+            if self.feasible { "yes" } else { "no" }.into(),
+            filter.to_owned(),
+            self.reason.clone(),
+        ]
+    }
+}
+
+impl TableRow for v1::ClusterScore {
+    const HEADERS: &'static [&'static str] = &["CLUSTER", "SCORE", "ALLOCATABLE", "AVAILABLE"];
+
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.cluster.clone(),
+            self.score.to_string(),
+            self.allocatable_replicas.to_string(),
+            self.available_replicas.to_string(),
+        ]
+    }
+}

@@ -82,11 +82,7 @@ pub(super) async fn explain_cluster(args: ExplainClusterArgs) -> anyhow::Result<
         .unwrap_or_default();
     let request = cluster_assess_request(cluster.clone(), args.probe, args.for_, at);
     let mut client = ClusterHealthClient::new(channel(dry, Service::ClusterHealth).await?);
-    let resp = client
-        .assess(request)
-        .await
-        .map_err(|s| status_error("ClusterHealth.Assess", &s))?
-        .into_inner();
+    let resp = reply("ClusterHealth.Assess", client.assess(request).await)?;
 
     let mut r = Report::default();
     r.section(&format!("Cluster {}", args.cluster));

@@ -20,61 +20,29 @@ fn read_ok(text: &str) -> Vec<Document> {
     parsed.documents
 }
 
+/// Asserts that `text` contains every one of `parts`, naming the first one missing.
+#[track_caller]
+fn assert_has(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "missing {part:?} in:\n{text}");
+    }
+}
+
+/// The spec of the PropagationPolicy `doc` holds.
+fn pp_spec(doc: &Document) -> &v1::PropagationSpec {
+    let Object::PropagationPolicy(p) = &doc.object else {
+        panic!("a PropagationPolicy: {:?}", doc.object)
+    };
+    p.spec.as_ref().unwrap()
+}
+
 fn errors(text: &str) -> Vec<String> {
     let parsed = read("test.yaml", text, &opts());
     parsed.errors.iter().map(ToString::to_string).collect()
 }
 
 /// Karmada docs, failover-analysis.md, "Divided schedule type" (the seed scenario).
-const DIVIDED: &str = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: nginx
-  labels:
-    app: nginx
-spec:
-  replicas: 3
-  selector:
-    matchLabels:
-      app: nginx
-  template:
-    metadata:
-      labels:
-        app: nginx
-    spec:
-      containers:
-      - image: nginx
-        name: nginx
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: nginx-propagation
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: nginx
-  placement:
-    clusterAffinity:
-      clusterNames:
-        - member1
-        - member2
-    replicaScheduling:
-      replicaDivisionPreference: Weighted
-      replicaSchedulingType: Divided
-      weightPreference:
-        staticWeightList:
-          - targetCluster:
-              clusterNames:
-                - member1
-            weight: 1
-          - targetCluster:
-              clusterNames:
-                - member2
-            weight: 2
-"#;
+const DIVIDED: &str = include_str!("../../../testdata/karmada-divided.yaml");
 
 #[test]
 fn karmada_divided_example_reads_as_the_seed_objects() {
@@ -155,13 +123,7 @@ spec:
     namespace: default
 "#;
     let docs = read_ok(tolerations);
-    let Object::PropagationPolicy(p) = &docs[0].object else {
-        panic!()
-    };
-    let tols = &p
-        .spec
-        .as_ref()
-        .unwrap()
+    let tols = &pp_spec(&docs[0])
         .placement
         .as_ref()
         .unwrap()
@@ -228,19 +190,8 @@ spec:
         spreadByField: cluster
 "#,
     );
-    let Object::PropagationPolicy(p) = &docs[0].object else {
-        panic!()
-    };
-    let cluster = p
-        .spec
-        .as_ref()
-        .unwrap()
-        .failover
-        .as_ref()
-        .unwrap()
-        .cluster
-        .as_ref()
-        .unwrap();
+    let failover = pp_spec(&docs[0]).failover.as_ref().unwrap();
+    let cluster = failover.cluster.as_ref().unwrap();
     assert_eq!(cluster.purge_mode, v1::PurgeMode::Directly as i32);
 
     // application-failover.md, with `propagateDeps: true` (Karmada's own validation requires
@@ -265,19 +216,8 @@ spec:
       purgeMode: Graciously
 "#,
     );
-    let Object::PropagationPolicy(p) = &docs[0].object else {
-        panic!()
-    };
-    let app = p
-        .spec
-        .as_ref()
-        .unwrap()
-        .failover
-        .as_ref()
-        .unwrap()
-        .application
-        .as_ref()
-        .unwrap();
+    let failover = pp_spec(&docs[0]).failover.as_ref().unwrap();
+    let app = failover.application.as_ref().unwrap();
     assert_eq!(app.purge_mode, v1::PurgeMode::Gracefully as i32);
     assert_eq!(app.grace_period_seconds, Some(600));
     assert_eq!(
@@ -410,39 +350,24 @@ spec:
     assert_eq!(parsed.errors.len(), 1, "a scalar is not an object");
 }
 
+/// A PropagationPolicy that tolerates a NoSchedule taint with tolerationSeconds.
+const BAD_TOLERATION: &str =
+    include_str!("../../../testdata/toleration-seconds-on-no-schedule.yaml");
+
 #[test]
 fn toleration_seconds_on_no_schedule_names_document_field_and_reason() {
-    let text = format!(
-        "{DIVIDED}---\n{}",
-        r#"apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: bad
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: nginx
-  placement:
-    clusterTolerations:
-    - key: maintenance
-      operator: Exists
-      effect: NoSchedule
-      tolerationSeconds: 60
-"#
-    );
+    let text = format!("{DIVIDED}---\n{BAD_TOLERATION}");
     let errs = errors(&text);
     assert_eq!(errs.len(), 1, "{errs:#?}");
     let e = &errs[0];
-    assert!(
-        e.contains("document 3 (PropagationPolicy default/bad)"),
-        "{e}"
+    assert_has(
+        e,
+        &[
+            "document 3 (PropagationPolicy default/bad)",
+            "spec.placement.clusterTolerations[0].effect",
+            "tolerationSeconds",
+        ],
     );
-    assert!(
-        e.contains("spec.placement.clusterTolerations[0].effect"),
-        "{e}"
-    );
-    assert!(e.contains("tolerationSeconds"), "{e}");
 }
 
 #[test]
@@ -613,10 +538,7 @@ fn propagate_deps_is_accepted_and_carried_to_the_server() {
     let [doc] = parsed.documents.as_slice() else {
         panic!("one document: {:?}", parsed.documents.len())
     };
-    let Object::PropagationPolicy(p) = &doc.object else {
-        panic!("a PropagationPolicy")
-    };
-    assert!(p.spec.as_ref().unwrap().propagate_deps);
+    assert!(pp_spec(doc).propagate_deps);
 }
 
 #[test]
@@ -630,19 +552,8 @@ fn failback_is_accepted_and_carried_to_the_server() {
     );
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
-    let Object::PropagationPolicy(p) = &parsed.documents[0].object else {
-        panic!("a PropagationPolicy")
-    };
-    let cluster = p
-        .spec
-        .as_ref()
-        .unwrap()
-        .failover
-        .as_ref()
-        .unwrap()
-        .cluster
-        .as_ref()
-        .unwrap();
+    let failover = pp_spec(&parsed.documents[0]).failover.as_ref().unwrap();
+    let cluster = failover.cluster.as_ref().unwrap();
     assert_eq!(
         cluster
             .failback
