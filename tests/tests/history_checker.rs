@@ -119,13 +119,7 @@ fn binding(
                 }),
                 ..Default::default()
             }),
-            clusters: targets
-                .iter()
-                .map(|(name, replicas)| v1::TargetCluster {
-                    name: (*name).into(),
-                    replicas: *replicas,
-                })
-                .collect(),
+            clusters: v1::TargetCluster::from_pairs(targets),
             graceful_eviction_tasks: tasks
                 .iter()
                 .map(|c| v1::GracefulEvictionTask {

@@ -619,13 +619,7 @@ mod tests {
             }),
             spec: Some(LiteBindingSpec {
                 replicas: 2,
-                clusters: targets
-                    .iter()
-                    .map(|(n, r)| v1::TargetCluster {
-                        name: (*n).into(),
-                        replicas: *r,
-                    })
-                    .collect(),
+                clusters: v1::TargetCluster::from_pairs(targets),
                 tasks: tasks
                     .iter()
                     .map(|c| LiteTask {

@@ -30,7 +30,7 @@ mod manifest;
 mod mutate;
 mod output;
 mod shape;
-mod words;
+pub(crate) mod words;
 
 pub use conn::TlsArgs;
 

@@ -75,6 +75,20 @@ impl_resource! {
     Event => "Event", namespaced: true;
 }
 
+impl crate::v1::TargetCluster {
+    /// Targets from (name, replicas) pairs, in their order: the inverse of
+    /// `ResourceBinding::target_pairs`.
+    pub fn from_pairs(pairs: &[(&str, i32)]) -> Vec<Self> {
+        pairs
+            .iter()
+            .map(|&(name, replicas)| Self {
+                name: name.to_owned(),
+                replicas,
+            })
+            .collect()
+    }
+}
+
 impl crate::v1::ResourceBinding {
     /// `spec.clusters` as (name, replicas), sorted by name: a binding's placement at a glance.
     pub fn target_pairs(&self) -> Vec<(String, i32)> {

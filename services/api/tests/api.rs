@@ -2462,13 +2462,7 @@ async fn place(typed: &Typed, key: &str, targets: &[(&str, i32)], evicting: &[&s
         let old: v1::ResourceBinding = typed.get(key).await.unwrap().expect(key);
         let mut new = old.clone();
         let spec = new.spec.as_mut().unwrap();
-        spec.clusters = targets
-            .iter()
-            .map(|(name, replicas)| v1::TargetCluster {
-                name: (*name).into(),
-                replicas: *replicas,
-            })
-            .collect();
+        spec.clusters = v1::TargetCluster::from_pairs(targets);
         spec.graceful_eviction_tasks = evicting
             .iter()
             .map(|cluster| v1::GracefulEvictionTask {

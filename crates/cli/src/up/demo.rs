@@ -28,6 +28,8 @@ use tonic::transport::Channel;
 use flotilla_suite::timers::Effective;
 use flotilla_suite::{Suite, channel};
 
+use crate::client::words;
+
 /// Namespace of the seed objects.
 const NAMESPACE: &str = "default";
 /// The seed binding: `<workload>-<kind lowercased>`.
@@ -124,7 +126,7 @@ impl World {
         let mut parts = Vec::new();
         for (name, c) in &self.clusters {
             let ready = ready(c).map_or("no Ready condition".to_owned(), |(s, r)| {
-                format!("Ready={} ({r})", status_name(s))
+                format!("Ready={} ({r})", words::condition_status(s))
             });
             let taints: Vec<String> = taints(c).iter().map(|t| taint_name(t)).collect();
             parts.push(format!("{name}: {ready}, taints [{}]", taints.join(", ")));
@@ -143,7 +145,7 @@ impl World {
                                 format!(
                                     "{}:{}/{}",
                                     i.cluster_name,
-                                    health_name(i.health),
+                                    words::health(i.health),
                                     i.ready_replicas
                                 )
                             })
@@ -188,24 +190,6 @@ fn is_ready(c: &v1::Cluster) -> bool {
     ready(c).is_some_and(|(s, _)| s == v1::ConditionStatus::True as i32)
 }
 
-fn status_name(s: i32) -> &'static str {
-    match v1::ConditionStatus::try_from(s) {
-        Ok(v1::ConditionStatus::True) => "True",
-        Ok(v1::ConditionStatus::False) => "False",
-        Ok(v1::ConditionStatus::Unknown) => "Unknown",
-        _ => "?",
-    }
-}
-
-fn health_name(h: i32) -> &'static str {
-    match v1::ResourceHealth::try_from(h) {
-        Ok(v1::ResourceHealth::Healthy) => "Healthy",
-        Ok(v1::ResourceHealth::Unhealthy) => "Unhealthy",
-        Ok(v1::ResourceHealth::Unknown) => "Unknown",
-        _ => "?",
-    }
-}
-
 fn taints(c: &v1::Cluster) -> Vec<&v1::Taint> {
     c.spec
         .as_ref()
@@ -213,17 +197,8 @@ fn taints(c: &v1::Cluster) -> Vec<&v1::Taint> {
         .unwrap_or_default()
 }
 
-fn effect_name(e: i32) -> &'static str {
-    match v1::TaintEffect::try_from(e) {
-        Ok(v1::TaintEffect::NoSchedule) => "NoSchedule",
-        Ok(v1::TaintEffect::PreferNoSchedule) => "PreferNoSchedule",
-        Ok(v1::TaintEffect::NoExecute) => "NoExecute",
-        _ => "?",
-    }
-}
-
 fn taint_name(t: &v1::Taint) -> String {
-    format!("{}:{}", t.key, effect_name(t.effect))
+    format!("{}:{}", t.key, words::effect(t.effect))
 }
 
 fn controller_taint(c: &v1::Cluster, effect: v1::TaintEffect) -> Option<String> {
@@ -620,7 +595,7 @@ async fn play(
                 (status != v1::ConditionStatus::True as i32).then(|| {
                     format!(
                         "cluster-health: member1 Ready={} ({reason}) after the {} failure threshold",
-                        status_name(status),
+                        words::condition_status(status),
                         h(failure_threshold)
                     )
                 })
@@ -764,13 +739,7 @@ mod tests {
                 ..Default::default()
             }),
             spec: Some(v1::ResourceBindingSpec {
-                clusters: targets
-                    .iter()
-                    .map(|(n, r)| v1::TargetCluster {
-                        name: (*n).into(),
-                        replicas: *r,
-                    })
-                    .collect(),
+                clusters: v1::TargetCluster::from_pairs(targets),
                 graceful_eviction_tasks: tasks
                     .iter()
                     .map(|c| v1::GracefulEvictionTask {
