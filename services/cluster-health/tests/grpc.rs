@@ -127,9 +127,12 @@ async fn heartbeat_is_validated_and_recorded() {
     );
     assert_eq!(status.kubernetes_version, "v1.31.0");
     // ... and the controller derives Ready from it
-    eventually(&store, "p1", "Ready from the heartbeat", |c| {
-        ready(c).is_some_and(|(s, _)| s == v1::ConditionStatus::True)
-    })
+    until_ready_is(
+        &store,
+        "p1",
+        "Ready from the heartbeat",
+        v1::ConditionStatus::True,
+    )
     .await;
     h.stop().await;
 }

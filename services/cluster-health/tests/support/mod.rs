@@ -259,6 +259,67 @@ where
     }
 }
 
+/// Whether the Ready condition is True.
+pub fn is_ready(c: &v1::Cluster) -> bool {
+    ready_is(c, v1::ConditionStatus::True)
+}
+
+/// Whether the Ready condition has `status`.
+pub fn ready_is(c: &v1::Cluster, status: v1::ConditionStatus) -> bool {
+    ready(c).is_some_and(|(s, _)| s == status)
+}
+
+/// Polls the cluster until its Ready condition has `status`; returns it.
+pub async fn until_ready_is(
+    store: &StoreRef,
+    name: &str,
+    what: &str,
+    status: v1::ConditionStatus,
+) -> v1::Cluster {
+    eventually(store, name, what, |c| ready_is(c, status)).await
+}
+
+/// Polls the cluster until it is Ready without taints; returns it.
+pub async fn until_ready_untainted(store: &StoreRef, name: &str, what: &str) -> v1::Cluster {
+    eventually(store, name, what, |c| is_ready(c) && taints(c).is_empty()).await
+}
+
+/// Polls the cluster until it carries `taint` (`key:Effect`); returns it.
+pub async fn until_tainted(store: &StoreRef, name: &str, taint: &str) -> v1::Cluster {
+    eventually(store, name, &format!("taint {taint}"), |c| {
+        taints(c).iter().any(|t| t == taint)
+    })
+    .await
+}
+
+/// A Push member `name` with `capacity` replicas, its cluster created on `store` and Ready
+/// without taints (cluster-health must be running); returns it and the Ready cluster.
+pub async fn ready_push_member(
+    store: &StoreRef,
+    name: &str,
+    capacity: u32,
+) -> (Member, v1::Cluster) {
+    let m = Member::start(name, capacity, None).await;
+    create(store, cluster(name, v1::SyncMode::Push, &m.endpoint())).await;
+    let c = until_ready_untainted(store, name, "Ready").await;
+    (m, c)
+}
+
+/// The allocatable replicas the cluster's status reports.
+pub fn allocatable_replicas(c: &v1::Cluster) -> Option<i64> {
+    c.status
+        .as_ref()?
+        .resource_summary
+        .as_ref()?
+        .allocatable_replicas
+}
+
+/// Asserts that at least `ms` milliseconds passed since `cut` (`why`: the rule that damps).
+pub fn assert_not_before(cut: tokio::time::Instant, ms: u64, why: &str) {
+    let elapsed = cut.elapsed();
+    assert!(elapsed >= Duration::from_millis(ms), "{why} ({elapsed:?})");
+}
+
 /// Polls `check` until it holds (10s at most).
 pub async fn until<F, Fut>(what: &str, mut check: F)
 where
