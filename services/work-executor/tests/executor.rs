@@ -966,25 +966,11 @@ async fn real_member(
     name: &str,
     shutdown: &flotilla_runtime::Shutdown,
 ) -> (Arc<flotilla_member_sim::sim::Sim>, String) {
-    use flotilla_member_sim::sim::{Fault, Sim, SimConfig};
-    let sim = Arc::new(Sim::new(SimConfig {
-        name: name.into(),
-        capacity: 100,
-        pod_startup_delay: Duration::from_millis(300),
-        fault: Fault::Healthy,
-    }));
-    let listen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listen.local_addr().unwrap());
-    let listeners = flotilla_member_sim::Listeners {
-        listen,
-        control: None,
-    };
-    tokio::spawn(flotilla_member_sim::run_with(
-        sim.clone(),
-        listeners,
-        shutdown.clone(),
-    ));
-    (sim, endpoint)
+    let (sim, addr) =
+        flotilla_member_sim::spawn_local(name, 100, Duration::from_millis(300), shutdown)
+            .await
+            .unwrap();
+    (sim, format!("http://{addr}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_cluster_health::{Config, NoExecuteTaints, Started, start};
-use flotilla_member_sim::{Fault, Listeners, Sim, SimConfig};
+use flotilla_member_sim::{Fault, Sim};
 use flotilla_proto::v1;
 use flotilla_runtime::{Readiness, Shutdown};
 use flotilla_store::StoreRef;
@@ -96,23 +96,11 @@ pub struct Member {
 
 impl Member {
     pub async fn start(name: &str, capacity: u32, pull: Option<String>) -> Self {
-        let sim = Arc::new(Sim::new(SimConfig {
-            name: name.into(),
-            capacity,
-            pod_startup_delay: Duration::from_millis(50),
-            fault: Fault::Healthy,
-        }));
-        let listen = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listen.local_addr().unwrap();
         let shutdown = Shutdown::new();
-        tokio::spawn(flotilla_member_sim::run_with(
-            sim.clone(),
-            Listeners {
-                listen,
-                control: None,
-            },
-            shutdown.clone(),
-        ));
+        let (sim, addr) =
+            flotilla_member_sim::spawn_local(name, capacity, Duration::from_millis(50), &shutdown)
+                .await
+                .unwrap();
         let mut m = Member {
             sim,
             addr,
