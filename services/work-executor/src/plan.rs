@@ -464,7 +464,7 @@ pub fn hold_status<W: Borrow<v1::Work>>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use flotilla_core::types::PurgeMode;
@@ -479,13 +479,24 @@ mod tests {
     };
 
     fn binding(clusters: &[(&str, i32)], tasks: &[(&str, PurgeMode)]) -> v1::ResourceBinding {
+        nginx_binding("uid-1", "", clusters, tasks)
+    }
+
+    /// The nginx Deployment's binding `uid` (its template's uid `workload_uid`), 3 replicas
+    /// placed on `clusters`, with graceful-eviction `tasks` (also the render tests' binding).
+    pub(crate) fn nginx_binding(
+        uid: &str,
+        workload_uid: &str,
+        clusters: &[(&str, i32)],
+        tasks: &[(&str, PurgeMode)],
+    ) -> v1::ResourceBinding {
         let spec = domain::ResourceBindingSpec {
             resource: domain::ObjectReference {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
                 namespace: "default".into(),
                 name: "nginx".into(),
-                uid: String::new(),
+                uid: workload_uid.into(),
             },
             replicas: 3,
             clusters: clusters
@@ -508,7 +519,7 @@ mod tests {
             metadata: Some(v1::ObjectMeta {
                 name: "nginx-deployment".into(),
                 namespace: "default".into(),
-                uid: "uid-1".into(),
+                uid: uid.into(),
                 ..Default::default()
             }),
             spec: Some(spec.into()),

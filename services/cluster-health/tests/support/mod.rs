@@ -1,13 +1,7 @@
 //! Shared helpers of the cluster-health integration tests: a running cluster-health on a
 //! store, in-process members, cluster builders and an `eventually` poll.
 
-#![allow(
-    dead_code,
-    unused_imports,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_cluster_health::{Config, NoExecuteTaints, Started, start};
-use flotilla_member_sim::{Fault, Sim};
+use flotilla_member_sim::Sim;
 use flotilla_proto::v1;
 use flotilla_runtime::{Readiness, Shutdown};
 use flotilla_store::StoreRef;
