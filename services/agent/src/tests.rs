@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use flotilla_member_sim::{Fault, Listeners, Sim, SimConfig};
+use flotilla_member_sim::{Fault, Sim};
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_server::{ClusterHealth, ClusterHealthServer};
 use flotilla_proto::v1::work_executor_server::{WorkExecutor, WorkExecutorServer};
@@ -180,22 +180,9 @@ async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
 
 /// A member-sim serving its Kubernetes API on 127.0.0.1:0.
 async fn member_sim(delay: Duration, shutdown: &Shutdown) -> (Arc<Sim>, String) {
-    let sim = Arc::new(Sim::new(SimConfig {
-        name: "m1".into(),
-        capacity: 10,
-        pod_startup_delay: delay,
-        fault: Fault::Healthy,
-    }));
-    let listen = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listen.local_addr().unwrap();
-    tokio::spawn(flotilla_member_sim::run_with(
-        sim.clone(),
-        Listeners {
-            listen,
-            control: None,
-        },
-        shutdown.clone(),
-    ));
+    let (sim, addr) = flotilla_member_sim::spawn_local("m1", 10, delay, shutdown)
+        .await
+        .unwrap();
     (sim, format!("http://{addr}"))
 }
 

@@ -25,23 +25,16 @@ async fn push_and_pull_health_on_etcd() {
     create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
     create(&store, cluster("p1", v1::SyncMode::Pull, "")).await;
 
-    let c = eventually(&store, "m1", "Ready on etcd", |c| {
-        ready(c).is_some_and(|(s, _)| s == v1::ConditionStatus::True) && taints(c).is_empty()
-    })
-    .await;
-    assert_eq!(
-        c.status
-            .unwrap()
-            .resource_summary
-            .unwrap()
-            .allocatable_replicas,
-        Some(30)
-    );
+    let c = until_ready_untainted(&store, "m1", "Ready on etcd").await;
+    assert_eq!(allocatable_replicas(&c), Some(30));
 
     m.sim.set_fault(Fault::Unreachable);
-    let c = eventually(&store, "m1", "not Ready on etcd", |c| {
-        ready(c).is_some_and(|(s, _)| s == v1::ConditionStatus::False)
-    })
+    let c = until_ready_is(
+        &store,
+        "m1",
+        "not Ready on etcd",
+        v1::ConditionStatus::False,
+    )
     .await;
     assert_eq!(ready(&c).unwrap().1, "ClusterNotReachable");
     assert_eq!(taints(&c), vec![NR_NS]);
@@ -65,14 +58,20 @@ async fn push_and_pull_health_on_etcd() {
         .await
         .unwrap();
     assert!(store.get("heartbeats/p1").await.unwrap().is_some());
-    eventually(&store, "p1", "Pull cluster Ready on etcd", |c| {
-        ready(c).is_some_and(|(s, _)| s == v1::ConditionStatus::True)
-    })
+    until_ready_is(
+        &store,
+        "p1",
+        "Pull cluster Ready on etcd",
+        v1::ConditionStatus::True,
+    )
     .await;
     // ... and, with no more heartbeats, Unknown after the grace period
-    let c = eventually(&store, "p1", "Pull cluster Unknown on etcd", |c| {
-        ready(c).is_some_and(|(s, _)| s == v1::ConditionStatus::Unknown)
-    })
+    let c = until_ready_is(
+        &store,
+        "p1",
+        "Pull cluster Unknown on etcd",
+        v1::ConditionStatus::Unknown,
+    )
     .await;
     assert_eq!(taints(&c), vec![UR_NS]);
     m.sim.set_fault(Fault::Healthy);

@@ -127,9 +127,12 @@ async fn heartbeat_is_validated_and_recorded() {
     );
     assert_eq!(status.kubernetes_version, "v1.31.0");
     // ... and the controller derives Ready from it
-    eventually(&store, "p1", "Ready from the heartbeat", |c| {
-        ready(c).is_some_and(|(s, _)| s == v1::ConditionStatus::True)
-    })
+    until_ready_is(
+        &store,
+        "p1",
+        "Ready from the heartbeat",
+        v1::ConditionStatus::True,
+    )
     .await;
     h.stop().await;
 }
@@ -221,14 +224,16 @@ async fn assess_table() {
         now: at(100),
         ..Default::default()
     };
+    // a Ready Push cluster's probe at 100, given the threshold memory
+    let push_ready = |probe, threshold| v1::ClusterHealthAssessRequest {
+        probe,
+        threshold,
+        ..base(stored(v1::SyncMode::Push, Some((True, "ClusterReady", 0))))
+    };
     let cases = vec![
         Case {
             name: "CH-4.3: a failure while Ready is damped; requeue when the window ends",
-            req: v1::ClusterHealthAssessRequest {
-                probe: probe(false, false),
-                threshold: threshold(True, None),
-                ..base(stored(v1::SyncMode::Push, Some((True, "ClusterReady", 0))))
-            },
+            req: push_ready(probe(false, false), threshold(True, None)),
             ready: (True, "ClusterReady"),
             added: vec![],
             removed: vec![],
@@ -237,11 +242,7 @@ async fn assess_table() {
         },
         Case {
             name: "CH-4.6 + CH-3.1 + CH-11.1: after the failure threshold",
-            req: v1::ClusterHealthAssessRequest {
-                probe: probe(false, false),
-                threshold: threshold(False, Some(70)),
-                ..base(stored(v1::SyncMode::Push, Some((True, "ClusterReady", 0))))
-            },
+            req: push_ready(probe(false, false), threshold(False, Some(70))),
             ready: (False, "ClusterNotReachable"),
             added: vec!["cluster.karmada.io/not-ready:TAINT_EFFECT_NO_SCHEDULE"],
             removed: vec![],

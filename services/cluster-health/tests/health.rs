@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use flotilla_cluster_health::NoExecuteTaints;
+use flotilla_core::types::ConditionStatus as Observed;
 use flotilla_member_sim::Fault;
 use flotilla_proto::v1;
 use flotilla_proto::v1::ConditionStatus::{False, True, Unknown};
@@ -20,20 +21,11 @@ fn mem() -> StoreRef {
     Arc::new(MemStore::new())
 }
 
-fn is_ready(c: &v1::Cluster) -> bool {
-    ready(c).is_some_and(|(s, _)| s == True)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ch_3_push_member_becomes_ready_and_reports_its_status() {
     let store = mem();
-    let m = Member::start("m1", 50, None).await;
     let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
-    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
-    let c = eventually(&store, "m1", "Ready=True without taints", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    let (_m, c) = ready_push_member(&store, "m1", 50).await;
     assert_eq!(ready(&c).unwrap().1, "ClusterReady");
     let status = c.status.clone().unwrap();
     assert!(
@@ -45,7 +37,7 @@ async fn ch_3_push_member_becomes_ready_and_reports_its_status() {
         "CH-5.2: the member's API enablements (SC-6.1 needs them)"
     );
     assert_eq!(
-        status.resource_summary.unwrap().allocatable_replicas,
+        allocatable_replicas(&c),
         Some(50),
         "allocatable replicas from the member's capacity"
     );
@@ -61,25 +53,13 @@ async fn ch_3_push_member_becomes_ready_and_reports_its_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ch_4_unreachable_member_not_ready_after_the_threshold_then_no_execute_then_recovers() {
     let store = mem();
-    let m = Member::start("m1", 10, None).await;
     let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
-    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
-    eventually(&store, "m1", "Ready", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    let (m, _) = ready_push_member(&store, "m1", 10).await;
 
     let cut = Instant::now();
     m.sim.set_fault(Fault::Unreachable);
-    let c = eventually(&store, "m1", "Ready=False ClusterNotReachable", |c| {
-        ready(c).is_some_and(|(s, _)| s == False)
-    })
-    .await;
-    assert!(
-        cut.elapsed() >= Duration::from_millis(400),
-        "CH-4: not before the failure threshold ({:?})",
-        cut.elapsed()
-    );
+    let c = until_ready_is(&store, "m1", "Ready=False ClusterNotReachable", False).await;
+    assert_not_before(cut, 400, "CH-4: not before the failure threshold");
     assert_eq!(
         ready(&c).unwrap().1,
         "ClusterNotReachable",
@@ -88,10 +68,7 @@ async fn ch_4_unreachable_member_not_ready_after_the_threshold_then_no_execute_t
     assert_eq!(taints(&c), vec![NR_NS], "CH-11.1");
 
     // CH-10 (A1 auto): NoExecute once False for longer than the eviction timeout
-    let c = eventually(&store, "m1", "not-ready:NoExecute", |c| {
-        taints(c).contains(&NR_NE.to_owned())
-    })
-    .await;
+    let c = until_tainted(&store, "m1", NR_NE).await;
     assert_eq!(taints(&c), vec![NR_NS, NR_NE]);
     let since = timestamp_ms(&condition(&c, "Ready").unwrap().last_transition_time);
     let added = timestamp_ms(&c.spec.as_ref().unwrap().taints[1].time_added);
@@ -104,15 +81,8 @@ async fn ch_4_unreachable_member_not_ready_after_the_threshold_then_no_execute_t
     // recovery: True after the success threshold, both taints gone (CH-11.3, CH-10.3)
     let healed = Instant::now();
     m.sim.set_fault(Fault::Healthy);
-    let c = eventually(&store, "m1", "Ready again without taints", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
-    assert!(
-        healed.elapsed() >= Duration::from_millis(400),
-        "CH-4: not before the success threshold ({:?})",
-        healed.elapsed()
-    );
+    let c = until_ready_untainted(&store, "m1", "Ready again without taints").await;
+    assert_not_before(healed, 400, "CH-4: not before the success threshold");
     assert_eq!(ready(&c).unwrap().1, "ClusterReady");
 
     // decisions were recorded as events
@@ -134,18 +104,20 @@ async fn ch_4_unreachable_member_not_ready_after_the_threshold_then_no_execute_t
     h.stop().await;
 }
 
+/// cluster-health in policy mode (no automatic NoExecute, A1) with a Ready Push member m1 that
+/// then turns Unhealthy; returns them with the Ready=False cluster.
+async fn unhealthy_member_in_policy_mode() -> (StoreRef, Health, Member, v1::Cluster) {
+    let store = mem();
+    let h = Health::with_mode(store.clone(), NoExecuteTaints::Policy);
+    let (m, _) = ready_push_member(&store, "m1", 10).await;
+    m.sim.set_fault(Fault::Unhealthy);
+    let c = until_ready_is(&store, "m1", "Ready=False", False).await;
+    (store, h, m, c)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ch_3_2_unhealthy_member_is_not_ready_but_reachable() {
-    let store = mem();
-    let m = Member::start("m1", 10, None).await;
-    let h = Health::with_mode(store.clone(), NoExecuteTaints::Policy);
-    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
-    eventually(&store, "m1", "Ready", is_ready).await;
-    m.sim.set_fault(Fault::Unhealthy);
-    let c = eventually(&store, "m1", "Ready=False", |c| {
-        ready(c).is_some_and(|(s, _)| s == False)
-    })
-    .await;
+    let (store, h, _m, c) = unhealthy_member_in_policy_mode().await;
     assert_eq!(ready(&c).unwrap().1, "ClusterNotReady");
     assert_eq!(taints(&c), vec![NR_NS]);
     // policy mode: no automatic NoExecute, even well after the eviction timeout (A1)
@@ -157,39 +129,29 @@ async fn ch_3_2_unhealthy_member_is_not_ready_but_reachable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn i9_a_blip_shorter_than_the_failure_threshold_never_taints() {
     let store = mem();
-    let m = Member::start("m1", 10, None).await;
     let mut config = fast_config("test");
     config.options.thresholds.failure = Duration::from_millis(1500);
     let h = Health::start(store.clone(), config);
-    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
-    eventually(&store, "m1", "Ready", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    let (m, _) = ready_push_member(&store, "m1", 10).await;
     let from = store.current_revision().await.unwrap() + 1;
 
     m.sim.set_fault(Fault::Unreachable);
     // wait until the failure was observed (the CH-4 window opened), then heal at once
     let ctx = h.started.context.clone();
-    until("a failed probe observed", || {
+    let observed = |what, status: Observed| {
         let ctx = ctx.clone();
-        async move {
-            ctx.memory("m1")
-                .and_then(|m| m.threshold)
-                .is_some_and(|t| t.observed == flotilla_core::types::ConditionStatus::False)
-        }
-    })
-    .await;
+        until(what, move || {
+            let ctx = ctx.clone();
+            async move {
+                ctx.memory("m1")
+                    .and_then(|m| m.threshold)
+                    .is_some_and(|t| t.observed == status)
+            }
+        })
+    };
+    observed("a failed probe observed", Observed::False).await;
     m.sim.set_fault(Fault::Healthy);
-    until("a healthy probe observed again", || {
-        let ctx = ctx.clone();
-        async move {
-            ctx.memory("m1")
-                .and_then(|m| m.threshold)
-                .is_some_and(|t| t.observed == flotilla_core::types::ConditionStatus::True)
-        }
-    })
-    .await;
+    observed("a healthy probe observed again", Observed::True).await;
     tokio::time::sleep(Duration::from_millis(1600)).await;
 
     // every version of the cluster written since: Ready True, no taint
@@ -216,16 +178,9 @@ async fn ch_9_pull_heartbeats_stop_then_unknown_and_unreachable_taints_then_reco
     let addr = h.serve_grpc().await.to_string();
     create(&store, cluster("p1", v1::SyncMode::Pull, "")).await;
     let mut m = Member::start("p1", 20, Some(addr)).await;
-    let c = eventually(&store, "p1", "Ready from heartbeats", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    let c = until_ready_untainted(&store, "p1", "Ready from heartbeats").await;
     assert_eq!(
-        c.status
-            .unwrap()
-            .resource_summary
-            .unwrap()
-            .allocatable_replicas,
+        allocatable_replicas(&c),
         Some(20),
         "the status carried by the heartbeat"
     );
@@ -235,28 +190,15 @@ async fn ch_9_pull_heartbeats_stop_then_unknown_and_unreachable_taints_then_reco
     // the agent dies: heartbeats stop
     let cut = Instant::now();
     m.stop_agent();
-    let c = eventually(&store, "p1", "Ready=Unknown", |c| {
-        ready(c).is_some_and(|(s, _)| s == Unknown)
-    })
-    .await;
-    assert!(
-        cut.elapsed() >= Duration::from_millis(500),
-        "CH-9: not before the grace period ({:?})",
-        cut.elapsed()
-    );
+    let c = until_ready_is(&store, "p1", "Ready=Unknown", Unknown).await;
+    assert_not_before(cut, 500, "CH-9: not before the grace period");
     assert_eq!(ready(&c).unwrap().1, "ClusterStatusUnknown");
     assert_eq!(taints(&c), vec![UR_NS], "CH-11.2");
-    let c = eventually(&store, "p1", "unreachable:NoExecute", |c| {
-        taints(c).contains(&UR_NE.to_owned())
-    })
-    .await;
+    let c = until_tainted(&store, "p1", UR_NE).await;
     assert_eq!(taints(&c), vec![UR_NS, UR_NE], "CH-10.2");
 
     m.start_agent();
-    eventually(&store, "p1", "Ready again, taints gone", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    until_ready_untainted(&store, "p1", "Ready again, taints gone").await;
     h.stop().await;
 }
 
@@ -304,10 +246,7 @@ async fn a13_ch_9_a_new_replica_counts_the_grace_period_from_its_start() {
     .unwrap();
     let started = flotilla_runtime::now();
     let h = Health::with_mode(store.clone(), NoExecuteTaints::Policy);
-    let c = eventually(&store, "p1", "Unknown", |c| {
-        ready(c).is_some_and(|(s, _)| s == Unknown)
-    })
-    .await;
+    let c = until_ready_is(&store, "p1", "Unknown", Unknown).await;
     assert_eq!(taints(&c), vec![UR_NS]);
     let since = h.started.context.observing().since;
     assert!(since >= started, "observation starts with the replica");
@@ -352,34 +291,16 @@ fn taint_policy(name: &str, key: &str) -> v1::ClusterTaintPolicy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ch_17_cluster_taint_policy_adds_and_removes_its_taints() {
-    let store = mem();
-    let m = Member::start("m1", 10, None).await;
-    let h = Health::with_mode(store.clone(), NoExecuteTaints::Policy);
-    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
-    eventually(&store, "m1", "Ready", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
-    m.sim.set_fault(Fault::Unhealthy);
-    eventually(&store, "m1", "Ready=False", |c| {
-        ready(c).is_some_and(|(s, _)| s == False)
-    })
-    .await;
+    let (store, h, m, _) = unhealthy_member_in_policy_mode().await;
     // a policy created while the cluster is down applies at once (CH-17.1: policy create)
     Typed::new(store.clone())
         .create(taint_policy("down", "example.com/down"), None)
         .await
         .unwrap();
-    let c = eventually(&store, "m1", "the policy's taint", |c| {
-        taints(c).contains(&"example.com/down:NoExecute".to_owned())
-    })
-    .await;
+    let c = until_tainted(&store, "m1", "example.com/down:NoExecute").await;
     assert_eq!(taints(&c), vec![NR_NS, "example.com/down:NoExecute"]);
     m.sim.set_fault(Fault::Healthy);
-    eventually(&store, "m1", "Ready, the policy removed its taint", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    until_ready_untainted(&store, "m1", "Ready, the policy removed its taint").await;
     h.stop().await;
 }
 
@@ -415,13 +336,8 @@ fn binding(clusters: &[&str], tasks: &[&str]) -> v1::ResourceBinding {
 async fn a2_ch_15_deleting_cluster_is_tainted_terminating_and_removed_once_unreferenced() {
     let store = mem();
     let typed = Typed::new(store.clone());
-    let m = Member::start("m1", 10, None).await;
     let h = Health::with_mode(store.clone(), NoExecuteTaints::Auto);
-    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
-    eventually(&store, "m1", "Ready", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    let (_m, _) = ready_push_member(&store, "m1", 10).await;
     let b = typed.create(binding(&["m1"], &[]), None).await.unwrap();
 
     // the api marks the cluster for deletion (bindings still reference it)
@@ -508,14 +424,9 @@ async fn i5_a_concurrent_writer_between_read_and_write_is_not_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn i8_only_the_leader_decides_and_a_successor_takes_over_with_damping() {
     let store = mem();
-    let m = Member::start("m1", 10, None).await;
     let a = Health::start(store.clone(), fast_config("a"));
     let b = Health::start(store.clone(), fast_config("b"));
-    create(&store, cluster("m1", v1::SyncMode::Push, &m.endpoint())).await;
-    eventually(&store, "m1", "Ready", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    let (m, _) = ready_push_member(&store, "m1", 10).await;
     let (leader, follower) = if a.started.context.memory("m1").is_some() {
         (a, b)
     } else {
@@ -529,15 +440,8 @@ async fn i8_only_the_leader_decides_and_a_successor_takes_over_with_damping() {
     leader.stop().await;
     let cut = Instant::now();
     m.sim.set_fault(Fault::Unreachable);
-    eventually(&store, "m1", "Ready=False decided by the successor", |c| {
-        ready(c).is_some_and(|(s, _)| s == False)
-    })
-    .await;
-    assert!(
-        cut.elapsed() >= Duration::from_millis(400),
-        "the successor damps its first observation too ({:?})",
-        cut.elapsed()
-    );
+    until_ready_is(&store, "m1", "Ready=False decided by the successor", False).await;
+    assert_not_before(cut, 400, "the successor damps its first observation too");
     assert!(follower.started.context.memory("m1").is_some());
     follower.stop().await;
 }
@@ -565,10 +469,7 @@ async fn f1_a13_a_store_outage_is_never_charged_to_a_healthy_pull_member() {
     let addr = h.serve_grpc().await.to_string();
     create(&inner, cluster("p1", v1::SyncMode::Pull, "")).await;
     let _m = Member::start("p1", 20, Some(addr)).await;
-    eventually(&inner, "p1", "Ready from heartbeats", |c| {
-        is_ready(c) && taints(c).is_empty()
-    })
-    .await;
+    until_ready_untainted(&inner, "p1", "Ready from heartbeats").await;
     let from = inner.current_revision().await.unwrap() + 1;
 
     // The store hangs for 2.5 s (a paused etcd): longer than the grace period (600 ms) and

@@ -268,6 +268,31 @@ impl Listeners {
     }
 }
 
+/// Starts a healthy member-sim `name` with `capacity` replicas, serving on 127.0.0.1:0 (no
+/// control listener) until `shutdown` fires: for tests that keep the `Sim` to set faults
+/// in-process. Returns the sim and its address.
+pub async fn spawn_local(
+    name: &str,
+    capacity: u32,
+    pod_startup_delay: Duration,
+    shutdown: &Shutdown,
+) -> std::io::Result<(Arc<Sim>, SocketAddr)> {
+    let sim = Arc::new(Sim::new(SimConfig {
+        name: name.into(),
+        capacity,
+        pod_startup_delay,
+        fault: Fault::Healthy,
+    }));
+    let listen = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listen.local_addr()?;
+    let listeners = Listeners {
+        listen,
+        control: None,
+    };
+    tokio::spawn(run_with(sim.clone(), listeners, shutdown.clone()));
+    Ok((sim, addr))
+}
+
 /// Serves `sim` on `listeners` until `shutdown` fires. `flotilla up` and tests call this with a `Sim` they keep a handle on
 /// (to set faults in-process).
 pub async fn run_with(

@@ -1165,25 +1165,26 @@ mod tests {
         assert_eq!(s.resource.api_version, "apps/v1");
         assert_eq!((s.replicas, s.workload), (3, true));
 
-        // Deployment without spec.replicas: Kubernetes' default of 1, written back.
-        let s = parse_apply(
-            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"}}"#,
-            None,
-            None,
-        )
-        .unwrap();
-        assert_eq!(s.replicas, 1);
-        assert_eq!(s.manifest["spec"]["replicas"], 1);
-
-        // explicit replicas win and are revised into the manifest
-        let s = parse_apply(
-            r#"{"kind":"Deployment","metadata":{"name":"a"},"spec":{"replicas":9}}"#,
-            None,
-            Some(4),
-        )
-        .unwrap();
-        assert_eq!(s.replicas, 4);
-        assert_eq!(s.manifest["spec"]["replicas"], 4);
+        // (manifest, revised replicas, replicas written into the manifest)
+        let written = [
+            // Deployment without spec.replicas: Kubernetes' default of 1, written back.
+            (
+                r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"}}"#,
+                None,
+                1,
+            ),
+            // explicit replicas win and are revised into the manifest
+            (
+                r#"{"kind":"Deployment","metadata":{"name":"a"},"spec":{"replicas":9}}"#,
+                Some(4),
+                4,
+            ),
+        ];
+        for (manifest, revised, want) in written {
+            let s = parse_apply(manifest, None, revised).unwrap();
+            assert_eq!(s.replicas, want, "{manifest}");
+            assert_eq!(s.manifest["spec"]["replicas"], want, "{manifest}");
+        }
 
         // a ConfigMap is not a workload
         let s = parse_apply(

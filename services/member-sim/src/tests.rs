@@ -72,10 +72,24 @@ impl Running {
         }
     }
 
-    async fn client(&self) -> MemberSimClient<Channel> {
-        MemberSimClient::connect(format!("http://{}", self.addr))
+    /// [`Running::start`] and a member client of its Kubernetes API.
+    async fn start_with_kube(capacity: u32, delay: Duration) -> (Self, flotilla_member::Member) {
+        let r = Self::start(capacity, delay).await;
+        let k = kube(r.addr);
+        (r, k)
+    }
+
+    /// A gRPC channel to the main address.
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
             .await
             .unwrap()
+    }
+
+    async fn client(&self) -> MemberSimClient<Channel> {
+        MemberSimClient::new(self.channel().await)
     }
 
     async fn control_client(&self) -> MemberSimClient<Channel> {
@@ -148,6 +162,28 @@ async fn manifest(k: &flotilla_member::Member, name: &str) -> v1::ManifestStatus
     flotilla_member::status::manifest_status(&object)
 }
 
+/// SetFault `mode` with no API errors.
+fn fault(mode: v1::FaultMode) -> v1::SetFaultRequest {
+    v1::SetFaultRequest {
+        mode: mode as i32,
+        api_errors: None,
+    }
+}
+
+/// Keeps the member Healthy but injects the API errors `set` sets (F11).
+async fn inject(
+    c: &mut MemberSimClient<Channel>,
+    set: impl FnOnce(&mut v1::ApiErrors),
+) -> Result<tonic::Response<v1::SetFaultResponse>, tonic::Status> {
+    let mut errors = v1::ApiErrors::default();
+    set(&mut errors);
+    c.set_fault(v1::SetFaultRequest {
+        api_errors: Some(errors),
+        ..fault(v1::FaultMode::Healthy)
+    })
+    .await
+}
+
 async fn stats(c: &mut MemberSimClient<Channel>) -> v1::GetStatsResponse {
     c.get_stats(v1::GetStatsRequest {})
         .await
@@ -192,8 +228,7 @@ async fn watch_lines(
 
 #[tokio::test]
 async fn a_custom_resource_definition_makes_its_kind_served() {
-    let r = Running::start(10, Duration::from_millis(10)).await;
-    let k = kube(r.addr);
+    let (r, k) = Running::start_with_kube(10, Duration::from_millis(10)).await;
     let widget = serde_json::json!({"apiVersion": "example.io/v1", "kind": "Widget",
         "metadata": {"name": "w1", "namespace": "default",
                      "labels": {"resourcebinding.karmada.io/permanent-id": "p9"}},
@@ -227,8 +262,7 @@ async fn a_custom_resource_definition_makes_its_kind_served() {
 
 #[tokio::test]
 async fn watch_streams_adds_status_changes_and_deletes() {
-    let r = Running::start(10, Duration::from_millis(300)).await;
-    let k = kube(r.addr);
+    let (r, k) = Running::start_with_kube(10, Duration::from_millis(300)).await;
     k.apply(&deployment("a", 1)).await.unwrap();
     let addr = r.addr;
     let watching = tokio::spawn(async move {
@@ -277,8 +311,7 @@ async fn watch_streams_adds_status_changes_and_deletes() {
 #[tokio::test]
 async fn apply_then_pods_turn_ready_after_the_startup_delay() {
     let delay = Duration::from_millis(300);
-    let r = Running::start(100, delay).await;
-    let k = kube(r.addr);
+    let (r, k) = Running::start_with_kube(100, delay).await;
     let started = tokio::time::Instant::now();
     let object = k.apply(&deployment("web", 3)).await.unwrap();
     assert_eq!(object["metadata"]["generation"], 1);
@@ -334,8 +367,7 @@ async fn apply_then_pods_turn_ready_after_the_startup_delay() {
 
 #[tokio::test]
 async fn capacity_bounds_pods_and_nodes_and_pods_tell_the_capacity() {
-    let r = Running::start(4, Duration::from_millis(100)).await;
-    let k = kube(r.addr);
+    let (r, k) = Running::start_with_kube(4, Duration::from_millis(100)).await;
     let mut c = r.client().await;
     k.apply(&deployment("a", 3)).await.unwrap();
     k.apply(&deployment("b", 3)).await.unwrap();
@@ -426,8 +458,7 @@ async fn capacity_bounds_pods_and_nodes_and_pods_tell_the_capacity() {
 
 #[tokio::test]
 async fn server_side_apply_needs_a_manager_and_another_manager_conflicts_unless_forced() {
-    let r = Running::start(4, Duration::from_millis(10)).await;
-    let k = kube(r.addr);
+    let (r, k) = Running::start_with_kube(4, Duration::from_millis(10)).await;
     k.apply(&deployment("web", 1)).await.unwrap();
     // another manager without force: 409; with force it takes the object over
     let url = format!(
@@ -498,10 +529,7 @@ async fn readyz_answers_500_when_unhealthy_while_the_api_still_answers() {
 
     let mut c = r.client().await;
     let prev = c
-        .set_fault(v1::SetFaultRequest {
-            mode: v1::FaultMode::Unhealthy as i32,
-            api_errors: None,
-        })
+        .set_fault(fault(v1::FaultMode::Unhealthy))
         .await
         .unwrap()
         .into_inner();
@@ -515,12 +543,7 @@ async fn readyz_answers_500_when_unhealthy_while_the_api_still_answers() {
     k.apply(&deployment("x", 1)).await.unwrap();
     assert_eq!(stats(&mut c).await.fault, v1::FaultMode::Unhealthy as i32);
 
-    c.set_fault(v1::SetFaultRequest {
-        mode: v1::FaultMode::Healthy as i32,
-        api_errors: None,
-    })
-    .await
-    .unwrap();
+    c.set_fault(fault(v1::FaultMode::Healthy)).await.unwrap();
     assert_eq!(http_get(r.addr, "/readyz").await.unwrap().0, 200);
     r.stop().await;
 }
@@ -529,12 +552,9 @@ async fn readyz_answers_500_when_unhealthy_while_the_api_still_answers() {
 async fn unreachable_hangs_everything_but_set_fault_until_healed() {
     let r = Running::start(10, Duration::from_millis(50)).await;
     let mut c = r.client().await;
-    c.set_fault(v1::SetFaultRequest {
-        mode: v1::FaultMode::Unreachable as i32,
-        api_errors: None,
-    })
-    .await
-    .unwrap();
+    c.set_fault(fault(v1::FaultMode::Unreachable))
+        .await
+        .unwrap();
     assert_eq!(r.sim.fault(), Fault::Unreachable);
 
     let short = Duration::from_millis(300);
@@ -569,10 +589,7 @@ async fn unreachable_hangs_everything_but_set_fault_until_healed() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!pending.is_finished());
     let prev = c
-        .set_fault(v1::SetFaultRequest {
-            mode: v1::FaultMode::Healthy as i32,
-            api_errors: None,
-        })
+        .set_fault(fault(v1::FaultMode::Healthy))
         .await
         .expect("SetFault answers while unreachable")
         .into_inner();
@@ -641,12 +658,7 @@ async fn grpc_health_serves_on_the_same_address() {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::health_client::HealthClient;
     let r = Running::start(1, Duration::from_millis(10)).await;
-    let channel = Channel::from_shared(format!("http://{}", r.addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut h = HealthClient::new(channel);
+    let mut h = HealthClient::new(r.channel().await);
     for service in ["", "flotilla.v1.MemberSim"] {
         let resp = h
             .check(tonic_health::pb::HealthCheckRequest {
@@ -667,12 +679,7 @@ async fn reflection_lists_the_services() {
     use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
     use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
     let r = Running::start(1, Duration::from_millis(10)).await;
-    let channel = Channel::from_shared(format!("http://{}", r.addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = ServerReflectionClient::new(channel);
+    let mut client = ServerReflectionClient::new(r.channel().await);
     let request = ServerReflectionRequest {
         host: String::new(),
         message_request: Some(MessageRequest::ListServices(String::new())),
@@ -746,25 +753,14 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     let k = kube(r.addr);
     // discover before the errors start (discovery is a read)
     k.resource_for("apps/v1", "Deployment").await.unwrap();
-    let set = |errors: v1::ApiErrors| v1::SetFaultRequest {
-        mode: v1::FaultMode::Healthy as i32,
-        api_errors: Some(errors),
-    };
-    let refused = c
-        .set_fault(set(v1::ApiErrors {
-            apply_error_percent: 101,
-            ..Default::default()
-        }))
+    let refused = inject(&mut c, |e| e.apply_error_percent = 101)
         .await
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
 
-    c.set_fault(set(v1::ApiErrors {
-        apply_error_percent: 100,
-        ..Default::default()
-    }))
-    .await
-    .unwrap();
+    inject(&mut c, |e| e.apply_error_percent = 100)
+        .await
+        .unwrap();
     let e = k.apply(&deployment("web", 1)).await.unwrap_err();
     assert_eq!(e.code(), Some(500), "{e}");
     let s = stats(&mut c).await;
@@ -774,21 +770,15 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
         "nothing applied"
     );
 
-    c.set_fault(set(v1::ApiErrors {
-        apply_conflict_percent: 100,
-        ..Default::default()
-    }))
-    .await
-    .unwrap();
+    inject(&mut c, |e| e.apply_conflict_percent = 100)
+        .await
+        .unwrap();
     let e = k.apply(&deployment("web", 1)).await.unwrap_err();
     assert_eq!(e.code(), Some(409), "{e}");
 
-    c.set_fault(set(v1::ApiErrors {
-        apply_lost_reply_percent: 100,
-        ..Default::default()
-    }))
-    .await
-    .unwrap();
+    inject(&mut c, |e| e.apply_lost_reply_percent = 100)
+        .await
+        .unwrap();
     assert_eq!(
         k.apply(&deployment("web", 1)).await.unwrap_err().code(),
         Some(500)
@@ -804,11 +794,10 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
         "both applies took effect; the object was created once"
     );
 
-    c.set_fault(set(v1::ApiErrors {
-        delete_error_percent: 100,
-        status_error_percent: 100,
-        ..Default::default()
-    }))
+    inject(&mut c, |e| {
+        e.delete_error_percent = 100;
+        e.status_error_percent = 100;
+    })
     .await
     .unwrap();
     assert_eq!(
@@ -829,12 +818,7 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
         Some(500)
     );
     // healing clears the errors
-    c.set_fault(v1::SetFaultRequest {
-        mode: v1::FaultMode::Healthy as i32,
-        api_errors: None,
-    })
-    .await
-    .unwrap();
+    c.set_fault(fault(v1::FaultMode::Healthy)).await.unwrap();
     assert_eq!(
         stats(&mut c).await.manifests,
         1,

@@ -355,15 +355,16 @@ pub fn with_overrides_condition(
     }
     let mut out = update.unwrap_or_else(|| binding.clone());
     let status = out.status.get_or_insert_with(Default::default);
-    match status
-        .conditions
-        .iter_mut()
-        .find(|c| c.r#type == CONDITION_OVERRIDES_APPLIED)
-    {
+    put_condition(status, CONDITION_OVERRIDES_APPLIED, condition);
+    Some(out)
+}
+
+/// Puts `condition` in place of the status' condition of type `type_`, or adds it.
+fn put_condition(status: &mut v1::ResourceBindingStatus, type_: &str, condition: v1::Condition) {
+    match status.conditions.iter_mut().find(|c| c.r#type == type_) {
         Some(c) => *c = condition,
         None => status.conditions.push(condition),
     }
-    Some(out)
 }
 
 /// The binding with `items` and `condition` written into its status, or `None` when they are
@@ -402,14 +403,7 @@ pub fn with_aggregated_status(
     let status = out.status.get_or_insert_with(Default::default);
     status.aggregated_status = items;
     status.aggregated_status_observed_generation = generation;
-    match status
-        .conditions
-        .iter_mut()
-        .find(|c| c.r#type == CONDITION_FULLY_APPLIED)
-    {
-        Some(c) => *c = condition,
-        None => status.conditions.push(condition),
-    }
+    put_condition(status, CONDITION_FULLY_APPLIED, condition);
     Some(out)
 }
 
@@ -464,7 +458,7 @@ pub fn hold_status<W: Borrow<v1::Work>>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use flotilla_core::types::PurgeMode;
@@ -479,13 +473,24 @@ mod tests {
     };
 
     fn binding(clusters: &[(&str, i32)], tasks: &[(&str, PurgeMode)]) -> v1::ResourceBinding {
+        nginx_binding("uid-1", "", clusters, tasks)
+    }
+
+    /// The nginx Deployment's binding `uid` (its template's uid `workload_uid`), 3 replicas
+    /// placed on `clusters`, with graceful-eviction `tasks` (also the render tests' binding).
+    pub(crate) fn nginx_binding(
+        uid: &str,
+        workload_uid: &str,
+        clusters: &[(&str, i32)],
+        tasks: &[(&str, PurgeMode)],
+    ) -> v1::ResourceBinding {
         let spec = domain::ResourceBindingSpec {
             resource: domain::ObjectReference {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
                 namespace: "default".into(),
                 name: "nginx".into(),
-                uid: String::new(),
+                uid: workload_uid.into(),
             },
             replicas: 3,
             clusters: clusters
@@ -508,7 +513,7 @@ mod tests {
             metadata: Some(v1::ObjectMeta {
                 name: "nginx-deployment".into(),
                 namespace: "default".into(),
-                uid: "uid-1".into(),
+                uid: uid.into(),
                 ..Default::default()
             }),
             spec: Some(spec.into()),
@@ -528,6 +533,21 @@ mod tests {
             replicas: 3,
             ..Default::default()
         }
+    }
+
+    /// member1 evicted with `mode` from {member1: 1, member2: 2}: the Works of that placement
+    /// and the binding that now targets {member2: 3}.
+    fn evicted(mode: PurgeMode) -> (Vec<v1::Work>, v1::ResourceBinding) {
+        let old = binding(&[("member1", 1), ("member2", 2)], &[]);
+        let works = works_for(&old, &[("member1", 1), ("member2", 2)]);
+        (works, binding(&[("member2", 3)], &[("member1", mode)]))
+    }
+
+    /// A Work status: applied for generation 1 at `now`, Healthy.
+    fn applied_healthy(now: Time) -> v1::WorkStatus {
+        let mut s = applied_status(None, 1, None, now);
+        s.health = v1::ResourceHealth::Healthy as i32;
+        s
     }
 
     fn works_for(b: &v1::ResourceBinding, targets: &[(&str, i32)]) -> Vec<v1::Work> {
@@ -593,64 +613,59 @@ mod tests {
         };
         let everyone = |_: &str| true;
         let nobody = |_: &str| false;
-        // (case, binding, its update, Works, clusters Ready, expected hold)
-        type Case<'a> = (
-            &'a str,
-            v1::ResourceBinding,
-            v1::ResourceBinding,
-            &'a [v1::Work],
-            bool,
-            Option<Hold>,
-        );
-        let cases: Vec<Case<'_>> = vec![
+        // The hold of a binding at generation 2 (stamped 1) the scheduler has observed up to
+        // `seen`, whose update moves only the stamp or also changes the items.
+        let hold = |seen: i64, items_change: bool, works: &[v1::Work], ready: bool| {
+            let b = placed(2, seen, 1);
+            let update = if items_change {
+                with_item(&b)
+            } else {
+                stamped(&b, 2)
+            };
+            if ready {
+                hold_status(&b, &update, works, everyone)
+            } else {
+                hold_status(&b, &update, works, nobody)
+            }
+        };
+        // every Work answered, every cluster Ready: (case, seen, items change, expected hold)
+        for (name, seen, items_change, want) in [
             (
                 "only the stamp moves, the scheduler has not seen generation 2 → wait",
-                placed(2, 1, 1),
-                stamped(&placed(2, 1, 1), 2),
-                &answered,
-                true,
+                1,
+                false,
                 Some(Hold::SchedulerPending),
             ),
             (
                 "only the stamp moves, the scheduler has seen it → write",
-                placed(2, 2, 1),
-                stamped(&placed(2, 2, 1), 2),
-                &answered,
-                true,
+                2,
+                false,
                 None,
             ),
             (
                 "the items change while the scheduler is pending → write",
-                placed(2, 1, 1),
-                with_item(&placed(2, 1, 1)),
-                &answered,
+                1,
                 true,
                 None,
             ),
+        ] {
+            assert_eq!(hold(seen, items_change, &answered, true), want, "{name}");
+        }
+        // member2's Work written for generation 2 and not answered yet, the scheduler has seen
+        // it, the items change: (case, clusters Ready, expected hold)
+        for (name, ready, want) in [
             (
                 "a Work written for a newer generation, its member answers → wait",
-                placed(2, 2, 1),
-                with_item(&placed(2, 2, 1)),
-                &in_flight,
                 true,
                 Some(Hold::WorkInFlight("member2".into())),
             ),
             (
                 "the same Work on a cluster that is not Ready → write (nobody will answer)",
-                placed(2, 2, 1),
-                with_item(&placed(2, 2, 1)),
-                &in_flight,
                 false,
                 None,
             ),
-        ];
-        for (name, b, update, works, ready, want) in cases {
-            let got = if ready {
-                hold_status(&b, &update, works, everyone)
-            } else {
-                hold_status(&b, &update, works, nobody)
-            };
-            assert_eq!(got, want, "{name}");
+        ] {
+            assert_eq!(hold(2, true, &in_flight, ready), want, "{name}");
         }
         // A Work being deleted or suspended is not waited for.
         let mut deleting = in_flight.clone();
@@ -676,9 +691,7 @@ mod tests {
 
     #[test]
     fn we_3_5_gracefully_task_holds_its_work_untouched() {
-        let old = binding(&[("member1", 1), ("member2", 2)], &[]);
-        let works = works_for(&old, &[("member1", 1), ("member2", 2)]);
-        let b = binding(&[("member2", 3)], &[("member1", PurgeMode::Gracefully)]);
+        let (works, b) = evicted(PurgeMode::Gracefully);
         let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works);
         assert!(d.mark_deleting.is_empty());
         assert_eq!(d.held, vec!["member1"]);
@@ -689,9 +702,7 @@ mod tests {
 
     #[test]
     fn we_3_2_directly_task_deletes_first_and_blocks() {
-        let old = binding(&[("member1", 1), ("member2", 2)], &[]);
-        let works = works_for(&old, &[("member1", 1), ("member2", 2)]);
-        let b = binding(&[("member2", 3)], &[("member1", PurgeMode::Directly)]);
+        let (works, b) = evicted(PurgeMode::Directly);
         let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works);
         assert_eq!(d.mark_deleting.len(), 1);
         assert_eq!(work_cluster(&d.mark_deleting[0]), "member1");
@@ -707,15 +718,17 @@ mod tests {
     fn i1a_blocked_sync_keeps_the_status_generation() {
         // {member1:1, member2:2} at generation 2, then member1 evicted Directly: generation 3
         // targets {member2:3}, but member2's Work still has 2 replicas (2/2 Ready, Healthy).
-        let old = binding(&[("member1", 1), ("member2", 2)], &[]);
-        let mut works = works_for(&old, &[("member1", 1), ("member2", 2)]);
+        let (mut works, mut b) = evicted(PurgeMode::Directly);
+        let stamp = |b: &v1::ResourceBinding| {
+            b.status
+                .as_ref()
+                .unwrap()
+                .aggregated_status_observed_generation
+        };
         let now = Time::from_millis(1_000);
         for w in &mut works {
-            let mut s = applied_status(None, 1, None, now);
-            s.health = v1::ResourceHealth::Healthy as i32;
-            w.status = Some(s);
+            w.status = Some(applied_healthy(now));
         }
-        let mut b = binding(&[("member2", 3)], &[("member1", PurgeMode::Directly)]);
         b.metadata.as_mut().unwrap().generation = 3;
         b.status = Some(v1::ResourceBindingStatus {
             aggregated_status_observed_generation: 2,
@@ -728,11 +741,7 @@ mod tests {
         let written = with_aggregated_status(&b, items.clone(), cond.clone(), d.works_current())
             .expect("the items are written");
         assert_eq!(
-            written
-                .status
-                .as_ref()
-                .unwrap()
-                .aggregated_status_observed_generation,
+            stamp(&written),
             2,
             "a blocked sync must not claim its status is for generation 3"
         );
@@ -740,14 +749,7 @@ mod tests {
         let d = decide(Some(&b), &spec_of(&b), Some(&workload()), &works[1..]);
         assert!(d.works_current());
         let written = with_aggregated_status(&b, items, cond, d.works_current()).unwrap();
-        assert_eq!(
-            written
-                .status
-                .as_ref()
-                .unwrap()
-                .aggregated_status_observed_generation,
-            3
-        );
+        assert_eq!(stamp(&written), 3);
     }
 
     #[test]
@@ -789,8 +791,7 @@ mod tests {
         let mut works = works_for(&b, &[("member2", 2), ("member1", 1)]);
         let now = Time::from_millis(1_000);
         for w in &mut works {
-            let mut s = applied_status(None, 1, None, now);
-            s.health = v1::ResourceHealth::Healthy as i32;
+            let mut s = applied_healthy(now);
             s.resource_status = r#"{"readyReplicas":1}"#.into();
             w.status = Some(s);
         }
@@ -849,14 +850,19 @@ mod tests {
         });
         wl.api_version = "apps/v1".into();
 
+        // m1's decision under a policy that replaces `path` with 5
+        let replacing = |path| {
+            decide_with(
+                Some(&b),
+                &spec_of(&b),
+                Some(&wl),
+                &works,
+                &replace_policy(path, 5),
+            )
+        };
+
         // a policy that applies: the Work is updated, with the record of what applied
-        let d = decide_with(
-            Some(&b),
-            &spec_of(&b),
-            Some(&wl),
-            &works,
-            &replace_policy("/spec/replicas", 5),
-        );
+        let d = replacing("/spec/replicas");
         assert!(d.override_errors.is_empty(), "{:?}", d.override_errors);
         let (_, new) = &d.update[0];
         let manifest: serde_json::Value =
@@ -874,13 +880,7 @@ mod tests {
         );
 
         // a policy that cannot apply: nothing written for m1, and the binding is told why
-        let d = decide_with(
-            Some(&b),
-            &spec_of(&b),
-            Some(&wl),
-            &works,
-            &replace_policy("/spec/nope", 5),
-        );
+        let d = replacing("/spec/nope");
         assert!(d.create.is_empty() && d.update.is_empty() && d.unchanged.is_empty());
         assert!(d.mark_deleting.is_empty(), "the old Work is kept");
         assert_eq!(d.override_errors.len(), 1);

@@ -644,26 +644,7 @@ mod tests {
     use super::*;
 
     fn binding() -> v1::ResourceBinding {
-        v1::ResourceBinding {
-            metadata: Some(v1::ObjectMeta {
-                name: "nginx-deployment".into(),
-                namespace: "default".into(),
-                uid: "b-uid".into(),
-                ..Default::default()
-            }),
-            spec: Some(v1::ResourceBindingSpec {
-                resource: Some(v1::ObjectReference {
-                    api_version: "apps/v1".into(),
-                    kind: "Deployment".into(),
-                    namespace: "default".into(),
-                    name: "nginx".into(),
-                    uid: "w-uid".into(),
-                }),
-                replicas: 3,
-                ..Default::default()
-            }),
-            status: None,
-        }
+        crate::plan::tests::nginx_binding("b-uid", "w-uid", &[], &[])
     }
 
     fn workload(manifest: &str) -> v1::Workload {

@@ -24,17 +24,14 @@ async fn converged(store: StoreRef) -> (Running, FakeMember, FakeMember) {
     let run = Running::start(store).await;
     let (m1, e1) = FakeMember::start().await;
     let (m2, e2) = FakeMember::start().await;
-    let t = &run.typed;
-    t.create(cluster("member1", &e1, true, v1::SyncMode::Push), None)
-        .await
-        .unwrap();
-    t.create(cluster("member2", &e2, true, v1::SyncMode::Push), None)
-        .await
-        .unwrap();
-    t.create(workload("nginx", 3), None).await.unwrap();
-    t.create(binding("nginx", &[("member1", 1), ("member2", 2)]), None)
-        .await
-        .unwrap();
+    run.seed_nginx(
+        &[
+            ("member1", &e1, v1::SyncMode::Push),
+            ("member2", &e2, v1::SyncMode::Push),
+        ],
+        &[("member1", 1), ("member2", 2)],
+    )
+    .await;
     for c in ["member1", "member2"] {
         let key = work_key(c, "nginx");
         eventually(&format!("{key} applied"), WAIT, || async {
@@ -85,14 +82,8 @@ async fn we_3_4_one_work_per_target_with_revised_replicas_applied_to_members() {
     );
 
     // A replica change rewrites only the Work that changes, and re-applies it.
-    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
-        b.spec.as_mut().unwrap().clusters = targets(&[("member1", 1), ("member2", 4)]);
-    })
-    .await;
-    eventually("member2 runs 4", WAIT, || async {
-        (m2.replicas("nginx") == Some(4)).then_some(())
-    })
-    .await;
+    run.retarget(&[("member1", 1), ("member2", 4)]).await;
+    until("member2 runs 4", || m2.replicas("nginx") == Some(4)).await;
     let w1_after = run.work(&work_key("member1", "nginx")).await.unwrap();
     assert_eq!(
         w1_after.metadata.as_ref().unwrap().generation,
@@ -107,12 +98,7 @@ async fn we_3_5_gracefully_task_keeps_the_old_work_untouched_while_the_new_targe
     let (run, m1, m2) = converged(mem()).await;
     let before = run.work(&work_key("member1", "nginx")).await.unwrap();
     // taint-manager: member1 → Gracefully task; scheduler: member2 gets all 3 replicas
-    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
-        let spec = b.spec.as_mut().unwrap();
-        spec.clusters = targets(&[("member2", 3)]);
-        spec.graceful_eviction_tasks = vec![task("member1", v1::PurgeMode::Gracefully)];
-    })
-    .await;
+    run.evict_member1(v1::PurgeMode::Gracefully).await;
     eventually("member2 runs 3", WAIT, || async {
         let w = run.work(&work_key("member2", "nginx")).await?;
         (applied(&w) && manifest_replicas(&w) == 3 && m2.replicas("nginx") == Some(3)).then_some(())
@@ -153,13 +139,8 @@ async fn we_3_5_gracefully_task_keeps_the_old_work_untouched_while_the_new_targe
         b.spec.as_mut().unwrap().graceful_eviction_tasks.clear();
     })
     .await;
-    eventually("member1's Work removed", WAIT, || async {
-        run.work(&work_key("member1", "nginx"))
-            .await
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    run.until_work_gone("member1's Work removed", "member1")
+        .await;
     assert_eq!(m1.replicas("nginx"), None, "deleted on the member first");
 }
 
@@ -169,27 +150,13 @@ async fn we_3_2_directly_task_deletes_first_and_new_works_wait_until_it_is_gone(
     // member1 is NotReady: its Work cannot be deleted yet (WE-6.3, WE-9)
     set_ready(&run.typed, "member1", false).await;
     let w2_before = run.work(&work_key("member2", "nginx")).await.unwrap();
-    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
-        let spec = b.spec.as_mut().unwrap();
-        spec.clusters = targets(&[("member2", 3)]);
-        spec.graceful_eviction_tasks = vec![task("member1", v1::PurgeMode::Directly)];
-    })
+    run.evict_member1(v1::PurgeMode::Directly).await;
+    run.deleting_but_kept(
+        "member1",
+        500,
+        "WE-6.3: the finalizer keeps it while member1 is not Ready",
+    )
     .await;
-    eventually("member1's Work marked deleting", WAIT, || async {
-        let w = run.work(&work_key("member1", "nginx")).await?;
-        w.metadata
-            .as_ref()
-            .unwrap()
-            .deletion_timestamp
-            .is_some()
-            .then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        run.work(&work_key("member1", "nginx")).await.is_some(),
-        "WE-6.3: the finalizer keeps it while member1 is not Ready"
-    );
     let w2 = run.work(&work_key("member2", "nginx")).await.unwrap();
     assert_eq!(
         w2.metadata.as_ref().unwrap().generation,
@@ -200,19 +167,11 @@ async fn we_3_2_directly_task_deletes_first_and_new_works_wait_until_it_is_gone(
     assert_eq!(m1.deletes(), 0);
 
     set_ready(&run.typed, "member1", true).await;
-    eventually("member1's Work gone", WAIT, || async {
-        run.work(&work_key("member1", "nginx"))
-            .await
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    run.until_work_gone("member1's Work gone", "member1").await;
     assert_eq!(m1.replicas("nginx"), None, "WE-6.2: deleted on the member");
-    eventually(
-        "member2 runs 3 once member1's Work is gone",
-        WAIT,
-        || async { (m2.replicas("nginx") == Some(3)).then_some(()) },
-    )
+    until("member2 runs 3 once member1's Work is gone", || {
+        m2.replicas("nginx") == Some(3)
+    })
     .await;
 }
 
@@ -221,38 +180,16 @@ async fn we_6_3_orphan_on_an_unreachable_member_stays_until_the_member_answers()
     let (run, m1, _m2) = converged(mem()).await;
     // member1 stops answering (cluster-health has not noticed yet: still Ready)
     m1.with(|s| s.hang = true);
-    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
-        b.spec.as_mut().unwrap().clusters = targets(&[("member2", 3)]);
-    })
-    .await;
-    eventually("member1's Work marked deleting", WAIT, || async {
-        let w = run.work(&work_key("member1", "nginx")).await?;
-        w.metadata
-            .as_ref()
-            .unwrap()
-            .deletion_timestamp
-            .is_some()
-            .then_some(())
-    })
-    .await;
-    // several member timeouts (300 ms each) later, it is still there
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert!(
-        run.work(&work_key("member1", "nginx")).await.is_some(),
-        "the Work stays until the member confirms"
-    );
+    run.retarget(&[("member2", 3)]).await;
+    // several member timeouts (300 ms each) after it is marked deleting, it is still there
+    run.deleting_but_kept("member1", 1200, "the Work stays until the member confirms")
+        .await;
     assert_eq!(m1.replicas("nginx"), Some(1));
     // the member answers again
     m1.with(|s| s.hang = false);
-    eventually(
+    run.until_work_gone(
         "member1's Work removed after the member deleted it",
-        WAIT,
-        || async {
-            run.work(&work_key("member1", "nginx"))
-                .await
-                .is_none()
-                .then_some(())
-        },
+        "member1",
     )
     .await;
     assert_eq!(m1.replicas("nginx"), None);
@@ -286,16 +223,7 @@ async fn we_7_we_8_status_collection_makes_the_binding_healthy_and_fully_applied
     // pods turn Ready on both members: the next status pass makes everything Healthy
     m1.with(|s| s.pods_ready = true);
     m2.with(|s| s.pods_ready = true);
-    let b = eventually("aggregated Healthy", WAIT, || async {
-        let b = run.binding(&binding_key("nginx")).await;
-        let items = &b.status.as_ref()?.aggregated_status;
-        (items.len() == 2
-            && items
-                .iter()
-                .all(|i| i.health == v1::ResourceHealth::Healthy as i32))
-        .then_some(b)
-    })
-    .await;
+    let b = run.until_healthy("aggregated Healthy").await;
     let items = b.status.unwrap().aggregated_status;
     assert_eq!(items[0].cluster_name, "member1", "sorted by cluster");
     assert_eq!((items[0].ready_replicas, items[1].ready_replicas), (1, 2));
@@ -315,10 +243,7 @@ async fn we_7_we_8_status_collection_makes_the_binding_healthy_and_fully_applied
 
     // the member loses the manifest: status collection notices and it is applied again
     m1.with(|s| s.manifests.clear());
-    eventually("member1 re-applied", WAIT, || async {
-        (m1.replicas("nginx") == Some(1)).then_some(())
-    })
-    .await;
+    until("member1 re-applied", || m1.replicas("nginx") == Some(1)).await;
     assert!(m1.applies() >= 2);
 }
 
@@ -372,14 +297,8 @@ async fn two_replicas_one_leader_no_duplicate_side_effects() {
         .filter(|r| r.executor.leader().borrow().is_some())
         .count();
     assert_eq!(leaders, 1, "leases/work-executor has one holder");
-    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
-        b.spec.as_mut().unwrap().clusters = targets(&[("member1", 2), ("member2", 2)]);
-    })
-    .await;
-    eventually("member1 runs 2", WAIT, || async {
-        (m1.replicas("nginx") == Some(2)).then_some(())
-    })
-    .await;
+    run.retarget(&[("member1", 2), ("member2", 2)]).await;
+    until("member1 runs 2", || m1.replicas("nginx") == Some(2)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         m1.applies(),
@@ -498,11 +417,12 @@ async fn we_3_5_a_work_is_never_written_from_a_superseded_binding_revision() {
         }),
         hook: Box::new(|typed| {
             Box::pin(async move {
-                modify::<v1::ResourceBinding>(&typed, &binding_key("nginx"), |b| {
-                    let spec = b.spec.as_mut().unwrap();
-                    spec.clusters = targets(&[("member1", 1)]);
-                    spec.graceful_eviction_tasks = vec![task("member2", v1::PurgeMode::Gracefully)];
-                })
+                evict(
+                    &typed,
+                    &[("member1", 1)],
+                    "member2",
+                    v1::PurgeMode::Gracefully,
+                )
                 .await;
             })
         }),
@@ -511,15 +431,10 @@ async fn we_3_5_a_work_is_never_written_from_a_superseded_binding_revision() {
     let (run, _m1, m2) = converged(store).await;
     interleaving.armed.store(true, Ordering::SeqCst);
     // the scheduler: member2 2 → 3
-    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
-        b.spec.as_mut().unwrap().clusters = targets(&[("member1", 1), ("member2", 3)]);
+    run.retarget(&[("member1", 1), ("member2", 3)]).await;
+    until("the eviction between the render and the write", || {
+        !interleaving.armed.load(Ordering::SeqCst)
     })
-    .await;
-    eventually(
-        "the eviction between the render and the write",
-        WAIT,
-        || async { (!interleaving.armed.load(Ordering::SeqCst)).then_some(()) },
-    )
     .await;
     // a few more reconciles and status passes
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -612,17 +527,14 @@ fn assert_invalid(status: &tonic::Status, field: &str) {
 async fn report_work_status_validates_and_serves_pull_agents() {
     let run = Running::start(mem()).await;
     let (_m, e) = FakeMember::start().await;
-    let t = &run.typed;
-    t.create(cluster("pull1", "", true, v1::SyncMode::Pull), None)
-        .await
-        .unwrap();
-    t.create(cluster("push1", &e, true, v1::SyncMode::Push), None)
-        .await
-        .unwrap();
-    t.create(workload("nginx", 3), None).await.unwrap();
-    t.create(binding("nginx", &[("pull1", 2), ("push1", 1)]), None)
-        .await
-        .unwrap();
+    run.seed_nginx(
+        &[
+            ("pull1", "", v1::SyncMode::Pull),
+            ("push1", &e, v1::SyncMode::Push),
+        ],
+        &[("pull1", 2), ("push1", 1)],
+    )
+    .await;
     let name = flotilla_core::work::work_name(NS, "nginx", "Deployment");
     let pull_key = work_key("pull1", "nginx");
     let work = eventually("pull1's Work", WAIT, || async { run.work(&pull_key).await }).await;
@@ -787,24 +699,9 @@ async fn report_work_status_validates_and_serves_pull_agents() {
     .await;
 
     // the binding leaves pull1: its Work waits for the agent's confirmation
-    modify::<v1::ResourceBinding>(t, &binding_key("nginx"), |b| {
-        b.spec.as_mut().unwrap().clusters = targets(&[("push1", 3)]);
-    })
-    .await;
-    eventually("pull1's Work deleting", WAIT, || async {
-        let w = run.work(&pull_key).await?;
-        w.metadata
-            .as_ref()?
-            .deletion_timestamp
-            .is_some()
-            .then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        run.work(&pull_key).await.is_some(),
-        "kept until the agent reports"
-    );
+    run.retarget(&[("push1", 3)]).await;
+    run.deleting_but_kept("pull1", 300, "kept until the agent reports")
+        .await;
     client
         .report_work_status(v1::ReportWorkStatusRequest {
             manifest_deleted: true,
@@ -853,61 +750,45 @@ async fn plan_is_a_dry_run_of_the_binding_controller() {
         /// (cluster, replicas) of the Works it would have
         works_after: Vec<(&'static str, i32)>,
     }
+    // a fresh binding: one Work per target; each other case says how it differs
+    let fresh = |name| Case {
+        name,
+        tasks: vec![],
+        workload: true,
+        works: vec![],
+        kept: vec!["member2"],
+        orphans: vec![],
+        blocked: false,
+        held: vec![],
+        works_after: vec![("member2", 3)],
+    };
+    let on_both = || existing(&[("member1", 1), ("member2", 2)]);
     let cases = vec![
+        fresh("fresh binding: one Work per target"),
         Case {
-            name: "fresh binding: one Work per target",
-            tasks: vec![],
-            workload: true,
-            works: vec![],
-            kept: vec!["member2"],
-            orphans: vec![],
-            blocked: false,
-            held: vec![],
-            works_after: vec![("member2", 3)],
-        },
-        Case {
-            name: "orphan on member1 (WE-3.1)",
-            tasks: vec![],
-            workload: true,
-            works: existing(&[("member1", 1), ("member2", 2)]),
-            kept: vec!["member2"],
+            works: on_both(),
             orphans: vec!["member1"],
-            blocked: false,
-            held: vec![],
-            works_after: vec![("member2", 3)],
+            ..fresh("orphan on member1 (WE-3.1)")
         },
         Case {
-            name: "Gracefully task holds member1 (WE-3.5)",
             tasks: vec![task("member1", v1::PurgeMode::Gracefully)],
-            workload: true,
-            works: existing(&[("member1", 1), ("member2", 2)]),
+            works: on_both(),
             kept: vec!["member1", "member2"],
-            orphans: vec![],
-            blocked: false,
             held: vec!["member1"],
-            works_after: vec![("member2", 3)],
+            ..fresh("Gracefully task holds member1 (WE-3.5)")
         },
         Case {
-            name: "Directly task blocks (WE-3.2)",
             tasks: vec![task("member1", v1::PurgeMode::Directly)],
-            workload: true,
-            works: existing(&[("member1", 1), ("member2", 2)]),
-            kept: vec!["member2"],
+            works: on_both(),
             orphans: vec!["member1"],
             blocked: true,
-            held: vec![],
             works_after: vec![],
+            ..fresh("Directly task blocks (WE-3.2)")
         },
         Case {
-            name: "missing template ensures nothing (WE-3.3)",
-            tasks: vec![],
             workload: false,
-            works: vec![],
-            kept: vec!["member2"],
-            orphans: vec![],
-            blocked: false,
-            held: vec![],
             works_after: vec![],
+            ..fresh("missing template ensures nothing (WE-3.3)")
         },
     ];
     for case in cases {
@@ -1058,17 +939,7 @@ async fn etcd_binding_to_applied_works_and_fully_applied() {
     let (run, m1, m2) = converged(store).await;
     m1.with(|s| s.pods_ready = true);
     m2.with(|s| s.pods_ready = true);
-    let b = eventually("aggregated Healthy on etcd", WAIT, || async {
-        let b = run.binding(&binding_key("nginx")).await;
-        let status = b.status.as_ref()?;
-        (status.aggregated_status.len() == 2
-            && status
-                .aggregated_status
-                .iter()
-                .all(|i| i.health == v1::ResourceHealth::Healthy as i32))
-        .then_some(b)
-    })
-    .await;
+    let b = run.until_healthy("aggregated Healthy on etcd").await;
     let full = b
         .status
         .unwrap()
@@ -1082,22 +953,11 @@ async fn etcd_binding_to_applied_works_and_fully_applied() {
         (Some(1), Some(2))
     );
     // an orphan is deleted on its member, then in etcd
-    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
-        b.spec.as_mut().unwrap().clusters = targets(&[("member2", 3)]);
-    })
-    .await;
-    eventually("member1's Work removed on etcd", WAIT, || async {
-        run.work(&work_key("member1", "nginx"))
-            .await
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    run.retarget(&[("member2", 3)]).await;
+    run.until_work_gone("member1's Work removed on etcd", "member1")
+        .await;
     assert_eq!(m1.replicas("nginx"), None);
-    eventually("member2 runs 3", WAIT, || async {
-        (m2.replicas("nginx") == Some(3)).then_some(())
-    })
-    .await;
+    until("member2 runs 3", || m2.replicas("nginx") == Some(3)).await;
 }
 
 // === the real member-sim ===
@@ -1106,25 +966,11 @@ async fn real_member(
     name: &str,
     shutdown: &flotilla_runtime::Shutdown,
 ) -> (Arc<flotilla_member_sim::sim::Sim>, String) {
-    use flotilla_member_sim::sim::{Fault, Sim, SimConfig};
-    let sim = Arc::new(Sim::new(SimConfig {
-        name: name.into(),
-        capacity: 100,
-        pod_startup_delay: Duration::from_millis(300),
-        fault: Fault::Healthy,
-    }));
-    let listen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listen.local_addr().unwrap());
-    let listeners = flotilla_member_sim::Listeners {
-        listen,
-        control: None,
-    };
-    tokio::spawn(flotilla_member_sim::run_with(
-        sim.clone(),
-        listeners,
-        shutdown.clone(),
-    ));
-    (sim, endpoint)
+    let (sim, addr) =
+        flotilla_member_sim::spawn_local(name, 100, Duration::from_millis(300), shutdown)
+            .await
+            .unwrap();
+    (sim, format!("http://{addr}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1133,70 +979,37 @@ async fn with_the_real_member_sim_pods_turn_healthy_and_an_unreachable_orphan_wa
     let run = Running::start(mem()).await;
     let (s1, e1) = real_member("member1", &run.shutdown).await;
     let (s2, e2) = real_member("member2", &run.shutdown).await;
-    let t = &run.typed;
-    t.create(cluster("member1", &e1, true, v1::SyncMode::Push), None)
-        .await
-        .unwrap();
-    t.create(cluster("member2", &e2, true, v1::SyncMode::Push), None)
-        .await
-        .unwrap();
-    t.create(workload("nginx", 3), None).await.unwrap();
-    t.create(binding("nginx", &[("member1", 1), ("member2", 2)]), None)
-        .await
-        .unwrap();
-    // pods start after --pod-startup-delay; status collection makes the binding Healthy
-    let b = eventually("aggregated Healthy from member-sim", WAIT, || async {
-        let b = run.binding(&binding_key("nginx")).await;
-        let items = &b.status.as_ref()?.aggregated_status;
-        (items.len() == 2
-            && items
-                .iter()
-                .all(|i| i.health == v1::ResourceHealth::Healthy as i32))
-        .then_some(b)
-    })
+    run.seed_nginx(
+        &[
+            ("member1", &e1, v1::SyncMode::Push),
+            ("member2", &e2, v1::SyncMode::Push),
+        ],
+        &[("member1", 1), ("member2", 2)],
+    )
     .await;
+    // pods start after --pod-startup-delay; status collection makes the binding Healthy
+    let b = run
+        .until_healthy("aggregated Healthy from member-sim")
+        .await;
     let items = b.status.unwrap().aggregated_status;
     assert_eq!((items[0].ready_replicas, items[1].ready_replicas), (1, 2));
     assert_eq!(s2.summary().ready, 2);
 
     // member1 becomes unreachable, and the binding moves off it: the orphan Work waits
     s1.set_fault(Fault::Unreachable);
-    modify::<v1::ResourceBinding>(&run.typed, &binding_key("nginx"), |b| {
-        b.spec.as_mut().unwrap().clusters = targets(&[("member2", 3)]);
-    })
-    .await;
-    eventually("member1's Work deleting", WAIT, || async {
-        let w = run.work(&work_key("member1", "nginx")).await?;
-        w.metadata
-            .as_ref()?
-            .deletion_timestamp
-            .is_some()
-            .then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert!(
-        run.work(&work_key("member1", "nginx")).await.is_some(),
-        "WE-6.3: kept while the member does not answer"
-    );
-    assert_eq!(s1.list().len(), 1, "still running on member1");
-    s1.set_fault(Fault::Healthy);
-    eventually(
-        "member1's Work removed once member1 answers",
-        WAIT,
-        || async {
-            run.work(&work_key("member1", "nginx"))
-                .await
-                .is_none()
-                .then_some(())
-        },
+    run.retarget(&[("member2", 3)]).await;
+    run.deleting_but_kept(
+        "member1",
+        1000,
+        "WE-6.3: kept while the member does not answer",
     )
     .await;
+    assert_eq!(s1.list().len(), 1, "still running on member1");
+    s1.set_fault(Fault::Healthy);
+    run.until_work_gone("member1's Work removed once member1 answers", "member1")
+        .await;
     assert!(s1.list().is_empty(), "deleted on member1 first");
-    eventually("member2 runs 3", WAIT, || async {
-        (s2.summary().replicas == 3).then_some(())
-    })
-    .await;
+    until("member2 runs 3", || s2.summary().replicas == 3).await;
 }
 
 // === throughput (run by hand: prints figures, asserts only correctness) ===

@@ -64,17 +64,27 @@ fn run(
     options: &Options,
 ) -> Decision {
     assess(Inputs {
-        cluster: c,
         observation: o,
         last_heartbeat: hb.map(t),
+        ..inputs(c, memory, t(now), options)
+    })
+    .unwrap()
+}
+
+/// One evaluation of `c` at `now`: no observation, heartbeat or policy, uninterrupted
+/// observation.
+fn inputs<'a>(c: &'a v1::Cluster, memory: Memory, now: Time, options: &'a Options) -> Inputs<'a> {
+    Inputs {
+        cluster: c,
+        observation: None,
+        last_heartbeat: None,
         ready_transition: None,
         memory,
         observing_since: flotilla_core::Time::EPOCH,
         policies: &[],
         options,
-        now: t(now),
-    })
-    .unwrap()
+        now,
+    }
 }
 
 fn keys(taints: &[Taint]) -> Vec<String> {
@@ -140,6 +150,39 @@ fn ch_3_healthy_probe_makes_ready_true_and_collects() {
     assert_eq!(d.requeue_after, None, "Push: the prober drives it");
 }
 
+/// What a case expects: the Ready (status, reason), the taints and the requeue.
+type Verdict = (
+    ConditionStatus,
+    &'static str,
+    Vec<&'static str>,
+    Option<Duration>,
+);
+
+/// Ready=True and untainted, looked at again after `requeue`.
+fn stays_ready(requeue: Option<Duration>) -> Verdict {
+    (True, "ClusterReady", vec![], requeue)
+}
+
+/// Ready=False for `reason` with the not-ready:NoSchedule taint (CH-11.1).
+fn not_ready(reason: &'static str, requeue: Option<Duration>) -> Verdict {
+    (False, reason, vec![NR_NS], requeue)
+}
+
+fn secs(s: u64) -> Option<Duration> {
+    Some(Duration::from_secs(s))
+}
+
+/// Requeued right after the eviction timeout (5 min), for CH-10.
+const AFTER_EVICTION_TIMEOUT: Option<Duration> = Some(Duration::from_millis(300_001));
+
+fn check(name: &str, d: &Decision, (status, reason, taints, requeue): Verdict) {
+    let r = d.ready.clone().unwrap();
+    assert_eq!((r.status, r.reason.as_str()), (status, reason), "{name}");
+    assert_eq!(keys(&d.taints), taints, "{name}");
+    assert_eq!(d.requeue_after, requeue, "{name}");
+    assert!(!d.reasons.is_empty(), "{name}: reasons");
+}
+
 #[test]
 fn ch_4_threshold_table() {
     let o = Options::default();
@@ -150,116 +193,86 @@ fn ch_4_threshold_table() {
         Some(ready(False, 0, "ClusterNotReachable")),
         vec![taint(TAINT_NOT_READY, TaintEffect::NoSchedule, 0)],
     );
-    // (name, cluster, observation, memory, now, want status, want reason, want taints, requeue)
-    let cases: Vec<(
-        &str,
-        &v1::Cluster,
-        Observation,
-        Memory,
-        i64,
-        ConditionStatus,
-        &str,
-        Vec<&str>,
-        Option<Duration>,
-    )> = vec![
+    let failing = obs(false, false);
+    // a failing probe at 100, nothing remembered yet: (name, cluster, want)
+    for (name, c, want) in [
         (
             "first sight of a Ready cluster is damped too (memory seeded from the stored \
              condition: a new leader lets no blip through, I9)",
             &ready_true,
-            obs(false, false),
-            Memory::default(),
-            100,
-            True,
-            "ClusterReady",
-            vec![],
-            Some(Duration::from_secs(30)),
+            stays_ready(secs(30)),
         ),
         (
             "CH-4.2 no Ready condition yet: the observation passes, unreachable → False \
              ClusterNotReachable (CH-3.1)",
             &no_ready,
-            obs(false, false),
-            Memory::default(),
-            100,
-            False,
-            "ClusterNotReachable",
-            vec![NR_NS],
-            Some(Duration::from_millis(300_001)),
+            not_ready("ClusterNotReachable", AFTER_EVICTION_TIMEOUT),
         ),
+    ] {
+        check(
+            name,
+            &run(c, Some(&failing), None, Memory::default(), 100, &o),
+            want,
+        );
+    }
+    // a Ready cluster and what its memory says: (name, observation, memory, now, want)
+    for (name, ob, memory, now, want) in [
         (
             "CH-4.3 a failure starts the window: Ready stays True (I9)",
-            &ready_true,
             obs(false, false),
             mem(True, None),
             100,
-            True,
-            "ClusterReady",
-            vec![],
-            Some(Duration::from_secs(30)),
+            stays_ready(secs(30)),
         ),
         (
             "CH-4.5 inside the window",
-            &ready_true,
             obs(false, false),
             mem(False, Some(100)),
             129,
-            True,
-            "ClusterReady",
-            vec![],
-            Some(Duration::from_secs(1)),
+            stays_ready(secs(1)),
         ),
         (
             "CH-4.6 at the threshold the failure wins: not-ready:NoSchedule (CH-11.1)",
-            &ready_true,
             obs(false, false),
             mem(False, Some(100)),
             130,
-            False,
-            "ClusterNotReachable",
-            vec![NR_NS],
-            Some(Duration::from_millis(300_001)),
+            not_ready("ClusterNotReachable", AFTER_EVICTION_TIMEOUT),
         ),
         (
             "CH-3.2 reachable but not ok → ClusterNotReady",
-            &ready_true,
             obs(true, false),
             mem(False, Some(100)),
             130,
-            False,
-            "ClusterNotReady",
-            vec![NR_NS],
-            Some(Duration::from_millis(300_001)),
+            not_ready("ClusterNotReady", AFTER_EVICTION_TIMEOUT),
         ),
+    ] {
+        check(
+            name,
+            &run(&ready_true, Some(&ob), None, memory, now, &o),
+            want,
+        );
+    }
+    // a healthy probe of a cluster stored not Ready: (name, memory, now, want)
+    let healthy = obs(true, true);
+    for (name, memory, now, want) in [
         (
             "recovery is damped by the success threshold",
-            &ready_false,
-            obs(true, true),
             mem(False, Some(0)),
             200,
-            False,
-            "ClusterNotReachable",
-            vec![NR_NS],
-            Some(Duration::from_secs(30)),
+            not_ready("ClusterNotReachable", secs(30)),
         ),
         (
             "recovery after the success threshold removes the taint (CH-11.3)",
-            &ready_false,
-            obs(true, true),
             mem(True, Some(200)),
             230,
-            True,
-            "ClusterReady",
-            vec![],
-            None,
+            stays_ready(None),
         ),
-    ];
-    for (name, c, ob, memory, now, status, reason, want_taints, requeue) in cases {
-        let d = run(c, Some(&ob), None, memory, now, &o);
-        let r = d.ready.clone().unwrap();
-        assert_eq!((r.status, r.reason.as_str()), (status, reason), "{name}");
-        assert_eq!(keys(&d.taints), want_taints, "{name}");
-        assert_eq!(d.requeue_after, requeue, "{name}");
-        assert!(!d.reasons.is_empty(), "{name}: reasons");
+    ] {
+        check(
+            name,
+            &run(&ready_false, Some(&healthy), None, memory, now, &o),
+            want,
+        );
     }
 }
 
@@ -315,6 +328,7 @@ fn ch_10_no_execute_after_the_eviction_timeout_in_auto_mode_only() {
     assert_eq!(d.requeue_after, None);
 
     // CH-10.3: Ready again removes both NoExecute taints, in auto mode
+    let healthy = obs(true, true);
     let c = cluster(
         SyncMode::Push,
         Some(ready(True, 400, "ClusterReady")),
@@ -324,25 +338,11 @@ fn ch_10_no_execute_after_the_eviction_timeout_in_auto_mode_only() {
             taint(TAINT_UNREACHABLE, TaintEffect::NoExecute, 301),
         ],
     );
-    let d = run(
-        &c,
-        Some(&obs(true, true)),
-        None,
-        mem(True, Some(0)),
-        500,
-        &auto,
-    );
+    let d = run(&c, Some(&healthy), None, mem(True, Some(0)), 500, &auto);
     assert_eq!(keys(&d.taints), vec!["user/key:NoSchedule"]);
     assert_eq!(keys(&d.removed), vec![NR_NE, UR_NE]);
     // ... but in policy mode they are the policies' and operators' business
-    let d = run(
-        &c,
-        Some(&obs(true, true)),
-        None,
-        mem(True, Some(0)),
-        500,
-        &policy,
-    );
+    let d = run(&c, Some(&healthy), None, mem(True, Some(0)), 500, &policy);
     assert!(!d.taints_changed);
 }
 
@@ -395,15 +395,9 @@ fn ch_9_pull_heartbeats_stop_then_unknown_then_unreachable_no_execute() {
     assert_eq!(d.requeue_after, Some(Duration::from_millis(1)));
     // 140.001: the heartbeat's probe is stale, the monitor marks Unknown (CH-9.5)
     let d = assess(Inputs {
-        cluster: &c,
         observation: Some(&healthy),
         last_heartbeat: Some(t(100)),
-        ready_transition: None,
-        memory: d.memory,
-        observing_since: flotilla_core::Time::EPOCH,
-        policies: &[],
-        options: &o,
-        now: Time::from_millis(140_001),
+        ..inputs(&c, d.memory, Time::from_millis(140_001), &o)
     })
     .unwrap();
     let r = d.ready.clone().unwrap();
@@ -429,23 +423,19 @@ fn ch_9_pull_heartbeats_stop_then_unknown_then_unreachable_no_execute() {
     stored.status.conditions = vec![r];
     stored.spec.taints = d.taints.clone();
     let stored: v1::Cluster = stored.into();
-    let d2 = run(
-        &stored,
-        Some(&healthy),
-        Some(100),
-        d.memory.clone(),
-        400,
-        &o,
-    );
+    let at = |now| {
+        run(
+            &stored,
+            Some(&healthy),
+            Some(100),
+            d.memory.clone(),
+            now,
+            &o,
+        )
+    };
+    let d2 = at(400);
     assert!(!d2.taints_changed, "at last heartbeat + timeout: not yet");
-    let d2 = run(
-        &stored,
-        Some(&healthy),
-        Some(100),
-        d.memory.clone(),
-        401,
-        &o,
-    );
+    let d2 = at(401);
     assert_eq!(keys(&d2.taints), vec![UR_NS, UR_NE]);
 
     // the agent comes back healthy at 402: damped by the success threshold (A9)
@@ -526,15 +516,9 @@ fn ch_17_taint_policies_add_and_remove_on_the_new_condition() {
     let c = cluster(SyncMode::Push, Some(ready(True, 0, "ClusterReady")), vec![]);
     // the failure passes the threshold in this very evaluation: the policy sees False
     let d = assess(Inputs {
-        cluster: &c,
         observation: Some(&obs(false, false)),
-        last_heartbeat: None,
-        ready_transition: None,
-        memory: mem(False, Some(0)),
-        observing_since: flotilla_core::Time::EPOCH,
         policies: &policies,
-        options: &o,
-        now: t(30),
+        ..inputs(&c, mem(False, Some(0)), t(30), &o)
     })
     .unwrap();
     assert_eq!(keys(&d.taints), vec![NR_NS, "example.com/down:NoExecute"]);
@@ -544,15 +528,9 @@ fn ch_17_taint_policies_add_and_remove_on_the_new_condition() {
     down.spec.taints = d.taints;
     let down: v1::Cluster = down.into();
     let d = assess(Inputs {
-        cluster: &down,
         observation: Some(&obs(true, true)),
-        last_heartbeat: None,
-        ready_transition: None,
-        memory: mem(True, Some(30)),
-        observing_since: flotilla_core::Time::EPOCH,
         policies: &policies,
-        options: &o,
-        now: t(60),
+        ..inputs(&down, mem(True, Some(30)), t(60), &o)
     })
     .unwrap();
     assert!(d.taints.is_empty(), "{:?}", d.taints);
@@ -564,15 +542,8 @@ fn ch_17_taint_policies_add_and_remove_on_the_new_condition() {
         ..Default::default()
     });
     let d = assess(Inputs {
-        cluster: &down,
-        observation: None,
-        last_heartbeat: None,
-        ready_transition: None,
-        memory: Memory::default(),
-        observing_since: flotilla_core::Time::EPOCH,
         policies: &[other],
-        options: &o,
-        now: t(60),
+        ..inputs(&down, Memory::default(), t(60), &o)
     })
     .unwrap();
     assert!(!d.taints_changed);
@@ -583,17 +554,6 @@ fn bad_stored_cluster_is_a_conversion_error_naming_the_field() {
     let o = Options::default();
     let mut c = cluster(SyncMode::Push, None, vec![]);
     c.spec.as_mut().unwrap().sync_mode = 0;
-    let err = assess(Inputs {
-        cluster: &c,
-        observation: None,
-        last_heartbeat: None,
-        ready_transition: None,
-        memory: Memory::default(),
-        observing_since: flotilla_core::Time::EPOCH,
-        policies: &[],
-        options: &o,
-        now: t(1),
-    })
-    .unwrap_err();
+    let err = assess(inputs(&c, Memory::default(), t(1), &o)).unwrap_err();
     assert_eq!(err.field, "spec.syncMode");
 }

@@ -1,13 +1,7 @@
 //! Shared helpers of the cluster-health integration tests: a running cluster-health on a
 //! store, in-process members, cluster builders and an `eventually` poll.
 
-#![allow(
-    dead_code,
-    unused_imports,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_cluster_health::{Config, NoExecuteTaints, Started, start};
-use flotilla_member_sim::{Fault, Listeners, Sim, SimConfig};
+use flotilla_member_sim::Sim;
 use flotilla_proto::v1;
 use flotilla_runtime::{Readiness, Shutdown};
 use flotilla_store::StoreRef;
@@ -96,23 +90,11 @@ pub struct Member {
 
 impl Member {
     pub async fn start(name: &str, capacity: u32, pull: Option<String>) -> Self {
-        let sim = Arc::new(Sim::new(SimConfig {
-            name: name.into(),
-            capacity,
-            pod_startup_delay: Duration::from_millis(50),
-            fault: Fault::Healthy,
-        }));
-        let listen = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listen.local_addr().unwrap();
         let shutdown = Shutdown::new();
-        tokio::spawn(flotilla_member_sim::run_with(
-            sim.clone(),
-            Listeners {
-                listen,
-                control: None,
-            },
-            shutdown.clone(),
-        ));
+        let (sim, addr) =
+            flotilla_member_sim::spawn_local(name, capacity, Duration::from_millis(50), &shutdown)
+                .await
+                .unwrap();
         let mut m = Member {
             sim,
             addr,
@@ -257,6 +239,67 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Whether the Ready condition is True.
+pub fn is_ready(c: &v1::Cluster) -> bool {
+    ready_is(c, v1::ConditionStatus::True)
+}
+
+/// Whether the Ready condition has `status`.
+pub fn ready_is(c: &v1::Cluster, status: v1::ConditionStatus) -> bool {
+    ready(c).is_some_and(|(s, _)| s == status)
+}
+
+/// Polls the cluster until its Ready condition has `status`; returns it.
+pub async fn until_ready_is(
+    store: &StoreRef,
+    name: &str,
+    what: &str,
+    status: v1::ConditionStatus,
+) -> v1::Cluster {
+    eventually(store, name, what, |c| ready_is(c, status)).await
+}
+
+/// Polls the cluster until it is Ready without taints; returns it.
+pub async fn until_ready_untainted(store: &StoreRef, name: &str, what: &str) -> v1::Cluster {
+    eventually(store, name, what, |c| is_ready(c) && taints(c).is_empty()).await
+}
+
+/// Polls the cluster until it carries `taint` (`key:Effect`); returns it.
+pub async fn until_tainted(store: &StoreRef, name: &str, taint: &str) -> v1::Cluster {
+    eventually(store, name, &format!("taint {taint}"), |c| {
+        taints(c).iter().any(|t| t == taint)
+    })
+    .await
+}
+
+/// A Push member `name` with `capacity` replicas, its cluster created on `store` and Ready
+/// without taints (cluster-health must be running); returns it and the Ready cluster.
+pub async fn ready_push_member(
+    store: &StoreRef,
+    name: &str,
+    capacity: u32,
+) -> (Member, v1::Cluster) {
+    let m = Member::start(name, capacity, None).await;
+    create(store, cluster(name, v1::SyncMode::Push, &m.endpoint())).await;
+    let c = until_ready_untainted(store, name, "Ready").await;
+    (m, c)
+}
+
+/// The allocatable replicas the cluster's status reports.
+pub fn allocatable_replicas(c: &v1::Cluster) -> Option<i64> {
+    c.status
+        .as_ref()?
+        .resource_summary
+        .as_ref()?
+        .allocatable_replicas
+}
+
+/// Asserts that at least `ms` milliseconds passed since `cut` (`why`: the rule that damps).
+pub fn assert_not_before(cut: tokio::time::Instant, ms: u64, why: &str) {
+    let elapsed = cut.elapsed();
+    assert!(elapsed >= Duration::from_millis(ms), "{why} ({elapsed:?})");
 }
 
 /// Polls `check` until it holds (10s at most).

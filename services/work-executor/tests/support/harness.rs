@@ -390,6 +390,17 @@ pub async fn modify<R: Stored>(typed: &Typed, key: &str, f: impl Fn(&mut R)) -> 
     panic!("update {key}: too many conflicts");
 }
 
+/// Moves the nginx binding onto `clusters` with a graceful-eviction task off `from` (what the
+/// taint-manager and the scheduler do together).
+pub async fn evict(typed: &Typed, clusters: &[(&str, i32)], from: &str, mode: v1::PurgeMode) {
+    modify::<v1::ResourceBinding>(typed, &binding_key("nginx"), |b| {
+        let spec = b.spec.as_mut().unwrap();
+        spec.clusters = targets(clusters);
+        spec.graceful_eviction_tasks = vec![task(from, mode)];
+    })
+    .await;
+}
+
 pub async fn set_ready(typed: &Typed, name: &str, ready: bool) {
     modify::<v1::Cluster>(typed, &format!("clusters/{name}"), |c| {
         c.status.get_or_insert_with(Default::default).conditions = vec![ready_condition(ready)];
@@ -466,6 +477,83 @@ impl Running {
     pub async fn binding(&self, key: &str) -> v1::ResourceBinding {
         self.typed.get(key).await.unwrap().expect("binding exists")
     }
+
+    /// Creates the Ready `clusters` (name, endpoint, sync mode), the nginx template (3
+    /// replicas) and its binding onto `targets`.
+    pub async fn seed_nginx(
+        &self,
+        clusters: &[(&str, &str, v1::SyncMode)],
+        targets: &[(&str, i32)],
+    ) {
+        for (name, endpoint, mode) in clusters {
+            self.typed
+                .create(cluster(name, endpoint, true, *mode), None)
+                .await
+                .unwrap();
+        }
+        self.typed.create(workload("nginx", 3), None).await.unwrap();
+        self.typed
+            .create(binding("nginx", targets), None)
+            .await
+            .unwrap();
+    }
+
+    /// Moves the nginx binding onto `clusters` (what the scheduler does).
+    pub async fn retarget(&self, clusters: &[(&str, i32)]) {
+        modify::<v1::ResourceBinding>(&self.typed, &binding_key("nginx"), |b| {
+            b.spec.as_mut().unwrap().clusters = targets(clusters);
+        })
+        .await;
+    }
+
+    /// Waits until the nginx Work on `cluster` is marked deleting, then checks that it is still
+    /// there `hold_ms` milliseconds later (`why`: what keeps it).
+    pub async fn deleting_but_kept(&self, cluster: &str, hold_ms: u64, why: &str) {
+        let key = work_key(cluster, "nginx");
+        eventually(
+            &format!("{cluster}'s Work marked deleting"),
+            WAIT,
+            || async {
+                let w = self.work(&key).await?;
+                w.metadata
+                    .as_ref()?
+                    .deletion_timestamp
+                    .is_some()
+                    .then_some(())
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+        assert!(self.work(&key).await.is_some(), "{why}");
+    }
+
+    /// Waits until the nginx Work on `cluster` is gone from the store.
+    pub async fn until_work_gone(&self, what: &str, cluster: &str) {
+        let key = work_key(cluster, "nginx");
+        eventually(what, WAIT, || async {
+            self.work(&key).await.is_none().then_some(())
+        })
+        .await;
+    }
+
+    /// Evicts member1 with a `mode` task while the scheduler gives member2 all 3 replicas.
+    pub async fn evict_member1(&self, mode: v1::PurgeMode) {
+        evict(&self.typed, &[("member2", 3)], "member1", mode).await;
+    }
+
+    /// Waits until the nginx binding aggregates two items, both Healthy; returns the binding.
+    pub async fn until_healthy(&self, what: &str) -> v1::ResourceBinding {
+        eventually(what, WAIT, || async {
+            let b = self.binding(&binding_key("nginx")).await;
+            let items = &b.status.as_ref()?.aggregated_status;
+            (items.len() == 2
+                && items
+                    .iter()
+                    .all(|i| i.health == v1::ResourceHealth::Healthy as i32))
+            .then_some(b)
+        })
+        .await
+    }
 }
 
 impl Drop for Running {
@@ -483,6 +571,11 @@ where
 }
 
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Waits (up to [`WAIT`]) until `cond` holds.
+pub async fn until(what: &str, cond: impl Fn() -> bool) {
+    eventually(what, WAIT, || async { cond().then_some(()) }).await;
+}
 
 /// `spec.replicas` of a Work's manifest.
 pub fn manifest_replicas(work: &v1::Work) -> i64 {
