@@ -27,6 +27,17 @@ use crate::watch::WatchStream;
 /// How long a case waits for something it expects (a watch event, a campaign).
 pub const WAIT: Duration = Duration::from_secs(15);
 
+/// Asserts that a backend's test file (`source`) runs every case: for each case name, `entry`
+/// gives the text that names the case's test in that file.
+pub fn assert_every_case_in(source: &str, backend: &str, entry: impl Fn(&str) -> String) {
+    for case in CASES {
+        assert!(
+            source.contains(&entry(case)),
+            "conformance case {case} is not run on {backend}"
+        );
+    }
+}
+
 /// Every case's name, in the order the test files run them (for listings and checks).
 pub const CASES: &[&str] = &[
     "get_put_delete",

@@ -106,7 +106,7 @@ async fn keep_alive_loop(
 mod tests {
     use super::*;
     use crate::mem::MemStore;
-    use crate::types::{Event, WatchEvent};
+    use crate::types::Event;
 
     #[tokio::test(start_paused = true)]
     async fn keeps_the_lease_alive_and_reports_its_loss() {
@@ -134,14 +134,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(10)).await;
         let mut watch = store.watch("k", None).await.unwrap();
         drop(keeper);
-        let item = tokio::time::timeout(Duration::from_secs(10), watch.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let WatchEvent::Batch(batch) = item else {
-            panic!("expected the delete");
-        };
+        let batch = watch.next_batch(Duration::from_secs(10)).await;
         assert!(matches!(&batch.events[..], [Event::Delete { key, .. }] if key == "k"));
     }
 }

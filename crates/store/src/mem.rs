@@ -792,6 +792,15 @@ mod tests {
         )
     }
 
+    /// Puts `k/0` … `k/<n-1>`, one revision each.
+    async fn put_numbered(s: &MemStore, n: usize) {
+        for i in 0..n {
+            s.put(&format!("k/{i}"), Bytes::from_static(b"v"), None)
+                .await
+                .unwrap();
+        }
+    }
+
     async fn next(w: &mut WatchStream) -> Result<WatchEvent> {
         tokio::time::timeout(Duration::from_secs(5), w.next())
             .await
@@ -844,11 +853,7 @@ mod tests {
         // Broadcast of 2 and a buffer of 1: the watcher lags almost at once.
         let s = small(1000, 2, 1);
         let mut w = s.watch("k/", None).await.unwrap();
-        for i in 0..100 {
-            s.put(&format!("k/{i}"), Bytes::from_static(b"v"), None)
-                .await
-                .unwrap();
-        }
+        put_numbered(&s, 100).await;
         let mut last = 0;
         for i in 0..100 {
             let WatchEvent::Batch(b) = next(&mut w).await.unwrap() else {
@@ -864,11 +869,7 @@ mod tests {
     async fn slow_watcher_past_the_window_gets_compacted() {
         let s = small(4, 2, 1);
         let mut w = s.watch("k/", None).await.unwrap();
-        for i in 0..50 {
-            s.put(&format!("k/{i}"), Bytes::from_static(b"v"), None)
-                .await
-                .unwrap();
-        }
+        put_numbered(&s, 50).await;
         let mut saw_compacted = false;
         while let Some(item) = tokio::time::timeout(Duration::from_secs(5), w.next())
             .await
@@ -921,14 +922,7 @@ mod tests {
             .unwrap();
         let mut w = s.watch("a", None).await.unwrap();
         // With paused time the runtime jumps straight to the lease deadline.
-        let item = tokio::time::timeout(Duration::from_secs(60), w.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let WatchEvent::Batch(b) = item else {
-            panic!("expected the delete");
-        };
+        let b = w.next_batch(Duration::from_secs(60)).await;
         assert!(matches!(&b.events[0], Event::Delete { key, .. } if key == "a"));
     }
 
@@ -1060,14 +1054,7 @@ mod model_tests {
                 let from = compacted.max(2);
                 let mut watch = store.watch("k", Some(from)).await.unwrap();
                 for (rev, expected) in changes.range(from..) {
-                    let item = tokio::time::timeout(Duration::from_secs(5), watch.next())
-                        .await
-                        .unwrap()
-                        .unwrap()
-                        .unwrap();
-                    let WatchEvent::Batch(batch) = item else {
-                        panic!("expected a batch, got {item:?}");
-                    };
+                    let batch = watch.next_batch(Duration::from_secs(5)).await;
                     prop_assert_eq!(batch.revision, *rev);
                     let got: Vec<Change> = batch
                         .events

@@ -620,22 +620,21 @@ mod tests {
         let mut c = v1::Cluster::default();
         c.meta_mut().name = "member1".into();
         assert_eq!(c.key(), "clusters/member1");
-        let mut wl = v1::Workload {
-            api_version: "apps/v1".into(),
-            kind: "Deployment".into(),
-            ..Default::default()
+        let workload = |api_version: &str, kind: &str, namespace: &str, name: &str| {
+            let mut w = v1::Workload {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                ..Default::default()
+            };
+            w.meta_mut().name = name.into();
+            w.meta_mut().namespace = namespace.into();
+            w
         };
-        wl.meta_mut().name = "nginx".into();
-        wl.meta_mut().namespace = "default".into();
+        let mut wl = workload("apps/v1", "Deployment", "default", "nginx");
         assert_eq!(wl.key(), "workloads/default/Deployment.apps/nginx");
         wl.api_version = "example.com/v1".into();
         assert_eq!(wl.key(), "workloads/default/Deployment.example.com/nginx");
-        let mut ns = v1::Workload {
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            ..Default::default()
-        };
-        ns.meta_mut().name = "team-a".into();
+        let ns = workload("v1", "Namespace", "", "team-a");
         assert_eq!(ns.key(), "workloads//Namespace/team-a");
         let mut crb = v1::ResourceBinding::default();
         crb.meta_mut().name = "team-a-namespace".into();

@@ -51,6 +51,21 @@ pub(crate) struct WatchSink {
 // === impl WatchStream ===
 
 impl WatchStream {
+    /// Test shorthand: the next item, which must be a batch of changes and arrive within
+    /// `within` (panics otherwise, naming what came instead).
+    #[cfg(any(test, feature = "test-util"))]
+    pub async fn next_batch(&mut self, within: std::time::Duration) -> crate::types::WatchBatch {
+        let item = tokio::time::timeout(within, self.next())
+            .await
+            .expect("a watch item in time")
+            .expect("the watch still open")
+            .expect("a watch item, not an error");
+        match item {
+            WatchEvent::Batch(batch) => batch,
+            other => panic!("expected a batch of changes, got {other:?}"),
+        }
+    }
+
     /// Creates a connected stream/sink pair with a buffer of `capacity` items.
     pub(crate) fn channel(capacity: usize) -> (Self, WatchSink) {
         let (tx, rx) = mpsc::channel(capacity.max(1));

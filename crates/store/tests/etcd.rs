@@ -50,12 +50,7 @@ async fn etcd_compaction_then_watch_is_compacted() {
 #[test]
 fn every_case_runs_on_etcd() {
     let source = include_str!("etcd.rs");
-    for case in conformance::CASES {
-        assert!(
-            source.contains(&format!("etcd_{case}")),
-            "conformance case {case} is not run on etcd"
-        );
-    }
+    conformance::assert_every_case_in(source, "etcd", |case| format!("etcd_{case}"));
 }
 
 /// Namespaces isolate tests sharing one etcd, and the harness says what it started.
@@ -214,7 +209,7 @@ async fn etcd_mutual_tls() {
 /// With `watch_prev_kv`, etcd's delete events carry the last value (MemStore always does).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_watch_prev_kv_on_request() {
-    use flotilla_store::{EtcdConfig, EtcdStore, Event, WatchEvent};
+    use flotilla_store::{EtcdConfig, EtcdStore, Event};
     let server = EtcdServer::start().await;
     let namespace = server.store("prev-kv").await.namespace().to_owned();
     let store = EtcdStore::connect(EtcdConfig {
@@ -227,14 +222,7 @@ async fn etcd_watch_prev_kv_on_request() {
     let from = store.current_revision().await.unwrap() + 1;
     let mut watch = store.watch("k", Some(from)).await.unwrap();
     store.delete("k").await.unwrap();
-    let item = tokio::time::timeout(conformance::WAIT, watch.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let WatchEvent::Batch(batch) = item else {
-        panic!("expected the delete, got {item:?}");
-    };
+    let batch = watch.next_batch(conformance::WAIT).await;
     let [
         Event::Delete {
             prev: Some(prev), ..
