@@ -223,11 +223,8 @@ impl BenchStore {
                     .await
                     .map_err(|_| anyhow!("etcd did not answer within 10s"))?
                     .context("etcd does not answer")?;
-                Ok(BenchStore::Etcd(Box::new(EtcdBench {
-                    store,
-                    namespace,
-                    temporary,
-                })))
+                let etcd = EtcdBench::new(store, namespace, temporary);
+                Ok(BenchStore::Etcd(Box::new(etcd)))
             }
         }
     }
@@ -288,23 +285,31 @@ impl BenchStore {
     /// Removes what the run wrote to an etcd it does not own; stops a temporary etcd.
     pub(crate) async fn finish(self) {
         if let BenchStore::Etcd(e) = self {
-            let EtcdBench {
-                store,
-                namespace,
-                temporary,
-            } = *e;
-            match temporary {
-                Some(t) => t.stop().await,
-                None => {
-                    let mut kv = store.client().kv_client();
-                    for prefix in [namespace.as_str(), "/flotilla-bench-floor/"] {
-                        let _ = kv
-                            .delete(
-                                prefix,
-                                Some(etcd_client::DeleteOptions::new().with_prefix()),
-                            )
-                            .await;
-                    }
+            e.finish().await;
+        }
+    }
+}
+
+impl EtcdBench {
+    /// A run's etcd: `store` in its key `namespace`, on the `temporary` etcd if we started one.
+    pub(crate) fn new(store: EtcdStore, namespace: String, temporary: Option<TempEtcd>) -> Self {
+        Self {
+            store,
+            namespace,
+            temporary,
+        }
+    }
+
+    /// Removes what the run wrote (its namespace and the floor's keys) from an etcd it does
+    /// not own; stops a temporary etcd.
+    pub(crate) async fn finish(self) {
+        match self.temporary {
+            Some(t) => t.stop().await,
+            None => {
+                let mut kv = self.store.client().kv_client();
+                for prefix in [self.namespace.as_str(), "/flotilla-bench-floor/"] {
+                    let all = etcd_client::DeleteOptions::new().with_prefix();
+                    let _ = kv.delete(prefix, Some(all)).await;
                 }
             }
         }
@@ -541,15 +546,29 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         out,
     };
     let result = run.measure(clusters).await;
+    wind_down(suite, Some(external), bench_store, result, args.json).await
+}
+
+/// Ends a bench run: stops the suite (what went wrong stopping it is printed as warnings),
+/// the members' process if any and the store, then prints the JSON report if `json` (or
+/// returns the run's error).
+pub(crate) async fn wind_down(
+    suite: Suite,
+    external: Option<External>,
+    bench_store: BenchStore,
+    result: anyhow::Result<serde_json::Value>,
+    json: bool,
+) -> anyhow::Result<()> {
     logging::quiet();
-    let problems = suite.stop(Duration::from_secs(20)).await;
-    for p in problems {
+    for p in suite.stop(Duration::from_secs(20)).await {
         eprintln!("warning: {p}");
     }
-    external.stop().await;
+    if let Some(external) = external {
+        external.stop().await;
+    }
     bench_store.finish().await;
     let report = result?;
-    if args.json {
+    if json {
         println!("{report}");
     }
     Ok(())

@@ -12,10 +12,10 @@ use anyhow::anyhow;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
 use flotilla_suite::store::StoreArgs;
-use flotilla_suite::{Service, Suite, logging};
+use flotilla_suite::{Service, Suite};
 
 use super::cpu;
-use super::failover::{BenchStore, Out, ReportArgs, bar, suite_config};
+use super::failover::{BenchStore, Out, ReportArgs, bar, suite_config, wind_down};
 use super::members::{External, pull_cluster_name};
 use super::track;
 
@@ -75,16 +75,7 @@ pub async fn run(args: IdleArgs) -> anyhow::Result<()> {
     let tracker = track::spawn(bench_store.store(), shutdown.clone());
     let suite = Suite::start(config, bench_store.store(), shutdown.clone()).await?;
     let result = measure(&args, &suite, &tracker, &bench_store, out).await;
-    logging::quiet();
-    for p in suite.stop(Duration::from_secs(20)).await {
-        eprintln!("warning: {p}");
-    }
-    bench_store.finish().await;
-    let json = result?;
-    if args.report.json {
-        println!("{json}");
-    }
-    Ok(())
+    wind_down(suite, None, bench_store, result, args.report.json).await
 }
 
 async fn measure(

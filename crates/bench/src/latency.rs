@@ -13,11 +13,12 @@ use anyhow::anyhow;
 use flotilla_member_sim::Fault;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
+use flotilla_suite::Suite;
 use flotilla_suite::store::StoreArgs;
-use flotilla_suite::{Suite, logging};
 
 use super::failover::{
-    BenchStore, Out, ReportArgs, cluster_name, member_clusters, suite_config, zero_timers,
+    BenchStore, Out, ReportArgs, cluster_name, member_clusters, suite_config, wind_down,
+    zero_timers,
 };
 use super::members::External;
 use super::stats::{Summary, secs};
@@ -61,17 +62,7 @@ pub async fn run(args: LatencyArgs) -> anyhow::Result<()> {
     let tracker = track::spawn(bench_store.store(), shutdown.clone());
     let suite = Suite::start(config, bench_store.store(), shutdown.clone()).await?;
     let result = rounds(&args, &suite, &tracker, &external, &bench_store, out).await;
-    logging::quiet();
-    for p in suite.stop(Duration::from_secs(20)).await {
-        eprintln!("warning: {p}");
-    }
-    external.stop().await;
-    bench_store.finish().await;
-    let json = result?;
-    if args.report.json {
-        println!("{json}");
-    }
-    Ok(())
+    wind_down(suite, Some(external), bench_store, result, args.report.json).await
 }
 
 /// Polls `done` every 2 ms until it holds; fails after `timeout`.

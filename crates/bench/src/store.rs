@@ -10,6 +10,7 @@ use flotilla_store::{EtcdConfig, EtcdStore, MemStore};
 use indicatif::ProgressBar;
 
 use super::etcd::TempEtcd;
+use super::failover::EtcdBench;
 
 const LONG_ABOUT: &str = "\
 Runs the store benchmark of docs/design.md §7 (sequential and concurrent puts, compare-and-swaps, \
@@ -89,17 +90,7 @@ async fn side(
         store_bench::run(Arc::new(store.clone()), opts).await
     }
     .map_err(|e| anyhow!("benchmark on etcd failed: {e}"));
-    match temporary {
-        Some(t) => t.stop().await,
-        None => {
-            let mut kv = store.client().kv_client();
-            for p in [namespace.as_str(), "/flotilla-bench-floor/"] {
-                let _ = kv
-                    .delete(p, Some(etcd_client::DeleteOptions::new().with_prefix()))
-                    .await;
-            }
-        }
-    }
+    EtcdBench::new(store, namespace, temporary).finish().await;
     report
 }
 
