@@ -33,7 +33,7 @@ use tokio::task::JoinSet;
 pub mod bindings;
 pub mod harness;
 
-pub use self::harness::{Harness, eventually};
+pub use self::harness::{Harness, eventually, stop_task};
 
 /// A [`Store`] wrapper that fails on demand.
 pub struct FlakyStore {

@@ -83,83 +83,52 @@ async fn assess_table() {
     let cases: Vec<Case> = vec![
         (
             "GE-3.1 unstamped → stamped",
-            evicting(
-                "b",
-                &["member2"],
-                vec![task("member1", None)],
-                vec![item("member2", Healthy)],
-            ),
+            on_member2("b", task("member1", None), Some(Healthy)),
             None,
             vec![v1::TaskOutcome::Stamped],
             vec![],
         ),
         (
             "GE-4.3 healthy and scheduled → removed",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|_| {})],
-                vec![item("member2", Healthy)],
-            ),
+            on_member2("b", with(|_| {}), Some(Healthy)),
             None,
             vec![v1::TaskOutcome::RemovedHealthy],
             vec!["member1"],
         ),
         (
             "GE-4.3 healthy but not scheduled → kept",
-            unscheduled(evicting(
-                "b",
-                &["member2"],
-                vec![with(|_| {})],
-                vec![item("member2", Healthy)],
-            )),
+            unscheduled(on_member2("b", with(|_| {}), Some(Healthy))),
             None,
             vec![v1::TaskOutcome::Kept],
             vec![],
         ),
         (
             "GE-5.3 Unknown → kept",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|_| {})],
-                vec![item("member2", Unknown)],
-            ),
+            on_member2("b", with(|_| {}), Some(Unknown)),
             None,
             vec![v1::TaskOutcome::Kept],
             vec![],
         ),
         (
             "GE-4.2 timed out with the request's timeout",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|_| {})],
-                vec![item("member2", Unhealthy)],
-            ),
+            on_member2("b", with(|_| {}), Some(Unhealthy)),
             Some(Duration::from_secs(60)),
             vec![v1::TaskOutcome::RemovedTimedOut],
             vec!["member1"],
         ),
         (
             "GE-3.2 per-task grace period",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|t| t.grace_period_seconds = Some(30))],
-                vec![],
-            ),
+            on_member2("b", with(|t| t.grace_period_seconds = Some(30)), None),
             None,
             vec![v1::TaskOutcome::RemovedTimedOut],
             vec!["member1"],
         ),
         (
             "GE-4.1 suppressDeletion=true → kept",
-            evicting(
+            on_member2(
                 "b",
-                &["member2"],
-                vec![with(|t| t.suppress_deletion = Some(true))],
-                vec![item("member2", Healthy)],
+                with(|t| t.suppress_deletion = Some(true)),
+                Some(Healthy),
             ),
             Some(Duration::from_secs(1)),
             vec![v1::TaskOutcome::KeptSuppressed],
@@ -167,12 +136,7 @@ async fn assess_table() {
         ),
         (
             "GE-4.1 suppressDeletion=false → removed",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|t| t.suppress_deletion = Some(false))],
-                vec![],
-            ),
+            on_member2("b", with(|t| t.suppress_deletion = Some(false)), None),
             None,
             vec![v1::TaskOutcome::RemovedSuppressionLifted],
             vec!["member1"],
@@ -198,12 +162,7 @@ async fn assess_table() {
 
     // next retry and deadline: created 100 s ago, default timeout 600 s → 500 s left
     let r = client
-        .assess(request(evicting(
-            "b",
-            &["member2"],
-            vec![with(|_| {})],
-            vec![],
-        )))
+        .assess(request(on_member2("b", with(|_| {}), None)))
         .await
         .unwrap()
         .into_inner();
@@ -247,14 +206,7 @@ fn violations(status: &tonic::Status) -> Vec<String> {
 #[tokio::test]
 async fn assess_rejects_bad_requests_naming_the_field() {
     let (mut client, shutdown) = serve().await;
-    let good = || {
-        request(evicting(
-            "b",
-            &["member2"],
-            vec![task("member1", None)],
-            vec![],
-        ))
-    };
+    let good = || request(on_member2("b", task("member1", None), None));
     let mut cases: Vec<(&str, v1::GracefulEvictionAssessRequest, &str)> = Vec::new();
     let mut r = good();
     r.binding = None;

@@ -88,12 +88,7 @@ async fn etcd_seed_divided_failover() {
     assert_eq!(scheduled(&after), Some(("True".into(), "Success".into())));
     assert_eq!(after.spec.graceful_eviction_tasks.len(), 1);
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("stops")
-        .unwrap()
-        .unwrap();
+    stop_task(&shutdown, Duration::from_secs(15), task, "stops").await;
 }
 
 /// Evicts `cluster` from every binding (TM-11), 64 guarded puts per transaction, 4
@@ -260,10 +255,5 @@ async fn etcd_failover_burst() {
         rate(live),
     );
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("stops")
-        .unwrap()
-        .unwrap();
+    stop_task(&shutdown, Duration::from_secs(15), task, "stops").await;
 }

@@ -477,10 +477,11 @@ async fn the_service_serves_and_schedules() {
     let (leaders, _) = store.list("leases/scheduler/", 0).await.unwrap();
     assert_eq!(leaders.len(), 1, "one candidate, leading");
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(10), service)
-        .await
-        .expect("stops on shutdown")
-        .unwrap()
-        .unwrap();
+    stop_task(
+        &shutdown,
+        Duration::from_secs(10),
+        service,
+        "stops on shutdown",
+    )
+    .await;
 }

@@ -69,12 +69,7 @@ async fn the_follower_takes_over_when_the_leader_stops() {
     .await;
 
     // The leader stops (resigns): b leads and schedules the next binding.
-    stop_a.trigger();
-    tokio::time::timeout(Duration::from_secs(10), task_a)
-        .await
-        .expect("a stops")
-        .unwrap()
-        .unwrap();
+    stop_task(&stop_a, Duration::from_secs(10), task_a, "a stops").await;
     assert_eq!(candidates(&store).await, 1, "only b is left");
     let second = create_binding(&typed, binding("two", divided_static_placement(), 3)).await;
     let key = binding_key("default", &second.metadata.as_ref().unwrap().name);
@@ -85,10 +80,5 @@ async fn the_follower_takes_over_when_the_leader_stops() {
     assert_eq!(rb.spec.clusters, targets(&[("member1", 1), ("member2", 2)]));
     assert_eq!(rb.status.scheduler_observed_generation, rb.meta.generation);
 
-    stop_b.trigger();
-    tokio::time::timeout(Duration::from_secs(10), task_b)
-        .await
-        .expect("b stops")
-        .unwrap()
-        .unwrap();
+    stop_task(&stop_b, Duration::from_secs(10), task_b, "b stops").await;
 }

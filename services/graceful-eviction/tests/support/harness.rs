@@ -78,6 +78,44 @@ pub fn evicting(
     b.into()
 }
 
+/// Binding `name` on member2 alone, evicting `task` (from member1), with member2's aggregated
+/// `health` when given (see [`evicting`]).
+pub fn on_member2(
+    name: &str,
+    task: flotilla_core::types::GracefulEvictionTask,
+    health: Option<flotilla_core::types::ResourceHealth>,
+) -> v1::ResourceBinding {
+    let status = health.map(|h| vec![item("member2", h)]).unwrap_or_default();
+    evicting(name, &["member2"], vec![task], status)
+}
+
+/// The graceful-eviction tasks of binding `name`.
+pub async fn tasks_of(
+    typed: &Typed,
+    name: &str,
+) -> Vec<flotilla_core::types::GracefulEvictionTask> {
+    get_binding(typed, name).await.spec.graceful_eviction_tasks
+}
+
+/// Waits at most `timeout` until the first task of binding `name` is stamped; its stamp.
+pub async fn wait_stamped(typed: &Typed, timeout: Duration, name: &str) -> Time {
+    eventually(timeout, &format!("{name}'s task stamped"), || async {
+        tasks_of(typed, name)
+            .await
+            .first()
+            .and_then(|t| t.creation_timestamp)
+    })
+    .await
+}
+
+/// Waits at most `timeout` until binding `name` has no task left (`what` names the cause).
+pub async fn wait_no_tasks(typed: &Typed, timeout: Duration, name: &str, what: &str) {
+    eventually(timeout, what, || async {
+        tasks_of(typed, name).await.is_empty().then_some(())
+    })
+    .await;
+}
+
 /// Read-modify-CAS of a binding (as another service would).
 pub async fn update_binding(typed: &Typed, name: &str, f: impl Fn(&mut ResourceBinding)) {
     loop {
