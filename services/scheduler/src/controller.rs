@@ -764,42 +764,31 @@ mod tests {
         let apply = |generation: i64, rev: Revision| {
             Event::Apply(object(key, rev, binding("a", generation, None)))
         };
+        let ignored = |rev: Revision, b: v1::ResourceBinding| {
+            trigger.map(&Event::Apply(object(key, rev, b))).is_empty()
+        };
+        // observed generation = generation: a status-only write or the scheduler's own
+        let observed = |generation: i64| {
+            let mut b = binding("a", generation, None);
+            b.status
+                .get_or_insert_with(Default::default)
+                .scheduler_observed_generation = generation;
+            b
+        };
         assert_eq!(trigger.map(&apply(1, 10)), vec![key.to_owned()], "add");
-        let mut status_only = binding("a", 1, None);
-        status_only
-            .status
-            .get_or_insert_with(Default::default)
-            .scheduler_observed_generation = 1;
-        assert!(
-            trigger
-                .map(&Event::Apply(object(key, 11, status_only)))
-                .is_empty(),
-            "SC-2.2: status-only update"
-        );
+        assert!(ignored(11, observed(1)), "SC-2.2: status-only update");
         assert_eq!(
             trigger.map(&apply(2, 12)),
             vec![key.to_owned()],
             "generation"
         );
-        let mut own_write = binding("a", 3, None);
-        own_write
-            .status
-            .get_or_insert_with(Default::default)
-            .scheduler_observed_generation = 3;
         assert!(
-            trigger
-                .map(&Event::Apply(object(key, 13, own_write)))
-                .is_empty(),
+            ignored(13, observed(3)),
             "the scheduler's own write (observed = generation) is not re-queued"
         );
         let mut other = binding("a", 4, None);
         other.spec.as_mut().unwrap().scheduler_name = "other-scheduler".into();
-        assert!(
-            trigger
-                .map(&Event::Apply(object(key, 14, other)))
-                .is_empty(),
-            "SC-1: another scheduler's binding"
-        );
+        assert!(ignored(14, other), "SC-1: another scheduler's binding");
     }
 
     #[test]

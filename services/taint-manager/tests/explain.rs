@@ -1,7 +1,6 @@
 //! `TaintManager.Explain` in process on 127.0.0.1:0: table cases and bad requests.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::support::*;
@@ -14,29 +13,14 @@ use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_proto::v1::taint_manager_client::TaintManagerClient;
 use flotilla_runtime::Shutdown;
+use flotilla_runtime::testing::grpc::{assert_invalid_field, serve_loopback};
 use tonic::Code;
 use tonic::transport::Channel;
-use tonic_types::StatusExt;
 
 async fn serve() -> (TaintManagerClient<Channel>, Shutdown) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    let shutdown = Shutdown::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(flotilla_taint_manager::grpc::server())
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                stop.triggered(),
-            )
-            .await
-            .unwrap();
-    });
-    let client = TaintManagerClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap();
-    (client, shutdown)
+    let (url, shutdown) =
+        serve_loopback(|s| s.add_service(flotilla_taint_manager::grpc::server())).await;
+    (TaintManagerClient::connect(url).await.unwrap(), shutdown)
 }
 
 const NOW: i64 = 1_000_000;
@@ -217,13 +201,6 @@ async fn explain_table() {
     shutdown.trigger();
 }
 
-fn violations(status: &tonic::Status) -> Vec<String> {
-    status
-        .get_details_bad_request()
-        .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn explain_rejects_bad_requests_naming_the_field() {
     let (mut client, shutdown) = serve().await;
@@ -289,17 +266,7 @@ async fn explain_rejects_bad_requests_naming_the_field() {
 
     for (name, req, field) in cases {
         let err = client.explain(req).await.expect_err(name);
-        assert_eq!(err.code(), Code::InvalidArgument, "{name}: {err}");
-        assert!(
-            err.message().contains(field),
-            "{name}: {:?} should name {field}",
-            err.message()
-        );
-        assert!(
-            violations(&err).iter().any(|f| f == field),
-            "{name}: {:?}",
-            violations(&err)
-        );
+        assert_invalid_field(name, &err, field);
     }
     shutdown.trigger();
     tokio::time::sleep(Duration::from_millis(10)).await;
