@@ -4,6 +4,7 @@
 //!   Elected::spawn(store, "leases/scheduler", identity, ttl, "scheduler", &shutdown)
 //!     .fenced      the store, every write fenced by this replica's leadership (I8)
 //!     .typed()     typed access to the fenced store
+//!     .batch_writer(batches, &shutdown)   a BatchWriter on the fenced store
 //!     .recorder    Events, written as `component`
 //!     .leader()    Some(Leadership) while leading: Controller::leader gates its workers
 //!     .resign()    step down and stop campaigning (on shutdown)
@@ -12,10 +13,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_store::typed::Typed;
+use flotilla_store::typed::{Stored, Typed};
 use flotilla_store::{Leadership, StoreRef};
 use tokio::sync::watch;
 
+use crate::batch::{BatchConfig, BatchWriter};
 use crate::events::Recorder;
 use crate::leader::{ElectionConfig, LeaderElector};
 use crate::shutdown::Shutdown;
@@ -68,6 +70,16 @@ impl Elected {
     /// `Some` while this replica leads (for [`crate::Controller::leader`]).
     pub fn leader(&self) -> watch::Receiver<Option<Leadership>> {
         self.elector.subscribe()
+    }
+
+    /// A [`BatchWriter`] on the fenced store, group-committing as `batches` says until
+    /// `shutdown` fires.
+    pub fn batch_writer<R: Stored + 'static>(
+        &self,
+        batches: BatchConfig,
+        shutdown: &Shutdown,
+    ) -> BatchWriter<R> {
+        BatchWriter::spawn_until(self.typed(), batches, shutdown.clone())
     }
 
     /// The elector itself.

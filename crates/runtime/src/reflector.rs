@@ -19,11 +19,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use flotilla_store::Revision;
+use flotilla_store::{KeyValue, Revision, StoreRef};
 use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 
-use crate::watcher::{Event, Object};
+use crate::watcher::{Event, Object, WatcherConfig, watcher};
 
 /// A secondary index: the index values an object is filed under (e.g. the clusters a
 /// binding targets). An object may be filed under none, one or several values.
@@ -298,13 +298,7 @@ pub struct Cache<K> {
     shared: Arc<Shared<K>>,
 }
 
-impl<K> Clone for Cache<K> {
-    fn clone(&self) -> Self {
-        Self {
-            shared: self.shared.clone(),
-        }
-    }
-}
+clone_handle!(Cache<K> { shared });
 
 impl<K> std::fmt::Debug for Cache<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -550,6 +544,24 @@ impl CacheBarrier {
             );
         }
     }
+}
+
+/// [`reflect`] of a [`watcher`] on `{name}/` (default config, metrics named `name`): the
+/// cache that `writer` keeps of one prefix, e.g. `reflect_prefix(writer, store, "bindings",
+/// decode::<v1::ResourceBinding>)`.
+pub fn reflect_prefix<K, E, D>(
+    writer: Writer<K>,
+    store: StoreRef,
+    name: &str,
+    decode: D,
+) -> impl Stream<Item = Event<K>> + Send + use<K, E, D>
+where
+    K: Send + Sync + 'static,
+    E: std::fmt::Display + 'static,
+    D: Fn(&KeyValue) -> Result<K, E> + Send + Sync + 'static,
+{
+    let config = WatcherConfig::default().named(name);
+    reflect(writer, watcher(store, format!("{name}/"), config, decode))
 }
 
 /// Applies every event of `events` to `writer` and passes it on, so that whoever consumes the
