@@ -22,7 +22,7 @@ async fn etcd_stamp_then_remove_when_healthy() {
         )
         .await;
     }
-    let h = start_graceful_eviction(store, test_config()).await;
+    let h = Harness::start::<GracefulEviction>(store, test_config());
     for i in 0..10 {
         let name = format!("b{i}");
         wait_stamped(&typed, Duration::from_secs(15), &name).await;

@@ -33,8 +33,14 @@ fn mem() -> (StoreRef, Typed) {
 async fn start_on(binding: v1::ResourceBinding, timeout: Duration) -> (Typed, Harness) {
     let (store, typed) = mem();
     create_binding(&typed, binding).await;
-    let h = start_graceful_eviction(store, config(timeout)).await;
+    let h = Harness::start::<GracefulEviction>(store, config(timeout));
     (typed, h)
+}
+
+/// Waits `wait`, then asserts that binding `b` still has its one task (`why` it is kept).
+async fn assert_kept_for(typed: &Typed, wait: Duration, why: &str) {
+    tokio::time::sleep(wait).await;
+    assert_eq!(tasks_of(typed, "b").await.len(), 1, "{why}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,12 +53,12 @@ async fn ge_stamps_then_removes_when_targets_healthy_and_scheduled() {
     // GE-3.1: stamped (a spec write: the generation moves past the scheduler's).
     let stamped = wait_stamped(&typed, WAIT, "b").await;
     assert!(stamped <= now());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        tasks_of(&typed, "b").await.len(),
-        1,
-        "hasScheduled is false: kept"
-    );
+    assert_kept_for(
+        &typed,
+        Duration::from_millis(200),
+        "hasScheduled is false: kept",
+    )
+    .await;
     // The scheduler observes the new generation (SC-3.7) → all targets Healthy → removed.
     observe_generation(&typed, "b").await;
     wait_no_tasks(&typed, WAIT, "b", "removed").await;
@@ -67,12 +73,7 @@ async fn ge_unknown_health_keeps_the_task_ge_5_3() {
         Duration::from_secs(600),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(
-        tasks_of(&typed, "b").await.len(),
-        1,
-        "Unknown blocks removal"
-    );
+    assert_kept_for(&typed, Duration::from_millis(400), "Unknown blocks removal").await;
     // control: Healthy (status-only write, generation unchanged) → removed
     update_binding(&typed, "b", |b| {
         b.status.aggregated_status = vec![item("member2", Healthy)]
@@ -125,12 +126,12 @@ async fn ge_empty_placement_keeps_task_and_sets_replacement_pending_a6_f8() {
         "{}",
         condition.message
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        tasks_of(&typed, "b").await.len(),
-        1,
-        "an empty placement is never healthy"
-    );
+    assert_kept_for(
+        &typed,
+        Duration::from_millis(500),
+        "an empty placement is never healthy",
+    )
+    .await;
     // The scheduler finds a replacement; it becomes healthy → task removed, condition False.
     update_binding(&typed, "b", |b| {
         b.spec.clusters = vec![TargetCluster::new("member2", 1)];
@@ -160,12 +161,12 @@ async fn ge_suppress_deletion_true_keeps_the_task_ge_4_1() {
         Duration::from_millis(100),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        tasks_of(&typed, "b").await.len(),
-        1,
-        "healthy and timed out, but suppressed"
-    );
+    assert_kept_for(
+        &typed,
+        Duration::from_millis(500),
+        "healthy and timed out, but suppressed",
+    )
+    .await;
     // A human lifts the suppression.
     update_binding(&typed, "b", |b| {
         b.spec.graceful_eviction_tasks[0].suppress_deletion = Some(false)
@@ -200,7 +201,7 @@ async fn ge_application_failover_evicts_unhealthy_cluster_ge_8_a10() {
     }
     typed.create(wire, None).await.unwrap();
     let start = now();
-    let h = start_graceful_eviction(store, config(Duration::from_secs(600))).await;
+    let h = Harness::start::<GracefulEviction>(store, config(Duration::from_secs(600)));
     eventually(WAIT, "member1 evicted", || async {
         (!get_binding(&typed, "b").await.targets("member1")).then_some(())
     })
@@ -237,7 +238,7 @@ async fn ge_concurrent_status_write_is_preserved_i5() {
         })
         .await;
     });
-    let h = start_graceful_eviction(store.clone(), config(Duration::from_secs(600))).await;
+    let h = Harness::start::<GracefulEviction>(store.clone(), config(Duration::from_secs(600)));
     wait_stamped(&typed, WAIT, "b").await;
     assert_eq!(store.fired(), 1);
     let b = get_binding(&typed, "b").await;

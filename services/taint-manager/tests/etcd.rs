@@ -31,7 +31,7 @@ async fn etcd_toleration_expiry_evicts_once_and_recovery_keeps() {
     })
     .await;
     create_scheduled(&typed, "recovers", &[("member2", 1), ("member3", 1)], tol).await;
-    let h = start_taint_manager(store, test_config()).await;
+    let h = Harness::start::<TaintManager>(store, test_config());
 
     let start = Instant::now();
     let added = now();

@@ -18,7 +18,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// A running taint manager on `store`, after member1 got a NoExecute not-ready taint added now.
 async fn start_tainting_member1(typed: &Typed, store: StoreRef, config: Config) -> Harness {
-    let h = start_taint_manager(store, config).await;
+    let h = Harness::start::<TaintManager>(store, config);
     set_taints(typed, "member1", vec![not_ready_taint(now())]).await;
     h
 }
@@ -41,7 +41,7 @@ async fn tm_toleration_expires_then_one_task_i12() {
         vec![tolerate(TAINT_NOT_READY, Some(1))],
     )
     .await;
-    let h = start_taint_manager(store, test_config()).await;
+    let h = Harness::start::<TaintManager>(store, test_config());
 
     let start = Instant::now();
     let added = now();
@@ -91,7 +91,7 @@ async fn tm_taint_removed_before_toleration_no_task_i11_f9() {
     )
     .await;
     create_scheduled(&typed, "recovers", &[("member2", 1), ("member3", 1)], tol).await;
-    let h = start_taint_manager(store, test_config()).await;
+    let h = Harness::start::<TaintManager>(store, test_config());
 
     let added = now();
     set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
@@ -129,7 +129,7 @@ async fn tm_untolerated_is_immediate_and_forever_is_never() {
         vec![],
     )
     .await;
-    let h = start_taint_manager(store, test_config()).await;
+    let h = Harness::start::<TaintManager>(store, test_config());
     // A toleration without seconds tolerates forever (TM-8.3); no toleration → at once.
     set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
     wait_evicted(&typed, WAIT, "untolerated", "member1").await;
@@ -145,7 +145,7 @@ async fn tm_untolerated_is_immediate_and_forever_is_never() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_many_triggers_make_exactly_one_task_i4() {
     let (store, typed) = b_on_two_members(vec![tolerate(TAINT_NOT_READY, Some(1))]).await;
-    let h = start_taint_manager(store, test_config()).await;
+    let h = Harness::start::<TaintManager>(store, test_config());
     let added = now();
     // Several triggers for the same (cluster, binding): taint changes and binding changes.
     set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
@@ -295,7 +295,7 @@ async fn tm_leaving_a_full_disruption_releases_no_herd_a8_i10() {
     })
     .await;
     let from = store.current_revision().await.unwrap();
-    let h = start_taint_manager(store.clone(), test_config()).await; // window 60 s
+    let h = Harness::start::<TaintManager>(store.clone(), test_config()); // window 60 s
     for n in names {
         set_taints(&typed, n, vec![not_ready_taint(now())]).await;
     }

@@ -24,7 +24,7 @@ async fn mass_failover_is_batched() {
     })
     .await;
     let store = Interpose::new(mem.clone(), "never", Box::new(|| Box::pin(async {})));
-    let h = start_taint_manager(store.clone(), test_config()).await;
+    let h = Harness::start::<TaintManager>(store.clone(), test_config());
     // Let the caches sync before the clock starts.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();

@@ -1,29 +1,18 @@
 //! Builders and a harness shared by the graceful-eviction tests (included with `#[path]`):
 //! the binding-controller support of `flotilla_runtime::testing`, on the graceful-eviction
 //! service, plus the helpers only these tests need.
-#![allow(
-    dead_code,
-    unused_imports,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 
 use flotilla_core::Time;
 use flotilla_core::types::ResourceBinding;
-use flotilla_graceful_eviction::{Config, GracefulEviction};
+use flotilla_graceful_eviction::Config;
+pub use flotilla_graceful_eviction::GracefulEviction;
 use flotilla_proto::v1;
 pub use flotilla_runtime::testing::bindings::*;
-pub use flotilla_runtime::testing::{Harness, Interpose, eventually};
-use flotilla_store::StoreRef;
+pub use flotilla_runtime::testing::{Harness, eventually};
 use flotilla_store::typed::Typed;
-
-/// A running graceful-eviction controller on `store`, until [`Harness::stop`].
-pub async fn start_graceful_eviction(store: StoreRef, config: Config) -> Harness {
-    Harness::start::<GracefulEviction>(store, config)
-}
 
 pub fn test_config() -> Config {
     let mut c = Config::new("test");
