@@ -35,7 +35,7 @@ pub mod bindings;
 pub mod grpc;
 pub mod harness;
 
-pub use self::harness::{Harness, eventually, stop_task};
+pub use self::harness::{Harness, env_or, eventually, stop_task};
 
 /// A [`Store`] wrapper that fails on demand.
 pub struct FlakyStore {

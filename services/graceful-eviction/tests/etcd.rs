@@ -1,5 +1,4 @@
 //! The graceful-eviction controller against a real etcd (fails, never skips, without one).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,4 @@
 //! The graceful-eviction controller on MemStore with compressed timeouts.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::Duration;

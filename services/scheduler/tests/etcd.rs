@@ -24,12 +24,7 @@ async fn start_service(store: StoreRef) -> (Shutdown, tokio::task::JoinHandle<an
         lease_ttl: Duration::from_secs(3),
         ..Config::default()
     };
-    if let Some(workers) = std::env::var("FLOTILLA_SCHEDULER_WORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        config.controller.workers = workers;
-    }
+    config.controller.workers = env_or("FLOTILLA_SCHEDULER_WORKERS", config.controller.workers);
     let (shutdown, task, url) = spawn_scheduler(store, config, false).await;
     // Serving once both caches synced.
     wait_serving(&url, "", Duration::from_secs(20)).await;
@@ -179,10 +174,7 @@ async fn wait_converged(
 /// asserted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_failover_burst() {
-    let n: usize = std::env::var("FLOTILLA_SCHEDULER_BURST")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let n: usize = env_or("FLOTILLA_SCHEDULER_BURST", 1000);
     let etcd = EtcdServer::start().await;
     let store: StoreRef = Arc::new(etcd.store("scheduler-burst").await);
     let typed = Typed::new(store.clone());

@@ -1,5 +1,4 @@
 //! The taint manager against a real etcd (fails, never skips, when etcd is missing).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

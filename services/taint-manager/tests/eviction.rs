@@ -1,5 +1,4 @@
 //! The taint manager on MemStore with compressed time (toleration seconds of 1 s).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::{Duration, Instant};
 

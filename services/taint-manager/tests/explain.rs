@@ -1,5 +1,4 @@
 //! `TaintManager.Explain` in process on 127.0.0.1:0: table cases and bad requests.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 

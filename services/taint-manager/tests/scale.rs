@@ -1,7 +1,6 @@
 //! A mass failover on MemStore: every binding on one cluster is evicted, and the writes are
 //! batched (docs/design.md §7: not one round trip per binding). Prints the figures; asserts only
 //! the batching, never a timing. `FLOTILLA_SCALE_BINDINGS` overrides the size (default 2000).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -13,10 +12,7 @@ use flotilla_store::typed::Update;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mass_failover_is_batched() {
-    let n: usize = std::env::var("FLOTILLA_SCALE_BINDINGS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
+    let n: usize = env_or("FLOTILLA_SCALE_BINDINGS", 2000);
     let (mem, typed) =
         mem_with_clusters(&[("member1", true), ("member2", true), ("member3", true)]).await;
     create_bindings(&typed, n, |i| {

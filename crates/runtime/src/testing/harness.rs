@@ -8,6 +8,7 @@
 //!     .stop()    fire the shutdown; the service must return Ok within 10 s
 //!   eventually(timeout, what, || async { Some(..) })   poll every 20 ms
 //!   stop_task(&shutdown, timeout, task, what)   fire a shutdown, the task must end Ok in time
+//!   env_or("FLOTILLA_…", default)   a test's size from the environment
 //! ```
 
 use std::fmt;
@@ -39,6 +40,15 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Environment variable `var` parsed as a `T`, or `default` when it is unset or does not parse
+/// (e.g. the size of a scale test).
+pub fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Fires `shutdown` and waits at most `timeout` for `task` to end with `Ok`; panics naming

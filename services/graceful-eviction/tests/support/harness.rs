@@ -1,7 +1,6 @@
 //! Builders and a harness shared by the graceful-eviction tests (included with `#[path]`):
 //! the binding-controller support of `flotilla_runtime::testing`, on the graceful-eviction
 //! service, plus the helpers only these tests need.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 

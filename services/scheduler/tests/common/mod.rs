@@ -211,7 +211,7 @@ pub async fn clear_taints(typed: &Typed, cluster: &str) -> v1::Cluster {
     .await
 }
 
-pub use flotilla_runtime::testing::{eventually, stop_task};
+pub use flotilla_runtime::testing::{env_or, eventually, stop_task};
 
 /// Waits until the stored binding satisfies `pred`; returns it.
 pub async fn wait_binding(

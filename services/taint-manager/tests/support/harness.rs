@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 pub use flotilla_runtime::testing::bindings::*;
-pub use flotilla_runtime::testing::{Harness, Interpose, eventually};
+pub use flotilla_runtime::testing::{Harness, Interpose, env_or, eventually};
 use flotilla_taint_manager::Config;
 pub use flotilla_taint_manager::TaintManager;
 
