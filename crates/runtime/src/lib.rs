@@ -64,7 +64,7 @@ pub use crate::backoff::Backoff;
 pub use crate::batch::{BatchConfig, BatchWriter};
 pub use crate::bootstrap::{BootstrapError, Runtime};
 pub use crate::controller::{Action, Controller};
-pub use crate::elected::{Elected, Following};
+pub use crate::elected::{Elected, Following, Writes};
 pub use crate::events::{EventType, Recorder, Regarding, now};
 pub use crate::filter::{Change, ChangeFilter, Digest};
 pub use crate::leader::{ElectionConfig, Fence, FencedStore, LeaderElector};

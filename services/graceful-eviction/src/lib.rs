@@ -153,15 +153,9 @@ async fn run(
         &shutdown,
     );
     let batches = BatchConfig::group_commit(config.workers, "graceful_eviction");
-    let writer = elected.batch_writer(batches, &shutdown);
+    let writes = elected.writes(batches, &shutdown);
     let bindings = bindings_writer.cache();
-    let ctx = Arc::new(Context::new(
-        config.clone(),
-        bindings.clone(),
-        elected.typed(),
-        writer,
-        elected.recorder.clone(),
-    ));
+    let ctx = Arc::new(Context::new(config.clone(), bindings.clone(), writes));
     // the plain typed decoder: values decoded by another service of the same process are
     // shared (flotilla_runtime::watcher)
     let events = reflect_prefix(

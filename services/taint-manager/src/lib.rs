@@ -258,7 +258,7 @@ async fn run(
     // the next batch and then loses its CAS and re-decides on the new binding).
     let batches =
         BatchConfig::group_commit(config.workers, "taint_manager").one_write_per_key(true);
-    let writer = elected.batch_writer(batches, &shutdown);
+    let writes = elected.writes(batches, &shutdown);
     let clusters = clusters_writer.cache();
     let bindings = bindings_writer.cache();
     let queue = WorkQueue::new(QueueConfig::new("taint_manager"));
@@ -267,9 +267,7 @@ async fn run(
         clusters.clone(),
         bindings.clone(),
         queue.clone(),
-        elected.typed(),
-        writer,
-        elected.recorder.clone(),
+        writes,
     ));
 
     let cluster_events = reflect_prefix(clusters_writer, store.clone(), "clusters", decode_cluster);
