@@ -29,7 +29,7 @@ use std::time::Duration;
 use clap::Parser;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
-use flotilla_runtime::args::ArgError;
+use flotilla_runtime::args::{ArgError, or_errors, require};
 use flotilla_runtime::{
     BatchConfig, CommonArgs, Controller, Elected, QueueConfig, Shutdown, WorkQueue, Writer,
     reflect_prefix,
@@ -106,22 +106,19 @@ impl Args {
     /// Checks what clap cannot and builds the [`Config`]; every problem is reported.
     pub fn validate(&self) -> Result<Config, Vec<ArgError>> {
         let mut errors = self.common.validate().err().unwrap_or_default();
-        if self.graceful_eviction_timeout.is_zero() {
-            errors.push(ArgError {
-                flag: "graceful-eviction-timeout",
-                message: "must be positive".into(),
-            });
-        }
-        if self.workers == 0 {
-            errors.push(ArgError {
-                flag: "workers",
-                message: "must be at least 1".into(),
-            });
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(Config {
+        require(
+            &mut errors,
+            !self.graceful_eviction_timeout.is_zero(),
+            "graceful-eviction-timeout",
+            "must be positive",
+        );
+        require(
+            &mut errors,
+            self.workers > 0,
+            "workers",
+            "must be at least 1",
+        );
+        or_errors(errors, || Config {
             default_timeout: self.graceful_eviction_timeout,
             workers: self.workers,
             identity: self.common.identity(),

@@ -34,7 +34,7 @@ use flotilla_core::eviction::EvictionRateConfig;
 use flotilla_core::types::{Cluster, PurgeMode};
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
-use flotilla_runtime::args::ArgError;
+use flotilla_runtime::args::{ArgError, or_errors, require};
 use flotilla_runtime::{
     BatchConfig, CommonArgs, Controller, Elected, QueueConfig, Shutdown, WorkQueue, Writer,
     reflect_prefix,
@@ -179,36 +179,32 @@ impl Args {
                 })
             })
             .unwrap_or_default();
-        if let Some(rate) = self.eviction_rate
-            && !(rate.is_finite() && rate >= 0.0)
-        {
-            errors.push(ArgError {
-                flag: "eviction-rate",
-                message: "must be a finite number ≥ 0".into(),
-            });
-        }
-        if !(self.secondary_eviction_rate.is_finite() && self.secondary_eviction_rate >= 0.0) {
-            errors.push(ArgError {
-                flag: "secondary-eviction-rate",
-                message: "must be a finite number ≥ 0".into(),
-            });
-        }
-        if !(self.unhealthy_cluster_threshold > 0.0 && self.unhealthy_cluster_threshold <= 1.0) {
-            errors.push(ArgError {
-                flag: "unhealthy-cluster-threshold",
-                message: "must be in (0, 1]".into(),
-            });
-        }
-        if self.workers == 0 {
-            errors.push(ArgError {
-                flag: "workers",
-                message: "must be at least 1".into(),
-            });
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(Config {
+        require(
+            &mut errors,
+            self.eviction_rate
+                .is_none_or(|rate| rate.is_finite() && rate >= 0.0),
+            "eviction-rate",
+            "must be a finite number ≥ 0",
+        );
+        require(
+            &mut errors,
+            self.secondary_eviction_rate.is_finite() && self.secondary_eviction_rate >= 0.0,
+            "secondary-eviction-rate",
+            "must be a finite number ≥ 0",
+        );
+        require(
+            &mut errors,
+            self.unhealthy_cluster_threshold > 0.0 && self.unhealthy_cluster_threshold <= 1.0,
+            "unhealthy-cluster-threshold",
+            "must be in (0, 1]",
+        );
+        require(
+            &mut errors,
+            self.workers > 0,
+            "workers",
+            "must be at least 1",
+        );
+        or_errors(errors, || Config {
             eviction_enabled: self.enable_no_execute_taint_eviction,
             purge_mode,
             rate: EvictionRateConfig {
