@@ -69,7 +69,7 @@ pub use crate::events::{EventType, Recorder, Regarding, now};
 pub use crate::filter::{Change, ChangeFilter, Digest};
 pub use crate::leader::{ElectionConfig, Fence, FencedStore, LeaderElector};
 pub use crate::queue::{QueueConfig, QueueItem, Reason, WorkQueue};
-pub use crate::reflector::{Cache, CacheBarrier, Revisioned, Writer, reflect, reflect_prefix};
+pub use crate::reflector::{Cache, CacheBarrier, Revisioned, Writer, reflect, reflect_watch};
 pub use crate::security::{AuthLayer, AuthTokens, SecurityArgs};
 pub use crate::server::{GrpcConfig, GrpcServer, Readiness};
 pub use crate::shutdown::Shutdown;

@@ -546,13 +546,13 @@ impl CacheBarrier {
     }
 }
 
-/// [`reflect`] of a [`watcher`] on `{name}/` (default config, metrics named `name`): the
-/// cache that `writer` keeps of one prefix, e.g. `reflect_prefix(writer, store, "bindings",
-/// decode::<v1::ResourceBinding>)`.
-pub fn reflect_prefix<K, E, D>(
+/// [`reflect`] of a [`watcher`] on `prefix` with `config`: the cache that `writer` keeps of
+/// one prefix, and its events.
+pub fn reflect_watch<K, E, D>(
     writer: Writer<K>,
     store: StoreRef,
-    name: &str,
+    prefix: &str,
+    config: WatcherConfig,
     decode: D,
 ) -> impl Stream<Item = Event<K>> + Send + use<K, E, D>
 where
@@ -560,8 +560,25 @@ where
     E: std::fmt::Display + 'static,
     D: Fn(&KeyValue) -> Result<K, E> + Send + Sync + 'static,
 {
-    let config = WatcherConfig::default().named(name);
-    reflect(writer, watcher(store, format!("{name}/"), config, decode))
+    reflect(writer, watcher(store, prefix.to_owned(), config, decode))
+}
+
+impl<K: Send + Sync + 'static> Writer<K> {
+    /// [`reflect_watch`] of this writer on `{name}/`, with the default config and metrics
+    /// named `name`, e.g. `writer.reflect_prefix(store, "bindings", decode::<v1::ResourceBinding>)`.
+    pub fn reflect_prefix<E, D>(
+        self,
+        store: StoreRef,
+        name: &str,
+        decode: D,
+    ) -> impl Stream<Item = Event<K>> + Send + use<K, E, D>
+    where
+        E: std::fmt::Display + 'static,
+        D: Fn(&KeyValue) -> Result<K, E> + Send + Sync + 'static,
+    {
+        let config = WatcherConfig::default().named(name);
+        reflect_watch(self, store, &format!("{name}/"), config, decode)
+    }
 }
 
 /// Applies every event of `events` to `writer` and passes it on, so that whoever consumes the

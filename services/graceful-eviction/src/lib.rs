@@ -32,7 +32,6 @@ use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::{ArgError, or_errors, require};
 use flotilla_runtime::{
     BatchConfig, CommonArgs, Controller, Elected, QueueConfig, Shutdown, WorkQueue, Writer,
-    reflect_prefix,
 };
 use flotilla_store::StoreRef;
 use flotilla_store::typed::decode;
@@ -155,12 +154,8 @@ async fn run(
     let ctx = Arc::new(Context::new(config.clone(), bindings.clone(), writes));
     // the plain typed decoder: values decoded by another service of the same process are
     // shared (flotilla_runtime::watcher)
-    let events = reflect_prefix(
-        bindings_writer,
-        store.clone(),
-        "bindings",
-        decode::<v1::ResourceBinding>,
-    );
+    let events =
+        bindings_writer.reflect_prefix(store.clone(), "bindings", decode::<v1::ResourceBinding>);
     let queue = WorkQueue::new(QueueConfig::new("graceful_eviction"));
     let cache = bindings.clone();
     Controller::new(queue, controller::reconcile, controller::error_policy)

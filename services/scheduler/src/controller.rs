@@ -32,10 +32,10 @@ use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::read_decide_write;
-use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
+use flotilla_runtime::watcher::{Event, WatcherConfig};
 use flotilla_runtime::{
     Action, BatchConfig, BatchWriter, Cache, Change, ChangeFilter, Controller, Shutdown, WorkQueue,
-    Writer, reflect,
+    Writer, reflect_watch,
 };
 use flotilla_store::ObjectKey;
 use flotilla_store::typed::{Stored, Typed, decode};
@@ -253,29 +253,25 @@ pub fn spawn(
     let (barrier_store, barrier_bindings, barrier_clusters) =
         (store.clone(), bindings.clone(), clusters.clone());
 
-    let binding_events = reflect(
+    let binding_events = reflect_watch(
         binding_writer,
-        watcher(
-            store.clone(),
-            v1::ResourceBinding::PREFIX,
-            // Re-list rather than resume after a broken watch: resuming replays the backlog,
-            // and a failover's backlog of binding writes can exceed what one etcd watch
-            // response may carry to this client (see the report), which would fail the
-            // resume again and again. A re-list reads pages of 500 and cannot get stuck.
-            WatcherConfig::default()
-                .named("scheduler_bindings")
-                .relist_on_break(true),
-            decode::<v1::ResourceBinding>,
-        ),
+        store.clone(),
+        v1::ResourceBinding::PREFIX,
+        // Re-list rather than resume after a broken watch: resuming replays the backlog,
+        // and a failover's backlog of binding writes can exceed what one etcd watch
+        // response may carry to this client (see the report), which would fail the
+        // resume again and again. A re-list reads pages of 500 and cannot get stuck.
+        WatcherConfig::default()
+            .named("scheduler_bindings")
+            .relist_on_break(true),
+        decode::<v1::ResourceBinding>,
     );
-    let cluster_events = reflect(
+    let cluster_events = reflect_watch(
         cluster_writer,
-        watcher(
-            store.clone(),
-            v1::Cluster::PREFIX,
-            WatcherConfig::default().named("scheduler_clusters"),
-            decode_cluster,
-        ),
+        store.clone(),
+        v1::Cluster::PREFIX,
+        WatcherConfig::default().named("scheduler_clusters"),
+        decode_cluster,
     );
 
     let ctx = Arc::new(Context {

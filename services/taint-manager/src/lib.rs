@@ -37,7 +37,6 @@ use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::{ArgError, or_errors, require};
 use flotilla_runtime::{
     BatchConfig, CommonArgs, Controller, Elected, QueueConfig, Shutdown, WorkQueue, Writer,
-    reflect_prefix,
 };
 use flotilla_store::typed::decode;
 use flotilla_store::{KeyValue, StoreRef};
@@ -266,15 +265,11 @@ async fn run(
         writes,
     ));
 
-    let cluster_events = reflect_prefix(clusters_writer, store.clone(), "clusters", decode_cluster);
+    let cluster_events = clusters_writer.reflect_prefix(store.clone(), "clusters", decode_cluster);
     // the plain typed decoder: values decoded by another service of the same process are
     // shared (flotilla_runtime::watcher)
-    let binding_events = reflect_prefix(
-        bindings_writer,
-        store.clone(),
-        "bindings",
-        decode::<v1::ResourceBinding>,
-    );
+    let binding_events =
+        bindings_writer.reflect_prefix(store.clone(), "bindings", decode::<v1::ResourceBinding>);
     let (on_clusters, on_bindings) = (ctx.clone(), ctx.clone());
     Controller::new(queue, controller::reconcile, controller::error_policy)
         .watches_with(cluster_events, move |ev| {
