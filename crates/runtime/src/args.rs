@@ -97,6 +97,25 @@ pub struct ArgError {
     pub message: String,
 }
 
+/// Records in `errors` that `--flag` is wrong (`message`) unless `ok` holds.
+pub fn require(errors: &mut Vec<ArgError>, ok: bool, flag: &'static str, message: &str) {
+    if !ok {
+        errors.push(ArgError {
+            flag,
+            message: message.into(),
+        });
+    }
+}
+
+/// What `value` builds when no problem was found, else every problem in `errors`.
+pub fn or_errors<T>(errors: Vec<ArgError>, value: impl FnOnce() -> T) -> Result<T, Vec<ArgError>> {
+    if errors.is_empty() {
+        Ok(value())
+    } else {
+        Err(errors)
+    }
+}
+
 /// Why the store could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {

@@ -87,22 +87,17 @@ impl BatchConfig {
         self
     }
 
-    /// How many times the writer yields (no timer) to let more writes arrive before it
-    /// sends a batch that is not full. Default 0: send what is waiting. A few yields let
-    /// workers that are mid-decision join the batch.
-    pub fn linger_yields(mut self, yields: usize) -> Self {
-        self.linger_yields = yields;
-        self
-    }
-
-    /// Whether a batch may hold at most one write per key; a later write of a key already in
-    /// the batch then waits for the next batch (and, its revision being stale by then, is
-    /// usually answered `Conflict`). Default off. etcd refuses a transaction that writes a
-    /// key twice, failing every write of the batch, so turn this on when two callers may
-    /// write the same key at the same time.
-    pub fn one_write_per_key(mut self, on: bool) -> Self {
-        self.one_write_per_key = on;
-        self
+    setters! {
+        /// How many times the writer yields (no timer) to let more writes arrive before it
+        /// sends a batch that is not full. Default 0: send what is waiting. A few yields let
+        /// workers that are mid-decision join the batch.
+        linger_yields(yields: usize);
+        /// Whether a batch may hold at most one write per key; a later write of a key already in
+        /// the batch then waits for the next batch (and, its revision being stale by then, is
+        /// usually answered `Conflict`). Default off. etcd refuses a transaction that writes a
+        /// key twice, failing every write of the batch, so turn this on when two callers may
+        /// write the same key at the same time.
+        one_write_per_key(on: bool);
     }
 
     /// Records the size of every batch in the histogram
@@ -127,13 +122,7 @@ pub struct BatchWriter<R> {
     tx: mpsc::Sender<Request<R>>,
 }
 
-impl<R> Clone for BatchWriter<R> {
-    fn clone(&self) -> Self {
-        Self {
-            tx: self.tx.clone(),
-        }
-    }
-}
+clone_handle!(BatchWriter<R> { tx });
 
 impl<R> fmt::Debug for BatchWriter<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -4,6 +4,7 @@
 //!   Elected::spawn(store, "leases/scheduler", identity, ttl, "scheduler", &shutdown)
 //!     .fenced      the store, every write fenced by this replica's leadership (I8)
 //!     .typed()     typed access to the fenced store
+//!     .writes(batches, &shutdown)   Writes: typed, a BatchWriter and the recorder, fenced
 //!     .recorder    Events, written as `component`
 //!     .leader()    Some(Leadership) while leading: Controller::leader gates its workers
 //!     .resign()    step down and stop campaigning (on shutdown)
@@ -12,10 +13,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_store::typed::Typed;
+use flotilla_store::typed::{Stored, Typed};
 use flotilla_store::{Leadership, StoreRef};
 use tokio::sync::watch;
 
+use crate::batch::{BatchConfig, BatchWriter};
 use crate::events::Recorder;
 use crate::leader::{ElectionConfig, LeaderElector};
 use crate::shutdown::Shutdown;
@@ -70,6 +72,21 @@ impl Elected {
         self.elector.subscribe()
     }
 
+    /// What a controller writes with on the fenced store: typed access, a [`BatchWriter`]
+    /// group-committing as `batches` says until `shutdown` fires, and the event recorder.
+    pub fn writes<R: Stored + 'static>(
+        &self,
+        batches: BatchConfig,
+        shutdown: &Shutdown,
+    ) -> Writes<R> {
+        let typed = self.typed();
+        Writes {
+            writer: BatchWriter::spawn_until(typed.clone(), batches, shutdown.clone()),
+            typed,
+            recorder: self.recorder.clone(),
+        }
+    }
+
     /// The elector itself.
     pub fn elector(&self) -> &LeaderElector {
         &self.elector
@@ -99,6 +116,26 @@ impl Elected {
             recorder,
             leader,
         }
+    }
+}
+
+/// What an elected controller writes with (see [`Elected::writes`]).
+#[derive(Clone)]
+pub struct Writes<R> {
+    /// Typed access to the fenced store (reads after a conflict go here too).
+    pub typed: Typed,
+    /// Group-commits the controller's writes through the fenced store.
+    pub writer: BatchWriter<R>,
+    /// Records Events as the elected component.
+    pub recorder: Recorder,
+}
+
+impl<R> std::fmt::Debug for Writes<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writes")
+            .field("writer", &self.writer)
+            .field("recorder", &self.recorder)
+            .finish_non_exhaustive()
     }
 }
 

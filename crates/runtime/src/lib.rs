@@ -32,6 +32,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[macro_use]
+mod macros;
+
 pub mod admin;
 pub mod args;
 pub mod backoff;
@@ -62,12 +65,12 @@ pub use crate::backoff::Backoff;
 pub use crate::batch::{BatchConfig, BatchWriter};
 pub use crate::bootstrap::{BootstrapError, Runtime};
 pub use crate::controller::{Action, Controller};
-pub use crate::elected::{Elected, Following};
+pub use crate::elected::{Elected, Following, Writes};
 pub use crate::events::{EventType, Recorder, Regarding, now};
 pub use crate::filter::{Change, ChangeFilter, Digest};
 pub use crate::leader::{ElectionConfig, Fence, FencedStore, LeaderElector};
 pub use crate::queue::{QueueConfig, QueueItem, Reason, WorkQueue};
-pub use crate::reflector::{Cache, CacheBarrier, Revisioned, Writer, reflect};
+pub use crate::reflector::{Cache, CacheBarrier, Revisioned, Writer, reflect, reflect_watch};
 pub use crate::security::{AuthLayer, AuthTokens, SecurityArgs};
 pub use crate::server::{GrpcConfig, GrpcServer, Readiness};
 pub use crate::shutdown::Shutdown;

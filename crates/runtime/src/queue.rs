@@ -220,13 +220,7 @@ pub struct WorkQueue<T> {
     inner: Arc<Inner<T>>,
 }
 
-impl<T> Clone for WorkQueue<T> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-        }
-    }
-}
+clone_handle!(WorkQueue<T> { inner });
 
 impl<T> fmt::Debug for WorkQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

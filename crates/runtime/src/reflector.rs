@@ -19,11 +19,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use flotilla_store::Revision;
+use flotilla_store::{KeyValue, Revision, StoreRef};
 use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 
-use crate::watcher::{Event, Object};
+use crate::watcher::{Event, Object, WatcherConfig, watcher};
 
 /// A secondary index: the index values an object is filed under (e.g. the clusters a
 /// binding targets). An object may be filed under none, one or several values.
@@ -298,13 +298,7 @@ pub struct Cache<K> {
     shared: Arc<Shared<K>>,
 }
 
-impl<K> Clone for Cache<K> {
-    fn clone(&self) -> Self {
-        Self {
-            shared: self.shared.clone(),
-        }
-    }
-}
+clone_handle!(Cache<K> { shared });
 
 impl<K> std::fmt::Debug for Cache<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -549,6 +543,41 @@ impl CacheBarrier {
                 "caches hold the store's state of when the barrier began"
             );
         }
+    }
+}
+
+/// [`reflect`] of a [`watcher`] on `prefix` with `config`: the cache that `writer` keeps of
+/// one prefix, and its events.
+pub fn reflect_watch<K, E, D>(
+    writer: Writer<K>,
+    store: StoreRef,
+    prefix: &str,
+    config: WatcherConfig,
+    decode: D,
+) -> impl Stream<Item = Event<K>> + Send + use<K, E, D>
+where
+    K: Send + Sync + 'static,
+    E: std::fmt::Display + 'static,
+    D: Fn(&KeyValue) -> Result<K, E> + Send + Sync + 'static,
+{
+    reflect(writer, watcher(store, prefix.to_owned(), config, decode))
+}
+
+impl<K: Send + Sync + 'static> Writer<K> {
+    /// [`reflect_watch`] of this writer on `{name}/`, with the default config and metrics
+    /// named `name`, e.g. `writer.reflect_prefix(store, "bindings", decode::<v1::ResourceBinding>)`.
+    pub fn reflect_prefix<E, D>(
+        self,
+        store: StoreRef,
+        name: &str,
+        decode: D,
+    ) -> impl Stream<Item = Event<K>> + Send + use<K, E, D>
+    where
+        E: std::fmt::Display + 'static,
+        D: Fn(&KeyValue) -> Result<K, E> + Send + Sync + 'static,
+    {
+        let config = WatcherConfig::default().named(name);
+        reflect_watch(self, store, &format!("{name}/"), config, decode)
     }
 }
 

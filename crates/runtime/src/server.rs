@@ -214,16 +214,11 @@ impl GrpcConfig {
         self
     }
 
-    /// Serves TLS (`None`: plaintext).
-    pub fn tls(mut self, tls: Option<tonic::transport::ServerTlsConfig>) -> Self {
-        self.tls = tls;
-        self
-    }
-
-    /// Requires one of `tokens` on every call but health and reflection (`None`: no check).
-    pub fn auth_tokens(mut self, tokens: Option<AuthTokens>) -> Self {
-        self.auth_tokens = tokens;
-        self
+    setters! {
+        /// Serves TLS (`None`: plaintext).
+        tls(tls: Option<tonic::transport::ServerTlsConfig>);
+        /// Requires one of `tokens` on every call but health and reflection (`None`: no check).
+        auth_tokens(tokens: Option<AuthTokens>);
     }
 }
 

@@ -11,6 +11,7 @@
 //!                 until restore(): a network partition between a client and etcd
 //!   harness    ── Harness (a service's run_with on a task, stop()), eventually(..)
 //!   bindings   ── cluster / taint / toleration / binding builders, CAS helpers
+//!   grpc       ── serve_loopback (a gRPC service on 127.0.0.1:0), BadRequest assertions
 //! ```
 
 use std::collections::VecDeque;
@@ -31,9 +32,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 pub mod bindings;
+pub mod grpc;
 pub mod harness;
 
-pub use self::harness::{Harness, eventually};
+pub use self::harness::{Harness, env_or, eventually, stop_task};
 
 /// A [`Store`] wrapper that fails on demand.
 pub struct FlakyStore {
@@ -133,7 +135,9 @@ impl FlakyStore {
         self.range_calls.load(Ordering::SeqCst)
     }
 
-    fn check(&self) -> Result<()> {
+    /// Waits while paused, then fails while partitioned: what every call goes through.
+    async fn ready(&self) -> Result<()> {
+        self.gate().await;
         if self.partitioned.load(Ordering::SeqCst) {
             Err(StoreError::unavailable("partitioned by the test"))
         } else {
@@ -145,15 +149,13 @@ impl FlakyStore {
 #[async_trait]
 impl Store for FlakyStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.get(key).await
     }
 
     async fn range(&self, mut req: RangeRequest) -> Result<RangeResponse> {
         self.range_calls.fetch_add(1, Ordering::SeqCst);
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         if req.revision.is_none()
             && self
                 .stale_lists
@@ -166,39 +168,33 @@ impl Store for FlakyStore {
     }
 
     async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.put(key, value, lease).await
     }
 
     async fn delete(&self, key: &str) -> Result<DeleteResponse> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.delete(key).await
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.txn(txn).await
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.compact(revision).await
     }
 
     async fn current_revision(&self) -> Result<Revision> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.current_revision().await
     }
 
     async fn watch(&self, prefix: &str, from_revision: Option<Revision>) -> Result<WatchStream> {
         self.watch_calls.fetch_add(1, Ordering::SeqCst);
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         let injected = self
             .watch_errors
             .lock()
@@ -213,20 +209,17 @@ impl Store for FlakyStore {
     }
 
     async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.lease_grant(ttl).await
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.lease_keep_alive(lease).await
     }
 
     async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.gate().await;
-        self.check()?;
+        self.ready().await?;
         self.inner.lease_revoke(lease).await
     }
 }
@@ -243,6 +236,8 @@ pub struct Interpose {
     hook: Mutex<Option<Hook>>,
     /// How often the hook ran (0 or 1).
     pub fired: AtomicUsize,
+    /// Transactions that wrote `key` (the hook's and any later ones).
+    pub key_txns: AtomicUsize,
     /// Transactions that wrote at least one binding.
     pub binding_txns: AtomicUsize,
     /// Binding puts in those transactions.
@@ -268,6 +263,7 @@ impl Interpose {
             key: key.into(),
             hook: Mutex::new(Some(hook)),
             fired: AtomicUsize::new(0),
+            key_txns: AtomicUsize::new(0),
             binding_txns: AtomicUsize::new(0),
             binding_puts: AtomicUsize::new(0),
         })
@@ -276,6 +272,11 @@ impl Interpose {
     /// How often the hook ran (0 or 1).
     pub fn fired(&self) -> usize {
         self.fired.load(Ordering::SeqCst)
+    }
+
+    /// How many transactions wrote `key` so far.
+    pub fn key_txns(&self) -> usize {
+        self.key_txns.load(Ordering::SeqCst)
     }
 }
 
@@ -312,6 +313,7 @@ impl Store for Interpose {
             self.binding_puts.fetch_add(puts, Ordering::SeqCst);
         }
         if writes_key {
+            self.key_txns.fetch_add(1, Ordering::SeqCst);
             let hook = self
                 .hook
                 .lock()

@@ -190,28 +190,15 @@ impl WatcherConfig {
         self
     }
 
-    /// Sets the list page size.
-    pub fn page_size(mut self, page_size: usize) -> Self {
-        self.page_size = page_size;
-        self
-    }
-
-    /// Sets the back-off policy.
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
-    /// Re-list after every broken stream, not only after compaction.
-    pub fn relist_on_break(mut self, relist: bool) -> Self {
-        self.relist_on_break = relist;
-        self
-    }
-
-    /// Sets how long a quiet watch waits before asking for a progress notification.
-    pub fn progress_interval(mut self, interval: Duration) -> Self {
-        self.progress_interval = interval;
-        self
+    setters! {
+        /// Sets the list page size.
+        page_size(page_size: usize);
+        /// Sets the back-off policy.
+        backoff(backoff: Backoff);
+        /// Re-list after every broken stream, not only after compaction.
+        relist_on_break(relist: bool);
+        /// Sets how long a quiet watch waits before asking for a progress notification.
+        progress_interval(interval: Duration);
     }
 }
 

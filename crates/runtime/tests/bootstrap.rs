@@ -13,6 +13,7 @@ use flotilla_runtime::server::{
     GrpcConfig, GrpcServer, MAX_DECODING_MESSAGE_SIZE, Readiness, bind,
 };
 use flotilla_runtime::telemetry::install_metrics;
+use flotilla_runtime::testing::stop_task;
 use flotilla_runtime::watcher::Event;
 use flotilla_runtime::{QueueConfig, Shutdown, WorkQueue};
 use prost::Message;
@@ -62,53 +63,38 @@ async fn status(
     Ok(ServingStatus::try_from(resp.into_inner().status).unwrap())
 }
 
-async fn list_v1(channel: Channel) -> Vec<String> {
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
-    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-    let req = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut stream = ServerReflectionClient::new(channel)
-        .server_reflection_info(tokio_stream::iter(vec![req]))
-        .await
-        .unwrap()
-        .into_inner();
-    match stream.message().await.unwrap().unwrap().message_response {
-        Some(MessageResponse::ListServicesResponse(list)) => {
-            let mut names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-            names.sort();
-            names
+/// `$name(channel)`: the service names listed by the reflection API `$v` (v1 or v1alpha:
+/// the same messages in two packages).
+macro_rules! list_services {
+    ($name:ident, $v:ident) => {
+        async fn $name(channel: Channel) -> Vec<String> {
+            use tonic_reflection::pb::$v::ServerReflectionRequest;
+            use tonic_reflection::pb::$v::server_reflection_client::ServerReflectionClient;
+            use tonic_reflection::pb::$v::server_reflection_request::MessageRequest;
+            use tonic_reflection::pb::$v::server_reflection_response::MessageResponse;
+            let req = ServerReflectionRequest {
+                host: String::new(),
+                message_request: Some(MessageRequest::ListServices(String::new())),
+            };
+            let mut stream = ServerReflectionClient::new(channel)
+                .server_reflection_info(tokio_stream::iter(vec![req]))
+                .await
+                .unwrap()
+                .into_inner();
+            match stream.message().await.unwrap().unwrap().message_response {
+                Some(MessageResponse::ListServicesResponse(list)) => {
+                    let mut names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+                    names.sort();
+                    names
+                }
+                other => panic!("unexpected reflection answer {other:?}"),
+            }
         }
-        other => panic!("unexpected reflection answer {other:?}"),
-    }
+    };
 }
 
-async fn list_v1alpha(channel: Channel) -> Vec<String> {
-    use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
-    use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
-    let req = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut stream = ServerReflectionClient::new(channel)
-        .server_reflection_info(tokio_stream::iter(vec![req]))
-        .await
-        .unwrap()
-        .into_inner();
-    match stream.message().await.unwrap().unwrap().message_response {
-        Some(MessageResponse::ListServicesResponse(list)) => {
-            let mut names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-            names.sort();
-            names
-        }
-        other => panic!("unexpected reflection answer {other:?}"),
-    }
-}
+list_services!(list_v1, v1);
+list_services!(list_v1alpha, v1alpha);
 
 #[tokio::test]
 async fn grpc_server_serves_health_once_synced_and_reflection_v1_and_v1alpha() {
@@ -194,12 +180,13 @@ async fn grpc_server_serves_health_once_synced_and_reflection_v1_and_v1alpha() {
         tonic::Code::OutOfRange
     );
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(10), serving)
-        .await
-        .expect("graceful shutdown in time")
-        .unwrap()
-        .unwrap();
+    stop_task(
+        &shutdown,
+        Duration::from_secs(10),
+        serving,
+        "graceful shutdown in time",
+    )
+    .await;
     assert!(
         TcpStream::connect(addr).await.is_err(),
         "the listener is closed"
@@ -268,12 +255,13 @@ async fn admin_server_answers_livez_readyz_and_metrics() {
     );
     assert_eq!(get(addr, "/nope").await.0, 404);
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(5), admin)
-        .await
-        .expect("admin server stops on shutdown")
-        .unwrap()
-        .unwrap();
+    stop_task(
+        &shutdown,
+        Duration::from_secs(5),
+        admin,
+        "admin server stops on shutdown",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -312,10 +300,11 @@ async fn runtime_starts_on_the_mem_store_serves_and_stops_on_shutdown() {
         assert!(tokio::time::Instant::now() < deadline, "never SERVING");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    rt.shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(10), serving)
-        .await
-        .expect("both servers stop")
-        .unwrap()
-        .unwrap();
+    stop_task(
+        &rt.shutdown,
+        Duration::from_secs(10),
+        serving,
+        "both servers stop",
+    )
+    .await;
 }

@@ -24,36 +24,79 @@ fn config(identity: &str) -> ElectionConfig {
     ElectionConfig::new(identity).ttl(TTL)
 }
 
-async fn leader_within(e: &LeaderElector, within: Duration) -> Leadership {
+/// `e`'s leadership, once it leads (within `within`).
+pub(crate) async fn leader_within(e: &LeaderElector, within: Duration) -> Leadership {
     timeout(within, e.wait_until_leader())
         .await
         .expect("became leader in time")
         .expect("elector alive")
 }
 
+/// Puts `value` at `key` through `store` (no lease).
+pub(crate) async fn put_v(
+    store: &dyn Store,
+    key: &str,
+    value: &'static [u8],
+) -> flotilla_store::Result<flotilla_store::Revision> {
+    store.put(key, Bytes::from_static(value), None).await
+}
+
+/// Asserts that `result` is the `LeadershipLost` of a fenced write.
+#[track_caller]
+pub(crate) fn assert_lost<T: std::fmt::Debug>(result: flotilla_store::Result<T>) {
+    match result {
+        Err(StoreError::LeadershipLost { .. }) => {}
+        other => panic!("not LeadershipLost: {other:?}"),
+    }
+}
+
+/// Candidate `a` on `store`, once it leads (within 1 s), with the shutdown that stops it.
+async fn a_leading(store: &Arc<dyn Store>) -> (Shutdown, LeaderElector, Leadership) {
+    let shutdown = Shutdown::new();
+    let a = LeaderElector::spawn(store.clone(), PREFIX, config("a"), &shutdown);
+    let la = leader_within(&a, Duration::from_secs(1)).await;
+    (shutdown, a, la)
+}
+
+/// [`a_leading`] on a fresh MemStore, and the store fenced by a's leadership.
+async fn a_fenced_on_mem() -> (
+    Arc<dyn Store>,
+    Shutdown,
+    LeaderElector,
+    Leadership,
+    FencedStore,
+) {
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    let (shutdown, a, la) = a_leading(&store).await;
+    let fenced = FencedStore::new(store.clone(), la.clone());
+    (store, shutdown, a, la, fenced)
+}
+
+/// The value at `key` in `store` (it must exist).
+pub(crate) async fn value_at(store: &dyn Store, key: &str) -> Bytes {
+    store.get(key).await.unwrap().expect("the key exists").value
+}
+
 fn write(key: &str) -> Txn {
     Txn::new().and_then(Op::put(key, Bytes::from_static(b"v")))
+}
+
+/// Whether a write of `x` through `fence` commits on `store`.
+async fn commits(fence: &Fence, store: &dyn Store) -> bool {
+    fence.txn(store, write("x")).await.unwrap().is_committed()
 }
 
 #[tokio::test(start_paused = true)]
 async fn resigning_hands_over_at_once_and_the_old_fence_fails() {
     let store: Arc<dyn Store> = Arc::new(MemStore::new());
-    let shutdown = Shutdown::new();
-    let a = LeaderElector::spawn(store.clone(), PREFIX, config("a"), &shutdown);
-    let la = leader_within(&a, Duration::from_secs(1)).await;
+    let (shutdown, a, la) = a_leading(&store).await;
     let b = LeaderElector::spawn(store.clone(), PREFIX, config("b"), &shutdown);
     sleep(Duration::from_secs(60)).await;
     assert!(a.is_leader(), "keep-alives hold the lease across many TTLs");
     assert!(!b.is_leader());
     let fence_a = a.fence().expect("a leads");
     assert_eq!(fence_a.leadership(), &la);
-    assert!(
-        fence_a
-            .txn(&*store, write("x"))
-            .await
-            .unwrap()
-            .is_committed()
-    );
+    assert!(commits(&fence_a, &*store).await);
 
     let t = Instant::now();
     a.resign().await;
@@ -63,16 +106,9 @@ async fn resigning_hands_over_at_once_and_the_old_fence_fails() {
         "no wait for a TTL after a resign"
     );
     assert!(lb.fencing_revision > la.fencing_revision);
-    let err = fence_a.txn(&*store, write("x")).await.unwrap_err();
-    assert!(matches!(err, StoreError::LeadershipLost { .. }), "{err}");
+    assert_lost(fence_a.txn(&*store, write("x")).await);
     let fence_b = b.fence().unwrap();
-    assert!(
-        fence_b
-            .txn(&*store, write("x"))
-            .await
-            .unwrap()
-            .is_committed()
-    );
+    assert!(commits(&fence_b, &*store).await);
     shutdown.trigger();
 }
 
@@ -86,10 +122,7 @@ async fn a_partitioned_leader_steps_down_before_its_successor_takes_over() {
     let b = LeaderElector::spawn(mem.clone(), PREFIX, config("b"), &shutdown);
     sleep(Duration::from_secs(1)).await;
     let fenced_a = a.fenced_store(mem.clone());
-    fenced_a
-        .put("obj", Bytes::from_static(b"1"), None)
-        .await
-        .unwrap();
+    put_v(&fenced_a, "obj", b"1").await.unwrap();
 
     let mut a_rx = a.subscribe();
     let mut b_rx = b.subscribe();
@@ -125,58 +158,31 @@ async fn a_partitioned_leader_steps_down_before_its_successor_takes_over() {
 
     // The old leader comes back: its writes fail at the store, whatever it believes.
     flaky.heal();
-    let err = Fence::new(la.clone())
-        .txn(&*mem, write("obj"))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::LeadershipLost { .. }), "{err}");
-    let err = FencedStore::new(mem.clone(), la)
-        .put("obj", Bytes::from_static(b"2"), None)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::LeadershipLost { .. }), "{err}");
-    assert!(matches!(
-        fenced_a.put("obj", Bytes::from_static(b"3"), None).await,
-        Err(StoreError::LeadershipLost { .. })
-    ));
+    assert_lost(Fence::new(la.clone()).txn(&*mem, write("obj")).await);
+    assert_lost(
+        FencedStore::new(mem.clone(), la)
+            .put("obj", Bytes::from_static(b"2"), None)
+            .await,
+    );
+    assert_lost(put_v(&fenced_a, "obj", b"3").await);
     // It campaigns again, behind b.
     sleep(Duration::from_secs(60)).await;
     assert!(b.is_leader());
     assert!(!a.is_leader());
-    assert_eq!(
-        mem.get("obj").await.unwrap().unwrap().value,
-        Bytes::from_static(b"1")
-    );
+    assert_eq!(value_at(&*mem, "obj").await, &b"1"[..]);
     shutdown.trigger();
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_deposed_leaders_write_fails_at_the_store_before_any_timer_fires() {
-    let store: Arc<dyn Store> = Arc::new(MemStore::new());
-    let shutdown = Shutdown::new();
-    let a = LeaderElector::spawn(store.clone(), PREFIX, config("a"), &shutdown);
-    let la = leader_within(&a, Duration::from_secs(1)).await;
-    let fenced = FencedStore::new(store.clone(), la.clone());
-    fenced
-        .put("obj", Bytes::from_static(b"1"), None)
-        .await
-        .unwrap();
+    let (store, shutdown, a, la, fenced) = a_fenced_on_mem().await;
+    put_v(&fenced, "obj", b"1").await.unwrap();
     // The lease ends behind the leader's back (an operator, an etcd-side expiry it has not
     // noticed yet). No time passes: no timer of the elector can have fired.
     store.lease_revoke(la.lease).await.unwrap();
-    let err = fenced
-        .put("obj", Bytes::from_static(b"2"), None)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::LeadershipLost { .. }), "{err}");
-    assert!(matches!(
-        fenced.delete("obj").await,
-        Err(StoreError::LeadershipLost { .. })
-    ));
-    assert_eq!(
-        store.get("obj").await.unwrap().unwrap().value,
-        Bytes::from_static(b"1")
-    );
+    assert_lost(put_v(&fenced, "obj", b"2").await);
+    assert_lost(fenced.delete("obj").await);
+    assert_eq!(value_at(&*store, "obj").await, &b"1"[..]);
     // And the elector notices through its key watch, without waiting for a TTL.
     let mut rx = a.subscribe();
     timeout(Duration::from_millis(100), rx.wait_for(Option::is_none))
@@ -188,15 +194,8 @@ async fn a_deposed_leaders_write_fails_at_the_store_before_any_timer_fires() {
 
 #[tokio::test(start_paused = true)]
 async fn fenced_writes_keep_their_own_compares_and_results() {
-    let store: Arc<dyn Store> = Arc::new(MemStore::new());
-    let shutdown = Shutdown::new();
-    let a = LeaderElector::spawn(store.clone(), PREFIX, config("a"), &shutdown);
-    let la = leader_within(&a, Duration::from_secs(1)).await;
-    let fenced = FencedStore::new(store.clone(), la.clone());
-    let r1 = fenced
-        .put("obj", Bytes::from_static(b"1"), None)
-        .await
-        .unwrap();
+    let (store, shutdown, _a, la, fenced) = a_fenced_on_mem().await;
+    let r1 = put_v(&fenced, "obj", b"1").await.unwrap();
     // The caller's compare fails, the fence holds: a plain Failed, aligned with the caller's
     // compares.
     let stale = Txn::new()

@@ -7,18 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+
+use crate::leader::{assert_lost, leader_within, put_v, value_at};
 use flotilla_runtime::Shutdown;
 use flotilla_runtime::leader::{ElectionConfig, FencedStore, LeaderElector};
+use flotilla_store::Store;
 use flotilla_store::testing::EtcdServer;
-use flotilla_store::{Leadership, Store, StoreError};
 use tokio::time::timeout;
-
-async fn leader_within(e: &LeaderElector, within: Duration) -> Leadership {
-    timeout(within, e.wait_until_leader())
-        .await
-        .expect("became leader in time")
-        .expect("elector alive")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_refuses_the_deposed_leaders_writes_and_leadership_moves_on() {
@@ -34,17 +29,10 @@ async fn etcd_refuses_the_deposed_leaders_writes_and_leadership_moves_on() {
     assert!(!b.is_leader());
 
     let fenced_a = FencedStore::new(store.clone(), la.clone());
-    fenced_a
-        .put("objects/1", Bytes::from_static(b"a"), None)
-        .await
-        .unwrap();
+    put_v(&fenced_a, "objects/1", b"a").await.unwrap();
     // a's lease ends behind its back: etcd refuses a's next write at once.
     store.lease_revoke(la.lease).await.unwrap();
-    let err = fenced_a
-        .put("objects/1", Bytes::from_static(b"a-late"), None)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::LeadershipLost { .. }), "{err}");
+    assert_lost(put_v(&fenced_a, "objects/1", b"a-late").await);
     let lb = leader_within(&b, Duration::from_secs(10)).await;
     assert!(lb.fencing_revision > la.fencing_revision);
     let mut a_rx = a.subscribe();
@@ -56,10 +44,7 @@ async fn etcd_refuses_the_deposed_leaders_writes_and_leadership_moves_on() {
         .put("objects/1", Bytes::from_static(b"b"), None)
         .await
         .unwrap();
-    assert_eq!(
-        store.get("objects/1").await.unwrap().unwrap().value,
-        Bytes::from_static(b"b")
-    );
+    assert_eq!(value_at(&*store, "objects/1").await, &b"b"[..]);
 
     // b resigns; a, campaigning again, takes over.
     b.resign().await;

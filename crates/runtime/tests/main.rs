@@ -6,5 +6,6 @@ mod leader;
 mod leader_etcd;
 mod proxy;
 mod security;
+mod watch_support;
 mod watcher;
 mod watcher_etcd;

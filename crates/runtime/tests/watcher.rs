@@ -3,12 +3,12 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns unwrap too
 
-use std::collections::BTreeMap;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+
+use crate::watch_support::*;
 use flotilla_runtime::backoff::Backoff;
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
 use flotilla_runtime::testing::FlakyStore;
@@ -16,9 +16,7 @@ use flotilla_runtime::watcher::{Event, WatcherConfig, raw, watcher};
 use flotilla_store::{
     KeyValue, MemStore, MemStoreOptions, Revision, Store, StoreError, TokioClock,
 };
-use futures::{Stream, StreamExt};
-
-type Events<K> = Pin<Box<dyn Stream<Item = Event<K>> + Send>>;
+use futures::StreamExt;
 
 fn config() -> WatcherConfig {
     WatcherConfig::default()
@@ -44,27 +42,10 @@ fn reflector(
     (cache, Box::pin(events))
 }
 
-async fn next<K>(events: &mut Events<K>) -> Event<K> {
-    tokio::time::timeout(Duration::from_secs(20), events.next())
-        .await
-        .expect("an event in time")
-        .expect("the watcher never ends")
-}
+const WITHIN: Duration = Duration::from_secs(20);
 
-/// Reads events until `done` says so; returns them.
-async fn until<K>(
-    events: &mut Events<K>,
-    mut done: impl FnMut(&Event<K>) -> bool,
-) -> Vec<Event<K>> {
-    let mut out = Vec::new();
-    loop {
-        let ev = next(events).await;
-        let stop = done(&ev);
-        out.push(ev);
-        if stop {
-            return out;
-        }
-    }
+async fn until<K>(events: &mut Events<K>, done: impl FnMut(&Event<K>) -> bool) -> Vec<Event<K>> {
+    until_within(events, WITHIN, done).await
 }
 
 async fn put(store: &dyn Store, key: &str, value: &str) -> Revision {
@@ -72,22 +53,6 @@ async fn put(store: &dyn Store, key: &str, value: &str) -> Revision {
         .put(key, Bytes::from(value.to_owned()), None)
         .await
         .unwrap()
-}
-
-/// (key → (mod revision, value)) of the store under `prefix` and of the cache.
-async fn snapshot(store: &dyn Store, prefix: &str) -> BTreeMap<String, (Revision, Bytes)> {
-    let (kvs, _) = store.list(prefix, 0).await.unwrap();
-    kvs.into_iter()
-        .map(|kv| (kv.key, (kv.mod_revision, kv.value)))
-        .collect()
-}
-
-fn cached(cache: &Cache<KeyValue>) -> BTreeMap<String, (Revision, Bytes)> {
-    cache
-        .objects()
-        .into_iter()
-        .map(|o| (o.key, (o.revision, o.value.value.clone())))
-        .collect()
 }
 
 /// The stream position after each event: InitDone/Apply/Delete carry it. It must never go
@@ -201,11 +166,7 @@ async fn compaction_while_not_reading_relists_and_the_cache_equals_the_store() {
     let mut all = until(&mut events, |e| matches!(e, Event::InitDone { .. })).await;
     assert_eq!(cache.len(), 10);
     // Let the watcher open its watch (nothing to read yet), then stop reading.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(100), events.next())
-            .await
-            .is_err()
-    );
+    assert_quiet(&mut events, Duration::from_millis(100), "no event").await;
 
     // Not reading: delete half, update some, add some, then compact everything.
     for i in 0..5 {
@@ -233,10 +194,7 @@ async fn compaction_while_not_reading_relists_and_the_cache_equals_the_store() {
         .count();
     assert_eq!(inits, 1, "exactly one re-list: {rest:?}");
     all.extend(rest);
-    let mut trailing = Vec::new();
-    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(200), events.next()).await {
-        trailing.push(ev);
-    }
+    let trailing = drain_quiet(&mut events, Duration::from_millis(200)).await;
     assert_eq!(
         cached(&cache),
         snapshot(&store, "b/").await,
@@ -252,15 +210,8 @@ async fn compaction_while_not_reading_relists_and_the_cache_equals_the_store() {
     // Every deletion reached a consumer: as a watch Delete before the watch broke, or as a
     // synthetic Delete after the re-list.
     all.extend(trailing);
-    let mut deleted: Vec<String> = all
-        .iter()
-        .filter(|e| matches!(e, Event::Delete { .. }))
-        .map(|e| e.key().unwrap().to_owned())
-        .collect();
-    deleted.sort();
-    deleted.dedup();
     assert_eq!(
-        deleted,
+        deleted_keys(&all),
         (0..5).map(|i| format!("b/{i}")).collect::<Vec<_>>()
     );
     assert_monotonic(&all);

@@ -5,63 +5,70 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns unwrap too
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+
+use crate::watch_support::{
+    assert_quiet, cached, deleted_keys, drain_quiet, snapshot, until_within,
+};
 use flotilla_runtime::backoff::Backoff;
-use flotilla_runtime::reflector::{Cache, Writer, reflect};
+use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::testing::TcpProxy;
 use flotilla_runtime::watcher::{Event, WatcherConfig, raw, watcher};
 use flotilla_store::testing::EtcdServer;
-use flotilla_store::{EtcdConfig, EtcdStore, KeyValue, Revision, Store};
-use futures::{Stream, StreamExt};
+use flotilla_store::{EtcdConfig, EtcdStore, KeyValue, Store};
 
-type Events = Pin<Box<dyn Stream<Item = Event<KeyValue>> + Send>>;
+type Events = crate::watch_support::Events<KeyValue>;
 
-async fn next(events: &mut Events) -> Event<KeyValue> {
-    tokio::time::timeout(Duration::from_secs(60), events.next())
-        .await
-        .expect("an event in time")
-        .expect("the watcher never ends")
-}
+const WITHIN: Duration = Duration::from_secs(60);
 
 async fn until(
     events: &mut Events,
-    mut done: impl FnMut(&Event<KeyValue>) -> bool,
+    done: impl FnMut(&Event<KeyValue>) -> bool,
 ) -> Vec<Event<KeyValue>> {
-    let mut out = Vec::new();
-    loop {
-        let ev = next(events).await;
-        let stop = done(&ev);
-        out.push(ev);
-        if stop {
-            return out;
-        }
-    }
-}
-
-async fn snapshot(store: &dyn Store, prefix: &str) -> BTreeMap<String, (Revision, Bytes)> {
-    let (kvs, _) = store.list(prefix, 0).await.unwrap();
-    kvs.into_iter()
-        .map(|kv| (kv.key, (kv.mod_revision, kv.value)))
-        .collect()
-}
-
-fn cached(cache: &Cache<KeyValue>) -> BTreeMap<String, (Revision, Bytes)> {
-    cache
-        .objects()
-        .into_iter()
-        .map(|o| (o.key, (o.revision, o.value.value.clone())))
-        .collect()
+    until_within(events, WITHIN, done).await
 }
 
 fn upstream(endpoint: &str) -> SocketAddr {
     let hostport = endpoint.split("://").last().unwrap().trim_end_matches('/');
     hostport.parse().expect("a 127.0.0.1:port endpoint")
+}
+
+/// A dedicated etcd, a proxy in front of it, and a direct client in a fresh namespace named
+/// after `test`.
+async fn etcd_behind_proxy(test: &str) -> (EtcdServer, TcpProxy, EtcdStore, String) {
+    let etcd = EtcdServer::dedicated().await;
+    let proxy = TcpProxy::start(upstream(&etcd.endpoints()[0]))
+        .await
+        .unwrap();
+    let namespace = format!("/flotilla-test/runtime-{test}-{:x}/", std::process::id());
+    let direct = EtcdStore::connect(
+        EtcdConfig::new(etcd.endpoints().to_vec()).with_namespace(namespace.clone()),
+    )
+    .await
+    .unwrap();
+    (etcd, proxy, direct, namespace)
+}
+
+/// A client of `namespace` through `proxy`, with short timeouts (a cut link fails fast).
+async fn via_proxy(proxy: &TcpProxy, namespace: String) -> Arc<dyn Store> {
+    let mut config = EtcdConfig::new([proxy.url()]).with_namespace(namespace);
+    config.connect_timeout = Duration::from_secs(1);
+    config.request_timeout = Duration::from_secs(2);
+    Arc::new(EtcdStore::connect(config).await.unwrap())
+}
+
+/// Puts `value` under each of `keys`.
+async fn put_each(store: &dyn Store, keys: impl IntoIterator<Item = String>, value: &'static [u8]) {
+    for key in keys {
+        store
+            .put(&key, Bytes::from_static(value), None)
+            .await
+            .unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,27 +77,9 @@ async fn compaction_while_cut_off_from_etcd_relists_and_the_cache_equals_the_sto
         .with_env_filter("flotilla_runtime=debug")
         .with_test_writer()
         .try_init();
-    let etcd = EtcdServer::dedicated().await;
-    let proxy = TcpProxy::start(upstream(&etcd.endpoints()[0]))
-        .await
-        .unwrap();
-    let namespace = format!("/flotilla-test/runtime-watcher-{:x}/", std::process::id());
-    let direct = EtcdStore::connect(
-        EtcdConfig::new(etcd.endpoints().to_vec()).with_namespace(namespace.clone()),
-    )
-    .await
-    .unwrap();
-    let mut via_proxy = EtcdConfig::new([proxy.url()]).with_namespace(namespace);
-    via_proxy.connect_timeout = Duration::from_secs(1);
-    via_proxy.request_timeout = Duration::from_secs(2);
-    let watched: Arc<dyn Store> = Arc::new(EtcdStore::connect(via_proxy).await.unwrap());
-
-    for i in 0..20 {
-        direct
-            .put(&format!("b/{i:02}"), Bytes::from_static(b"v1"), None)
-            .await
-            .unwrap();
-    }
+    let (_etcd, proxy, direct, namespace) = etcd_behind_proxy("watcher").await;
+    let watched = via_proxy(&proxy, namespace).await;
+    put_each(&direct, (0..20).map(|i| format!("b/{i:02}")), b"v1").await;
     direct
         .put("other/x", Bytes::from_static(b"v1"), None)
         .await
@@ -121,27 +110,17 @@ async fn compaction_while_cut_off_from_etcd_relists_and_the_cache_equals_the_sto
     for i in 0..10 {
         direct.delete(&format!("b/{i:02}")).await.unwrap();
     }
-    for i in 10..15 {
-        direct
-            .put(&format!("b/{i:02}"), Bytes::from_static(b"v3"), None)
-            .await
-            .unwrap();
-    }
-    for i in 20..25 {
-        direct
-            .put(&format!("b/{i:02}"), Bytes::from_static(b"v3"), None)
-            .await
-            .unwrap();
-    }
+    put_each(&direct, (10..15).map(|i| format!("b/{i:02}")), b"v3").await;
+    put_each(&direct, (20..25).map(|i| format!("b/{i:02}")), b"v3").await;
     let last = direct.current_revision().await.unwrap();
     direct.compact(last).await.unwrap();
     // The watcher notices the break and retries against the cut link for a while.
-    assert!(
-        tokio::time::timeout(Duration::from_secs(2), events.next())
-            .await
-            .is_err(),
-        "nothing can arrive while the link is cut"
-    );
+    assert_quiet(
+        &mut events,
+        Duration::from_secs(2),
+        "nothing can arrive while the link is cut",
+    )
+    .await;
     proxy.restore();
 
     let healed = until(
@@ -154,9 +133,7 @@ async fn compaction_while_cut_off_from_etcd_relists_and_the_cache_equals_the_sto
         "the compacted resume forced a re-list: {healed:?}"
     );
     all.extend(healed);
-    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(300), events.next()).await {
-        all.push(ev);
-    }
+    all.extend(drain_quiet(&mut events, Duration::from_millis(300)).await);
     assert_eq!(
         cached(&cache),
         snapshot(&direct, "b/").await,
@@ -165,15 +142,8 @@ async fn compaction_while_cut_off_from_etcd_relists_and_the_cache_equals_the_sto
     for i in 0..10 {
         assert!(cache.get(&format!("b/{i:02}")).is_none());
     }
-    let mut deleted: Vec<String> = all
-        .iter()
-        .filter(|e| matches!(e, Event::Delete { .. }))
-        .map(|e| e.key().unwrap().to_owned())
-        .collect();
-    deleted.sort();
-    deleted.dedup();
     assert_eq!(
-        deleted,
+        deleted_keys(&all),
         (0..10).map(|i| format!("b/{i:02}")).collect::<Vec<_>>()
     );
 
@@ -201,28 +171,11 @@ async fn compaction_while_cut_off_from_etcd_relists_and_the_cache_equals_the_sto
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_stream_resumes_from_the_last_revision_or_relists_if_configured() {
-    let etcd = EtcdServer::dedicated().await;
-    let proxy = TcpProxy::start(upstream(&etcd.endpoints()[0]))
-        .await
-        .unwrap();
-    let namespace = format!("/flotilla-test/runtime-resume-{:x}/", std::process::id());
-    let direct = EtcdStore::connect(
-        EtcdConfig::new(etcd.endpoints().to_vec()).with_namespace(namespace.clone()),
-    )
-    .await
-    .unwrap();
-    for i in 0..6 {
-        direct
-            .put(&format!("b/{i}"), Bytes::from_static(b"v1"), None)
-            .await
-            .unwrap();
-    }
+    let (_etcd, proxy, direct, namespace) = etcd_behind_proxy("resume").await;
+    put_each(&direct, (0..6).map(|i| format!("b/{i}")), b"v1").await;
     let mut reflectors = Vec::new();
     for relist_on_break in [false, true] {
-        let mut cfg = EtcdConfig::new([proxy.url()]).with_namespace(namespace.clone());
-        cfg.connect_timeout = Duration::from_secs(1);
-        cfg.request_timeout = Duration::from_secs(2);
-        let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(cfg).await.unwrap());
+        let store = via_proxy(&proxy, namespace.clone()).await;
         let writer = Writer::new();
         let cache = writer.cache();
         let config = WatcherConfig::default()
@@ -234,11 +187,7 @@ async fn a_broken_stream_resumes_from_the_last_revision_or_relists_if_configured
         let mut events: Events = Box::pin(reflect(writer, watcher(store, "b/", config, raw)));
         until(&mut events, |e| matches!(e, Event::InitDone { .. })).await;
         // Open the watch.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), events.next())
-                .await
-                .is_err()
-        );
+        assert_quiet(&mut events, Duration::from_millis(300), "no event").await;
         reflectors.push((relist_on_break, cache, events));
     }
 

@@ -23,8 +23,7 @@ use flotilla_core::types::{CONDITION_REPLACEMENT_PENDING, ResourceBinding};
 use flotilla_proto::v1;
 use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::read_decide_write;
-use flotilla_runtime::{Action, BatchWriter, Cache, Event, EventType, Recorder, Regarding};
-use flotilla_store::typed::Typed;
+use flotilla_runtime::{Action, Cache, Event, EventType, Regarding, Writes};
 
 use crate::Config;
 use flotilla_store::ObjectKey;
@@ -55,9 +54,7 @@ pub fn failover_trace(key: &ObjectKey, ctx: &Context) -> Option<String> {
 pub struct Context {
     pub(crate) config: Config,
     pub(crate) bindings: Cache<v1::ResourceBinding>,
-    pub(crate) typed: Typed,
-    pub(crate) writer: BatchWriter<v1::ResourceBinding>,
-    pub(crate) recorder: Recorder,
+    pub(crate) writes: Writes<v1::ResourceBinding>,
     /// GE-8.2: per binding, `{cluster → first time seen Unhealthy}`. In memory only, as in
     /// Karmada: a restart starts the toleration over.
     app_memory: Mutex<HashMap<String, BTreeMap<String, Time>>>,
@@ -77,16 +74,12 @@ impl Context {
     pub(crate) fn new(
         config: Config,
         bindings: Cache<v1::ResourceBinding>,
-        typed: Typed,
-        writer: BatchWriter<v1::ResourceBinding>,
-        recorder: Recorder,
+        writes: Writes<v1::ResourceBinding>,
     ) -> Self {
         Context {
             config,
             bindings,
-            typed,
-            writer,
-            recorder,
+            writes,
             app_memory: Mutex::new(HashMap::new()),
         }
     }
@@ -181,7 +174,7 @@ fn report(ctx: &Context, key: &ObjectKey, before: &ResourceBinding, plan: &Plan)
             "application failover: evicted binding from cluster (GE-8)"
         );
         metrics::counter!("flotilla_graceful_eviction_application_failovers_total").increment(1);
-        ctx.recorder.record(
+        ctx.writes.recorder.record(
             regarding,
             EventType::Warning,
             "EvictWorkloadFromCluster",
@@ -204,7 +197,7 @@ fn report(ctx: &Context, key: &ObjectKey, before: &ResourceBinding, plan: &Plan)
             "verdict" => format!("{verdict:?}")
         )
         .increment(1);
-        ctx.recorder.record(
+        ctx.writes.recorder.record(
             regarding,
             EventType::Normal,
             "EvictWorkloadFromClusterSucceed",
@@ -222,7 +215,7 @@ fn report(ctx: &Context, key: &ObjectKey, before: &ResourceBinding, plan: &Plan)
     if plan.replacement_pending && !was_pending {
         let kept: Vec<&str> = plan.tasks.iter().map(|t| t.from_cluster.as_str()).collect();
         tracing::info!(binding = %key, kept = ?kept, "A6: no replacement fits; keeping the evicted copies");
-        ctx.recorder.record(
+        ctx.writes.recorder.record(
             regarding,
             EventType::Warning,
             "ReplacementPending",
@@ -241,7 +234,7 @@ fn report(ctx: &Context, key: &ObjectKey, before: &ResourceBinding, plan: &Plan)
 pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
     let now = flotilla_runtime::now();
     let first = ctx.bindings.get(&key).map(|b| (*b).clone());
-    read_decide_write!(key, first, ctx.typed.get(&key), |current, _| {
+    read_decide_write!(key, first, ctx.writes.typed.get(&key), |current, _| {
         let Some(wire) = current else {
             ctx.remember(&key, None);
             return Ok(Action::await_change());
@@ -267,7 +260,7 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
         let new = apply_to_wire(&wire, &step);
         // I5: a conflict means another writer (scheduler, taint manager, work executor) got
         // there first: the loop re-reads and re-plans at once.
-        match ctx.writer.update(wire, new).await {
+        match ctx.writes.writer.update(wire, new).await {
             Ok(_) => {
                 ctx.remember(&key, step.app_memory.clone());
                 report(&ctx, &key, &binding, &step);

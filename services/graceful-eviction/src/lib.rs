@@ -29,10 +29,9 @@ use std::time::Duration;
 use clap::Parser;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
-use flotilla_runtime::args::ArgError;
+use flotilla_runtime::args::{ArgError, or_errors, require};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CommonArgs, Controller, Elected, QueueConfig, Readiness, Shutdown,
-    WatcherConfig, WorkQueue, Writer, reflect, watcher,
+    BatchConfig, CommonArgs, Controller, Elected, QueueConfig, Shutdown, WorkQueue, Writer,
 };
 use flotilla_store::StoreRef;
 use flotilla_store::typed::decode;
@@ -106,22 +105,19 @@ impl Args {
     /// Checks what clap cannot and builds the [`Config`]; every problem is reported.
     pub fn validate(&self) -> Result<Config, Vec<ArgError>> {
         let mut errors = self.common.validate().err().unwrap_or_default();
-        if self.graceful_eviction_timeout.is_zero() {
-            errors.push(ArgError {
-                flag: "graceful-eviction-timeout",
-                message: "must be positive".into(),
-            });
-        }
-        if self.workers == 0 {
-            errors.push(ArgError {
-                flag: "workers",
-                message: "must be at least 1".into(),
-            });
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(Config {
+        require(
+            &mut errors,
+            !self.graceful_eviction_timeout.is_zero(),
+            "graceful-eviction-timeout",
+            "must be positive",
+        );
+        require(
+            &mut errors,
+            self.workers > 0,
+            "workers",
+            "must be at least 1",
+        );
+        or_errors(errors, || Config {
             default_timeout: self.graceful_eviction_timeout,
             workers: self.workers,
             identity: self.common.identity(),
@@ -135,93 +131,45 @@ impl Args {
     }
 }
 
-/// The graceful-eviction controller, prepared: its cache exists and is registered with the
-/// readiness (so that health reports SERVING only once it synced), nothing runs yet.
-struct Service {
+/// Runs the graceful-eviction controller until the shutdown fires: leader election on
+/// [`LEASE_PREFIX`], the watch that keeps `bindings_writer`'s cache, and the workers (only
+/// while leading, writes fenced).
+async fn run(
     store: StoreRef,
     config: Config,
     shutdown: Shutdown,
     bindings_writer: Writer<v1::ResourceBinding>,
-}
-
-impl std::fmt::Debug for Service {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
-// === impl Service ===
-
-impl Service {
-    /// Creates the cache and registers it with `readiness`.
-    pub fn new(store: StoreRef, config: Config, readiness: &Readiness, shutdown: Shutdown) -> Self {
-        let bindings_writer: Writer<v1::ResourceBinding> = Writer::new();
-        readiness.add_cache("bindings", &bindings_writer.cache());
-        Service {
-            store,
-            config,
-            shutdown,
-            bindings_writer,
-        }
-    }
-
-    /// Runs until the shutdown fires: leader election on [`LEASE_PREFIX`], the watch and the
-    /// workers (only while leading, writes fenced).
-    pub async fn run(self) -> Result<(), Error> {
-        let Service {
-            store,
-            config,
-            shutdown,
-            bindings_writer,
-        } = self;
-        let elected = Elected::spawn(
-            store.clone(),
-            LEASE_PREFIX,
-            &config.identity,
-            config.lease_ttl,
-            "graceful-eviction",
-            &shutdown,
-        );
-        let typed = elected.typed();
-        let recorder = elected.recorder.clone();
-        let batches = BatchConfig::group_commit(config.workers, "graceful_eviction");
-        let writer = BatchWriter::spawn_until(typed.clone(), batches, shutdown.clone());
-        let bindings = bindings_writer.cache();
-        let ctx = Arc::new(Context::new(
-            config.clone(),
-            bindings.clone(),
-            typed,
-            writer,
-            recorder,
-        ));
-        let events = reflect(
-            bindings_writer,
-            watcher(
-                store.clone(),
-                "bindings/",
-                WatcherConfig::default().named("bindings"),
-                // the plain typed decoder: values decoded by another service of the same
-                // process are shared (flotilla_runtime::watcher)
-                decode::<v1::ResourceBinding>,
-            ),
-        );
-        let queue = WorkQueue::new(QueueConfig::new("graceful_eviction"));
-        let cache = bindings.clone();
-        Controller::new(queue, controller::reconcile, controller::error_policy)
-            // one failover = one trace: the task's removal continues the span that last
-            // wrote the binding's status (the work executor's aggregated status)
-            .trace_parent(controller::failover_trace)
-            .workers(config.workers)
-            .leader(elected.leader())
-            .barrier(CacheBarrier::new(store.clone()).cache("bindings/", &bindings))
-            .watches(events, move |ev| controller::keys_for(&cache, ev))
-            .run(ctx, shutdown.clone())
-            .await;
-        elected.resign().await;
-        Ok(())
-    }
+) -> Result<(), Error> {
+    let elected = Elected::spawn(
+        store.clone(),
+        LEASE_PREFIX,
+        &config.identity,
+        config.lease_ttl,
+        "graceful-eviction",
+        &shutdown,
+    );
+    let batches = BatchConfig::group_commit(config.workers, "graceful_eviction");
+    let writes = elected.writes(batches, &shutdown);
+    let bindings = bindings_writer.cache();
+    let ctx = Arc::new(Context::new(config.clone(), bindings.clone(), writes));
+    // the plain typed decoder: values decoded by another service of the same process are
+    // shared (flotilla_runtime::watcher)
+    let events =
+        bindings_writer.reflect_prefix(store.clone(), "bindings", decode::<v1::ResourceBinding>);
+    let queue = WorkQueue::new(QueueConfig::new("graceful_eviction"));
+    let cache = bindings.clone();
+    Controller::new(queue, controller::reconcile, controller::error_policy)
+        // one failover = one trace: the task's removal continues the span that last
+        // wrote the binding's status (the work executor's aggregated status)
+        .trace_parent(controller::failover_trace)
+        .workers(config.workers)
+        .leader(elected.leader())
+        .barrier(CacheBarrier::new(store.clone()).cache("bindings/", &bindings))
+        .watches(events, move |ev| controller::keys_for(&cache, ev))
+        .run(ctx, shutdown.clone())
+        .await;
+    elected.resign().await;
+    Ok(())
 }
 
 flotilla_runtime::service! {
@@ -243,13 +191,17 @@ fn start_service(parts: &Parts, config: Config) -> Started {
     );
     let timeout = config.default_timeout;
     // The cache first, so that health says SERVING only once it synced.
-    let service = Service::new(
+    let bindings_writer: Writer<v1::ResourceBinding> = Writer::new();
+    parts
+        .readiness
+        .add_cache("bindings", &bindings_writer.cache());
+    let running = run(
         parts.store.clone(),
         config,
-        &parts.readiness,
         parts.shutdown.clone(),
+        bindings_writer,
     );
     Started::new(move |r| r.add_service(grpc::server(timeout)), async move {
-        Ok(service.run().await?)
+        Ok(running.await?)
     })
 }

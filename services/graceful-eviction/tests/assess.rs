@@ -1,5 +1,4 @@
 //! `GracefulEviction.Assess` in process on 127.0.0.1:0: table cases and bad requests.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 
@@ -11,31 +10,20 @@ use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_proto::v1::graceful_eviction_client::GracefulEvictionClient;
 use flotilla_runtime::Shutdown;
-use tonic::Code;
+use flotilla_runtime::testing::grpc::{assert_invalid_field, serve_loopback};
 use tonic::transport::Channel;
-use tonic_types::StatusExt;
 
 async fn serve() -> (GracefulEvictionClient<Channel>, Shutdown) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let shutdown = Shutdown::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(flotilla_graceful_eviction::grpc::server(
-                Duration::from_secs(600),
-            ))
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                stop.triggered(),
-            )
-            .await
-            .unwrap();
-    });
-    let client = GracefulEvictionClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap();
-    (client, shutdown)
+    let (url, shutdown) = serve_loopback(|s| {
+        s.add_service(flotilla_graceful_eviction::grpc::server(
+            Duration::from_secs(600),
+        ))
+    })
+    .await;
+    (
+        GracefulEvictionClient::connect(url).await.unwrap(),
+        shutdown,
+    )
 }
 
 const NOW: i64 = 1_000_000;
@@ -83,83 +71,52 @@ async fn assess_table() {
     let cases: Vec<Case> = vec![
         (
             "GE-3.1 unstamped → stamped",
-            evicting(
-                "b",
-                &["member2"],
-                vec![task("member1", None)],
-                vec![item("member2", Healthy)],
-            ),
+            on_member2("b", task("member1", None), Some(Healthy)),
             None,
             vec![v1::TaskOutcome::Stamped],
             vec![],
         ),
         (
             "GE-4.3 healthy and scheduled → removed",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|_| {})],
-                vec![item("member2", Healthy)],
-            ),
+            on_member2("b", with(|_| {}), Some(Healthy)),
             None,
             vec![v1::TaskOutcome::RemovedHealthy],
             vec!["member1"],
         ),
         (
             "GE-4.3 healthy but not scheduled → kept",
-            unscheduled(evicting(
-                "b",
-                &["member2"],
-                vec![with(|_| {})],
-                vec![item("member2", Healthy)],
-            )),
+            unscheduled(on_member2("b", with(|_| {}), Some(Healthy))),
             None,
             vec![v1::TaskOutcome::Kept],
             vec![],
         ),
         (
             "GE-5.3 Unknown → kept",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|_| {})],
-                vec![item("member2", Unknown)],
-            ),
+            on_member2("b", with(|_| {}), Some(Unknown)),
             None,
             vec![v1::TaskOutcome::Kept],
             vec![],
         ),
         (
             "GE-4.2 timed out with the request's timeout",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|_| {})],
-                vec![item("member2", Unhealthy)],
-            ),
+            on_member2("b", with(|_| {}), Some(Unhealthy)),
             Some(Duration::from_secs(60)),
             vec![v1::TaskOutcome::RemovedTimedOut],
             vec!["member1"],
         ),
         (
             "GE-3.2 per-task grace period",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|t| t.grace_period_seconds = Some(30))],
-                vec![],
-            ),
+            on_member2("b", with(|t| t.grace_period_seconds = Some(30)), None),
             None,
             vec![v1::TaskOutcome::RemovedTimedOut],
             vec!["member1"],
         ),
         (
             "GE-4.1 suppressDeletion=true → kept",
-            evicting(
+            on_member2(
                 "b",
-                &["member2"],
-                vec![with(|t| t.suppress_deletion = Some(true))],
-                vec![item("member2", Healthy)],
+                with(|t| t.suppress_deletion = Some(true)),
+                Some(Healthy),
             ),
             Some(Duration::from_secs(1)),
             vec![v1::TaskOutcome::KeptSuppressed],
@@ -167,12 +124,7 @@ async fn assess_table() {
         ),
         (
             "GE-4.1 suppressDeletion=false → removed",
-            evicting(
-                "b",
-                &["member2"],
-                vec![with(|t| t.suppress_deletion = Some(false))],
-                vec![],
-            ),
+            on_member2("b", with(|t| t.suppress_deletion = Some(false)), None),
             None,
             vec![v1::TaskOutcome::RemovedSuppressionLifted],
             vec!["member1"],
@@ -198,12 +150,7 @@ async fn assess_table() {
 
     // next retry and deadline: created 100 s ago, default timeout 600 s → 500 s left
     let r = client
-        .assess(request(evicting(
-            "b",
-            &["member2"],
-            vec![with(|_| {})],
-            vec![],
-        )))
+        .assess(request(on_member2("b", with(|_| {}), None)))
         .await
         .unwrap()
         .into_inner();
@@ -237,24 +184,10 @@ async fn assess_table() {
     shutdown.trigger();
 }
 
-fn violations(status: &tonic::Status) -> Vec<String> {
-    status
-        .get_details_bad_request()
-        .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn assess_rejects_bad_requests_naming_the_field() {
     let (mut client, shutdown) = serve().await;
-    let good = || {
-        request(evicting(
-            "b",
-            &["member2"],
-            vec![task("member1", None)],
-            vec![],
-        ))
-    };
+    let good = || request(on_member2("b", task("member1", None), None));
     let mut cases: Vec<(&str, v1::GracefulEvictionAssessRequest, &str)> = Vec::new();
     let mut r = good();
     r.binding = None;
@@ -304,17 +237,7 @@ async fn assess_rejects_bad_requests_naming_the_field() {
 
     for (name, req, field) in cases {
         let err = client.assess(req).await.expect_err(name);
-        assert_eq!(err.code(), Code::InvalidArgument, "{name}: {err}");
-        assert!(
-            err.message().contains(field),
-            "{name}: {:?} should name {field}",
-            err.message()
-        );
-        assert!(
-            violations(&err).iter().any(|f| f == field),
-            "{name}: {:?}",
-            violations(&err)
-        );
+        assert_invalid_field(name, &err, field);
     }
     shutdown.trigger();
 }

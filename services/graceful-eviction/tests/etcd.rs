@@ -1,5 +1,4 @@
 //! The graceful-eviction controller against a real etcd (fails, never skips, without one).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,44 +15,21 @@ async fn etcd_stamp_then_remove_when_healthy() {
     let store: StoreRef = Arc::new(etcd.store("graceful-eviction").await);
     let typed = Typed::new(store.clone());
     for i in 0..10 {
-        typed
-            .create(
-                evicting(
-                    &format!("b{i}"),
-                    &["member2"],
-                    vec![task("member1", None)],
-                    vec![item("member2", Healthy)],
-                ),
-                None,
-            )
-            .await
-            .unwrap();
+        create_binding(
+            &typed,
+            on_member2(&format!("b{i}"), task("member1", None), Some(Healthy)),
+        )
+        .await;
     }
-    let h = start_graceful_eviction(store, test_config()).await;
+    let h = Harness::start::<GracefulEviction>(store, test_config());
     for i in 0..10 {
         let name = format!("b{i}");
-        eventually(Duration::from_secs(15), "stamped", || async {
-            get_binding(&typed, &name)
-                .await
-                .spec
-                .graceful_eviction_tasks
-                .first()
-                .and_then(|t| t.creation_timestamp)
-        })
-        .await;
+        wait_stamped(&typed, Duration::from_secs(15), &name).await;
         observe_generation(&typed, &name).await;
     }
     for i in 0..10 {
         let name = format!("b{i}");
-        eventually(Duration::from_secs(15), "removed", || async {
-            get_binding(&typed, &name)
-                .await
-                .spec
-                .graceful_eviction_tasks
-                .is_empty()
-                .then_some(())
-        })
-        .await;
+        wait_no_tasks(&typed, Duration::from_secs(15), &name, "removed").await;
     }
     h.stop().await;
 }

@@ -1,5 +1,4 @@
 //! The graceful-eviction controller on MemStore with compressed timeouts.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,120 +28,70 @@ fn mem() -> (StoreRef, Typed) {
     (store.clone(), Typed::new(store))
 }
 
-async fn tasks_of(typed: &Typed, name: &str) -> Vec<flotilla_core::types::GracefulEvictionTask> {
-    get_binding(typed, name).await.spec.graceful_eviction_tasks
+/// A running controller (default timeout `timeout`) on a fresh store holding `binding`.
+async fn start_on(binding: v1::ResourceBinding, timeout: Duration) -> (Typed, Harness) {
+    let (store, typed) = mem();
+    create_binding(&typed, binding).await;
+    let h = Harness::start::<GracefulEviction>(store, config(timeout));
+    (typed, h)
+}
+
+/// Waits `wait`, then asserts that binding `b` still has its one task (`why` it is kept).
+async fn assert_kept_for(typed: &Typed, wait: Duration, why: &str) {
+    tokio::time::sleep(wait).await;
+    assert_eq!(tasks_of(typed, "b").await.len(), 1, "{why}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ge_stamps_then_removes_when_targets_healthy_and_scheduled() {
-    let (store, typed) = mem();
-    typed
-        .create(
-            evicting(
-                "b",
-                &["member2"],
-                vec![task("member1", None)],
-                vec![item("member2", Healthy)],
-            ),
-            None,
-        )
-        .await
-        .unwrap();
-    let h = start_graceful_eviction(store, config(Duration::from_secs(600))).await;
-    // GE-3.1: stamped (a spec write: the generation moves past the scheduler's).
-    let stamped = eventually(WAIT, "stamped", || async {
-        tasks_of(&typed, "b")
-            .await
-            .first()
-            .and_then(|t| t.creation_timestamp)
-    })
+    let (typed, h) = start_on(
+        on_member2("b", task("member1", None), Some(Healthy)),
+        Duration::from_secs(600),
+    )
     .await;
+    // GE-3.1: stamped (a spec write: the generation moves past the scheduler's).
+    let stamped = wait_stamped(&typed, WAIT, "b").await;
     assert!(stamped <= now());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        tasks_of(&typed, "b").await.len(),
-        1,
-        "hasScheduled is false: kept"
-    );
+    assert_kept_for(
+        &typed,
+        Duration::from_millis(200),
+        "hasScheduled is false: kept",
+    )
+    .await;
     // The scheduler observes the new generation (SC-3.7) → all targets Healthy → removed.
     observe_generation(&typed, "b").await;
-    eventually(WAIT, "removed", || async {
-        tasks_of(&typed, "b").await.is_empty().then_some(())
-    })
-    .await;
-    eventually(WAIT, "an EvictWorkloadFromClusterSucceed event", || async {
-        let (events, _) = typed.list::<v1::Event>(None).await.unwrap();
-        events
-            .iter()
-            .any(|e| e.reason == "EvictWorkloadFromClusterSucceed")
-            .then_some(())
-    })
-    .await;
+    wait_no_tasks(&typed, WAIT, "b", "removed").await;
+    wait_event(&typed, WAIT, "EvictWorkloadFromClusterSucceed").await;
     h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ge_unknown_health_keeps_the_task_ge_5_3() {
-    let (store, typed) = mem();
-    typed
-        .create(
-            evicting(
-                "b",
-                &["member2"],
-                vec![task("member1", Some(now()))],
-                vec![item("member2", Unknown)],
-            ),
-            None,
-        )
-        .await
-        .unwrap();
-    let h = start_graceful_eviction(store, config(Duration::from_secs(600))).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(
-        tasks_of(&typed, "b").await.len(),
-        1,
-        "Unknown blocks removal"
-    );
+    let (typed, h) = start_on(
+        on_member2("b", task("member1", Some(now())), Some(Unknown)),
+        Duration::from_secs(600),
+    )
+    .await;
+    assert_kept_for(&typed, Duration::from_millis(400), "Unknown blocks removal").await;
     // control: Healthy (status-only write, generation unchanged) → removed
     update_binding(&typed, "b", |b| {
         b.status.aggregated_status = vec![item("member2", Healthy)]
     })
     .await;
-    eventually(WAIT, "removed", || async {
-        tasks_of(&typed, "b").await.is_empty().then_some(())
-    })
-    .await;
+    wait_no_tasks(&typed, WAIT, "b", "removed").await;
     h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ge_removed_after_the_compressed_timeout_ge_4_2() {
-    let (store, typed) = mem();
-    typed
-        .create(
-            evicting(
-                "b",
-                &["member2"],
-                vec![task("member1", None)],
-                vec![item("member2", Unhealthy)],
-            ),
-            None,
-        )
-        .await
-        .unwrap();
     let timeout = Duration::from_millis(500);
-    let h = start_graceful_eviction(store, config(timeout)).await;
-    let stamped = eventually(WAIT, "stamped", || async {
-        tasks_of(&typed, "b")
-            .await
-            .first()
-            .and_then(|t| t.creation_timestamp)
-    })
+    let (typed, h) = start_on(
+        on_member2("b", task("member1", None), Some(Unhealthy)),
+        timeout,
+    )
     .await;
-    eventually(WAIT, "timed out", || async {
-        tasks_of(&typed, "b").await.is_empty().then_some(())
-    })
-    .await;
+    let stamped = wait_stamped(&typed, WAIT, "b").await;
+    wait_no_tasks(&typed, WAIT, "b", "timed out").await;
     // I1 (b): not before created + grace.
     assert!(
         now().saturating_since(stamped) >= timeout,
@@ -154,16 +103,12 @@ async fn ge_removed_after_the_compressed_timeout_ge_4_2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ge_empty_placement_keeps_task_and_sets_replacement_pending_a6_f8() {
-    let (store, typed) = mem();
     let long_ago = now() - Duration::from_secs(3600);
-    typed
-        .create(
-            evicting("b", &[], vec![task("member1", Some(long_ago))], vec![]),
-            None,
-        )
-        .await
-        .unwrap();
-    let h = start_graceful_eviction(store, config(Duration::from_millis(200))).await;
+    let (typed, h) = start_on(
+        evicting("b", &[], vec![task("member1", Some(long_ago))], vec![]),
+        Duration::from_millis(200),
+    )
+    .await;
     let condition = eventually(WAIT, "ReplacementPending", || async {
         get_binding(&typed, "b")
             .await
@@ -180,12 +125,12 @@ async fn ge_empty_placement_keeps_task_and_sets_replacement_pending_a6_f8() {
         "{}",
         condition.message
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        tasks_of(&typed, "b").await.len(),
-        1,
-        "an empty placement is never healthy"
-    );
+    assert_kept_for(
+        &typed,
+        Duration::from_millis(500),
+        "an empty placement is never healthy",
+    )
+    .await;
     // The scheduler finds a replacement; it becomes healthy → task removed, condition False.
     update_binding(&typed, "b", |b| {
         b.spec.clusters = vec![TargetCluster::new("member2", 1)];
@@ -194,10 +139,7 @@ async fn ge_empty_placement_keeps_task_and_sets_replacement_pending_a6_f8() {
     })
     .await;
     observe_generation(&typed, "b").await;
-    eventually(WAIT, "removed", || async {
-        tasks_of(&typed, "b").await.is_empty().then_some(())
-    })
-    .await;
+    wait_no_tasks(&typed, WAIT, "b", "removed").await;
     let b = get_binding(&typed, "b").await;
     let c = b
         .status
@@ -211,32 +153,25 @@ async fn ge_empty_placement_keeps_task_and_sets_replacement_pending_a6_f8() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ge_suppress_deletion_true_keeps_the_task_ge_4_1() {
-    let (store, typed) = mem();
     let mut t = task("member1", Some(now() - Duration::from_secs(3600)));
     t.suppress_deletion = Some(true);
-    typed
-        .create(
-            evicting("b", &["member2"], vec![t], vec![item("member2", Healthy)]),
-            None,
-        )
-        .await
-        .unwrap();
-    let h = start_graceful_eviction(store, config(Duration::from_millis(100))).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        tasks_of(&typed, "b").await.len(),
-        1,
-        "healthy and timed out, but suppressed"
-    );
+    let (typed, h) = start_on(
+        on_member2("b", t, Some(Healthy)),
+        Duration::from_millis(100),
+    )
+    .await;
+    assert_kept_for(
+        &typed,
+        Duration::from_millis(500),
+        "healthy and timed out, but suppressed",
+    )
+    .await;
     // A human lifts the suppression.
     update_binding(&typed, "b", |b| {
         b.spec.graceful_eviction_tasks[0].suppress_deletion = Some(false)
     })
     .await;
-    eventually(WAIT, "released", || async {
-        tasks_of(&typed, "b").await.is_empty().then_some(())
-    })
-    .await;
+    wait_no_tasks(&typed, WAIT, "b", "released").await;
     h.stop().await;
 }
 
@@ -265,7 +200,7 @@ async fn ge_application_failover_evicts_unhealthy_cluster_ge_8_a10() {
     }
     typed.create(wire, None).await.unwrap();
     let start = now();
-    let h = start_graceful_eviction(store, config(Duration::from_secs(600))).await;
+    let h = Harness::start::<GracefulEviction>(store, config(Duration::from_secs(600)));
     eventually(WAIT, "member1 evicted", || async {
         (!get_binding(&typed, "b").await.targets("member1")).then_some(())
     })
@@ -290,41 +225,20 @@ async fn ge_application_failover_evicts_unhealthy_cluster_ge_8_a10() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ge_concurrent_status_write_is_preserved_i5() {
     let (mem_store, typed) = mem();
-    typed
-        .create(
-            evicting(
-                "b",
-                &["member2"],
-                vec![task("member1", None)],
-                vec![item("member2", Unknown)],
-            ),
-            None,
-        )
-        .await
-        .unwrap();
-    // Between our read and our CAS the work executor writes the aggregated status.
-    let hook_typed = typed.clone();
-    let store = Interpose::new(
-        mem_store.clone(),
-        &binding_key("b"),
-        Box::new(move || {
-            let typed = hook_typed.clone();
-            Box::pin(async move {
-                update_binding(&typed, "b", |b| {
-                    b.status.aggregated_status = vec![item("member2", Unhealthy)];
-                })
-                .await;
-            })
-        }),
-    );
-    let h = start_graceful_eviction(store.clone(), config(Duration::from_secs(600))).await;
-    eventually(WAIT, "stamped", || async {
-        tasks_of(&typed, "b")
-            .await
-            .first()
-            .and_then(|t| t.creation_timestamp)
-    })
+    create_binding(
+        &typed,
+        on_member2("b", task("member1", None), Some(Unknown)),
+    )
     .await;
+    // Between our read and our CAS the work executor writes the aggregated status.
+    let store = interpose_binding(mem_store, &typed, "b", |typed| async move {
+        update_binding(&typed, "b", |b| {
+            b.status.aggregated_status = vec![item("member2", Unhealthy)];
+        })
+        .await;
+    });
+    let h = Harness::start::<GracefulEviction>(store.clone(), config(Duration::from_secs(600)));
+    wait_stamped(&typed, WAIT, "b").await;
     assert_eq!(store.fired(), 1);
     let b = get_binding(&typed, "b").await;
     assert_eq!(

@@ -32,10 +32,10 @@ use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::read_decide_write;
-use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
+use flotilla_runtime::watcher::{Event, WatcherConfig};
 use flotilla_runtime::{
     Action, BatchConfig, BatchWriter, Cache, Change, ChangeFilter, Controller, Shutdown, WorkQueue,
-    Writer, reflect,
+    Writer, reflect_watch,
 };
 use flotilla_store::ObjectKey;
 use flotilla_store::typed::{Stored, Typed, decode};
@@ -253,29 +253,25 @@ pub fn spawn(
     let (barrier_store, barrier_bindings, barrier_clusters) =
         (store.clone(), bindings.clone(), clusters.clone());
 
-    let binding_events = reflect(
+    let binding_events = reflect_watch(
         binding_writer,
-        watcher(
-            store.clone(),
-            v1::ResourceBinding::PREFIX,
-            // Re-list rather than resume after a broken watch: resuming replays the backlog,
-            // and a failover's backlog of binding writes can exceed what one etcd watch
-            // response may carry to this client (see the report), which would fail the
-            // resume again and again. A re-list reads pages of 500 and cannot get stuck.
-            WatcherConfig::default()
-                .named("scheduler_bindings")
-                .relist_on_break(true),
-            decode::<v1::ResourceBinding>,
-        ),
+        store.clone(),
+        v1::ResourceBinding::PREFIX,
+        // Re-list rather than resume after a broken watch: resuming replays the backlog,
+        // and a failover's backlog of binding writes can exceed what one etcd watch
+        // response may carry to this client (see the report), which would fail the
+        // resume again and again. A re-list reads pages of 500 and cannot get stuck.
+        WatcherConfig::default()
+            .named("scheduler_bindings")
+            .relist_on_break(true),
+        decode::<v1::ResourceBinding>,
     );
-    let cluster_events = reflect(
+    let cluster_events = reflect_watch(
         cluster_writer,
-        watcher(
-            store.clone(),
-            v1::Cluster::PREFIX,
-            WatcherConfig::default().named("scheduler_clusters"),
-            decode_cluster,
-        ),
+        store.clone(),
+        v1::Cluster::PREFIX,
+        WatcherConfig::default().named("scheduler_clusters"),
+        decode_cluster,
     );
 
     let ctx = Arc::new(Context {
@@ -764,42 +760,31 @@ mod tests {
         let apply = |generation: i64, rev: Revision| {
             Event::Apply(object(key, rev, binding("a", generation, None)))
         };
+        let ignored = |rev: Revision, b: v1::ResourceBinding| {
+            trigger.map(&Event::Apply(object(key, rev, b))).is_empty()
+        };
+        // observed generation = generation: a status-only write or the scheduler's own
+        let observed = |generation: i64| {
+            let mut b = binding("a", generation, None);
+            b.status
+                .get_or_insert_with(Default::default)
+                .scheduler_observed_generation = generation;
+            b
+        };
         assert_eq!(trigger.map(&apply(1, 10)), vec![key.to_owned()], "add");
-        let mut status_only = binding("a", 1, None);
-        status_only
-            .status
-            .get_or_insert_with(Default::default)
-            .scheduler_observed_generation = 1;
-        assert!(
-            trigger
-                .map(&Event::Apply(object(key, 11, status_only)))
-                .is_empty(),
-            "SC-2.2: status-only update"
-        );
+        assert!(ignored(11, observed(1)), "SC-2.2: status-only update");
         assert_eq!(
             trigger.map(&apply(2, 12)),
             vec![key.to_owned()],
             "generation"
         );
-        let mut own_write = binding("a", 3, None);
-        own_write
-            .status
-            .get_or_insert_with(Default::default)
-            .scheduler_observed_generation = 3;
         assert!(
-            trigger
-                .map(&Event::Apply(object(key, 13, own_write)))
-                .is_empty(),
+            ignored(13, observed(3)),
             "the scheduler's own write (observed = generation) is not re-queued"
         );
         let mut other = binding("a", 4, None);
         other.spec.as_mut().unwrap().scheduler_name = "other-scheduler".into();
-        assert!(
-            trigger
-                .map(&Event::Apply(object(key, 14, other)))
-                .is_empty(),
-            "SC-1: another scheduler's binding"
-        );
+        assert!(ignored(14, other), "SC-1: another scheduler's binding");
     }
 
     #[test]

@@ -458,6 +458,22 @@ mod tests {
         rb
     }
 
+    /// [`decide`] with the default options, not forced, at `now`.
+    fn decide_at(rb: &ResourceBinding, clusters: &[Cluster], now: Time) -> Decision {
+        decide(rb, clusters, ScheduleOptions::default(), false, now)
+    }
+
+    /// The taint manager's graceful eviction task from `cluster`.
+    fn taint_task(cluster: &str) -> flotilla_core::types::GracefulEvictionTask {
+        flotilla_core::types::GracefulEvictionTask {
+            from_cluster: cluster.into(),
+            purge_mode: flotilla_core::types::PurgeMode::Gracefully,
+            producer: "TaintManager".into(),
+            reason: "TaintUntolerated".into(),
+            ..Default::default()
+        }
+    }
+
     fn domain(b: &v1::ResourceBinding) -> ResourceBinding {
         ResourceBinding::try_from(b.clone()).expect("a valid binding")
     }
@@ -466,13 +482,7 @@ mod tests {
     fn sc_4_1_success_sets_result_placement_condition_and_observed_generation() {
         let rb = duplicated(2, &[]);
         let clusters = [cluster("member1")];
-        let decision = decide(
-            &rb,
-            &clusters,
-            ScheduleOptions::default(),
-            false,
-            Time::from_secs(0),
-        );
+        let decision = decide_at(&rb, &clusters, Time::from_secs(0));
         let old = v1::ResourceBinding::from(rb.clone());
         let now = Time::from_secs(100);
         let new = plan_write(&old, &rb, &decision, now).expect("writes");
@@ -498,13 +508,7 @@ mod tests {
 
         // The same decision again on the written object: nothing to write.
         let rb2 = ResourceBinding::try_from(new.clone()).unwrap();
-        let again = decide(
-            &rb2,
-            &clusters,
-            ScheduleOptions::default(),
-            false,
-            Time::from_secs(0),
-        );
+        let again = decide_at(&rb2, &clusters, Time::from_secs(0));
         assert!(matches!(again, Decision::Scheduled { .. }), "SC-3.5");
         assert_eq!(plan_write(&new, &rb2, &again, Time::from_secs(200)), None);
     }
@@ -515,15 +519,9 @@ mod tests {
     /// the binding stayed `Scheduled=False` for good.
     #[test]
     fn a6_a_recovered_evicted_cluster_with_no_replacement_is_scheduled_again() {
-        use flotilla_core::types::{GracefulEvictionTask, PurgeMode, Taint, TaintEffect};
+        use flotilla_core::types::{Taint, TaintEffect};
         let mut rb = duplicated(2, &[]);
-        rb.spec.graceful_eviction_tasks.push(GracefulEvictionTask {
-            from_cluster: "member1".into(),
-            purge_mode: PurgeMode::Gracefully,
-            producer: "TaintManager".into(),
-            reason: "TaintUntolerated".into(),
-            ..Default::default()
-        });
+        rb.spec.graceful_eviction_tasks.push(taint_task("member1"));
         let mut member1 = cluster("member1");
         member1.status.conditions.push(Condition {
             type_: "Ready".into(),
@@ -537,22 +535,10 @@ mod tests {
             TaintEffect::NoExecute,
             None,
         ));
-        let decision = decide(
-            &rb,
-            &[tainted],
-            ScheduleOptions::default(),
-            false,
-            Time::from_secs(0),
-        );
+        let decision = decide_at(&rb, &[tainted], Time::from_secs(0));
         assert!(matches!(decision, Decision::Failed { .. }), "{decision:?}");
         // Ready and untainted: scheduled again and the task ends in the same write
-        let decision = decide(
-            &rb,
-            &[member1],
-            ScheduleOptions::default(),
-            false,
-            Time::from_secs(0),
-        );
+        let decision = decide_at(&rb, &[member1], Time::from_secs(0));
         let Decision::Scheduled { reinstated, .. } = &decision else {
             panic!("{decision:?}");
         };
@@ -687,13 +673,7 @@ mod tests {
     fn a11_failback_waits_for_the_window_then_moves_back_gracefully() {
         let (rb, clusters) = evicted_with_failback();
         // within the window: nothing moves; the pending failback is reported
-        let early = decide(
-            &rb,
-            &clusters,
-            ScheduleOptions::default(),
-            false,
-            Time::from_secs(1030),
-        );
+        let early = decide_at(&rb, &clusters, Time::from_secs(1030));
         assert_eq!(
             early,
             Decision::Unchanged {
@@ -703,7 +683,7 @@ mod tests {
         );
         // the window is over: a Fresh schedule prefers member1 again
         let now = Time::from_secs(1061);
-        let due = decide(&rb, &clusters, ScheduleOptions::default(), false, now);
+        let due = decide_at(&rb, &clusters, now);
         let Decision::Scheduled {
             trigger, outcome, ..
         } = &due
@@ -746,7 +726,7 @@ mod tests {
         // without the policy field nothing moves back (SC-3.8)
         let mut off = rb.clone();
         off.spec.failover = None;
-        let decision = decide(&off, &clusters, ScheduleOptions::default(), false, now);
+        let decision = decide_at(&off, &clusters, now);
         assert!(
             matches!(decision, Decision::Unchanged { .. }),
             "{decision:?}"
@@ -755,18 +735,11 @@ mod tests {
 
     #[test]
     fn a11_a_taint_eviction_is_remembered_when_the_refill_is_written() {
-        use flotilla_core::types::{GracefulEvictionTask, PurgeMode};
         let (mut rb, clusters) = evicted_with_failback();
         rb.status.failback_clusters.clear();
         // the taint manager just took member1 out (2 of 3 replicas) with a task
         rb.spec.clusters = vec![TargetCluster::new("member2", 1)];
-        rb.spec.graceful_eviction_tasks.push(GracefulEvictionTask {
-            from_cluster: "member1".into(),
-            purge_mode: PurgeMode::Gracefully,
-            producer: "TaintManager".into(),
-            reason: "TaintUntolerated".into(),
-            ..Default::default()
-        });
+        rb.spec.graceful_eviction_tasks.push(taint_task("member1"));
         let mut tainted = clusters.clone();
         tainted[0]
             .spec
@@ -777,7 +750,7 @@ mod tests {
                 None,
             ));
         let now = Time::from_secs(2000);
-        let refill = decide(&rb, &tainted, ScheduleOptions::default(), false, now);
+        let refill = decide_at(&rb, &tainted, now);
         assert!(
             matches!(refill.trigger(), Some(ScheduleTrigger::ReplicasChanged)),
             "{refill:?}"
@@ -796,7 +769,7 @@ mod tests {
         rb.status.failback_clusters.clear();
         clusters[1].meta.deletion_timestamp = Some(Time::from_secs(5));
         let now = Time::from_secs(5000);
-        let decision = decide(&rb, &clusters, ScheduleOptions::default(), false, now);
+        let decision = decide_at(&rb, &clusters, now);
         assert!(
             matches!(
                 decision.trigger(),

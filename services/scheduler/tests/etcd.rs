@@ -13,45 +13,21 @@ use crate::common::*;
 use flotilla_core::types::{ResourceBinding, TaintEffect};
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
+use flotilla_runtime::testing::grpc::wait_serving;
 use flotilla_scheduler::Config;
 use flotilla_store::testing::EtcdServer;
 use flotilla_store::typed::{Stored, Typed, decode, encode};
 use flotilla_store::{Compare, CompareOp, Event as StoreEvent, Op, StoreRef, Txn, WatchEvent};
-use tokio::net::TcpListener;
 
 async fn start_service(store: StoreRef) -> (Shutdown, tokio::task::JoinHandle<anyhow::Result<()>>) {
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = grpc.local_addr().unwrap();
-    let shutdown = Shutdown::new();
     let mut config = Config {
         lease_ttl: Duration::from_secs(3),
         ..Config::default()
     };
-    if let Some(workers) = std::env::var("FLOTILLA_SCHEDULER_WORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        config.controller.workers = workers;
-    }
-    let task = tokio::spawn(run_scheduler(store, config, grpc, None, shutdown.clone()));
+    config.controller.workers = env_or("FLOTILLA_SCHEDULER_WORKERS", config.controller.workers);
+    let (shutdown, task, url) = spawn_scheduler(store, config, false).await;
     // Serving once both caches synced.
-    eventually(Duration::from_secs(20), "SERVING", || async move {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-            .ok()?
-            .connect()
-            .await
-            .ok()?;
-        let resp = tonic_health::pb::health_client::HealthClient::new(channel)
-            .check(tonic_health::pb::HealthCheckRequest {
-                service: String::new(),
-            })
-            .await
-            .ok()?;
-        (resp.into_inner().status
-            == tonic_health::pb::health_check_response::ServingStatus::Serving as i32)
-            .then_some(())
-    })
-    .await;
+    wait_serving(&url, "", Duration::from_secs(20)).await;
     (shutdown, task)
 }
 
@@ -64,8 +40,7 @@ async fn etcd_seed_divided_failover() {
     create_cluster(&typed, cluster("member2")).await;
     let (shutdown, task) = start_service(store.clone()).await;
 
-    let created = create_binding(&typed, binding("nginx", divided_static_placement(), 3)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let key = create_binding_key(&typed, binding("nginx", divided_static_placement(), 3)).await;
     let first = wait_binding(&typed, &key, "first schedule", |rb| {
         rb.spec.clusters == targets(&[("member1", 1), ("member2", 2)])
     })
@@ -88,12 +63,7 @@ async fn etcd_seed_divided_failover() {
     assert_eq!(scheduled(&after), Some(("True".into(), "Success".into())));
     assert_eq!(after.spec.graceful_eviction_tasks.len(), 1);
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("stops")
-        .unwrap()
-        .unwrap();
+    stop_task(&shutdown, Duration::from_secs(15), task, "stops").await;
 }
 
 /// Evicts `cluster` from every binding (TM-11), 64 guarded puts per transaction, 4
@@ -154,6 +124,16 @@ async fn watch_bindings(store: &StoreRef) -> flotilla_store::WatchStream {
         .unwrap()
 }
 
+/// Converged: on `on`, scheduled for the current generation, with `tasks` eviction tasks.
+fn all_on(on: &[(&str, i32)], tasks: usize) -> impl Fn(&ResourceBinding) -> bool {
+    let on = targets(on);
+    move |rb| {
+        rb.spec.clusters == on
+            && rb.status.scheduler_observed_generation == rb.meta.generation
+            && rb.spec.graceful_eviction_tasks.len() == tasks
+    }
+}
+
 /// Follows `watch` until `n` distinct bindings satisfy `done`.
 async fn wait_converged(
     mut watch: flotilla_store::WatchStream,
@@ -194,10 +174,7 @@ async fn wait_converged(
 /// asserted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_failover_burst() {
-    let n: usize = std::env::var("FLOTILLA_SCHEDULER_BURST")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let n: usize = env_or("FLOTILLA_SCHEDULER_BURST", 1000);
     let etcd = EtcdServer::start().await;
     let store: StoreRef = Arc::new(etcd.store("scheduler-burst").await);
     let typed = Typed::new(store.clone());
@@ -228,12 +205,7 @@ async fn etcd_failover_burst() {
     let watch = watch_bindings(&store).await;
     let started = Instant::now();
     let (shutdown, task) = start_service(store.clone()).await;
-    wait_converged(watch, n, |rb| {
-        rb.spec.clusters == targets(&[("member2", 3)])
-            && rb.status.scheduler_observed_generation == rb.meta.generation
-            && rb.spec.graceful_eviction_tasks.len() == 1
-    })
-    .await;
+    wait_converged(watch, n, all_on(&[("member2", 3)], 1)).await;
     let cold = started.elapsed();
 
     // 2. Live.
@@ -241,12 +213,7 @@ async fn etcd_failover_burst() {
     let watch = watch_bindings(&store).await;
     let started = Instant::now();
     let evicting = evict_all(&store, "member2").await;
-    wait_converged(watch, n, |rb| {
-        rb.spec.clusters == targets(&[("member3", 3)])
-            && rb.status.scheduler_observed_generation == rb.meta.generation
-            && rb.spec.graceful_eviction_tasks.len() == 2
-    })
-    .await;
+    wait_converged(watch, n, all_on(&[("member3", 3)], 2)).await;
     let live = started.elapsed();
 
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
@@ -260,10 +227,5 @@ async fn etcd_failover_burst() {
         rate(live),
     );
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("stops")
-        .unwrap()
-        .unwrap();
+    stop_task(&shutdown, Duration::from_secs(15), task, "stops").await;
 }

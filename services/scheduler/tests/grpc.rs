@@ -15,33 +15,18 @@ use flotilla_proto::v1;
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_proto::v1::scheduler_server::SchedulerServer;
 use flotilla_runtime::Shutdown;
+use flotilla_runtime::testing::grpc::{serve_loopback, wait_serving};
 use flotilla_scheduler::{Config, SchedulerService};
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
-use tokio::net::TcpListener;
 use tonic::Code;
-use tonic::transport::{Channel, Server};
+use tonic::transport::Channel;
 use tonic_types::StatusExt;
 
 async fn client() -> (SchedulerClient<Channel>, Shutdown) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let shutdown = Shutdown::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        Server::builder()
-            .add_service(SchedulerServer::new(SchedulerService::default()))
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                stop.triggered(),
-            )
-            .await
-            .unwrap();
-    });
-    let client = SchedulerClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap();
-    (client, shutdown)
+    let (url, shutdown) =
+        serve_loopback(|s| s.add_service(SchedulerServer::new(SchedulerService::default()))).await;
+    (SchedulerClient::connect(url).await.unwrap(), shutdown)
 }
 
 fn request(
@@ -87,7 +72,9 @@ fn settled(mut rb: ResourceBinding, previous: &[(&str, i32)]) -> ResourceBinding
     rb
 }
 
-fn evicted(mut rb: ResourceBinding, cluster: &str) -> ResourceBinding {
+/// [`settled`] on `previous`, then `cluster` evicted by the taint manager (with its task).
+fn evicted(rb: ResourceBinding, previous: &[(&str, i32)], cluster: &str) -> ResourceBinding {
+    let mut rb = settled(rb, previous);
     let replicas = rb
         .spec
         .clusters
@@ -137,10 +124,8 @@ async fn simulate_table() {
             name: "seed (b) member1 evicted: everything to member2",
             req: request(
                 evicted(
-                    settled(
-                        binding("nginx", divided_static_placement(), 3),
-                        &[("member1", 1), ("member2", 2)],
-                    ),
+                    binding("nginx", divided_static_placement(), 3),
+                    &[("member1", 1), ("member2", 2)],
                     "member1",
                 ),
                 vec![
@@ -167,10 +152,8 @@ async fn simulate_table() {
             name: "seed (a) Duplicated spread 2..2, member2 evicted: member1 kept + member3",
             req: request(
                 evicted(
-                    settled(
-                        binding("nginx", duplicated_spread_placement(), 2),
-                        &[("member1", 2), ("member2", 2)],
-                    ),
+                    binding("nginx", duplicated_spread_placement(), 2),
+                    &[("member1", 2), ("member2", 2)],
                     "member2",
                 ),
                 {
@@ -417,44 +400,13 @@ async fn the_service_serves_and_schedules() {
     let typed = Typed::new(store.clone());
     create_cluster(&typed, cluster("member1")).await;
     create_cluster(&typed, cluster("member2")).await;
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = grpc.local_addr().unwrap();
-    let shutdown = Shutdown::new();
     let config = Config {
         lease_ttl: Duration::from_secs(2),
         ..Config::default()
     };
-    let service = tokio::spawn(run_scheduler(
-        store.clone(),
-        config,
-        grpc,
-        Some(admin),
-        shutdown.clone(),
-    ));
-
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
-    eventually(Duration::from_secs(10), "SERVING", || {
-        let mut health = health.clone();
-        async move {
-            let resp = health
-                .check(tonic_health::pb::HealthCheckRequest {
-                    service: "flotilla.v1.Scheduler".into(),
-                })
-                .await
-                .ok()?;
-            (resp.into_inner().status
-                == tonic_health::pb::health_check_response::ServingStatus::Serving as i32)
-                .then_some(())
-        }
-    })
-    .await;
-    let _ = &mut health;
+    let (shutdown, service, url) = spawn_scheduler(store.clone(), config, true).await;
+    wait_serving(&url, "flotilla.v1.Scheduler", Duration::from_secs(10)).await;
+    let channel = Channel::from_shared(url).unwrap().connect().await.unwrap();
 
     let mut client = SchedulerClient::new(channel);
     let resp = client
@@ -467,8 +419,7 @@ async fn the_service_serves_and_schedules() {
         .into_inner();
     assert_eq!(result(&resp), pairs(&[("member1", 1), ("member2", 2)]));
 
-    let created = create_binding(&typed, binding("nginx", divided_static_placement(), 3)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let key = create_binding_key(&typed, binding("nginx", divided_static_placement(), 3)).await;
     let rb = wait_binding(&typed, &key, "scheduled by the leader", |rb| {
         !rb.spec.clusters.is_empty()
     })
@@ -477,10 +428,11 @@ async fn the_service_serves_and_schedules() {
     let (leaders, _) = store.list("leases/scheduler/", 0).await.unwrap();
     assert_eq!(leaders.len(), 1, "one candidate, leading");
 
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(10), service)
-        .await
-        .expect("stops on shutdown")
-        .unwrap()
-        .unwrap();
+    stop_task(
+        &shutdown,
+        Duration::from_secs(10),
+        service,
+        "stops on shutdown",
+    )
+    .await;
 }

@@ -11,26 +11,17 @@ use flotilla_runtime::Shutdown;
 use flotilla_scheduler::{Config, LEADER_ELECTION};
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
-use tokio::net::TcpListener;
 
 async fn replica(
     store: &StoreRef,
     identity: &str,
 ) -> (Shutdown, tokio::task::JoinHandle<anyhow::Result<()>>) {
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let shutdown = Shutdown::new();
     let config = Config {
         identity: identity.to_owned(),
         lease_ttl: Duration::from_secs(2),
         ..Config::default()
     };
-    let task = tokio::spawn(run_scheduler(
-        store.clone(),
-        config,
-        grpc,
-        None,
-        shutdown.clone(),
-    ));
+    let (shutdown, task, _) = spawn_scheduler(store.clone(), config, false).await;
     (shutdown, task)
 }
 
@@ -61,23 +52,16 @@ async fn the_follower_takes_over_when_the_leader_stops() {
     })
     .await;
 
-    let first = create_binding(&typed, binding("one", divided_static_placement(), 3)).await;
-    let key = binding_key("default", &first.metadata.as_ref().unwrap().name);
+    let key = create_binding_key(&typed, binding("one", divided_static_placement(), 3)).await;
     wait_binding(&typed, &key, "scheduled by a", |rb| {
         rb.spec.clusters == targets(&[("member1", 1), ("member2", 2)])
     })
     .await;
 
     // The leader stops (resigns): b leads and schedules the next binding.
-    stop_a.trigger();
-    tokio::time::timeout(Duration::from_secs(10), task_a)
-        .await
-        .expect("a stops")
-        .unwrap()
-        .unwrap();
+    stop_task(&stop_a, Duration::from_secs(10), task_a, "a stops").await;
     assert_eq!(candidates(&store).await, 1, "only b is left");
-    let second = create_binding(&typed, binding("two", divided_static_placement(), 3)).await;
-    let key = binding_key("default", &second.metadata.as_ref().unwrap().name);
+    let key = create_binding_key(&typed, binding("two", divided_static_placement(), 3)).await;
     let rb = wait_binding(&typed, &key, "scheduled by b", |rb| {
         !rb.spec.clusters.is_empty()
     })
@@ -85,10 +69,5 @@ async fn the_follower_takes_over_when_the_leader_stops() {
     assert_eq!(rb.spec.clusters, targets(&[("member1", 1), ("member2", 2)]));
     assert_eq!(rb.status.scheduler_observed_generation, rb.meta.generation);
 
-    stop_b.trigger();
-    tokio::time::timeout(Duration::from_secs(10), task_b)
-        .await
-        .expect("b stops")
-        .unwrap()
-        .unwrap();
+    stop_task(&stop_b, Duration::from_secs(10), task_b, "b stops").await;
 }

@@ -3,26 +3,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use async_trait::async_trait;
-use bytes::Bytes;
 use flotilla_core::types::{
     ClusterAffinity, Placement, ReplicaDivisionPreference, ReplicaSchedulingStrategy,
     ReplicaSchedulingType, TaintEffect,
 };
 use flotilla_proto::v1;
 use flotilla_runtime::events::Recorder;
+use flotilla_runtime::testing::Interpose;
 use flotilla_runtime::{Action, Shutdown};
 use flotilla_scheduler::controller::{self, ControllerConfig, Running, reconcile};
 use flotilla_store::typed::Typed;
-use flotilla_store::{
-    DeleteResponse, KeyValue, Lease, LeaseId, MemStore, Op, RangeRequest, RangeResponse, Result,
-    Revision, Store, StoreRef, Txn, TxnResponse, WatchStream,
-};
+use flotilla_store::{MemStore, StoreRef};
 
 struct Harness {
     typed: Typed,
@@ -71,6 +66,16 @@ async fn start() -> Harness {
     start_with(store.clone(), store).await
 }
 
+/// A running scheduler with member1 and member2 and the seed binding `nginx` (Divided,
+/// static weights 1:2, 3 replicas); the binding's key.
+async fn start_with_seed() -> (Harness, String) {
+    let h = start().await;
+    create_cluster(&h.typed, cluster("member1")).await;
+    create_cluster(&h.typed, cluster("member2")).await;
+    let key = create_binding_key(&h.typed, binding("nginx", divided_static_placement(), 3)).await;
+    (h, key)
+}
+
 async fn events(typed: &Typed, reason: &str) -> Vec<v1::Event> {
     eventually(Duration::from_secs(5), reason, || async {
         let (all, _) = typed.list::<v1::Event>(None).await.unwrap();
@@ -82,11 +87,7 @@ async fn events(typed: &Typed, reason: &str) -> Vec<v1::Event> {
 
 #[tokio::test]
 async fn sc_16_seed_divided_static_weights_then_eviction_moves_replicas_to_member2() {
-    let h = start().await;
-    create_cluster(&h.typed, cluster("member1")).await;
-    create_cluster(&h.typed, cluster("member2")).await;
-    let created = create_binding(&h.typed, binding("nginx", divided_static_placement(), 3)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let (h, key) = start_with_seed().await;
 
     // SC-2.1 add → SC-3.2 (never applied) → SC-16 Webster 1:2 over 3 replicas.
     let first = wait_binding(&h.typed, &key, "first schedule", |rb| {
@@ -141,9 +142,8 @@ async fn sc_6_seed_duplicated_spread_eviction_keeps_member1_and_adds_another() {
     for name in ["member1", "member2", "member3", "member5"] {
         create_cluster(&h.typed, cluster(name)).await;
     }
-    let created =
-        create_binding(&h.typed, binding("nginx", duplicated_spread_placement(), 2)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let key =
+        create_binding_key(&h.typed, binding("nginx", duplicated_spread_placement(), 2)).await;
     // First schedule: all scores 0, equal capacity → by name (SC-9): member1, member2.
     wait_binding(&h.typed, &key, "first schedule", |rb| {
         rb.spec.clusters == targets(&[("member1", 2), ("member2", 2)])
@@ -186,8 +186,7 @@ async fn sc_4_3_fit_error_empties_the_result_with_a_condition_and_no_observed_bu
         }),
         ..divided_static_placement()
     };
-    let created = create_binding(&h.typed, binding("only1", placement, 2)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let key = create_binding_key(&h.typed, binding("only1", placement, 2)).await;
     let first = wait_binding(&h.typed, &key, "first schedule", |rb| {
         rb.spec.clusters == targets(&[("member1", 2)])
     })
@@ -240,8 +239,7 @@ async fn sc_4_2_unschedulable_keeps_the_result_and_retries_with_backoff() {
         }),
         ..Default::default()
     };
-    let created = create_binding(&h.typed, binding("big", aggregated, 6)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let key = create_binding_key(&h.typed, binding("big", aggregated, 6)).await;
     let stuck = wait_binding(&h.typed, &key, "Unschedulable", |rb| {
         scheduled(rb).is_some_and(|(_, r)| r == "Unschedulable")
     })
@@ -288,8 +286,7 @@ async fn sc_2_3_cluster_taint_change_requeues_affected_bindings() {
         }),
         ..Default::default()
     };
-    let created = create_binding(&h.typed, binding("web", dup, 1)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let key = create_binding_key(&h.typed, binding("web", dup, 1)).await;
     let first = wait_binding(&h.typed, &key, "first schedule", |rb| {
         rb.spec.clusters == targets(&[("member1", 1)])
     })
@@ -319,11 +316,7 @@ async fn sc_2_3_cluster_taint_change_requeues_affected_bindings() {
 
 #[tokio::test]
 async fn no_write_when_nothing_changed() {
-    let h = start().await;
-    create_cluster(&h.typed, cluster("member1")).await;
-    create_cluster(&h.typed, cluster("member2")).await;
-    let created = create_binding(&h.typed, binding("nginx", divided_static_placement(), 3)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let (h, key) = start_with_seed().await;
     let settled = wait_binding(&h.typed, &key, "scheduled", |rb| {
         rb.status.scheduler_observed_generation == rb.meta.generation
             && !rb.spec.clusters.is_empty()
@@ -350,66 +343,6 @@ async fn no_write_when_nothing_changed() {
 // I5: a concurrent writer between the scheduler's read and its write
 // ---------------------------------------------------------------------------------------
 
-type Mutation = Box<dyn Fn(&mut v1::ResourceBinding) + Send + Sync>;
-
-/// A store that, the first time a transaction writes `key`, first applies `mutation` to that
-/// key itself (another service's CAS landing between the scheduler's read and its write),
-/// then forwards the transaction — whose compare must now fail.
-struct Interposer {
-    inner: StoreRef,
-    key: String,
-    mutation: Mutex<Option<Mutation>>,
-    writes_to_key: AtomicUsize,
-}
-
-#[async_trait]
-impl Store for Interposer {
-    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        self.inner.get(key).await
-    }
-    async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
-        self.inner.range(req).await
-    }
-    async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
-        self.inner.put(key, value, lease).await
-    }
-    async fn delete(&self, key: &str) -> Result<DeleteResponse> {
-        self.inner.delete(key).await
-    }
-    async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        let touches = txn
-            .success
-            .iter()
-            .any(|op| matches!(op, Op::Put { key, .. } if *key == self.key));
-        if touches {
-            self.writes_to_key.fetch_add(1, Ordering::SeqCst);
-            let mutation = self.mutation.lock().unwrap().take();
-            if let Some(mutation) = mutation {
-                modify(&Typed::new(self.inner.clone()), &self.key, |b| mutation(b)).await;
-            }
-        }
-        self.inner.txn(txn).await
-    }
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
-    }
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.current_revision().await
-    }
-    async fn watch(&self, prefix: &str, from: Option<Revision>) -> Result<WatchStream> {
-        self.inner.watch(prefix, from).await
-    }
-    async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
-        self.inner.lease_grant(ttl).await
-    }
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
-        self.inner.lease_keep_alive(lease).await
-    }
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner.lease_revoke(lease).await
-    }
-}
-
 #[tokio::test]
 async fn i5_task_appended_between_read_and_write_is_not_lost() {
     let store: StoreRef = Arc::new(MemStore::new());
@@ -422,27 +355,33 @@ async fn i5_task_appended_between_read_and_write_is_not_lost() {
     let mut rb = binding("nginx", divided_static_placement(), 3);
     rb.spec.clusters = targets(&[("member1", 1), ("member2", 2)]);
     rb.status.applied_placement = rb.spec.placement.clone();
-    let created = create_binding(&typed, rb).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let key = create_binding_key(&typed, rb).await;
     add_taint(&typed, "member1", not_ready(TaintEffect::NoExecute)).await;
     evict(&typed, &key, "member1").await;
 
     // The concurrent writer: graceful eviction stamps the task (GE-3.1) and an application
     // failover appends a task for member3 (not a target) — between the scheduler's read and
     // its write.
-    let interposer = Arc::new(Interposer {
-        inner: store.clone(),
-        key: key.clone(),
-        mutation: Mutex::new(Some(Box::new(|b: &mut v1::ResourceBinding| {
-            let spec = b.spec.as_mut().unwrap();
-            spec.graceful_eviction_tasks[0].creation_timestamp = Some(prost_types_ts(42));
-            let mut task = taint_task("member3", None);
-            task.producer = "resource-binding-application-failover-controller".into();
-            task.reason = "ApplicationFailure".into();
-            spec.graceful_eviction_tasks.push(task);
-        }))),
-        writes_to_key: AtomicUsize::new(0),
-    });
+    let hook_store = store.clone();
+    let hook_key = key.clone();
+    let interposer = Interpose::new(
+        store.clone(),
+        &key,
+        Box::new(move || {
+            let (typed, key) = (Typed::new(hook_store.clone()), hook_key.clone());
+            Box::pin(async move {
+                modify(&typed, &key, |b: &mut v1::ResourceBinding| {
+                    let spec = b.spec.as_mut().unwrap();
+                    spec.graceful_eviction_tasks[0].creation_timestamp = Some(prost_types_ts(42));
+                    let mut task = taint_task("member3", None);
+                    task.producer = "resource-binding-application-failover-controller".into();
+                    task.reason = "ApplicationFailure".into();
+                    spec.graceful_eviction_tasks.push(task);
+                })
+                .await;
+            })
+        }),
+    );
     let h = start_with(store.clone(), interposer.clone()).await;
 
     let after = wait_binding(&h.typed, &key, "rescheduled", |rb| {
@@ -450,7 +389,7 @@ async fn i5_task_appended_between_read_and_write_is_not_lost() {
     })
     .await;
     assert!(
-        interposer.writes_to_key.load(Ordering::SeqCst) >= 2,
+        interposer.key_txns() >= 2,
         "the first write lost its compare and was redone after a re-read"
     );
     let tasks = &after.spec.graceful_eviction_tasks;
@@ -470,11 +409,7 @@ fn prost_types_ts(seconds: i64) -> prost_types::Timestamp {
 
 #[tokio::test]
 async fn sc_3_6_a_deleting_target_cluster_is_replaced() {
-    let h = start().await;
-    create_cluster(&h.typed, cluster("member1")).await;
-    create_cluster(&h.typed, cluster("member2")).await;
-    let created = create_binding(&h.typed, binding("nginx", divided_static_placement(), 3)).await;
-    let key = binding_key("default", &created.metadata.as_ref().unwrap().name);
+    let (h, key) = start_with_seed().await;
     wait_binding(&h.typed, &key, "first schedule", |rb| {
         rb.spec.clusters == targets(&[("member1", 1), ("member2", 2)])
     })

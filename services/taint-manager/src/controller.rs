@@ -37,12 +37,10 @@ use flotilla_proto::v1;
 use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::queue::Reason;
 use flotilla_runtime::read_decide_write;
-use flotilla_runtime::{
-    Action, BatchWriter, Cache, Event, EventType, Recorder, Regarding, WorkQueue,
-};
+use flotilla_runtime::{Action, Cache, Event, EventType, Regarding, WorkQueue, Writes};
 use flotilla_store::ObjectKey;
 use flotilla_store::StoreError;
-use flotilla_store::typed::{Typed, Update, cluster_scoped_key};
+use flotilla_store::typed::{Update, cluster_scoped_key};
 
 use crate::Config;
 use crate::error::Error;
@@ -92,10 +90,9 @@ pub struct Context {
     pub(crate) clusters: Cache<Cluster>,
     pub(crate) bindings: Cache<v1::ResourceBinding>,
     pub(crate) queue: WorkQueue<EvictKey>,
-    /// Reads (re-reads after a conflict) go to the store directly.
-    pub(crate) typed: Typed,
-    pub(crate) writer: BatchWriter<v1::ResourceBinding>,
-    pub(crate) recorder: Recorder,
+    /// Evictions and events; reads (re-reads after a conflict) go to the store directly
+    /// through `writes.typed`.
+    pub(crate) writes: Writes<v1::ResourceBinding>,
     brake: Mutex<Brake>,
     /// The NoExecute taints last acted on, per cluster: a cluster update that does not
     /// change them (a heartbeat) re-enqueues nothing.
@@ -140,18 +137,14 @@ impl Context {
         clusters: Cache<Cluster>,
         bindings: Cache<v1::ResourceBinding>,
         queue: WorkQueue<EvictKey>,
-        typed: Typed,
-        writer: BatchWriter<v1::ResourceBinding>,
-        recorder: Recorder,
+        writes: Writes<v1::ResourceBinding>,
     ) -> Self {
         Context {
             config,
             clusters,
             bindings,
             queue,
-            typed,
-            writer,
-            recorder,
+            writes,
             brake: Mutex::new(Brake {
                 memory: BrakeMemory::default(),
                 bucket: TokenBucket::new(),
@@ -374,7 +367,7 @@ impl Context {
             } else {
                 EventType::Normal
             };
-            self.recorder.record(
+            self.writes.recorder.record(
                 Regarding {
                     kind: "TaintManager",
                     namespace: "",
@@ -553,7 +546,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
     read_decide_write!(
         key.binding,
         first,
-        ctx.typed.get(&key.binding),
+        ctx.writes.typed.get(&key.binding),
         |current, attempt| {
             let Some(wire) = current else {
                 return Ok(Action::await_change());
@@ -619,7 +612,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
             // that is not tolerated. A taint removed meanwhile fails this guard instead of
             // evicting from a recovered cluster.
             let update = Update::new(wire, new).guarded_by(&cluster_key, cluster_obj.revision);
-            match ctx.writer.write(update).await {
+            match ctx.writes.writer.write(update).await {
                 Ok(_) => {
                     let (namespace, name) = key.binding.namespace_name();
                     tracing::info!(
@@ -636,7 +629,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
                         "reason" => reason
                     )
                     .increment(1);
-                    ctx.recorder.record(
+                    ctx.writes.recorder.record(
                         Regarding::binding(namespace, name),
                         EventType::Normal,
                         "EvictWorkloadFromCluster",
@@ -660,7 +653,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
                 }
                 Err(e) => {
                     let (namespace, name) = key.binding.namespace_name();
-                    ctx.recorder.record(
+                    ctx.writes.recorder.record(
                         Regarding::binding(namespace, name),
                         EventType::Warning,
                         "EvictWorkloadFromClusterFailed",

@@ -34,10 +34,9 @@ use flotilla_core::eviction::EvictionRateConfig;
 use flotilla_core::types::{Cluster, PurgeMode};
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
-use flotilla_runtime::args::ArgError;
+use flotilla_runtime::args::{ArgError, or_errors, require};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CommonArgs, Controller, Elected, QueueConfig, Readiness, Shutdown,
-    WatcherConfig, WorkQueue, Writer, reflect, watcher,
+    BatchConfig, CommonArgs, Controller, Elected, QueueConfig, Shutdown, WorkQueue, Writer,
 };
 use flotilla_store::typed::decode;
 use flotilla_store::{KeyValue, StoreRef};
@@ -179,36 +178,32 @@ impl Args {
                 })
             })
             .unwrap_or_default();
-        if let Some(rate) = self.eviction_rate
-            && !(rate.is_finite() && rate >= 0.0)
-        {
-            errors.push(ArgError {
-                flag: "eviction-rate",
-                message: "must be a finite number ≥ 0".into(),
-            });
-        }
-        if !(self.secondary_eviction_rate.is_finite() && self.secondary_eviction_rate >= 0.0) {
-            errors.push(ArgError {
-                flag: "secondary-eviction-rate",
-                message: "must be a finite number ≥ 0".into(),
-            });
-        }
-        if !(self.unhealthy_cluster_threshold > 0.0 && self.unhealthy_cluster_threshold <= 1.0) {
-            errors.push(ArgError {
-                flag: "unhealthy-cluster-threshold",
-                message: "must be in (0, 1]".into(),
-            });
-        }
-        if self.workers == 0 {
-            errors.push(ArgError {
-                flag: "workers",
-                message: "must be at least 1".into(),
-            });
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(Config {
+        require(
+            &mut errors,
+            self.eviction_rate
+                .is_none_or(|rate| rate.is_finite() && rate >= 0.0),
+            "eviction-rate",
+            "must be a finite number ≥ 0",
+        );
+        require(
+            &mut errors,
+            self.secondary_eviction_rate.is_finite() && self.secondary_eviction_rate >= 0.0,
+            "secondary-eviction-rate",
+            "must be a finite number ≥ 0",
+        );
+        require(
+            &mut errors,
+            self.unhealthy_cluster_threshold > 0.0 && self.unhealthy_cluster_threshold <= 1.0,
+            "unhealthy-cluster-threshold",
+            "must be in (0, 1]",
+        );
+        require(
+            &mut errors,
+            self.workers > 0,
+            "workers",
+            "must be at least 1",
+        );
+        or_errors(errors, || Config {
             eviction_enabled: self.enable_no_execute_taint_eviction,
             purge_mode,
             rate: EvictionRateConfig {
@@ -234,129 +229,72 @@ fn decode_cluster(kv: &KeyValue) -> Result<Cluster, String> {
     Cluster::try_from(wire).map_err(|e| e.to_string())
 }
 
-/// The taint manager's controller, prepared: its caches exist and are registered with the
-/// readiness (so that health reports SERVING only once they synced), nothing runs yet.
-struct Service {
+/// Runs the taint manager's controller until the shutdown fires: leader election on
+/// [`LEASE_PREFIX`], the watches that keep the writers' caches, and the eviction workers (only
+/// while leading, writes fenced).
+async fn run(
     store: StoreRef,
     config: Config,
     shutdown: Shutdown,
     clusters_writer: Writer<Cluster>,
     bindings_writer: Writer<v1::ResourceBinding>,
-}
+) -> Result<(), Error> {
+    let elected = Elected::spawn(
+        store.clone(),
+        LEASE_PREFIX,
+        &config.identity,
+        config.lease_ttl,
+        "taint-manager",
+        &shutdown,
+    );
+    // Queue keys are (cluster, binding): when two clusters of one binding fail together
+    // both evictions of that binding may be due at once, and etcd refuses a transaction
+    // that writes one key twice — so one write per key per batch (the second waits for
+    // the next batch and then loses its CAS and re-decides on the new binding).
+    let batches =
+        BatchConfig::group_commit(config.workers, "taint_manager").one_write_per_key(true);
+    let writes = elected.writes(batches, &shutdown);
+    let clusters = clusters_writer.cache();
+    let bindings = bindings_writer.cache();
+    let queue = WorkQueue::new(QueueConfig::new("taint_manager"));
+    let ctx = Arc::new(Context::new(
+        config.clone(),
+        clusters.clone(),
+        bindings.clone(),
+        queue.clone(),
+        writes,
+    ));
 
-impl std::fmt::Debug for Service {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
-// === impl Service ===
-
-impl Service {
-    /// Creates the caches and registers them with `readiness`.
-    pub fn new(store: StoreRef, config: Config, readiness: &Readiness, shutdown: Shutdown) -> Self {
-        let clusters_writer: Writer<Cluster> = Writer::new();
-        let bindings_writer: Writer<v1::ResourceBinding> =
-            Writer::new().with_index(controller::CLUSTER_INDEX, controller::index_targets);
-        readiness.add_cache("clusters", &clusters_writer.cache());
-        readiness.add_cache("bindings", &bindings_writer.cache());
-        Service {
-            store,
-            config,
-            shutdown,
-            clusters_writer,
-            bindings_writer,
-        }
-    }
-
-    /// Runs until the shutdown fires: leader election on [`LEASE_PREFIX`], the watches and
-    /// the eviction workers (only while leading, writes fenced).
-    pub async fn run(self) -> Result<(), Error> {
-        let Service {
-            store,
-            config,
-            shutdown,
-            clusters_writer,
-            bindings_writer,
-        } = self;
-        let elected = Elected::spawn(
-            store.clone(),
-            LEASE_PREFIX,
-            &config.identity,
-            config.lease_ttl,
-            "taint-manager",
-            &shutdown,
-        );
-        let typed = elected.typed();
-        let recorder = elected.recorder.clone();
-        // Queue keys are (cluster, binding): when two clusters of one binding fail together
-        // both evictions of that binding may be due at once, and etcd refuses a transaction
-        // that writes one key twice — so one write per key per batch (the second waits for
-        // the next batch and then loses its CAS and re-decides on the new binding).
-        let batches =
-            BatchConfig::group_commit(config.workers, "taint_manager").one_write_per_key(true);
-        let writer = BatchWriter::spawn_until(typed.clone(), batches, shutdown.clone());
-        let clusters = clusters_writer.cache();
-        let bindings = bindings_writer.cache();
-        let queue = WorkQueue::new(QueueConfig::new("taint_manager"));
-        let ctx = Arc::new(Context::new(
-            config.clone(),
-            clusters.clone(),
-            bindings.clone(),
-            queue.clone(),
-            typed,
-            writer,
-            recorder,
-        ));
-
-        let cluster_events = reflect(
-            clusters_writer,
-            watcher(
-                store.clone(),
-                "clusters/",
-                WatcherConfig::default().named("clusters"),
-                decode_cluster,
-            ),
-        );
-        let binding_events = reflect(
-            bindings_writer,
-            watcher(
-                store.clone(),
-                "bindings/",
-                WatcherConfig::default().named("bindings"),
-                // the plain typed decoder: values decoded by another service of the same
-                // process are shared (flotilla_runtime::watcher)
-                decode::<v1::ResourceBinding>,
-            ),
-        );
-        let (on_clusters, on_bindings) = (ctx.clone(), ctx.clone());
-        Controller::new(queue, controller::reconcile, controller::error_policy)
-            .watches_with(cluster_events, move |ev| {
-                controller::on_cluster_event(&on_clusters, ev)
-            })
-            .watches_with(binding_events, move |ev| {
-                controller::on_binding_event(&on_bindings, ev)
-            })
-            // decide only once both caches hold a full list
-            .ready_after("clusters", &clusters)
-            .ready_after("bindings", &bindings)
-            // one failover = one trace: an eviction continues the span that added the
-            // cluster's NoExecute taint (cluster-health)
-            .trace_parent(controller::taint_trace)
-            .workers(config.workers)
-            .leader(elected.leader())
-            .barrier(
-                CacheBarrier::new(store.clone())
-                    .cache("clusters/", &clusters)
-                    .cache("bindings/", &bindings),
-            )
-            .run(ctx, shutdown.clone())
-            .await;
-        elected.resign().await;
-        Ok(())
-    }
+    let cluster_events = clusters_writer.reflect_prefix(store.clone(), "clusters", decode_cluster);
+    // the plain typed decoder: values decoded by another service of the same process are
+    // shared (flotilla_runtime::watcher)
+    let binding_events =
+        bindings_writer.reflect_prefix(store.clone(), "bindings", decode::<v1::ResourceBinding>);
+    let (on_clusters, on_bindings) = (ctx.clone(), ctx.clone());
+    Controller::new(queue, controller::reconcile, controller::error_policy)
+        .watches_with(cluster_events, move |ev| {
+            controller::on_cluster_event(&on_clusters, ev)
+        })
+        .watches_with(binding_events, move |ev| {
+            controller::on_binding_event(&on_bindings, ev)
+        })
+        // decide only once both caches hold a full list
+        .ready_after("clusters", &clusters)
+        .ready_after("bindings", &bindings)
+        // one failover = one trace: an eviction continues the span that added the
+        // cluster's NoExecute taint (cluster-health)
+        .trace_parent(controller::taint_trace)
+        .workers(config.workers)
+        .leader(elected.leader())
+        .barrier(
+            CacheBarrier::new(store.clone())
+                .cache("clusters/", &clusters)
+                .cache("bindings/", &bindings),
+        )
+        .run(ctx, shutdown.clone())
+        .await;
+    elected.resign().await;
+    Ok(())
 }
 
 flotilla_runtime::service! {
@@ -381,13 +319,23 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         "taint-manager configured"
     );
     // Caches first, so that health says SERVING only once they synced.
-    let service = Service::new(
+    let clusters_writer: Writer<Cluster> = Writer::new();
+    let bindings_writer: Writer<v1::ResourceBinding> =
+        Writer::new().with_index(controller::CLUSTER_INDEX, controller::index_targets);
+    parts
+        .readiness
+        .add_cache("clusters", &clusters_writer.cache());
+    parts
+        .readiness
+        .add_cache("bindings", &bindings_writer.cache());
+    let running = run(
         parts.store.clone(),
         config,
-        &parts.readiness,
         parts.shutdown.clone(),
+        clusters_writer,
+        bindings_writer,
     );
     Started::new(|r| r.add_service(grpc::server()), async move {
-        Ok(service.run().await?)
+        Ok(running.await?)
     })
 }

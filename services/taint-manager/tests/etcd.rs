@@ -1,5 +1,4 @@
 //! The taint manager against a real etcd (fails, never skips, when etcd is missing).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,31 +15,22 @@ async fn etcd_toleration_expiry_evicts_once_and_recovery_keeps() {
     let etcd = EtcdServer::start().await;
     let store: StoreRef = Arc::new(etcd.store("taint-manager").await);
     let typed = Typed::new(store.clone());
-    for name in ["member1", "member2", "member3"] {
-        typed.create(cluster(name, true), None).await.unwrap();
-    }
+    create_clusters(
+        &typed,
+        &[("member1", true), ("member2", true), ("member3", true)],
+    )
+    .await;
     let tol = vec![tolerate(TAINT_NOT_READY, Some(1))];
-    for i in 0..20 {
-        typed
-            .create(
-                binding(
-                    &format!("web-{i}"),
-                    &[("member1", 2), ("member3", 1)],
-                    tol.clone(),
-                ),
-                None,
-            )
-            .await
-            .unwrap();
-    }
-    typed
-        .create(
-            binding("recovers", &[("member2", 1), ("member3", 1)], tol),
-            None,
+    create_bindings(&typed, 20, |i| {
+        binding(
+            &format!("web-{i}"),
+            &[("member1", 2), ("member3", 1)],
+            tol.clone(),
         )
-        .await
-        .unwrap();
-    let h = start_taint_manager(store, test_config()).await;
+    })
+    .await;
+    create_scheduled(&typed, "recovers", &[("member2", 1), ("member3", 1)], tol).await;
+    let h = Harness::start::<TaintManager>(store, test_config());
 
     let start = Instant::now();
     let added = now();
@@ -49,10 +39,7 @@ async fn etcd_toleration_expiry_evicts_once_and_recovery_keeps() {
     set_taints(&typed, "member2", vec![]).await;
     for i in 0..20 {
         let name = format!("web-{i}");
-        eventually(Duration::from_secs(15), "evicted", || async {
-            (!get_binding(&typed, &name).await.targets("member1")).then_some(())
-        })
-        .await;
+        wait_evicted(&typed, Duration::from_secs(15), &name, "member1").await;
     }
     assert!(
         start.elapsed() >= Duration::from_secs(1),

@@ -1,57 +1,51 @@
 //! The taint manager on MemStore with compressed time (toleration seconds of 1 s).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
 use flotilla_core::types::{
     PRODUCER_TAINT_MANAGER, PurgeMode, REASON_TAINT_UNTOLERATED, TAINT_NOT_READY, TargetCluster,
+    Toleration,
 };
 use flotilla_proto::v1;
 use flotilla_runtime::now;
+use flotilla_store::StoreRef;
 use flotilla_store::typed::Typed;
-use flotilla_store::{MemStore, StoreRef};
+use flotilla_taint_manager::Config;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-async fn setup(clusters: &[(&str, bool)]) -> (StoreRef, Typed) {
-    let store: StoreRef = Arc::new(MemStore::new());
-    let typed = Typed::new(store.clone());
-    for (name, healthy) in clusters {
-        typed.create(cluster(name, *healthy), None).await.unwrap();
-    }
-    (store, typed)
+/// A running taint manager on `store`, after member1 got a NoExecute not-ready taint added now.
+async fn start_tainting_member1(typed: &Typed, store: StoreRef, config: Config) -> Harness {
+    let h = Harness::start::<TaintManager>(store, config);
+    set_taints(typed, "member1", vec![not_ready_taint(now())]).await;
+    h
 }
 
-async fn evicted_from(typed: &Typed, name: &str, cluster: &str) -> Option<()> {
-    let b = get_binding(typed, name).await;
-    (!b.targets(cluster)).then_some(())
+/// A store with healthy member1 and member2 and binding `b` on both (one replica each),
+/// tolerating `tolerations`.
+async fn b_on_two_members(tolerations: Vec<Toleration>) -> (StoreRef, Typed) {
+    let (store, typed) = mem_with_clusters(&[("member1", true), ("member2", true)]).await;
+    create_scheduled(&typed, "b", &[("member1", 1), ("member2", 1)], tolerations).await;
+    (store, typed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_toleration_expires_then_one_task_i12() {
-    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
-    typed
-        .create(
-            binding(
-                "web-deployment",
-                &[("member1", 2), ("member2", 1)],
-                vec![tolerate(TAINT_NOT_READY, Some(1))],
-            ),
-            None,
-        )
-        .await
-        .unwrap();
-    let h = start_taint_manager(store, test_config()).await;
+    let (store, typed) = mem_with_clusters(&[("member1", true), ("member2", true)]).await;
+    create_scheduled(
+        &typed,
+        "web-deployment",
+        &[("member1", 2), ("member2", 1)],
+        vec![tolerate(TAINT_NOT_READY, Some(1))],
+    )
+    .await;
+    let h = Harness::start::<TaintManager>(store, test_config());
 
     let start = Instant::now();
     let added = now();
     set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
-    eventually(WAIT, "member1 evicted", || {
-        evicted_from(&typed, "web-deployment", "member1")
-    })
-    .await;
+    wait_evicted(&typed, WAIT, "web-deployment", "member1").await;
     // I12: never before timeAdded + tolerationSeconds.
     assert!(
         start.elapsed() >= Duration::from_secs(1),
@@ -78,37 +72,25 @@ async fn tm_toleration_expires_then_one_task_i12() {
         "stamped by graceful-eviction, not here"
     );
     // The eviction was recorded as an event.
-    eventually(WAIT, "an EvictWorkloadFromCluster event", || async {
-        let (events, _) = typed.list::<v1::Event>(None).await.unwrap();
-        events
-            .iter()
-            .any(|e| e.reason == "EvictWorkloadFromCluster")
-            .then_some(())
-    })
-    .await;
+    wait_event(&typed, WAIT, "EvictWorkloadFromCluster").await;
     h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_taint_removed_before_toleration_no_task_i11_f9() {
-    let (store, typed) = setup(&[("member1", true), ("member2", true), ("member3", true)]).await;
+    let (store, typed) =
+        mem_with_clusters(&[("member1", true), ("member2", true), ("member3", true)]).await;
     let tol = vec![tolerate(TAINT_NOT_READY, Some(1))];
     // `control` on member1 (taint stays) proves time passed and the manager was working.
-    typed
-        .create(
-            binding("control", &[("member1", 1), ("member3", 1)], tol.clone()),
-            None,
-        )
-        .await
-        .unwrap();
-    typed
-        .create(
-            binding("recovers", &[("member2", 1), ("member3", 1)], tol),
-            None,
-        )
-        .await
-        .unwrap();
-    let h = start_taint_manager(store, test_config()).await;
+    create_scheduled(
+        &typed,
+        "control",
+        &[("member1", 1), ("member3", 1)],
+        tol.clone(),
+    )
+    .await;
+    create_scheduled(&typed, "recovers", &[("member2", 1), ("member3", 1)], tol).await;
+    let h = Harness::start::<TaintManager>(store, test_config());
 
     let added = now();
     set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
@@ -116,10 +98,7 @@ async fn tm_taint_removed_before_toleration_no_task_i11_f9() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     set_taints(&typed, "member2", vec![]).await; // recovered before the toleration ran out
 
-    eventually(WAIT, "control evicted", || {
-        evicted_from(&typed, "control", "member1")
-    })
-    .await;
+    wait_evicted(&typed, WAIT, "control", "member1").await;
     // Past the toleration of the recovered cluster too (same timeAdded) plus a margin.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let b = get_binding(&typed, "recovers").await;
@@ -134,32 +113,25 @@ async fn tm_taint_removed_before_toleration_no_task_i11_f9() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_untolerated_is_immediate_and_forever_is_never() {
-    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
-    typed
-        .create(
-            binding(
-                "forever",
-                &[("member1", 1)],
-                vec![tolerate(TAINT_NOT_READY, None)],
-            ),
-            None,
-        )
-        .await
-        .unwrap();
-    typed
-        .create(
-            binding("untolerated", &[("member1", 3), ("member2", 3)], vec![]),
-            None,
-        )
-        .await
-        .unwrap();
-    let h = start_taint_manager(store, test_config()).await;
+    let (store, typed) = mem_with_clusters(&[("member1", true), ("member2", true)]).await;
+    create_scheduled(
+        &typed,
+        "forever",
+        &[("member1", 1)],
+        vec![tolerate(TAINT_NOT_READY, None)],
+    )
+    .await;
+    create_scheduled(
+        &typed,
+        "untolerated",
+        &[("member1", 3), ("member2", 3)],
+        vec![],
+    )
+    .await;
+    let h = Harness::start::<TaintManager>(store, test_config());
     // A toleration without seconds tolerates forever (TM-8.3); no toleration → at once.
     set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
-    eventually(WAIT, "untolerated evicted", || {
-        evicted_from(&typed, "untolerated", "member1")
-    })
-    .await;
+    wait_evicted(&typed, WAIT, "untolerated", "member1").await;
     let b = get_binding(&typed, "untolerated").await;
     assert_eq!(b.spec.graceful_eviction_tasks.len(), 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -171,19 +143,8 @@ async fn tm_untolerated_is_immediate_and_forever_is_never() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_many_triggers_make_exactly_one_task_i4() {
-    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
-    typed
-        .create(
-            binding(
-                "b",
-                &[("member1", 1), ("member2", 1)],
-                vec![tolerate(TAINT_NOT_READY, Some(1))],
-            ),
-            None,
-        )
-        .await
-        .unwrap();
-    let h = start_taint_manager(store, test_config()).await;
+    let (store, typed) = b_on_two_members(vec![tolerate(TAINT_NOT_READY, Some(1))]).await;
+    let h = Harness::start::<TaintManager>(store, test_config());
     let added = now();
     // Several triggers for the same (cluster, binding): taint changes and binding changes.
     set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
@@ -210,7 +171,7 @@ async fn tm_many_triggers_make_exactly_one_task_i4() {
             }
         }
     }
-    eventually(WAIT, "evicted", || evicted_from(&typed, "b", "member1")).await;
+    wait_evicted(&typed, WAIT, "b", "member1").await;
     // More triggers after the eviction: taint flaps, cluster status updates.
     set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
     set_ready(&typed, "member1", true).await;
@@ -228,39 +189,21 @@ async fn tm_many_triggers_make_exactly_one_task_i4() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_concurrent_scheduler_write_is_preserved_i5() {
-    let mem: StoreRef = Arc::new(MemStore::new());
-    let typed = Typed::new(mem.clone());
-    for name in ["member1", "member2", "member3"] {
-        typed.create(cluster(name, true), None).await.unwrap();
-    }
-    typed
-        .create(
-            binding("b", &[("member1", 2), ("member2", 2)], vec![]),
-            None,
-        )
-        .await
-        .unwrap();
+    let (mem, typed) =
+        mem_with_clusters(&[("member1", true), ("member2", true), ("member3", true)]).await;
+    create_scheduled(&typed, "b", &[("member1", 2), ("member2", 2)], vec![]).await;
     // Between the taint manager's read and its CAS, a scheduler adds member3.
-    let hook_typed = typed.clone();
-    let store = Interpose::new(
-        mem.clone(),
-        &binding_key("b"),
-        Box::new(move || {
-            let typed = hook_typed.clone();
-            Box::pin(async move {
-                let old: v1::ResourceBinding = typed.get(&binding_key("b")).await.unwrap().unwrap();
-                let mut new = old.clone();
-                new.spec.as_mut().unwrap().clusters.push(v1::TargetCluster {
-                    name: "member3".into(),
-                    replicas: 2,
-                });
-                typed.update(&old, new).await.unwrap();
-            })
-        }),
-    );
-    let h = start_taint_manager(store.clone(), test_config()).await;
-    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
-    eventually(WAIT, "evicted", || evicted_from(&typed, "b", "member1")).await;
+    let store = interpose_binding(mem, &typed, "b", |typed| async move {
+        let old: v1::ResourceBinding = typed.get(&binding_key("b")).await.unwrap().unwrap();
+        let mut new = old.clone();
+        new.spec.as_mut().unwrap().clusters.push(v1::TargetCluster {
+            name: "member3".into(),
+            replicas: 2,
+        });
+        typed.update(&old, new).await.unwrap();
+    });
+    let h = start_tainting_member1(&typed, store.clone(), test_config()).await;
+    wait_evicted(&typed, WAIT, "b", "member1").await;
     assert_eq!(store.fired(), 1, "the concurrent write happened");
     let b = get_binding(&typed, "b").await;
     assert_eq!(
@@ -284,32 +227,13 @@ async fn tm_concurrent_scheduler_write_is_preserved_i5() {
 /// the new cluster, and nothing is evicted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_eviction_is_guarded_by_the_cluster_it_was_decided_on_i11() {
-    let mem: StoreRef = Arc::new(MemStore::new());
-    let typed = Typed::new(mem.clone());
-    for name in ["member1", "member2"] {
-        typed.create(cluster(name, true), None).await.unwrap();
-    }
-    typed
-        .create(
-            binding("b", &[("member1", 2), ("member2", 2)], vec![]),
-            None,
-        )
-        .await
-        .unwrap();
+    let (mem, typed) = mem_with_clusters(&[("member1", true), ("member2", true)]).await;
+    create_scheduled(&typed, "b", &[("member1", 2), ("member2", 2)], vec![]).await;
     // Right before the eviction's write: the member recovers and its taint is removed.
-    let hook_typed = typed.clone();
-    let store = Interpose::new(
-        mem.clone(),
-        &binding_key("b"),
-        Box::new(move || {
-            let typed = hook_typed.clone();
-            Box::pin(async move {
-                set_taints(&typed, "member1", vec![]).await;
-            })
-        }),
-    );
-    let h = start_taint_manager(store.clone(), test_config()).await;
-    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    let store = interpose_binding(mem, &typed, "b", |typed| async move {
+        set_taints(&typed, "member1", vec![]).await;
+    });
+    let h = start_tainting_member1(&typed, store.clone(), test_config()).await;
     eventually(WAIT, "the eviction was attempted", || async {
         (store.fired() == 1).then_some(())
     })
@@ -327,18 +251,11 @@ async fn tm_eviction_is_guarded_by_the_cluster_it_was_decided_on_i11() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_brake_no_eviction_when_every_cluster_is_unhealthy_i10() {
-    let (store, typed) = setup(&[("member1", false), ("member2", false)]).await;
-    typed
-        .create(
-            binding("b", &[("member1", 1), ("member2", 1)], vec![]),
-            None,
-        )
-        .await
-        .unwrap();
+    let (store, typed) = mem_with_clusters(&[("member1", false), ("member2", false)]).await;
+    create_scheduled(&typed, "b", &[("member1", 1), ("member2", 1)], vec![]).await;
     let mut config = test_config();
     config.stabilization_window = Duration::from_secs(1);
-    let h = start_taint_manager(store, config).await;
-    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    let h = start_tainting_member1(&typed, store, config).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let b = get_binding(&typed, "b").await;
     assert!(
@@ -350,23 +267,13 @@ async fn tm_brake_no_eviction_when_every_cluster_is_unhealthy_i10() {
     // eviction runs once the stabilisation window (A8, 1 s here) is over.
     let released = Instant::now();
     set_ready(&typed, "member2", true).await;
-    eventually(WAIT, "evicted after the brake released", || {
-        evicted_from(&typed, "b", "member1")
-    })
-    .await;
+    wait_evicted(&typed, WAIT, "b", "member1").await;
     assert!(
         released.elapsed() >= Duration::from_millis(900),
         "A8: not before the stabilisation window ended ({:?})",
         released.elapsed()
     );
-    eventually(WAIT, "a brake event", || async {
-        let (events, _) = typed.list::<v1::Event>(None).await.unwrap();
-        events
-            .iter()
-            .any(|e| e.reason == "EvictionRateStabilising")
-            .then_some(())
-    })
-    .await;
+    wait_event(&typed, WAIT, "EvictionRateStabilising").await;
     h.stop().await;
 }
 
@@ -379,17 +286,15 @@ async fn tm_brake_no_eviction_when_every_cluster_is_unhealthy_i10() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_leaving_a_full_disruption_releases_no_herd_a8_i10() {
     let names = ["member1", "member2", "member3", "member4", "member5"];
-    let (store, typed) = setup(&names.map(|n| (n, false))).await;
+    let (store, typed) = mem_with_clusters(&names.map(|n| (n, false))).await;
     const N: usize = 20;
-    for i in 0..N {
+    create_bindings(&typed, N, |i| {
         let (a, b) = (names[i % 5], names[(i + 1) % 5]);
-        typed
-            .create(binding(&format!("b{i}"), &[(a, 1), (b, 1)], vec![]), None)
-            .await
-            .unwrap();
-    }
+        binding(&format!("b{i}"), &[(a, 1), (b, 1)], vec![])
+    })
+    .await;
     let from = store.current_revision().await.unwrap();
-    let h = start_taint_manager(store.clone(), test_config()).await; // window 60 s
+    let h = Harness::start::<TaintManager>(store.clone(), test_config()); // window 60 s
     for n in names {
         set_taints(&typed, n, vec![not_ready_taint(now())]).await;
     }
@@ -441,34 +346,17 @@ async fn tm_leaving_a_full_disruption_releases_no_herd_a8_i10() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_rate_limit_spaces_evictions_a8() {
-    let (store, typed) = setup(&[("member1", true), ("member2", true), ("member3", true)]).await;
+    let (store, typed) =
+        mem_with_clusters(&[("member1", true), ("member2", true), ("member3", true)]).await;
     const N: usize = 6;
-    for i in 0..N {
-        typed
-            .create(
-                binding(&format!("b{i}"), &[("member1", 1), ("member2", 1)], vec![]),
-                None,
-            )
-            .await
-            .unwrap();
-    }
+    create_bindings(&typed, N, |i| {
+        binding(&format!("b{i}"), &[("member1", 1), ("member2", 1)], vec![])
+    })
+    .await;
     let mut config = test_config();
     config.rate.primary_rate = Some(4.0); // one eviction per 250 ms, burst 1
-    let h = start_taint_manager(store, config).await;
-    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
-    let count = || async {
-        let (all, _) = typed.list::<v1::ResourceBinding>(None).await.unwrap();
-        all.iter()
-            .filter(|b| {
-                !b.spec
-                    .as_ref()
-                    .unwrap()
-                    .clusters
-                    .iter()
-                    .any(|t| t.name == "member1")
-            })
-            .count()
-    };
+    let h = start_tainting_member1(&typed, store, config).await;
+    let count = || count_off(&typed, "member1");
     eventually(WAIT, "first eviction", || async {
         (count().await >= 1).then_some(())
     })
@@ -496,19 +384,11 @@ async fn tm_rate_limit_spaces_evictions_a8() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_directly_flag_and_disabled_switch() {
-    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
-    typed
-        .create(
-            binding("b", &[("member1", 1), ("member2", 1)], vec![]),
-            None,
-        )
-        .await
-        .unwrap();
+    let (store, typed) = b_on_two_members(vec![]).await;
     let mut config = test_config();
     config.purge_mode = PurgeMode::Directly;
-    let h = start_taint_manager(store.clone(), config).await;
-    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
-    eventually(WAIT, "evicted", || evicted_from(&typed, "b", "member1")).await;
+    let h = start_tainting_member1(&typed, store.clone(), config).await;
+    wait_evicted(&typed, WAIT, "b", "member1").await;
     let b = get_binding(&typed, "b").await;
     assert_eq!(
         b.spec.graceful_eviction_tasks[0].purge_mode,
@@ -518,18 +398,10 @@ async fn tm_directly_flag_and_disabled_switch() {
     h.stop().await;
 
     // --enable-no-execute-taint-eviction=false: nothing happens.
-    let (store, typed) = setup(&[("member1", true), ("member2", true)]).await;
-    typed
-        .create(
-            binding("b", &[("member1", 1), ("member2", 1)], vec![]),
-            None,
-        )
-        .await
-        .unwrap();
+    let (store, typed) = b_on_two_members(vec![]).await;
     let mut config = test_config();
     config.eviction_enabled = false;
-    let h = start_taint_manager(store, config).await;
-    set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
+    let h = start_tainting_member1(&typed, store, config).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(get_binding(&typed, "b").await.targets("member1"));
     h.stop().await;

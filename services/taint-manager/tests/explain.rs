@@ -1,7 +1,5 @@
 //! `TaintManager.Explain` in process on 127.0.0.1:0: table cases and bad requests.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::support::*;
@@ -14,29 +12,14 @@ use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_proto::v1::taint_manager_client::TaintManagerClient;
 use flotilla_runtime::Shutdown;
+use flotilla_runtime::testing::grpc::{assert_invalid_field, serve_loopback};
 use tonic::Code;
 use tonic::transport::Channel;
-use tonic_types::StatusExt;
 
 async fn serve() -> (TaintManagerClient<Channel>, Shutdown) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    let shutdown = Shutdown::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(flotilla_taint_manager::grpc::server())
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                stop.triggered(),
-            )
-            .await
-            .unwrap();
-    });
-    let client = TaintManagerClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap();
-    (client, shutdown)
+    let (url, shutdown) =
+        serve_loopback(|s| s.add_service(flotilla_taint_manager::grpc::server())).await;
+    (TaintManagerClient::connect(url).await.unwrap(), shutdown)
 }
 
 const NOW: i64 = 1_000_000;
@@ -61,18 +44,27 @@ fn decision(r: &v1::ExplainResponse) -> v1::EvictionDecision {
     v1::EvictionDecision::try_from(r.decision).unwrap()
 }
 
+fn seconds(seconds: i64) -> prost_types::Duration {
+    prost_types::Duration { seconds, nanos: 0 }
+}
+
+/// The answer to `req` (it must succeed).
+async fn explain(
+    client: &mut TaintManagerClient<Channel>,
+    req: v1::ExplainRequest,
+) -> v1::ExplainResponse {
+    client.explain(req).await.unwrap().into_inner()
+}
+
 #[tokio::test]
 async fn explain_table() {
     let (mut client, shutdown) = serve().await;
     let added = Time::from_secs(NOW - 100);
     let on = |tols| binding("b", &[("member1", 2), ("member2", 1)], tols);
+    let down = || tainted(vec![not_ready_taint(added)]);
 
     // untolerated → evict now, with the task that would be appended
-    let r = client
-        .explain(request(tainted(vec![not_ready_taint(added)]), on(vec![])))
-        .await
-        .unwrap()
-        .into_inner();
+    let r = explain(&mut client, request(down(), on(vec![]))).await;
     assert_eq!(decision(&r), v1::EvictionDecision::EvictNow);
     let task = r.task.expect("task");
     assert_eq!(
@@ -88,22 +80,13 @@ async fn explain_table() {
     assert!(r.tolerations[0].toleration.is_none(), "untolerated");
 
     // tolerated 300 s, added 100 s ago → evict after 200 s
-    let r = client
-        .explain(request(
-            tainted(vec![not_ready_taint(added)]),
-            on(vec![tolerate(TAINT_NOT_READY, Some(300))]),
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let r = explain(
+        &mut client,
+        request(down(), on(vec![tolerate(TAINT_NOT_READY, Some(300))])),
+    )
+    .await;
     assert_eq!(decision(&r), v1::EvictionDecision::EvictAfter);
-    assert_eq!(
-        r.evict_after,
-        Some(prost_types::Duration {
-            seconds: 200,
-            nanos: 0
-        })
-    );
+    assert_eq!(r.evict_after, Some(seconds(200)));
     assert_eq!(
         r.evict_at,
         Some(time_to_timestamp(Time::from_secs(NOW + 200)))
@@ -115,8 +98,9 @@ async fn explain_table() {
     assert!(r.task.is_none());
 
     // TM-8.4: two taints, the earliest toleration to run out wins
-    let r = client
-        .explain(request(
+    let r = explain(
+        &mut client,
+        request(
             tainted(vec![
                 not_ready_taint(added),
                 no_execute(TAINT_UNREACHABLE, added),
@@ -125,59 +109,43 @@ async fn explain_table() {
                 tolerate(TAINT_NOT_READY, Some(120)),
                 tolerate(TAINT_UNREACHABLE, Some(110)),
             ]),
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        r.evict_after,
-        Some(prost_types::Duration {
-            seconds: 10,
-            nanos: 0
-        })
-    );
+        ),
+    )
+    .await;
+    assert_eq!(r.evict_after, Some(seconds(10)));
     assert_eq!(r.tolerations.len(), 2);
 
     // toleration time over → evict now
-    let r = client
-        .explain(request(
-            tainted(vec![not_ready_taint(added)]),
-            on(vec![tolerate(TAINT_NOT_READY, Some(100))]),
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let r = explain(
+        &mut client,
+        request(down(), on(vec![tolerate(TAINT_NOT_READY, Some(100))])),
+    )
+    .await;
     assert_eq!(decision(&r), v1::EvictionDecision::EvictNow);
 
     // tolerated forever
-    let r = client
-        .explain(request(
-            tainted(vec![not_ready_taint(added)]),
-            on(vec![tolerate(TAINT_NOT_READY, None)]),
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let r = explain(
+        &mut client,
+        request(down(), on(vec![tolerate(TAINT_NOT_READY, None)])),
+    )
+    .await;
     assert_eq!(decision(&r), v1::EvictionDecision::Tolerate);
 
     // not a target → not applicable
-    let r = client
-        .explain(request(
-            tainted(vec![not_ready_taint(added)]),
-            binding("b", &[("member2", 1)], vec![]),
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let r = explain(
+        &mut client,
+        request(down(), binding("b", &[("member2", 1)], vec![])),
+    )
+    .await;
     assert_eq!(decision(&r), v1::EvictionDecision::NotApplicable);
 
     // eviction disabled → not applicable
-    let mut req = request(tainted(vec![not_ready_taint(added)]), on(vec![]));
+    let mut req = request(down(), on(vec![]));
     req.options = Some(v1::TaintManagerOptions {
         no_execute_taint_eviction: Some(false),
         default_purge_mode: 0,
     });
-    let r = client.explain(req).await.unwrap().into_inner();
+    let r = explain(&mut client, req).await;
     assert_eq!(decision(&r), v1::EvictionDecision::NotApplicable);
 
     // TM-9: failover.cluster.purgeMode Directly wins over the flag
@@ -189,39 +157,25 @@ async fn explain_table() {
         }),
         application: None,
     });
-    let r = client
-        .explain(request(tainted(vec![not_ready_taint(added)]), b.into()))
-        .await
-        .unwrap()
-        .into_inner();
+    let r = explain(&mut client, request(down(), b.into())).await;
     assert_eq!(r.purge_mode, v1::PurgeMode::Directly as i32);
     assert_eq!(r.task.unwrap().purge_mode, v1::PurgeMode::Directly as i32);
 
     // TM-9: flag Directly for a binding without failover.cluster
-    let mut req = request(tainted(vec![not_ready_taint(added)]), on(vec![]));
+    let mut req = request(down(), on(vec![]));
     req.options = Some(v1::TaintManagerOptions {
         no_execute_taint_eviction: None,
         default_purge_mode: v1::PurgeMode::Directly as i32,
     });
-    let r = client.explain(req).await.unwrap().into_inner();
+    let r = explain(&mut client, req).await;
     assert_eq!(r.purge_mode, v1::PurgeMode::Directly as i32);
 
     // A3: no applied placement → FAILED_PRECONDITION
     let mut b = on(vec![]);
     b.status.as_mut().unwrap().applied_placement = None;
-    let err = client
-        .explain(request(tainted(vec![not_ready_taint(added)]), b))
-        .await
-        .unwrap_err();
+    let err = client.explain(request(down(), b)).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition, "{err}");
     shutdown.trigger();
-}
-
-fn violations(status: &tonic::Status) -> Vec<String> {
-    status
-        .get_details_bad_request()
-        .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
-        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -289,17 +243,7 @@ async fn explain_rejects_bad_requests_naming_the_field() {
 
     for (name, req, field) in cases {
         let err = client.explain(req).await.expect_err(name);
-        assert_eq!(err.code(), Code::InvalidArgument, "{name}: {err}");
-        assert!(
-            err.message().contains(field),
-            "{name}: {:?} should name {field}",
-            err.message()
-        );
-        assert!(
-            violations(&err).iter().any(|f| f == field),
-            "{name}: {:?}",
-            violations(&err)
-        );
+        assert_invalid_field(name, &err, field);
     }
     shutdown.trigger();
     tokio::time::sleep(Duration::from_millis(10)).await;

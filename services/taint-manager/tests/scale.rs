@@ -1,57 +1,31 @@
 //! A mass failover on MemStore: every binding on one cluster is evicted, and the writes are
 //! batched (docs/design.md §7: not one round trip per binding). Prints the figures; asserts only
 //! the batching, never a timing. `FLOTILLA_SCALE_BINDINGS` overrides the size (default 2000).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
 use flotilla_proto::v1;
 use flotilla_runtime::now;
-use flotilla_store::typed::{Typed, Update};
-use flotilla_store::{MemStore, StoreRef};
+use flotilla_store::typed::Update;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mass_failover_is_batched() {
-    let n: usize = std::env::var("FLOTILLA_SCALE_BINDINGS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
-    let mem: StoreRef = Arc::new(MemStore::new());
-    let typed = Typed::new(mem.clone());
-    for c in ["member1", "member2", "member3"] {
-        typed.create(cluster(c, true), None).await.unwrap();
-    }
-    for i in 0..n {
-        typed
-            .create(
-                binding(&format!("b{i}"), &[("member1", 1), ("member2", 1)], vec![]),
-                None,
-            )
-            .await
-            .unwrap();
-    }
+    let n: usize = env_or("FLOTILLA_SCALE_BINDINGS", 2000);
+    let (mem, typed) =
+        mem_with_clusters(&[("member1", true), ("member2", true), ("member3", true)]).await;
+    create_bindings(&typed, n, |i| {
+        binding(&format!("b{i}"), &[("member1", 1), ("member2", 1)], vec![])
+    })
+    .await;
     let store = Interpose::new(mem.clone(), "never", Box::new(|| Box::pin(async {})));
-    let h = start_taint_manager(store.clone(), test_config()).await;
+    let h = Harness::start::<TaintManager>(store.clone(), test_config());
     // Let the caches sync before the clock starts.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
     set_taints(&typed, "member1", vec![not_ready_taint(now())]).await;
-    let count = || async {
-        let (all, _) = typed.list::<v1::ResourceBinding>(None).await.unwrap();
-        all.iter()
-            .filter(|b| {
-                !b.spec
-                    .as_ref()
-                    .unwrap()
-                    .clusters
-                    .iter()
-                    .any(|t| t.name == "member1")
-            })
-            .count()
-    };
+    let count = || count_off(&typed, "member1");
     eventually(
         Duration::from_secs(120),
         "every binding evicted",

@@ -20,14 +20,20 @@ fn scaled(b: &v1::ResourceBinding, replicas: i32) -> v1::ResourceBinding {
     new
 }
 
+/// `old` → `old` scaled to `replicas`, guarded by `old`'s resourceVersion.
+fn rescale(old: v1::ResourceBinding, replicas: i32) -> Update<v1::ResourceBinding> {
+    let new = scaled(&old, replicas);
+    Update::new(old, new)
+}
+
 fn replicas(b: &v1::ResourceBinding) -> i32 {
     b.spec.as_ref().unwrap().replicas
 }
 
-async fn created(typed: &Typed, names: &[&str]) -> Vec<v1::ResourceBinding> {
+async fn created(typed: &Typed, names: &[impl AsRef<str>]) -> Vec<v1::ResourceBinding> {
     let mut out = Vec::new();
     for name in names {
-        out.push(typed.create(binding(name, 1), None).await.unwrap());
+        out.push(typed.create(binding(name.as_ref(), 1), None).await.unwrap());
     }
     out
 }
@@ -50,7 +56,6 @@ fn batch_sizes(written: &[v1::ResourceBinding]) -> Vec<usize> {
 async fn writes_queued_together_share_transactions() {
     let (_, typed) = mem();
     let names: Vec<String> = (0..20).map(|i| format!("b{i:02}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let old = created(&typed, &names).await;
 
     // One batch: everything that is waiting, in one transaction.
@@ -59,7 +64,7 @@ async fn writes_queued_together_share_transactions() {
     let written: Vec<_> = results.into_iter().map(Result::unwrap).collect();
     assert_eq!(batch_sizes(&written), vec![20]);
     for (b, name) in written.iter().zip(&names) {
-        assert_eq!(b.name(), *name, "each caller gets its own object back");
+        assert_eq!(b.name(), name, "each caller gets its own object back");
         assert_eq!(replicas(b), 2);
         assert_eq!(b.generation(), 2, "a spec change bumps the generation");
     }
@@ -100,31 +105,11 @@ async fn each_write_gets_its_own_conflict() {
     let writer = BatchWriter::spawn(typed.clone(), BatchConfig::default());
     let results = writer
         .update_all(vec![
-            Update {
-                old: old[0].clone(),
-                new: scaled(&old[0], 2),
-                guards: Vec::new(),
-            },
-            Update {
-                new: scaled(&stale_b, 2),
-                old: stale_b,
-                guards: Vec::new(),
-            },
-            Update {
-                old: old[2].clone(),
-                new: scaled(&old[2], 2),
-                guards: Vec::new(),
-            },
-            Update {
-                new: scaled(&ghost, 2),
-                old: ghost,
-                guards: Vec::new(),
-            },
-            Update {
-                old: binding("fresh", 4),
-                new: binding("fresh", 4),
-                guards: Vec::new(),
-            },
+            rescale(old[0].clone(), 2),
+            rescale(stale_b, 2),
+            rescale(old[2].clone(), 2),
+            rescale(ghost, 2),
+            Update::new(binding("fresh", 4), binding("fresh", 4)),
         ])
         .await;
     let [a, b, c, ghost, fresh] = <[_; 5]>::try_from(results).unwrap();
@@ -219,23 +204,7 @@ async fn one_write_per_key_holds_the_second_for_the_next_batch() {
         let (a, b) = (old[0].clone(), old[1].clone());
         async move {
             writer
-                .update_all(vec![
-                    Update {
-                        new: scaled(&a, 2),
-                        old: a.clone(),
-                        guards: Vec::new(),
-                    },
-                    Update {
-                        new: scaled(&a, 3),
-                        old: a,
-                        guards: Vec::new(),
-                    },
-                    Update {
-                        new: scaled(&b, 2),
-                        old: b,
-                        guards: Vec::new(),
-                    },
-                ])
+                .update_all(vec![rescale(a.clone(), 2), rescale(a, 3), rescale(b, 2)])
                 .await
         }
     };
@@ -271,7 +240,6 @@ async fn one_write_per_key_holds_the_second_for_the_next_batch() {
 async fn concurrent_batches_answer_each_write() {
     let (_, typed) = mem();
     let names: Vec<String> = (0..30).map(|i| format!("b{i:02}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let old = created(&typed, &names).await;
     let config = BatchConfig::default().max_batch(4).concurrency(3);
     let writer = BatchWriter::spawn(typed.clone(), config);
@@ -283,7 +251,7 @@ async fn concurrent_batches_answer_each_write() {
     .await;
     let written: Vec<_> = results.into_iter().map(Result::unwrap).collect();
     for (i, (b, name)) in written.iter().zip(&names).enumerate() {
-        assert_eq!(b.name(), *name);
+        assert_eq!(b.name(), name);
         assert_eq!(replicas(b), i32::try_from(i).unwrap());
     }
     assert!(batch_sizes(&written).iter().all(|n| *n <= 4));
@@ -293,7 +261,6 @@ async fn concurrent_batches_answer_each_write() {
 async fn lingering_lets_writes_about_to_be_sent_join_the_batch() {
     let (_, typed) = mem();
     let names: Vec<String> = (0..6).map(|i| format!("b{i}")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     for linger in [0, 4] {
         let old = created(&typed, &names).await;
         let writer =
@@ -365,21 +332,9 @@ async fn creates_updates_and_conflicts_each_get_their_own_result() {
     assert_eq!(updated.generation(), 2, "spec change bumps the generation");
     let results = b
         .update_all(vec![
-            Update {
-                old: stale,
-                new: next,
-                guards: Vec::new(),
-            },
-            Update {
-                old: work("b"),
-                new: work("b"),
-                guards: Vec::new(),
-            },
-            Update {
-                old: work("a"),
-                new: work("a"),
-                guards: Vec::new(),
-            },
+            Update::new(stale, next),
+            Update::new(work("b"), work("b")),
+            Update::new(work("a"), work("a")),
         ])
         .await;
     assert!(results[0].as_ref().unwrap_err().is_conflict(), "stale");

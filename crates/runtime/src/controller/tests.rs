@@ -94,6 +94,15 @@ fn queue() -> WorkQueue<String> {
     )))
 }
 
+/// A queue holding `keys`.
+fn queue_of(keys: &[&str]) -> WorkQueue<String> {
+    let q = queue();
+    for key in keys {
+        q.add((*key).to_owned());
+    }
+    q
+}
+
 fn start(controller: Controller<String, Ctx, String>, ctx: &Arc<Ctx>) -> Shutdown {
     let shutdown = Shutdown::new();
     tokio::spawn(controller.run(ctx.clone(), shutdown.clone()));
@@ -105,8 +114,7 @@ async fn requeue_is_a_return_value() {
     let ctx = Ctx::new(Duration::ZERO, |_, _| {
         Ok(Action::requeue(Duration::from_secs(30)))
     });
-    let q = queue();
-    q.add("a".into());
+    let q = queue_of(&["a"]);
     let stop = start(Controller::new(q, reconcile, retry_now), &ctx);
     sleep(Duration::from_secs(61)).await;
     assert_eq!(ctx.runs_of("a"), vec![0, 30_000, 60_000]);
@@ -116,8 +124,7 @@ async fn requeue_is_a_return_value() {
 #[tokio::test(start_paused = true)]
 async fn await_change_waits_for_the_next_add() {
     let ctx = Ctx::new(Duration::ZERO, |_, _| Ok(Action::await_change()));
-    let q = queue();
-    q.add("a".into());
+    let q = queue_of(&["a"]);
     let stop = start(Controller::new(q.clone(), reconcile, retry_now), &ctx);
     sleep(Duration::from_secs(100)).await;
     assert_eq!(ctx.runs_of("a"), vec![0]);
@@ -135,8 +142,7 @@ async fn errors_back_off_doubling_and_success_resets() {
         4 => Ok(Action::requeue(Duration::from_secs(10))),
         _ => Ok(Action::await_change()),
     });
-    let q = queue();
-    q.add("a".into());
+    let q = queue_of(&["a"]);
     let stop = start(Controller::new(q.clone(), reconcile, retry_now), &ctx);
     sleep(Duration::from_secs(60)).await;
     // 0 ─1s→ 1 ─2s→ 3 ─4s→ 7 (ok) ─10s→ 17 (fails: back-off reset to 1 s) → 18.
@@ -151,9 +157,7 @@ async fn errors_back_off_doubling_and_success_resets() {
 #[tokio::test(start_paused = true)]
 async fn the_error_policy_sets_a_floor_and_can_give_up() {
     let ctx = Ctx::new(Duration::ZERO, |_, _| Err("boom".into()));
-    let q = queue();
-    q.add("slow".into());
-    q.add("never".into());
+    let q = queue_of(&["slow", "never"]);
     let policy = |key: &String, _: &String, _: &Ctx| {
         if key == "never" {
             Action::await_change()
@@ -189,8 +193,7 @@ async fn n_workers_run_distinct_keys_in_parallel() {
 #[tokio::test(start_paused = true)]
 async fn one_key_never_runs_concurrently_with_itself() {
     let ctx = Ctx::new(Duration::from_secs(1), |_, _| Ok(Action::await_change()));
-    let q = queue();
-    q.add("a".into());
+    let q = queue_of(&["a"]);
     let stop = start(
         Controller::new(q.clone(), reconcile, retry_now).workers(4),
         &ctx,
@@ -218,9 +221,7 @@ async fn a_panicking_reconcile_is_retried_and_the_controller_survives() {
             Ok(Action::await_change())
         }
     });
-    let q = queue();
-    q.add("panic".into());
-    q.add("fine".into());
+    let q = queue_of(&["panic", "fine"]);
     let stop = start(Controller::new(q, reconcile, retry_now), &ctx);
     sleep(Duration::from_secs(10)).await;
     assert_eq!(ctx.runs_of("panic"), vec![0, 1_000, 3_000]);
@@ -290,8 +291,7 @@ async fn watches_feed_the_queue_through_the_mapper() {
 #[tokio::test(start_paused = true)]
 async fn shutdown_lets_the_reconcile_in_flight_finish() {
     let ctx = Ctx::new(Duration::from_secs(3), |_, _| Ok(Action::await_change()));
-    let q = queue();
-    q.add("a".into());
+    let q = queue_of(&["a"]);
     let shutdown = Shutdown::new();
     let run =
         tokio::spawn(Controller::new(q, reconcile, retry_now).run(ctx.clone(), shutdown.clone()));

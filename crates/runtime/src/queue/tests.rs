@@ -18,8 +18,21 @@ fn k(s: &str) -> String {
 }
 
 /// The next item if one is (or becomes) ready within `within`.
+/// A fresh queue that handed out `key` (now being processed), and that item.
+async fn processing(key: &str) -> (WorkQueue<String>, QueueItem<String>) {
+    let q = queue();
+    q.add(k(key));
+    let item = q.next().await.unwrap();
+    (q, item)
+}
+
 async fn next_within(q: &WorkQueue<String>, within: Duration) -> Option<QueueItem<String>> {
     timeout(within, q.next()).await.ok().flatten()
+}
+
+/// Asserts that no key becomes ready within `within` (`why` says what that shows).
+async fn assert_idle(q: &WorkQueue<String>, within: Duration, why: &str) {
+    assert!(next_within(q, within).await.is_none(), "{why}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -33,30 +46,27 @@ async fn a_key_queued_twice_is_handed_out_once() {
     assert_eq!(first.key, "a");
     assert_eq!(first.reason, Reason::Changed);
     assert_eq!(q.next().await.unwrap().key, "b");
-    assert!(next_within(&q, Duration::from_secs(60)).await.is_none());
+    assert_idle(&q, Duration::from_secs(60), "nothing ready").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_key_added_while_processing_runs_again_after_done_never_concurrently() {
-    let q = queue();
-    q.add(k("a"));
-    let item = q.next().await.unwrap();
+    let (q, item) = processing("a").await;
     assert!(q.is_processing(&item.key));
     q.add(k("a"));
     q.add(k("a"));
     assert_eq!(q.len(), 0, "dirty, not ready, while being processed");
-    assert!(
-        next_within(&q, Duration::from_secs(10)).await.is_none(),
-        "no second worker may get the key while the first has it"
-    );
+    assert_idle(
+        &q,
+        Duration::from_secs(10),
+        "no second worker may get the key while the first has it",
+    )
+    .await;
     q.done(&item.key);
     let again = q.next().await.unwrap();
     assert_eq!(again.key, "a");
     q.done(&again.key);
-    assert!(
-        next_within(&q, Duration::from_secs(10)).await.is_none(),
-        "re-run once"
-    );
+    assert_idle(&q, Duration::from_secs(10), "re-run once").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -68,19 +78,17 @@ async fn add_after_keeps_the_earliest() {
     q.add_after(k("a"), Duration::from_secs(20), Reason::Requeue);
     assert_eq!(q.delayed_until(&k("a")), Some(t0 + Duration::from_secs(5)));
     assert_eq!(q.delayed_len(), 1);
-    assert!(
-        next_within(&q, Duration::from_millis(4_900))
-            .await
-            .is_none()
-    );
+    assert_idle(&q, Duration::from_millis(4_900), "nothing ready").await;
     let item = q.next().await.unwrap();
     assert_eq!(item.reason, Reason::Requeue);
     assert_eq!(Instant::now() - t0, Duration::from_secs(5));
     q.done(&item.key);
-    assert!(
-        next_within(&q, Duration::from_secs(60)).await.is_none(),
-        "the later delays were replaced, not kept"
-    );
+    assert_idle(
+        &q,
+        Duration::from_secs(60),
+        "the later delays were replaced, not kept",
+    )
+    .await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -92,7 +100,7 @@ async fn an_immediate_add_cancels_a_pending_delay() {
     let item = q.next().await.unwrap();
     assert_eq!(item.reason, Reason::Changed);
     q.done(&item.key);
-    assert!(next_within(&q, Duration::from_secs(60)).await.is_none());
+    assert_idle(&q, Duration::from_secs(60), "nothing ready").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -103,20 +111,15 @@ async fn a_waiting_key_ignores_a_later_delay() {
     assert_eq!(q.delayed_len(), 0);
     let item = q.next().await.unwrap();
     q.done(&item.key);
-    assert!(next_within(&q, Duration::from_secs(60)).await.is_none());
+    assert_idle(&q, Duration::from_secs(60), "nothing ready").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_delay_that_ends_during_processing_reruns_after_done() {
-    let q = queue();
-    q.add(k("a"));
-    let item = q.next().await.unwrap();
+    let (q, item) = processing("a").await;
     q.add_after(k("a"), Duration::from_secs(1), Reason::Requeue);
     advance(Duration::from_secs(2)).await;
-    assert!(
-        next_within(&q, Duration::from_secs(1)).await.is_none(),
-        "still processing"
-    );
+    assert_idle(&q, Duration::from_secs(1), "still processing").await;
     q.done(&item.key);
     let again = q.next().await.unwrap();
     assert_eq!(again.reason, Reason::Requeue);

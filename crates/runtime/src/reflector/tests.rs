@@ -40,6 +40,21 @@ fn list(w: &mut Writer<Binding>, revision: Revision, objects: Vec<Object<Binding
     w.apply_watcher_event(&Event::InitDone { revision })
 }
 
+/// A [`writer`] after a first list of `objects` at `revision`, and its cache.
+fn listed(revision: Revision, objects: Vec<Object<Binding>>) -> (Writer<Binding>, Cache<Binding>) {
+    let mut w = writer();
+    let cache = w.cache();
+    list(&mut w, revision, objects);
+    (w, cache)
+}
+
+fn delete(w: &mut Writer<Binding>, key: &str, revision: Revision) -> Vec<String> {
+    w.apply_watcher_event(&Event::Delete {
+        key: key.into(),
+        revision,
+    })
+}
+
 #[test]
 fn first_list_fills_the_cache_and_marks_it_ready() {
     let mut w = writer();
@@ -64,9 +79,7 @@ fn first_list_fills_the_cache_and_marks_it_ready() {
 
 #[test]
 fn a_list_in_progress_is_invisible_until_init_done() {
-    let mut w = writer();
-    let cache = w.cache();
-    list(&mut w, 10, vec![obj("b/1", 3, &["a"])]);
+    let (mut w, cache) = listed(10, vec![obj("b/1", 3, &["a"])]);
     w.apply_watcher_event(&Event::Init { revision: 20 });
     w.apply_watcher_event(&Event::InitApply(obj("b/9", 15, &["z"])));
     assert_eq!(
@@ -89,9 +102,7 @@ fn a_list_in_progress_is_invisible_until_init_done() {
 
 #[test]
 fn updates_move_objects_between_index_values() {
-    let mut w = writer();
-    let cache = w.cache();
-    list(&mut w, 10, vec![obj("b/1", 3, &["a"])]);
+    let (mut w, cache) = listed(10, vec![obj("b/1", 3, &["a"])]);
     w.apply_watcher_event(&Event::Apply(obj("b/1", 11, &["b", "c"])));
     assert!(cache.by_index("cluster", "a").is_empty());
     assert_eq!(cache.index_keys("cluster", "b"), vec!["b/1"]);
@@ -99,10 +110,7 @@ fn updates_move_objects_between_index_values() {
     assert_eq!(cache.revision(), 11);
     w.apply_watcher_event(&Event::Apply(obj("b/2", 12, &["c"])));
     assert_eq!(cache.index_keys("cluster", "c"), vec!["b/1", "b/2"]);
-    w.apply_watcher_event(&Event::Delete {
-        key: "b/1".into(),
-        revision: 13,
-    });
+    delete(&mut w, "b/1", 13);
     assert_eq!(cache.index_keys("cluster", "c"), vec!["b/2"]);
     assert!(cache.by_index("cluster", "b").is_empty());
     assert!(cache.get("b/1").is_none());
@@ -112,16 +120,11 @@ fn updates_move_objects_between_index_values() {
 
 #[test]
 fn older_revisions_never_overwrite_newer_ones() {
-    let mut w = writer();
-    let cache = w.cache();
-    list(&mut w, 10, vec![obj("b/1", 8, &["a"])]);
+    let (mut w, cache) = listed(10, vec![obj("b/1", 8, &["a"])]);
     w.apply_watcher_event(&Event::Apply(obj("b/1", 7, &["old"])));
     assert_eq!(cache.get_object("b/1").unwrap().revision, 8);
     assert!(cache.by_index("cluster", "old").is_empty());
-    w.apply_watcher_event(&Event::Delete {
-        key: "b/1".into(),
-        revision: 6,
-    });
+    delete(&mut w, "b/1", 6);
     assert!(
         cache.get("b/1").is_some(),
         "a stale delete does not remove a newer object"
@@ -157,11 +160,17 @@ fn readers_are_clones_of_one_cache() {
     assert!(b.is_ready());
 }
 
+/// [`reflect`] over `events` into a fresh [`writer`]: its cache, and the passed-on events.
+fn reflected(
+    events: Vec<Event<Binding>>,
+) -> (Cache<Binding>, impl Stream<Item = Event<Binding>> + Send) {
+    let w = writer();
+    (w.cache(), reflect(w, futures::stream::iter(events)))
+}
+
 #[tokio::test]
 async fn reflect_applies_then_reports_vanished_keys_as_deletes() {
-    let w = writer();
-    let cache = w.cache();
-    let events = futures::stream::iter(vec![
+    let (cache, out) = reflected(vec![
         Event::Init { revision: 5 },
         Event::InitApply(obj("b/1", 2, &["a"])),
         Event::InitApply(obj("b/2", 3, &["a"])),
@@ -172,7 +181,7 @@ async fn reflect_applies_then_reports_vanished_keys_as_deletes() {
         Event::InitApply(obj("b/2", 3, &["a"])),
         Event::InitDone { revision: 9 },
     ]);
-    let out: Vec<Event<Binding>> = reflect(w, events).collect().await;
+    let out: Vec<Event<Binding>> = out.collect().await;
     let tail: Vec<(Option<&str>, Revision)> = out[out.len() - 3..]
         .iter()
         .map(|e| (e.key(), e.revision()))
@@ -189,9 +198,7 @@ async fn reflect_applies_then_reports_vanished_keys_as_deletes() {
 /// snapshot in, so the reader saw generation 1 although the list said generation 2.
 #[tokio::test]
 async fn a_relisted_object_is_in_the_cache_before_its_init_apply_is_passed_on() {
-    let w = writer();
-    let cache = w.cache();
-    let events = futures::stream::iter(vec![
+    let (cache, out) = reflected(vec![
         Event::Init { revision: 5 },
         Event::InitApply(obj("b/1", 2, &["old"])),
         Event::InitDone { revision: 5 },
@@ -200,7 +207,7 @@ async fn a_relisted_object_is_in_the_cache_before_its_init_apply_is_passed_on() 
         Event::InitApply(obj("b/1", 8, &["new"])),
         Event::InitDone { revision: 9 },
     ]);
-    let mut out = std::pin::pin!(reflect(w, events));
+    let mut out = std::pin::pin!(out);
     let mut seen_by_consumer = Vec::new();
     while let Some(ev) = out.next().await {
         if let Event::InitApply(o) = &ev {
@@ -218,14 +225,12 @@ async fn a_relisted_object_is_in_the_cache_before_its_init_apply_is_passed_on() 
 
 #[tokio::test]
 async fn progress_advances_the_cache_revision_and_is_not_passed_on() {
-    let w = writer();
-    let cache = w.cache();
-    let events = futures::stream::iter(vec![
+    let (cache, out) = reflected(vec![
         Event::Init { revision: 5 },
         Event::InitDone { revision: 5 },
         Event::Progress { revision: 12 },
     ]);
-    let out: Vec<Event<Binding>> = reflect(w, events).collect().await;
+    let out: Vec<Event<Binding>> = out.collect().await;
     assert_eq!(out.len(), 2, "{out:?}");
     assert_eq!(cache.revision(), 12);
 }

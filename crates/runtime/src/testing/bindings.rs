@@ -7,7 +7,18 @@
 //!   binding(name, targets, tolerations)  scheduled v1::ResourceBinding in NS (A3 placement)
 //!   set_taints / set_ready            CAS a cluster, as the api / cluster-health would
 //!   get_binding                       the domain ResourceBinding under binding_key(name)
+//!   create_clusters                   create clusters (name, healthy)
+//!   mem_with_clusters                 a MemStore holding the given clusters
+//!   create_binding(s)                 create one binding, or n built from their index
+//!   create_scheduled                  create binding(name, targets, tolerations)
+//!   wait_evicted / wait_event         poll until a binding leaves a cluster / an event exists
+//!   interpose_binding                 run a write of another service before the first CAS of a binding
+//!   count_off                         how many bindings no longer target a cluster
 //! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use flotilla_core::Time;
 use flotilla_core::types::{
@@ -17,6 +28,10 @@ use flotilla_core::types::{
 };
 use flotilla_proto::v1;
 use flotilla_store::typed::Typed;
+use flotilla_store::{MemStore, StoreRef};
+
+use super::Interpose;
+use super::harness::eventually;
 
 /// The namespace of every binding built here.
 pub const NS: &str = "default";
@@ -198,4 +213,112 @@ pub fn taint_policy_on_not_ready(
             }],
         }),
     }
+}
+
+/// A fresh [`MemStore`] holding `clusters` (name, healthy), and typed access to it.
+pub async fn mem_with_clusters(clusters: &[(&str, bool)]) -> (StoreRef, Typed) {
+    let store: StoreRef = Arc::new(MemStore::new());
+    let typed = Typed::new(store.clone());
+    create_clusters(&typed, clusters).await;
+    (store, typed)
+}
+
+/// Creates `clusters` (name, healthy); none may exist yet.
+pub async fn create_clusters(typed: &Typed, clusters: &[(&str, bool)]) {
+    for (name, healthy) in clusters {
+        typed
+            .create(cluster(name, *healthy), None)
+            .await
+            .expect("create the cluster");
+    }
+}
+
+/// Creates `binding` (it must not exist yet).
+pub async fn create_binding(typed: &Typed, binding: v1::ResourceBinding) {
+    typed
+        .create(binding, None)
+        .await
+        .expect("create the binding");
+}
+
+/// Creates [`binding`]`(name, targets, tolerations)` (it must not exist yet).
+pub async fn create_scheduled(
+    typed: &Typed,
+    name: &str,
+    targets: &[(&str, i32)],
+    tolerations: Vec<Toleration>,
+) {
+    create_binding(typed, binding(name, targets, tolerations)).await;
+}
+
+/// Creates the bindings `build(0)`, …, `build(n - 1)`.
+pub async fn create_bindings(
+    typed: &Typed,
+    n: usize,
+    build: impl Fn(usize) -> v1::ResourceBinding,
+) {
+    for i in 0..n {
+        create_binding(typed, build(i)).await;
+    }
+}
+
+/// Waits at most `timeout` until binding `name` no longer targets `cluster`.
+pub async fn wait_evicted(typed: &Typed, timeout: Duration, name: &str, cluster: &str) {
+    eventually(
+        timeout,
+        &format!("{name} evicted from {cluster}"),
+        || async { (!get_binding(typed, name).await.targets(cluster)).then_some(()) },
+    )
+    .await;
+}
+
+/// Waits at most `timeout` until an event with `reason` has been recorded.
+pub async fn wait_event(typed: &Typed, timeout: Duration, reason: &str) {
+    eventually(timeout, &format!("a {reason} event"), || async {
+        let (events, _) = typed
+            .list::<v1::Event>(None)
+            .await
+            .expect("list the events");
+        events.iter().any(|e| e.reason == reason).then_some(())
+    })
+    .await;
+}
+
+/// How many bindings no longer target `cluster`.
+pub async fn count_off(typed: &Typed, cluster: &str) -> usize {
+    let (all, _) = typed
+        .list::<v1::ResourceBinding>(None)
+        .await
+        .expect("list the bindings");
+    all.iter()
+        .filter(|b| {
+            !b.spec
+                .as_ref()
+                .expect("a binding spec")
+                .clusters
+                .iter()
+                .any(|t| t.name == cluster)
+        })
+        .count()
+}
+
+/// `store` wrapped in an [`Interpose`] that runs `hook` (with typed access to `typed`'s store)
+/// once, right before the first transaction writing binding `name`: a concurrent writer
+/// between a controller's read and its CAS.
+pub fn interpose_binding<F, Fut>(
+    store: StoreRef,
+    typed: &Typed,
+    name: &str,
+    hook: F,
+) -> Arc<Interpose>
+where
+    F: Fn(Typed) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let typed = typed.clone();
+    Interpose::new(
+        store,
+        &binding_key(name),
+        Box::new(move || Box::pin(hook(typed.clone()))),
+    )
 }

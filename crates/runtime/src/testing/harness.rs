@@ -7,6 +7,8 @@
 //!     .typed     read and write the store as other services would
 //!     .stop()    fire the shutdown; the service must return Ok within 10 s
 //!   eventually(timeout, what, || async { Some(..) })   poll every 20 ms
+//!   stop_task(&shutdown, timeout, task, what)   fire a shutdown, the task must end Ok in time
+//!   env_or("FLOTILLA_…", default)   a test's size from the environment
 //! ```
 
 use std::fmt;
@@ -37,6 +39,32 @@ where
             "timed out after {timeout:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Environment variable `var` parsed as a `T`, or `default` when it is unset or does not parse
+/// (e.g. the size of a scale test).
+pub fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Fires `shutdown` and waits at most `timeout` for `task` to end with `Ok`; panics naming
+/// `what` when it does not stop in time, panicked or failed.
+pub async fn stop_task<T, E: fmt::Debug>(
+    shutdown: &Shutdown,
+    timeout: Duration,
+    task: JoinHandle<Result<T, E>>,
+    what: &str,
+) -> T {
+    shutdown.trigger();
+    match tokio::time::timeout(timeout, task).await {
+        Err(_) => panic!("{what}: not stopped within {timeout:?}"),
+        Ok(Err(e)) => panic!("{what}: {e}"),
+        Ok(Ok(Err(e))) => panic!("{what}: {e:?}"),
+        Ok(Ok(Ok(v))) => v,
     }
 }
 

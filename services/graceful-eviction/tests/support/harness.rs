@@ -1,29 +1,17 @@
 //! Builders and a harness shared by the graceful-eviction tests (included with `#[path]`):
 //! the binding-controller support of `flotilla_runtime::testing`, on the graceful-eviction
 //! service, plus the helpers only these tests need.
-#![allow(
-    dead_code,
-    unused_imports,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
 
 use std::time::Duration;
 
 use flotilla_core::Time;
 use flotilla_core::types::ResourceBinding;
-use flotilla_graceful_eviction::{Config, GracefulEviction};
+use flotilla_graceful_eviction::Config;
+pub use flotilla_graceful_eviction::GracefulEviction;
 use flotilla_proto::v1;
 pub use flotilla_runtime::testing::bindings::*;
-pub use flotilla_runtime::testing::{Harness, Interpose, eventually};
-use flotilla_store::StoreRef;
+pub use flotilla_runtime::testing::{Harness, eventually};
 use flotilla_store::typed::Typed;
-
-/// A running graceful-eviction controller on `store`, until [`Harness::stop`].
-pub async fn start_graceful_eviction(store: StoreRef, config: Config) -> Harness {
-    Harness::start::<GracefulEviction>(store, config)
-}
 
 pub fn test_config() -> Config {
     let mut c = Config::new("test");
@@ -76,6 +64,44 @@ pub fn evicting(
     // as the work executor stamps it (I1a)
     b.status.aggregated_status_observed_generation = 1;
     b.into()
+}
+
+/// Binding `name` on member2 alone, evicting `task` (from member1), with member2's aggregated
+/// `health` when given (see [`evicting`]).
+pub fn on_member2(
+    name: &str,
+    task: flotilla_core::types::GracefulEvictionTask,
+    health: Option<flotilla_core::types::ResourceHealth>,
+) -> v1::ResourceBinding {
+    let status = health.map(|h| vec![item("member2", h)]).unwrap_or_default();
+    evicting(name, &["member2"], vec![task], status)
+}
+
+/// The graceful-eviction tasks of binding `name`.
+pub async fn tasks_of(
+    typed: &Typed,
+    name: &str,
+) -> Vec<flotilla_core::types::GracefulEvictionTask> {
+    get_binding(typed, name).await.spec.graceful_eviction_tasks
+}
+
+/// Waits at most `timeout` until the first task of binding `name` is stamped; its stamp.
+pub async fn wait_stamped(typed: &Typed, timeout: Duration, name: &str) -> Time {
+    eventually(timeout, &format!("{name}'s task stamped"), || async {
+        tasks_of(typed, name)
+            .await
+            .first()
+            .and_then(|t| t.creation_timestamp)
+    })
+    .await
+}
+
+/// Waits at most `timeout` until binding `name` has no task left (`what` names the cause).
+pub async fn wait_no_tasks(typed: &Typed, timeout: Duration, name: &str, what: &str) {
+    eventually(timeout, what, || async {
+        tasks_of(typed, name).await.is_empty().then_some(())
+    })
+    .await;
 }
 
 /// Read-modify-CAS of a binding (as another service would).

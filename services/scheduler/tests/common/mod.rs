@@ -136,6 +136,12 @@ pub async fn create_binding(typed: &Typed, rb: ResourceBinding) -> v1::ResourceB
         .unwrap()
 }
 
+/// Creates `rb` (see [`create_binding`]); its store key.
+pub async fn create_binding_key(typed: &Typed, rb: ResourceBinding) -> String {
+    let created = create_binding(typed, rb).await;
+    binding_key("default", &created.metadata.as_ref().unwrap().name)
+}
+
 /// Reads a stored binding as a domain object.
 pub async fn read_binding(typed: &Typed, key: &str) -> ResourceBinding {
     let wire: v1::ResourceBinding = typed.get(key).await.unwrap().expect("binding exists");
@@ -205,7 +211,7 @@ pub async fn clear_taints(typed: &Typed, cluster: &str) -> v1::Cluster {
     .await
 }
 
-pub use flotilla_runtime::testing::eventually;
+pub use flotilla_runtime::testing::{env_or, eventually, stop_task};
 
 /// Waits until the stored binding satisfies `pred`; returns it.
 pub async fn wait_binding(
@@ -252,4 +258,27 @@ pub async fn run_scheduler(
     )
     .await?;
     task.await?
+}
+
+/// Starts the scheduler (see [`run_scheduler`]) on `store` with `config` on a task: its gRPC on
+/// a fresh 127.0.0.1 port, the admin endpoints on another when `admin`. Returns the shutdown,
+/// the task and the gRPC URL.
+pub async fn spawn_scheduler(
+    store: flotilla_store::StoreRef,
+    config: flotilla_scheduler::Config,
+    admin: bool,
+) -> (
+    flotilla_runtime::Shutdown,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    String,
+) {
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", grpc.local_addr().unwrap());
+    let admin = match admin {
+        true => Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()),
+        false => None,
+    };
+    let shutdown = flotilla_runtime::Shutdown::new();
+    let task = tokio::spawn(run_scheduler(store, config, grpc, admin, shutdown.clone()));
+    (shutdown, task, url)
 }

@@ -5,14 +5,9 @@
 use std::time::Duration;
 
 pub use flotilla_runtime::testing::bindings::*;
-pub use flotilla_runtime::testing::{Harness, Interpose, eventually};
-use flotilla_store::StoreRef;
-use flotilla_taint_manager::{Config, TaintManager};
-
-/// A running taint manager on `store`, until [`Harness::stop`].
-pub async fn start_taint_manager(store: StoreRef, config: Config) -> Harness {
-    Harness::start::<TaintManager>(store, config)
-}
+pub use flotilla_runtime::testing::{Harness, Interpose, env_or, eventually};
+use flotilla_taint_manager::Config;
+pub use flotilla_taint_manager::TaintManager;
 
 pub fn test_config() -> Config {
     let mut c = Config::new("test");
