@@ -21,7 +21,7 @@ use flotilla_core::validation::{
 use flotilla_proto::convert::{time_to_timestamp, timestamp_to_time};
 use flotilla_proto::v1;
 use flotilla_proto::v1::graceful_eviction_server::{GracefulEviction, GracefulEvictionServer};
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 use crate::error::Error;
 use crate::plan::{describe, plan, task_deadline};
@@ -56,12 +56,8 @@ fn outcome(verdict: TaskVerdict) -> v1::TaskOutcome {
 
 /// The parts of the binding the assessment reads, validated (paths under `binding.`).
 fn validate_binding(binding: &ResourceBinding, limits: &Limits) -> FieldErrors {
-    let mut errs = FieldErrors::new();
     let spec = FieldPath::new("binding.spec");
-    errs.extend(validate_target_names(
-        &binding.spec.clusters,
-        &spec.child("clusters"),
-    ));
+    let mut errs = validate_target_names(&binding.spec.clusters, &spec.child("clusters"));
     let tasks = spec.child("gracefulEvictionTasks");
     if binding.spec.graceful_eviction_tasks.len() > limits.max_eviction_tasks {
         errs.push(FieldError::too_many(
@@ -175,13 +171,19 @@ fn assess(
     Ok(resp)
 }
 
-#[tonic::async_trait]
-impl GracefulEviction for GracefulEvictionService {
-    async fn assess(
+flotilla_runtime::unary_service! {
+    impl GracefulEviction for GracefulEvictionService {
+        assess(v1::GracefulEvictionAssessRequest) -> v1::GracefulEvictionAssessResponse =
+            Self::assess_request;
+    }
+}
+
+impl GracefulEvictionService {
+    /// `GracefulEviction.Assess`: [`assess`] with the server's default timeout.
+    async fn assess_request(
         &self,
         request: Request<v1::GracefulEvictionAssessRequest>,
-    ) -> Result<Response<v1::GracefulEvictionAssessResponse>, Status> {
-        let resp = assess(request.into_inner(), self.default_timeout, &self.limits)?;
-        Ok(Response::new(resp))
+    ) -> Result<v1::GracefulEvictionAssessResponse, Error> {
+        assess(request.into_inner(), self.default_timeout, &self.limits)
     }
 }

@@ -25,7 +25,7 @@ use flotilla_core::validation::{
 use flotilla_proto::convert::{ConvertError, timestamp_to_time};
 use flotilla_proto::v1;
 use flotilla_proto::v1::scheduler_server::Scheduler;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Status};
 
 use crate::decision::{
     Decision, REASON_SUCCESS, decide, format_core_targets, scheduled_condition, trigger_name,
@@ -48,16 +48,20 @@ impl SchedulerService {
     pub fn new(limits: Limits, options: ScheduleOptions) -> Self {
         Self { limits, options }
     }
-}
 
-#[tonic::async_trait]
-impl Scheduler for SchedulerService {
-    async fn simulate(
+    /// `Scheduler.Simulate`: the request validated, then [`simulate`].
+    async fn simulate_request(
         &self,
         request: Request<v1::SimulateRequest>,
-    ) -> Result<Response<v1::SimulateResponse>, Status> {
+    ) -> Result<v1::SimulateResponse, Status> {
         let input = SimulateInput::from_request(request.into_inner(), &self.limits, self.options)?;
-        Ok(Response::new(simulate(&input)))
+        Ok(simulate(&input))
+    }
+}
+
+flotilla_runtime::unary_service! {
+    impl Scheduler for SchedulerService {
+        simulate(v1::SimulateRequest) -> v1::SimulateResponse = Self::simulate_request;
     }
 }
 

@@ -23,7 +23,7 @@ use flotilla_core::validation::{
 use flotilla_proto::convert::{WireEnum, time_to_timestamp, timestamp_to_time};
 use flotilla_proto::v1;
 use flotilla_proto::v1::taint_manager_server::{TaintManager, TaintManagerServer};
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 use crate::error::Error;
 
@@ -54,12 +54,8 @@ fn prefixed(parent: &str, errors: FieldErrors) -> FieldErrors {
 
 /// The parts of a binding the eviction rule reads, validated (paths under `binding.`).
 fn validate_binding(binding: &ResourceBinding, limits: &Limits) -> FieldErrors {
-    let mut errs = FieldErrors::new();
     let spec = FieldPath::new("binding.spec");
-    errs.extend(validate_target_names(
-        &binding.spec.clusters,
-        &spec.child("clusters"),
-    ));
+    let mut errs = validate_target_names(&binding.spec.clusters, &spec.child("clusters"));
     for (i, task) in binding.spec.graceful_eviction_tasks.iter().enumerate() {
         errs.extend(validate_eviction_task(
             task,
@@ -273,13 +269,18 @@ fn explain(input: ExplainInput) -> Result<v1::ExplainResponse, Error> {
     Ok(resp)
 }
 
-#[tonic::async_trait]
-impl TaintManager for TaintManagerService {
-    async fn explain(
+flotilla_runtime::unary_service! {
+    impl TaintManager for TaintManagerService {
+        explain(v1::ExplainRequest) -> v1::ExplainResponse = Self::explain_request;
+    }
+}
+
+impl TaintManagerService {
+    /// `TaintManager.Explain`: the request decoded and validated, then [`explain`].
+    async fn explain_request(
         &self,
         request: Request<v1::ExplainRequest>,
-    ) -> Result<Response<v1::ExplainResponse>, Status> {
-        let input = decode_request(request.into_inner(), &self.limits)?;
-        Ok(Response::new(explain(input)?))
+    ) -> Result<v1::ExplainResponse, Error> {
+        explain(decode_request(request.into_inner(), &self.limits)?)
     }
 }
