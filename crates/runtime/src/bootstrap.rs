@@ -51,14 +51,7 @@ pub struct Runtime {
     pub metrics: PrometheusHandle,
 }
 
-impl std::fmt::Debug for Runtime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime")
-            .field("args", &self.args)
-            .field("readiness", &self.readiness)
-            .finish_non_exhaustive()
-    }
-}
+flotilla_store::debug_fields!(Runtime as r { "args": r.args, "readiness": r.readiness });
 
 // === impl Runtime ===
 

@@ -50,13 +50,9 @@ pub struct FlakyStore {
     range_calls: AtomicUsize,
 }
 
-impl std::fmt::Debug for FlakyStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FlakyStore")
-            .field("partitioned", &self.partitioned.load(Ordering::SeqCst))
-            .finish_non_exhaustive()
-    }
-}
+flotilla_store::debug_fields!(FlakyStore as s {
+    "partitioned": s.partitioned.load(Ordering::SeqCst)
+});
 
 // === impl FlakyStore ===
 
@@ -244,14 +240,7 @@ pub struct Interpose {
     pub binding_puts: AtomicUsize,
 }
 
-impl std::fmt::Debug for Interpose {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interpose")
-            .field("key", &self.key)
-            .field("fired", &self.fired)
-            .finish_non_exhaustive()
-    }
-}
+flotilla_store::debug_fields!(Interpose as i { "key": i.key, "fired": i.fired });
 
 // === impl Interpose ===
 

@@ -111,7 +111,7 @@ pub struct EtcdStore {
     watch_prev_kv: bool,
 }
 
-debug_fields!(EtcdStore { "namespace": ns });
+debug_fields!(EtcdStore as s { "namespace": s.ns });
 
 /// The largest watch response the client accepts (see [`EtcdStore`]'s watch).
 pub const WATCH_MAX_DECODING_MESSAGE_SIZE: usize = 256 * 1024 * 1024;

@@ -34,14 +34,21 @@
 
 #![forbid(unsafe_code)]
 
-/// `impl Debug` for a type that shows only the named fields (the others are connections,
-/// tasks or channels), as `Type { label: field, .. }`.
+/// `impl Debug` for a type that shows only some values (its other fields are connections,
+/// tasks, channels or secrets), as `Type { label: value, .. }`; `$this` names `self` in the
+/// values. Shared by the crates above the store:
+///
+/// ```ignore
+/// flotilla_store::debug_fields!(Context as c { "options": c.options, "clusters": c.clusters.len() });
+/// ```
+#[macro_export]
 macro_rules! debug_fields {
-    ($ty:ident { $($label:literal: $field:ident),* }) => {
-        impl std::fmt::Debug for $ty {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ($ty:ident $(<$($gen:ident),+>)? as $this:ident { $($label:literal: $value:expr),+ $(,)? }) => {
+        impl $(<$($gen),+>)? ::std::fmt::Debug for $ty $(<$($gen),+>)? {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let $this = self;
                 f.debug_struct(stringify!($ty))
-                    $(.field($label, &self.$field))*
+                    $(.field($label, &$value))+
                     .finish_non_exhaustive()
             }
         }

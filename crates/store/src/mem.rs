@@ -74,13 +74,7 @@ pub struct MemStore {
     shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for MemStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemStore")
-            .field("options", &self.shared.opts)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(MemStore as s { "options": s.shared.opts });
 
 struct Shared {
     state: Mutex<State>,

@@ -24,7 +24,7 @@ pub struct Prefixed {
     prefix: String,
 }
 
-debug_fields!(Prefixed { "prefix": prefix });
+debug_fields!(Prefixed as s { "prefix": s.prefix });
 
 // === impl Prefixed ===
 

@@ -37,7 +37,7 @@ pub struct WatchStream {
     done: bool,
 }
 
-debug_fields!(WatchStream { "done": done });
+debug_fields!(WatchStream as s { "done": s.done });
 
 /// The backend's half of a channel-fed [`WatchStream`].
 #[derive(Debug)]

@@ -78,13 +78,7 @@ pub struct Harness {
     task: JoinHandle<()>,
 }
 
-impl fmt::Debug for Harness {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Harness")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+flotilla_store::debug_fields!(Harness as h { "name": h.name });
 
 // === impl Harness ===
 
