@@ -11,7 +11,7 @@ use flotilla_proto::v1::api_client::ApiClient;
 use tonic::{Code, Status};
 
 use super::conn::{ServerArgs, status_error};
-use super::get::NamespaceArgs;
+use super::get::NamespacedServerArgs;
 use super::kinds::{ApiObject, Kind, Scope};
 use super::words;
 
@@ -56,10 +56,7 @@ pub struct DeleteArgs {
     pub filenames: Vec<String>,
 
     #[command(flatten)]
-    pub ns: NamespaceArgs,
-
-    #[command(flatten)]
-    pub server: ServerArgs,
+    pub on: NamespacedServerArgs,
 }
 
 /// `cluster` or `clusters`: the only kind taints apply to.
@@ -317,11 +314,11 @@ pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
         Some(kind) => args
             .names
             .iter()
-            .map(|name| (kind.clone(), args.ns.namespace.clone(), name.clone()))
+            .map(|name| (kind.clone(), args.on.ns.namespace.clone(), name.clone()))
             .collect(),
         None => file_targets(&args)?,
     };
-    let mut api = args.server.api().await?;
+    let mut api = args.on.server.api().await?;
     let mut failed = 0;
     for (kind, ns, name) in &targets {
         let result = delete_one(&mut api, kind, ns, name).await;
@@ -349,7 +346,7 @@ pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
 fn file_targets(args: &DeleteArgs) -> anyhow::Result<Vec<(Kind, String, String)>> {
     use super::manifest::{self, Object, ReadOptions};
     let opts = ReadOptions {
-        namespace: args.ns.namespace.clone(),
+        namespace: args.on.ns.namespace.clone(),
         namespace_explicit: false,
     };
     let mut documents = Vec::new();
