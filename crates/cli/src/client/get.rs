@@ -165,7 +165,12 @@ macro_rules! by_kind {
 
 /// Runs `flotilla get`.
 pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
-    let scope = scope(&args.kind, &args.on.ns, &args.selector, args.cluster.clone());
+    let scope = scope(
+        &args.kind,
+        &args.on.ns,
+        &args.selector,
+        args.cluster.clone(),
+    );
     by_kind!(args.kind, get_kind(&args, &scope))
 }
 

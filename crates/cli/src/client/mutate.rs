@@ -704,17 +704,18 @@ fn credentials_secret(
     name: &str,
     creds: &super::kubeconfig::Credentials,
 ) -> v1::Secret {
+    use super::kubeconfig::Hidden;
     let mut data = std::collections::BTreeMap::new();
-    if let Some(token) = &creds.token {
+    if let Some(Hidden(token)) = &creds.token {
         data.insert(
             flotilla_member::SECRET_TOKEN.to_owned(),
             token.as_bytes().to_vec(),
         );
     }
-    if let Some(ca) = &creds.ca {
+    if let Some(Hidden(ca)) = &creds.ca {
         data.insert(flotilla_member::SECRET_CA_BUNDLE.to_owned(), ca.clone());
     }
-    if let Some((cert, key)) = &creds.client_cert {
+    if let Some(Hidden((cert, key))) = &creds.client_cert {
         data.insert(flotilla_member::SECRET_TLS_CERT.to_owned(), cert.clone());
         data.insert(flotilla_member::SECRET_TLS_KEY.to_owned(), key.clone());
     }
