@@ -395,13 +395,18 @@ async fn delete_one(
     name: &str,
 ) -> anyhow::Result<(String, bool)> {
     let what = |k: &str| format!("deleting {k} {name:?}");
-    // One delete call: the request (with the namespace where the kind is namespaced), the
-    // kind's lowercase name for errors, and `kind/name` (or the given text) for the output.
+    // One delete call: the kind's type (its lowercase name for errors and `kind/name` for the
+    // output) or its name and the text to show, and the request (with the namespace where the
+    // kind is namespaced).
     macro_rules! delete {
-        ($method:ident, $req:ident { $($ns:ident)? }, $kind:literal) => {
-            delete!($method, $req { $($ns)? }, $kind, format!(concat!($kind, "/{}"), name))
+        ($ty:ty, $method:ident($req:ident { $($ns:ident)? })) => {
+            delete!(
+                <$ty as ApiObject>::NAME,
+                format!("{}/{name}", <$ty as ApiObject>::NAME),
+                $method($req { $($ns)? })
+            )
         };
-        ($method:ident, $req:ident { $($ns:ident)? }, $kind:literal, $shown:expr) => {{
+        ($kind:expr, $shown:expr, $method:ident($req:ident { $($ns:ident)? })) => {{
             let r = api
                 .$method(v1::$req {
                     $($ns: $ns.into(),)?
@@ -415,37 +420,31 @@ async fn delete_one(
         }};
     }
     Ok(match kind {
-        Kind::Cluster => delete!(delete_cluster, DeleteClusterRequest {}, "cluster"),
+        Kind::Cluster => delete!(v1::Cluster, delete_cluster(DeleteClusterRequest {})),
         Kind::PropagationPolicy => delete!(
-            delete_propagation_policy,
-            DeletePropagationPolicyRequest { namespace },
-            "propagationpolicy"
+            v1::PropagationPolicy,
+            delete_propagation_policy(DeletePropagationPolicyRequest { namespace })
         ),
         Kind::ClusterPropagationPolicy => delete!(
-            delete_cluster_propagation_policy,
-            DeleteClusterPropagationPolicyRequest {},
-            "clusterpropagationpolicy"
+            v1::ClusterPropagationPolicy,
+            delete_cluster_propagation_policy(DeleteClusterPropagationPolicyRequest {})
         ),
         Kind::ClusterTaintPolicy => delete!(
-            delete_cluster_taint_policy,
-            DeleteClusterTaintPolicyRequest {},
-            "clustertaintpolicy"
+            v1::ClusterTaintPolicy,
+            delete_cluster_taint_policy(DeleteClusterTaintPolicyRequest {})
         ),
         Kind::OverridePolicy => delete!(
-            delete_override_policy,
-            DeleteOverridePolicyRequest { namespace },
-            "overridepolicy"
+            v1::OverridePolicy,
+            delete_override_policy(DeleteOverridePolicyRequest { namespace })
         ),
         Kind::Credentials => delete!(
-            delete_secret,
-            DeleteSecretRequest { namespace },
             "secret",
-            format!("secret/{namespace}/{name}")
+            format!("secret/{namespace}/{name}"),
+            delete_secret(DeleteSecretRequest { namespace })
         ),
         Kind::ClusterOverridePolicy => delete!(
-            delete_cluster_override_policy,
-            DeleteClusterOverridePolicyRequest {},
-            "clusteroverridepolicy"
+            v1::ClusterOverridePolicy,
+            delete_cluster_override_policy(DeleteClusterOverridePolicyRequest {})
         ),
         Kind::Workload(workload_kind) => {
             let scope = Scope {
