@@ -159,6 +159,15 @@ fn targets(binding: &serde_json::Value) -> String {
     t.join(",")
 }
 
+/// The line of `what-if` output about `binding` (`namespace/name`).
+#[track_caller]
+fn binding_row<'a>(what_if: &'a str, binding: &str) -> &'a str {
+    what_if
+        .lines()
+        .find(|l| l.starts_with(binding))
+        .unwrap_or_else(|| panic!("the binding is not named:\n{what_if}"))
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -226,10 +235,7 @@ fn seed_failover_through_the_cli() {
 
     // What if member1 failed: the binding would move to member2 with all three replicas.
     let what_if = up.ok(&["what-if", "fail", "member1"]);
-    let row = what_if
-        .lines()
-        .find(|l| l.starts_with("default/nginx-deployment"))
-        .unwrap_or_else(|| panic!("the binding is not named:\n{what_if}"));
+    let row = binding_row(&what_if, "default/nginx-deployment");
     assert!(row.contains("member2:3"), "{what_if}");
     assert!(
         row.contains("after 2s"),
@@ -385,48 +391,40 @@ fn invalid_input_applies_nothing_and_edits_are_compare_and_swap() {
     let up = Up::start();
 
     // Document 2 tolerates a NoSchedule taint for a while: invalid (only NoExecute has
-    // tolerationSeconds). Document 1, a valid Deployment, must not be created either.
-    let bad = up.write(
-        "bad.yaml",
-        &format!(
-            "{}---\n{}",
-            SEED.split("---").next().unwrap().replace("nginx", "web"),
-            include_str!("../testdata/toleration-seconds-on-no-schedule.yaml")
-                .replace("nginx", "web"),
-        ),
-    );
-    let out = up.cli(&["apply", "-f", bad.to_str().unwrap()]);
-    assert_failed(
-        &out,
-        &[
-            "document 2 (PropagationPolicy default/bad)",
-            "spec.placement.clusterTolerations[0].effect",
-            "when `tolerationSeconds` is set",
-            "nothing was applied",
-        ],
-    );
-    assert!(out.stdout.is_empty(), "nothing reported as applied");
-
-    // An unknown field, likewise.
-    let unknown = up.write(
-        "unknown.yaml",
-        &format!(
-            "{}---\n{}",
-            SEED.split("---").next().unwrap().replace("nginx", "web"),
-            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: typo\n\
+    // tolerationSeconds). Document 1, a valid Deployment, must not be created either. An
+    // unknown field, likewise.
+    let web = SEED.split("---").next().unwrap().replace("nginx", "web");
+    let bad =
+        include_str!("../testdata/toleration-seconds-on-no-schedule.yaml").replace("nginx", "web");
+    let unknown = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: typo\n\
              spec:\n  resourceSelectors:\n  - apiVersion: apps/v1\n    kind: Deployment\n    name: web\n  \
-             placement:\n    clusterAfinity:\n      clusterNames: [member1]\n"
+             placement:\n    clusterAfinity:\n      clusterNames: [member1]\n";
+    for (file, doc, want) in [
+        (
+            "bad.yaml",
+            bad.as_str(),
+            &[
+                "document 2 (PropagationPolicy default/bad)",
+                "spec.placement.clusterTolerations[0].effect",
+                "when `tolerationSeconds` is set",
+                "nothing was applied",
+            ][..],
         ),
-    );
-    let out = up.cli(&["apply", "-f", unknown.to_str().unwrap()]);
-    assert_failed(
-        &out,
-        &[
-            "document 2 (PropagationPolicy default/typo)",
-            "spec.placement",
-            "unknown field `clusterAfinity`",
-        ],
-    );
+        (
+            "unknown.yaml",
+            unknown,
+            &[
+                "document 2 (PropagationPolicy default/typo)",
+                "spec.placement",
+                "unknown field `clusterAfinity`",
+            ][..],
+        ),
+    ] {
+        let path = up.write(file, &format!("{web}---\n{doc}"));
+        let out = up.cli(&["apply", "-f", path.to_str().unwrap()]);
+        assert_failed(&out, want);
+        assert!(out.stdout.is_empty(), "nothing reported as applied");
+    }
 
     // Nothing was created.
     let workloads = up.json(&["get", "workloads", "-A"]);
@@ -553,10 +551,7 @@ fn invalid_input_applies_nothing_and_edits_are_compare_and_swap() {
         (targets(&up.json(&["get", "rb", "solo-deployment"])) == "member1:2").then_some(())
     });
     let what_if = up.ok(&["what-if", "fail", "member1"]);
-    let row = what_if
-        .lines()
-        .find(|l| l.starts_with("default/solo-deployment"))
-        .unwrap_or_else(|| panic!("the binding is not named:\n{what_if}"));
+    let row = binding_row(&what_if, "default/solo-deployment");
     assert!(row.contains("NOWHERE TO GO"), "{what_if}");
     assert_has(
         &what_if,

@@ -301,28 +301,35 @@ fn reply<T>(what: &str, r: Result<tonic::Response<T>, tonic::Status>) -> anyhow:
         .map_err(|s| status_error(what, &s))
 }
 
-fn decision_words(d: i32) -> &'static str {
-    match v1::EvictionDecision::try_from(d) {
-        Ok(v1::EvictionDecision::NotApplicable) => "not applicable",
-        Ok(v1::EvictionDecision::Tolerate) => "tolerated: stays",
-        Ok(v1::EvictionDecision::EvictAfter) => "evicted later",
-        Ok(v1::EvictionDecision::EvictNow) => "evicted now",
-        _ => "unknown",
-    }
+/// `fn $name(raw: i32) -> &'static str`: the words for each named value of the wire enum,
+/// `unknown` for any other.
+macro_rules! enum_words {
+    ($name:ident: $enum:ident { $($variant:ident => $words:literal,)* }) => {
+        fn $name(raw: i32) -> &'static str {
+            match v1::$enum::try_from(raw) {
+                $(Ok(v1::$enum::$variant) => $words,)*
+                _ => "unknown",
+            }
+        }
+    };
 }
 
-fn outcome_words(o: i32) -> &'static str {
-    match v1::TaskOutcome::try_from(o) {
-        Ok(v1::TaskOutcome::Stamped) => "new, stamped and kept",
-        Ok(v1::TaskOutcome::Kept) => "kept (waiting for the new placement to be healthy)",
-        Ok(v1::TaskOutcome::KeptSuppressed) => "kept (deletion suppressed)",
-        Ok(v1::TaskOutcome::KeptNoReplacement) => "kept (no replacement cluster yet)",
-        Ok(v1::TaskOutcome::RemovedSuppressionLifted) => "removed (suppression lifted)",
-        Ok(v1::TaskOutcome::RemovedTimedOut) => "removed (timed out)",
-        Ok(v1::TaskOutcome::RemovedHealthy) => "removed (the new placement is healthy)",
-        _ => "unknown",
-    }
-}
+enum_words!(decision_words: EvictionDecision {
+    NotApplicable => "not applicable",
+    Tolerate => "tolerated: stays",
+    EvictAfter => "evicted later",
+    EvictNow => "evicted now",
+});
+
+enum_words!(outcome_words: TaskOutcome {
+    Stamped => "new, stamped and kept",
+    Kept => "kept (waiting for the new placement to be healthy)",
+    KeptSuppressed => "kept (deletion suppressed)",
+    KeptNoReplacement => "kept (no replacement cluster yet)",
+    RemovedSuppressionLifted => "removed (suppression lifted)",
+    RemovedTimedOut => "removed (timed out)",
+    RemovedHealthy => "removed (the new placement is healthy)",
+});
 
 fn split_binding(text: &str, default_ns: &str) -> (String, String) {
     match text.split_once('/') {

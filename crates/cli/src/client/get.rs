@@ -35,6 +35,16 @@ pub struct NamespaceArgs {
     pub all_namespaces: bool,
 }
 
+/// The namespace flags, then the server flags, of the commands on namespaced kinds.
+#[derive(Clone, Debug, clap::Args)]
+pub struct NamespacedServerArgs {
+    #[command(flatten)]
+    pub ns: NamespaceArgs,
+
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
 /// Arguments of `flotilla get`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = GET_EXAMPLES)]
@@ -74,10 +84,7 @@ pub struct GetArgs {
     pub cluster: Option<String>,
 
     #[command(flatten)]
-    pub ns: NamespaceArgs,
-
-    #[command(flatten)]
-    pub server: ServerArgs,
+    pub on: NamespacedServerArgs,
 }
 
 const GET_EXAMPLES: &str = "\
@@ -106,10 +113,7 @@ pub struct DescribeArgs {
     pub cluster: Option<String>,
 
     #[command(flatten)]
-    pub ns: NamespaceArgs,
-
-    #[command(flatten)]
-    pub server: ServerArgs,
+    pub on: NamespacedServerArgs,
 }
 
 const DESCRIBE_EXAMPLES: &str = "\
@@ -135,50 +139,45 @@ fn scope(kind: &Kind, ns: &NamespaceArgs, selector: &str, cluster: Option<String
     }
 }
 
+/// `$run::<T>($args, $scope)` with `T` the api type of `kind`, awaited; credentials are
+/// write-only.
+macro_rules! by_kind {
+    ($kind:expr, $run:ident($args:expr, $scope:expr)) => {
+        match $kind {
+            Kind::Cluster => $run::<v1::Cluster>($args, $scope).await,
+            Kind::PropagationPolicy => $run::<v1::PropagationPolicy>($args, $scope).await,
+            Kind::ClusterPropagationPolicy => {
+                $run::<v1::ClusterPropagationPolicy>($args, $scope).await
+            }
+            Kind::ClusterTaintPolicy => $run::<v1::ClusterTaintPolicy>($args, $scope).await,
+            Kind::OverridePolicy => $run::<v1::OverridePolicy>($args, $scope).await,
+            Kind::ClusterOverridePolicy => $run::<v1::ClusterOverridePolicy>($args, $scope).await,
+            Kind::Workload(_) => $run::<v1::Workload>($args, $scope).await,
+            Kind::ResourceBinding | Kind::ClusterResourceBinding => {
+                $run::<v1::ResourceBinding>($args, $scope).await
+            }
+            Kind::Work => $run::<v1::Work>($args, $scope).await,
+            Kind::Event => $run::<v1::Event>($args, $scope).await,
+            Kind::Credentials => credentials_are_write_only(),
+        }
+    };
+}
+
 /// Runs `flotilla get`.
 pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
-    let scope = scope(&args.kind, &args.ns, &args.selector, args.cluster.clone());
-    match args.kind {
-        Kind::Cluster => get_kind::<v1::Cluster>(&args, &scope).await,
-        Kind::PropagationPolicy => get_kind::<v1::PropagationPolicy>(&args, &scope).await,
-        Kind::ClusterPropagationPolicy => {
-            get_kind::<v1::ClusterPropagationPolicy>(&args, &scope).await
-        }
-        Kind::ClusterTaintPolicy => get_kind::<v1::ClusterTaintPolicy>(&args, &scope).await,
-        Kind::OverridePolicy => get_kind::<v1::OverridePolicy>(&args, &scope).await,
-        Kind::ClusterOverridePolicy => get_kind::<v1::ClusterOverridePolicy>(&args, &scope).await,
-        Kind::Workload(_) => get_kind::<v1::Workload>(&args, &scope).await,
-        Kind::ResourceBinding | Kind::ClusterResourceBinding => {
-            get_kind::<v1::ResourceBinding>(&args, &scope).await
-        }
-        Kind::Work => get_kind::<v1::Work>(&args, &scope).await,
-        Kind::Event => get_kind::<v1::Event>(&args, &scope).await,
-        Kind::Credentials => credentials_are_write_only(),
-    }
+    let scope = scope(
+        &args.kind,
+        &args.on.ns,
+        &args.selector,
+        args.cluster.clone(),
+    );
+    by_kind!(args.kind, get_kind(&args, &scope))
 }
 
 /// Runs `flotilla describe`.
 pub async fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
-    let scope = scope(&args.kind, &args.ns, "", args.cluster.clone());
-    match args.kind {
-        Kind::Cluster => describe_kind::<v1::Cluster>(&args, &scope).await,
-        Kind::PropagationPolicy => describe_kind::<v1::PropagationPolicy>(&args, &scope).await,
-        Kind::ClusterPropagationPolicy => {
-            describe_kind::<v1::ClusterPropagationPolicy>(&args, &scope).await
-        }
-        Kind::ClusterTaintPolicy => describe_kind::<v1::ClusterTaintPolicy>(&args, &scope).await,
-        Kind::OverridePolicy => describe_kind::<v1::OverridePolicy>(&args, &scope).await,
-        Kind::ClusterOverridePolicy => {
-            describe_kind::<v1::ClusterOverridePolicy>(&args, &scope).await
-        }
-        Kind::Workload(_) => describe_kind::<v1::Workload>(&args, &scope).await,
-        Kind::ResourceBinding | Kind::ClusterResourceBinding => {
-            describe_kind::<v1::ResourceBinding>(&args, &scope).await
-        }
-        Kind::Work => describe_kind::<v1::Work>(&args, &scope).await,
-        Kind::Event => describe_kind::<v1::Event>(&args, &scope).await,
-        Kind::Credentials => credentials_are_write_only(),
-    }
+    let scope = scope(&args.kind, &args.on.ns, "", args.cluster.clone());
+    by_kind!(args.kind, describe_kind(&args, &scope))
 }
 
 /// The named objects (or all of them), with the names that were not found.
@@ -227,7 +226,7 @@ fn no_resources(scope: &Scope, namespaced: bool) -> String {
 }
 
 async fn get_kind<T: ApiObject>(args: &GetArgs, scope: &Scope) -> anyhow::Result<ExitCode> {
-    let mut api = args.server.api().await?;
+    let mut api = args.on.server.api().await?;
     let (mut items, mut revision, missing) = fetch::<T>(&mut api, scope, &args.names).await?;
     T::sort(&mut items);
     let now = now();
@@ -293,7 +292,7 @@ async fn get_kind<T: ApiObject>(args: &GetArgs, scope: &Scope) -> anyhow::Result
         .iter()
         .map(|o| (format!("{}/{}", o.namespace(), o.name()), printed(o)))
         .collect();
-    let mut watch_api = args.server.api_streaming().await?;
+    let mut watch_api = args.on.server.api_streaming().await?;
     let mut header_printed = !table.is_empty();
     let mut failures = 0u32;
     loop {
@@ -383,7 +382,7 @@ async fn describe_kind<T: ApiObject + Describe>(
     args: &DescribeArgs,
     scope: &Scope,
 ) -> anyhow::Result<ExitCode> {
-    let mut api = args.server.api().await?;
+    let mut api = args.on.server.api().await?;
     let (items, _, missing) = fetch::<T>(&mut api, scope, &args.names).await?;
     let now = now();
     let mut first = true;

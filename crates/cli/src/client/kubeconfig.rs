@@ -8,32 +8,29 @@ use base64::Engine as _;
 use serde_json::Value;
 
 /// A member's API server and the credentials to reach it. `Debug` never shows them.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Credentials {
     /// The context used.
     pub context: String,
     /// `clusters[].cluster.server`.
     pub server: String,
     /// The CA bundle (PEM), if the kubeconfig names one.
-    pub ca: Option<Vec<u8>>,
+    pub ca: Option<Hidden<Vec<u8>>>,
     /// A bearer token.
-    pub token: Option<String>,
+    pub token: Option<Hidden<String>>,
     /// A client certificate and key (PEM).
-    pub client_cert: Option<(Vec<u8>, Vec<u8>)>,
+    pub client_cert: Option<Hidden<(Vec<u8>, Vec<u8>)>>,
     /// `insecure-skip-tls-verify`.
     pub insecure: bool,
 }
 
-impl std::fmt::Debug for Credentials {
+/// A value `Debug` shows as `<redacted>`: a secret, or a certificate not worth printing.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Hidden<T>(pub T);
+
+impl<T> std::fmt::Debug for Hidden<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("context", &self.context)
-            .field("server", &self.server)
-            .field("ca", &self.ca.is_some())
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .field("client_cert", &self.client_cert.is_some())
-            .field("insecure", &self.insecure)
-            .finish()
+        f.write_str("<redacted>")
     }
 }
 
@@ -103,7 +100,7 @@ pub fn read(path: &Path, context: Option<&str>) -> anyhow::Result<Credentials> {
         .get("insecure-skip-tls-verify")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let ca = bytes(cluster, "certificate-authority", dir)?;
+    let ca = bytes(cluster, "certificate-authority", dir)?.map(Hidden);
     let mut creds = Credentials {
         context: context_name.clone(),
         server,
@@ -129,17 +126,17 @@ pub fn read(path: &Path, context: Option<&str>) -> anyhow::Result<Credentials> {
         }
     }
     if let Some(token) = text(&user, "token") {
-        creds.token = Some(token.trim().to_owned());
+        creds.token = Some(Hidden(token.trim().to_owned()));
     } else if let Some(file) = text(&user, "tokenFile") {
         let path = dir.join(file);
         let token = std::fs::read_to_string(&path)
             .with_context(|| format!("reading tokenFile {}", path.display()))?;
-        creds.token = Some(token.trim().to_owned());
+        creds.token = Some(Hidden(token.trim().to_owned()));
     }
     let cert = bytes(&user, "client-certificate", dir)?;
     let key = bytes(&user, "client-key", dir)?;
     creds.client_cert = match (cert, key) {
-        (Some(c), Some(k)) => Some((c, k)),
+        (Some(c), Some(k)) => Some(Hidden((c, k))),
         (None, None) => None,
         _ => bail!(
             "user {user_name:?} has a client certificate without its key, or a key without its certificate"
@@ -203,8 +200,11 @@ users:
         let (_dir, path) = write();
         let c = read(&path, None).unwrap();
         assert_eq!(c.server, "https://127.0.0.1:36443");
-        assert_eq!(c.token.as_deref(), Some("s3cr3t-t0ken"));
-        assert_eq!(c.ca.as_deref(), Some(&b"-----BEGIN CERTIFICATE-----\n"[..]));
+        assert_eq!(c.token.as_ref().map(|t| t.0.as_str()), Some("s3cr3t-t0ken"));
+        assert_eq!(
+            c.ca.as_ref().map(|ca| ca.0.as_slice()),
+            Some(&b"-----BEGIN CERTIFICATE-----\n"[..])
+        );
         assert!(
             !format!("{c:?}").contains("s3cr3t"),
             "Debug redacts the token"
@@ -212,7 +212,10 @@ users:
 
         let c = read(&path, Some("other")).unwrap();
         assert!(c.insecure);
-        assert_eq!(c.client_cert, Some((b"CERT".to_vec(), b"KEY".to_vec())));
+        assert_eq!(
+            c.client_cert,
+            Some(Hidden((b"CERT".to_vec(), b"KEY".to_vec())))
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use flotilla_proto::v1::api_client::ApiClient;
 use tonic::{Code, Status};
 
 use super::conn::{ServerArgs, status_error};
-use super::get::NamespaceArgs;
+use super::get::NamespacedServerArgs;
 use super::kinds::{ApiObject, Kind, Scope};
 use super::words;
 
@@ -56,10 +56,7 @@ pub struct DeleteArgs {
     pub filenames: Vec<String>,
 
     #[command(flatten)]
-    pub ns: NamespaceArgs,
-
-    #[command(flatten)]
-    pub server: ServerArgs,
+    pub on: NamespacedServerArgs,
 }
 
 /// `cluster` or `clusters`: the only kind taints apply to.
@@ -317,11 +314,11 @@ pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
         Some(kind) => args
             .names
             .iter()
-            .map(|name| (kind.clone(), args.ns.namespace.clone(), name.clone()))
+            .map(|name| (kind.clone(), args.on.ns.namespace.clone(), name.clone()))
             .collect(),
         None => file_targets(&args)?,
     };
-    let mut api = args.server.api().await?;
+    let mut api = args.on.server.api().await?;
     let mut failed = 0;
     for (kind, ns, name) in &targets {
         let result = delete_one(&mut api, kind, ns, name).await;
@@ -349,7 +346,7 @@ pub async fn delete(args: DeleteArgs) -> anyhow::Result<ExitCode> {
 fn file_targets(args: &DeleteArgs) -> anyhow::Result<Vec<(Kind, String, String)>> {
     use super::manifest::{self, Object, ReadOptions};
     let opts = ReadOptions {
-        namespace: args.ns.namespace.clone(),
+        namespace: args.on.ns.namespace.clone(),
         namespace_explicit: false,
     };
     let mut documents = Vec::new();
@@ -398,13 +395,18 @@ async fn delete_one(
     name: &str,
 ) -> anyhow::Result<(String, bool)> {
     let what = |k: &str| format!("deleting {k} {name:?}");
-    // One delete call: the request (with the namespace where the kind is namespaced), the
-    // kind's lowercase name for errors, and `kind/name` (or the given text) for the output.
+    // One delete call: the kind's type (its lowercase name for errors and `kind/name` for the
+    // output) or its name and the text to show, and the request (with the namespace where the
+    // kind is namespaced).
     macro_rules! delete {
-        ($method:ident, $req:ident { $($ns:ident)? }, $kind:literal) => {
-            delete!($method, $req { $($ns)? }, $kind, format!(concat!($kind, "/{}"), name))
+        ($ty:ty, $method:ident($req:ident { $($ns:ident)? })) => {
+            delete!(
+                <$ty as ApiObject>::NAME,
+                format!("{}/{name}", <$ty as ApiObject>::NAME),
+                $method($req { $($ns)? })
+            )
         };
-        ($method:ident, $req:ident { $($ns:ident)? }, $kind:literal, $shown:expr) => {{
+        ($kind:expr, $shown:expr, $method:ident($req:ident { $($ns:ident)? })) => {{
             let r = api
                 .$method(v1::$req {
                     $($ns: $ns.into(),)?
@@ -418,37 +420,31 @@ async fn delete_one(
         }};
     }
     Ok(match kind {
-        Kind::Cluster => delete!(delete_cluster, DeleteClusterRequest {}, "cluster"),
+        Kind::Cluster => delete!(v1::Cluster, delete_cluster(DeleteClusterRequest {})),
         Kind::PropagationPolicy => delete!(
-            delete_propagation_policy,
-            DeletePropagationPolicyRequest { namespace },
-            "propagationpolicy"
+            v1::PropagationPolicy,
+            delete_propagation_policy(DeletePropagationPolicyRequest { namespace })
         ),
         Kind::ClusterPropagationPolicy => delete!(
-            delete_cluster_propagation_policy,
-            DeleteClusterPropagationPolicyRequest {},
-            "clusterpropagationpolicy"
+            v1::ClusterPropagationPolicy,
+            delete_cluster_propagation_policy(DeleteClusterPropagationPolicyRequest {})
         ),
         Kind::ClusterTaintPolicy => delete!(
-            delete_cluster_taint_policy,
-            DeleteClusterTaintPolicyRequest {},
-            "clustertaintpolicy"
+            v1::ClusterTaintPolicy,
+            delete_cluster_taint_policy(DeleteClusterTaintPolicyRequest {})
         ),
         Kind::OverridePolicy => delete!(
-            delete_override_policy,
-            DeleteOverridePolicyRequest { namespace },
-            "overridepolicy"
+            v1::OverridePolicy,
+            delete_override_policy(DeleteOverridePolicyRequest { namespace })
         ),
         Kind::Credentials => delete!(
-            delete_secret,
-            DeleteSecretRequest { namespace },
             "secret",
-            format!("secret/{namespace}/{name}")
+            format!("secret/{namespace}/{name}"),
+            delete_secret(DeleteSecretRequest { namespace })
         ),
         Kind::ClusterOverridePolicy => delete!(
-            delete_cluster_override_policy,
-            DeleteClusterOverridePolicyRequest {},
-            "clusteroverridepolicy"
+            v1::ClusterOverridePolicy,
+            delete_cluster_override_policy(DeleteClusterOverridePolicyRequest {})
         ),
         Kind::Workload(workload_kind) => {
             let scope = Scope {
@@ -707,17 +703,18 @@ fn credentials_secret(
     name: &str,
     creds: &super::kubeconfig::Credentials,
 ) -> v1::Secret {
+    use super::kubeconfig::Hidden;
     let mut data = std::collections::BTreeMap::new();
-    if let Some(token) = &creds.token {
+    if let Some(Hidden(token)) = &creds.token {
         data.insert(
             flotilla_member::SECRET_TOKEN.to_owned(),
             token.as_bytes().to_vec(),
         );
     }
-    if let Some(ca) = &creds.ca {
+    if let Some(Hidden(ca)) = &creds.ca {
         data.insert(flotilla_member::SECRET_CA_BUNDLE.to_owned(), ca.clone());
     }
-    if let Some((cert, key)) = &creds.client_cert {
+    if let Some(Hidden((cert, key))) = &creds.client_cert {
         data.insert(flotilla_member::SECRET_TLS_CERT.to_owned(), cert.clone());
         data.insert(flotilla_member::SECRET_TLS_KEY.to_owned(), key.clone());
     }

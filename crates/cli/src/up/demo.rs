@@ -264,17 +264,24 @@ fn work_deleting(w: &v1::Work) -> bool {
 
 // === watches ===
 
-/// Follows one kind through the api, resuming from the last revision seen; `OUT_OF_RANGE`
-/// (compacted) or a fresh start re-lists from 0 after a `Reset`.
+/// One `async fn` per line `name: watch_rpc(Request { [namespace] }) => kind, wrap;`: follows
+/// one kind through the api (in the demo's namespace where `namespace` is given), resuming
+/// from the last revision seen; `OUT_OF_RANGE` (compacted) or a fresh start re-lists from 0
+/// after a `Reset`.
 macro_rules! follow {
-    ($name:ident, $method:ident, $kind:expr, $wrap:expr, $request:expr) => {
+    ($($name:ident: $method:ident($req:ident { $($ns:ident)? }) => $kind:expr, $wrap:expr;)*) => {$(
         async fn $name(mut api: ApiClient<Channel>, tx: mpsc::Sender<Update>) {
             let mut revision = 0i64;
             loop {
                 if revision == 0 && tx.send(Update::Reset($kind)).await.is_err() {
                     return;
                 }
-                match api.$method($request(revision)).await {
+                let request = v1::$req {
+                    $($ns: NAMESPACE.into(),)?
+                    resource_version: revision,
+                    ..Default::default()
+                };
+                match api.$method(request).await {
                     Ok(stream) => {
                         let mut stream = stream.into_inner();
                         loop {
@@ -307,41 +314,14 @@ macro_rules! follow {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
-    };
+    )*};
 }
 
-follow!(
-    follow_clusters,
-    watch_clusters,
-    Kind::Clusters,
-    Update::Cluster,
-    |resource_version| v1::WatchClustersRequest {
-        resource_version,
-        ..Default::default()
-    }
-);
-follow!(
-    follow_bindings,
-    watch_resource_bindings,
-    Kind::Bindings,
-    Update::Binding,
-    |resource_version| v1::WatchResourceBindingsRequest {
-        namespace: NAMESPACE.into(),
-        resource_version,
-        ..Default::default()
-    }
-);
-follow!(
-    follow_works,
-    watch_works,
-    Kind::Works,
-    Update::Work,
-    |resource_version| v1::WatchWorksRequest {
-        namespace: NAMESPACE.into(),
-        resource_version,
-        ..Default::default()
-    }
-);
+follow! {
+    follow_clusters: watch_clusters(WatchClustersRequest {}) => Kind::Clusters, Update::Cluster;
+    follow_bindings: watch_resource_bindings(WatchResourceBindingsRequest { namespace }) => Kind::Bindings, Update::Binding;
+    follow_works: watch_works(WatchWorksRequest { namespace }) => Kind::Works, Update::Work;
+}
 
 // === narration ===
 

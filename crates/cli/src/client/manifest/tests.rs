@@ -36,6 +36,15 @@ fn pp_spec(doc: &Document) -> &v1::PropagationSpec {
     p.spec.as_ref().unwrap()
 }
 
+/// The failover of a PropagationPolicy with this `spec` (YAML indented by two spaces).
+fn failover_of(spec: &str) -> v1::FailoverBehavior {
+    let docs = read_ok(&format!(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  \
+         name: failover\nspec:\n{spec}"
+    ));
+    pp_spec(&docs[0]).failover.clone().unwrap()
+}
+
 fn errors(text: &str) -> Vec<String> {
     let parsed = read("test.yaml", text, &opts());
     parsed.errors.iter().map(ToString::to_string).collect()
@@ -161,13 +170,8 @@ spec:
     );
 
     // cluster-failover.md: purge mode and state preservation (a CRD kind as the workload).
-    let docs = read_ok(
+    let failover = failover_of(
         r#"
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: flink-propagation
-spec:
   resourceSelectors:
     - apiVersion: flink.apache.org/v1beta1
       kind: FlinkDeployment
@@ -190,19 +194,13 @@ spec:
         spreadByField: cluster
 "#,
     );
-    let failover = pp_spec(&docs[0]).failover.as_ref().unwrap();
     let cluster = failover.cluster.as_ref().unwrap();
     assert_eq!(cluster.purge_mode, v1::PurgeMode::Directly as i32);
 
     // application-failover.md, with `propagateDeps: true` (Karmada's own validation requires
     // it for application failover, as ours does) and the deprecated spelling `Graciously`.
-    let docs = read_ok(
+    let failover = failover_of(
         r#"
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: test-propagation
-spec:
   propagateDeps: true
   resourceSelectors:
     - apiVersion: apps/v1
@@ -216,7 +214,6 @@ spec:
       purgeMode: Graciously
 "#,
     );
-    let failover = pp_spec(&docs[0]).failover.as_ref().unwrap();
     let app = failover.application.as_ref().unwrap();
     assert_eq!(app.purge_mode, v1::PurgeMode::Gracefully as i32);
     assert_eq!(app.grace_period_seconds, Some(600));
