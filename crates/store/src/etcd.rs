@@ -845,6 +845,35 @@ fn split_batches(store: &EtcdStore, events: &[ec::Event]) -> Result<Vec<WatchBat
     Ok(out)
 }
 
+/// Raft timing for a one-member etcd on this machine: it elects itself at once with a short
+/// heartbeat (used by the tests' etcd and the benchmarks' temporary one).
+pub const FAST_RAFT: [&str; 2] = ["--heartbeat-interval=10", "--election-timeout=100"];
+
+/// The command-line flags of a one-member etcd named `name` with its data under `data_dir`,
+/// serving clients on `client_url` and its (unused) peer port on `peer_url`, with
+/// [`FAST_RAFT`] timing and logs as JSON on stderr.
+pub fn single_member_flags(
+    name: &str,
+    data_dir: &std::path::Path,
+    client_url: &str,
+    peer_url: &str,
+) -> Vec<String> {
+    let mut flags = vec![
+        format!("--name={name}"),
+        format!("--data-dir={}", data_dir.display()),
+        "--logger=zap".to_owned(),
+        "--log-outputs=stderr".to_owned(),
+        format!("--listen-client-urls={client_url}"),
+        format!("--advertise-client-urls={client_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster={name}={peer_url}"),
+        format!("--initial-cluster-token={name}"),
+    ];
+    flags.extend(FAST_RAFT.map(str::to_owned));
+    flags
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -874,33 +903,4 @@ mod tests {
         ));
         assert!(matches!(dup, StoreError::InvalidArgument(_)));
     }
-}
-
-/// Raft timing for a one-member etcd on this machine: it elects itself at once with a short
-/// heartbeat (used by the tests' etcd and the benchmarks' temporary one).
-pub const FAST_RAFT: [&str; 2] = ["--heartbeat-interval=10", "--election-timeout=100"];
-
-/// The command-line flags of a one-member etcd named `name` with its data under `data_dir`,
-/// serving clients on `client_url` and its (unused) peer port on `peer_url`, with
-/// [`FAST_RAFT`] timing and logs as JSON on stderr.
-pub fn single_member_flags(
-    name: &str,
-    data_dir: &std::path::Path,
-    client_url: &str,
-    peer_url: &str,
-) -> Vec<String> {
-    let mut flags = vec![
-        format!("--name={name}"),
-        format!("--data-dir={}", data_dir.display()),
-        "--logger=zap".to_owned(),
-        "--log-outputs=stderr".to_owned(),
-        format!("--listen-client-urls={client_url}"),
-        format!("--advertise-client-urls={client_url}"),
-        format!("--listen-peer-urls={peer_url}"),
-        format!("--initial-advertise-peer-urls={peer_url}"),
-        format!("--initial-cluster={name}={peer_url}"),
-        format!("--initial-cluster-token={name}"),
-    ];
-    flags.extend(FAST_RAFT.map(str::to_owned));
-    flags
 }
