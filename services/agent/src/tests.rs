@@ -14,6 +14,7 @@ use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_server::{ClusterHealth, ClusterHealthServer};
 use flotilla_proto::v1::work_executor_server::{WorkExecutor, WorkExecutorServer};
 use flotilla_runtime::Shutdown;
+use flotilla_runtime::rpc::metadata_str;
 use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -32,57 +33,43 @@ struct FakeControlPlane {
     watches: mpsc::UnboundedSender<(v1::WatchWorksRequest, WatchFeed)>,
 }
 
-#[tonic::async_trait]
-impl ClusterHealth for FakeControlPlane {
+impl FakeControlPlane {
     async fn heartbeat(
         &self,
         request: Request<v1::HeartbeatRequest>,
-    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
-        let auth = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let _ = self.auth.send(auth);
+    ) -> Result<v1::HeartbeatResponse, Status> {
+        let _ = self.auth.send(metadata_str(&request, "authorization"));
         let _ = self.heartbeats.send(request.into_inner());
-        Ok(Response::new(v1::HeartbeatResponse::default()))
-    }
-
-    async fn assess(
-        &self,
-        _request: Request<v1::ClusterHealthAssessRequest>,
-    ) -> Result<Response<v1::ClusterHealthAssessResponse>, Status> {
-        Err(Status::unimplemented("fake"))
-    }
-}
-
-#[tonic::async_trait]
-impl WorkExecutor for FakeControlPlane {
-    async fn get_work_status(
-        &self,
-        _request: Request<v1::GetWorkStatusRequest>,
-    ) -> Result<Response<v1::GetWorkStatusResponse>, Status> {
-        Err(Status::unimplemented("fake"))
+        Ok(v1::HeartbeatResponse::default())
     }
 
     async fn report_work_status(
         &self,
         request: Request<v1::ReportWorkStatusRequest>,
-    ) -> Result<Response<v1::ReportWorkStatusResponse>, Status> {
-        let cluster = request
-            .metadata()
-            .get(CLUSTER_METADATA)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+    ) -> Result<v1::ReportWorkStatusResponse, Status> {
+        let cluster = metadata_str(&request, CLUSTER_METADATA);
         let _ = self.reports.send((cluster, request.into_inner()));
-        Ok(Response::new(v1::ReportWorkStatusResponse::default()))
+        Ok(v1::ReportWorkStatusResponse::default())
     }
 
-    async fn plan(
-        &self,
-        _request: Request<v1::PlanRequest>,
-    ) -> Result<Response<v1::PlanResponse>, Status> {
+    /// The RPCs the agent never calls.
+    async fn unimplemented<T, R>(&self, _request: Request<T>) -> Result<R, Status> {
         Err(Status::unimplemented("fake"))
+    }
+}
+
+flotilla_runtime::unary_service! {
+    impl ClusterHealth for FakeControlPlane {
+        heartbeat(v1::HeartbeatRequest) -> v1::HeartbeatResponse = Self::heartbeat;
+        assess(v1::ClusterHealthAssessRequest) -> v1::ClusterHealthAssessResponse = Self::unimplemented;
+    }
+}
+
+flotilla_runtime::unary_service! {
+    impl WorkExecutor for FakeControlPlane {
+        get_work_status(v1::GetWorkStatusRequest) -> v1::GetWorkStatusResponse = Self::unimplemented;
+        report_work_status(v1::ReportWorkStatusRequest) -> v1::ReportWorkStatusResponse = Self::report_work_status;
+        plan(v1::PlanRequest) -> v1::PlanResponse = Self::unimplemented;
     }
 }
 

@@ -11,9 +11,10 @@ use flotilla_proto::convert::{WireEnum, time_to_timestamp, timestamp_to_time};
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_server::{ClusterHealth, ClusterHealthServer};
 use flotilla_runtime::Cache;
+use flotilla_runtime::rpc::metadata_str;
 use flotilla_store::StoreRef;
 use flotilla_store::typed::Typed;
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 use crate::assess::{Inputs, Memory, NoExecuteTaints, Observation, Options, assess};
 use crate::controller::cluster_key;
@@ -168,10 +169,31 @@ impl ClusterHealthService {
         })
     }
 
-    /// The dry run: the request's inputs through [`assess`].
-    pub fn assess(
+    /// `Heartbeat`: the caller (the cluster named by [`CLUSTER_METADATA`], when sent) and its
+    /// heartbeat through [`Self::record_heartbeat`], counted and traced.
+    async fn heartbeat(
         &self,
-        req: v1::ClusterHealthAssessRequest,
+        request: Request<v1::HeartbeatRequest>,
+    ) -> Result<v1::HeartbeatResponse, Error> {
+        let caller = metadata_str(&request, CLUSTER_METADATA);
+        let cluster = request.get_ref().cluster_name.clone();
+        let result = self
+            .record_heartbeat(caller.as_deref(), request.into_inner())
+            .await;
+        let label = if result.is_ok() { "ok" } else { "rejected" };
+        metrics::counter!("flotilla_cluster_health_heartbeats_total", "result" => label)
+            .increment(1);
+        match &result {
+            Ok(_) => tracing::debug!(cluster = %cluster, "heartbeat recorded"),
+            Err(e) => tracing::debug!(cluster = %cluster, error = %e, "heartbeat rejected"),
+        }
+        result
+    }
+
+    /// The dry run: the request's inputs through [`assess`].
+    pub async fn assess(
+        &self,
+        request: Request<v1::ClusterHealthAssessRequest>,
     ) -> Result<v1::ClusterHealthAssessResponse, Error> {
         let v1::ClusterHealthAssessRequest {
             cluster,
@@ -182,7 +204,7 @@ impl ClusterHealthService {
             options,
             now,
             taint_policies,
-        } = req;
+        } = request.into_inner();
         let Some(cluster) = cluster else {
             return Err(Error::required("cluster"));
         };
@@ -340,43 +362,9 @@ impl ClusterHealthService {
     }
 }
 
-#[tonic::async_trait]
-impl ClusterHealth for ClusterHealthService {
-    async fn heartbeat(
-        &self,
-        request: Request<v1::HeartbeatRequest>,
-    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
-        let caller = request
-            .metadata()
-            .get(CLUSTER_METADATA)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let cluster = request.get_ref().cluster_name.clone();
-        let result = self
-            .record_heartbeat(caller.as_deref(), request.into_inner())
-            .await;
-        let label = if result.is_ok() { "ok" } else { "rejected" };
-        metrics::counter!("flotilla_cluster_health_heartbeats_total", "result" => label)
-            .increment(1);
-        match result {
-            Ok(resp) => {
-                tracing::debug!(cluster = %cluster, "heartbeat recorded");
-                Ok(Response::new(resp))
-            }
-            Err(e) => {
-                tracing::debug!(cluster = %cluster, error = %e, "heartbeat rejected");
-                Err(e.into())
-            }
-        }
-    }
-
-    async fn assess(
-        &self,
-        request: Request<v1::ClusterHealthAssessRequest>,
-    ) -> Result<Response<v1::ClusterHealthAssessResponse>, Status> {
-        Ok(Response::new(ClusterHealthService::assess(
-            self,
-            request.into_inner(),
-        )?))
+flotilla_runtime::unary_service! {
+    impl ClusterHealth for ClusterHealthService {
+        heartbeat(v1::HeartbeatRequest) -> v1::HeartbeatResponse = Self::heartbeat;
+        assess(v1::ClusterHealthAssessRequest) -> v1::ClusterHealthAssessResponse = Self::assess;
     }
 }
