@@ -70,6 +70,59 @@ fn time_from_wire(ts: Option<&prost_types::Timestamp>, field: &str) -> Result<Op
         .transpose()
 }
 
+/// A request's `options`: every field left out keeps its value in `defaults`.
+fn options_from_wire(o: &v1::ClusterHealthOptions, defaults: Options) -> Result<Options, Error> {
+    let d = |wire: &Option<prost_types::Duration>, field: &str, default: Duration| {
+        duration_from_wire(wire.as_ref(), &format!("options.{field}"), default)
+    };
+    let thresholds = flotilla_core::health::Thresholds {
+        success: d(
+            &o.success_threshold,
+            "successThreshold",
+            defaults.thresholds.success,
+        )?,
+        failure: d(
+            &o.failure_threshold,
+            "failureThreshold",
+            defaults.thresholds.failure,
+        )?,
+    };
+    let grace = flotilla_core::health::MonitorGrace {
+        startup: d(
+            &o.startup_grace_period,
+            "startupGracePeriod",
+            defaults.grace.startup,
+        )?,
+        monitor: d(
+            &o.monitor_grace_period,
+            "monitorGracePeriod",
+            defaults.grace.monitor,
+        )?,
+    };
+    let no_execute = match v1::NoExecuteTaintMode::try_from(o.no_execute_taints) {
+        Ok(v1::NoExecuteTaintMode::Unspecified) => defaults.no_execute,
+        Ok(v1::NoExecuteTaintMode::Auto) => NoExecuteTaints::Auto,
+        Ok(v1::NoExecuteTaintMode::Policy) => NoExecuteTaints::Policy,
+        Err(_) => {
+            return Err(Error::invalid(
+                "options.noExecuteTaints",
+                format!("unknown NoExecuteTaintMode value {}", o.no_execute_taints),
+            ));
+        }
+    };
+    Ok(Options {
+        thresholds,
+        grace,
+        failover_eviction_timeout: d(
+            &o.failover_eviction_timeout,
+            "failoverEvictionTimeout",
+            defaults.failover_eviction_timeout,
+        )?,
+        no_execute,
+        monitor_period: d(&o.monitor_period, "monitorPeriod", defaults.monitor_period)?,
+    })
+}
+
 // === impl ClusterHealthService ===
 
 impl ClusterHealthService {
@@ -102,19 +155,20 @@ impl ClusterHealthService {
             .await?)
     }
 
-    /// Validates and records one heartbeat.
+    /// Validates and records one heartbeat (from the cluster named by [`CLUSTER_METADATA`],
+    /// when the caller sends it).
     pub async fn record_heartbeat(
         &self,
-        caller: Option<&str>,
-        req: v1::HeartbeatRequest,
+        request: Request<v1::HeartbeatRequest>,
     ) -> Result<v1::HeartbeatResponse, Error> {
+        let caller = metadata_str(&request, CLUSTER_METADATA);
         let v1::HeartbeatRequest {
             cluster_name,
             cluster_uid,
             probe,
             status,
             sent_at,
-        } = req;
+        } = request.into_inner();
         if cluster_name.is_empty() {
             return Err(Error::required("clusterName"));
         }
@@ -169,17 +223,13 @@ impl ClusterHealthService {
         })
     }
 
-    /// `Heartbeat`: the caller (the cluster named by [`CLUSTER_METADATA`], when sent) and its
-    /// heartbeat through [`Self::record_heartbeat`], counted and traced.
+    /// `Heartbeat`: [`Self::record_heartbeat`], counted and traced.
     async fn heartbeat(
         &self,
         request: Request<v1::HeartbeatRequest>,
     ) -> Result<v1::HeartbeatResponse, Error> {
-        let caller = metadata_str(&request, CLUSTER_METADATA);
         let cluster = request.get_ref().cluster_name.clone();
-        let result = self
-            .record_heartbeat(caller.as_deref(), request.into_inner())
-            .await;
+        let result = self.record_heartbeat(request).await;
         let label = if result.is_ok() { "ok" } else { "rejected" };
         metrics::counter!("flotilla_cluster_health_heartbeats_total", "result" => label)
             .increment(1);
@@ -211,58 +261,7 @@ impl ClusterHealthService {
         let defaults = self.inner.options;
         let options = match options {
             None => defaults,
-            Some(o) => {
-                let thresholds = flotilla_core::health::Thresholds {
-                    success: duration_from_wire(
-                        o.success_threshold.as_ref(),
-                        "options.successThreshold",
-                        defaults.thresholds.success,
-                    )?,
-                    failure: duration_from_wire(
-                        o.failure_threshold.as_ref(),
-                        "options.failureThreshold",
-                        defaults.thresholds.failure,
-                    )?,
-                };
-                let grace = flotilla_core::health::MonitorGrace {
-                    startup: duration_from_wire(
-                        o.startup_grace_period.as_ref(),
-                        "options.startupGracePeriod",
-                        defaults.grace.startup,
-                    )?,
-                    monitor: duration_from_wire(
-                        o.monitor_grace_period.as_ref(),
-                        "options.monitorGracePeriod",
-                        defaults.grace.monitor,
-                    )?,
-                };
-                let no_execute = match v1::NoExecuteTaintMode::try_from(o.no_execute_taints) {
-                    Ok(v1::NoExecuteTaintMode::Unspecified) => defaults.no_execute,
-                    Ok(v1::NoExecuteTaintMode::Auto) => NoExecuteTaints::Auto,
-                    Ok(v1::NoExecuteTaintMode::Policy) => NoExecuteTaints::Policy,
-                    Err(_) => {
-                        return Err(Error::invalid(
-                            "options.noExecuteTaints",
-                            format!("unknown NoExecuteTaintMode value {}", o.no_execute_taints),
-                        ));
-                    }
-                };
-                Options {
-                    thresholds,
-                    grace,
-                    failover_eviction_timeout: duration_from_wire(
-                        o.failover_eviction_timeout.as_ref(),
-                        "options.failoverEvictionTimeout",
-                        defaults.failover_eviction_timeout,
-                    )?,
-                    no_execute,
-                    monitor_period: duration_from_wire(
-                        o.monitor_period.as_ref(),
-                        "options.monitorPeriod",
-                        defaults.monitor_period,
-                    )?,
-                }
-            }
+            Some(o) => options_from_wire(&o, defaults)?,
         };
         let now = time_from_wire(now.as_ref(), "now")?.unwrap_or_else(flotilla_runtime::now);
         let last_heartbeat = time_from_wire(last_heartbeat_time.as_ref(), "lastHeartbeatTime")?;
