@@ -13,6 +13,7 @@ use flotilla_core::Time;
 use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
+use flotilla_runtime::testing::bindings::taint_policy_on_not_ready;
 use flotilla_store::{MemStore, StoreRef};
 use tonic::Code;
 use tonic::transport::Channel;
@@ -347,11 +348,6 @@ async fn assess_table() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assess_uses_the_given_taint_policies_and_the_service_options() {
     let (_store, h, mut client) = setup().await;
-    let policy = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
-        "p",
-        "example.com/down",
-        v1::TaintEffect::NoExecute,
-    );
     // no options: the service's compressed ones (400ms failure threshold) apply
     let resp = client
         .assess(v1::ClusterHealthAssessRequest {
@@ -365,7 +361,11 @@ async fn assess_uses_the_given_taint_policies_and_the_service_options() {
                 threshold_start: Some(time_to_timestamp(Time::from_millis(99_600))),
             }),
             now: at(100),
-            taint_policies: vec![policy],
+            taint_policies: vec![taint_policy_on_not_ready(
+                "p",
+                "example.com/down",
+                v1::TaintEffect::NoExecute,
+            )],
             ..Default::default()
         })
         .await
