@@ -14,6 +14,7 @@ use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_server::{ClusterHealth, ClusterHealthServer};
 use flotilla_proto::v1::work_executor_server::{WorkExecutor, WorkExecutorServer};
 use flotilla_runtime::Shutdown;
+use flotilla_runtime::rpc::metadata_str;
 use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -21,6 +22,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::*;
+use v1::WatchEventType::{Added, Bookmark, Modified};
 
 type WatchFeed = mpsc::UnboundedSender<Result<v1::WatchWorksResponse, Status>>;
 
@@ -32,57 +34,43 @@ struct FakeControlPlane {
     watches: mpsc::UnboundedSender<(v1::WatchWorksRequest, WatchFeed)>,
 }
 
-#[tonic::async_trait]
-impl ClusterHealth for FakeControlPlane {
+impl FakeControlPlane {
     async fn heartbeat(
         &self,
         request: Request<v1::HeartbeatRequest>,
-    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
-        let auth = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let _ = self.auth.send(auth);
+    ) -> Result<v1::HeartbeatResponse, Status> {
+        let _ = self.auth.send(metadata_str(&request, "authorization"));
         let _ = self.heartbeats.send(request.into_inner());
-        Ok(Response::new(v1::HeartbeatResponse::default()))
-    }
-
-    async fn assess(
-        &self,
-        _request: Request<v1::ClusterHealthAssessRequest>,
-    ) -> Result<Response<v1::ClusterHealthAssessResponse>, Status> {
-        Err(Status::unimplemented("fake"))
-    }
-}
-
-#[tonic::async_trait]
-impl WorkExecutor for FakeControlPlane {
-    async fn get_work_status(
-        &self,
-        _request: Request<v1::GetWorkStatusRequest>,
-    ) -> Result<Response<v1::GetWorkStatusResponse>, Status> {
-        Err(Status::unimplemented("fake"))
+        Ok(v1::HeartbeatResponse::default())
     }
 
     async fn report_work_status(
         &self,
         request: Request<v1::ReportWorkStatusRequest>,
-    ) -> Result<Response<v1::ReportWorkStatusResponse>, Status> {
-        let cluster = request
-            .metadata()
-            .get(CLUSTER_METADATA)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+    ) -> Result<v1::ReportWorkStatusResponse, Status> {
+        let cluster = metadata_str(&request, CLUSTER_METADATA);
         let _ = self.reports.send((cluster, request.into_inner()));
-        Ok(Response::new(v1::ReportWorkStatusResponse::default()))
+        Ok(v1::ReportWorkStatusResponse::default())
     }
 
-    async fn plan(
-        &self,
-        _request: Request<v1::PlanRequest>,
-    ) -> Result<Response<v1::PlanResponse>, Status> {
+    /// The RPCs the agent never calls.
+    async fn unimplemented<T, R>(&self, _request: Request<T>) -> Result<R, Status> {
         Err(Status::unimplemented("fake"))
+    }
+}
+
+flotilla_runtime::unary_service! {
+    impl ClusterHealth for FakeControlPlane {
+        heartbeat(v1::HeartbeatRequest) -> v1::HeartbeatResponse = Self::heartbeat;
+        assess(v1::ClusterHealthAssessRequest) -> v1::ClusterHealthAssessResponse = Self::unimplemented;
+    }
+}
+
+flotilla_runtime::unary_service! {
+    impl WorkExecutor for FakeControlPlane {
+        get_work_status(v1::GetWorkStatusRequest) -> v1::GetWorkStatusResponse = Self::unimplemented;
+        report_work_status(v1::ReportWorkStatusRequest) -> v1::ReportWorkStatusResponse = Self::report_work_status;
+        plan(v1::PlanRequest) -> v1::PlanResponse = Self::unimplemented;
     }
 }
 
@@ -171,6 +159,20 @@ async fn fakes(shutdown: &Shutdown) -> Fakes {
     }
 }
 
+/// Receives until `done` holds, returning that item.
+async fn recv_until<T>(
+    rx: &mut mpsc::UnboundedReceiver<T>,
+    what: &str,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    loop {
+        let item = recv(rx, what).await;
+        if done(&item) {
+            return item;
+        }
+    }
+}
+
 async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
     tokio::time::timeout(Duration::from_secs(5), rx.recv())
         .await
@@ -202,10 +204,14 @@ fn config(fakes: &Fakes, member: &str) -> Config {
     }
 }
 
-async fn start_agent(fakes: &Fakes, delay: Duration, shutdown: &Shutdown) -> Arc<Sim> {
-    let (sim, member) = member_sim(delay, shutdown).await;
-    tokio::spawn(run(config(fakes, &member), shutdown.clone()));
-    sim
+/// The fake control plane, and an agent running against it for a member-sim answering
+/// after `delay`; all stop when the shutdown is triggered.
+async fn start_agent(delay: Duration) -> (Shutdown, Fakes, Arc<Sim>) {
+    let shutdown = Shutdown::new();
+    let fakes = fakes(&shutdown).await;
+    let (sim, member) = member_sim(delay, &shutdown).await;
+    tokio::spawn(run(config(&fakes, &member), shutdown.clone()));
+    (shutdown, fakes, sim)
 }
 
 fn deployment(name: &str, replicas: i32) -> serde_json::Value {
@@ -245,12 +251,14 @@ fn work(name: &str, generation: i64, replicas: i32, deleting: bool) -> v1::Work 
     }
 }
 
-fn event(t: v1::WatchEventType, work: Option<v1::Work>, rv: i64) -> v1::WatchWorksResponse {
-    v1::WatchWorksResponse {
+/// Feeds one watch event to the agent.
+fn send_event(feed: &WatchFeed, t: v1::WatchEventType, work: Option<v1::Work>, rv: i64) {
+    feed.send(Ok(v1::WatchWorksResponse {
         r#type: t as i32,
         object: work,
         resource_version: rv,
-    }
+    }))
+    .unwrap();
 }
 
 /// Replicas of Deployment `name` on the member, if it exists.
@@ -264,9 +272,7 @@ fn replicas(sim: &Sim, name: &str) -> Option<i32> {
 
 #[tokio::test]
 async fn heartbeats_carry_the_members_health_and_status() {
-    let shutdown = Shutdown::new();
-    let mut f = fakes(&shutdown).await;
-    let sim = start_agent(&f, Duration::from_millis(50), &shutdown).await;
+    let (shutdown, mut f, sim) = start_agent(Duration::from_millis(50)).await;
 
     let hb = recv(&mut f.heartbeats, "heartbeat").await;
     assert_eq!(hb.cluster_name, "m1");
@@ -289,53 +295,38 @@ async fn heartbeats_carry_the_members_health_and_status() {
 
     // unhealthy: heartbeats go on, reporting healthy = false
     sim.set_fault(Fault::Unhealthy);
-    loop {
-        let hb = recv(&mut f.heartbeats, "unhealthy heartbeat").await;
-        let p = hb.probe.unwrap();
-        if !p.healthy {
-            assert!(p.online);
-            assert!(
-                hb.status.is_none(),
-                "nothing collected from an unhealthy member"
-            );
-            break;
-        }
-    }
+    let hb = recv_until(&mut f.heartbeats, "unhealthy heartbeat", |hb| {
+        !hb.probe.as_ref().unwrap().healthy
+    })
+    .await;
+    assert!(hb.probe.unwrap().online);
+    assert!(
+        hb.status.is_none(),
+        "nothing collected from an unhealthy member"
+    );
     // unreachable: the agent still heartbeats, saying the member does not answer
     sim.set_fault(Fault::Unreachable);
-    loop {
-        let hb = recv(&mut f.heartbeats, "offline heartbeat").await;
-        if !hb.probe.unwrap().online {
-            break;
-        }
-    }
+    recv_until(&mut f.heartbeats, "offline heartbeat", |hb| {
+        !hb.probe.as_ref().unwrap().online
+    })
+    .await;
     sim.set_fault(Fault::Healthy);
-    loop {
-        let hb = recv(&mut f.heartbeats, "heartbeat after healing").await;
-        if hb.probe.unwrap().healthy {
-            break;
-        }
-    }
+    recv_until(&mut f.heartbeats, "heartbeat after healing", |hb| {
+        hb.probe.as_ref().unwrap().healthy
+    })
+    .await;
     shutdown.trigger();
 }
 
 #[tokio::test]
 async fn applies_reports_and_follows_its_works() {
-    let shutdown = Shutdown::new();
-    let mut f = fakes(&shutdown).await;
-    let sim = start_agent(&f, Duration::from_millis(200), &shutdown).await;
+    let (shutdown, mut f, sim) = start_agent(Duration::from_millis(200)).await;
 
     // a fresh agent lists from 0, for its own cluster only
     let (req, feed) = recv(&mut f.watches, "watch").await;
     assert_eq!((req.cluster.as_str(), req.resource_version), ("m1", 0));
-    feed.send(Ok(event(
-        v1::WatchEventType::Added,
-        Some(work("a", 1, 2, false)),
-        5,
-    )))
-    .unwrap();
-    feed.send(Ok(event(v1::WatchEventType::Bookmark, None, 5)))
-        .unwrap();
+    send_event(&feed, Added, Some(work("a", 1, 2, false)), 5);
+    send_event(&feed, Bookmark, None, 5);
 
     // applied at once (0 Ready, Unhealthy), then reported again when the pods are Ready
     let (cluster, first) = recv(&mut f.reports, "first report").await;
@@ -377,25 +368,13 @@ async fn applies_reports_and_follows_its_works() {
     );
 
     // a new generation is applied (scale to 3); a status-only change is not re-applied
-    feed.send(Ok(event(
-        v1::WatchEventType::Modified,
-        Some(work("a", 2, 3, false)),
-        6,
-    )))
-    .unwrap();
-    loop {
-        let (_, r) = recv(&mut f.reports, "report of generation 2").await;
-        if r.status.unwrap().observed_generation == 2 {
-            break;
-        }
-    }
+    send_event(&feed, Modified, Some(work("a", 2, 3, false)), 6);
+    recv_until(&mut f.reports, "report of generation 2", |(_, r)| {
+        r.status.as_ref().unwrap().observed_generation == 2
+    })
+    .await;
     assert_eq!(replicas(&sim, "a"), Some(3));
-    feed.send(Ok(event(
-        v1::WatchEventType::Modified,
-        Some(work("a", 2, 3, false)),
-        7,
-    )))
-    .unwrap();
+    send_event(&feed, Modified, Some(work("a", 2, 3, false)), 7);
 
     // the server ends the stream: the agent resumes from the last revision it saw
     drop(feed);
@@ -406,14 +385,8 @@ async fn applies_reports_and_follows_its_works() {
     let (req, feed) = recv(&mut f.watches, "re-list").await;
     assert_eq!(req.resource_version, 0);
     // the fresh list no longer has a-work: it is deleted from the member
-    feed.send(Ok(event(
-        v1::WatchEventType::Added,
-        Some(work("b", 1, 1, false)),
-        9,
-    )))
-    .unwrap();
-    feed.send(Ok(event(v1::WatchEventType::Bookmark, None, 9)))
-        .unwrap();
+    send_event(&feed, Added, Some(work("b", 1, 1, false)), 9);
+    send_event(&feed, Bookmark, None, 9);
     flotilla_runtime::testing::eventually(
         Duration::from_secs(5),
         "a deleted after the re-list",
@@ -426,29 +399,20 @@ async fn applies_reports_and_follows_its_works() {
     assert_eq!(replicas(&sim, "b"), Some(1));
 
     // deletion: the object goes and the agent says so (the Work may then be released)
-    feed.send(Ok(event(
-        v1::WatchEventType::Modified,
-        Some(work("b", 1, 1, true)),
-        10,
-    )))
-    .unwrap();
-    loop {
-        let (_, r) = recv(&mut f.reports, "deletion report").await;
-        if r.manifest_deleted {
-            assert_eq!(r.work.unwrap().name, "b-work");
-            assert!(r.status.is_none());
-            break;
-        }
-    }
+    send_event(&feed, Modified, Some(work("b", 1, 1, true)), 10);
+    let (_, r) = recv_until(&mut f.reports, "deletion report", |(_, r)| {
+        r.manifest_deleted
+    })
+    .await;
+    assert_eq!(r.work.unwrap().name, "b-work");
+    assert!(r.status.is_none());
     assert_eq!(replicas(&sim, "b"), None);
     shutdown.trigger();
 }
 
 #[tokio::test]
 async fn a_failed_apply_is_reported_and_retried_until_the_member_takes_it() {
-    let shutdown = Shutdown::new();
-    let mut f = fakes(&shutdown).await;
-    let sim = start_agent(&f, Duration::from_millis(10), &shutdown).await;
+    let (shutdown, mut f, sim) = start_agent(Duration::from_millis(10)).await;
     let (_, feed) = recv(&mut f.watches, "watch").await;
     // every apply fails (F11)
     sim.set_api_errors(Some(v1::ApiErrors {
@@ -456,12 +420,7 @@ async fn a_failed_apply_is_reported_and_retried_until_the_member_takes_it() {
         ..Default::default()
     }))
     .unwrap();
-    feed.send(Ok(event(
-        v1::WatchEventType::Added,
-        Some(work("c", 1, 1, false)),
-        3,
-    )))
-    .unwrap();
+    send_event(&feed, Added, Some(work("c", 1, 1, false)), 3);
     let (_, r) = recv(&mut f.reports, "failure report").await;
     let st = r.status.unwrap();
     assert!(!st.applied);
@@ -469,12 +428,10 @@ async fn a_failed_apply_is_reported_and_retried_until_the_member_takes_it() {
     assert!(st.applied_message.contains("500"), "{}", st.applied_message);
     // the member heals: the next retry applies it
     sim.set_api_errors(None).unwrap();
-    loop {
-        let (_, r) = recv(&mut f.reports, "applied after the retry").await;
-        if r.status.unwrap().applied {
-            break;
-        }
-    }
+    recv_until(&mut f.reports, "applied after the retry", |(_, r)| {
+        r.status.as_ref().unwrap().applied
+    })
+    .await;
     assert_eq!(replicas(&sim, "c"), Some(1));
     shutdown.trigger();
 }
@@ -530,9 +487,7 @@ fn flags_validate_and_keep_tokens_out_of_debug() {
 
 #[tokio::test]
 async fn calls_carry_the_bearer_token() {
-    let shutdown = Shutdown::new();
-    let mut f = fakes(&shutdown).await;
-    let _sim = start_agent(&f, Duration::from_millis(10), &shutdown).await;
+    let (shutdown, mut f, _sim) = start_agent(Duration::from_millis(10)).await;
     let auth = recv(&mut f.auth, "an authorized call").await;
     assert_eq!(auth.as_deref(), Some("Bearer t0ken"));
     shutdown.trigger();

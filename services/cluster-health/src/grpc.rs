@@ -11,9 +11,10 @@ use flotilla_proto::convert::{WireEnum, time_to_timestamp, timestamp_to_time};
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_server::{ClusterHealth, ClusterHealthServer};
 use flotilla_runtime::Cache;
+use flotilla_runtime::rpc::metadata_str;
 use flotilla_store::StoreRef;
 use flotilla_store::typed::Typed;
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 use crate::assess::{Inputs, Memory, NoExecuteTaints, Observation, Options, assess};
 use crate::controller::cluster_key;
@@ -69,6 +70,59 @@ fn time_from_wire(ts: Option<&prost_types::Timestamp>, field: &str) -> Result<Op
         .transpose()
 }
 
+/// A request's `options`: every field left out keeps its value in `defaults`.
+fn options_from_wire(o: &v1::ClusterHealthOptions, defaults: Options) -> Result<Options, Error> {
+    let d = |wire: &Option<prost_types::Duration>, field: &str, default: Duration| {
+        duration_from_wire(wire.as_ref(), &format!("options.{field}"), default)
+    };
+    let thresholds = flotilla_core::health::Thresholds {
+        success: d(
+            &o.success_threshold,
+            "successThreshold",
+            defaults.thresholds.success,
+        )?,
+        failure: d(
+            &o.failure_threshold,
+            "failureThreshold",
+            defaults.thresholds.failure,
+        )?,
+    };
+    let grace = flotilla_core::health::MonitorGrace {
+        startup: d(
+            &o.startup_grace_period,
+            "startupGracePeriod",
+            defaults.grace.startup,
+        )?,
+        monitor: d(
+            &o.monitor_grace_period,
+            "monitorGracePeriod",
+            defaults.grace.monitor,
+        )?,
+    };
+    let no_execute = match v1::NoExecuteTaintMode::try_from(o.no_execute_taints) {
+        Ok(v1::NoExecuteTaintMode::Unspecified) => defaults.no_execute,
+        Ok(v1::NoExecuteTaintMode::Auto) => NoExecuteTaints::Auto,
+        Ok(v1::NoExecuteTaintMode::Policy) => NoExecuteTaints::Policy,
+        Err(_) => {
+            return Err(Error::invalid(
+                "options.noExecuteTaints",
+                format!("unknown NoExecuteTaintMode value {}", o.no_execute_taints),
+            ));
+        }
+    };
+    Ok(Options {
+        thresholds,
+        grace,
+        failover_eviction_timeout: d(
+            &o.failover_eviction_timeout,
+            "failoverEvictionTimeout",
+            defaults.failover_eviction_timeout,
+        )?,
+        no_execute,
+        monitor_period: d(&o.monitor_period, "monitorPeriod", defaults.monitor_period)?,
+    })
+}
+
 // === impl ClusterHealthService ===
 
 impl ClusterHealthService {
@@ -101,19 +155,20 @@ impl ClusterHealthService {
             .await?)
     }
 
-    /// Validates and records one heartbeat.
+    /// Validates and records one heartbeat (from the cluster named by [`CLUSTER_METADATA`],
+    /// when the caller sends it).
     pub async fn record_heartbeat(
         &self,
-        caller: Option<&str>,
-        req: v1::HeartbeatRequest,
+        request: Request<v1::HeartbeatRequest>,
     ) -> Result<v1::HeartbeatResponse, Error> {
+        let caller = metadata_str(&request, CLUSTER_METADATA);
         let v1::HeartbeatRequest {
             cluster_name,
             cluster_uid,
             probe,
             status,
             sent_at,
-        } = req;
+        } = request.into_inner();
         if cluster_name.is_empty() {
             return Err(Error::required("clusterName"));
         }
@@ -168,10 +223,27 @@ impl ClusterHealthService {
         })
     }
 
-    /// The dry run: the request's inputs through [`assess`].
-    pub fn assess(
+    /// `Heartbeat`: [`Self::record_heartbeat`], counted and traced.
+    async fn heartbeat(
         &self,
-        req: v1::ClusterHealthAssessRequest,
+        request: Request<v1::HeartbeatRequest>,
+    ) -> Result<v1::HeartbeatResponse, Error> {
+        let cluster = request.get_ref().cluster_name.clone();
+        let result = self.record_heartbeat(request).await;
+        let label = if result.is_ok() { "ok" } else { "rejected" };
+        metrics::counter!("flotilla_cluster_health_heartbeats_total", "result" => label)
+            .increment(1);
+        match &result {
+            Ok(_) => tracing::debug!(cluster = %cluster, "heartbeat recorded"),
+            Err(e) => tracing::debug!(cluster = %cluster, error = %e, "heartbeat rejected"),
+        }
+        result
+    }
+
+    /// The dry run: the request's inputs through [`assess`].
+    pub async fn assess(
+        &self,
+        request: Request<v1::ClusterHealthAssessRequest>,
     ) -> Result<v1::ClusterHealthAssessResponse, Error> {
         let v1::ClusterHealthAssessRequest {
             cluster,
@@ -182,65 +254,14 @@ impl ClusterHealthService {
             options,
             now,
             taint_policies,
-        } = req;
+        } = request.into_inner();
         let Some(cluster) = cluster else {
             return Err(Error::required("cluster"));
         };
         let defaults = self.inner.options;
         let options = match options {
             None => defaults,
-            Some(o) => {
-                let thresholds = flotilla_core::health::Thresholds {
-                    success: duration_from_wire(
-                        o.success_threshold.as_ref(),
-                        "options.successThreshold",
-                        defaults.thresholds.success,
-                    )?,
-                    failure: duration_from_wire(
-                        o.failure_threshold.as_ref(),
-                        "options.failureThreshold",
-                        defaults.thresholds.failure,
-                    )?,
-                };
-                let grace = flotilla_core::health::MonitorGrace {
-                    startup: duration_from_wire(
-                        o.startup_grace_period.as_ref(),
-                        "options.startupGracePeriod",
-                        defaults.grace.startup,
-                    )?,
-                    monitor: duration_from_wire(
-                        o.monitor_grace_period.as_ref(),
-                        "options.monitorGracePeriod",
-                        defaults.grace.monitor,
-                    )?,
-                };
-                let no_execute = match v1::NoExecuteTaintMode::try_from(o.no_execute_taints) {
-                    Ok(v1::NoExecuteTaintMode::Unspecified) => defaults.no_execute,
-                    Ok(v1::NoExecuteTaintMode::Auto) => NoExecuteTaints::Auto,
-                    Ok(v1::NoExecuteTaintMode::Policy) => NoExecuteTaints::Policy,
-                    Err(_) => {
-                        return Err(Error::invalid(
-                            "options.noExecuteTaints",
-                            format!("unknown NoExecuteTaintMode value {}", o.no_execute_taints),
-                        ));
-                    }
-                };
-                Options {
-                    thresholds,
-                    grace,
-                    failover_eviction_timeout: duration_from_wire(
-                        o.failover_eviction_timeout.as_ref(),
-                        "options.failoverEvictionTimeout",
-                        defaults.failover_eviction_timeout,
-                    )?,
-                    no_execute,
-                    monitor_period: duration_from_wire(
-                        o.monitor_period.as_ref(),
-                        "options.monitorPeriod",
-                        defaults.monitor_period,
-                    )?,
-                }
-            }
+            Some(o) => options_from_wire(&o, defaults)?,
         };
         let now = time_from_wire(now.as_ref(), "now")?.unwrap_or_else(flotilla_runtime::now);
         let last_heartbeat = time_from_wire(last_heartbeat_time.as_ref(), "lastHeartbeatTime")?;
@@ -340,43 +361,9 @@ impl ClusterHealthService {
     }
 }
 
-#[tonic::async_trait]
-impl ClusterHealth for ClusterHealthService {
-    async fn heartbeat(
-        &self,
-        request: Request<v1::HeartbeatRequest>,
-    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
-        let caller = request
-            .metadata()
-            .get(CLUSTER_METADATA)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let cluster = request.get_ref().cluster_name.clone();
-        let result = self
-            .record_heartbeat(caller.as_deref(), request.into_inner())
-            .await;
-        let label = if result.is_ok() { "ok" } else { "rejected" };
-        metrics::counter!("flotilla_cluster_health_heartbeats_total", "result" => label)
-            .increment(1);
-        match result {
-            Ok(resp) => {
-                tracing::debug!(cluster = %cluster, "heartbeat recorded");
-                Ok(Response::new(resp))
-            }
-            Err(e) => {
-                tracing::debug!(cluster = %cluster, error = %e, "heartbeat rejected");
-                Err(e.into())
-            }
-        }
-    }
-
-    async fn assess(
-        &self,
-        request: Request<v1::ClusterHealthAssessRequest>,
-    ) -> Result<Response<v1::ClusterHealthAssessResponse>, Status> {
-        Ok(Response::new(ClusterHealthService::assess(
-            self,
-            request.into_inner(),
-        )?))
+flotilla_runtime::unary_service! {
+    impl ClusterHealth for ClusterHealthService {
+        heartbeat(v1::HeartbeatRequest) -> v1::HeartbeatResponse = Self::heartbeat;
+        assess(v1::ClusterHealthAssessRequest) -> v1::ClusterHealthAssessResponse = Self::assess;
     }
 }

@@ -38,6 +38,7 @@ use clap::Parser;
 use flotilla_core::health::{MonitorGrace, Thresholds};
 use flotilla_core::types::ClusterTaintPolicy;
 use flotilla_proto::v1;
+use flotilla_proto::v1::cluster_health_server::ClusterHealthServer;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
@@ -47,6 +48,7 @@ use flotilla_runtime::{
 use flotilla_store::typed::decode;
 use flotilla_store::{KeyValue, StoreRef};
 use tokio::task::JoinHandle;
+use tonic::server::NamedService;
 
 pub use crate::assess::{NoExecuteTaints, Options};
 pub use crate::controller::{Context, cluster_key};
@@ -56,8 +58,8 @@ pub use crate::grpc::ClusterHealthService;
 /// The election prefix of this service.
 pub const LEASE_PREFIX: &str = "leases/cluster-health";
 
-/// The fully qualified gRPC service name (for health).
-pub const SERVICE_NAME: &str = "flotilla.v1.ClusterHealth";
+/// The fully qualified gRPC service name (for health), as the generated server names it.
+pub const SERVICE_NAME: &str = <ClusterHealthServer<ClusterHealthService> as NamedService>::NAME;
 
 /// Flags of `flotilla-cluster-health`. Timers take `500ms`, `30s`, `5m`, ... so that tests can
 /// compress them.
@@ -186,6 +188,14 @@ impl Args {
             concurrent_probes,
         } = self;
         let mut errors = common.validate().err().unwrap_or_default();
+        let mut check = |flag: &'static str, ok: bool, message: &str| {
+            if !ok {
+                errors.push(ArgError {
+                    flag,
+                    message: message.into(),
+                });
+            }
+        };
         for (flag, d) in [
             (
                 "cluster-status-update-frequency",
@@ -196,23 +206,13 @@ impl Args {
             ("cluster-startup-grace-period", cluster_startup_grace_period),
             ("probe-timeout", probe_timeout),
         ] {
-            if d.is_zero() {
-                errors.push(ArgError {
-                    flag,
-                    message: "must be positive".into(),
-                });
-            }
+            check(flag, !d.is_zero(), "must be positive");
         }
         for (flag, n) in [
             ("concurrent-cluster-syncs", concurrent_cluster_syncs),
             ("concurrent-probes", concurrent_probes),
         ] {
-            if *n == 0 {
-                errors.push(ArgError {
-                    flag,
-                    message: "must be at least 1".into(),
-                });
-            }
+            check(flag, *n > 0, "must be at least 1");
         }
         if !errors.is_empty() {
             return Err(errors);

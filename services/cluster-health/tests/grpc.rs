@@ -13,6 +13,7 @@ use flotilla_core::Time;
 use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
+use flotilla_runtime::testing::bindings::taint_policy_on_not_ready;
 use flotilla_store::{MemStore, StoreRef};
 use tonic::Code;
 use tonic::transport::Channel;
@@ -347,11 +348,6 @@ async fn assess_table() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assess_uses_the_given_taint_policies_and_the_service_options() {
     let (_store, h, mut client) = setup().await;
-    let policy = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
-        "p",
-        "example.com/down",
-        v1::TaintEffect::NoExecute,
-    );
     // no options: the service's compressed ones (400ms failure threshold) apply
     let resp = client
         .assess(v1::ClusterHealthAssessRequest {
@@ -365,7 +361,11 @@ async fn assess_uses_the_given_taint_policies_and_the_service_options() {
                 threshold_start: Some(time_to_timestamp(Time::from_millis(99_600))),
             }),
             now: at(100),
-            taint_policies: vec![policy],
+            taint_policies: vec![taint_policy_on_not_ready(
+                "p",
+                "example.com/down",
+                v1::TaintEffect::NoExecute,
+            )],
             ..Default::default()
         })
         .await
@@ -389,12 +389,36 @@ async fn assess_uses_the_given_taint_policies_and_the_service_options() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assess_bad_input_is_invalid_argument_naming_the_field() {
     let (_store, h, mut client) = setup().await;
-    let good = || v1::ClusterHealthAssessRequest {
-        cluster: Some(stored(v1::SyncMode::Push, None)),
-        ..Default::default()
+    // a good request, then edited
+    let good = |edit: &dyn Fn(&mut v1::ClusterHealthAssessRequest)| {
+        let mut req = v1::ClusterHealthAssessRequest {
+            cluster: Some(stored(v1::SyncMode::Push, None)),
+            ..Default::default()
+        };
+        edit(&mut req);
+        req
     };
     let mut no_mode = stored(v1::SyncMode::Push, None);
     no_mode.spec.as_mut().unwrap().sync_mode = 0;
+    let negative = prost_types::Duration {
+        seconds: -1,
+        nanos: 0,
+    };
+    let bad_now = prost_types::Timestamp {
+        seconds: 0,
+        nanos: 2_000_000_000,
+    };
+    let no_effect = v1::ClusterTaintPolicy {
+        metadata: None,
+        spec: Some(v1::ClusterTaintPolicySpec {
+            taints: vec![v1::TaintSpec {
+                key: "k".into(),
+                value: String::new(),
+                effect: 0,
+            }],
+            ..Default::default()
+        }),
+    };
     let cases: Vec<(v1::ClusterHealthAssessRequest, &str)> = vec![
         (v1::ClusterHealthAssessRequest::default(), "cluster"),
         (
@@ -405,60 +429,25 @@ async fn assess_bad_input_is_invalid_argument_naming_the_field() {
             "cluster.spec.syncMode",
         ),
         (
-            v1::ClusterHealthAssessRequest {
-                threshold: Some(v1::ThresholdState::default()),
-                ..good()
-            },
+            good(&|r| r.threshold = Some(v1::ThresholdState::default())),
             "threshold.readyStatus",
         ),
         (
-            v1::ClusterHealthAssessRequest {
-                options: Some(v1::ClusterHealthOptions {
-                    success_threshold: Some(prost_types::Duration {
-                        seconds: -1,
-                        nanos: 0,
-                    }),
+            good(&|r| {
+                r.options = Some(v1::ClusterHealthOptions {
+                    success_threshold: Some(negative),
                     ..Default::default()
-                }),
-                ..good()
-            },
+                });
+            }),
             "options.successThreshold",
         ),
         (
-            v1::ClusterHealthAssessRequest {
-                options: Some(v1::ClusterHealthOptions {
-                    no_execute_taints: 42,
-                    ..Default::default()
-                }),
-                ..good()
-            },
+            good(&|r| r.options.get_or_insert_default().no_execute_taints = 42),
             "options.noExecuteTaints",
         ),
+        (good(&|r| r.now = Some(bad_now)), "now"),
         (
-            v1::ClusterHealthAssessRequest {
-                now: Some(prost_types::Timestamp {
-                    seconds: 0,
-                    nanos: 2_000_000_000,
-                }),
-                ..good()
-            },
-            "now",
-        ),
-        (
-            v1::ClusterHealthAssessRequest {
-                taint_policies: vec![v1::ClusterTaintPolicy {
-                    metadata: None,
-                    spec: Some(v1::ClusterTaintPolicySpec {
-                        taints: vec![v1::TaintSpec {
-                            key: "k".into(),
-                            value: String::new(),
-                            effect: 0,
-                        }],
-                        ..Default::default()
-                    }),
-                }],
-                ..good()
-            },
+            good(&|r| r.taint_policies = vec![no_effect.clone()]),
             "taintPolicies[0].spec.taints[0].effect",
         ),
     ];
@@ -467,7 +456,7 @@ async fn assess_bad_input_is_invalid_argument_naming_the_field() {
         assert_eq!(violations(&err), vec![field], "{err:?}");
     }
     // a good request answers
-    let resp = tokio::time::timeout(Duration::from_secs(5), client.assess(good()))
+    let resp = tokio::time::timeout(Duration::from_secs(5), client.assess(good(&|_| {})))
         .await
         .unwrap()
         .unwrap()

@@ -265,28 +265,19 @@ async fn a13_ch_9_a_new_replica_counts_the_grace_period_from_its_start() {
     h.stop().await;
 }
 
+/// A NoExecute taint `key` while Ready is False or Unknown, removed once it is True (CH-17).
 fn taint_policy(name: &str, key: &str) -> v1::ClusterTaintPolicy {
-    let ready_in = |values: &[v1::ConditionStatus]| v1::MatchCondition {
-        condition_type: "Ready".into(),
-        operator: v1::SelectorOperator::In as i32,
-        status_values: values.iter().map(|v| *v as i32).collect(),
-    };
-    v1::ClusterTaintPolicy {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            ..Default::default()
-        }),
-        spec: Some(v1::ClusterTaintPolicySpec {
-            target_clusters: None,
-            add_on_conditions: vec![ready_in(&[False, Unknown])],
-            remove_on_conditions: vec![ready_in(&[True])],
-            taints: vec![v1::TaintSpec {
-                key: key.into(),
-                value: String::new(),
-                effect: v1::TaintEffect::NoExecute as i32,
-            }],
-        }),
-    }
+    let mut policy = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
+        name,
+        key,
+        v1::TaintEffect::NoExecute,
+    );
+    let spec = policy.spec.as_mut().unwrap();
+    let mut ready_true = spec.add_on_conditions[0].clone();
+    ready_true.status_values = vec![True as i32];
+    spec.add_on_conditions[0].status_values.push(Unknown as i32);
+    spec.remove_on_conditions = vec![ready_true];
+    policy
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use flotilla_proto::v1;
 use flotilla_proto::v1::member_sim_server::MemberSim;
 use flotilla_runtime::status::{Failure, to_status};
-use tonic::{Request, Response, Status};
+use tonic::{Request, Status};
 
 use crate::sim::{Fault, FieldError, Sim};
 
@@ -32,14 +32,11 @@ impl MemberSimService {
     pub fn new(sim: Arc<Sim>) -> Self {
         Self { sim }
     }
-}
 
-#[tonic::async_trait]
-impl MemberSim for MemberSimService {
     async fn set_fault(
         &self,
         request: Request<v1::SetFaultRequest>,
-    ) -> Result<Response<v1::SetFaultResponse>, Status> {
+    ) -> Result<v1::SetFaultResponse, Status> {
         let request = request.into_inner();
         let raw = request.mode;
         let fault = Fault::from_wire(raw).ok_or_else(|| {
@@ -54,15 +51,22 @@ impl MemberSim for MemberSimService {
             .set_api_errors(request.api_errors)
             .map_err(invalid)?;
         let previous = self.sim.set_fault(fault);
-        Ok(Response::new(v1::SetFaultResponse {
+        Ok(v1::SetFaultResponse {
             previous: previous.to_wire().into(),
-        }))
+        })
     }
 
     async fn get_stats(
         &self,
         _request: Request<v1::GetStatsRequest>,
-    ) -> Result<Response<v1::GetStatsResponse>, Status> {
-        Ok(Response::new(self.sim.stats()))
+    ) -> Result<v1::GetStatsResponse, Status> {
+        Ok(self.sim.stats())
+    }
+}
+
+flotilla_runtime::unary_service! {
+    impl MemberSim for MemberSimService {
+        set_fault(v1::SetFaultRequest) -> v1::SetFaultResponse = Self::set_fault;
+        get_stats(v1::GetStatsRequest) -> v1::GetStatsResponse = Self::get_stats;
     }
 }

@@ -187,26 +187,21 @@ impl Args {
                 message: "must differ from --listen".into(),
             });
         }
-        let token = match token_file {
-            None => None,
-            Some(path) => match std::fs::read_to_string(path) {
-                Ok(t) if !t.trim().is_empty() => Some(t.trim().to_owned()),
-                Ok(_) => {
+        let token = token_file.as_ref().and_then(|path| {
+            let token = match std::fs::read_to_string(path) {
+                Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
+                Ok(_) => Err(format!("{} is empty", path.display())),
+                Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+            };
+            token
+                .map_err(|message| {
                     errors.push(ArgError {
                         flag: "token-file",
-                        message: format!("{} is empty", path.display()),
+                        message,
                     });
-                    None
-                }
-                Err(e) => {
-                    errors.push(ArgError {
-                        flag: "token-file",
-                        message: format!("cannot read {}: {e}", path.display()),
-                    });
-                    None
-                }
-            },
-        };
+                })
+                .ok()
+        });
         if !errors.is_empty() {
             return Err(errors);
         }

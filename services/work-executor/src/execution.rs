@@ -27,7 +27,7 @@ use flotilla_store::typed::Stored;
 use crate::controller::{Context, Error};
 use crate::render::{
     EXECUTION_FINALIZER, applied_current, applied_status, cluster_is_pull, cluster_ready,
-    failed_status, is_deleting, work_cluster,
+    failed_status, is_deleting, work_cluster, work_resource,
 };
 use flotilla_runtime::cas::Attempt;
 use flotilla_runtime::read_decide_write;
@@ -149,11 +149,7 @@ async fn step(
             tracing::debug!(work = %work.key(), cluster = %cluster_name, "cluster not Ready; deletion waits (WE-6.3)");
             return Ok(Step::Done(recheck));
         }
-        let resource = work
-            .spec
-            .as_ref()
-            .and_then(|s| s.resource.clone())
-            .unwrap_or_default();
+        let resource = work_resource(&work);
         if let Err(e) = crate::member::delete(&ctx.members, &ctx.secrets, &cluster, &resource).await
         {
             record(

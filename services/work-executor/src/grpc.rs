@@ -9,10 +9,11 @@ use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutor;
 use flotilla_runtime::cas::{Attempt, Exhausted};
 use flotilla_runtime::retry_races;
+use flotilla_runtime::rpc::metadata_str;
 use flotilla_runtime::status::{Failure, IntoStatus};
 use flotilla_store::StoreError;
 use flotilla_store::typed::{Stored, Typed, work_key};
-use tonic::{Request, Response, Status};
+use tonic::{Request, Status};
 
 use crate::plan::{aggregate, decide_with};
 use crate::render::{Overrides, cluster_is_pull, explain_overrides, is_deleting, work_cluster};
@@ -143,11 +144,33 @@ fn check_status(status: &v1::WorkStatus) -> Result<(), ApiError> {
 // === impl WorkExecutorApi ===
 
 impl WorkExecutorApi {
-    async fn report(
+    /// `GetWorkStatus`: the stored Work's status, generation and resource version.
+    async fn get_work_status(
         &self,
-        caller: Option<String>,
-        req: v1::ReportWorkStatusRequest,
+        request: Request<v1::GetWorkStatusRequest>,
+    ) -> Result<v1::GetWorkStatusResponse, ApiError> {
+        let req = request.into_inner();
+        let (key, _) = key_of(req.work.as_ref())?;
+        let work: v1::Work = self
+            .typed
+            .get(&key)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("Work {key} not found")))?;
+        Ok(v1::GetWorkStatusResponse {
+            status: Some(work.status.clone().unwrap_or_default()),
+            generation: work.generation(),
+            resource_version: work.resource_version(),
+        })
+    }
+
+    /// `ReportWorkStatus`: an agent's report on a Work of its cluster (named by
+    /// [`CLUSTER_METADATA`], when sent).
+    async fn report_work_status(
+        &self,
+        request: Request<v1::ReportWorkStatusRequest>,
     ) -> Result<v1::ReportWorkStatusResponse, ApiError> {
+        let caller = metadata_str(&request, CLUSTER_METADATA);
+        let req = request.into_inner();
         let (key, wk) = key_of(req.work.as_ref())?;
         if let Some(caller) = caller
             && caller != wk.cluster
@@ -254,7 +277,9 @@ impl WorkExecutorApi {
         })
     }
 
-    fn plan(req: v1::PlanRequest) -> Result<v1::PlanResponse, ApiError> {
+    /// `Plan`: the dry run of the binding controller's decision and aggregation.
+    async fn plan(&self, request: Request<v1::PlanRequest>) -> Result<v1::PlanResponse, ApiError> {
+        let req = request.into_inner();
         let binding = req.binding.ok_or_else(|| invalid("binding", "required"))?;
         let meta = binding.metadata.clone().unwrap_or_default();
         if meta.name.is_empty() {
@@ -415,45 +440,10 @@ fn plan_overrides(
     Ok(out)
 }
 
-#[tonic::async_trait]
-impl WorkExecutor for WorkExecutorApi {
-    async fn get_work_status(
-        &self,
-        request: Request<v1::GetWorkStatusRequest>,
-    ) -> Result<Response<v1::GetWorkStatusResponse>, Status> {
-        let req = request.into_inner();
-        let (key, _) = key_of(req.work.as_ref())?;
-        let work: v1::Work = self
-            .typed
-            .get(&key)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::NotFound(format!("Work {key} not found")))?;
-        Ok(Response::new(v1::GetWorkStatusResponse {
-            status: Some(work.status.clone().unwrap_or_default()),
-            generation: work.generation(),
-            resource_version: work.resource_version(),
-        }))
-    }
-
-    async fn report_work_status(
-        &self,
-        request: Request<v1::ReportWorkStatusRequest>,
-    ) -> Result<Response<v1::ReportWorkStatusResponse>, Status> {
-        let caller = request
-            .metadata()
-            .get(CLUSTER_METADATA)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        Ok(Response::new(
-            self.report(caller, request.into_inner()).await?,
-        ))
-    }
-
-    async fn plan(
-        &self,
-        request: Request<v1::PlanRequest>,
-    ) -> Result<Response<v1::PlanResponse>, Status> {
-        Ok(Response::new(Self::plan(request.into_inner())?))
+flotilla_runtime::unary_service! {
+    impl WorkExecutor for WorkExecutorApi {
+        get_work_status(v1::GetWorkStatusRequest) -> v1::GetWorkStatusResponse = Self::get_work_status;
+        report_work_status(v1::ReportWorkStatusRequest) -> v1::ReportWorkStatusResponse = Self::report_work_status;
+        plan(v1::PlanRequest) -> v1::PlanResponse = Self::plan;
     }
 }

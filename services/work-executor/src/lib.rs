@@ -161,34 +161,40 @@ pub struct FlagError {
     pub message: String,
 }
 
+impl FlagError {
+    /// `--flag` is wrong: `message`.
+    pub fn new(flag: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            flag,
+            message: message.into(),
+        }
+    }
+}
+
 // === impl Args ===
 
 impl Args {
     /// Checks the service's flags and returns its [`Config`].
     pub fn validate(&self) -> Result<Config, Vec<FlagError>> {
         let mut errors = Vec::new();
-        let mut positive = |flag: &'static str, d: Duration| {
-            if d.is_zero() {
-                errors.push(FlagError {
-                    flag,
-                    message: "must be positive".into(),
-                });
+        let mut check = |flag: &'static str, ok: bool, message: &str| {
+            if !ok {
+                errors.push(FlagError::new(flag, message));
             }
         };
-        positive("status-sync-period", self.status_sync_period);
-        positive("member-timeout", self.member_timeout);
-        positive("not-ready-recheck", self.not_ready_recheck);
+        for (flag, d) in [
+            ("status-sync-period", self.status_sync_period),
+            ("member-timeout", self.member_timeout),
+            ("not-ready-recheck", self.not_ready_recheck),
+        ] {
+            check(flag, !d.is_zero(), "must be positive");
+        }
         for (flag, n) in [
             ("member-concurrency", self.member_concurrency),
             ("binding-workers", self.binding_workers),
             ("work-workers", self.work_workers),
         ] {
-            if n == 0 {
-                errors.push(FlagError {
-                    flag,
-                    message: "must be at least 1".into(),
-                });
-            }
+            check(flag, n > 0, "must be at least 1");
         }
         if !errors.is_empty() {
             return Err(errors);

@@ -211,6 +211,14 @@ pub fn work_cluster(work: &v1::Work) -> &str {
     work.spec.as_ref().map_or("", |s| s.cluster.as_str())
 }
 
+/// The object the Work's manifest is (the default reference without a spec).
+pub fn work_resource(work: &v1::Work) -> v1::ObjectReference {
+    work.spec
+        .as_ref()
+        .and_then(|s| s.resource.clone())
+        .unwrap_or_default()
+}
+
 /// Whether an object's deletion was requested.
 pub fn is_deleting(meta: Option<&v1::ObjectMeta>) -> bool {
     meta.is_some_and(|m| m.deletion_timestamp.is_some())

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use crate::controller::{Context, INDEX_CLUSTER};
 use crate::render::{
     applied_state, cluster_endpoint, cluster_is_pull, cluster_ready, is_deleting,
-    merge_member_status, missing_status,
+    merge_member_status, missing_status, work_resource,
 };
 
 /// What one pass did, for logs and tests.
@@ -158,11 +158,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
         if applied_state(status) != Some(true) {
             continue;
         }
-        let resource = work
-            .spec
-            .as_ref()
-            .and_then(|s| s.resource.clone())
-            .unwrap_or_default();
+        let resource = work_resource(&work);
         let found = by_identity
             .get(&(
                 resource.namespace.as_str(),

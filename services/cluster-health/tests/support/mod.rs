@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_cluster_health::{Config, NoExecuteTaints, Started, start};
+use flotilla_core::types::TaintEffect;
 use flotilla_member_sim::Sim;
+use flotilla_proto::convert::WireEnum;
 use flotilla_proto::v1;
 use flotilla_runtime::{Readiness, Shutdown};
 use flotilla_store::StoreRef;
@@ -194,23 +196,17 @@ pub fn condition(c: &v1::Cluster, type_: &str) -> Option<v1::Condition> {
 
 /// `key:Effect` of every taint, in order.
 pub fn taints(c: &v1::Cluster) -> Vec<String> {
-    c.spec
-        .as_ref()
-        .map(|s| {
-            s.taints
-                .iter()
-                .map(|t| {
-                    let effect = match v1::TaintEffect::try_from(t.effect).unwrap() {
-                        v1::TaintEffect::NoSchedule => "NoSchedule",
-                        v1::TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-                        v1::TaintEffect::NoExecute => "NoExecute",
-                        v1::TaintEffect::Unspecified => "?",
-                    };
-                    format!("{}:{effect}", t.key)
-                })
-                .collect()
+    let taints = c.spec.as_ref().map_or(&[][..], |s| &s.taints);
+    taints
+        .iter()
+        .map(|t| {
+            // the domain effect's name (`NoSchedule`, ...); `?` when unset
+            let effect = TaintEffect::from_wire(t.effect, "effect")
+                .unwrap()
+                .map_or_else(|| "?".to_owned(), |e| format!("{e:?}"));
+            format!("{}:{effect}", t.key)
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 pub const NR_NS: &str = "cluster.karmada.io/not-ready:NoSchedule";
