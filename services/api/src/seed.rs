@@ -60,12 +60,7 @@ pub fn weighted_deployments(
             ..Default::default()
         }),
         spec: Some(v1::PropagationSpec {
-            resource_selectors: vec![v1::ResourceSelector {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: deployment.into(),
-                ..Default::default()
-            }],
+            resource_selectors: vec![deployment_selector(deployment)],
             placement: Some(v1::Placement {
                 cluster_affinity: Some(v1::ClusterAffinity {
                     cluster_names: weights.iter().map(|(c, _)| (*c).into()).collect(),
@@ -83,6 +78,16 @@ pub fn weighted_deployments(
             }),
             ..Default::default()
         }),
+    }
+}
+
+/// A selector of the Deployment `name` (every Deployment of the namespace when empty).
+pub fn deployment_selector(name: &str) -> v1::ResourceSelector {
+    v1::ResourceSelector {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: name.into(),
+        ..Default::default()
     }
 }
 

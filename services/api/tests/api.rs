@@ -12,8 +12,8 @@ use flotilla_api::batch::BatchWriter;
 use flotilla_api::claim::{LABEL_CLUSTER_POLICY_NAME, LABEL_POLICY_NAME};
 use flotilla_api::detector::{CacheWriters, Ctx, reconcile};
 use flotilla_api::testing::{
-    self, TestApi, application_directly, cluster, labelled, nginx_workload, seed_policy,
-    static_weights,
+    self, TestApi, application_directly, cluster, deployment_selector, labelled, nginx_workload,
+    seed_policy, static_weights,
 };
 use flotilla_core::validation::PERMANENT_ID_LABEL_POLICY;
 use flotilla_proto::Resource;
@@ -107,11 +107,7 @@ fn create_workload(w: v1::Workload) -> v1::CreateWorkloadRequest {
 
 fn kind_only(name: &str, priority: i32) -> v1::PropagationSpec {
     v1::PropagationSpec {
-        resource_selectors: vec![v1::ResourceSelector {
-            api_version: "apps/v1".into(),
-            kind: "Deployment".into(),
-            ..Default::default()
-        }],
+        resource_selectors: vec![deployment_selector("")],
         priority,
         placement: Some(v1::Placement {
             cluster_affinity: Some(v1::ClusterAffinity {
@@ -2664,12 +2660,7 @@ fn override_policy(ns: &str, name: &str, rules: Vec<v1::OverrideRule>) -> v1::Ov
             ..Default::default()
         }),
         spec: Some(v1::OverrideSpec {
-            resource_selectors: vec![v1::ResourceSelector {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: "nginx".into(),
-                ..Default::default()
-            }],
+            resource_selectors: vec![deployment_selector("nginx")],
             override_rules: rules,
         }),
     }
