@@ -586,6 +586,12 @@ impl Stack {
         for name in names {
             self.start_member(name, extra).await;
         }
+        self.register_push_members(names, timeout).await
+    }
+
+    /// Registers started members `names` as Push clusters and waits (up to `timeout`) until
+    /// each is Ready and untainted; returns an api client.
+    pub async fn register_push_members(&self, names: &[&str], timeout: Duration) -> ApiClient {
         let api = api_client(self).await;
         self.create_push_clusters(&api, names).await;
         wait_clusters_ready(&api, names, timeout).await;
@@ -855,6 +861,55 @@ pub async fn get_binding(
 /// The binding of the seed workload `default/nginx` (Deployment): `default/nginx-deployment`.
 pub async fn nginx_binding(api: &ApiClient) -> Option<v1::ResourceBinding> {
     get_binding(api, "default", "nginx-deployment").await
+}
+
+/// Waits (up to `timeout`) until the seed binding satisfies `ready`; returns it.
+pub async fn wait_nginx(
+    api: &ApiClient,
+    timeout: Duration,
+    what: &str,
+    ready: impl Fn(&v1::ResourceBinding) -> bool,
+) -> v1::ResourceBinding {
+    let ready = &ready;
+    eventually(timeout, what, move || async move {
+        let b = nginx_binding(api).await?;
+        ready(&b).then_some(b)
+    })
+    .await
+}
+
+/// Waits (up to `timeout`) until the seed binding targets exactly `expected` (name, replicas,
+/// sorted by name) and is healthy ([`binding_healthy`]); returns it.
+pub async fn wait_nginx_healthy(
+    api: &ApiClient,
+    timeout: Duration,
+    expected: &[(&str, i32)],
+) -> v1::ResourceBinding {
+    let what = format!("nginx on {expected:?}, healthy");
+    wait_nginx(api, timeout, &what, |b| {
+        targeted(b, expected) && binding_healthy(b)
+    })
+    .await
+}
+
+/// [`wait_nginx_healthy`], and no eviction task is left.
+pub async fn wait_nginx_settled(
+    api: &ApiClient,
+    timeout: Duration,
+    expected: &[(&str, i32)],
+) -> v1::ResourceBinding {
+    let what = format!("nginx on {expected:?}, healthy, no eviction task");
+    let settled = |b: &v1::ResourceBinding| tasks(b).is_empty() && binding_healthy(b);
+    wait_nginx(api, timeout, &what, |b| targeted(b, expected) && settled(b)).await
+}
+
+/// Whether `spec.clusters` is exactly `expected` (name, replicas, sorted by name).
+fn targeted(b: &v1::ResourceBinding, expected: &[(&str, i32)]) -> bool {
+    let targets = targets(b);
+    targets
+        .iter()
+        .map(|(c, r)| (c.as_str(), *r))
+        .eq(expected.iter().copied())
 }
 
 /// `spec.clusters` as sorted (name, replicas).
