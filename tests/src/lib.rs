@@ -892,19 +892,8 @@ pub async fn wait_nginx_healthy(
     .await
 }
 
-/// [`wait_nginx_healthy`], and no eviction task is left.
-pub async fn wait_nginx_settled(
-    api: &ApiClient,
-    timeout: Duration,
-    expected: &[(&str, i32)],
-) -> v1::ResourceBinding {
-    let what = format!("nginx on {expected:?}, healthy, no eviction task");
-    let settled = |b: &v1::ResourceBinding| tasks(b).is_empty() && binding_healthy(b);
-    wait_nginx(api, timeout, &what, |b| targeted(b, expected) && settled(b)).await
-}
-
 /// Whether `spec.clusters` is exactly `expected` (name, replicas, sorted by name).
-fn targeted(b: &v1::ResourceBinding, expected: &[(&str, i32)]) -> bool {
+pub fn targeted(b: &v1::ResourceBinding, expected: &[(&str, i32)]) -> bool {
     let targets = targets(b);
     targets
         .iter()

@@ -22,9 +22,10 @@ use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    Stack, Timers, api_client, cluster_names, cluster_work, create_nginx, eventually,
-    nginx_binding, nginx_policy, record_works, resource_version, set_fault, target_names,
-    wait_clusters_ready, wait_nginx_healthy, wait_nginx_settled, work_cluster, work_clusters,
+    Stack, Timers, api_client, binding_healthy, cluster_names, cluster_work, create_nginx,
+    eventually, nginx_binding, nginx_policy, record_works, resource_version, set_fault,
+    target_names, targeted, tasks, wait_clusters_ready, wait_nginx, wait_nginx_healthy,
+    work_cluster, work_clusters,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -76,7 +77,16 @@ async fn seed_duplicated_spread_failover_keeps_member1_untouched() {
     set_fault(&stack.members["member2"], v1::FaultMode::Unreachable).await;
 
     // Eviction, then the refill: member1 stays, member3 (by name over member5) joins.
-    wait_nginx_settled(&api, T, &[("member1", 3), ("member3", 3)]).await;
+    let settled = |b: &v1::ResourceBinding| {
+        targeted(b, &[("member1", 3), ("member3", 3)]) && tasks(b).is_empty() && binding_healthy(b)
+    };
+    wait_nginx(
+        &api,
+        T,
+        "result [member1, member3] and member2's task gone",
+        settled,
+    )
+    .await;
     let b = nginx_binding(&api).await.unwrap();
     assert_eq!(target_names(&b), ["member1", "member3"]);
 

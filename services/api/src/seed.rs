@@ -54,11 +54,7 @@ pub fn weighted_deployments(
         weight,
     };
     v1::PropagationPolicy {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            namespace: namespace.into(),
-            ..Default::default()
-        }),
+        metadata: object_meta(namespace, name),
         spec: Some(v1::PropagationSpec {
             resource_selectors: vec![deployment_selector(deployment)],
             placement: Some(v1::Placement {
@@ -79,6 +75,16 @@ pub fn weighted_deployments(
             ..Default::default()
         }),
     }
+}
+
+/// The metadata of an object `namespace/name` (an empty namespace for a cluster-scoped one),
+/// nothing else set.
+pub fn object_meta(namespace: &str, name: &str) -> Option<v1::ObjectMeta> {
+    Some(v1::ObjectMeta {
+        name: name.into(),
+        namespace: namespace.into(),
+        ..Default::default()
+    })
 }
 
 /// A selector of the Deployment `name` (every Deployment of the namespace when empty).

@@ -91,10 +91,7 @@ impl TestApi {
 
 /// The metadata of a cluster-scoped object `name` (nothing else set).
 pub fn named(name: &str) -> Option<v1::ObjectMeta> {
-    Some(v1::ObjectMeta {
-        name: name.into(),
-        ..Default::default()
-    })
+    object_meta("", name)
 }
 
 /// A Push cluster `name` with `endpoint`, in region `eu`, labelled `env=test`.
@@ -116,7 +113,8 @@ pub fn cluster(name: &str, endpoint: &str) -> v1::Cluster {
 }
 
 pub use crate::seed::{
-    NGINX_MANIFEST, delete_nginx, deployment_selector, get_nginx, nginx_workload, seed_policy,
+    NGINX_MANIFEST, delete_nginx, deployment_selector, get_nginx, nginx_workload, object_meta,
+    seed_policy,
 };
 
 /// The static weight list of a placement's replica scheduling (panics where a level is
