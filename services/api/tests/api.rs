@@ -133,11 +133,7 @@ fn pp(name: &str, spec: v1::PropagationSpec) -> v1::PropagationPolicy {
 
 fn work(cluster: &str, name: &str) -> v1::Work {
     v1::Work {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            namespace: "default".into(),
-            ..Default::default()
-        }),
+        metadata: object_meta("default", name),
         spec: Some(v1::WorkSpec {
             cluster: cluster.into(),
             manifest: "{}".into(),
