@@ -1901,10 +1901,7 @@ async fn detector_rereads_after_a_conflict_and_loses_no_update() {
     );
     // the scheduler writes spec.clusters; the detector's cache still has b1
     let mut b2 = b1.clone();
-    b2.spec.as_mut().unwrap().clusters = vec![v1::TargetCluster {
-        name: "member1".into(),
-        replicas: 3,
-    }];
+    b2.spec.as_mut().unwrap().clusters = v1::TargetCluster::from_pairs(&[("member1", 3)]);
     typed.update(&b1, b2).await.unwrap();
     // the policy changes (store and cache)
     let mut changed = policy.clone();
