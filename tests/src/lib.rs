@@ -586,6 +586,12 @@ impl Stack {
         for name in names {
             self.start_member(name, extra).await;
         }
+        self.register_push_members(names, timeout).await
+    }
+
+    /// Registers started members `names` as Push clusters and waits (up to `timeout`) until
+    /// each is Ready and untainted; returns an api client.
+    pub async fn register_push_members(&self, names: &[&str], timeout: Duration) -> ApiClient {
         let api = api_client(self).await;
         self.create_push_clusters(&api, names).await;
         wait_clusters_ready(&api, names, timeout).await;
@@ -597,15 +603,11 @@ impl Stack {
     pub async fn create_push_clusters(&self, api: &ApiClient, names: &[&str]) {
         for name in names {
             let addr = &self.members[*name].addr;
-            api.clone()
-                .create_cluster(v1::CreateClusterRequest {
-                    cluster: Some(flotilla_api::testing::cluster(
-                        name,
-                        &format!("http://{addr}"),
-                    )),
-                })
-                .await
-                .unwrap_or_else(|e| panic!("create cluster {name}: {e}"));
+            create_cluster(
+                api,
+                flotilla_api::testing::cluster(name, &format!("http://{addr}")),
+            )
+            .await;
         }
     }
 
@@ -794,20 +796,15 @@ pub fn has_taint(c: &v1::Cluster, key: &str, effect: v1::TaintEffect) -> bool {
 
 /// The cluster's taints as `key:Effect`.
 pub fn taint_names(c: &v1::Cluster) -> Vec<String> {
-    c.spec
-        .as_ref()
-        .map(|s| {
-            s.taints
-                .iter()
-                .map(|t| {
-                    let effect = v1::TaintEffect::try_from(t.effect)
-                        .map(|e| e.as_str_name().to_owned())
-                        .unwrap_or_else(|_| t.effect.to_string());
-                    format!("{}:{effect}", t.key)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    let taints = c.spec.as_ref().map_or(&[][..], |s| &s.taints);
+    taints.iter().map(taint_name).collect()
+}
+
+/// A taint as `key:Effect` (the number of an effect the proto does not know).
+fn taint_name(t: &v1::Taint) -> String {
+    let effect = v1::TaintEffect::try_from(t.effect)
+        .map_or_else(|_| t.effect.to_string(), |e| e.as_str_name().to_owned());
+    format!("{}:{effect}", t.key)
 }
 
 /// Waits until every named cluster is Ready, untainted and reports its API enablements
@@ -864,6 +861,44 @@ pub async fn get_binding(
 /// The binding of the seed workload `default/nginx` (Deployment): `default/nginx-deployment`.
 pub async fn nginx_binding(api: &ApiClient) -> Option<v1::ResourceBinding> {
     get_binding(api, "default", "nginx-deployment").await
+}
+
+/// Waits (up to `timeout`) until the seed binding satisfies `ready`; returns it.
+pub async fn wait_nginx(
+    api: &ApiClient,
+    timeout: Duration,
+    what: &str,
+    ready: impl Fn(&v1::ResourceBinding) -> bool,
+) -> v1::ResourceBinding {
+    let ready = &ready;
+    eventually(timeout, what, move || async move {
+        let b = nginx_binding(api).await?;
+        ready(&b).then_some(b)
+    })
+    .await
+}
+
+/// Waits (up to `timeout`) until the seed binding targets exactly `expected` (name, replicas,
+/// sorted by name) and is healthy ([`binding_healthy`]); returns it.
+pub async fn wait_nginx_healthy(
+    api: &ApiClient,
+    timeout: Duration,
+    expected: &[(&str, i32)],
+) -> v1::ResourceBinding {
+    let what = format!("nginx on {expected:?}, healthy");
+    wait_nginx(api, timeout, &what, |b| {
+        targeted(b, expected) && binding_healthy(b)
+    })
+    .await
+}
+
+/// Whether `spec.clusters` is exactly `expected` (name, replicas, sorted by name).
+pub fn targeted(b: &v1::ResourceBinding, expected: &[(&str, i32)]) -> bool {
+    let targets = targets(b);
+    targets
+        .iter()
+        .map(|(c, r)| (c.as_str(), *r))
+        .eq(expected.iter().copied())
 }
 
 /// `spec.clusters` as sorted (name, replicas).
@@ -942,24 +977,57 @@ pub fn resource_version(meta: Option<&v1::ObjectMeta>) -> i64 {
     meta.map_or(0, |m| m.resource_version)
 }
 
-/// `pub async fn $name(api) -> Vec<Item>`: every object of a kind (one unpaged List).
+/// `pub async fn $name(api) -> Vec<Item>`: every object of a kind (one unpaged List), for
+/// each `$name = $rpc($request) -> $item;` row.
 macro_rules! list_every {
-    ($(#[$doc:meta])* $name:ident = $rpc:ident($request:ident) -> $item:ident) => {
-        $(#[$doc])*
+    ($($name:ident = $rpc:ident($request:ident) -> $item:ident;)*) => {$(
+        #[doc = concat!("Every ", stringify!($item), " in the stack (one unpaged List).")]
         pub async fn $name(api: &ApiClient) -> Vec<v1::$item> {
             let list = api.clone().$rpc(v1::$request::default()).await;
             list.unwrap().into_inner().items
         }
+    )*};
+}
+
+list_every! {
+    list_bindings = list_resource_bindings(ListResourceBindingsRequest) -> ResourceBinding;
+    list_works = list_works(ListWorksRequest) -> Work;
+    list_clusters = list_clusters(ListClustersRequest) -> Cluster;
+    list_policies = list_propagation_policies(ListPropagationPoliciesRequest) -> PropagationPolicy;
+    list_workloads = list_workloads(ListWorkloadsRequest) -> Workload;
+    list_taint_policies = list_cluster_taint_policies(ListClusterTaintPoliciesRequest) -> ClusterTaintPolicy;
+}
+
+/// The names of `objects`, in order.
+pub fn names<R: flotilla_proto::Resource>(objects: &[R]) -> Vec<String> {
+    objects.iter().map(|o| o.name().to_owned()).collect()
+}
+
+/// `pub async fn $name(api, namespace, name) -> Result<Item, Status>`: one namespaced object.
+macro_rules! get_namespaced {
+    ($(#[$doc:meta])* $name:ident = $rpc:ident($request:ident) -> $item:ident) => {
+        $(#[$doc])*
+        pub async fn $name(
+            api: &ApiClient,
+            namespace: &str,
+            name: &str,
+        ) -> Result<v1::$item, tonic::Status> {
+            let request = v1::$request {
+                namespace: namespace.into(),
+                name: name.into(),
+            };
+            Ok(api.clone().$rpc(request).await?.into_inner())
+        }
     };
 }
 
-list_every!(
-    /// Every binding in the stack.
-    list_bindings = list_resource_bindings(ListResourceBindingsRequest) -> ResourceBinding
+get_namespaced!(
+    /// A PropagationPolicy, or the api's error.
+    get_policy = get_propagation_policy(GetPropagationPolicyRequest) -> PropagationPolicy
 );
-list_every!(
-    /// Every Work in the stack.
-    list_works = list_works(ListWorksRequest) -> Work
+get_namespaced!(
+    /// A Secret (its values blanked, as the api answers), or the api's error.
+    get_secret = get_secret(GetSecretRequest) -> Secret
 );
 
 /// The Work of one cluster (the scenarios propagate one workload), if any.
@@ -993,34 +1061,45 @@ pub async fn create_nginx(api: &ApiClient, policy: v1::PropagationPolicy) {
         })
         .await
         .expect("create workload");
-    api.clone()
-        .create_propagation_policy(v1::CreatePropagationPolicyRequest {
-            propagation_policy: Some(policy),
-        })
-        .await
-        .expect("create policy");
+    try_create_policy(api, policy).await.expect("create policy");
 }
 
 /// Creates a Pull Cluster `name` (region `eu`, label `env=test`) through the api.
 pub async fn create_pull_cluster(api: &ApiClient, name: &str) {
-    api.clone()
-        .create_cluster(v1::CreateClusterRequest {
-            cluster: Some(v1::Cluster {
-                metadata: Some(v1::ObjectMeta {
-                    name: name.into(),
-                    labels: [("env".to_owned(), "test".to_owned())].into(),
-                    ..Default::default()
-                }),
-                spec: Some(v1::ClusterSpec {
-                    sync_mode: v1::SyncMode::Pull as i32,
-                    region: "eu".into(),
-                    ..Default::default()
-                }),
-                status: None,
-            }),
-        })
+    // The Push fixture without an endpoint, in Pull mode.
+    let mut cluster = flotilla_api::testing::cluster(name, "");
+    cluster
+        .spec
+        .as_mut()
+        .expect("a fixture cluster has a spec")
+        .sync_mode = v1::SyncMode::Pull as i32;
+    create_cluster(api, cluster).await;
+}
+
+/// Creates `cluster` through the api (panics, naming it, if the api refuses).
+pub async fn create_cluster(api: &ApiClient, cluster: v1::Cluster) {
+    let name = cluster.metadata.clone().unwrap_or_default().name;
+    try_create_cluster(api, cluster)
         .await
         .unwrap_or_else(|e| panic!("create cluster {name}: {e}"));
+}
+
+/// `pub async fn $name(api, object) -> Result<Item, Status>`: creates an object through the
+/// api (the stored object or the api's error), for each `$name = $rpc($request { $field })
+/// -> $item;` row.
+macro_rules! try_create {
+    ($($name:ident = $rpc:ident($request:ident { $field:ident }) -> $item:ident;)*) => {$(
+        #[doc = concat!("Creates a ", stringify!($item), " through the api: the stored one or the error.")]
+        pub async fn $name(api: &ApiClient, object: v1::$item) -> Result<v1::$item, tonic::Status> {
+            let request = v1::$request { $field: Some(object) };
+            Ok(api.clone().$rpc(request).await?.into_inner())
+        }
+    )*};
+}
+
+try_create! {
+    try_create_cluster = create_cluster(CreateClusterRequest { cluster }) -> Cluster;
+    try_create_policy = create_propagation_policy(CreatePropagationPolicyRequest { propagation_policy }) -> PropagationPolicy;
 }
 
 /// The seed policy (Deployment `default/nginx`) with another placement and failover

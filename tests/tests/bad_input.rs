@@ -9,10 +9,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flotilla_api::testing::{application_directly, cluster, seed_policy, static_weights};
+use flotilla_api::testing::{application_directly, cluster, named, seed_policy, static_weights};
 use flotilla_proto::v1;
 use flotilla_tests::{
-    ApiClient, Stack, Timers, api_client, eventually, field_violations, object_revisions,
+    Stack, Timers, api_client, eventually, field_violations, get_policy, list_clusters,
+    list_policies, list_taint_policies, list_workloads, names, object_revisions,
+    try_create_cluster, try_create_policy,
 };
 use tonic::Code;
 
@@ -40,30 +42,6 @@ fn assert_invalid<T: std::fmt::Debug>(what: &str, result: Result<T, tonic::Statu
     );
 }
 
-async fn cluster_names_listed(api: &ApiClient) -> Vec<String> {
-    api.clone()
-        .list_clusters(v1::ListClustersRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .items
-        .into_iter()
-        .map(|c| c.metadata.unwrap().name)
-        .collect()
-}
-
-async fn policy_names_listed(api: &ApiClient) -> Vec<String> {
-    api.clone()
-        .list_propagation_policies(v1::ListPropagationPoliciesRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .items
-        .into_iter()
-        .map(|p| p.metadata.unwrap().name)
-        .collect()
-}
-
 /// A valid policy named `name` (the seed policy), changed by `f`.
 fn policy(name: &str, f: impl FnOnce(&mut v1::PropagationSpec)) -> v1::PropagationPolicy {
     let mut p = seed_policy();
@@ -83,14 +61,9 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
     let store = stack.store().await;
 
     // One valid policy to update (matching no workload, so no controller touches it).
-    let valid = api
-        .clone()
-        .create_propagation_policy(v1::CreatePropagationPolicyRequest {
-            propagation_policy: Some(policy("valid", |_| {})),
-        })
+    let valid = try_create_policy(&api, policy("valid", |_| {}))
         .await
-        .expect("a valid policy is accepted")
-        .into_inner();
+        .expect("a valid policy is accepted");
     // The namespace settles (the detector may look at the new policy once).
     let before: BTreeMap<String, i64> =
         eventually(Duration::from_secs(10), "the store to settle", || async {
@@ -107,15 +80,6 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
 
     // --- clusters ---
     let name49 = "a".repeat(49);
-    assert_invalid(
-        "cluster name of 49 characters",
-        api.clone()
-            .create_cluster(v1::CreateClusterRequest {
-                cluster: Some(cluster(&name49, "http://127.0.0.1:1")),
-            })
-            .await,
-        "metadata.name",
-    );
     let mut prefer = cluster("prefer", "http://127.0.0.1:1");
     prefer.spec.as_mut().unwrap().taints = vec![v1::Taint {
         key: "example.com/maintenance".into(),
@@ -124,45 +88,35 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
         time_added: None,
         trace_context: String::new(),
     }];
-    assert_invalid(
-        "PreferNoSchedule cluster taint",
-        api.clone()
-            .create_cluster(v1::CreateClusterRequest {
-                cluster: Some(prefer),
-            })
-            .await,
-        "spec.taints[0].effect",
-    );
-    assert_invalid(
-        "apiEndpoint with userinfo",
-        api.clone()
-            .create_cluster(v1::CreateClusterRequest {
-                cluster: Some(cluster("userinfo", "https://admin:secret@10.0.0.1:6443")),
-            })
-            .await,
-        "spec.apiEndpoint",
-    );
-
     let mut unknown = cluster("unknown", "http://127.0.0.1:1");
     unknown.spec.as_mut().unwrap().sync_mode = 7;
-    assert_invalid(
-        "unknown syncMode enum value",
-        api.clone()
-            .create_cluster(v1::CreateClusterRequest {
-                cluster: Some(unknown),
-            })
-            .await,
-        "spec.syncMode",
-    );
+    let clusters = [
+        (
+            "cluster name of 49 characters",
+            cluster(&name49, "http://127.0.0.1:1"),
+            "metadata.name",
+        ),
+        (
+            "PreferNoSchedule cluster taint",
+            prefer,
+            "spec.taints[0].effect",
+        ),
+        (
+            "apiEndpoint with userinfo",
+            cluster("userinfo", "https://admin:secret@10.0.0.1:6443"),
+            "spec.apiEndpoint",
+        ),
+        ("unknown syncMode enum value", unknown, "spec.syncMode"),
+    ];
+    for (what, c, field) in clusters {
+        assert_invalid(what, try_create_cluster(&api, c).await, field);
+    }
     assert_invalid(
         "ClusterTaintPolicy with a NoExecute taint (not allowed by default, CH-16.1)",
         api.clone()
             .create_cluster_taint_policy(v1::CreateClusterTaintPolicyRequest {
                 cluster_taint_policy: Some(v1::ClusterTaintPolicy {
-                    metadata: Some(v1::ObjectMeta {
-                        name: "evict-not-ready".into(),
-                        ..Default::default()
-                    }),
+                    metadata: named("evict-not-ready"),
                     spec: Some(v1::ClusterTaintPolicySpec {
                         add_on_conditions: vec![v1::MatchCondition {
                             condition_type: "Ready".into(),
@@ -226,15 +180,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
         ),
     ];
     for (what, p, field) in cases {
-        assert_invalid(
-            what,
-            api.clone()
-                .create_propagation_policy(v1::CreatePropagationPolicyRequest {
-                    propagation_policy: Some(p),
-                })
-                .await,
-            field,
-        );
+        assert_invalid(what, try_create_policy(&api, p).await, field);
     }
     // The same rule on update: the stored policy keeps its spec and resourceVersion.
     let mut update = valid.clone();
@@ -264,16 +210,21 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
     );
 
     // --- requests ---
-    assert_invalid(
-        "page_size 501 (clusters)",
-        api.clone()
+    // 500 is the limit, not past it.
+    for page_size in [501, 500] {
+        let listed = api
+            .clone()
             .list_clusters(v1::ListClustersRequest {
-                page_size: 501,
+                page_size,
                 ..Default::default()
             })
-            .await,
-        "pageSize",
-    );
+            .await;
+        if page_size > 500 {
+            assert_invalid("page_size 501 (clusters)", listed, "pageSize");
+        } else {
+            listed.expect("page_size 500 is accepted");
+        }
+    }
     assert_invalid(
         "page_size 501 (works)",
         api.clone()
@@ -284,47 +235,19 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
             .await,
         "pageSize",
     );
-    // 500 is the limit, not past it.
-    api.clone()
-        .list_clusters(v1::ListClustersRequest {
-            page_size: 500,
-            ..Default::default()
-        })
-        .await
-        .expect("page_size 500 is accepted");
 
     // Nothing was written: no rejected object is visible, the updated policy is as it was,
     // and no key in the stack's namespace changed.
     assert!(
-        cluster_names_listed(&api).await.is_empty(),
+        list_clusters(&api).await.is_empty(),
         "a rejected cluster was stored"
     );
-    assert_eq!(policy_names_listed(&api).await, ["valid"]);
-    let workloads = api
-        .clone()
-        .list_workloads(v1::ListWorkloadsRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .items;
+    assert_eq!(names(&list_policies(&api).await), ["valid"]);
+    let workloads = list_workloads(&api).await;
     assert!(workloads.is_empty(), "a rejected workload was stored");
-    let stored = api
-        .clone()
-        .get_propagation_policy(v1::GetPropagationPolicyRequest {
-            namespace: "default".into(),
-            name: "valid".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let stored = get_policy(&api, "default", "valid").await.unwrap();
     assert_eq!(stored, valid, "the rejected update changed the policy");
-    let ctps = api
-        .clone()
-        .list_cluster_taint_policies(v1::ListClusterTaintPoliciesRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .items;
+    let ctps = list_taint_policies(&api).await;
     assert!(
         ctps.is_empty(),
         "a rejected cluster taint policy was stored"

@@ -315,21 +315,23 @@ async fn api_client(port: u16) -> ApiClient {
     v1::api_client::ApiClient::new(channel)
 }
 
-/// Every binding, by `namespace/name` (all pages).
-async fn bindings(api: &ApiClient) -> Option<BTreeMap<String, v1::ResourceBinding>> {
-    let items = all_pages(|page_token| async move {
-        let page = api
-            .clone()
-            .list_resource_bindings(v1::ListResourceBindingsRequest {
+/// `all_pages` of one List RPC of `api`: `list_all!(api, list_works(ListWorksRequest))`.
+macro_rules! list_all {
+    ($api:expr, $rpc:ident($request:ident)) => {
+        all_pages(|page_token| async move {
+            let request = v1::$request {
                 page_token,
                 ..Default::default()
-            })
-            .await
-            .ok()?
-            .into_inner();
-        Some((page.items, page.next_page_token))
-    })
-    .await?;
+            };
+            let page = $api.clone().$rpc(request).await.ok()?.into_inner();
+            Some((page.items, page.next_page_token))
+        })
+    };
+}
+
+/// Every binding, by `namespace/name` (all pages).
+async fn bindings(api: &ApiClient) -> Option<BTreeMap<String, v1::ResourceBinding>> {
+    let items = list_all!(api, list_resource_bindings(ListResourceBindingsRequest)).await?;
     let key = |b: &v1::ResourceBinding| {
         let m = b.metadata.clone().unwrap_or_default();
         format!("{}/{}", m.namespace, m.name)
@@ -339,19 +341,7 @@ async fn bindings(api: &ApiClient) -> Option<BTreeMap<String, v1::ResourceBindin
 
 /// Every Work (all pages).
 async fn works(api: &ApiClient) -> Option<Vec<v1::Work>> {
-    all_pages(|page_token| async move {
-        let page = api
-            .clone()
-            .list_works(v1::ListWorksRequest {
-                page_token,
-                ..Default::default()
-            })
-            .await
-            .ok()?
-            .into_inner();
-        Some((page.items, page.next_page_token))
-    })
-    .await
+    list_all!(api, list_works(ListWorksRequest)).await
 }
 
 /// Every item of a paged list: `page(token)` answers one page and the next token (empty

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    EtcdServer, Stack, Timers, api_client, bin_path, binding_healthy, eventually, get_cluster,
-    nginx_binding, ready_status, targets, wait_clusters_ready,
+    EtcdServer, Stack, Timers, api_client, bin_path, binding_healthy, create_cluster, eventually,
+    get_cluster, get_secret, nginx_binding, ready_status, targets, wait_clusters_ready,
 };
 
 const T: Duration = Duration::from_secs(45);
@@ -72,12 +72,7 @@ async fn a_token_in_a_secret_reaches_the_member_and_nothing_else() {
         namespace: "karmada-cluster".into(),
         name: "nope".into(),
     });
-    api.clone()
-        .create_cluster(v1::CreateClusterRequest {
-            cluster: Some(broken),
-        })
-        .await
-        .unwrap();
+    create_cluster(&api, broken).await;
 
     let kubeconfig_flag = kubeconfig.display().to_string();
     let (ok, out) = flotilla(
@@ -122,15 +117,9 @@ async fn a_token_in_a_secret_reaches_the_member_and_nothing_else() {
     .await;
 
     // the api never answers a value
-    let secret = api
-        .clone()
-        .get_secret(v1::GetSecretRequest {
-            namespace: "karmada-cluster".into(),
-            name: "member1".into(),
-        })
+    let secret = get_secret(&api, "karmada-cluster", "member1")
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     assert!(secret.data.contains_key("token"), "{secret:?}");
     assert!(
         secret.data.values().all(Vec::is_empty),

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    Stack, Timers, binding_condition, binding_healthy, cluster_names, create_nginx, eventually,
-    nginx_binding, nginx_policy, record_works, set_fault, targets, tasks, work_cluster,
+    Stack, Timers, binding_condition, cluster_names, create_nginx, eventually, nginx_binding,
+    nginx_policy, record_works, set_fault, targets, tasks, wait_nginx_healthy, work_cluster,
     work_clusters,
 };
 
@@ -37,11 +37,7 @@ async fn no_replacement_keeps_task_and_work() {
         ..Default::default()
     };
     create_nginx(&api, nginx_policy(placement, None)).await;
-    eventually(T, "binding {member1:3} and healthy", || async {
-        let b = nginx_binding(&api).await?;
-        (targets(&b) == [("member1".into(), 3)] && binding_healthy(&b)).then_some(())
-    })
-    .await;
+    wait_nginx_healthy(&api, T, &[("member1", 3)]).await;
     assert_eq!(work_clusters(&api).await, ["member1"]);
     let works = record_works(&api).await;
 

@@ -30,7 +30,8 @@ use flotilla_tests::{
 
 const T: Duration = Duration::from_secs(45);
 
-const APP: &str = r#"
+/// The Deployment `web`, up to the `---` before its PropagationPolicy (see [`app`]).
+const DEPLOYMENT: &str = r#"
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -50,23 +51,39 @@ spec:
           image: docker.io/library/nginx:1.27
           args: ["--port=80"]
 ---
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: web
-  namespace: default
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: web
-  placement:
+"#;
+
+/// The placement of the PropagationPolicy `web`: Aggregated over member1 and member2.
+const PLACEMENT: &str = r#"  placement:
     clusterAffinity:
       clusterNames: [member1, member2]
     replicaScheduling:
       replicaSchedulingType: Divided
       replicaDivisionPreference: Aggregated
 "#;
+
+/// The Deployment `web` and its PropagationPolicy.
+fn app() -> String {
+    DEPLOYMENT.to_owned() + &web_policy("PropagationPolicy", "web", PLACEMENT)
+}
+
+/// A Karmada policy `default/<name>` of `kind` selecting the Deployment `web`; `rest` follows
+/// its resourceSelectors.
+fn web_policy(kind: &str, name: &str, rest: &str) -> String {
+    format!(
+        r#"apiVersion: policy.karmada.io/v1alpha1
+kind: {kind}
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: web
+{rest}"#
+    )
+}
 
 /// Karmada's own shape, unchanged: one rule per region's cluster.
 fn override_policy(us_tag: &str, failing_rule: bool) -> String {
@@ -85,19 +102,8 @@ fn override_policy(us_tag: &str, failing_rule: bool) -> String {
     } else {
         ""
     };
-    format!(
-        r#"
-apiVersion: policy.karmada.io/v1alpha1
-kind: OverridePolicy
-metadata:
-  name: regional
-  namespace: default
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: web
-  overrideRules:
+    let rules = format!(
+        r#"  overrideRules:
     - targetCluster:
         clusterNames: [member1]
       overriders:
@@ -124,7 +130,8 @@ spec:
             operator: add
             value: ["--region=us"]{failing}
 "#
-    )
+    );
+    format!("\n{}", web_policy("OverridePolicy", "regional", &rules))
 }
 
 /// The real CLI against the stack's api.
@@ -217,7 +224,7 @@ async fn override_policy_follows_a_failover_per_cluster() {
         Stack::start_recorded(EtcdServer::start().await, Timers::fast()).await;
     let api = stack.ready_unequal_members(T).await;
     let dir = tempfile::tempdir().unwrap();
-    apply_yaml(&stack, dir.path(), "app.yaml", APP).await;
+    apply_yaml(&stack, dir.path(), "app.yaml", &app()).await;
     let out = apply_override(&stack, dir.path(), "1.27", false).await;
     assert!(out.contains("overridepolicy/regional created"), "{out}");
 

@@ -89,22 +89,9 @@ async fn pull_cluster_applies_reports_and_fails_over() {
         .unwrap()
         .clone();
     assert_eq!(ready.reason, "ClusterStatusUnknown");
-    wait_taint(
-        &api,
-        "member1",
-        "cluster.karmada.io/unreachable",
-        v1::TaintEffect::NoSchedule,
-        T,
-    )
-    .await;
-    wait_taint(
-        &api,
-        "member1",
-        "cluster.karmada.io/unreachable",
-        v1::TaintEffect::NoExecute,
-        T,
-    )
-    .await;
+    for effect in [v1::TaintEffect::NoSchedule, v1::TaintEffect::NoExecute] {
+        wait_taint(&api, "member1", "cluster.karmada.io/unreachable", effect, T).await;
+    }
 
     eventually(T, "failover to {member2:3}, healthy, task done", || async {
         let b = nginx_binding(&api).await?;

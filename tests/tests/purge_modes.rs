@@ -27,10 +27,10 @@ use std::time::{Duration, Instant};
 use flotilla_proto::v1;
 use flotilla_store::typed::Typed;
 use flotilla_tests::{
-    Stack, Timers, api_client, binding_healthy, cluster_names, cluster_work, create_nginx,
+    Stack, Timers, binding_healthy, cluster_names, cluster_work, create_nginx,
     divided_over_members, eventually, eviction_tasks, member_status, nginx_binding, nginx_policy,
-    record_works, resource_version, set_fault, targets, tasks, wait_clusters_ready, work_cluster,
-    work_clusters, work_deleting,
+    record_works, resource_version, set_fault, targets, tasks, wait_nginx, wait_nginx_healthy,
+    work_cluster, work_clusters, work_deleting,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -90,20 +90,18 @@ async fn directly_deletes_the_old_work_before_creating_the_new_one() {
         ..Default::default()
     };
     create_nginx(&api, nginx_policy(placement, Some(failover))).await;
-    eventually(T, "Aggregated on member1 {member1:3}, healthy", || async {
-        let b = nginx_binding(&api).await?;
-        (targets(&b) == [("member1".into(), 3)] && binding_healthy(&b)).then_some(())
-    })
-    .await;
+    wait_nginx_healthy(&api, T, &[("member1", 3)]).await;
     assert_eq!(work_clusters(&api).await, ["member1"]);
     let works = record_works(&api).await;
 
     // Reachable but not ok: Ready=False (ClusterNotReady) → not-ready taints → eviction.
     set_fault(&stack.members["member1"], v1::FaultMode::Unhealthy).await;
-    let b = eventually(T, "a Directly task for member1, target member2", || async {
-        let b = nginx_binding(&api).await?;
-        (tasks(&b) == ["member1"] && targets(&b) == [("member2".into(), 3)]).then_some(b)
-    })
+    let b = wait_nginx(
+        &api,
+        T,
+        "a Directly task for member1, target member2",
+        |b| tasks(b) == ["member1"] && targets(b) == [("member2".into(), 3)],
+    )
     .await;
     let task = &eviction_tasks(&b)[0];
     assert_eq!(task.purge_mode, v1::PurgeMode::Directly as i32);
@@ -167,11 +165,9 @@ async fn never_keeps_the_old_work_until_released() {
     stack
         .start_member("member2", &["--pod-startup-delay=100ms"])
         .await;
-    let api = api_client(&stack).await;
-    stack
-        .create_push_clusters(&api, &["member1", "member2"])
+    let api = stack
+        .register_push_members(&["member1", "member2"], T)
         .await;
-    wait_clusters_ready(&api, &["member1", "member2"], T).await;
     let weight = |cluster: &str, weight: i64| v1::StaticClusterWeight {
         target_cluster: Some(cluster_names(&[cluster])),
         weight,
@@ -202,9 +198,8 @@ async fn never_keeps_the_old_work_until_released() {
     create_nginx(&api, nginx_policy(placement, Some(failover))).await;
 
     // member1 runs 1 of its 2 replicas: Unhealthy for longer than 3 s → evicted, Never.
-    let b = eventually(T, "member1 evicted by application failover", || async {
-        let b = nginx_binding(&api).await?;
-        (tasks(&b) == ["member1"]).then_some(b)
+    let b = wait_nginx(&api, T, "member1 evicted by application failover", |b| {
+        tasks(b) == ["member1"]
     })
     .await;
     let task = eviction_tasks(&b)[0].clone();
@@ -222,11 +217,7 @@ async fn never_keeps_the_old_work_until_released() {
     let m1_status = member_status(&stack.members["member1"]).await;
     assert_eq!((m1_status.replicas, m1_status.ready_replicas), (2, 1));
 
-    eventually(T, "refilled {member2:3}, healthy", || async {
-        let b = nginx_binding(&api).await?;
-        (targets(&b) == [("member2".into(), 3)] && binding_healthy(&b)).then_some(())
-    })
-    .await;
+    wait_nginx_healthy(&api, T, &[("member2", 3)]).await;
 
     // Suppressed: member1's Work is kept as it was (neither deleted nor updated), well past
     // the refill becoming healthy.
@@ -314,22 +305,15 @@ async fn directly_scales_an_existing_target_only_after_the_old_work_is_gone() {
         ..Default::default()
     });
     create_nginx(&api, policy).await;
-    eventually(T, "{member1:1, member2:2}, healthy", || async {
-        let b = nginx_binding(&api).await?;
-        (targets(&b) == [("member1".into(), 1), ("member2".into(), 2)] && binding_healthy(&b))
-            .then_some(())
-    })
-    .await;
+    wait_nginx_healthy(&api, T, &[("member1", 1), ("member2", 2)]).await;
     let works = record_works(&api).await;
 
     set_fault(&stack.members["member1"], v1::FaultMode::Unhealthy).await;
-    eventually(
+    wait_nginx(
+        &api,
         T,
         "a Directly task for member1, target {member2:3}",
-        || async {
-            let b = nginx_binding(&api).await?;
-            (tasks(&b) == ["member1"] && targets(&b) == [("member2".into(), 3)]).then_some(())
-        },
+        |b| tasks(b) == ["member1"] && targets(b) == [("member2".into(), 3)],
     )
     .await;
     member1_work_marked(&api).await;

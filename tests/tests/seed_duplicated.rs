@@ -22,9 +22,10 @@ use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    Stack, Timers, api_client, cluster_names, cluster_work, create_nginx, eventually,
-    nginx_binding, nginx_policy, record_works, resource_version, set_fault, target_names, targets,
-    tasks, wait_clusters_ready, work_cluster, work_clusters,
+    Stack, Timers, api_client, binding_healthy, cluster_names, cluster_work, create_nginx,
+    eventually, nginx_binding, nginx_policy, record_works, resource_version, set_fault,
+    target_names, targeted, tasks, wait_clusters_ready, wait_nginx, wait_nginx_healthy,
+    work_cluster, work_clusters,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -59,13 +60,7 @@ async fn seed_duplicated_spread_failover_keeps_member1_untouched() {
     create_nginx(&api, nginx_policy(placement, None)).await;
 
     // [member1, member2] by name (all scores 0, equal capacity), 3 replicas each, all Ready.
-    eventually(T, "Duplicated on member1 and member2, healthy", || async {
-        let b = nginx_binding(&api).await?;
-        (targets(&b) == [("member1".into(), 3), ("member2".into(), 3)]
-            && flotilla_tests::binding_healthy(&b))
-        .then_some(())
-    })
-    .await;
+    wait_nginx_healthy(&api, T, &[("member1", 3), ("member2", 3)]).await;
     assert_eq!(work_clusters(&api).await, ["member1", "member2"]);
 
     // member1's Work once its status settled (applied, 3/3 Ready): from here on nothing may
@@ -82,16 +77,14 @@ async fn seed_duplicated_spread_failover_keeps_member1_untouched() {
     set_fault(&stack.members["member2"], v1::FaultMode::Unreachable).await;
 
     // Eviction, then the refill: member1 stays, member3 (by name over member5) joins.
-    eventually(
+    let settled = |b: &v1::ResourceBinding| {
+        targeted(b, &[("member1", 3), ("member3", 3)]) && tasks(b).is_empty() && binding_healthy(b)
+    };
+    wait_nginx(
+        &api,
         T,
         "result [member1, member3] and member2's task gone",
-        || async {
-            let b = nginx_binding(&api).await?;
-            (targets(&b) == [("member1".into(), 3), ("member3".into(), 3)]
-                && tasks(&b).is_empty()
-                && flotilla_tests::binding_healthy(&b))
-            .then_some(())
-        },
+        settled,
     )
     .await;
     let b = nginx_binding(&api).await.unwrap();

@@ -883,10 +883,7 @@ mod tests {
             }),
             spec: Some(v1::ResourceBindingSpec {
                 replicas: 3,
-                clusters: vec![v1::TargetCluster {
-                    name: "member1".into(),
-                    replicas: 3,
-                }],
+                clusters: v1::TargetCluster::from_pairs(&[("member1", 3)]),
                 ..Default::default()
             }),
             status: Some(v1::ResourceBindingStatus::default()),
@@ -940,10 +937,7 @@ mod tests {
                 ..Default::default()
             }),
             spec: Some(v1::ResourceBindingSpec {
-                clusters: vec![v1::TargetCluster {
-                    name: "member1".into(),
-                    replicas: 3,
-                }],
+                clusters: v1::TargetCluster::from_pairs(&[("member1", 3)]),
                 ..Default::default()
             }),
             status: Some(v1::ResourceBindingStatus {

@@ -27,18 +27,24 @@ type Result<T> = std::result::Result<Response<T>, Status>;
 /// The Api service.
 #[derive(Clone, Debug)]
 pub struct ApiService {
-    inner: Arc<Inner>,
+    inner: Arc<ApiParts>,
 }
 
+/// What an [`ApiService`] serves from.
 #[derive(Debug)]
-struct Inner {
-    objects: Objects,
-    admission: Admission,
-    bindings: Cache<v1::ResourceBinding>,
-    shutdown: Shutdown,
-    bookmark_interval: Duration,
+pub struct ApiParts {
+    /// The objects it reads and writes.
+    pub objects: Objects,
+    /// The admission of every write.
+    pub admission: Admission,
+    /// A synced cache of the bindings indexed by cluster (the detector's).
+    pub bindings: Cache<v1::ResourceBinding>,
+    /// Watches end on it.
+    pub shutdown: Shutdown,
+    /// How often a watch that allows bookmarks gets one.
+    pub bookmark_interval: Duration,
     /// Other services' addresses (`--peer`), for `GetPeers`.
-    peers: std::collections::BTreeMap<String, String>,
+    pub peers: std::collections::BTreeMap<String, String>,
 }
 
 mod apply;

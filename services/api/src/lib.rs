@@ -47,7 +47,7 @@ pub mod selector;
 pub mod watch;
 
 pub use crate::error::Error;
-pub use crate::grpc::ApiService;
+pub use crate::grpc::{ApiParts, ApiService};
 
 /// The fully qualified name of the service, for health checks.
 pub const SERVICE_NAME: &str = "flotilla.v1.Api";
@@ -257,14 +257,14 @@ pub fn start(
     shutdown: &Shutdown,
 ) -> Started {
     let detector = detector::spawn(store.clone(), &config.detector, readiness, shutdown);
-    let api = ApiService::new(
-        objects::Objects::new(store, config.admission.limits.clone()),
-        config.admission.clone(),
-        detector.caches.bindings.clone(),
-        shutdown.clone(),
-        config.watch_bookmark_interval,
-        config.peers.clone(),
-    );
+    let api = ApiService::new(ApiParts {
+        objects: objects::Objects::new(store, config.admission.limits.clone()),
+        admission: config.admission.clone(),
+        bindings: detector.caches.bindings.clone(),
+        shutdown: shutdown.clone(),
+        bookmark_interval: config.watch_bookmark_interval,
+        peers: config.peers.clone(),
+    });
     Started { api, detector }
 }
 

@@ -54,18 +54,9 @@ pub fn weighted_deployments(
         weight,
     };
     v1::PropagationPolicy {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            namespace: namespace.into(),
-            ..Default::default()
-        }),
+        metadata: object_meta(namespace, name),
         spec: Some(v1::PropagationSpec {
-            resource_selectors: vec![v1::ResourceSelector {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: deployment.into(),
-                ..Default::default()
-            }],
+            resource_selectors: vec![deployment_selector(deployment)],
             placement: Some(v1::Placement {
                 cluster_affinity: Some(v1::ClusterAffinity {
                     cluster_names: weights.iter().map(|(c, _)| (*c).into()).collect(),
@@ -83,6 +74,26 @@ pub fn weighted_deployments(
             }),
             ..Default::default()
         }),
+    }
+}
+
+/// The metadata of an object `namespace/name` (an empty namespace for a cluster-scoped one),
+/// nothing else set.
+pub fn object_meta(namespace: &str, name: &str) -> Option<v1::ObjectMeta> {
+    Some(v1::ObjectMeta {
+        name: name.into(),
+        namespace: namespace.into(),
+        ..Default::default()
+    })
+}
+
+/// A selector of the Deployment `name` (every Deployment of the namespace when empty).
+pub fn deployment_selector(name: &str) -> v1::ResourceSelector {
+    v1::ResourceSelector {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: name.into(),
+        ..Default::default()
     }
 }
 

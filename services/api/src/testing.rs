@@ -89,6 +89,11 @@ impl TestApi {
     }
 }
 
+/// The metadata of a cluster-scoped object `name` (nothing else set).
+pub fn named(name: &str) -> Option<v1::ObjectMeta> {
+    object_meta("", name)
+}
+
 /// A Push cluster `name` with `endpoint`, in region `eu`, labelled `env=test`.
 pub fn cluster(name: &str, endpoint: &str) -> v1::Cluster {
     v1::Cluster {
@@ -107,7 +112,10 @@ pub fn cluster(name: &str, endpoint: &str) -> v1::Cluster {
     }
 }
 
-pub use crate::seed::{NGINX_MANIFEST, delete_nginx, get_nginx, nginx_workload, seed_policy};
+pub use crate::seed::{
+    NGINX_MANIFEST, delete_nginx, deployment_selector, get_nginx, nginx_workload, object_meta,
+    seed_policy,
+};
 
 /// The static weight list of a placement's replica scheduling (panics where a level is
 /// missing: a test's fixture always has them).

@@ -12,8 +12,8 @@ use flotilla_api::batch::BatchWriter;
 use flotilla_api::claim::{LABEL_CLUSTER_POLICY_NAME, LABEL_POLICY_NAME};
 use flotilla_api::detector::{CacheWriters, Ctx, reconcile};
 use flotilla_api::testing::{
-    self, TestApi, application_directly, cluster, labelled, nginx_workload, seed_policy,
-    static_weights,
+    self, TestApi, application_directly, cluster, deployment_selector, labelled, named,
+    nginx_workload, object_meta, seed_policy, static_weights,
 };
 use flotilla_core::validation::PERMANENT_ID_LABEL_POLICY;
 use flotilla_proto::Resource;
@@ -107,11 +107,7 @@ fn create_workload(w: v1::Workload) -> v1::CreateWorkloadRequest {
 
 fn kind_only(name: &str, priority: i32) -> v1::PropagationSpec {
     v1::PropagationSpec {
-        resource_selectors: vec![v1::ResourceSelector {
-            api_version: "apps/v1".into(),
-            kind: "Deployment".into(),
-            ..Default::default()
-        }],
+        resource_selectors: vec![deployment_selector("")],
         priority,
         placement: Some(v1::Placement {
             cluster_affinity: Some(v1::ClusterAffinity {
@@ -135,20 +131,9 @@ fn pp(name: &str, spec: v1::PropagationSpec) -> v1::PropagationPolicy {
     }
 }
 
-fn meta(name: &str) -> Option<v1::ObjectMeta> {
-    Some(v1::ObjectMeta {
-        name: name.into(),
-        ..Default::default()
-    })
-}
-
 fn work(cluster: &str, name: &str) -> v1::Work {
     v1::Work {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            namespace: "default".into(),
-            ..Default::default()
-        }),
+        metadata: object_meta("default", name),
         spec: Some(v1::WorkSpec {
             cluster: cluster.into(),
             manifest: "{}".into(),
@@ -323,7 +308,7 @@ async fn crud_round_trips_for_every_kind() {
 
     // ClusterPropagationPolicy
     let cpp = v1::ClusterPropagationPolicy {
-        metadata: meta("all-deployments"),
+        metadata: named("all-deployments"),
         spec: Some(kind_only("cpp", 0)),
     };
     let created = client
@@ -731,7 +716,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
     // ClusterTaintPolicies: NoExecute needs the admin switch (CH-16.1); taints required;
     // no two policies manage the same taint.
     let ctp = |name: &str, effect: v1::TaintEffect| v1::ClusterTaintPolicy {
-        metadata: meta(name),
+        metadata: named(name),
         spec: Some(v1::ClusterTaintPolicySpec {
             taints: vec![v1::TaintSpec {
                 key: "example.com/down".into(),
@@ -1602,7 +1587,7 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
     client
         .create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
             cluster_propagation_policy: Some(v1::ClusterPropagationPolicy {
-                metadata: meta("all-deployments"),
+                metadata: named("all-deployments"),
                 spec: Some(kind_only("cpp", 100)),
             }),
         })
@@ -1916,10 +1901,7 @@ async fn detector_rereads_after_a_conflict_and_loses_no_update() {
     );
     // the scheduler writes spec.clusters; the detector's cache still has b1
     let mut b2 = b1.clone();
-    b2.spec.as_mut().unwrap().clusters = vec![v1::TargetCluster {
-        name: "member1".into(),
-        replicas: 3,
-    }];
+    b2.spec.as_mut().unwrap().clusters = v1::TargetCluster::from_pairs(&[("member1", 3)]);
     typed.update(&b1, b2).await.unwrap();
     // the policy changes (store and cache)
     let mut changed = policy.clone();
@@ -2190,7 +2172,7 @@ fn cpp_for(name: &str, kinds: &[(&str, &str)]) -> v1::CreateClusterPropagationPo
         .collect();
     v1::CreateClusterPropagationPolicyRequest {
         cluster_propagation_policy: Some(v1::ClusterPropagationPolicy {
-            metadata: meta(name),
+            metadata: named(name),
             spec: Some(spec),
         }),
     }
@@ -2203,6 +2185,11 @@ fn manifest_workload(manifest: &str) -> v1::CreateWorkloadRequest {
     })
 }
 
+/// The binding stored at `key`, if any.
+async fn stored_binding_or_none(typed: &Typed, key: &str) -> Option<v1::ResourceBinding> {
+    typed.get(key).await.unwrap()
+}
+
 /// The binding at `key` once it exists and `ok` holds for it.
 async fn stored_binding_at(
     typed: &Typed,
@@ -2210,11 +2197,7 @@ async fn stored_binding_at(
     ok: impl Fn(&v1::ResourceBinding) -> bool,
 ) -> v1::ResourceBinding {
     eventually(key, || async {
-        typed
-            .get::<v1::ResourceBinding>(key)
-            .await
-            .unwrap()
-            .filter(|b| ok(b))
+        stored_binding_or_none(typed, key).await.filter(|b| ok(b))
     })
     .await
 }
@@ -2321,19 +2304,15 @@ async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_binding
         .await
         .unwrap();
     eventually("the custom template's binding deleted", || async {
-        typed
-            .get::<v1::ResourceBinding>(&suffixed)
+        stored_binding_or_none(&typed, &suffixed)
             .await
-            .unwrap()
             .is_none()
             .then_some(())
     })
     .await;
     assert!(
-        typed
-            .get::<v1::ResourceBinding>("bindings/default/clash-deployment")
+        stored_binding_or_none(&typed, "bindings/default/clash-deployment")
             .await
-            .unwrap()
             .is_some()
     );
 }
@@ -2543,10 +2522,8 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
     );
     // not scheduled yet: nothing requires the dependencies
     assert!(
-        typed
-            .get::<v1::ResourceBinding>("bindings/default/web-config-configmap")
+        stored_binding_or_none(&typed, "bindings/default/web-config-configmap")
             .await
-            .unwrap()
             .is_none()
     );
 
@@ -2577,10 +2554,8 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
         assert_eq!(policy_label(&attached), "", "{key}: and no policy");
     }
     assert!(
-        typed
-            .get::<v1::ResourceBinding>("bindings/default/not-applied-configmap")
+        stored_binding_or_none(&typed, "bindings/default/not-applied-configmap")
             .await
-            .unwrap()
             .is_none(),
         "a dependency that is not a template is not propagated"
     );
@@ -2611,10 +2586,8 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
         .await
         .unwrap();
     eventually("the Secret's attached binding deleted", || async {
-        typed
-            .get::<v1::ResourceBinding>("bindings/default/web-secret-secret")
+        stored_binding_or_none(&typed, "bindings/default/web-secret-secret")
             .await
-            .unwrap()
             .is_none()
             .then_some(())
     })
@@ -2658,18 +2631,9 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
 
 fn override_policy(ns: &str, name: &str, rules: Vec<v1::OverrideRule>) -> v1::OverridePolicy {
     v1::OverridePolicy {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            namespace: ns.into(),
-            ..Default::default()
-        }),
+        metadata: object_meta(ns, name),
         spec: Some(v1::OverrideSpec {
-            resource_selectors: vec![v1::ResourceSelector {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: "nginx".into(),
-                ..Default::default()
-            }],
+            resource_selectors: vec![deployment_selector("nginx")],
             override_rules: rules,
         }),
     }

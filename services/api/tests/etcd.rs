@@ -158,11 +158,7 @@ async fn measure_detector_throughput_on_etcd() {
                     ..Default::default()
                 }),
                 spec: Some(v1::PropagationSpec {
-                    resource_selectors: vec![v1::ResourceSelector {
-                        api_version: "apps/v1".into(),
-                        kind: "Deployment".into(),
-                        ..Default::default()
-                    }],
+                    resource_selectors: vec![testing::deployment_selector("")],
                     ..Default::default()
                 }),
             }),

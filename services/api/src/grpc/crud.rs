@@ -3,18 +3,16 @@
 //! deletion.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use flotilla_core::overrides::OverridePolicy;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
-use flotilla_runtime::Shutdown;
 use flotilla_runtime::reflector::Cache;
 use flotilla_store::typed::Stored;
 use flotilla_store::typed::{namespaced_key, works_on_cluster_prefix};
 use flotilla_store::{RangeRequest, StoreRef};
 
-use super::{ApiService, Inner};
+use super::{ApiParts, ApiService};
 use crate::admission::Admission;
 use crate::detector::BY_CLUSTER;
 use crate::error::Error;
@@ -75,26 +73,10 @@ impl<K> OverrideKind for K where
 // === impl ApiService ===
 
 impl ApiService {
-    /// A service over `objects`, admitting with `admission`; `bindings` is a synced cache of
-    /// the bindings indexed by cluster (the detector's); watches end on `shutdown`; `peers`
-    /// is what `GetPeers` answers.
-    pub fn new(
-        objects: Objects,
-        admission: Admission,
-        bindings: Cache<v1::ResourceBinding>,
-        shutdown: Shutdown,
-        bookmark_interval: Duration,
-        peers: std::collections::BTreeMap<String, String>,
-    ) -> Self {
+    /// A service over `parts`.
+    pub fn new(parts: ApiParts) -> Self {
         ApiService {
-            inner: Arc::new(Inner {
-                objects,
-                admission,
-                bindings,
-                shutdown,
-                bookmark_interval,
-                peers,
-            }),
+            inner: Arc::new(parts),
         }
     }
 
