@@ -114,15 +114,11 @@ pub struct Observing {
     pub since: Time,
 }
 
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("options", &self.options)
-            .field("frequency", &self.frequency)
-            .field("clusters", &self.clusters.len())
-            .finish_non_exhaustive()
-    }
-}
+flotilla_store::debug_fields!(Context as c {
+    "options": c.options,
+    "frequency": c.frequency,
+    "clusters": c.clusters.len()
+});
 
 /// The key of a cluster.
 pub fn cluster_key(name: &str) -> String {

@@ -118,16 +118,12 @@ pub struct Config {
     pub token: Option<String>,
 }
 
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("sim", &self.sim)
-            .field("listen", &self.listen)
-            .field("control_listen", &self.control_listen)
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
-}
+flotilla_store::debug_fields!(Config as c {
+    "sim": c.sim,
+    "listen": c.listen,
+    "control_listen": c.control_listen,
+    "token": c.token.as_ref().map(|_| "<redacted>")
+});
 
 /// Why the simulator could not run.
 #[derive(Debug, thiserror::Error)]
