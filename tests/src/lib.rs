@@ -995,7 +995,8 @@ list_every! {
     list_clusters = list_clusters(ListClustersRequest) -> Cluster;
     list_policies = list_propagation_policies(ListPropagationPoliciesRequest) -> PropagationPolicy;
     list_workloads = list_workloads(ListWorkloadsRequest) -> Workload;
-    list_taint_policies = list_cluster_taint_policies(ListClusterTaintPoliciesRequest) -> ClusterTaintPolicy;
+    list_taint_policies = list_cluster_taint_policies(ListClusterTaintPoliciesRequest)
+        -> ClusterTaintPolicy;
 }
 
 /// The names of `objects`, in order.
@@ -1089,7 +1090,11 @@ pub async fn create_cluster(api: &ApiClient, cluster: v1::Cluster) {
 /// -> $item;` row.
 macro_rules! try_create {
     ($($name:ident = $rpc:ident($request:ident { $field:ident }) -> $item:ident;)*) => {$(
-        #[doc = concat!("Creates a ", stringify!($item), " through the api: the stored one or the error.")]
+        #[doc = concat!(
+            "Creates a ",
+            stringify!($item),
+            " through the api: the stored one or the error."
+        )]
         pub async fn $name(api: &ApiClient, object: v1::$item) -> Result<v1::$item, tonic::Status> {
             let request = v1::$request { $field: Some(object) };
             Ok(api.clone().$rpc(request).await?.into_inner())
@@ -1099,7 +1104,9 @@ macro_rules! try_create {
 
 try_create! {
     try_create_cluster = create_cluster(CreateClusterRequest { cluster }) -> Cluster;
-    try_create_policy = create_propagation_policy(CreatePropagationPolicyRequest { propagation_policy }) -> PropagationPolicy;
+    try_create_policy =
+        create_propagation_policy(CreatePropagationPolicyRequest { propagation_policy })
+        -> PropagationPolicy;
 }
 
 /// The seed policy (Deployment `default/nginx`) with another placement and failover
@@ -1258,8 +1265,8 @@ record_every!(
 );
 record_every!(
     /// Records every change of every binding (initial state first, as ADDED).
-    record_bindings =
-        watch_resource_bindings(WatchResourceBindingsRequest) -> WatchResourceBindingsResponse(ResourceBinding)
+    record_bindings = watch_resource_bindings(WatchResourceBindingsRequest)
+        -> WatchResourceBindingsResponse(ResourceBinding)
 );
 
 // ---------------------------------------------------------------------------------------

@@ -39,7 +39,10 @@
 /// values. Shared by the crates above the store:
 ///
 /// ```ignore
-/// flotilla_store::debug_fields!(Context as c { "options": c.options, "clusters": c.clusters.len() });
+/// flotilla_store::debug_fields!(Context as c {
+///     "options": c.options,
+///     "clusters": c.clusters.len()
+/// });
 /// ```
 #[macro_export]
 macro_rules! debug_fields {

@@ -62,14 +62,17 @@ impl FakeControlPlane {
 flotilla_runtime::unary_service! {
     impl ClusterHealth for FakeControlPlane {
         heartbeat(v1::HeartbeatRequest) -> v1::HeartbeatResponse = Self::heartbeat;
-        assess(v1::ClusterHealthAssessRequest) -> v1::ClusterHealthAssessResponse = Self::unimplemented;
+        assess(v1::ClusterHealthAssessRequest) -> v1::ClusterHealthAssessResponse =
+            Self::unimplemented;
     }
 }
 
 flotilla_runtime::unary_service! {
     impl WorkExecutor for FakeControlPlane {
-        get_work_status(v1::GetWorkStatusRequest) -> v1::GetWorkStatusResponse = Self::unimplemented;
-        report_work_status(v1::ReportWorkStatusRequest) -> v1::ReportWorkStatusResponse = Self::report_work_status;
+        get_work_status(v1::GetWorkStatusRequest) -> v1::GetWorkStatusResponse =
+            Self::unimplemented;
+        report_work_status(v1::ReportWorkStatusRequest) -> v1::ReportWorkStatusResponse =
+            Self::report_work_status;
         plan(v1::PlanRequest) -> v1::PlanResponse = Self::unimplemented;
     }
 }

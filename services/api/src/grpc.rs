@@ -101,7 +101,8 @@ api_service! {
     |api, req|
     unary {
     // --- Cluster
-    create_cluster(CreateClusterRequest) -> Cluster => api.create_cluster_admitted(req.cluster).await;
+    create_cluster(CreateClusterRequest) -> Cluster =>
+        api.create_cluster_admitted(req.cluster).await;
     get_cluster(GetClusterRequest) -> Cluster => api.get(req).await;
     list_clusters(ListClustersRequest) -> ListClustersResponse => api.list(req).await;
     update_cluster(UpdateClusterRequest) -> Cluster => {

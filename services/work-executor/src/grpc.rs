@@ -442,8 +442,10 @@ fn plan_overrides(
 
 flotilla_runtime::unary_service! {
     impl WorkExecutor for WorkExecutorApi {
-        get_work_status(v1::GetWorkStatusRequest) -> v1::GetWorkStatusResponse = Self::get_work_status;
-        report_work_status(v1::ReportWorkStatusRequest) -> v1::ReportWorkStatusResponse = Self::report_work_status;
+        get_work_status(v1::GetWorkStatusRequest) -> v1::GetWorkStatusResponse =
+            Self::get_work_status;
+        report_work_status(v1::ReportWorkStatusRequest) -> v1::ReportWorkStatusResponse =
+            Self::report_work_status;
         plan(v1::PlanRequest) -> v1::PlanResponse = Self::plan;
     }
 }

@@ -319,7 +319,8 @@ macro_rules! follow {
 
 follow! {
     follow_clusters: watch_clusters(WatchClustersRequest {}) => Kind::Clusters, Update::Cluster;
-    follow_bindings: watch_resource_bindings(WatchResourceBindingsRequest { namespace }) => Kind::Bindings, Update::Binding;
+    follow_bindings: watch_resource_bindings(WatchResourceBindingsRequest { namespace }) =>
+        Kind::Bindings, Update::Binding;
     follow_works: watch_works(WatchWorksRequest { namespace }) => Kind::Works, Update::Work;
 }
 
