@@ -385,6 +385,22 @@ pub(crate) fn counted<'a, T>(
     items.iter().enumerate()
 }
 
+/// Record that `key` is at index `i` unless it was seen before; for a repeat, the index it
+/// was first seen at (the map keeps that first index).
+pub(crate) fn first_seen<'a>(
+    seen: &mut std::collections::HashMap<&'a str, usize>,
+    key: &'a str,
+    i: usize,
+) -> Option<usize> {
+    match seen.entry(key) {
+        std::collections::hash_map::Entry::Occupied(first) => Some(*first.get()),
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(i);
+            None
+        }
+    }
+}
+
 /// Check a list of cluster names: at most `max_placement_clusters`, each a cluster name
 /// (reported at `path[i]`), none repeated.
 pub(crate) fn check_cluster_names(

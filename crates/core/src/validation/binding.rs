@@ -12,8 +12,8 @@ use super::names::{
 use super::placement::validate_placement_at;
 use super::policy::validate_failover_at;
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count,
-    check_required_text, check_seconds,
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_required_text,
+    check_seconds, counted, first_seen,
 };
 use crate::types::{
     GracefulEvictionTask, ObjectMeta, ObjectReference, ReplicaRequirements, ResourceBinding,
@@ -207,14 +207,13 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
     }
 
     let clusters = root.child("clusters");
-    check_count(
+    let mut targets: HashMap<&str, usize> = HashMap::new();
+    for (i, target) in counted(
         &mut errs,
         &clusters,
-        spec.clusters.len(),
+        &spec.clusters,
         limits.max_placement_clusters,
-    );
-    let mut targets: HashMap<&str, usize> = HashMap::new();
-    for (i, target) in spec.clusters.iter().enumerate() {
+    ) {
         let p = clusters.index(i);
         let name = p.child("name");
         if let Err(e) = check_cluster_name(&target.name) {
@@ -226,7 +225,7 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
             i64::from(target.replicas),
             limits,
         );
-        if let Some(first) = targets.get(target.name.as_str()) {
+        if let Some(first) = first_seen(&mut targets, &target.name, i) {
             errs.push(FieldError::duplicate(
                 &name,
                 format!(
@@ -234,24 +233,21 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
                     super::quote(&target.name)
                 ),
             ));
-        } else {
-            targets.insert(target.name.as_str(), i);
         }
     }
 
     let tasks = root.child("gracefulEvictionTasks");
-    check_count(
+    let mut evicted: HashMap<&str, usize> = HashMap::new();
+    for (i, task) in counted(
         &mut errs,
         &tasks,
-        spec.graceful_eviction_tasks.len(),
+        &spec.graceful_eviction_tasks,
         limits.max_eviction_tasks,
-    );
-    let mut evicted: HashMap<&str, usize> = HashMap::new();
-    for (i, task) in spec.graceful_eviction_tasks.iter().enumerate() {
+    ) {
         let p = tasks.index(i);
         errs.extend(validate_eviction_task(task, &p, limits));
         let from = p.child("fromCluster");
-        if let Some(first) = evicted.get(task.from_cluster.as_str()) {
+        if let Some(first) = first_seen(&mut evicted, &task.from_cluster, i) {
             errs.push(FieldError::duplicate(
                 &from,
                 format!(
@@ -259,8 +255,6 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
                     super::quote(&task.from_cluster)
                 ),
             ));
-        } else {
-            evicted.insert(task.from_cluster.as_str(), i);
         }
         if let Some(j) = targets.get(task.from_cluster.as_str()) {
             errs.push(FieldError::forbidden(

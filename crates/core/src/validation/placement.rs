@@ -7,7 +7,7 @@ use super::meta::validate_label_selector;
 use super::names::{check_affinity_name, check_label_value, check_qualified_name};
 use super::{
     FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_seconds,
-    counted,
+    counted, first_seen,
 };
 use crate::types::{
     ClusterAffinity, FieldSelector, Placement, ReplicaSchedulingStrategy, SelectorOperator,
@@ -394,18 +394,16 @@ fn check_replica_scheduling(
                 if t.exclude.contains(name) {
                     continue;
                 }
-                match named.get(name.as_str()) {
-                    Some(&j) if j != i => errs.push(FieldError::duplicate(
+                if let Some(j) = first_seen(&mut named, name, i)
+                    && j != i
+                {
+                    errs.push(FieldError::duplicate(
                         &target.child("clusterNames").index(k),
                         format!(
                             "cluster {} already has a weight in staticWeightList[{j}]",
                             super::quote(name)
                         ),
-                    )),
-                    Some(_) => {}
-                    None => {
-                        named.insert(name.as_str(), i);
-                    }
+                    ));
                 }
             }
         }
