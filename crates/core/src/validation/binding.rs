@@ -206,56 +206,79 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
         errs.push(e.at(&root.child("schedulerName")));
     }
 
-    let clusters = root.child("clusters");
-    let mut targets: HashMap<&str, usize> = HashMap::new();
-    for (i, target) in counted(
+    let targets = check_targets(&mut errs, &spec.clusters, &root.child("clusters"), limits);
+    check_eviction_tasks(
         &mut errs,
-        &clusters,
-        &spec.clusters,
-        limits.max_placement_clusters,
-    ) {
-        let p = clusters.index(i);
+        &spec.graceful_eviction_tasks,
+        &targets,
+        &root.child("gracefulEvictionTasks"),
+        limits,
+    );
+    errs
+}
+
+/// The scheduling targets at `path` (`spec.clusters`): at most `max_placement_clusters`, each a
+/// cluster name with valid replicas, none repeated. Returns each name's first index.
+fn check_targets<'a>(
+    errs: &mut FieldErrors,
+    clusters: &'a [TargetCluster],
+    path: &FieldPath,
+    limits: &Limits,
+) -> HashMap<&'a str, usize> {
+    let mut targets = HashMap::new();
+    for (i, target) in counted(errs, path, clusters, limits.max_placement_clusters) {
+        let p = path.index(i);
         let name = p.child("name");
         if let Err(e) = check_cluster_name(&target.name) {
             errs.push(e.at(&name));
         }
         check_replicas(
-            &mut errs,
+            errs,
             &p.child("replicas"),
             i64::from(target.replicas),
             limits,
         );
-        if let Some(first) = first_seen(&mut targets, &target.name, i) {
-            errs.push(FieldError::duplicate(
-                &name,
-                format!(
-                    "{} is already spec.clusters[{first}]",
-                    super::quote(&target.name)
-                ),
-            ));
-        }
+        check_unique(errs, &mut targets, &target.name, i, &name, |first| {
+            format!("is already spec.clusters[{first}]")
+        });
     }
+    targets
+}
 
-    let tasks = root.child("gracefulEvictionTasks");
-    let mut evicted: HashMap<&str, usize> = HashMap::new();
-    for (i, task) in counted(
-        &mut errs,
-        &tasks,
-        &spec.graceful_eviction_tasks,
-        limits.max_eviction_tasks,
-    ) {
-        let p = tasks.index(i);
+/// A `Duplicate` at `path` when `key` (entry `i` of its list) was seen before ([`first_seen`]):
+/// the quoted key, then `repeat` of the index it was first seen at.
+fn check_unique<'a>(
+    errs: &mut FieldErrors,
+    seen: &mut HashMap<&'a str, usize>,
+    key: &'a str,
+    i: usize,
+    path: &FieldPath,
+    repeat: impl FnOnce(usize) -> String,
+) {
+    if let Some(first) = first_seen(seen, key, i) {
+        let message = format!("{} {}", super::quote(key), repeat(first));
+        errs.push(FieldError::duplicate(path, message));
+    }
+}
+
+/// The graceful eviction tasks at `path` (`spec.gracefulEvictionTasks`): at most
+/// `max_eviction_tasks`, each valid, at most one per cluster, and none for a cluster that is
+/// also one of the `targets` (A7).
+fn check_eviction_tasks(
+    errs: &mut FieldErrors,
+    tasks: &[GracefulEvictionTask],
+    targets: &HashMap<&str, usize>,
+    path: &FieldPath,
+    limits: &Limits,
+) {
+    let mut evicted = HashMap::new();
+    for (i, task) in counted(errs, path, tasks, limits.max_eviction_tasks) {
+        let p = path.index(i);
         errs.extend(validate_eviction_task(task, &p, limits));
         let from = p.child("fromCluster");
-        if let Some(first) = first_seen(&mut evicted, &task.from_cluster, i) {
-            errs.push(FieldError::duplicate(
-                &from,
-                format!(
-                    "{} already has an eviction task (gracefulEvictionTasks[{first}])",
-                    super::quote(&task.from_cluster)
-                ),
-            ));
-        }
+        check_unique(errs, &mut evicted, &task.from_cluster, i, &from, |first| {
+            format!("already has an eviction task (gracefulEvictionTasks[{first}])")
+        });
         if let Some(j) = targets.get(task.from_cluster.as_str()) {
             errs.push(FieldError::forbidden(
                 &from,
@@ -267,7 +290,6 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
             ));
         }
     }
-    errs
 }
 
 /// Validate a binding update: the new spec passes [`validate_binding_spec`], and the
