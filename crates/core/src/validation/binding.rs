@@ -238,7 +238,7 @@ fn check_targets<'a>(
             i64::from(target.replicas),
             limits,
         );
-        check_unique(errs, &mut targets, &target.name, i, &name, |first| {
+        check_not_repeated(errs, &mut targets, &target.name, i, &name, |first| {
             format!("is already spec.clusters[{first}]")
         });
     }
@@ -247,7 +247,7 @@ fn check_targets<'a>(
 
 /// A `Duplicate` at `path` when `key` (entry `i` of its list) was seen before ([`first_seen`]):
 /// the quoted key, then `repeat` of the index it was first seen at.
-fn check_unique<'a>(
+fn check_not_repeated<'a>(
     errs: &mut FieldErrors,
     seen: &mut HashMap<&'a str, usize>,
     key: &'a str,
@@ -276,7 +276,7 @@ fn check_eviction_tasks(
         let p = path.index(i);
         errs.extend(validate_eviction_task(task, &p, limits));
         let from = p.child("fromCluster");
-        check_unique(errs, &mut evicted, &task.from_cluster, i, &from, |first| {
+        check_not_repeated(errs, &mut evicted, &task.from_cluster, i, &from, |first| {
             format!("already has an eviction task (gracefulEvictionTasks[{first}])")
         });
         if let Some(j) = targets.get(task.from_cluster.as_str()) {
