@@ -401,6 +401,16 @@ pub(crate) fn first_seen<'a>(
     }
 }
 
+/// What `validate` reports for `value` at `path`; nothing when there is no value.
+pub(crate) fn validate_some<T>(
+    value: Option<&T>,
+    path: &FieldPath,
+    limits: &Limits,
+    validate: fn(&T, &FieldPath, &Limits) -> FieldErrors,
+) -> FieldErrors {
+    value.map_or_else(FieldErrors::new, |value| validate(value, path, limits))
+}
+
 /// Check a list of cluster names: at most `max_placement_clusters`, each a cluster name
 /// (reported at `path[i]`), none repeated.
 pub(crate) fn check_cluster_names(

@@ -13,7 +13,7 @@ use super::placement::validate_placement_at;
 use super::policy::validate_failover_at;
 use super::{
     FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_required_text,
-    check_seconds, counted, first_seen,
+    check_seconds, counted, first_seen, validate_some,
 };
 use crate::types::{
     GracefulEvictionTask, ObjectMeta, ObjectReference, ReplicaRequirements, ResourceBinding,
@@ -186,20 +186,18 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
     if let Some(req) = &spec.replica_requirements {
         check_requirements(&mut errs, req, &root.child("replicaRequirements"));
     }
-    if let Some(placement) = &spec.placement {
-        errs.extend(validate_placement_at(
-            placement,
-            &root.child("placement"),
-            limits,
-        ));
-    }
-    if let Some(failover) = &spec.failover {
-        errs.extend(validate_failover_at(
-            failover,
-            &root.child("failover"),
-            limits,
-        ));
-    }
+    errs.extend(validate_some(
+        spec.placement.as_ref(),
+        &root.child("placement"),
+        limits,
+        validate_placement_at,
+    ));
+    errs.extend(validate_some(
+        spec.failover.as_ref(),
+        &root.child("failover"),
+        limits,
+        validate_failover_at,
+    ));
     if !spec.scheduler_name.is_empty()
         && let Err(e) = check_dns1123_subdomain(&spec.scheduler_name)
     {

@@ -7,7 +7,9 @@ use super::names::{
     check_cluster_name, check_dns1123_subdomain, check_label_value, check_qualified_name,
 };
 use super::placement::{selector_operator_str, validate_cluster_affinity};
-use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, counted, quote};
+use super::{
+    FieldError, FieldErrors, FieldPath, Limits, check_count, counted, quote, validate_some,
+};
 use crate::types::{
     Cluster, ClusterTaintPolicy, MatchCondition, SelectorOperator, Taint, TaintEffect,
 };
@@ -280,13 +282,12 @@ pub fn validate_cluster_taint_policy(
 ) -> FieldErrors {
     let mut errs = validate_object_meta(&policy.meta, check_dns1123_subdomain, false, limits);
     let spec = FieldPath::new("spec");
-    if let Some(target) = &policy.target_clusters {
-        errs.extend(validate_cluster_affinity(
-            target,
-            &spec.child("targetClusters"),
-            limits,
-        ));
-    }
+    errs.extend(validate_some(
+        policy.target_clusters.as_ref(),
+        &spec.child("targetClusters"),
+        limits,
+        validate_cluster_affinity,
+    ));
     check_match_conditions(
         &mut errs,
         &policy.add_on_conditions,

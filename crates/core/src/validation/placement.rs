@@ -7,7 +7,7 @@ use super::meta::validate_label_selector;
 use super::names::{check_affinity_name, check_label_value, check_qualified_name};
 use super::{
     FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_seconds,
-    counted, first_seen,
+    counted, first_seen, validate_some,
 };
 use crate::types::{
     ClusterAffinity, FieldSelector, Placement, ReplicaSchedulingStrategy, SelectorOperator,
@@ -66,13 +66,12 @@ pub fn validate_placement_at(
             "clusterAffinities cannot co-exist with clusterAffinity",
         ));
     }
-    if let Some(affinity) = &placement.cluster_affinity {
-        errs.extend(validate_cluster_affinity(
-            affinity,
-            &path.child("clusterAffinity"),
-            limits,
-        ));
-    }
+    errs.extend(validate_some(
+        placement.cluster_affinity.as_ref(),
+        &path.child("clusterAffinity"),
+        limits,
+        validate_cluster_affinity,
+    ));
     check_count(
         &mut errs,
         &terms_path,
@@ -129,13 +128,12 @@ pub fn validate_cluster_affinity(
     limits: &Limits,
 ) -> FieldErrors {
     let mut errs = FieldErrors::new();
-    if let Some(selector) = &affinity.label_selector {
-        errs.extend(validate_label_selector(
-            selector,
-            &path.child("labelSelector"),
-            limits,
-        ));
-    }
+    errs.extend(validate_some(
+        affinity.label_selector.as_ref(),
+        &path.child("labelSelector"),
+        limits,
+        validate_label_selector,
+    ));
     if let Some(selector) = &affinity.field_selector {
         check_field_selector(&mut errs, selector, &path.child("fieldSelector"), limits);
     }

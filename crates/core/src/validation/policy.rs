@@ -11,7 +11,7 @@ use super::names::{
 use super::placement::{validate_cluster_affinity, validate_placement_at};
 use super::{
     FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
-    counted,
+    counted, validate_some,
 };
 use crate::overrides::{Operator, OverridePolicy, Overriders, PatchOperation};
 use crate::types::{
@@ -305,13 +305,12 @@ fn check_resource_selector(
     {
         errs.push(e.at(&path.child("name")));
     }
-    if let Some(label_selector) = &selector.label_selector {
-        errs.extend(validate_label_selector(
-            label_selector,
-            &path.child("labelSelector"),
-            limits,
-        ));
-    }
+    errs.extend(validate_some(
+        selector.label_selector.as_ref(),
+        &path.child("labelSelector"),
+        limits,
+        validate_label_selector,
+    ));
 }
 
 /// The update-only rules of a (Cluster)PropagationPolicy; call
@@ -397,13 +396,12 @@ pub fn validate_override_policy(
         limits.max_resource_selectors,
     ) {
         let path = rules.index(i);
-        if let Some(affinity) = &rule.target_cluster {
-            errs.extend(validate_cluster_affinity(
-                affinity,
-                &path.child("targetCluster"),
-                limits,
-            ));
-        }
+        errs.extend(validate_some(
+            rule.target_cluster.as_ref(),
+            &path.child("targetCluster"),
+            limits,
+            validate_cluster_affinity,
+        ));
         check_overriders(
             &mut errs,
             &rule.overriders,
