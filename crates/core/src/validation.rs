@@ -411,6 +411,24 @@ pub(crate) fn validate_some<T>(
     value.map_or_else(FieldErrors::new, |value| validate(value, path, limits))
 }
 
+/// Check `name` at `path` with `check`, and push a `Duplicate` (with `duplicate`'s message)
+/// when it is already in `seen`, a set of the names before it in its list.
+pub(crate) fn check_name_once<'a>(
+    errs: &mut FieldErrors,
+    seen: &mut std::collections::HashSet<&'a str>,
+    name: &'a str,
+    path: &FieldPath,
+    check: fn(&str) -> Result<(), NameError>,
+    duplicate: impl FnOnce() -> String,
+) {
+    if let Err(e) = check(name) {
+        errs.push(e.at(path));
+    }
+    if !seen.insert(name) {
+        errs.push(FieldError::duplicate(path, duplicate()));
+    }
+}
+
 /// Check a list of cluster names: at most `max_placement_clusters`, each a cluster name
 /// (reported at `path[i]`), none repeated.
 pub(crate) fn check_cluster_names(

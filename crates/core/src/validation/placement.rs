@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use super::meta::validate_label_selector;
 use super::names::{check_affinity_name, check_label_value, check_qualified_name};
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_seconds,
-    counted, first_seen, validate_some,
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_name_once,
+    check_seconds, counted, first_seen, validate_some,
 };
 use crate::types::{
     ClusterAffinity, FieldSelector, Placement, ReplicaSchedulingStrategy, SelectorOperator,
@@ -72,25 +72,23 @@ pub fn validate_placement_at(
         limits,
         validate_cluster_affinity,
     ));
-    check_count(
+    let mut names = HashSet::new();
+    for (i, term) in counted(
         &mut errs,
         &terms_path,
-        placement.cluster_affinities.len(),
+        &placement.cluster_affinities,
         limits.max_affinity_terms,
-    );
-    let mut names = HashSet::new();
-    for (i, term) in placement.cluster_affinities.iter().enumerate() {
+    ) {
         let p = terms_path.index(i);
         let name_path = p.child("affinityName");
-        if let Err(e) = check_affinity_name(&term.affinity_name) {
-            errs.push(e.at(&name_path));
-        }
-        if !names.insert(term.affinity_name.as_str()) {
-            errs.push(FieldError::duplicate(
-                &name_path,
-                "each affinity term in a policy must have a unique name",
-            ));
-        }
+        check_name_once(
+            &mut errs,
+            &mut names,
+            &term.affinity_name,
+            &name_path,
+            check_affinity_name,
+            || "each affinity term in a policy must have a unique name".to_owned(),
+        );
         // The term's affinity is inlined in Karmada's JSON.
         errs.extend(validate_cluster_affinity(&term.affinity, &p, limits));
     }

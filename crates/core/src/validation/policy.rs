@@ -10,8 +10,8 @@ use super::names::{
 };
 use super::placement::{validate_cluster_affinity, validate_placement_at};
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
-    counted, validate_some,
+    FieldError, FieldErrors, FieldPath, Limits, check_name_once, check_required_text,
+    check_seconds, counted, validate_some,
 };
 use crate::overrides::{Operator, OverridePolicy, Overriders, PatchOperation};
 use crate::types::{
@@ -155,28 +155,28 @@ fn check_state_preservation(
     limits: &Limits,
 ) {
     let rules_path = path.child("rules");
-    check_count(
+    let mut aliases = HashSet::new();
+    for (i, rule) in counted(
         errs,
         &rules_path,
-        rules.len(),
+        rules,
         limits.max_state_preservation_rules,
-    );
-    let mut aliases = HashSet::new();
-    for (i, rule) in rules.iter().enumerate() {
+    ) {
         let p = rules_path.index(i);
         let alias = p.child("aliasLabelName");
-        if let Err(e) = check_qualified_name(&rule.alias_label_name) {
-            errs.push(e.at(&alias));
-        }
-        if !aliases.insert(rule.alias_label_name.as_str()) {
-            errs.push(FieldError::duplicate(
-                &alias,
+        check_name_once(
+            errs,
+            &mut aliases,
+            &rule.alias_label_name,
+            &alias,
+            check_qualified_name,
+            || {
                 format!(
                     "{} is already used by another rule",
                     super::quote(&rule.alias_label_name)
-                ),
-            ));
-        }
+                )
+            },
+        );
         check_required_text(
             errs,
             &p.child("jsonPath"),
