@@ -429,6 +429,13 @@ pub(crate) fn check_name_once<'a>(
     }
 }
 
+/// Push `Required` (with `message`) at `path` when the list there has no entries (`len` 0).
+pub(crate) fn check_non_empty(errs: &mut FieldErrors, path: &FieldPath, len: usize, message: &str) {
+    if len == 0 {
+        errs.push(FieldError::required(path, message));
+    }
+}
+
 /// Check a list of cluster names: at most `max_placement_clusters`, each a cluster name
 /// (reported at `path[i]`), none repeated.
 pub(crate) fn check_cluster_names(

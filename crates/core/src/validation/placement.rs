@@ -7,7 +7,7 @@ use super::meta::validate_label_selector;
 use super::names::{check_affinity_name, check_label_value, check_qualified_name};
 use super::{
     FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_name_once,
-    check_seconds, counted, first_seen, validate_some,
+    check_non_empty, check_seconds, counted, first_seen, validate_some,
 };
 use crate::types::{
     ClusterAffinity, FieldSelector, Placement, ReplicaSchedulingStrategy, SelectorOperator,
@@ -144,6 +144,22 @@ pub fn validate_cluster_affinity(
     errs
 }
 
+/// Push NotSupported at `path` unless `operator` is In or NotIn (the operators of field
+/// selectors and of ClusterTaintPolicy match conditions).
+pub(super) fn check_in_or_not_in(
+    errs: &mut FieldErrors,
+    operator: SelectorOperator,
+    path: &FieldPath,
+) {
+    if !matches!(operator, SelectorOperator::In | SelectorOperator::NotIn) {
+        errs.push(FieldError::not_supported(
+            path,
+            selector_operator_str(operator),
+            &["In", "NotIn"],
+        ));
+    }
+}
+
 fn check_field_selector(
     errs: &mut FieldErrors,
     selector: &FieldSelector,
@@ -165,20 +181,14 @@ fn check_field_selector(
                 &["provider", "region", "zone"],
             ));
         }
-        if !matches!(req.operator, SelectorOperator::In | SelectorOperator::NotIn) {
-            errs.push(FieldError::not_supported(
-                &p.child("operator"),
-                selector_operator_str(req.operator),
-                &["In", "NotIn"],
-            ));
-        }
+        check_in_or_not_in(errs, req.operator, &p.child("operator"));
         let values = p.child("values");
-        if req.values.is_empty() {
-            errs.push(FieldError::required(
-                &values,
-                "at least one value is required",
-            ));
-        }
+        check_non_empty(
+            errs,
+            &values,
+            req.values.len(),
+            "at least one value is required",
+        );
         for (j, value) in counted(errs, &values, &req.values, limits.max_selector_values) {
             if let Err(e) = check_label_value(value) {
                 errs.push(e.at(&values.index(j)));
