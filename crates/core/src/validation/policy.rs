@@ -234,8 +234,6 @@ pub fn validate_propagation_policy(
     errs
 }
 
-/// At most `max_resource_selectors` selectors at `path`, each checked by
-/// [`check_resource_selector`].
 /// What every policy kind starts with: `metadata` (a DNS-1123 subdomain name, namespaced
 /// unless `cluster_wide`) and `spec.resourceSelectors` (at least one when `required`, at
 /// most `max_resource_selectors`, each within the policy's namespace when namespaced).
