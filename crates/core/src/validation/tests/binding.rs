@@ -190,27 +190,6 @@ fn a7_binding_invariants() {
             want: &[("spec.clusters[0].replicas", OutOfRange)],
         },
         EditCase {
-            name: "tasks are validated in place",
-            edit: |s| s.graceful_eviction_tasks[0].reason.clear(),
-            want: &[("spec.gracefulEvictionTasks[0].reason", Required)],
-        },
-        EditCase {
-            name: "128 tasks",
-            edit: |s| {
-                s.graceful_eviction_tasks =
-                    (0..128).map(|i| task(&format!("evicted{i}"))).collect();
-            },
-            want: &[],
-        },
-        EditCase {
-            name: "129 tasks",
-            edit: |s| {
-                s.graceful_eviction_tasks =
-                    (0..129).map(|i| task(&format!("evicted{i}"))).collect();
-            },
-            want: &[("spec.gracefulEvictionTasks", TooMany)],
-        },
-        EditCase {
             name: "negative requests",
             edit: |s| {
                 s.replica_requirements = Some(ReplicaRequirements {
@@ -261,6 +240,34 @@ fn a7_binding_invariants() {
         || binding().spec,
         |spec| validate_binding_spec(spec, &Limits::default()),
     );
+    // The eviction task list as a whole: (case, tasks, want).
+    let evicted = |n: usize| (0..n).map(|i| task(&format!("evicted{i}"))).collect();
+    let mut reasonless = task("member3");
+    reasonless.reason.clear();
+    let lists: [(&str, Vec<GracefulEvictionTask>, Want); 3] = [
+        (
+            "tasks are validated in place",
+            vec![reasonless],
+            &[("spec.gracefulEvictionTasks[0].reason", Required)],
+        ),
+        ("128 tasks", evicted(128), &[]),
+        (
+            "129 tasks",
+            evicted(129),
+            &[("spec.gracefulEvictionTasks", TooMany)],
+        ),
+    ];
+    for (name, graceful_eviction_tasks, want) in lists {
+        let spec = ResourceBindingSpec {
+            graceful_eviction_tasks,
+            ..binding().spec
+        };
+        assert_errs(
+            name,
+            &validate_binding_spec(&spec, &Limits::default()),
+            want,
+        );
+    }
 }
 
 #[test]
