@@ -212,6 +212,27 @@ pub fn validate_toleration(
     path: &FieldPath,
     limits: &Limits,
 ) -> FieldErrors {
+    let mut errs = validate_toleration_match(toleration, path);
+    if let Some(seconds) = toleration.toleration_seconds {
+        if toleration.effect != Some(TaintEffect::NoExecute) {
+            errs.push(FieldError::invalid(
+                &path.child("effect"),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
+        }
+        check_seconds(
+            &mut errs,
+            &path.child("tolerationSeconds"),
+            seconds,
+            false,
+            limits.max_duration_seconds,
+        );
+    }
+    errs
+}
+
+/// The match part of a toleration (see [`validate_toleration`]): key, operator and value.
+fn validate_toleration_match(toleration: &Toleration, path: &FieldPath) -> FieldErrors {
     let mut errs = FieldErrors::new();
     let operator = path.child("operator");
     if toleration.key.is_empty() {
@@ -239,21 +260,6 @@ pub fn validate_toleration(
                 ));
             }
         }
-    }
-    if let Some(seconds) = toleration.toleration_seconds {
-        if toleration.effect != Some(TaintEffect::NoExecute) {
-            errs.push(FieldError::invalid(
-                &path.child("effect"),
-                "effect must be 'NoExecute' when `tolerationSeconds` is set",
-            ));
-        }
-        check_seconds(
-            &mut errs,
-            &path.child("tolerationSeconds"),
-            seconds,
-            false,
-            limits.max_duration_seconds,
-        );
     }
     errs
 }
