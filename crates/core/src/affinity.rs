@@ -290,88 +290,56 @@ mod tests {
         use SelectorOperator::*;
         let c = cluster("m1", &[], "aws", "us-east-1", &["us-east-1a"]);
         let no_region = cluster("m2", &[], "aws", "", &[]);
-        struct Case {
-            name: &'static str,
-            exprs: Vec<LabelSelectorRequirement>,
-            cluster: &'static str,
-            want: bool,
-        }
+        // (case, (requirements, cluster, whether the selector matches it))
         let cases = [
-            Case {
-                name: "empty selector",
-                exprs: vec![],
-                cluster: "m1",
-                want: true,
-            },
-            Case {
-                name: "provider in",
-                exprs: vec![req("provider", In, &["aws"])],
-                cluster: "m1",
-                want: true,
-            },
-            Case {
-                name: "provider notin",
-                exprs: vec![req("provider", NotIn, &["aws"])],
-                cluster: "m1",
-                want: false,
-            },
-            Case {
-                name: "region in",
-                exprs: vec![req("region", In, &["us-east-1"])],
-                cluster: "m1",
-                want: true,
-            },
-            Case {
-                name: "region and zone",
-                exprs: vec![
-                    req("region", In, &["us-east-1"]),
-                    req("zone", In, &["us-east-1b"]),
-                ],
-                cluster: "m1",
-                want: false,
-            },
-            Case {
-                name: "empty region is absent: notin",
-                exprs: vec![req("region", NotIn, &["x"])],
-                cluster: "m2",
-                want: true,
-            },
-            Case {
-                name: "empty region is absent: exists",
-                exprs: vec![req("region", Exists, &[])],
-                cluster: "m2",
-                want: false,
-            },
-            Case {
-                name: "empty region: doesnotexist",
-                exprs: vec![req("region", DoesNotExist, &[])],
-                cluster: "m2",
-                want: true,
-            },
-            Case {
-                name: "unknown key in",
-                exprs: vec![req("color", In, &["red"])],
-                cluster: "m1",
-                want: false,
-            },
-            Case {
-                name: "malformed provider in",
-                exprs: vec![req("provider", In, &[])],
-                cluster: "m1",
-                want: false,
-            },
+            ("empty selector", (vec![], &c, true)),
+            (
+                "provider in",
+                (vec![req("provider", In, &["aws"])], &c, true),
+            ),
+            (
+                "provider notin",
+                (vec![req("provider", NotIn, &["aws"])], &c, false),
+            ),
+            (
+                "region in",
+                (vec![req("region", In, &["us-east-1"])], &c, true),
+            ),
+            (
+                "region and zone",
+                (
+                    vec![
+                        req("region", In, &["us-east-1"]),
+                        req("zone", In, &["us-east-1b"]),
+                    ],
+                    &c,
+                    false,
+                ),
+            ),
+            (
+                "empty region is absent: notin",
+                (vec![req("region", NotIn, &["x"])], &no_region, true),
+            ),
+            (
+                "empty region is absent: exists",
+                (vec![req("region", Exists, &[])], &no_region, false),
+            ),
+            (
+                "empty region: doesnotexist",
+                (vec![req("region", DoesNotExist, &[])], &no_region, true),
+            ),
+            (
+                "unknown key in",
+                (vec![req("color", In, &["red"])], &c, false),
+            ),
+            (
+                "malformed provider in",
+                (vec![req("provider", In, &[])], &c, false),
+            ),
         ];
-        for case in cases {
-            let sel = FieldSelector {
-                match_expressions: case.exprs,
-            };
-            let target = if case.cluster == "m1" { &c } else { &no_region };
-            assert_eq!(
-                field_selector_matches(&sel, target),
-                case.want,
-                "{}",
-                case.name
-            );
+        for (name, (match_expressions, target, want)) in cases {
+            let sel = FieldSelector { match_expressions };
+            assert_eq!(field_selector_matches(&sel, target), want, "{name}");
         }
     }
 
@@ -387,90 +355,61 @@ mod tests {
             match_labels: [("env".to_owned(), "dev".to_owned())].into(),
             ..Default::default()
         };
-        struct Case {
-            name: &'static str,
-            affinity: ClusterAffinity,
-            want: bool,
-        }
+        let by_names = |list: &[&str]| ClusterAffinity {
+            cluster_names: names(list),
+            ..Default::default()
+        };
+        let by_label = |selector: &LabelSelector, list: &[&str]| ClusterAffinity {
+            label_selector: Some(selector.clone()),
+            cluster_names: names(list),
+            ..Default::default()
+        };
+        let field = |key: &str, value: &str| {
+            Some(FieldSelector {
+                match_expressions: vec![req(key, In, &[value])],
+            })
+        };
         let cases = [
-            Case {
-                name: "empty affinity matches all",
-                affinity: ClusterAffinity::default(),
-                want: true,
-            },
-            Case {
-                name: "excluded wins over names",
-                affinity: ClusterAffinity {
-                    cluster_names: names(&["member1"]),
+            (
+                "empty affinity matches all",
+                ClusterAffinity::default(),
+                true,
+            ),
+            (
+                "excluded wins over names",
+                ClusterAffinity {
                     exclude: names(&["member1"]),
-                    ..Default::default()
+                    ..by_names(&["member1"])
                 },
-                want: false,
-            },
-            Case {
-                name: "names listed",
-                affinity: ClusterAffinity {
-                    cluster_names: names(&["member2", "member1"]),
-                    ..Default::default()
+                false,
+            ),
+            ("names listed", by_names(&["member2", "member1"]), true),
+            ("names not listed", by_names(&["member2"]), false),
+            (
+                "label selector matches, names empty",
+                by_label(&prod, &[]),
+                true,
+            ),
+            ("label selector fails", by_label(&dev, &["member1"]), false),
+            (
+                "label, field and names all match",
+                ClusterAffinity {
+                    field_selector: field("zone", "z1"),
+                    ..by_label(&prod, &["member1"])
                 },
-                want: true,
-            },
-            Case {
-                name: "names not listed",
-                affinity: ClusterAffinity {
-                    cluster_names: names(&["member2"]),
-                    ..Default::default()
+                true,
+            ),
+            (
+                "field fails",
+                ClusterAffinity {
+                    field_selector: field("provider", "gcp"),
+                    ..by_label(&prod, &[])
                 },
-                want: false,
-            },
-            Case {
-                name: "label selector matches, names empty",
-                affinity: ClusterAffinity {
-                    label_selector: Some(prod.clone()),
-                    ..Default::default()
-                },
-                want: true,
-            },
-            Case {
-                name: "label selector fails",
-                affinity: ClusterAffinity {
-                    label_selector: Some(dev),
-                    cluster_names: names(&["member1"]),
-                    ..Default::default()
-                },
-                want: false,
-            },
-            Case {
-                name: "label, field and names all match",
-                affinity: ClusterAffinity {
-                    label_selector: Some(prod.clone()),
-                    field_selector: Some(FieldSelector {
-                        match_expressions: vec![req("zone", In, &["z1"])],
-                    }),
-                    cluster_names: names(&["member1"]),
-                    ..Default::default()
-                },
-                want: true,
-            },
-            Case {
-                name: "field fails",
-                affinity: ClusterAffinity {
-                    label_selector: Some(prod),
-                    field_selector: Some(FieldSelector {
-                        match_expressions: vec![req("provider", In, &["gcp"])],
-                    }),
-                    ..Default::default()
-                },
-                want: false,
-            },
+                false,
+            ),
         ];
-        for case in cases {
-            assert_eq!(
-                cluster_matches_affinity(&c, &case.affinity),
-                case.want,
-                "{}",
-                case.name
-            );
+        for (name, affinity, want) in cases {
+            assert_eq!(cluster_matches_affinity(&c, &affinity), want, "{name}");
         }
     }
 }

@@ -498,62 +498,46 @@ mod tests {
     fn tm_7_need_eviction_table() {
         let now = Time::from_secs(1000);
         let ns = Taint::new("a", TaintEffect::NoSchedule, Some(Time::from_secs(0)));
-        let cases: Vec<(&str, Vec<Taint>, Placement, EvictionDecision)> = vec![
+        use EvictionDecision::{EvictAfter, EvictNow, Tolerate};
+        let after = |secs| EvictAfter(Duration::from_secs(secs));
+        // (case, (the one taint, the placement's tolerations, decision))
+        let cases: Vec<(&str, (Taint, Vec<Toleration>, EvictionDecision))> = vec![
             (
                 "7.3 no NoExecute taints → tolerate",
-                vec![ns.clone()],
-                placement(vec![]),
-                EvictionDecision::Tolerate,
+                (ns.clone(), vec![], Tolerate),
             ),
             (
                 "7.4 untolerated → now",
-                vec![ne("a", Some(990))],
-                placement(vec![tol("b", None)]),
-                EvictionDecision::EvictNow,
+                (ne("a", Some(990)), vec![tol("b", None)], EvictNow),
             ),
             (
                 "7.4 no tolerations at all → now",
-                vec![ne("a", Some(990))],
-                placement(vec![]),
-                EvictionDecision::EvictNow,
+                (ne("a", Some(990)), vec![], EvictNow),
             ),
             (
                 "7.5 forever",
-                vec![ne("a", Some(990))],
-                placement(vec![tol("a", None)]),
-                EvictionDecision::Tolerate,
+                (ne("a", Some(990)), vec![tol("a", None)], Tolerate),
             ),
             (
                 "7.5 tolerationSeconds 0 → now",
-                vec![ne("a", Some(1000))],
-                placement(vec![tol("a", Some(0))]),
-                EvictionDecision::EvictNow,
+                (ne("a", Some(1000)), vec![tol("a", Some(0))], EvictNow),
             ),
             (
                 "7.5 remaining",
-                vec![ne("a", Some(990))],
-                placement(vec![tol("a", Some(300))]),
-                EvictionDecision::EvictAfter(Duration::from_secs(290)),
+                (ne("a", Some(990)), vec![tol("a", Some(300))], after(290)),
             ),
             (
                 "taint without timeAdded never fires",
-                vec![ne("a", None)],
-                placement(vec![tol("a", Some(1))]),
-                EvictionDecision::Tolerate,
+                (ne("a", None), vec![tol("a", Some(1))], Tolerate),
             ),
             (
                 "expired exactly now",
-                vec![ne("a", Some(700))],
-                placement(vec![tol("a", Some(300))]),
-                EvictionDecision::EvictNow,
+                (ne("a", Some(700)), vec![tol("a", Some(300))], EvictNow),
             ),
         ];
-        for (name, taints, p, want) in cases {
-            assert_eq!(
-                need_eviction(&taints, Some(&p), now).unwrap().decision,
-                want,
-                "{name}"
-            );
+        for (name, (taint, tols, want)) in cases {
+            let decision = need_eviction(&[taint], Some(&placement(tols)), now).unwrap();
+            assert_eq!(decision.decision, want, "{name}");
         }
         assert_eq!(
             need_eviction(&[ne("a", None)], None, now),

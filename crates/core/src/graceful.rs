@@ -251,7 +251,7 @@ mod tests {
         AggregatedStatusItem::applied(cluster, health)
     }
 
-    fn opts<'a>(
+    pub(super) fn opts<'a>(
         now: i64,
         result: &'a [TargetCluster],
         status: &'a [AggregatedStatusItem],
@@ -274,95 +274,91 @@ mod tests {
         let healthy = [item("m2", ResourceHealth::Healthy)];
         let unhealthy = [item("m2", ResourceHealth::Unhealthy)];
         let unknown = [item("m2", ResourceHealth::Unknown)];
+        // A task stamped at time 0.
+        let stamped = || task("m1", Some(0));
         let with = |f: fn(&mut GracefulEvictionTask)| {
-            let mut t = task("m1", Some(0));
+            let mut t = stamped();
             f(&mut t);
             t
         };
-        let cases: Vec<(&str, GracefulEvictionTask, AssessOptions<'_>, TaskVerdict)> = vec![
+        // Options for a binding scheduled onto m2, whose status is `status` at `now`.
+        let at = |now, status| opts(now, &m2, status, true);
+        use TaskVerdict::*;
+        // (case, (task, options, verdict))
+        let cases: Vec<(&str, (GracefulEvictionTask, AssessOptions<'_>, TaskVerdict))> = vec![
             (
                 "3.1 unstamped is stamped, kept",
-                task("m1", None),
-                opts(10, &m2, &healthy, true),
-                TaskVerdict::Stamped,
+                (task("m1", None), at(10, &healthy), Stamped),
             ),
             (
                 "4.1 suppress true keeps forever",
-                with(|t| t.suppress_deletion = Some(true)),
-                opts(10_000, &m2, &healthy, true),
-                TaskVerdict::Suppressed,
+                (
+                    with(|t| t.suppress_deletion = Some(true)),
+                    at(10_000, &healthy),
+                    Suppressed,
+                ),
             ),
             (
                 "4.1 suppress false removes",
-                with(|t| t.suppress_deletion = Some(false)),
-                opts(1, &m2, &unhealthy, false),
-                TaskVerdict::Released,
+                (
+                    with(|t| t.suppress_deletion = Some(false)),
+                    opts(1, &m2, &unhealthy, false),
+                    Released,
+                ),
             ),
             (
                 "4.2 exactly at the timeout → kept",
-                task("m1", Some(0)),
-                opts(600, &m2, &unhealthy, true),
-                TaskVerdict::Waiting,
+                (stamped(), at(600, &unhealthy), Waiting),
             ),
             (
                 "4.2 after the timeout → removed",
-                task("m1", Some(0)),
-                opts(601, &m2, &unhealthy, true),
-                TaskVerdict::TimedOut,
+                (stamped(), at(601, &unhealthy), TimedOut),
             ),
             (
                 "4.2 per-task grace period",
-                with(|t| t.grace_period_seconds = Some(30)),
-                opts(31, &m2, &unhealthy, true),
-                TaskVerdict::TimedOut,
+                (
+                    with(|t| t.grace_period_seconds = Some(30)),
+                    at(31, &unhealthy),
+                    TimedOut,
+                ),
             ),
             (
                 "4.3 healthy and scheduled → removed",
-                task("m1", Some(0)),
-                opts(5, &m2, &healthy, true),
-                TaskVerdict::ReplacementHealthy,
+                (stamped(), at(5, &healthy), ReplacementHealthy),
             ),
             (
                 "4.3 healthy but not scheduled → kept",
-                task("m1", Some(0)),
-                opts(5, &m2, &healthy, false),
-                TaskVerdict::Waiting,
+                (stamped(), opts(5, &m2, &healthy, false), Waiting),
             ),
             (
                 "I1a healthy status of an older generation → kept",
-                task("m1", Some(0)),
-                AssessOptions {
-                    observed_status_current: false,
-                    ..opts(5, &m2, &healthy, true)
-                },
-                TaskVerdict::Waiting,
+                (
+                    stamped(),
+                    AssessOptions {
+                        observed_status_current: false,
+                        ..at(5, &healthy)
+                    },
+                    Waiting,
+                ),
             ),
             (
                 "5.3 Unknown blocks removal",
-                task("m1", Some(0)),
-                opts(5, &m2, &unknown, true),
-                TaskVerdict::Waiting,
+                (stamped(), at(5, &unknown), Waiting),
             ),
             (
                 "missing status item blocks removal",
-                task("m1", Some(0)),
-                opts(5, &m2, &[], true),
-                TaskVerdict::Waiting,
+                (stamped(), opts(5, &m2, &[], true), Waiting),
             ),
             (
                 "A6 empty placement is never healthy",
-                task("m1", Some(0)),
-                opts(5, &[], &[], true),
-                TaskVerdict::NoReplacement,
+                (stamped(), opts(5, &[], &[], true), NoReplacement),
             ),
             (
                 "A6 empty placement keeps even past the timeout",
-                task("m1", Some(0)),
-                opts(10_000, &[], &[], true),
-                TaskVerdict::NoReplacement,
+                (stamped(), opts(10_000, &[], &[], true), NoReplacement),
             ),
         ];
-        for (name, t, o, want) in cases {
+        for (name, (t, o, want)) in cases {
             let a = assess_tasks(std::slice::from_ref(&t), &o);
             assert_eq!(a.verdicts, vec![("m1".to_string(), want)], "{name}");
             assert_eq!(a.evicted.is_empty(), !want.removes(), "{name}");
@@ -567,20 +563,13 @@ mod edge_case_tests {
         }
     }
 
+    /// [`super::tests::opts`] for a binding that has been scheduled.
     fn opts<'a>(
         now: i64,
         result: &'a [TargetCluster],
         status: &'a [AggregatedStatusItem],
     ) -> AssessOptions<'a> {
-        AssessOptions {
-            now: Time::from_secs(now),
-            default_timeout: Duration::from_secs(600),
-            schedule_result: result,
-            observed_status: status,
-            has_scheduled: true,
-            observed_status_current: true,
-            last_scheduled: None,
-        }
+        super::tests::opts(now, result, status, true)
     }
 
     #[test]
@@ -610,24 +599,11 @@ mod edge_case_tests {
             health: ResourceHealth::Unknown,
             ..Default::default()
         }];
-        assert_eq!(
-            assess_tasks(
-                &[task("m1", PurgeMode::Gracefully)],
-                &opts(600, &result, &unknown)
-            )
-            .verdicts[0]
-                .1,
-            TaskVerdict::Waiting
-        );
-        assert_eq!(
-            assess_tasks(
-                &[task("m1", PurgeMode::Gracefully)],
-                &opts(601, &result, &unknown)
-            )
-            .verdicts[0]
-                .1,
-            TaskVerdict::TimedOut
-        );
+        for (now, want) in [(600, TaskVerdict::Waiting), (601, TaskVerdict::TimedOut)] {
+            let tasks = [task("m1", PurgeMode::Gracefully)];
+            let a = assess_tasks(&tasks, &opts(now, &result, &unknown));
+            assert_eq!(a.verdicts[0].1, want, "at {now}s");
+        }
     }
 
     #[test]

@@ -423,112 +423,71 @@ mod tests {
             observed,
             since: since.map(Time::from_secs),
         };
-        // (name, state, current, observed, now, want state, want status)
-        let cases: Vec<(
-            &str,
+        // (name, (state, current, observed, now), (want state, want status))
+        type Input = (
             Option<ThresholdState>,
             Option<ConditionStatus>,
             ConditionStatus,
             i64,
-            ThresholdState,
-            ConditionStatus,
-        )> = vec![
+        );
+        let cases: [(&str, Input, (ThresholdState, ConditionStatus)); 5] = [
             (
                 "4.1 first sight returns observed",
-                None,
-                Some(True),
-                False,
-                100,
-                st(False, None),
-                False,
+                (None, Some(True), False, 100),
+                (st(False, None), False),
             ),
             (
                 "4.2 no Ready on object returns observed, memory untouched",
-                Some(st(True, None)),
-                None,
-                False,
-                100,
-                st(True, None),
-                False,
-            ),
-            (
-                "4.3 change restarts the window and damps",
-                Some(st(True, None)),
-                Some(True),
-                False,
-                100,
-                st(False, Some(100)),
-                True,
-            ),
-            (
-                "4.5 inside the window keeps current",
-                Some(st(False, Some(100))),
-                Some(True),
-                False,
-                129,
-                st(False, Some(100)),
-                True,
-            ),
-            (
-                "4.6 exactly at the threshold the observation wins",
-                Some(st(False, Some(100))),
-                Some(True),
-                False,
-                130,
-                st(False, Some(100)),
-                False,
+                (Some(st(True, None)), None, False, 100),
+                (st(True, None), False),
             ),
             (
                 "4.6 False→Unknown is not damped",
-                Some(st(False, Some(100))),
-                Some(False),
-                Unknown,
-                101,
-                st(Unknown, Some(101)),
-                Unknown,
-            ),
-            (
-                "recovery is damped by the success threshold",
-                Some(st(False, Some(0))),
-                Some(False),
-                True,
-                200,
-                st(True, Some(200)),
-                False,
-            ),
-            (
-                "recovery after the success threshold",
-                Some(st(True, Some(200))),
-                Some(False),
-                True,
-                230,
-                st(True, Some(200)),
-                True,
+                (Some(st(False, Some(100))), Some(False), Unknown, 101),
+                (st(Unknown, Some(101)), Unknown),
             ),
             (
                 "same status passes through",
-                Some(st(True, Some(5))),
-                Some(True),
-                True,
-                6,
-                st(True, Some(5)),
-                True,
+                (Some(st(True, Some(5))), Some(True), True, 6),
+                (st(True, Some(5)), True),
             ),
             (
                 "first sighting memory (since = None) never damps",
-                Some(st(False, None)),
-                Some(True),
-                False,
-                1,
-                st(False, None),
-                False,
+                (Some(st(False, None)), Some(True), False, 1),
+                (st(False, None), False),
             ),
         ];
-        for (name, state, current, observed, now, want_state, want) in cases {
+        for (name, (state, current, observed, now), (want_state, want)) in cases {
             let current = current.map(cond);
             let (s, c) =
                 adjust_ready_condition(state, current.as_ref(), cond(observed), t(now), th);
             assert_eq!((s, c.status), (want_state, want), "{name}");
+        }
+        // Each step feeds its state to the next: (case, now, want status). A failure seen at
+        // 100 by a Ready cluster restarts the window and is damped until the threshold.
+        let mut state = Some(st(True, None));
+        for (name, now, want) in [
+            ("4.3 change restarts the window and damps", 100, True),
+            ("4.5 inside the window keeps current", 129, True),
+            (
+                "4.6 exactly at the threshold the observation wins",
+                130,
+                False,
+            ),
+        ] {
+            let (s, c) = adjust_ready_condition(state, Some(&cond(True)), cond(False), t(now), th);
+            assert_eq!((&s, c.status), (&st(False, Some(100)), want), "{name}");
+            state = Some(s);
+        }
+        // A recovery seen at 200 after a failure at 0 is damped by the success threshold.
+        let mut state = Some(st(False, Some(0)));
+        for (name, now, want) in [
+            ("recovery is damped by the success threshold", 200, False),
+            ("recovery after the success threshold", 230, True),
+        ] {
+            let (s, c) = adjust_ready_condition(state, Some(&cond(False)), cond(True), t(now), th);
+            assert_eq!((&s, c.status), (&st(True, Some(200)), want), "{name}");
+            state = Some(s);
         }
     }
 
@@ -579,69 +538,50 @@ mod tests {
         let g = MonitorGrace::default();
         let t = Time::from_secs;
         let ready = cond(True);
+        // monitor_cluster for a cluster created at 0, with the default grace, observed since
+        // the epoch; the heartbeat and now in seconds.
+        let monitor = |entry, mode, ready, heartbeat: Option<i64>, now| {
+            monitor_cluster(
+                entry,
+                mode,
+                ready,
+                t(0),
+                heartbeat.map(t),
+                t(now),
+                g,
+                Time::EPOCH,
+            )
+        };
+        // An entry that saw `ready` at 0, with no heartbeat.
+        let saved = |ready: &Condition| MonitorEntry {
+            probe_timestamp: t(0),
+            saved_ready: Some(ready.clone()),
+            last_heartbeat: None,
+        };
         // Pull cluster, no Ready condition: startup grace from creation.
-        let out = monitor_cluster(
-            None,
-            SyncMode::Pull,
-            None,
-            t(0),
-            None,
-            t(60),
-            g,
-            Time::EPOCH,
-        );
+        let out = monitor(None, SyncMode::Pull, None, None, 60);
         assert_eq!(
             out.write, None,
             "exactly at creation + startup grace: not yet"
         );
-        let out = monitor_cluster(
-            Some(out.entry),
-            SyncMode::Pull,
-            None,
-            t(0),
-            None,
-            t(61),
-            g,
-            Time::EPOCH,
-        );
+        let out = monitor(Some(out.entry), SyncMode::Pull, None, None, 61);
         assert_eq!(
             out.write.as_ref().map(|c| (c.status, c.reason.as_str())),
             Some((Unknown, "ClusterStatusNeverUpdated"))
         );
 
         // Pull cluster with Ready=True, heartbeats stop.
-        let out = monitor_cluster(
-            None,
-            SyncMode::Pull,
-            Some(&ready),
-            t(0),
-            Some(t(0)),
-            t(0),
-            g,
-            Time::EPOCH,
-        );
+        let out = monitor(None, SyncMode::Pull, Some(&ready), Some(0), 0);
         assert_eq!(out.write, None);
-        let out2 = monitor_cluster(
+        let out2 = monitor(
             Some(out.entry.clone()),
             SyncMode::Pull,
             Some(&ready),
-            t(0),
-            Some(t(0)),
-            t(40),
-            g,
-            Time::EPOCH,
+            Some(0),
+            40,
         );
         assert_eq!(out2.write, None, "at probe + grace: not yet");
-        let out3 = monitor_cluster(
-            Some(out2.entry),
-            SyncMode::Pull,
-            Some(&ready),
-            t(0),
-            Some(t(0)),
-            t(41),
-            g,
-            Time::EPOCH,
-        );
+        let out3 = monitor(Some(out2.entry), SyncMode::Pull, Some(&ready), Some(0), 41);
         assert_eq!(
             out3.write.as_ref().map(|c| (c.status, c.reason.as_str())),
             Some((Unknown, "ClusterStatusUnknown"))
@@ -652,88 +592,29 @@ mod tests {
         );
 
         // A newer heartbeat refreshes the probe time.
-        let out4 = monitor_cluster(
-            Some(out.entry),
-            SyncMode::Pull,
-            Some(&ready),
-            t(0),
-            Some(t(30)),
-            t(35),
-            g,
-            Time::EPOCH,
-        );
+        let out4 = monitor(Some(out.entry), SyncMode::Pull, Some(&ready), Some(30), 35);
         assert_eq!(out4.entry.probe_timestamp, t(35));
-        let out5 = monitor_cluster(
-            Some(out4.entry),
-            SyncMode::Pull,
-            Some(&ready),
-            t(0),
-            Some(t(30)),
-            t(75),
-            g,
-            Time::EPOCH,
-        );
+        let out5 = monitor(Some(out4.entry), SyncMode::Pull, Some(&ready), Some(30), 75);
         assert_eq!(out5.write, None);
 
         // Already Unknown → no write.
         let unknown = cond(Unknown);
-        let e = MonitorEntry {
-            probe_timestamp: t(0),
-            saved_ready: Some(unknown.clone()),
-            last_heartbeat: None,
-        };
+        let e = saved(&unknown);
         assert_eq!(
-            monitor_cluster(
-                Some(e),
-                SyncMode::Pull,
-                Some(&unknown),
-                t(0),
-                None,
-                t(100),
-                g,
-                Time::EPOCH
-            )
-            .write,
+            monitor(Some(e), SyncMode::Pull, Some(&unknown), None, 100).write,
             None
         );
 
         // Push clusters are never marked Unknown by the monitor (CH-9.3).
-        let e = MonitorEntry {
-            probe_timestamp: t(0),
-            saved_ready: Some(ready.clone()),
-            last_heartbeat: None,
-        };
+        let e = saved(&ready);
         assert_eq!(
-            monitor_cluster(
-                Some(e),
-                SyncMode::Push,
-                Some(&ready),
-                t(0),
-                None,
-                t(1000),
-                g,
-                Time::EPOCH
-            )
-            .write,
+            monitor(Some(e), SyncMode::Push, Some(&ready), None, 1000).write,
             None
         );
 
         // A changed condition resets the entry (probe = now).
-        let e = MonitorEntry {
-            probe_timestamp: t(0),
-            saved_ready: Some(cond(False)),
-            last_heartbeat: None,
-        };
-        let out = monitor_cluster(
-            Some(e),
-            SyncMode::Pull,
-            Some(&ready),
-            t(0),
-            None,
-            t(100),
-            g,
-            Time::EPOCH,
-        );
+        let e = saved(&cond(False));
+        let out = monitor(Some(e), SyncMode::Pull, Some(&ready), None, 100);
         assert_eq!((out.entry.probe_timestamp, out.write), (t(100), None));
     }
 }

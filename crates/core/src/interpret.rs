@@ -164,43 +164,21 @@ mod tests {
         let deploy = |generation, spec: Value, status: Value| {
             obj("apps/v1", "Deployment", generation, spec, status)
         };
+        // A Deployment at `generation` for 3 replicas whose status reports observedGeneration,
+        // updatedReplicas and availableReplicas.
+        let deploy3 = |generation, observed: i64, updated: i64, available: i64| {
+            let status = json!({"observedGeneration": observed, "updatedReplicas": updated, "availableReplicas": available});
+            deploy(generation, json!({"replicas": 3}), status)
+        };
         let cases = [
-            (
-                "all updated and available",
-                deploy(
-                    2,
-                    json!({"replicas": 3}),
-                    json!({"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 3}),
-                ),
-                Healthy,
-            ),
+            ("all updated and available", deploy3(2, 2, 3, 3), Healthy),
             (
                 "controller has not seen the generation",
-                deploy(
-                    3,
-                    json!({"replicas": 3}),
-                    json!({"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 3}),
-                ),
+                deploy3(3, 2, 3, 3),
                 Unhealthy,
             ),
-            (
-                "rollout not finished",
-                deploy(
-                    2,
-                    json!({"replicas": 3}),
-                    json!({"observedGeneration": 2, "updatedReplicas": 2, "availableReplicas": 2}),
-                ),
-                Unhealthy,
-            ),
-            (
-                "updated but not available",
-                deploy(
-                    2,
-                    json!({"replicas": 3}),
-                    json!({"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 1}),
-                ),
-                Unhealthy,
-            ),
+            ("rollout not finished", deploy3(2, 2, 2, 2), Unhealthy),
+            ("updated but not available", deploy3(2, 2, 3, 1), Unhealthy),
             (
                 "no status yet, no generation",
                 json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {"replicas": 1}}),
@@ -272,17 +250,20 @@ mod tests {
 
     #[test]
     fn in_3_other_kinds_table() {
+        let service =
+            |ty: &str| json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": ty}});
+        let pvc = |phase: &str| json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "status": {"phase": phase}});
+        // A Pod in `phase`, with a Ready condition of status `ready` when given.
+        let pod = |phase: &str, ready: Option<&str>| {
+            let mut status = json!({"phase": phase});
+            if let Some(ready) = ready {
+                status["conditions"] = json!([{"type": "Ready", "status": ready}]);
+            }
+            json!({"apiVersion": "v1", "kind": "Pod", "status": status})
+        };
         let cases = [
-            (
-                "ClusterIP service",
-                json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "ClusterIP"}}),
-                Healthy,
-            ),
-            (
-                "LB without ingress",
-                json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "LoadBalancer"}}),
-                Unhealthy,
-            ),
+            ("ClusterIP service", service("ClusterIP"), Healthy),
+            ("LB without ingress", service("LoadBalancer"), Unhealthy),
             (
                 "LB with an ip",
                 json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}}}),
@@ -298,29 +279,17 @@ mod tests {
                 json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress"}),
                 Unhealthy,
             ),
-            (
-                "pvc bound",
-                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "status": {"phase": "Bound"}}),
-                Healthy,
-            ),
-            (
-                "pvc pending",
-                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "status": {"phase": "Pending"}}),
-                Unhealthy,
-            ),
-            (
-                "pod succeeded",
-                json!({"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Succeeded"}}),
-                Healthy,
-            ),
+            ("pvc bound", pvc("Bound"), Healthy),
+            ("pvc pending", pvc("Pending"), Unhealthy),
+            ("pod succeeded", pod("Succeeded", None), Healthy),
             (
                 "pod running and ready",
-                json!({"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+                pod("Running", Some("True")),
                 Healthy,
             ),
             (
                 "pod running, not ready",
-                json!({"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}}),
+                pod("Running", Some("False")),
                 Unhealthy,
             ),
             (

@@ -268,51 +268,38 @@ mod tests {
             ready_transition_seen: Time::from_secs(seen),
             probe_timestamp: Time::from_secs(probe),
         };
+        let nothing = TaintChange::default;
+        let not_ready = || change(vec![nr.clone()], vec![ur.clone()]);
+        let unreachable = || change(vec![ur.clone()], vec![nr.clone()]);
+        let cleared = || change(vec![], vec![nr.clone(), ur.clone()]);
+        // (case, (observation, now in seconds, taint change))
         let cases = [
             (
                 "False before the timeout → nothing",
-                obs(False, 0, 0),
-                299,
-                TaintChange::default(),
+                (obs(False, 0, 0), 299, nothing()),
             ),
             (
                 "False exactly at the timeout → nothing (strictly after)",
-                obs(False, 0, 0),
-                300,
-                TaintChange::default(),
+                (obs(False, 0, 0), 300, nothing()),
             ),
             (
                 "False after the timeout → not-ready",
-                obs(False, 0, 0),
-                301,
-                change(vec![nr.clone()], vec![ur.clone()]),
+                (obs(False, 0, 0), 301, not_ready()),
             ),
             // Unknown is timed from the last probe, not the transition
             (
                 "Unknown, recent probe → nothing",
-                obs(Unknown, 0, 100),
-                301,
-                TaintChange::default(),
+                (obs(Unknown, 0, 100), 301, nothing()),
             ),
             (
                 "Unknown after the timeout → unreachable",
-                obs(Unknown, 0, 0),
-                301,
-                change(vec![ur.clone()], vec![nr.clone()]),
+                (obs(Unknown, 0, 0), 301, unreachable()),
             ),
-            (
-                "True → remove both",
-                obs(True, 0, 0),
-                1,
-                change(vec![], vec![nr.clone(), ur.clone()]),
-            ),
+            ("True → remove both", (obs(True, 0, 0), 1, cleared())),
         ];
-        for (name, o, now, want) in cases {
-            assert_eq!(
-                no_execute_taints_for(o, Time::from_secs(now), timeout),
-                want,
-                "{name}"
-            );
+        for (name, (o, now, want)) in cases {
+            let got = no_execute_taints_for(o, Time::from_secs(now), timeout);
+            assert_eq!(got, want, "{name}");
         }
         assert_eq!(
             no_execute_deadline(obs(False, 10, 0), timeout),

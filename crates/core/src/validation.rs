@@ -385,6 +385,57 @@ pub(crate) fn counted<'a, T>(
     items.iter().enumerate()
 }
 
+/// Record that `key` is at index `i` unless it was seen before; for a repeat, the index it
+/// was first seen at (the map keeps that first index).
+pub(crate) fn first_seen<'a>(
+    seen: &mut std::collections::HashMap<&'a str, usize>,
+    key: &'a str,
+    i: usize,
+) -> Option<usize> {
+    match seen.entry(key) {
+        std::collections::hash_map::Entry::Occupied(first) => Some(*first.get()),
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(i);
+            None
+        }
+    }
+}
+
+/// What `validate` reports for `value` at `path`; nothing when there is no value.
+pub(crate) fn validate_some<T>(
+    value: Option<&T>,
+    path: &FieldPath,
+    limits: &Limits,
+    validate: fn(&T, &FieldPath, &Limits) -> FieldErrors,
+) -> FieldErrors {
+    value.map_or_else(FieldErrors::new, |value| validate(value, path, limits))
+}
+
+/// Check `name` at `path` with `check`, and push a `Duplicate` (with `duplicate`'s message)
+/// when it is already in `seen`, a set of the names before it in its list.
+pub(crate) fn check_name_once<'a>(
+    errs: &mut FieldErrors,
+    seen: &mut std::collections::HashSet<&'a str>,
+    name: &'a str,
+    path: &FieldPath,
+    check: fn(&str) -> Result<(), NameError>,
+    duplicate: impl FnOnce() -> String,
+) {
+    if let Err(e) = check(name) {
+        errs.push(e.at(path));
+    }
+    if !seen.insert(name) {
+        errs.push(FieldError::duplicate(path, duplicate()));
+    }
+}
+
+/// Push `Required` (with `message`) at `path` when the list there has no entries (`len` 0).
+pub(crate) fn check_non_empty(errs: &mut FieldErrors, path: &FieldPath, len: usize, message: &str) {
+    if len == 0 {
+        errs.push(FieldError::required(path, message));
+    }
+}
+
 /// Check a list of cluster names: at most `max_placement_clusters`, each a cluster name
 /// (reported at `path[i]`), none repeated.
 pub(crate) fn check_cluster_names(

@@ -406,6 +406,19 @@ mod tests {
             .collect()
     }
 
+    /// [`divide_dynamically`] in Steady mode with the default tie-break, from (name,
+    /// allocatable) candidates and (name, replicas) previous targets.
+    fn steady(
+        aggregated: bool,
+        candidates: &[(&str, i64)],
+        previous: &[(&str, i32)],
+        replicas: i32,
+    ) -> Result<Vec<TargetCluster>, DivideError> {
+        let (candidates, previous) = (caps(candidates), tc(previous));
+        let (mode, tie) = (AssignmentMode::Steady, TieBreak::default());
+        divide_dynamically(aggregated, mode, &candidates, &previous, replicas, tie)
+    }
+
     fn placement(
         t: ReplicaSchedulingType,
         pref: Option<ReplicaDivisionPreference>,
@@ -579,24 +592,14 @@ mod tests {
     #[test]
     fn sc_17_1_fresh_mode_recomputes() {
         // Fresh: weights = allocatable + previous; previous kept nowhere.
-        let got = divide_dynamically(
-            false,
-            AssignmentMode::Fresh,
-            &caps(&[("m1", 2), ("m2", 6)]),
-            &tc(&[("m1", 6), ("m2", 0)]),
-            8,
-            TieBreak::default(),
-        );
+        let fresh = |candidates: &[(&str, i64)], previous: &[(&str, i32)], replicas| {
+            let (mode, tie) = (AssignmentMode::Fresh, TieBreak::default());
+            divide_dynamically(false, mode, &caps(candidates), &tc(previous), replicas, tie)
+        };
+        let got = fresh(&[("m1", 2), ("m2", 6)], &[("m1", 6), ("m2", 0)], 8);
         // weights m1 8, m2 6 → 8 replicas: m1 ≈ 4.57, m2 ≈ 3.43 → 5 / 3.
         assert_eq!(got, Ok(tc(&[("m1", 5), ("m2", 3)])));
-        let short = divide_dynamically(
-            false,
-            AssignmentMode::Fresh,
-            &caps(&[("m1", 1)]),
-            &[],
-            5,
-            TieBreak::default(),
-        );
+        let short = fresh(&[("m1", 1)], &[], 5);
         assert_eq!(
             short,
             Err(DivideError::InsufficientCapacity {
@@ -608,23 +611,19 @@ mod tests {
 
     #[test]
     fn sc_17_2_scale_down_by_previous_replicas() {
-        let got = divide_dynamically(
+        let got = steady(
             false,
-            AssignmentMode::Steady,
-            &caps(&[("m1", 100), ("m2", 100)]),
-            &tc(&[("m1", 6), ("m2", 3)]),
+            &[("m1", 100), ("m2", 100)],
+            &[("m1", 6), ("m2", 3)],
             6,
-            TieBreak::default(),
         );
         assert_eq!(got, Ok(tc(&[("m1", 4), ("m2", 2)])));
         // Aggregated scale-down keeps the biggest first.
-        let agg = divide_dynamically(
+        let agg = steady(
             true,
-            AssignmentMode::Steady,
-            &caps(&[("m1", 100), ("m2", 100)]),
-            &tc(&[("m1", 2), ("m2", 7)]),
+            &[("m1", 100), ("m2", 100)],
+            &[("m1", 2), ("m2", 7)],
             5,
-            TieBreak::default(),
         );
         assert_eq!(agg.map(drop_zero_replicas), Ok(tc(&[("m2", 5)])));
     }
@@ -632,59 +631,24 @@ mod tests {
     #[test]
     fn sc_17_3_failover_refill_onto_kept_clusters() {
         // SC-17.6: previous {m1:4, m2:8}, m2 evicted (not a candidate), 24 replicas.
-        let previous = tc(&[("m1", 4), ("m2", 8)]);
-        let candidates = caps(&[("m1", 4), ("m3", 8), ("m4", 12)]);
-        let got = divide_dynamically(
-            true,
-            AssignmentMode::Steady,
-            &candidates,
-            &previous,
-            24,
-            TieBreak::default(),
-        );
+        let previous = [("m1", 4), ("m2", 8)];
+        let candidates = [("m1", 4), ("m3", 8), ("m4", 12)];
+        let got = steady(true, &candidates, &previous, 24);
         assert_eq!(got, Ok(tc(&[("m1", 7), ("m3", 7), ("m4", 10)])));
         // Same with DynamicWeight: no prefix cut, same weights → same delta.
-        let dynamic = divide_dynamically(
-            false,
-            AssignmentMode::Steady,
-            &candidates,
-            &previous,
-            24,
-            TieBreak::default(),
-        );
+        let dynamic = steady(false, &candidates, &previous, 24);
         assert_eq!(dynamic, Ok(tc(&[("m1", 7), ("m3", 7), ("m4", 10)])));
         // Aggregated refill fits on the kept cluster alone when it can.
-        let small = divide_dynamically(
-            true,
-            AssignmentMode::Steady,
-            &candidates,
-            &tc(&[("m1", 4), ("m2", 2)]),
-            6,
-            TieBreak::default(),
-        );
+        let small = steady(true, &candidates, &[("m1", 4), ("m2", 2)], 6);
         assert_eq!(small.map(drop_zero_replicas), Ok(tc(&[("m1", 6)])));
         // Capacity exactly equal to the missing replicas is enough.
-        let exact = divide_dynamically(
-            false,
-            AssignmentMode::Steady,
-            &caps(&[("m1", 0), ("m3", 3)]),
-            &tc(&[("m1", 4), ("m2", 3)]),
-            7,
-            TieBreak::default(),
-        );
+        let exact = steady(false, &[("m1", 0), ("m3", 3)], &[("m1", 4), ("m2", 3)], 7);
         assert_eq!(
             exact.map(drop_zero_replicas),
             Ok(tc(&[("m1", 4), ("m3", 3)]))
         );
         // One short → Unschedulable, previous result kept by the caller.
-        let short = divide_dynamically(
-            false,
-            AssignmentMode::Steady,
-            &caps(&[("m1", 0), ("m3", 2)]),
-            &tc(&[("m1", 4), ("m2", 3)]),
-            7,
-            TieBreak::default(),
-        );
+        let short = steady(false, &[("m1", 0), ("m3", 2)], &[("m1", 4), ("m2", 3)], 7);
         assert_eq!(
             short,
             Err(DivideError::InsufficientCapacity {
@@ -693,26 +657,17 @@ mod tests {
             })
         );
         // First schedule is a scale-up from nothing.
-        let first = divide_dynamically(
-            true,
-            AssignmentMode::Steady,
-            &caps(&[("a", 5), ("b", 10)]),
-            &[],
-            8,
-            TieBreak::default(),
-        );
+        let first = steady(true, &[("a", 5), ("b", 10)], &[], 8);
         assert_eq!(first.map(drop_zero_replicas), Ok(tc(&[("b", 8)])));
     }
 
     #[test]
     fn sc_17_4_equal_keeps_scheduled() {
-        let got = divide_dynamically(
+        let got = steady(
             false,
-            AssignmentMode::Steady,
-            &caps(&[("m1", 0), ("m3", 50)]),
-            &tc(&[("m1", 3), ("gone", 2), ("m3", 2)]),
+            &[("m1", 0), ("m3", 50)],
+            &[("m1", 3), ("gone", 2), ("m3", 2)],
             5,
-            TieBreak::default(),
         );
         assert_eq!(
             got,
@@ -724,24 +679,10 @@ mod tests {
     #[test]
     fn sc_17_5_aggregated_prefers_previously_used() {
         // m1 is used and small; the big unused m2 would otherwise come first.
-        let got = divide_dynamically(
-            true,
-            AssignmentMode::Steady,
-            &caps(&[("m2", 10), ("m1", 3)]),
-            &tc(&[("m1", 1)]),
-            4,
-            TieBreak::default(),
-        );
+        let got = steady(true, &[("m2", 10), ("m1", 3)], &[("m1", 1)], 4);
         assert_eq!(got.map(drop_zero_replicas), Ok(tc(&[("m1", 4)])));
         // A previously listed cluster with 0 replicas is not "used".
-        let zero = divide_dynamically(
-            true,
-            AssignmentMode::Steady,
-            &caps(&[("m2", 10), ("m1", 3)]),
-            &tc(&[("m1", 0)]),
-            3,
-            TieBreak::default(),
-        );
+        let zero = steady(true, &[("m2", 10), ("m1", 3)], &[("m1", 0)], 3);
         assert_eq!(zero.map(drop_zero_replicas), Ok(tc(&[("m2", 3)])));
     }
 
@@ -777,34 +718,32 @@ mod tests {
             assign_replicas(&params(&DUP, 3, true), &[]),
             Err(DivideError::NoCandidates)
         );
-        let agg = placement(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Aggregated),
-            None,
-        );
-        let p = AssignParams {
-            placement: &agg,
-            ..params(&DUP, 4, true)
-        };
-        assert_eq!(
-            assign_replicas(&p, &selected),
-            Ok(tc(&[("a", 4)])),
-            "SC-14.4: zero dropped"
-        );
-        let stat = placement(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Weighted),
-            None,
-        );
-        let p = AssignParams {
-            placement: &stat,
-            ..params(&DUP, 1, true)
-        };
-        assert_eq!(
-            assign_replicas(&p, &selected),
-            Ok(tc(&[("a", 1)])),
-            "1 replica over 1:1 → a only"
-        );
+        // Divided: (preference, replicas, want a's replicas, case); b is never kept.
+        for (pref, replicas, want, case) in [
+            (
+                ReplicaDivisionPreference::Aggregated,
+                4,
+                4,
+                "SC-14.4: zero dropped",
+            ),
+            (
+                ReplicaDivisionPreference::Weighted,
+                1,
+                1,
+                "1 replica over 1:1 → a only",
+            ),
+        ] {
+            let divided = placement(ReplicaSchedulingType::Divided, Some(pref), None);
+            let p = AssignParams {
+                placement: &divided,
+                ..params(&DUP, replicas, true)
+            };
+            assert_eq!(
+                assign_replicas(&p, &selected),
+                Ok(tc(&[("a", want)])),
+                "{case}"
+            );
+        }
     }
 
     proptest! {

@@ -346,112 +346,112 @@ mod tests {
         );
     }
 
+    /// `got` passes when `want` is `None`, else fails with the message `want`.
+    fn assert_verdict(got: Result<(), UnfitReason>, want: Option<String>, case: &str) {
+        assert_eq!(
+            got.map_err(|r| r.to_string()),
+            want.map_or(Ok(()), Err),
+            "{case}"
+        );
+    }
+
     #[test]
     fn sc_6_2_taint_toleration() {
-        struct Case {
-            name: &'static str,
-            taints: Vec<Taint>,
-            tolerations: Vec<Toleration>,
-            in_result: bool,
-            want: Result<(), &'static str>,
-        }
+        use TaintEffect::{NoExecute, NoSchedule, PreferNoSchedule};
         let exists = |key: &str, effect: Option<TaintEffect>| Toleration {
             key: key.to_owned(),
             operator: TolerationOperator::Exists,
             effect,
             ..Default::default()
         };
+        let equal_v2 = Toleration {
+            key: "k".to_owned(),
+            value: "v2".to_owned(),
+            ..Default::default()
+        };
+        let not_ready = taint("cluster.karmada.io/not-ready", "", NoSchedule);
+        // (case, (taints, tolerations, already in spec.clusters, the untolerated taint))
         let cases = [
-            Case {
-                name: "no taints",
-                taints: vec![],
-                tolerations: vec![],
-                in_result: false,
-                want: Ok(()),
-            },
-            Case {
-                name: "NoSchedule untolerated",
-                taints: vec![taint(
-                    "cluster.karmada.io/not-ready",
-                    "",
-                    TaintEffect::NoSchedule,
-                )],
-                tolerations: vec![],
-                in_result: false,
-                want: Err(
-                    "cluster(s) had untolerated taint {cluster.karmada.io/not-ready:NoSchedule}",
+            ("no taints", (vec![], vec![], false, None)),
+            (
+                "NoSchedule untolerated",
+                (
+                    vec![not_ready],
+                    vec![],
+                    false,
+                    Some("{cluster.karmada.io/not-ready:NoSchedule}"),
                 ),
-            },
-            Case {
-                name: "value shown as key=value:Effect",
-                taints: vec![taint("k", "v", TaintEffect::NoExecute)],
-                tolerations: vec![],
-                in_result: false,
-                want: Err("cluster(s) had untolerated taint {k=v:NoExecute}"),
-            },
-            Case {
-                name: "PreferNoSchedule ignored",
-                taints: vec![taint("k", "", TaintEffect::PreferNoSchedule)],
-                tolerations: vec![],
-                in_result: false,
-                want: Ok(()),
-            },
-            Case {
-                name: "tolerated by Exists",
-                taints: vec![taint("k", "v", TaintEffect::NoSchedule)],
-                tolerations: vec![exists("k", None)],
-                in_result: false,
-                want: Ok(()),
-            },
-            Case {
-                name: "toleration for the wrong effect",
-                taints: vec![taint("k", "", TaintEffect::NoSchedule)],
-                tolerations: vec![exists("k", Some(TaintEffect::NoExecute))],
-                in_result: false,
-                want: Err("cluster(s) had untolerated taint {k:NoSchedule}"),
-            },
-            Case {
-                name: "first untolerated in order",
-                taints: vec![
-                    taint("a", "", TaintEffect::PreferNoSchedule),
-                    taint("b", "", TaintEffect::NoSchedule),
-                    taint("c", "", TaintEffect::NoExecute),
-                ],
-                tolerations: vec![exists("b", None)],
-                in_result: false,
-                want: Err("cluster(s) had untolerated taint {c:NoExecute}"),
-            },
-            Case {
-                name: "Equal operator compares values",
-                taints: vec![taint("k", "v1", TaintEffect::NoSchedule)],
-                tolerations: vec![Toleration {
-                    key: "k".to_owned(),
-                    value: "v2".to_owned(),
-                    ..Default::default()
-                }],
-                in_result: false,
-                want: Err("cluster(s) had untolerated taint {k=v1:NoSchedule}"),
-            },
-            Case {
-                name: "already in spec.clusters passes",
-                taints: vec![taint("k", "", TaintEffect::NoExecute)],
-                tolerations: vec![],
-                in_result: true,
-                want: Ok(()),
-            },
+            ),
+            (
+                "value shown as key=value:Effect",
+                (
+                    vec![taint("k", "v", NoExecute)],
+                    vec![],
+                    false,
+                    Some("{k=v:NoExecute}"),
+                ),
+            ),
+            (
+                "PreferNoSchedule ignored",
+                (vec![taint("k", "", PreferNoSchedule)], vec![], false, None),
+            ),
+            (
+                "tolerated by Exists",
+                (
+                    vec![taint("k", "v", NoSchedule)],
+                    vec![exists("k", None)],
+                    false,
+                    None,
+                ),
+            ),
+            (
+                "toleration for the wrong effect",
+                (
+                    vec![taint("k", "", NoSchedule)],
+                    vec![exists("k", Some(NoExecute))],
+                    false,
+                    Some("{k:NoSchedule}"),
+                ),
+            ),
+            (
+                "first untolerated in order",
+                (
+                    vec![
+                        taint("a", "", PreferNoSchedule),
+                        taint("b", "", NoSchedule),
+                        taint("c", "", NoExecute),
+                    ],
+                    vec![exists("b", None)],
+                    false,
+                    Some("{c:NoExecute}"),
+                ),
+            ),
+            (
+                "Equal operator compares values",
+                (
+                    vec![taint("k", "v1", NoSchedule)],
+                    vec![equal_v2],
+                    false,
+                    Some("{k=v1:NoSchedule}"),
+                ),
+            ),
+            (
+                "already in spec.clusters passes",
+                (vec![taint("k", "", NoExecute)], vec![], true, None),
+            ),
         ];
-        for case in cases {
+        for (name, (taints, tolerations, in_result, untolerated)) in cases {
             let mut c = cluster("member1");
-            c.spec.taints = case.taints;
-            let prev = if case.in_result {
+            c.spec.taints = taints;
+            let prev = if in_result {
                 vec![TargetCluster::new("member1", 1)]
             } else {
                 vec![]
             };
             let mut fc = ctx(&prev);
-            fc.tolerations = &case.tolerations;
-            let got = filter_taint_toleration(&fc, &c).map_err(|r| r.to_string());
-            assert_eq!(got, case.want.map_err(str::to_owned), "{}", case.name);
+            fc.tolerations = &tolerations;
+            let want = untolerated.map(|t| format!("cluster(s) had untolerated taint {t}"));
+            assert_verdict(filter_taint_toleration(&fc, &c), want, name);
         }
     }
 
@@ -510,97 +510,52 @@ mod tests {
 
     #[test]
     fn sc_6_5_spread_constraint_field_presence() {
+        use SpreadField::{Cluster, Provider, Region, Zone};
         let by = |field| SpreadConstraint {
             spread_by_field: Some(field),
             min_groups: 1,
             ..Default::default()
         };
-        struct Case {
-            name: &'static str,
-            constraints: Vec<SpreadConstraint>,
-            provider: &'static str,
-            region: &'static str,
-            zones: Vec<String>,
-            want: Result<(), &'static str>,
-        }
-        let cases = [
-            Case {
-                name: "no constraints",
-                constraints: vec![],
-                provider: "",
-                region: "",
-                zones: vec![],
-                want: Ok(()),
-            },
-            Case {
-                name: "cluster only",
-                constraints: vec![by(SpreadField::Cluster)],
-                provider: "",
-                region: "",
-                zones: vec![],
-                want: Ok(()),
-            },
-            Case {
-                name: "region missing",
-                constraints: vec![by(SpreadField::Cluster), by(SpreadField::Region)],
-                provider: "",
-                region: "",
-                zones: vec![],
-                want: Err("cluster(s) did not have region property"),
-            },
-            Case {
-                name: "region present",
-                constraints: vec![by(SpreadField::Region)],
-                provider: "",
-                region: "r1",
-                zones: vec![],
-                want: Ok(()),
-            },
-            Case {
-                name: "zones missing",
-                constraints: vec![by(SpreadField::Zone)],
-                provider: "p",
-                region: "r1",
-                zones: vec![],
-                want: Err("cluster(s) did not have zones property"),
-            },
-            Case {
-                name: "zones present",
-                constraints: vec![by(SpreadField::Zone)],
-                provider: "",
-                region: "",
-                zones: vec!["z".to_owned()],
-                want: Ok(()),
-            },
-            Case {
-                name: "provider missing, first constraint reported",
-                constraints: vec![by(SpreadField::Provider), by(SpreadField::Region)],
-                provider: "",
-                region: "",
-                zones: vec![],
-                want: Err("cluster(s) did not have provider property"),
-            },
-            Case {
-                name: "label constraint does not filter",
-                constraints: vec![SpreadConstraint {
-                    spread_by_label: "x".to_owned(),
-                    ..Default::default()
-                }],
-                provider: "",
-                region: "",
-                zones: vec![],
-                want: Ok(()),
-            },
+        let by_label = SpreadConstraint {
+            spread_by_label: "x".to_owned(),
+            ..Default::default()
+        };
+        // (case, (constraints, (provider, region, zones), the missing property))
+        let cases: [(&str, (Vec<SpreadConstraint>, (&str, &str, &[&str]), _)); 8] = [
+            ("no constraints", (vec![], ("", "", &[]), None)),
+            ("cluster only", (vec![by(Cluster)], ("", "", &[]), None)),
+            (
+                "region missing",
+                (vec![by(Cluster), by(Region)], ("", "", &[]), Some("region")),
+            ),
+            ("region present", (vec![by(Region)], ("", "r1", &[]), None)),
+            (
+                "zones missing",
+                (vec![by(Zone)], ("p", "r1", &[]), Some("zones")),
+            ),
+            ("zones present", (vec![by(Zone)], ("", "", &["z"]), None)),
+            (
+                "provider missing, first constraint reported",
+                (
+                    vec![by(Provider), by(Region)],
+                    ("", "", &[]),
+                    Some("provider"),
+                ),
+            ),
+            (
+                "label constraint does not filter",
+                (vec![by_label], ("", "", &[]), None),
+            ),
         ];
-        for case in cases {
+        for (name, (constraints, (provider, region, zones), missing)) in cases {
             let mut c = cluster("m");
-            c.spec.provider = case.provider.to_owned();
-            c.spec.region = case.region.to_owned();
-            c.spec.zones = case.zones;
+            c.spec.provider = provider.to_owned();
+            c.spec.region = region.to_owned();
+            c.spec.zones = zones.iter().map(|z| (*z).to_owned()).collect();
             let mut fc = ctx(&[]);
-            fc.spread_constraints = &case.constraints;
-            let got = filter_spread_constraint(&fc, &c).map_err(|r| r.to_string());
-            assert_eq!(got, case.want.map_err(str::to_owned), "{}", case.name);
+            fc.spread_constraints = &constraints;
+            let want = missing.map(|p| format!("cluster(s) did not have {p} property"));
+            assert_verdict(filter_spread_constraint(&fc, &c), want, name);
         }
     }
 

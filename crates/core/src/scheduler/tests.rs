@@ -60,6 +60,23 @@ fn strategy(
     })
 }
 
+/// A placement dividing replicas with `pref` (and `weights`, for Weighted).
+fn divided(pref: ReplicaDivisionPreference, weights: Option<ClusterPreferences>) -> Placement {
+    Placement {
+        replica_scheduling: strategy(ReplicaSchedulingType::Divided, Some(pref), weights),
+        ..Default::default()
+    }
+}
+
+/// The diagnostic of `cluster` in `outcome`.
+fn diagnostic<'a>(outcome: &'a ScheduleOutcome, cluster: &str) -> &'a ClusterDiagnostic {
+    outcome
+        .diagnostics
+        .iter()
+        .find(|d| d.cluster == cluster)
+        .expect("diagnosed")
+}
+
 fn run(rb: &ResourceBinding, clusters: &[Cluster]) -> Result<ScheduleOutcome, ScheduleError> {
     let input = ScheduleInput::from_binding(rb, clusters)?;
     schedule(&input)
@@ -124,11 +141,7 @@ fn sc_6_2_seed_a_duplicated_spread_failover_keeps_member1_and_adds_another() {
     assert_eq!(outcome.targets.len(), 2);
     assert!(["member3", "member5"].contains(&outcome.targets[1].name.as_str()));
     assert_eq!(outcome.targets[1].replicas, 2);
-    let member2 = outcome
-        .diagnostics
-        .iter()
-        .find(|d| d.cluster == "member2")
-        .expect("diagnosed");
+    let member2 = diagnostic(&outcome, "member2");
     assert_eq!(
         member2.verdict,
         FilterVerdict::Unfit {
@@ -146,14 +159,7 @@ fn sc_16_seed_b_static_weight_failover_moves_replicas_to_member2() {
         static_weight_list: vec![static_weight("member1", 1), static_weight("member2", 2)],
         dynamic_weight: None,
     };
-    let placement = Placement {
-        replica_scheduling: strategy(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Weighted),
-            Some(weights),
-        ),
-        ..Default::default()
-    };
+    let placement = divided(ReplicaDivisionPreference::Weighted, Some(weights));
     let mut rb = binding(placement, 3, &[]);
     let mut clusters = vec![cluster("member1", None), cluster("member2", None)];
     let first = run(&rb, &clusters).expect("schedules");
@@ -186,14 +192,7 @@ fn sc_16_seed_b_static_weight_failover_moves_replicas_to_member2() {
 
 #[test]
 fn sc_17_6_aggregated_failover_refill_end_to_end() {
-    let placement = Placement {
-        replica_scheduling: strategy(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Aggregated),
-            None,
-        ),
-        ..Default::default()
-    };
+    let placement = divided(ReplicaDivisionPreference::Aggregated, None);
     let mut rb = binding(placement, 24, &[("m1", 4), ("m2", 8)]);
     evict(&mut rb, "m2");
     let clusters = vec![
@@ -209,11 +208,7 @@ fn sc_17_6_aggregated_failover_refill_end_to_end() {
     let outcome = run(&rb, &clusters).expect("schedules");
     assert_eq!(outcome.targets, tc(&[("m1", 7), ("m3", 7), ("m4", 10)]));
     assert_eq!(outcome.mode, AssignmentMode::Steady);
-    let m1 = outcome
-        .diagnostics
-        .iter()
-        .find(|d| d.cluster == "m1")
-        .expect("diagnosed");
+    let m1 = diagnostic(&outcome, "m1");
     assert_eq!(
         (m1.score, m1.allocatable_replicas, m1.available_replicas),
         (Some(100), Some(4), Some(8))
@@ -225,14 +220,7 @@ fn sc_17_6_aggregated_failover_refill_end_to_end() {
 fn sc_17_3_failover_refill_even_when_evicted_target_still_listed() {
     // If the evicted cluster were still in spec.clusters it is not a candidate (eviction
     // filter), so its replicas are treated as missing all the same.
-    let placement = Placement {
-        replica_scheduling: strategy(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Aggregated),
-            None,
-        ),
-        ..Default::default()
-    };
+    let placement = divided(ReplicaDivisionPreference::Aggregated, None);
     let mut rb = binding(placement, 24, &[("m1", 4), ("m2", 8)]);
     rb.spec.graceful_eviction_tasks.push(GracefulEvictionTask {
         from_cluster: "m2".to_owned(),
@@ -256,14 +244,7 @@ fn sc_17_1_fresh_mode_after_reschedule_request() {
         dynamic_weight: Some(DynamicWeightFactor::AvailableReplicas),
         ..Default::default()
     };
-    let placement = Placement {
-        replica_scheduling: strategy(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Weighted),
-            Some(dynamic),
-        ),
-        ..Default::default()
-    };
+    let placement = divided(ReplicaDivisionPreference::Weighted, Some(dynamic));
     let mut rb = binding(placement, 6, &[("m1", 6)]);
     let clusters = vec![cluster("m1", Some(0)), cluster("m2", Some(6))];
     let steady = run(&rb, &clusters).expect("schedules");
@@ -325,11 +306,7 @@ fn sc_12_7_region_spread_end_to_end() {
     let mut no_region = clusters.clone();
     no_region[0].spec.region.clear();
     let outcome = run(&rb, &no_region).expect("schedules");
-    let member1 = outcome
-        .diagnostics
-        .iter()
-        .find(|d| d.cluster == "member1")
-        .expect("diagnosed");
+    let member1 = diagnostic(&outcome, "member1");
     assert_eq!(
         member1.verdict,
         FilterVerdict::Unfit {
@@ -376,14 +353,7 @@ fn sc_4_3_fit_error_message_and_handling() {
 
 #[test]
 fn sc_4_2_unschedulable_keeps_previous_result() {
-    let placement = Placement {
-        replica_scheduling: strategy(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Aggregated),
-            None,
-        ),
-        ..Default::default()
-    };
+    let placement = divided(ReplicaDivisionPreference::Aggregated, None);
     let rb = binding(placement, 10, &[("m1", 2)]);
     let clusters = vec![cluster("m1", Some(3)), cluster("m2", Some(4))];
     let err = run(&rb, &clusters).expect_err("7 available, 8 missing");
@@ -433,14 +403,7 @@ fn sc_14_1_non_workload_goes_everywhere_with_zero_replicas() {
 
 #[test]
 fn sc_14_4_empty_workload_propagation_reattaches_zero_clusters() {
-    let placement = Placement {
-        replica_scheduling: strategy(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Aggregated),
-            None,
-        ),
-        ..Default::default()
-    };
+    let placement = divided(ReplicaDivisionPreference::Aggregated, None);
     let rb = binding(placement, 2, &[]);
     let clusters = vec![cluster("a", Some(5)), cluster("b", Some(1))];
     let mut input = ScheduleInput::from_binding(&rb, &clusters).expect("placement");
@@ -454,14 +417,7 @@ fn sc_14_4_empty_workload_propagation_reattaches_zero_clusters() {
 
 #[test]
 fn sc_15_3_uid_tie_break_end_to_end() {
-    let placement = Placement {
-        replica_scheduling: strategy(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Weighted),
-            None,
-        ),
-        ..Default::default()
-    };
+    let placement = divided(ReplicaDivisionPreference::Weighted, None);
     let mut rb = binding(placement, 3, &[]);
     let clusters = vec![cluster("member1", None), cluster("member2", None)];
     rb.spec.resource.uid = "a".to_owned(); // fnv32a even → name ascending
@@ -489,12 +445,7 @@ fn affinities_binding(terms: &[(&str, &[&str])], observed: &str) -> ResourceBind
         .collect();
     let placement = Placement {
         cluster_affinities: terms,
-        replica_scheduling: strategy(
-            ReplicaSchedulingType::Divided,
-            Some(ReplicaDivisionPreference::Aggregated),
-            None,
-        ),
-        ..Default::default()
+        ..divided(ReplicaDivisionPreference::Aggregated, None)
     };
     let mut rb = binding(placement, 2, &[]);
     rb.status.scheduler_observing_affinity_name = observed.to_owned();
@@ -508,82 +459,77 @@ fn sc_19_cluster_affinities() {
         cluster("m2", Some(5)),
         cluster("m3", Some(5)),
     ];
-    struct Case {
-        name: &'static str,
-        terms: &'static [(&'static str, &'static [&'static str])],
-        observed: &'static str,
-        reschedule: bool,
-        want: Result<(&'static str, &'static str), &'static str>,
+    /// How the run starts: with no observed term, from the observed term, or on an explicit
+    /// reschedule request while observing a term.
+    #[derive(Clone, Copy)]
+    enum Start {
+        Fresh,
+        Observed(&'static str),
+        Rescheduled(&'static str),
     }
-    let cases = [
-        Case {
-            name: "sc_19_1 first term that schedules wins",
-            terms: &[("primary", &["gone"]), ("backup", &["m2"])],
-            observed: "",
-            reschedule: false,
-            want: Ok(("backup", "m2")),
-        },
-        Case {
-            name: "sc_19_1 start from the observed term",
-            terms: &[("primary", &["m1"]), ("backup", &["m2"])],
-            observed: "backup",
-            reschedule: false,
-            want: Ok(("backup", "m2")),
-        },
-        Case {
-            name: "sc_19_2 never go back on its own, go forward instead",
-            terms: &[
-                ("primary", &["m1"]),
-                ("backup", &["gone"]),
-                ("last", &["m3"]),
-            ],
-            observed: "backup",
-            reschedule: false,
-            want: Ok(("last", "m3")),
-        },
-        Case {
-            name: "sc_19_1 explicit reschedule restarts at index 0",
-            terms: &[("primary", &["m1"]), ("backup", &["m2"])],
-            observed: "backup",
-            reschedule: true,
-            want: Ok(("primary", "m1")),
-        },
-        Case {
-            name: "unknown observed name starts at 0",
-            terms: &[("primary", &["m1"]), ("backup", &["m2"])],
-            observed: "renamed",
-            reschedule: false,
-            want: Ok(("primary", "m1")),
-        },
-        Case {
-            name: "sc_19_3 all fail → first error (a FitError)",
-            terms: &[("primary", &["gone"]), ("backup", &["gone2"])],
-            observed: "",
-            reschedule: false,
-            want: Err("NoClusterFit"),
-        },
-        Case {
-            name: "sc_19_3 all fail from the observed term; earlier term not retried",
-            terms: &[("primary", &["m1"]), ("backup", &["gone"])],
-            observed: "backup",
-            reschedule: false,
-            want: Err("NoClusterFit"),
-        },
+    use Start::*;
+    // The one cluster of each term, in order; the terms are named primary, backup and last.
+    type Terms = &'static [&'static str];
+    // (case, (terms, start), Ok((term, cluster)) or Err(condition reason))
+    let cases: [(&str, (Terms, Start), Result<(&str, &str), &str>); 7] = [
+        (
+            "sc_19_1 first term that schedules wins",
+            (&["gone", "m2"], Fresh),
+            Ok(("backup", "m2")),
+        ),
+        (
+            "sc_19_1 start from the observed term",
+            (&["m1", "m2"], Observed("backup")),
+            Ok(("backup", "m2")),
+        ),
+        (
+            "sc_19_2 never go back on its own, go forward instead",
+            (&["m1", "gone", "m3"], Observed("backup")),
+            Ok(("last", "m3")),
+        ),
+        (
+            "sc_19_1 explicit reschedule restarts at index 0",
+            (&["m1", "m2"], Rescheduled("backup")),
+            Ok(("primary", "m1")),
+        ),
+        (
+            "unknown observed name starts at 0",
+            (&["m1", "m2"], Observed("renamed")),
+            Ok(("primary", "m1")),
+        ),
+        (
+            "sc_19_3 all fail → first error (a FitError)",
+            (&["gone", "gone2"], Fresh),
+            Err("NoClusterFit"),
+        ),
+        (
+            "sc_19_3 all fail from the observed term; earlier term not retried",
+            (&["m1", "gone"], Observed("backup")),
+            Err("NoClusterFit"),
+        ),
     ];
-    for c in cases {
-        let mut rb = affinities_binding(c.terms, c.observed);
-        if c.reschedule {
+    for (name, (terms, start), want) in cases {
+        let observed = match start {
+            Fresh => "",
+            Observed(term) | Rescheduled(term) => term,
+        };
+        let terms: Vec<(&str, &[&str])> = ["primary", "backup", "last"]
+            .into_iter()
+            .zip(terms.iter().map(std::slice::from_ref))
+            .collect();
+        let mut rb = affinities_binding(&terms, observed);
+        if let Rescheduled(_) = start {
             rb.status.last_scheduled_time = Some(Time::from_secs(1));
             rb.spec.reschedule_triggered_at = Some(Time::from_secs(2));
         }
         let got = run(&rb, &clusters);
-        match (got, c.want) {
+        match (got, want) {
             (Ok(outcome), Ok((term, cluster))) => {
-                assert_eq!(outcome.affinity_name.as_deref(), Some(term), "{}", c.name);
-                assert_eq!(outcome.targets, tc(&[(cluster, 2)]), "{}", c.name);
+                assert_eq!(outcome.affinity_name.as_deref(), Some(term), "{name}");
+                assert_eq!(outcome.targets, tc(&[(cluster, 2)]), "{name}");
             }
-            (Err(e), Err(reason)) => assert_eq!(e.condition_reason(), reason, "{}", c.name),
-            (got, want) => panic!("{}: got {got:?}, want {want:?}", c.name),
+            (Err(e), Err(reason)) => assert_eq!(e.condition_reason(), reason, "{name}"),
+            (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
         }
     }
 }

@@ -237,110 +237,77 @@ mod tests {
 
     #[test]
     fn sc_15_webster_edge_cases_from_karmada_table() {
-        struct Case {
-            name: &'static str,
-            seats: i32,
-            votes: Vec<(String, i64)>,
-            initial: Vec<(String, i32)>,
-            tie: TieBreak,
-            want: Vec<(&'static str, i32)>,
+        fn ab<T>(a: T, b: T) -> Vec<(&'static str, T)> {
+            vec![("PartyA", a), ("PartyB", b)]
         }
-        let init = |list: &[(&str, i32)]| -> Vec<(String, i32)> {
-            list.iter().map(|(n, s)| ((*n).to_owned(), *s)).collect()
+        type Votes = Vec<(&'static str, i64)>;
+        type Seats = Vec<(&'static str, i32)>;
+        let allocate = |seats, votes_of: &Votes, initial: &Seats, tie| {
+            let initial: Vec<(String, i32)> =
+                initial.iter().map(|(n, s)| ((*n).to_owned(), *s)).collect();
+            allocate_webster_seats(seats, &votes(votes_of), &initial, tie)
         };
-        let cases = [
-            Case {
-                name: "sc_15_4 no parties → empty",
-                seats: 1,
-                votes: vec![],
-                initial: vec![],
-                tie: TieBreak::default(),
-                want: vec![],
-            },
-            Case {
-                name: "no parties, no seats",
-                seats: 0,
-                votes: vec![],
-                initial: vec![],
-                tie: TieBreak::default(),
-                want: vec![],
-            },
-            Case {
-                name: "zero seats lists every party with 0",
-                seats: 0,
-                votes: votes(&[("PartyA", 100), ("PartyB", 200)]),
-                initial: vec![],
-                tie: TieBreak::default(),
-                want: vec![("PartyA", 0), ("PartyB", 0)],
-            },
-            Case {
-                name: "larger votes wins",
-                seats: 1,
-                votes: votes(&[("PartyA", 1), ("PartyB", 2)]),
-                initial: vec![],
-                tie: TieBreak::default(),
-                want: vec![("PartyA", 0), ("PartyB", 1)],
-            },
-            Case {
-                name: "sc_15_3 tie → fewer seats",
-                seats: 1,
-                votes: votes(&[("PartyA", 0), ("PartyB", 0)]),
-                initial: init(&[("PartyA", 2), ("PartyB", 1)]),
-                tie: TieBreak::default(),
-                want: vec![("PartyA", 2), ("PartyB", 2)],
-            },
-            Case {
-                name: "sc_15_3 tie (3/3 = 1/1) → fewer seats",
-                seats: 1,
-                votes: votes(&[("PartyA", 3), ("PartyB", 1)]),
-                initial: init(&[("PartyA", 1), ("PartyB", 0)]),
-                tie: TieBreak::default(),
-                want: vec![("PartyA", 1), ("PartyB", 1)],
-            },
-            Case {
-                name: "sc_15_3 tie → smaller name",
-                seats: 1,
-                votes: votes(&[("PartyA", 1), ("PartyB", 1)]),
-                initial: vec![],
-                tie: TieBreak::NameAscending,
-                want: vec![("PartyA", 1), ("PartyB", 0)],
-            },
-            Case {
-                name: "sc_15_3 tie → larger name when descending",
-                seats: 1,
-                votes: votes(&[("PartyA", 1), ("PartyB", 1)]),
-                initial: vec![],
-                tie: TieBreak::NameDescending,
-                want: vec![("PartyA", 0), ("PartyB", 1)],
-            },
-            Case {
-                name: "initial-only party with no votes gets nothing new",
-                seats: 2,
-                votes: votes(&[("NewParty1", 1), ("NewParty2", 1)]),
-                initial: init(&[("OldParty", 0)]),
-                tie: TieBreak::default(),
-                want: vec![("NewParty1", 1), ("NewParty2", 1), ("OldParty", 0)],
-            },
-            Case {
-                name: "old and new parties compete",
-                seats: 2,
-                votes: votes(&[("OldParty", 1), ("NewParty", 1)]),
-                initial: init(&[("OldParty", 1)]),
-                tie: TieBreak::default(),
-                want: vec![("NewParty", 2), ("OldParty", 1)],
-            },
-            Case {
-                name: "initial party not voted keeps its seats",
-                seats: 2,
-                votes: votes(&[("PartyA", 100)]),
-                initial: init(&[("PartyB", 3)]),
-                tie: TieBreak::default(),
-                want: vec![("PartyA", 2), ("PartyB", 3)],
-            },
+        // (case, seats, votes, initial seats, want), ties broken by name ascending (the default)
+        let cases: [(&str, i32, Votes, Seats, Seats); 9] = [
+            ("sc_15_4 no parties → empty", 1, vec![], vec![], vec![]),
+            ("no parties, no seats", 0, vec![], vec![], vec![]),
+            (
+                "zero seats lists every party with 0",
+                0,
+                ab(100, 200),
+                vec![],
+                ab(0, 0),
+            ),
+            ("larger votes wins", 1, ab(1, 2), vec![], ab(0, 1)),
+            ("sc_15_3 tie → fewer seats", 1, ab(0, 0), ab(2, 1), ab(2, 2)),
+            (
+                "sc_15_3 tie (3/3 = 1/1) → fewer seats",
+                1,
+                ab(3, 1),
+                ab(1, 0),
+                ab(1, 1),
+            ),
+            (
+                "initial-only party with no votes gets nothing new",
+                2,
+                vec![("NewParty1", 1), ("NewParty2", 1)],
+                vec![("OldParty", 0)],
+                vec![("NewParty1", 1), ("NewParty2", 1), ("OldParty", 0)],
+            ),
+            (
+                "old and new parties compete",
+                2,
+                vec![("OldParty", 1), ("NewParty", 1)],
+                vec![("OldParty", 1)],
+                vec![("NewParty", 2), ("OldParty", 1)],
+            ),
+            (
+                "initial party not voted keeps its seats",
+                2,
+                vec![("PartyA", 100)],
+                vec![("PartyB", 3)],
+                ab(2, 3),
+            ),
         ];
-        for c in cases {
-            let got = allocate_webster_seats(c.seats, &c.votes, &c.initial, c.tie);
-            assert_eq!(seats(&got), c.want, "{}", c.name);
+        for (name, n, votes_of, initial, want) in cases {
+            let got = allocate(n, &votes_of, &initial, TieBreak::default());
+            assert_eq!(seats(&got), want, "{name}");
+        }
+        // A tie at 1 seat between PartyA and PartyB, no initial seats, broken by name.
+        for (name, tie, want) in [
+            (
+                "sc_15_3 tie → smaller name",
+                TieBreak::NameAscending,
+                ab(1, 0),
+            ),
+            (
+                "sc_15_3 tie → larger name when descending",
+                TieBreak::NameDescending,
+                ab(0, 1),
+            ),
+        ] {
+            let got = allocate(1, &ab(1, 1), &Seats::new(), tie);
+            assert_eq!(seats(&got), want, "{name}");
         }
     }
 

@@ -12,8 +12,8 @@ use super::names::{
 use super::placement::validate_placement_at;
 use super::policy::validate_failover_at;
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count,
-    check_required_text, check_seconds,
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_required_text,
+    check_seconds, counted, first_seen, validate_some,
 };
 use crate::types::{
     GracefulEvictionTask, ObjectMeta, ObjectReference, ReplicaRequirements, ResourceBinding,
@@ -186,82 +186,97 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
     if let Some(req) = &spec.replica_requirements {
         check_requirements(&mut errs, req, &root.child("replicaRequirements"));
     }
-    if let Some(placement) = &spec.placement {
-        errs.extend(validate_placement_at(
-            placement,
-            &root.child("placement"),
-            limits,
-        ));
-    }
-    if let Some(failover) = &spec.failover {
-        errs.extend(validate_failover_at(
-            failover,
-            &root.child("failover"),
-            limits,
-        ));
-    }
+    errs.extend(validate_some(
+        spec.placement.as_ref(),
+        &root.child("placement"),
+        limits,
+        validate_placement_at,
+    ));
+    errs.extend(validate_some(
+        spec.failover.as_ref(),
+        &root.child("failover"),
+        limits,
+        validate_failover_at,
+    ));
     if !spec.scheduler_name.is_empty()
         && let Err(e) = check_dns1123_subdomain(&spec.scheduler_name)
     {
         errs.push(e.at(&root.child("schedulerName")));
     }
 
-    let clusters = root.child("clusters");
-    check_count(
+    let targets = check_targets(&mut errs, &spec.clusters, &root.child("clusters"), limits);
+    check_eviction_tasks(
         &mut errs,
-        &clusters,
-        spec.clusters.len(),
-        limits.max_placement_clusters,
+        &spec.graceful_eviction_tasks,
+        &targets,
+        &root.child("gracefulEvictionTasks"),
+        limits,
     );
-    let mut targets: HashMap<&str, usize> = HashMap::new();
-    for (i, target) in spec.clusters.iter().enumerate() {
-        let p = clusters.index(i);
+    errs
+}
+
+/// The scheduling targets at `path` (`spec.clusters`): at most `max_placement_clusters`, each a
+/// cluster name with valid replicas, none repeated. Returns each name's first index.
+fn check_targets<'a>(
+    errs: &mut FieldErrors,
+    clusters: &'a [TargetCluster],
+    path: &FieldPath,
+    limits: &Limits,
+) -> HashMap<&'a str, usize> {
+    let mut targets = HashMap::new();
+    for (i, target) in counted(errs, path, clusters, limits.max_placement_clusters) {
+        let p = path.index(i);
         let name = p.child("name");
         if let Err(e) = check_cluster_name(&target.name) {
             errs.push(e.at(&name));
         }
         check_replicas(
-            &mut errs,
+            errs,
             &p.child("replicas"),
             i64::from(target.replicas),
             limits,
         );
-        if let Some(first) = targets.get(target.name.as_str()) {
-            errs.push(FieldError::duplicate(
-                &name,
-                format!(
-                    "{} is already spec.clusters[{first}]",
-                    super::quote(&target.name)
-                ),
-            ));
-        } else {
-            targets.insert(target.name.as_str(), i);
-        }
+        check_not_repeated(errs, &mut targets, &target.name, i, &name, |first| {
+            format!("is already spec.clusters[{first}]")
+        });
     }
+    targets
+}
 
-    let tasks = root.child("gracefulEvictionTasks");
-    check_count(
-        &mut errs,
-        &tasks,
-        spec.graceful_eviction_tasks.len(),
-        limits.max_eviction_tasks,
-    );
-    let mut evicted: HashMap<&str, usize> = HashMap::new();
-    for (i, task) in spec.graceful_eviction_tasks.iter().enumerate() {
-        let p = tasks.index(i);
+/// A `Duplicate` at `path` when `key` (entry `i` of its list) was seen before ([`first_seen`]):
+/// the quoted key, then `repeat` of the index it was first seen at.
+fn check_not_repeated<'a>(
+    errs: &mut FieldErrors,
+    seen: &mut HashMap<&'a str, usize>,
+    key: &'a str,
+    i: usize,
+    path: &FieldPath,
+    repeat: impl FnOnce(usize) -> String,
+) {
+    if let Some(first) = first_seen(seen, key, i) {
+        let message = format!("{} {}", super::quote(key), repeat(first));
+        errs.push(FieldError::duplicate(path, message));
+    }
+}
+
+/// The graceful eviction tasks at `path` (`spec.gracefulEvictionTasks`): at most
+/// `max_eviction_tasks`, each valid, at most one per cluster, and none for a cluster that is
+/// also one of the `targets` (A7).
+fn check_eviction_tasks(
+    errs: &mut FieldErrors,
+    tasks: &[GracefulEvictionTask],
+    targets: &HashMap<&str, usize>,
+    path: &FieldPath,
+    limits: &Limits,
+) {
+    let mut evicted = HashMap::new();
+    for (i, task) in counted(errs, path, tasks, limits.max_eviction_tasks) {
+        let p = path.index(i);
         errs.extend(validate_eviction_task(task, &p, limits));
         let from = p.child("fromCluster");
-        if let Some(first) = evicted.get(task.from_cluster.as_str()) {
-            errs.push(FieldError::duplicate(
-                &from,
-                format!(
-                    "{} already has an eviction task (gracefulEvictionTasks[{first}])",
-                    super::quote(&task.from_cluster)
-                ),
-            ));
-        } else {
-            evicted.insert(task.from_cluster.as_str(), i);
-        }
+        check_not_repeated(errs, &mut evicted, &task.from_cluster, i, &from, |first| {
+            format!("already has an eviction task (gracefulEvictionTasks[{first}])")
+        });
         if let Some(j) = targets.get(task.from_cluster.as_str()) {
             errs.push(FieldError::forbidden(
                 &from,
@@ -273,7 +288,6 @@ pub fn validate_binding_spec(spec: &ResourceBindingSpec, limits: &Limits) -> Fie
             ));
         }
     }
-    errs
 }
 
 /// Validate a binding update: the new spec passes [`validate_binding_spec`], and the

@@ -6,11 +6,12 @@ use super::meta::validate_object_meta;
 use super::names::{
     check_cluster_name, check_dns1123_subdomain, check_label_value, check_qualified_name,
 };
-use super::placement::{selector_operator_str, validate_cluster_affinity};
-use super::{FieldError, FieldErrors, FieldPath, Limits, check_count, counted, quote};
-use crate::types::{
-    Cluster, ClusterTaintPolicy, MatchCondition, SelectorOperator, Taint, TaintEffect,
+use super::placement::{check_in_or_not_in, validate_cluster_affinity};
+use super::{
+    FieldError, FieldErrors, FieldPath, Limits, check_count, check_non_empty, counted, quote,
+    validate_some,
 };
+use crate::types::{Cluster, ClusterTaintPolicy, MatchCondition, Taint, TaintEffect};
 
 /// Validate a Cluster as a user submits it (docs/reliability.md (bad input), Karmada
 /// `pkg/apis/cluster/validation`):
@@ -280,25 +281,18 @@ pub fn validate_cluster_taint_policy(
 ) -> FieldErrors {
     let mut errs = validate_object_meta(&policy.meta, check_dns1123_subdomain, false, limits);
     let spec = FieldPath::new("spec");
-    if let Some(target) = &policy.target_clusters {
-        errs.extend(validate_cluster_affinity(
-            target,
-            &spec.child("targetClusters"),
-            limits,
-        ));
+    errs.extend(validate_some(
+        policy.target_clusters.as_ref(),
+        &spec.child("targetClusters"),
+        limits,
+        validate_cluster_affinity,
+    ));
+    for (conditions, name) in [
+        (&policy.add_on_conditions, "addOnConditions"),
+        (&policy.remove_on_conditions, "removeOnConditions"),
+    ] {
+        check_match_conditions(&mut errs, conditions, &spec.child(name), limits);
     }
-    check_match_conditions(
-        &mut errs,
-        &policy.add_on_conditions,
-        &spec.child("addOnConditions"),
-        limits,
-    );
-    check_match_conditions(
-        &mut errs,
-        &policy.remove_on_conditions,
-        &spec.child("removeOnConditions"),
-        limits,
-    );
     let taints = spec.child("taints");
     if policy.taints.is_empty() {
         errs.push(FieldError::required(
@@ -341,23 +335,10 @@ fn check_match_conditions(
         if let Err(e) = check_qualified_name(&cond.condition_type) {
             errs.push(e.at(&p.child("conditionType")));
         }
-        if !matches!(
-            cond.operator,
-            SelectorOperator::In | SelectorOperator::NotIn
-        ) {
-            errs.push(FieldError::not_supported(
-                &p.child("operator"),
-                selector_operator_str(cond.operator),
-                &["In", "NotIn"],
-            ));
-        }
+        check_in_or_not_in(errs, cond.operator, &p.child("operator"));
         let values = p.child("statusValues");
-        if cond.status_values.is_empty() {
-            errs.push(FieldError::required(
-                &values,
-                "at least one status value is required",
-            ));
-        }
+        let required = "at least one status value is required";
+        check_non_empty(errs, &values, cond.status_values.len(), required);
         super::check_unique(errs, &values, cond.status_values.iter().map(|s| s.as_str()));
     }
 }

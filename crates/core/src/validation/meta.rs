@@ -36,14 +36,16 @@ pub fn validate_annotations(
     path: &FieldPath,
     limits: &Limits,
 ) -> FieldErrors {
-    let mut errs = FieldErrors::new();
-    let mut total: usize = 0;
-    for (key, value) in annotations {
-        if let Err(e) = check_qualified_name(&key.to_ascii_lowercase()) {
-            errs.push(e.at(&path.key(key)));
-        }
-        total = total.saturating_add(key.len()).saturating_add(value.len());
-    }
+    let mut errs: FieldErrors = annotations
+        .keys()
+        .filter_map(|key| {
+            let e = check_qualified_name(&key.to_ascii_lowercase()).err()?;
+            Some(e.at(&path.key(key)))
+        })
+        .collect();
+    let total = annotations.iter().fold(0usize, |total, (key, value)| {
+        total.saturating_add(key.len()).saturating_add(value.len())
+    });
     if total > limits.max_annotations_bytes {
         errs.push(FieldError::new(
             path,

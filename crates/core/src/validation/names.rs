@@ -71,9 +71,26 @@ fn check_len(value: &str, max: usize) -> Result<(), NameError> {
     Ok(())
 }
 
+/// `Empty` when `value` is empty, else `TooLong` when it has more than `max` bytes.
+fn check_size(value: &str, max: usize) -> Result<(), NameError> {
+    if value.is_empty() {
+        return Err(NameError::Empty);
+    }
+    check_len(value, max)
+}
+
 /// `Invalid`: the quoted `value` followed by `rest` (what is wrong with it).
 fn invalid(value: &str, rest: &str) -> NameError {
     NameError::Invalid(format!("{}{rest}", super::quote(value)))
+}
+
+/// `Ok` when `ok`, else [`invalid`] with `rest` (formatted only on failure).
+fn require(ok: bool, value: &str, rest: impl fmt::Display) -> Result<(), NameError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(value, &rest.to_string()))
+    }
 }
 
 impl fmt::Display for NameError {
@@ -132,33 +149,23 @@ const QUALIFIED_FORMAT: &str = "must consist of alphanumeric characters, '-', '_
 /// A DNS-1123 label: 1–63 characters of `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (namespaces,
 /// Work names).
 pub fn check_dns1123_label(value: &str) -> Result<(), NameError> {
-    if value.is_empty() {
-        return Err(NameError::Empty);
-    }
-    check_len(value, DNS1123_LABEL_MAX_LEN)?;
-    if !matches_dns_label_chars(value) {
-        return Err(invalid(
-            value,
-            &format!(" is not a DNS-1123 label: {DNS_LABEL_FORMAT}"),
-        ));
-    }
-    Ok(())
+    check_size(value, DNS1123_LABEL_MAX_LEN)?;
+    require(
+        matches_dns_label_chars(value),
+        value,
+        format_args!(" is not a DNS-1123 label: {DNS_LABEL_FORMAT}"),
+    )
 }
 
 /// A DNS-1123 subdomain: 1–253 characters, dot-separated DNS-1123 label patterns (resource
 /// names). As in Kubernetes, only the total length is limited, not each part.
 pub fn check_dns1123_subdomain(value: &str) -> Result<(), NameError> {
-    if value.is_empty() {
-        return Err(NameError::Empty);
-    }
-    check_len(value, DNS1123_SUBDOMAIN_MAX_LEN)?;
-    if !value.split('.').all(matches_dns_label_chars) {
-        return Err(invalid(
-            value,
-            &format!(" is not a DNS-1123 subdomain: {DNS_SUBDOMAIN_FORMAT}"),
-        ));
-    }
-    Ok(())
+    check_size(value, DNS1123_SUBDOMAIN_MAX_LEN)?;
+    require(
+        value.split('.').all(matches_dns_label_chars),
+        value,
+        format_args!(" is not a DNS-1123 subdomain: {DNS_SUBDOMAIN_FORMAT}"),
+    )
 }
 
 /// A cluster name: non-empty, at most 48 characters, and a DNS-1123 label (Karmada
@@ -205,10 +212,11 @@ pub fn check_qualified_name(value: &str) -> Result<(), NameError> {
         return Err(invalid(value, ": name part must be non-empty"));
     }
     check_len(name, QUALIFIED_NAME_MAX_LEN)?;
-    if !matches_qualified_name_part(name) {
-        return Err(invalid(value, &format!(": name part {QUALIFIED_FORMAT}")));
-    }
-    Ok(())
+    require(
+        matches_qualified_name_part(name),
+        value,
+        format_args!(": name part {QUALIFIED_FORMAT}"),
+    )
 }
 
 /// A label value: empty, or at most 63 characters matching
@@ -218,13 +226,11 @@ pub fn check_label_value(value: &str) -> Result<(), NameError> {
         return Ok(());
     }
     check_len(value, LABEL_VALUE_MAX_LEN)?;
-    if !matches_qualified_name_part(value) {
-        return Err(invalid(
-            value,
-            &format!(" is not a label value: {QUALIFIED_FORMAT}"),
-        ));
-    }
-    Ok(())
+    require(
+        matches_qualified_name_part(value),
+        value,
+        format_args!(" is not a label value: {QUALIFIED_FORMAT}"),
+    )
 }
 
 /// A `clusterAffinities[].affinityName`: 1–32 characters and a qualified name (PD-2; Karmada
@@ -237,10 +243,7 @@ pub fn check_affinity_name(value: &str) -> Result<(), NameError> {
 /// A GracefulEvictionTask `reason` (§1.7): 1–32 characters matching
 /// `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$` (the metav1.Condition reason format).
 pub fn check_eviction_reason(value: &str) -> Result<(), NameError> {
-    if value.is_empty() {
-        return Err(NameError::Empty);
-    }
-    check_len(value, EVICTION_REASON_MAX_LEN)?;
+    check_size(value, EVICTION_REASON_MAX_LEN)?;
     let b = value.as_bytes();
     let ok = match (b.first(), b.last()) {
         (Some(&first), Some(&last)) => {
@@ -251,40 +254,31 @@ pub fn check_eviction_reason(value: &str) -> Result<(), NameError> {
         }
         _ => false,
     };
-    if !ok {
-        return Err(NameError::Invalid(format!(
-            "{} must start with a letter, contain only letters, digits, '_', ',' and ':', and \
-             end with a letter, digit or '_'",
-            super::quote(value)
-        )));
-    }
-    Ok(())
+    require(
+        ok,
+        value,
+        " must start with a letter, contain only letters, digits, '_', ',' and ':', and end \
+         with a letter, digit or '_'",
+    )
 }
 
 /// A name that is safe as one path segment (Kubernetes `IsValidPathSegmentName`, used for
 /// resource-selector names that may target any kind, e.g. `system:aggregate-to-admin`):
 /// 1–253 bytes, not `.` or `..`, no `/`, `%` or control characters.
 pub fn check_path_segment_name(value: &str) -> Result<(), NameError> {
-    if value.is_empty() {
-        return Err(NameError::Empty);
-    }
-    check_len(value, DNS1123_SUBDOMAIN_MAX_LEN)?;
+    check_size(value, DNS1123_SUBDOMAIN_MAX_LEN)?;
     if value == "." || value == ".." {
         return Err(NameError::Invalid(format!(
             "may not be {}",
             super::quote(value)
         )));
     }
-    if value
-        .chars()
-        .any(|c| c == '/' || c == '%' || c.is_control() || c.is_whitespace())
-    {
-        return Err(invalid(
-            value,
-            " may not contain '/', '%', whitespace or control characters",
-        ));
-    }
-    Ok(())
+    let bad = |c: char| c == '/' || c == '%' || c.is_control() || c.is_whitespace();
+    require(
+        !value.chars().any(bad),
+        value,
+        " may not contain '/', '%', whitespace or control characters",
+    )
 }
 
 /// Free text: at most `max_chars` Unicode scalar values and no control characters, except
@@ -322,28 +316,20 @@ pub(crate) fn check_api_version(value: &str) -> Result<(), NameError> {
         None => (None, value),
     };
     let group_ok = group.is_none_or(|g| check_dns1123_subdomain(g).is_ok());
-    if !group_ok || check_dns1123_label(version).is_err() {
-        return Err(invalid(
-            value,
-            " must be `version` or `group/version`, e.g. \"v1\" or \"apps/v1\"",
-        ));
-    }
-    Ok(())
+    require(
+        group_ok && check_dns1123_label(version).is_ok(),
+        value,
+        " must be `version` or `group/version`, e.g. \"v1\" or \"apps/v1\"",
+    )
 }
 
 /// A `kind`: 1–63 ASCII letters and digits starting with a letter (`Deployment`).
 pub(crate) fn check_kind(value: &str) -> Result<(), NameError> {
-    if value.is_empty() {
-        return Err(NameError::Empty);
-    }
-    check_len(value, DNS1123_LABEL_MAX_LEN)?;
+    check_size(value, DNS1123_LABEL_MAX_LEN)?;
     let b = value.as_bytes();
-    if !(b.first().is_some_and(u8::is_ascii_alphabetic) && b.iter().all(u8::is_ascii_alphanumeric))
-    {
-        return Err(invalid(
-            value,
-            " must consist of ASCII letters and digits and start with a letter",
-        ));
-    }
-    Ok(())
+    require(
+        b.first().is_some_and(u8::is_ascii_alphabetic) && b.iter().all(u8::is_ascii_alphanumeric),
+        value,
+        " must consist of ASCII letters and digits and start with a letter",
+    )
 }

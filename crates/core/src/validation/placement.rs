@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use super::meta::validate_label_selector;
 use super::names::{check_affinity_name, check_label_value, check_qualified_name};
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_seconds,
-    counted,
+    FieldError, FieldErrors, FieldPath, Limits, check_cluster_names, check_count, check_name_once,
+    check_non_empty, check_seconds, counted, first_seen, validate_some,
 };
 use crate::types::{
     ClusterAffinity, FieldSelector, Placement, ReplicaSchedulingStrategy, SelectorOperator,
@@ -66,32 +66,29 @@ pub fn validate_placement_at(
             "clusterAffinities cannot co-exist with clusterAffinity",
         ));
     }
-    if let Some(affinity) = &placement.cluster_affinity {
-        errs.extend(validate_cluster_affinity(
-            affinity,
-            &path.child("clusterAffinity"),
-            limits,
-        ));
-    }
-    check_count(
+    errs.extend(validate_some(
+        placement.cluster_affinity.as_ref(),
+        &path.child("clusterAffinity"),
+        limits,
+        validate_cluster_affinity,
+    ));
+    let mut names = HashSet::new();
+    for (i, term) in counted(
         &mut errs,
         &terms_path,
-        placement.cluster_affinities.len(),
+        &placement.cluster_affinities,
         limits.max_affinity_terms,
-    );
-    let mut names = HashSet::new();
-    for (i, term) in placement.cluster_affinities.iter().enumerate() {
+    ) {
         let p = terms_path.index(i);
         let name_path = p.child("affinityName");
-        if let Err(e) = check_affinity_name(&term.affinity_name) {
-            errs.push(e.at(&name_path));
-        }
-        if !names.insert(term.affinity_name.as_str()) {
-            errs.push(FieldError::duplicate(
-                &name_path,
-                "each affinity term in a policy must have a unique name",
-            ));
-        }
+        check_name_once(
+            &mut errs,
+            &mut names,
+            &term.affinity_name,
+            &name_path,
+            check_affinity_name,
+            || "each affinity term in a policy must have a unique name".to_owned(),
+        );
         // The term's affinity is inlined in Karmada's JSON.
         errs.extend(validate_cluster_affinity(&term.affinity, &p, limits));
     }
@@ -129,13 +126,12 @@ pub fn validate_cluster_affinity(
     limits: &Limits,
 ) -> FieldErrors {
     let mut errs = FieldErrors::new();
-    if let Some(selector) = &affinity.label_selector {
-        errs.extend(validate_label_selector(
-            selector,
-            &path.child("labelSelector"),
-            limits,
-        ));
-    }
+    errs.extend(validate_some(
+        affinity.label_selector.as_ref(),
+        &path.child("labelSelector"),
+        limits,
+        validate_label_selector,
+    ));
     if let Some(selector) = &affinity.field_selector {
         check_field_selector(&mut errs, selector, &path.child("fieldSelector"), limits);
     }
@@ -146,6 +142,22 @@ pub fn validate_cluster_affinity(
         check_cluster_names(&mut errs, &path.child(name), list, limits);
     }
     errs
+}
+
+/// Push NotSupported at `path` unless `operator` is In or NotIn (the operators of field
+/// selectors and of ClusterTaintPolicy match conditions).
+pub(super) fn check_in_or_not_in(
+    errs: &mut FieldErrors,
+    operator: SelectorOperator,
+    path: &FieldPath,
+) {
+    if !matches!(operator, SelectorOperator::In | SelectorOperator::NotIn) {
+        errs.push(FieldError::not_supported(
+            path,
+            selector_operator_str(operator),
+            &["In", "NotIn"],
+        ));
+    }
 }
 
 fn check_field_selector(
@@ -169,20 +181,14 @@ fn check_field_selector(
                 &["provider", "region", "zone"],
             ));
         }
-        if !matches!(req.operator, SelectorOperator::In | SelectorOperator::NotIn) {
-            errs.push(FieldError::not_supported(
-                &p.child("operator"),
-                selector_operator_str(req.operator),
-                &["In", "NotIn"],
-            ));
-        }
+        check_in_or_not_in(errs, req.operator, &p.child("operator"));
         let values = p.child("values");
-        if req.values.is_empty() {
-            errs.push(FieldError::required(
-                &values,
-                "at least one value is required",
-            ));
-        }
+        check_non_empty(
+            errs,
+            &values,
+            req.values.len(),
+            "at least one value is required",
+        );
         for (j, value) in counted(errs, &values, &req.values, limits.max_selector_values) {
             if let Err(e) = check_label_value(value) {
                 errs.push(e.at(&values.index(j)));
@@ -206,6 +212,27 @@ pub fn validate_toleration(
     path: &FieldPath,
     limits: &Limits,
 ) -> FieldErrors {
+    let mut errs = validate_toleration_match(toleration, path);
+    if let Some(seconds) = toleration.toleration_seconds {
+        if toleration.effect != Some(TaintEffect::NoExecute) {
+            errs.push(FieldError::invalid(
+                &path.child("effect"),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
+        }
+        check_seconds(
+            &mut errs,
+            &path.child("tolerationSeconds"),
+            seconds,
+            false,
+            limits.max_duration_seconds,
+        );
+    }
+    errs
+}
+
+/// The match part of a toleration (see [`validate_toleration`]): key, operator and value.
+fn validate_toleration_match(toleration: &Toleration, path: &FieldPath) -> FieldErrors {
     let mut errs = FieldErrors::new();
     let operator = path.child("operator");
     if toleration.key.is_empty() {
@@ -233,21 +260,6 @@ pub fn validate_toleration(
                 ));
             }
         }
-    }
-    if let Some(seconds) = toleration.toleration_seconds {
-        if toleration.effect != Some(TaintEffect::NoExecute) {
-            errs.push(FieldError::invalid(
-                &path.child("effect"),
-                "effect must be 'NoExecute' when `tolerationSeconds` is set",
-            ));
-        }
-        check_seconds(
-            &mut errs,
-            &path.child("tolerationSeconds"),
-            seconds,
-            false,
-            limits.max_duration_seconds,
-        );
     }
     errs
 }
@@ -394,18 +406,16 @@ fn check_replica_scheduling(
                 if t.exclude.contains(name) {
                     continue;
                 }
-                match named.get(name.as_str()) {
-                    Some(&j) if j != i => errs.push(FieldError::duplicate(
+                if let Some(j) = first_seen(&mut named, name, i)
+                    && j != i
+                {
+                    errs.push(FieldError::duplicate(
                         &target.child("clusterNames").index(k),
                         format!(
                             "cluster {} already has a weight in staticWeightList[{j}]",
                             super::quote(name)
                         ),
-                    )),
-                    Some(_) => {}
-                    None => {
-                        named.insert(name.as_str(), i);
-                    }
+                    ));
                 }
             }
         }

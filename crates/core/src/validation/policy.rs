@@ -10,8 +10,8 @@ use super::names::{
 };
 use super::placement::{validate_cluster_affinity, validate_placement_at};
 use super::{
-    FieldError, FieldErrors, FieldPath, Limits, check_count, check_required_text, check_seconds,
-    counted,
+    FieldError, FieldErrors, FieldPath, Limits, check_name_once, check_required_text,
+    check_seconds, counted, validate_some,
 };
 use crate::overrides::{Operator, OverridePolicy, Overriders, PatchOperation};
 use crate::types::{
@@ -155,28 +155,28 @@ fn check_state_preservation(
     limits: &Limits,
 ) {
     let rules_path = path.child("rules");
-    check_count(
+    let mut aliases = HashSet::new();
+    for (i, rule) in counted(
         errs,
         &rules_path,
-        rules.len(),
+        rules,
         limits.max_state_preservation_rules,
-    );
-    let mut aliases = HashSet::new();
-    for (i, rule) in rules.iter().enumerate() {
+    ) {
         let p = rules_path.index(i);
         let alias = p.child("aliasLabelName");
-        if let Err(e) = check_qualified_name(&rule.alias_label_name) {
-            errs.push(e.at(&alias));
-        }
-        if !aliases.insert(rule.alias_label_name.as_str()) {
-            errs.push(FieldError::duplicate(
-                &alias,
+        check_name_once(
+            errs,
+            &mut aliases,
+            &rule.alias_label_name,
+            &alias,
+            check_qualified_name,
+            || {
                 format!(
                     "{} is already used by another rule",
                     super::quote(&rule.alias_label_name)
-                ),
-            ));
-        }
+                )
+            },
+        );
         check_required_text(
             errs,
             &p.child("jsonPath"),
@@ -234,8 +234,6 @@ pub fn validate_propagation_policy(
     errs
 }
 
-/// At most `max_resource_selectors` selectors at `path`, each checked by
-/// [`check_resource_selector`].
 /// What every policy kind starts with: `metadata` (a DNS-1123 subdomain name, namespaced
 /// unless `cluster_wide`) and `spec.resourceSelectors` (at least one when `required`, at
 /// most `max_resource_selectors`, each within the policy's namespace when namespaced).
@@ -305,13 +303,12 @@ fn check_resource_selector(
     {
         errs.push(e.at(&path.child("name")));
     }
-    if let Some(label_selector) = &selector.label_selector {
-        errs.extend(validate_label_selector(
-            label_selector,
-            &path.child("labelSelector"),
-            limits,
-        ));
-    }
+    errs.extend(validate_some(
+        selector.label_selector.as_ref(),
+        &path.child("labelSelector"),
+        limits,
+        validate_label_selector,
+    ));
 }
 
 /// The update-only rules of a (Cluster)PropagationPolicy; call
@@ -397,13 +394,12 @@ pub fn validate_override_policy(
         limits.max_resource_selectors,
     ) {
         let path = rules.index(i);
-        if let Some(affinity) = &rule.target_cluster {
-            errs.extend(validate_cluster_affinity(
-                affinity,
-                &path.child("targetCluster"),
-                limits,
-            ));
-        }
+        errs.extend(validate_some(
+            rule.target_cluster.as_ref(),
+            &path.child("targetCluster"),
+            limits,
+            validate_cluster_affinity,
+        ));
         check_overriders(
             &mut errs,
             &rule.overriders,

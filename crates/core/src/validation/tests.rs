@@ -2,6 +2,7 @@
 //! every invalid row asserts the exact field paths and kinds it produces.
 
 use super::{FieldErrorKind, FieldErrors};
+use crate::types::ObjectMeta;
 
 mod binding;
 mod cluster;
@@ -33,6 +34,12 @@ fn run_edits<T>(
         (c.edit)(&mut value);
         assert_errs(c.name, &validate(&value), c.want);
     }
+}
+
+/// Give `meta` another name and namespace (the metadata rows of the edit tables).
+fn rename(meta: &mut ObjectMeta, name: &str, namespace: &str) {
+    meta.name = name.to_owned();
+    meta.namespace = namespace.to_owned();
 }
 
 /// Assert that `got` holds exactly the (field, kind) pairs of `want`, in any order.

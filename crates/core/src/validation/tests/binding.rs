@@ -28,86 +28,6 @@ fn task(from: &str) -> GracefulEvictionTask {
 fn eviction_task_fields_1_7() {
     let cases: Vec<EditCase<GracefulEvictionTask>> = vec![
         EditCase {
-            name: "fromCluster required",
-            edit: |t| t.from_cluster.clear(),
-            want: &[("fromCluster", Required)],
-        },
-        EditCase {
-            name: "fromCluster 48 chars",
-            edit: |t| t.from_cluster = "a".repeat(48),
-            want: &[],
-        },
-        EditCase {
-            name: "fromCluster 49 chars",
-            edit: |t| t.from_cluster = "a".repeat(49),
-            want: &[("fromCluster", TooLong)],
-        },
-        EditCase {
-            name: "reason required",
-            edit: |t| t.reason.clear(),
-            want: &[("reason", Required)],
-        },
-        EditCase {
-            name: "reason 32 chars",
-            edit: |t| t.reason = "R".repeat(32),
-            want: &[],
-        },
-        EditCase {
-            name: "reason 33 chars",
-            edit: |t| t.reason = "R".repeat(33),
-            want: &[("reason", TooLong)],
-        },
-        EditCase {
-            name: "reason pattern",
-            edit: |t| t.reason = "Taint-Untolerated".to_owned(),
-            want: &[("reason", Invalid)],
-        },
-        EditCase {
-            name: "message may be empty",
-            edit: |t| t.message.clear(),
-            want: &[],
-        },
-        EditCase {
-            name: "message 1024 chars",
-            edit: |t| t.message = "m".repeat(1024),
-            want: &[],
-        },
-        EditCase {
-            name: "message 1025 chars",
-            edit: |t| t.message = "m".repeat(1025),
-            want: &[("message", TooLong)],
-        },
-        EditCase {
-            name: "message with newline",
-            edit: |t| t.message = "a\nb".to_owned(),
-            want: &[],
-        },
-        EditCase {
-            name: "message with escape",
-            edit: |t| t.message = "a\u{1b}[31m".to_owned(),
-            want: &[("message", Invalid)],
-        },
-        EditCase {
-            name: "producer required",
-            edit: |t| t.producer.clear(),
-            want: &[("producer", Required)],
-        },
-        EditCase {
-            name: "grace period 1",
-            edit: |t| t.grace_period_seconds = Some(1),
-            want: &[],
-        },
-        EditCase {
-            name: "grace period 0",
-            edit: |t| t.grace_period_seconds = Some(0),
-            want: &[("gracePeriodSeconds", OutOfRange)],
-        },
-        EditCase {
-            name: "grace period cap + 1",
-            edit: |t| t.grace_period_seconds = Some(ONE_YEAR_SECONDS + 1),
-            want: &[("gracePeriodSeconds", OutOfRange)],
-        },
-        EditCase {
             name: "suppressDeletion alone",
             edit: |t| t.suppress_deletion = Some(true),
             want: &[],
@@ -119,16 +39,6 @@ fn eviction_task_fields_1_7() {
                 t.suppress_deletion = Some(false);
             },
             want: &[("gracePeriodSeconds", Forbidden)],
-        },
-        EditCase {
-            name: "replicas 0",
-            edit: |t| t.replicas = Some(0),
-            want: &[],
-        },
-        EditCase {
-            name: "replicas negative",
-            edit: |t| t.replicas = Some(-1),
-            want: &[("replicas", OutOfRange)],
         },
         EditCase {
             name: "clustersBeforeFailover",
@@ -148,17 +58,60 @@ fn eviction_task_fields_1_7() {
             },
             want: &[("preservedLabelState[bad key]", Invalid)],
         },
-        EditCase {
-            name: "traceContext",
-            edit: |t| t.trace_context = "a\nb".to_owned(),
-            want: &[("traceContext", Invalid)],
-        },
     ];
-    run_edits(
-        cases,
-        || task("member3"),
-        |t| validate_eviction_task(t, &FieldPath::new(""), &Limits::default()),
-    );
+    let validate = |t: &GracefulEvictionTask| {
+        validate_eviction_task(t, &FieldPath::new(""), &Limits::default())
+    };
+    run_edits(cases, || task("member3"), validate);
+    // The fields the rows below set: (field path, setter).
+    type Field<V> = (&'static str, fn(&mut GracefulEvictionTask, V));
+    let from: Field<String> = ("fromCluster", |t, v| t.from_cluster = v);
+    let reason: Field<String> = ("reason", |t, v| t.reason = v);
+    let message: Field<String> = ("message", |t, v| t.message = v);
+    let producer: Field<String> = ("producer", |t, v| t.producer = v);
+    let trace: Field<String> = ("traceContext", |t, v| t.trace_context = v);
+    let grace: Field<i64> = ("gracePeriodSeconds", |t, v| {
+        t.grace_period_seconds = Some(v)
+    });
+    let replicas: Field<i64> = ("replicas", |t, v| t.replicas = Some(v.try_into().unwrap()));
+    fn with<V>(set: fn(&mut GracefulEvictionTask, V), value: V) -> GracefulEvictionTask {
+        let mut t = task("member3");
+        set(&mut t, value);
+        t
+    }
+    for (field, set) in [from, reason, producer] {
+        let got = validate(&with(set, String::new()));
+        assert_errs(&format!("{field} required"), &got, &[(field, Required)]);
+    }
+    // At most `max` characters: the maximum passes, one more is TooLong.
+    for ((field, set), max, fill) in [(from, 48, "a"), (reason, 32, "R"), (message, 1024, "m")] {
+        for (len, want) in [(max, &[][..]), (max + 1, &[(field, TooLong)][..])] {
+            let got = validate(&with(set, fill.repeat(len)));
+            assert_errs(&format!("{field} {len} chars"), &got, want);
+        }
+    }
+    // (case, field, value, the error it gives at that field if any)
+    let (ok, invalid, out) = (None, Some(Invalid), Some(OutOfRange));
+    for (case, (field, set), value, kind) in [
+        ("reason pattern", reason, "Taint-Untolerated", invalid),
+        ("message may be empty", message, "", ok),
+        ("message with newline", message, "a\nb", ok),
+        ("message with escape", message, "a\u{1b}[31m", invalid),
+        ("traceContext", trace, "a\nb", invalid),
+    ] {
+        let want: Vec<_> = kind.map(|k| (field, k)).into_iter().collect();
+        assert_errs(case, &validate(&with(set, value.to_owned())), &want);
+    }
+    for (case, (field, set), value, kind) in [
+        ("grace period 1", grace, 1, ok),
+        ("grace period 0", grace, 0, out),
+        ("grace period cap + 1", grace, ONE_YEAR_SECONDS + 1, out),
+        ("replicas 0", replicas, 0, ok),
+        ("replicas negative", replicas, -1, out),
+    ] {
+        let want: Vec<_> = kind.map(|k| (field, k)).into_iter().collect();
+        assert_errs(case, &validate(&with(set, value)), &want);
+    }
 }
 
 fn binding() -> ResourceBinding {
@@ -237,27 +190,6 @@ fn a7_binding_invariants() {
             want: &[("spec.clusters[0].replicas", OutOfRange)],
         },
         EditCase {
-            name: "tasks are validated in place",
-            edit: |s| s.graceful_eviction_tasks[0].reason.clear(),
-            want: &[("spec.gracefulEvictionTasks[0].reason", Required)],
-        },
-        EditCase {
-            name: "128 tasks",
-            edit: |s| {
-                s.graceful_eviction_tasks =
-                    (0..128).map(|i| task(&format!("evicted{i}"))).collect();
-            },
-            want: &[],
-        },
-        EditCase {
-            name: "129 tasks",
-            edit: |s| {
-                s.graceful_eviction_tasks =
-                    (0..129).map(|i| task(&format!("evicted{i}"))).collect();
-            },
-            want: &[("spec.gracefulEvictionTasks", TooMany)],
-        },
-        EditCase {
             name: "negative requests",
             edit: |s| {
                 s.replica_requirements = Some(ReplicaRequirements {
@@ -308,6 +240,34 @@ fn a7_binding_invariants() {
         || binding().spec,
         |spec| validate_binding_spec(spec, &Limits::default()),
     );
+    // The eviction task list as a whole: (case, tasks, want).
+    let evicted = |n: usize| (0..n).map(|i| task(&format!("evicted{i}"))).collect();
+    let mut reasonless = task("member3");
+    reasonless.reason.clear();
+    let lists: [(&str, Vec<GracefulEvictionTask>, Want); 3] = [
+        (
+            "tasks are validated in place",
+            vec![reasonless],
+            &[("spec.gracefulEvictionTasks[0].reason", Required)],
+        ),
+        ("128 tasks", evicted(128), &[]),
+        (
+            "129 tasks",
+            evicted(129),
+            &[("spec.gracefulEvictionTasks", TooMany)],
+        ),
+    ];
+    for (name, graceful_eviction_tasks, want) in lists {
+        let spec = ResourceBindingSpec {
+            graceful_eviction_tasks,
+            ..binding().spec
+        };
+        assert_errs(
+            name,
+            &validate_binding_spec(&spec, &Limits::default()),
+            want,
+        );
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::assert_errs;
+use super::{EditCase, assert_errs, rename, run_edits};
 use crate::types::*;
 use crate::validation::FieldErrorKind::{self, *};
 use crate::validation::*;
@@ -294,41 +294,20 @@ fn taint_policy() -> ClusterTaintPolicy {
 
 #[test]
 fn ch_16_cluster_taint_policy() {
-    struct Case {
-        name: &'static str,
-        allow_no_execute: bool,
-        edit: fn(&mut ClusterTaintPolicy),
-        want: &'static [(&'static str, FieldErrorKind)],
-    }
     let no_execute = |p: &mut ClusterTaintPolicy| p.taints[0].effect = TaintEffect::NoExecute;
-    let cases = [
-        Case {
-            name: "valid",
-            allow_no_execute: false,
-            edit: |_| {},
-            want: &[],
-        },
-        Case {
+    let cases: [EditCase<ClusterTaintPolicy>; 11] = [
+        EditCase {
             name: "CH-16: at least one taint",
-            allow_no_execute: false,
             edit: |p| p.taints.clear(),
             want: &[("spec.taints", Required)],
         },
-        Case {
+        EditCase {
             name: "CH-16.1: NoExecute forbidden by default",
-            allow_no_execute: false,
             edit: no_execute,
             want: &[("spec.taints[0].effect", Forbidden)],
         },
-        Case {
-            name: "CH-16.1: NoExecute allowed by the admin flag",
-            allow_no_execute: true,
-            edit: no_execute,
-            want: &[],
-        },
-        Case {
+        EditCase {
             name: "CH-16.2: duplicate (key, effect)",
-            allow_no_execute: false,
             edit: |p| {
                 let mut t = p.taints[0].clone();
                 t.value = "other".to_owned();
@@ -336,21 +315,18 @@ fn ch_16_cluster_taint_policy() {
             },
             want: &[("spec.taints[1]", Duplicate)],
         },
-        Case {
+        EditCase {
             name: "PreferNoSchedule is not supported",
-            allow_no_execute: false,
             edit: |p| p.taints[0].effect = TaintEffect::PreferNoSchedule,
             want: &[("spec.taints[0].effect", NotSupported)],
         },
-        Case {
+        EditCase {
             name: "bad taint key",
-            allow_no_execute: false,
             edit: |p| p.taints[0].key = "bad key".to_owned(),
             want: &[("spec.taints[0].key", Invalid)],
         },
-        Case {
+        EditCase {
             name: "CH-18: operators In and NotIn only",
-            allow_no_execute: false,
             edit: |p| {
                 p.add_on_conditions[0].operator = SelectorOperator::Exists;
                 p.remove_on_conditions[0].operator = SelectorOperator::DoesNotExist;
@@ -360,9 +336,8 @@ fn ch_16_cluster_taint_policy() {
                 ("spec.removeOnConditions[0].operator", NotSupported),
             ],
         },
-        Case {
+        EditCase {
             name: "status values required and unique",
-            allow_no_execute: false,
             edit: |p| {
                 p.add_on_conditions[0].status_values.clear();
                 p.remove_on_conditions[0].status_values =
@@ -373,15 +348,13 @@ fn ch_16_cluster_taint_policy() {
                 ("spec.removeOnConditions[0].statusValues[1]", Duplicate),
             ],
         },
-        Case {
+        EditCase {
             name: "condition type required",
-            allow_no_execute: false,
             edit: |p| p.add_on_conditions[0].condition_type.clear(),
             want: &[("spec.addOnConditions[0].conditionType", Required)],
         },
-        Case {
+        EditCase {
             name: "empty condition lists are allowed",
-            allow_no_execute: false,
             edit: |p| {
                 p.add_on_conditions.clear();
                 p.remove_on_conditions.clear();
@@ -389,9 +362,8 @@ fn ch_16_cluster_taint_policy() {
             },
             want: &[],
         },
-        Case {
+        EditCase {
             name: "target clusters are a valid affinity",
-            allow_no_execute: false,
             edit: |p| {
                 if let Some(t) = &mut p.target_clusters {
                     t.cluster_names.push("Bad".to_owned());
@@ -399,25 +371,23 @@ fn ch_16_cluster_taint_policy() {
             },
             want: &[("spec.targetClusters.clusterNames[1]", Invalid)],
         },
-        Case {
+        EditCase {
             name: "name is a DNS subdomain, no namespace",
-            allow_no_execute: false,
-            edit: |p| {
-                p.meta.name = "Bad".to_owned();
-                p.meta.namespace = "default".to_owned();
-            },
+            edit: |p| rename(&mut p.meta, "Bad", "default"),
             want: &[
                 ("metadata.name", Invalid),
                 ("metadata.namespace", Forbidden),
             ],
         },
     ];
-    for c in cases {
-        let mut p = taint_policy();
-        (c.edit)(&mut p);
-        let got = validate_cluster_taint_policy(&p, c.allow_no_execute, &Limits::default());
-        assert_errs(c.name, &got, c.want);
-    }
+    let limits = Limits::default();
+    run_edits(cases, taint_policy, |p| {
+        validate_cluster_taint_policy(p, false, &limits)
+    });
+    let mut p = taint_policy();
+    no_execute(&mut p);
+    let got = validate_cluster_taint_policy(&p, true, &limits);
+    assert_errs("CH-16.1: NoExecute allowed by the admin flag", &got, &[]);
 }
 
 #[test]

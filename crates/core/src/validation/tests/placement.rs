@@ -320,7 +320,7 @@ fn spread(field: Option<SpreadField>, label: &str, min: i32, max: i32) -> Spread
 fn pd_3_2_spread_constraints() {
     use SpreadField::*;
     let s = |list: Vec<SpreadConstraint>| p(|p| p.spread_constraints = list);
-    run(vec![
+    let mut cases = vec![
         Case {
             name: "none",
             placement: s(vec![]),
@@ -351,42 +351,6 @@ fn pd_3_2_spread_constraints() {
             name: "label is a qualified name",
             placement: s(vec![spread(None, "bad label", 1, 1)]),
             want: &[("spec.placement.spreadConstraints[0].spreadByLabel", Invalid)],
-        },
-        Case {
-            name: "min and max zero are fine",
-            placement: s(vec![spread(Some(Cluster), "", 0, 0)]),
-            want: &[],
-        },
-        Case {
-            name: "negative min and max",
-            placement: s(vec![spread(Some(Cluster), "", -1, -1)]),
-            want: &[
-                ("spec.placement.spreadConstraints[0].minGroups", OutOfRange),
-                ("spec.placement.spreadConstraints[0].maxGroups", OutOfRange),
-            ],
-        },
-        Case {
-            name: "max below min",
-            placement: s(vec![spread(Some(Cluster), "", 3, 2)]),
-            want: &[("spec.placement.spreadConstraints[0].maxGroups", Invalid)],
-        },
-        Case {
-            name: "max equal to min",
-            placement: s(vec![spread(Some(Cluster), "", 3, 3)]),
-            want: &[],
-        },
-        Case {
-            name: "max 0 means unset, any min",
-            placement: s(vec![spread(Some(Cluster), "", 3, 0)]),
-            want: &[],
-        },
-        Case {
-            name: "groups above the cluster cap",
-            placement: s(vec![spread(Some(Cluster), "", 1001, 1000)]),
-            want: &[
-                ("spec.placement.spreadConstraints[0].minGroups", OutOfRange),
-                ("spec.placement.spreadConstraints[0].maxGroups", Invalid),
-            ],
         },
         Case {
             name: "one constraint per field",
@@ -422,7 +386,43 @@ fn pd_3_2_spread_constraints() {
                 .collect()),
             want: &[("spec.placement.spreadConstraints", TooMany)],
         },
-    ]);
+    ];
+    // One cluster constraint with (min, max) groups.
+    let groups: [(&str, i32, i32, Want); 6] = [
+        ("min and max zero are fine", 0, 0, &[]),
+        (
+            "negative min and max",
+            -1,
+            -1,
+            &[
+                ("spec.placement.spreadConstraints[0].minGroups", OutOfRange),
+                ("spec.placement.spreadConstraints[0].maxGroups", OutOfRange),
+            ],
+        ),
+        (
+            "max below min",
+            3,
+            2,
+            &[("spec.placement.spreadConstraints[0].maxGroups", Invalid)],
+        ),
+        ("max equal to min", 3, 3, &[]),
+        ("max 0 means unset, any min", 3, 0, &[]),
+        (
+            "groups above the cluster cap",
+            1001,
+            1000,
+            &[
+                ("spec.placement.spreadConstraints[0].minGroups", OutOfRange),
+                ("spec.placement.spreadConstraints[0].maxGroups", Invalid),
+            ],
+        ),
+    ];
+    cases.extend(groups.map(|(name, min, max, want)| Case {
+        name,
+        placement: s(vec![spread(Some(Cluster), "", min, max)]),
+        want,
+    }));
+    run(cases);
 }
 
 fn weighted(list: Vec<StaticClusterWeight>) -> Placement {
@@ -612,7 +612,7 @@ fn tol(
 }
 
 /// Runs tolerations as `clusterTolerations[1]` (index 0 is a valid one) so that the index
-/// in the path is checked too.
+/// in the path is checked too; the wanted fields are relative to that toleration.
 fn run_tolerations(cases: &[(&str, Toleration, Want)]) {
     let ok = tol(
         TAINT_UNREACHABLE,
@@ -623,17 +623,32 @@ fn run_tolerations(cases: &[(&str, Toleration, Want)]) {
     );
     for (name, t, want) in cases {
         let placement = p(|p| p.cluster_tolerations = vec![ok.clone(), t.clone()]);
-        assert_errs(
-            name,
-            &validate_placement(&placement, &Limits::default()),
-            want,
-        );
+        let want: Vec<_> = want
+            .iter()
+            .map(|(field, kind)| {
+                (
+                    format!("spec.placement.clusterTolerations[1].{field}"),
+                    *kind,
+                )
+            })
+            .collect();
+        let want: Vec<_> = want.iter().map(|(f, k)| (f.as_str(), *k)).collect();
+        let got = validate_placement(&placement, &Limits::default());
+        assert_errs(name, &got, &want);
     }
 }
 
 use TolerationOperator::{Equal, Exists};
 const NE: Option<TaintEffect> = Some(TaintEffect::NoExecute);
 const NS: Option<TaintEffect> = Some(TaintEffect::NoSchedule);
+const PNS: Option<TaintEffect> = Some(TaintEffect::PreferNoSchedule);
+// What a bad toleration gives, relative to `clusterTolerations[1]`.
+const BAD_OPERATOR: Want = &[("operator", Invalid)];
+const BAD_KEY: Want = &[("key", Invalid)];
+const TOO_LONG: Want = &[("value", TooLong)];
+const BAD_VALUE: Want = &[("value", Invalid)];
+const BAD_EFFECT: Want = &[("effect", Invalid)];
+const OUT_OF_RANGE: Want = &[("tolerationSeconds", OutOfRange)];
 
 #[test]
 fn k8s_toleration_exists_with_value_rejected() {
@@ -642,7 +657,7 @@ fn k8s_toleration_exists_with_value_rejected() {
         (
             "Exists with a value",
             tol("k", Exists, "v", NS, None),
-            &[("spec.placement.clusterTolerations[1].operator", Invalid)],
+            BAD_OPERATOR,
         ),
     ]);
 }
@@ -658,13 +673,9 @@ fn k8s_toleration_empty_key_requires_exists() {
         (
             "empty key with Equal",
             tol("", Equal, "", None, None),
-            &[("spec.placement.clusterTolerations[1].operator", Invalid)],
+            BAD_OPERATOR,
         ),
-        (
-            "bad key",
-            tol("a/b/c", Equal, "", None, None),
-            &[("spec.placement.clusterTolerations[1].key", Invalid)],
-        ),
+        ("bad key", tol("a/b/c", Equal, "", None, None), BAD_KEY),
     ]);
 }
 
@@ -676,12 +687,12 @@ fn k8s_toleration_equal_value_is_label_value() {
         (
             "64 chars",
             tol("k", Equal, &"v".repeat(64), NS, None),
-            &[("spec.placement.clusterTolerations[1].value", TooLong)],
+            TOO_LONG,
         ),
         (
             "not a label value",
             tol("k", Equal, "a b", NS, None),
-            &[("spec.placement.clusterTolerations[1].value", Invalid)],
+            BAD_VALUE,
         ),
     ]);
 }
@@ -690,26 +701,16 @@ fn k8s_toleration_equal_value_is_label_value() {
 fn k8s_toleration_seconds_only_with_no_execute() {
     run_tolerations(&[
         ("NoExecute", tol("k", Exists, "", NE, Some(60)), &[]),
-        (
-            "NoSchedule",
-            tol("k", Exists, "", NS, Some(60)),
-            &[("spec.placement.clusterTolerations[1].effect", Invalid)],
-        ),
+        ("NoSchedule", tol("k", Exists, "", NS, Some(60)), BAD_EFFECT),
         (
             "any effect",
             tol("k", Exists, "", None, Some(60)),
-            &[("spec.placement.clusterTolerations[1].effect", Invalid)],
+            BAD_EFFECT,
         ),
         (
             "PreferNoSchedule",
-            tol(
-                "k",
-                Exists,
-                "",
-                Some(TaintEffect::PreferNoSchedule),
-                Some(60),
-            ),
-            &[("spec.placement.clusterTolerations[1].effect", Invalid)],
+            tol("k", Exists, "", PNS, Some(60)),
+            BAD_EFFECT,
         ),
     ]);
 }
@@ -724,29 +725,16 @@ fn k8s_toleration_seconds_bounds() {
             &[],
         ),
         ("exactly the cap", tol("k", Exists, "", NE, Some(cap)), &[]),
-        (
-            "negative",
-            tol("k", Exists, "", NE, Some(-1)),
-            &[(
-                "spec.placement.clusterTolerations[1].tolerationSeconds",
-                OutOfRange,
-            )],
-        ),
+        ("negative", tol("k", Exists, "", NE, Some(-1)), OUT_OF_RANGE),
         (
             "cap + 1",
             tol("k", Exists, "", NE, Some(cap + 1)),
-            &[(
-                "spec.placement.clusterTolerations[1].tolerationSeconds",
-                OutOfRange,
-            )],
+            OUT_OF_RANGE,
         ),
         (
             "i64::MIN",
             tol("k", Exists, "", NE, Some(i64::MIN)),
-            &[(
-                "spec.placement.clusterTolerations[1].tolerationSeconds",
-                OutOfRange,
-            )],
+            OUT_OF_RANGE,
         ),
     ]);
 }

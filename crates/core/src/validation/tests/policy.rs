@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{EditCase, Want, assert_errs, run_edits};
+use super::{EditCase, Want, assert_errs, rename, run_edits};
 use crate::types::*;
 use crate::validation::FieldErrorKind::*;
 use crate::validation::*;
@@ -471,10 +471,7 @@ fn propagation_policy_update_scheduler_name_immutable() {
         },
         EditCase {
             name: "name and namespace",
-            edit: |p| {
-                p.meta.name = "other".to_owned();
-                p.meta.namespace = "other".to_owned();
-            },
+            edit: |p| rename(&mut p.meta, "other", "other"),
             want: &[
                 ("metadata.name", Forbidden),
                 ("metadata.namespace", Forbidden),
