@@ -568,12 +568,16 @@ impl Member {
         self.list_slim(&resource, &params, api_version, kind).await
     }
 
-    /// Every object of a core or group resource (nodes, pods), cut to identity, `spec` and
-    /// `status` ([`Member::list_slim`]).
-    pub async fn list_all(&self, api_version: &str, kind: &str) -> Result<Vec<Value>, MemberError> {
+    /// Every object of a core or group resource (nodes, pods) in every namespace, each item
+    /// parsed straight into `T`: what `T` does not name is skipped by the parser.
+    pub async fn list_all<T: serde::de::DeserializeOwned>(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Vec<T>, MemberError> {
         let (resource, _) = self.resource_for(api_version, kind).await?;
-        self.list_slim(&resource, &ListParams::default(), api_version, kind)
-            .await
+        let list: TypedList<T> = self.list_request(&resource, &ListParams::default()).await?;
+        Ok(list.items)
     }
 
     /// A list of `resource` in every namespace, each item cut to what status and capacity
@@ -589,18 +593,27 @@ impl Member {
         api_version: &str,
         kind: &str,
     ) -> Result<Vec<Value>, MemberError> {
-        let url = <DynamicObject as kube::Resource>::url_path(resource, None);
-        let request = kube::core::Request::new(url)
-            .list(params)
-            .map_err(|e| MemberError::BadObject(e.to_string()))?;
-        let client = self.client.clone();
-        let list: SlimList = self.call("list", client.request(request)).await?;
+        let list: TypedList<SlimItem> = self.list_request(resource, params).await?;
         // list items carry no apiVersion/kind of their own
         Ok(list
             .items
             .into_iter()
             .map(|item| item.into_value(api_version, kind))
             .collect())
+    }
+
+    /// `GET` a list of `resource` in every namespace, parsed straight into `L`.
+    async fn list_request<L: serde::de::DeserializeOwned>(
+        &self,
+        resource: &ApiResource,
+        params: &ListParams,
+    ) -> Result<L, MemberError> {
+        let url = <DynamicObject as kube::Resource>::url_path(resource, None);
+        let request = kube::core::Request::new(url)
+            .list(params)
+            .map_err(|e| MemberError::BadObject(e.to_string()))?;
+        let client = self.client.clone();
+        self.call("list", client.request(request)).await
     }
 
     /// `GET path` (`/readyz`, `/healthz`): the HTTP code and body; transport failures and
@@ -707,17 +720,17 @@ impl Member {
     pub async fn resource_summary(
         &self,
     ) -> Result<flotilla_proto::v1::ResourceSummary, MemberError> {
-        let nodes = self.list_all("v1", "Node").await?;
-        let pods = self.list_all("v1", "Pod").await?;
+        let nodes: Vec<status::NodeCapacity> = self.list_all("v1", "Node").await?;
+        let pods: Vec<status::PodCapacity> = self.list_all("v1", "Pod").await?;
         Ok(status::resource_summary(&nodes, &pods))
     }
 }
 
-/// A list as [`Member::list_slim`] reads it.
+/// A list's items, each parsed straight into `T`.
 #[derive(serde::Deserialize)]
-struct SlimList {
-    #[serde(default)]
-    items: Vec<SlimItem>,
+struct TypedList<T> {
+    #[serde(default = "Vec::new")]
+    items: Vec<T>,
 }
 
 /// One item of a [`SlimList`]: every other field is skipped by the parser.

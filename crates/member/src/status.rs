@@ -68,34 +68,113 @@ fn add(a: &mut v1::ResourceQuantities, b: &v1::ResourceQuantities) {
     a.pods = a.pods.saturating_add(b.pods);
 }
 
-fn node_ready(node: &Value) -> bool {
-    node.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some("Ready")
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
+/// A node as the capacity summary reads it: its conditions and `status.allocatable`. Lists
+/// are parsed straight into this shape, so the rest of every node is skipped by the parser
+/// rather than built as JSON values.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct NodeCapacity {
+    #[serde(default)]
+    status: Option<NodeStatus>,
 }
 
-/// A pod's requests: the sum over its containers, and one pod.
-fn pod_requests(pod: &Value) -> v1::ResourceQuantities {
-    let mut total = v1::ResourceQuantities {
-        pods: 1,
-        ..Default::default()
-    };
-    for c in pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let r = quantities(c.pointer("/resources/requests"));
-        total.cpu_millis = total.cpu_millis.saturating_add(r.cpu_millis);
-        total.memory_bytes = total.memory_bytes.saturating_add(r.memory_bytes);
+#[derive(Debug, Default, serde::Deserialize)]
+struct NodeStatus {
+    #[serde(default)]
+    allocatable: Option<Value>,
+    #[serde(default)]
+    conditions: Option<Vec<Condition>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct Condition {
+    #[serde(default, rename = "type")]
+    type_: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+/// A pod as the capacity summary reads it: its phase, its node and its containers' requests
+/// (the rest of the pod, most of its spec, is skipped by the parser).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct PodCapacity {
+    #[serde(default)]
+    spec: Option<PodSpec>,
+    #[serde(default)]
+    status: Option<PodStatus>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodSpec {
+    #[serde(default)]
+    node_name: Option<String>,
+    #[serde(default)]
+    containers: Option<Vec<Container>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct Container {
+    #[serde(default)]
+    resources: Option<Resources>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct Resources {
+    #[serde(default)]
+    requests: Option<Value>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct PodStatus {
+    #[serde(default)]
+    phase: Option<String>,
+}
+
+impl NodeCapacity {
+    fn ready(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.type_.as_deref() == Some("Ready") && c.status.as_deref() == Some("True")
+                })
+            })
     }
-    total
+
+    fn allocatable(&self) -> v1::ResourceQuantities {
+        quantities(self.status.as_ref().and_then(|s| s.allocatable.as_ref()))
+    }
+}
+
+impl PodCapacity {
+    fn finished(&self) -> bool {
+        let phase = self.status.as_ref().and_then(|s| s.phase.as_deref());
+        matches!(phase, Some("Succeeded" | "Failed"))
+    }
+
+    fn bound(&self) -> bool {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+    }
+
+    /// The pod's requests: the sum over its containers, and one pod.
+    fn requests(&self) -> v1::ResourceQuantities {
+        let mut total = v1::ResourceQuantities {
+            pods: 1,
+            ..Default::default()
+        };
+        let containers = self.spec.as_ref().and_then(|s| s.containers.as_deref());
+        for c in containers.unwrap_or_default() {
+            let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+            let r = quantities(requests);
+            total.cpu_millis = total.cpu_millis.saturating_add(r.cpu_millis);
+            total.memory_bytes = total.memory_bytes.saturating_add(r.memory_bytes);
+        }
+        total
+    }
 }
 
 /// The capacity summary as Karmada's cluster status controller computes it: allocatable is
@@ -103,33 +182,19 @@ fn pod_requests(pod: &Value) -> v1::ResourceQuantities {
 /// to a node that have not finished (Succeeded or Failed). Allocatable replicas is the pods
 /// that still fit: allocatable pods minus every unfinished pod, bound or Pending.
 pub fn resource_summary<'a>(
-    nodes: impl IntoIterator<Item = &'a Value>,
-    pods: impl IntoIterator<Item = &'a Value>,
+    nodes: impl IntoIterator<Item = &'a NodeCapacity>,
+    pods: impl IntoIterator<Item = &'a PodCapacity>,
 ) -> v1::ResourceSummary {
     let mut allocatable = v1::ResourceQuantities::default();
-    for node in nodes.into_iter().filter(|n| node_ready(n)) {
-        add(
-            &mut allocatable,
-            &quantities(node.pointer("/status/allocatable")),
-        );
+    for node in nodes.into_iter().filter(|n| n.ready()) {
+        add(&mut allocatable, &node.allocatable());
     }
     let mut allocated = v1::ResourceQuantities::default();
     let mut unfinished = 0i64;
-    for pod in pods {
-        let phase = pod
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if matches!(phase, "Succeeded" | "Failed") {
-            continue;
-        }
+    for pod in pods.into_iter().filter(|p| !p.finished()) {
         unfinished += 1;
-        let bound = pod
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .is_some_and(|n| !n.is_empty());
-        if bound {
-            add(&mut allocated, &pod_requests(pod));
+        if pod.bound() {
+            add(&mut allocated, &pod.requests());
         }
     }
     v1::ResourceSummary {
@@ -168,15 +233,23 @@ mod tests {
 
     #[test]
     fn ch_5_2_summary_from_nodes_and_pods() {
-        let node = |ready: &str, cpu: &str, pods: &str| {
-            json!({"status": {"allocatable": {"cpu": cpu, "memory": "1Gi", "pods": pods},
-                              "conditions": [{"type": "Ready", "status": ready}]}})
+        // as a list's items arrive: JSON text, with fields the summary does not read
+        let node = |ready: &str, cpu: &str, pods: &str| -> NodeCapacity {
+            let node = json!({"metadata": {"name": "n", "labels": {"zone": "a"}},
+                              "status": {"allocatable": {"cpu": cpu, "memory": "1Gi", "pods": pods},
+                              "capacity": {"cpu": "64"}, "images": [{"names": ["nginx"]}],
+                              "conditions": [{"type": "MemoryPressure", "status": "False"},
+                                             {"type": "Ready", "status": ready,
+                                              "reason": "KubeletReady"}]}});
+            serde_json::from_str(&node.to_string()).expect("a node")
         };
-        let pod = |node: &str, phase: &str, cpu: &str| {
-            json!({"spec": {"nodeName": node, "containers": [
-                        {"resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}},
+        let pod = |node: &str, phase: &str, cpu: &str| -> PodCapacity {
+            let pod = json!({"spec": {"nodeName": node, "volumes": [{"name": "v"}], "containers": [
+                        {"name": "c", "env": [{"name": "A", "value": "1"}],
+                         "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}},
                         {"resources": {}}]},
-                   "status": {"phase": phase}})
+                   "status": {"phase": phase, "conditions": null}});
+            serde_json::from_str(&pod.to_string()).expect("a pod")
         };
         let nodes = [
             node("True", "4", "10"),
@@ -199,5 +272,15 @@ mod tests {
         );
         // 15 pods fit; one runs and one is Pending
         assert_eq!(s.allocatable_replicas, Some(13));
+
+        // what a member may leave out or send as null reads as absent
+        let sparse: PodCapacity =
+            serde_json::from_str(r#"{"spec": {"nodeName": null, "containers": null}}"#)
+                .expect("a sparse pod");
+        let bare: NodeCapacity = serde_json::from_str(r#"{"status": null}"#).expect("a node");
+        let s = resource_summary([&bare], [&sparse]);
+        let allocated = s.allocated.expect("allocated");
+        assert_eq!((allocated.cpu_millis, allocated.pods), (0, 0));
+        assert_eq!(s.allocatable_replicas, Some(0));
     }
 }
