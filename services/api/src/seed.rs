@@ -19,14 +19,6 @@ pub const NGINX_MANIFEST: &str = r#"{
   }
 }"#;
 
-/// The seed workload (only the manifest: the server fills in the rest).
-pub fn nginx_workload() -> v1::Workload {
-    v1::Workload {
-        manifest: NGINX_MANIFEST.into(),
-        ..Default::default()
-    }
-}
-
 /// The seed policy `default/nginx-propagation`: Deployment `nginx` to member1/member2,
 /// Divided, static weights member1:1, member2:2.
 pub fn seed_policy() -> v1::PropagationPolicy {
@@ -94,24 +86,5 @@ pub fn deployment_selector(name: &str) -> v1::ResourceSelector {
         kind: "Deployment".into(),
         name: name.into(),
         ..Default::default()
-    }
-}
-
-/// A Get of the seed workload (`default/Deployment/nginx`).
-pub fn get_nginx() -> v1::GetWorkloadRequest {
-    v1::GetWorkloadRequest {
-        namespace: "default".into(),
-        kind: "Deployment".into(),
-        name: "nginx".into(),
-    }
-}
-
-/// A Delete of the seed workload, without preconditions.
-pub fn delete_nginx() -> v1::DeleteWorkloadRequest {
-    v1::DeleteWorkloadRequest {
-        namespace: "default".into(),
-        kind: "Deployment".into(),
-        name: "nginx".into(),
-        preconditions: None,
     }
 }

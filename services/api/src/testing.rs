@@ -112,10 +112,34 @@ pub fn cluster(name: &str, endpoint: &str) -> v1::Cluster {
     }
 }
 
-pub use crate::seed::{
-    NGINX_MANIFEST, delete_nginx, deployment_selector, get_nginx, nginx_workload, object_meta,
-    seed_policy,
-};
+pub use crate::seed::{NGINX_MANIFEST, deployment_selector, object_meta, seed_policy};
+
+/// The seed workload (only the manifest: the server fills in the rest).
+pub fn nginx_workload() -> v1::Workload {
+    v1::Workload {
+        manifest: NGINX_MANIFEST.into(),
+        ..Default::default()
+    }
+}
+
+/// A Get of the seed workload (`default/Deployment/nginx`).
+pub fn get_nginx() -> v1::GetWorkloadRequest {
+    v1::GetWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: "nginx".into(),
+    }
+}
+
+/// A Delete of the seed workload, without preconditions.
+pub fn delete_nginx() -> v1::DeleteWorkloadRequest {
+    v1::DeleteWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: "nginx".into(),
+        preconditions: None,
+    }
+}
 
 /// The static weight list of a placement's replica scheduling (panics where a level is
 /// missing: a test's fixture always has them).
