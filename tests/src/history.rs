@@ -23,7 +23,8 @@
 //! - **I5** an eviction task disappears from a live binding only through the graceful-eviction
 //!   rule: its cluster is scheduled again (A6, F9), `suppressDeletion` was set to false, its
 //!   grace period elapsed on the recorder's clock, or every target of the version it was
-//!   removed from reported Healthy for that version's generation;
+//!   removed from reported Healthy for that version's generation (or, WE-8.6, the removing
+//!   version itself says so for its own generation, over the same targets);
 //! - **I12** an eviction from a cluster happens no earlier than the first moment the recorder
 //!   saw the NoExecute taint that caused it, plus the binding's toleration of it;
 //! - **I3** at the end: every target, task and `requiredBy` cluster of a live binding has a
@@ -163,6 +164,11 @@ impl HistoryRecorder {
             .unwrap()
             .last()
             .map_or(0, |e| e.revision)
+    }
+
+    /// Everything recorded so far (the recorder goes on).
+    pub fn snapshot(&self) -> Vec<Entry> {
+        self.entries.lock().unwrap().clone()
     }
 
     /// Waits until everything up to `revision` was recorded, then stops.
@@ -328,6 +334,14 @@ fn replacement_healthy(b: &v1::ResourceBinding) -> bool {
                 .iter()
                 .any(|i| &i.cluster_name == c && i.health == v1::ResourceHealth::Healthy as i32)
         })
+}
+
+/// WE-8.6: the version that removed the task carries the proof itself. The work executor's
+/// status write ends the task it proves done: over the same targets as the version before,
+/// every one of them reports Healthy in a status stamped with the removing version's own
+/// generation.
+fn ended_with_proof(prev: &v1::ResourceBinding, b: &v1::ResourceBinding) -> bool {
+    targets(prev) == targets(b) && replacement_healthy(b)
 }
 
 fn ready(c: &v1::Cluster) -> Option<i32> {
@@ -510,7 +524,8 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                         let justified = t.contains(&gone.from_cluster)
                             || gone.suppress_deletion == Some(false)
                             || timed_out
-                            || replacement_healthy(prev);
+                            || replacement_healthy(prev)
+                            || ended_with_proof(prev, b);
                         if !justified {
                             violation(
                                 &mut report,

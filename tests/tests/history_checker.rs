@@ -256,6 +256,38 @@ fn i5_a_task_removed_for_a_legitimate_reason_is_not_a_violation() {
     // the cluster was scheduled again (A6)
     let r = task_removed(secs(8), before(), binding(3, &[("member1", 3)], &[], 5));
     assert_eq!(found(&r, "I5"), 0, "reinstated: {:?}", r.violations);
+    // WE-8.6: the removing version proves it, for its own generation, over the same targets
+    let ended = || healthy(binding(3, &[("member2", 3)], &[], 5));
+    let r = task_removed(secs(8), before(), ended());
+    assert_eq!(
+        found(&r, "I5"),
+        0,
+        "ended by the status write: {:?}",
+        r.violations
+    );
+    // ... but not for an older generation
+    let mut stale = ended();
+    stale
+        .status
+        .as_mut()
+        .unwrap()
+        .aggregated_status_observed_generation = 2;
+    let r = task_removed(secs(8), before(), stale);
+    assert_eq!(
+        found(&r, "I5"),
+        1,
+        "stale proof in the removal: {:?}",
+        r.violations
+    );
+    // ... nor over other targets than the version before had
+    let moved = healthy(binding(3, &[("member3", 3)], &[], 5));
+    let r = task_removed(secs(8), before(), moved);
+    assert_eq!(
+        found(&r, "I5"),
+        1,
+        "proof over new targets: {:?}",
+        r.violations
+    );
 }
 
 #[test]

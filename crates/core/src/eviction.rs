@@ -146,12 +146,17 @@ pub struct EvictOptions {
     pub record_clusters_before_failover: bool,
     /// W3C trace context to carry to the next service.
     pub trace_context: String,
+    /// The task's creation time. Flotilla: the producer stamps it when it appends the task
+    /// (TM-11.4), so that graceful eviction need not write the binding again only to stamp
+    /// it (GE-3.1 still stamps a task that arrives without one). `None` leaves it to GE-3.1,
+    /// as Karmada does.
+    pub created: Option<Time>,
 }
 
 impl EvictOptions {
     /// The options of a taint-manager eviction (§1.8: producer TaintManager, reason
-    /// TaintUntolerated).
-    pub fn taint_manager(purge_mode: PurgeMode, message: impl Into<String>) -> Self {
+    /// TaintUntolerated), its task created at `now`.
+    pub fn taint_manager(purge_mode: PurgeMode, message: impl Into<String>, now: Time) -> Self {
         EvictOptions {
             purge_mode,
             producer: PRODUCER_TAINT_MANAGER.into(),
@@ -161,6 +166,7 @@ impl EvictOptions {
             suppress_deletion: None,
             record_clusters_before_failover: false,
             trace_context: String::new(),
+            created: Some(now),
         }
     }
 }
@@ -211,7 +217,7 @@ pub fn graceful_evict_cluster(
         suppress_deletion: opts.suppress_deletion,
         preserved_label_state: Default::default(),
         clusters_before_failover: before,
-        creation_timestamp: None,
+        creation_timestamp: opts.created,
         trace_context: opts.trace_context.clone(),
     });
     EvictOutcome::Evicted
@@ -657,7 +663,8 @@ mod tests {
             ],
             ..Default::default()
         };
-        let opts = EvictOptions::taint_manager(PurgeMode::Gracefully, "untolerated");
+        let opts =
+            EvictOptions::taint_manager(PurgeMode::Gracefully, "untolerated", Time::from_secs(7));
         assert_eq!(
             graceful_evict_cluster(&mut spec, "m9", &opts),
             EvictOutcome::NotTargeted
@@ -684,7 +691,8 @@ mod tests {
                 Some(2),
                 PRODUCER_TAINT_MANAGER,
                 REASON_TAINT_UNTOLERATED,
-                None
+                // TM-11.4 (Flotilla): stamped by the producer, not left for GE-3.1
+                Some(Time::from_secs(7))
             )
         );
         // replicas copied only when > 0

@@ -49,6 +49,20 @@ pub trait Stored: Resource {
 
     /// Clears the status (if the kind has one), leaving metadata and spec.
     fn clear_status(&mut self);
+
+    /// Whether the spec (everything but metadata and status) is the same in both. The
+    /// default compares encodings with metadata and status stripped; kinds made of
+    /// metadata, `spec` and `status` alone compare their `spec` fields in place, which
+    /// copies nothing (every update of such an object asks, docs/design.md §7).
+    fn same_spec(&self, other: &Self) -> bool {
+        let strip = |o: &Self| {
+            let mut o = o.clone();
+            o.clear_status();
+            *o.meta_mut() = v1::ObjectMeta::default();
+            o.encode_to_vec()
+        };
+        strip(self) == strip(other)
+    }
 }
 
 /// The key of a cluster-scoped object.
@@ -95,6 +109,7 @@ macro_rules! stored {
             fn clear_status(&mut self) {
                 stored!(@clear self, $status);
             }
+            stored!(@same_spec_fn $status);
         }
     };
     ($ty:ident, $prefix:literal, namespaced, $status:tt) => {
@@ -106,12 +121,20 @@ macro_rules! stored {
             fn clear_status(&mut self) {
                 stored!(@clear self, $status);
             }
+            stored!(@same_spec_fn $status);
         }
     };
     (@clear $self:ident, status) => {
         $self.status = None;
     };
     (@clear $self:ident, none) => {};
+    (@same_spec_fn status) => {
+        fn same_spec(&self, other: &Self) -> bool {
+            // metadata, spec and status are the message's only fields
+            self.spec == other.spec
+        }
+    };
+    (@same_spec_fn none) => {};
 }
 
 stored!(Cluster, "clusters/", cluster, status);
@@ -146,6 +169,10 @@ impl Stored for v1::Work {
     fn clear_status(&mut self) {
         self.status = None;
     }
+    fn same_spec(&self, other: &Self) -> bool {
+        // metadata, spec and status are the message's only fields
+        self.spec == other.spec
+    }
 }
 
 /// Decodes a stored value and fills in `resourceVersion` from the key's mod revision.
@@ -164,13 +191,7 @@ pub fn encode<R: Stored>(obj: &R) -> Bytes {
 
 /// Whether the spec (everything but metadata and status) differs.
 pub fn spec_changed<R: Stored>(old: &R, new: &R) -> bool {
-    let strip = |o: &R| {
-        let mut o = o.clone();
-        o.clear_status();
-        *o.meta_mut() = v1::ObjectMeta::default();
-        o.encode_to_vec()
-    };
-    strip(old) != strip(new)
+    !old.same_spec(new)
 }
 
 /// Sets `new.generation`: the old one, plus one if the spec changed. Callers that need the
@@ -522,6 +543,89 @@ mod tests {
         let b4 = t.update(&b3, spec).await.unwrap();
         assert_eq!(b4.generation(), 2, "spec change");
         assert!(b4.resource_version() > b3.resource_version());
+    }
+
+    /// The in-place `same_spec` of the kinds made of metadata, spec and status says what the
+    /// encoding comparison says: metadata and status changes are not spec changes, an absent
+    /// spec differs from an empty one.
+    #[test]
+    fn same_spec_in_place_agrees_with_encodings() {
+        fn encoded<R: Stored>(a: &R, b: &R) -> bool {
+            let strip = |o: &R| {
+                let mut o = o.clone();
+                o.clear_status();
+                *o.meta_mut() = v1::ObjectMeta::default();
+                o.encode_to_vec()
+            };
+            strip(a) == strip(b)
+        }
+        type Edit<'a, R> = (&'a str, &'a dyn Fn(&mut R));
+        fn check<R: Stored>(kind: &str, base: &R, edits: &[Edit<'_, R>]) {
+            for (name, edit) in edits {
+                let mut other = base.clone();
+                edit(&mut other);
+                assert_eq!(
+                    base.same_spec(&other),
+                    encoded(base, &other),
+                    "{kind}: {name}"
+                );
+            }
+        }
+        let b = binding("a", 2);
+        check::<v1::ResourceBinding>(
+            "binding",
+            &b,
+            &[
+                ("unchanged", &|_| {}),
+                ("label", &|o| {
+                    o.meta_mut().labels.insert("x".into(), "y".into());
+                }),
+                ("status", &|o| {
+                    o.status
+                        .get_or_insert_with(Default::default)
+                        .scheduler_observed_generation = 3
+                }),
+                ("replicas", &|o| o.spec.as_mut().unwrap().replicas = 5),
+                ("task", &|o| {
+                    o.spec
+                        .as_mut()
+                        .unwrap()
+                        .graceful_eviction_tasks
+                        .push(Default::default())
+                }),
+                ("no spec", &|o| o.spec = None),
+            ],
+        );
+        let work = v1::Work {
+            metadata: Some(v1::ObjectMeta {
+                name: "w".into(),
+                ..Default::default()
+            }),
+            spec: Some(v1::WorkSpec {
+                cluster: "m1".into(),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        check::<v1::Work>(
+            "work",
+            &work,
+            &[
+                ("status", &|o| o.status = Some(Default::default())),
+                ("generation", &|o| o.meta_mut().generation = 9),
+                ("replicas", &|o| o.spec.as_mut().unwrap().replicas = Some(2)),
+                ("empty spec", &|o| o.spec = Some(Default::default())),
+            ],
+        );
+        let cluster = v1::Cluster::default();
+        check::<v1::Cluster>(
+            "cluster",
+            &cluster,
+            &[
+                ("status", &|o| o.status = Some(Default::default())),
+                ("empty spec", &|o| o.spec = Some(Default::default())),
+            ],
+        );
     }
 
     #[tokio::test]

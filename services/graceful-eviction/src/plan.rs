@@ -126,6 +126,8 @@ fn app_failover_options(
         suppress_deletion: (purge_mode == PurgeMode::Never).then_some(true),
         record_clusters_before_failover: !app.state_preservation.is_empty(),
         trace_context: String::new(),
+        // GE-3.1 stamps it in the very write that appends it (the assessment runs after)
+        created: None,
     }
 }
 

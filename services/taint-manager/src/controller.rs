@@ -597,7 +597,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
                 None => "the toleration time of the NoExecute taints is over".to_owned(),
             };
             let message = format!("evicted from cluster {}: {why}", key.cluster);
-            let mut opts = EvictOptions::taint_manager(purge_mode, message.clone());
+            let mut opts = EvictOptions::taint_manager(purge_mode, message.clone(), now);
             // the task carries this span's context: the reschedule continues the trace
             opts.trace_context = flotilla_runtime::trace::current();
             let reason = if explanation.untolerated.is_some() {

@@ -247,7 +247,7 @@ fn explain(input: ExplainInput) -> Result<v1::ExplainResponse, Error> {
                 }
             };
             let message = format!("evicted from cluster {}: {why}", cluster.name());
-            let opts = EvictOptions::taint_manager(purge_mode, message);
+            let opts = EvictOptions::taint_manager(purge_mode, message, now);
             let mut spec = binding.spec.clone();
             match graceful_evict_cluster(&mut spec, cluster.name(), &opts) {
                 EvictOutcome::Evicted => {

@@ -32,8 +32,8 @@ use flotilla_store::typed::{Stored, Typed, Update, workload_key};
 use crate::Config;
 use crate::member::Members;
 use crate::plan::{
-    REASON_OVERRIDE_FAILED, aggregate, decide_with, hold_status, overrides_condition,
-    with_aggregated_status, with_overrides_condition,
+    REASON_OVERRIDE_FAILED, aggregate, decide_with, end_healthy_tasks, hold_status,
+    overrides_condition, with_aggregated_status, with_overrides_condition,
 };
 use crate::render::{
     BINDING_FINALIZER, Overrides, binding_key, cluster_ready, is_deleting, parse_binding_key,
@@ -491,10 +491,21 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
             None => true,
         }
     });
+    // WE-8.6: the status write that proves a replacement healthy also ends its task.
+    let (update, ended) = match update {
+        Some(new) => {
+            let (new, ended) = end_healthy_tasks(&binding, new, &works, now);
+            (Some(new), ended)
+        }
+        None => (None, Vec::new()),
+    };
     if let Some(mut new) = update {
         stamp_trace_context(&mut new);
         match ctx.binding_writer.update((*binding).clone(), new).await {
-            Ok(b) => view.binding = Some(Arc::new(b)),
+            Ok(b) => {
+                view.binding = Some(Arc::new(b));
+                report_ended(ctx, view, &ended);
+            }
             Err(e) if e.is_conflict() => return Ok(Step::Conflict(Vec::new())),
             Err(StoreError::NotFound { .. }) => return Ok(Step::Conflict(Vec::new())),
             Err(e) => return Err(e.into()),
@@ -510,6 +521,30 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         Action::await_change()
     };
     Ok(Step::Done(action))
+}
+
+/// Logs, counts and records the eviction tasks a status write ended (WE-8.6), as graceful
+/// eviction does for the tasks it removes.
+fn report_ended(ctx: &Context, view: &View, ended: &[String]) {
+    for cluster in ended {
+        tracing::info!(
+            binding = %view.key,
+            cluster = %cluster,
+            verdict = "ReplacementHealthy",
+            "graceful eviction task ended by the status write that proves the replacement healthy (WE-8.6)"
+        );
+        metrics::counter!("flotilla_work_executor_eviction_tasks_ended_total").increment(1);
+        ctx.recorder.record(
+            Regarding::binding(&view.namespace, &view.name),
+            EventType::Normal,
+            "EvictWorkloadFromClusterSucceed",
+            format!(
+                "eviction from cluster {cluster} finished: every new target reports Healthy \
+                 (GE-4.3, ended by the work executor's status write, WE-8.6)"
+            ),
+            "",
+        );
+    }
 }
 
 /// Error policy: retry soon; the queue's per-key back-off grows with repeated failures.

@@ -6,11 +6,12 @@ use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::Time;
+use flotilla_core::graceful::{AssessOptions, TaskVerdict, assess_tasks};
 use flotilla_core::types::{self as domain, CONDITION_FULLY_APPLIED};
-use flotilla_core::work::{aggregate_status, plan_works};
+use flotilla_core::work::{aggregate_status, kept_clusters, plan_works};
 use flotilla_proto::Resource as _;
 use flotilla_proto::v1;
-use flotilla_store::typed::Stored;
+use flotilla_store::typed::{Stored, prepare_generation};
 
 use crate::render::{
     Overrides, RenderError, expected_work_key, is_deleting, merge_update, needs_update,
@@ -457,6 +458,88 @@ pub fn hold_status<W: Borrow<v1::Work>>(
     })
 }
 
+/// WE-8.6 (Flotilla): the eviction tasks that the status write `new` proves done, ended in
+/// that same write.
+///
+/// Graceful eviction removes a task once the binding's aggregated status, collected for its
+/// current generation, shows every new target Healthy (GE-4.3). That status is this
+/// controller's own write, so it applies the same assessment (`assess_tasks`, the very
+/// function graceful eviction decides with) to the binding as its write would leave it, and
+/// removes the tasks judged `ReplacementHealthy` there and then. The write then describes the
+/// binding after the removal: the evicted clusters' Works no longer count (their next sync
+/// marks them deleting), and the status is stamped with the generation the removal bumps to.
+/// In a failover this saves the separate task removal of graceful eviction and the status
+/// write that followed it (two binding versions per binding). Graceful eviction keeps every
+/// other verdict: new tasks without a creation time (GE-3.1), suppression, timeouts, A6.
+///
+/// Returns the binding to write and the clusters whose tasks ended (empty: `new` unchanged).
+pub fn end_healthy_tasks<W: Borrow<v1::Work>>(
+    old: &v1::ResourceBinding,
+    mut new: v1::ResourceBinding,
+    works: &[W],
+    now: Time,
+) -> (v1::ResourceBinding, Vec<String>) {
+    if new
+        .spec
+        .as_ref()
+        .is_none_or(|s| s.graceful_eviction_tasks.is_empty())
+    {
+        return (new, Vec::new());
+    }
+    let Ok(binding) = domain::ResourceBinding::try_from(new.clone()) else {
+        return (new, Vec::new());
+    };
+    let generation = binding.meta.generation;
+    let status = &binding.status;
+    let opts = AssessOptions {
+        now,
+        // Timeouts are graceful eviction's to judge (it knows the default grace period);
+        // here only a healthy replacement ends a task.
+        default_timeout: std::time::Duration::MAX,
+        schedule_result: &binding.spec.clusters,
+        observed_status: &status.aggregated_status,
+        has_scheduled: status.scheduler_observed_generation == generation,
+        observed_status_current: status.aggregated_status_observed_generation == generation,
+        last_scheduled: status.last_scheduled_time,
+    };
+    let ended: Vec<String> = assess_tasks(&binding.spec.graceful_eviction_tasks, &opts)
+        .verdicts
+        .into_iter()
+        .filter(|(_, verdict)| *verdict == TaskVerdict::ReplacementHealthy)
+        .map(|(cluster, _)| cluster)
+        .collect();
+    if ended.is_empty() {
+        return (new, Vec::new());
+    }
+    let mut spec = binding.spec;
+    spec.graceful_eviction_tasks
+        .retain(|t| !ended.contains(&t.from_cluster));
+    if let Some(wire) = new.spec.as_mut() {
+        wire.graceful_eviction_tasks
+            .retain(|t| !ended.contains(&t.from_cluster));
+    }
+    // The status of the binding after the removal: only the Works it still keeps.
+    let kept = kept_clusters(&spec);
+    let works: Vec<&v1::Work> = works
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|w| kept.contains(work_cluster(w)))
+        .collect();
+    let previous = old
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let (items, condition) = aggregate(&spec, &works, previous, now);
+    prepare_generation(old, &mut new);
+    let generation = new.generation();
+    let status = new.status.get_or_insert_with(Default::default);
+    status.aggregated_status = items;
+    status.aggregated_status_observed_generation = generation;
+    put_condition(status, CONDITION_FULLY_APPLIED, condition);
+    (new, ended)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
@@ -809,6 +892,106 @@ pub(crate) mod tests {
         // one Work missing → not fully applied
         let (_, cond) = aggregate(&spec_of(&b), &works[..1], &[], now);
         assert_eq!(cond.status, v1::ConditionStatus::False as i32);
+    }
+
+    /// WE-8.6: the status write that shows every new target Healthy, for the generation the
+    /// scheduler observed, ends a stamped task in the same write: the binding leaves it
+    /// without the task, stamped with the generation the removal bumps to, and aggregated
+    /// over the Works it still keeps. Anything graceful eviction would not remove as
+    /// `ReplacementHealthy` stays.
+    #[test]
+    fn we_8_6_the_write_that_proves_the_replacement_healthy_ends_the_task() {
+        let now = Time::from_millis(50_000);
+        let healthy_works = || {
+            let (mut works, _) = evicted(PurgeMode::Gracefully);
+            for w in &mut works {
+                w.status = Some(applied_healthy(now));
+            }
+            works
+        };
+        let evicted_at = |b: &mut v1::ResourceBinding, created: Option<Time>| {
+            let meta = b.metadata.as_mut().unwrap();
+            meta.generation = 3;
+            meta.resource_version = 40;
+            let task = &mut b.spec.as_mut().unwrap().graceful_eviction_tasks[0];
+            task.creation_timestamp = created.map(flotilla_proto::convert::time_to_timestamp);
+            b.status = Some(v1::ResourceBindingStatus {
+                scheduler_observed_generation: 3,
+                ..Default::default()
+            });
+        };
+        let status_write = |b: &v1::ResourceBinding, works: &[v1::Work]| {
+            let (items, cond) = aggregate(&spec_of(b), works, &[], now);
+            with_aggregated_status(b, items, cond, true).unwrap()
+        };
+
+        let (_, mut b) = evicted(PurgeMode::Gracefully);
+        evicted_at(&mut b, Some(Time::from_millis(10_000)));
+        let works = healthy_works();
+        let (new, ended) = end_healthy_tasks(&b, status_write(&b, &works), &works, now);
+        assert_eq!(ended, vec!["member1".to_owned()]);
+        assert!(
+            new.spec
+                .as_ref()
+                .unwrap()
+                .graceful_eviction_tasks
+                .is_empty()
+        );
+        assert_eq!(new.generation(), 4, "the removal bumps the generation");
+        let status = new.status.as_ref().unwrap();
+        assert_eq!(status.aggregated_status_observed_generation, 4);
+        let clusters: Vec<&str> = status
+            .aggregated_status
+            .iter()
+            .map(|i| i.cluster_name.as_str())
+            .collect();
+        assert_eq!(
+            clusters,
+            ["member2"],
+            "the evicted cluster's Work no longer counts"
+        );
+        let fully = status
+            .conditions
+            .iter()
+            .find(|c| c.r#type == CONDITION_FULLY_APPLIED)
+            .unwrap();
+        assert_eq!(fully.status, v1::ConditionStatus::True as i32);
+        assert_eq!(
+            status.scheduler_observed_generation, 3,
+            "the scheduler's own"
+        );
+
+        // what stays for graceful eviction (or for later)
+        type Edit = fn(&mut v1::ResourceBinding, &mut Vec<v1::Work>);
+        let kept: [(&str, Edit); 5] = [
+            ("GE-3.1: a task without a creation time", |b, _| {
+                b.spec.as_mut().unwrap().graceful_eviction_tasks[0].creation_timestamp = None
+            }),
+            ("the scheduler has not observed the generation", |b, _| {
+                b.status.as_mut().unwrap().scheduler_observed_generation = 2
+            }),
+            ("the replacement is not Healthy yet", |_, works| {
+                for w in works.iter_mut() {
+                    w.status.as_mut().unwrap().health = v1::ResourceHealth::Unhealthy as i32;
+                }
+            }),
+            ("GE-4.1: suppressDeletion", |b, _| {
+                b.spec.as_mut().unwrap().graceful_eviction_tasks[0].suppress_deletion = Some(true)
+            }),
+            ("A6: no target left", |b, _| {
+                b.spec.as_mut().unwrap().clusters.clear()
+            }),
+        ];
+        for (name, edit) in kept {
+            let (_, mut b) = evicted(PurgeMode::Gracefully);
+            evicted_at(&mut b, Some(Time::from_millis(10_000)));
+            let mut works = healthy_works();
+            edit(&mut b, &mut works);
+            let write = status_write(&b, &works);
+            let (new, ended) = end_healthy_tasks(&b, write.clone(), &works, now);
+            assert!(ended.is_empty(), "{name}: {ended:?}");
+            assert_eq!(new, write, "{name}: the write is left as it was");
+        }
     }
 
     fn replace_policy(path: &str, value: i64) -> Overrides {

@@ -495,7 +495,13 @@ mod tests {
             }),
             status: None,
         };
-        let evicted = evicted_copy(&binding, "member1", v1::PurgeMode::Gracefully as i32).unwrap();
+        let evicted = evicted_copy(
+            &binding,
+            "member1",
+            v1::PurgeMode::Gracefully as i32,
+            &prost_types::Timestamp::default(),
+        )
+        .unwrap();
         let spec = evicted.spec.as_ref().unwrap();
         assert_eq!(words::targets(&spec.clusters), "member2:2");
         assert_eq!(spec.graceful_eviction_tasks.len(), 1);

@@ -3,12 +3,13 @@
 
 use super::*;
 
-/// The taint-manager's eviction of `cluster` from `binding` (TM-11) with `purge_mode`, as
-/// a new generation of the binding (the spec changed), ready to be simulated.
+/// The taint-manager's eviction of `cluster` from `binding` (TM-11) with `purge_mode` at
+/// `at`, as a new generation of the binding (the spec changed), ready to be simulated.
 pub fn evicted_copy(
     binding: &v1::ResourceBinding,
     cluster: &str,
     purge_mode: i32,
+    at: &prost_types::Timestamp,
 ) -> anyhow::Result<v1::ResourceBinding> {
     let mut domain = core::ResourceBinding::try_from(binding.clone())
         .map_err(|e| anyhow::anyhow!("the binding cannot be read: {e}"))?;
@@ -19,7 +20,13 @@ pub fn evicted_copy(
     graceful_evict_cluster(
         &mut domain.spec,
         cluster,
-        &EvictOptions::taint_manager(mode, format!("what-if: {cluster} fails")),
+        &EvictOptions::taint_manager(
+            mode,
+            format!("what-if: {cluster} fails"),
+            flotilla_core::Time::from_millis(
+                at.seconds.saturating_mul(1000) + i64::from(at.nanos) / 1_000_000,
+            ),
+        ),
     );
     let mut copy = v1::ResourceBinding::from(domain);
     let meta = copy.meta_mut();
@@ -113,11 +120,11 @@ pub(super) async fn fate(
             return Fate::Stays(why);
         }
     };
-    let evicted = match evicted_copy(binding, cluster, ex.purge_mode) {
+    let sim_at = when.unwrap_or(*at);
+    let evicted = match evicted_copy(binding, cluster, ex.purge_mode, &sim_at) {
         Ok(b) => b,
         Err(e) => return Fate::Unknown(format!("{e:#}")),
     };
-    let sim_at = when.unwrap_or(*at);
     let sim = match simulate(dry, &evicted, clusters_after, true, &sim_at).await {
         Ok(s) => s,
         Err(e) => return Fate::Unknown(format!("{e:#}")),
