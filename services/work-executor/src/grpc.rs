@@ -15,7 +15,7 @@ use flotilla_store::StoreError;
 use flotilla_store::typed::{Stored, Typed, work_key};
 use tonic::{Request, Status};
 
-use crate::plan::{aggregate, decide_with};
+use crate::plan::{aggregate, decide_with, end_healthy_tasks, with_aggregated_status};
 use crate::render::{Overrides, cluster_is_pull, explain_overrides, is_deleting, work_cluster};
 
 /// Metadata key naming the calling agent's cluster; when present it must match the Work's.
@@ -389,6 +389,23 @@ impl WorkExecutorApi {
             },
             aggregated_status.len()
         ));
+        // WE-8.6: the tasks this status write would end (the stamp as the controller would set
+        // it when the Works are current)
+        if let Some(written) = with_aggregated_status(
+            &binding,
+            aggregated_status.clone(),
+            fully_applied.clone(),
+            true,
+        ) {
+            let (_, ended) = end_healthy_tasks(&binding, written, &req.works, now);
+            if !ended.is_empty() {
+                reasons.push(format!(
+                    "WE-8.6: every new target reports Healthy: this status write also ends the \
+                     eviction task(s) for {}",
+                    ended.join(", ")
+                ));
+            }
+        }
         Ok(v1::PlanResponse {
             kept_clusters: d.kept.iter().cloned().collect(),
             orphans: d

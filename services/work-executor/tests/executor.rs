@@ -715,6 +715,74 @@ async fn report_work_status_validates_and_serves_pull_agents() {
     );
 }
 
+/// WE-8.6 in the dry run: Plan says when the status write it computes would also end an
+/// eviction task (every new target Healthy for the generation the scheduler observed), and
+/// says nothing of it while the scheduler has not observed the generation.
+#[tokio::test]
+async fn plan_says_when_the_status_write_ends_a_task() {
+    let run = Running::start(mem()).await;
+    let mut client = run.client().await;
+    let wl = workload("nginx", 3);
+    let mut b = binding("nginx", &[("member2", 3)]);
+    let mut stamped = task("member1", v1::PurgeMode::Gracefully);
+    stamped.creation_timestamp = Some(prost_types::Timestamp {
+        seconds: 1,
+        nanos: 0,
+    });
+    b.spec.as_mut().unwrap().graceful_eviction_tasks = vec![stamped];
+    b.metadata.as_mut().unwrap().generation = 3;
+    let works: Vec<v1::Work> = [("member1", 1), ("member2", 3)]
+        .into_iter()
+        .map(|(c, r)| {
+            let mut w = flotilla_work_executor::render::render_work(
+                &b,
+                &wl,
+                &flotilla_core::types::TargetCluster::new(c, r),
+            )
+            .unwrap();
+            w.metadata.as_mut().unwrap().generation = 1;
+            w.status = Some(v1::WorkStatus {
+                applied: true,
+                health: v1::ResourceHealth::Healthy as i32,
+                observed_generation: 1,
+                ..Default::default()
+            });
+            w
+        })
+        .collect();
+    for (observed, ends) in [(3, true), (2, false)] {
+        let mut binding = b.clone();
+        binding.status = Some(v1::ResourceBindingStatus {
+            scheduler_observed_generation: observed,
+            ..Default::default()
+        });
+        let resp = client
+            .plan(v1::PlanRequest {
+                binding: Some(binding),
+                workload: Some(wl.clone()),
+                works: works.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let said = resp
+            .reasons
+            .iter()
+            .find(|r| r.starts_with("WE-8.6"))
+            .cloned();
+        assert_eq!(
+            said.is_some(),
+            ends,
+            "observed {observed}: {:?}",
+            resp.reasons
+        );
+        if let Some(reason) = said {
+            assert!(reason.ends_with("for member1"), "{reason}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_is_a_dry_run_of_the_binding_controller() {
     let run = Running::start(mem()).await;
