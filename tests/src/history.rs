@@ -171,6 +171,27 @@ impl HistoryRecorder {
         self.entries.lock().unwrap().clone()
     }
 
+    /// For a converged scenario (`expect.converged`): waits, within a bound, until the end state
+    /// holds for the Works too (I3, I2). The scenario waited for its bindings to settle, and
+    /// their Works follow a write later (an ended task's Work is marked deleting by the work
+    /// executor's next sync, WE-8.6). A Work that never converges is still reported by
+    /// [`check`] afterwards.
+    pub async fn settle(&self, expect: &Expect) {
+        if !expect.converged {
+            return;
+        }
+        let settled = |h: &[Entry]| {
+            check(h, expect)
+                .violations
+                .iter()
+                .all(|v| !matches!(v.invariant, "I3" | "I2"))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while !settled(&self.snapshot()) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Waits until everything up to `revision` was recorded, then stops.
     pub async fn stop_at(self, revision: Revision) -> Vec<Entry> {
         for _ in 0..200 {

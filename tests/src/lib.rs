@@ -672,22 +672,7 @@ impl Stack {
         faults: &[String],
         expect: &history::Expect,
     ) -> Vec<history::Entry> {
-        // A converged scenario waited for its bindings to settle; their Works follow a write
-        // later (an ended task's Work is marked deleting by the work executor's next sync,
-        // WE-8.6). Wait, within a bound, until the end state holds for the Works too (I3, I2):
-        // a Work that never converges is still reported below.
-        if expect.converged {
-            let settled = |h: &[history::Entry]| {
-                history::check(h, expect)
-                    .violations
-                    .iter()
-                    .all(|v| !matches!(v.invariant, "I3" | "I2"))
-            };
-            let deadline = std::time::Instant::now() + Duration::from_secs(15);
-            while !settled(&recorder.snapshot()) && std::time::Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+        recorder.settle(expect).await;
         // (with a dead etcd member the client may try its endpoint first: retry)
         let store = self.store().await;
         let until = eventually(Duration::from_secs(60), "etcd answers", || async {

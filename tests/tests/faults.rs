@@ -573,6 +573,13 @@ async fn f6_clock_skew() {
 
         set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
         healthy_on(&api, &["member2", "member3"]).await;
+        let expect = Expect {
+            healthy_members: vec!["member2".into(), "member3".into()],
+            no_evictions: false,
+            converged: true,
+            grace: None,
+        };
+        recorder.settle(&expect).await;
         let until = stack.store().await.current_revision().await.unwrap();
         let history = recorder.stop_at(until).await;
         // I12 on the test's clock: the first NoExecute on member1 → the eviction from it
@@ -588,12 +595,6 @@ async fn f6_clock_skew() {
             }
             _ => None,
         });
-        let expect = Expect {
-            healthy_members: vec!["member2".into(), "member3".into()],
-            no_evictions: false,
-            converged: true,
-            grace: None,
-        };
         let report = check(&history, &expect);
         let faults = vec![
             format!("the taint-manager's wall clock {skew:+} s (libfaketime)"),
