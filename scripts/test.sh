@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need (protoc for the
 # etcd-client build, Debian's etcd-server, a locally built etcd image when a Docker engine
-# answers), then checks formatting and lints and runs every test against a real etcd.
+# answers, a Kubernetes control plane built from Debian's source for the real-member tests),
+# then checks formatting and lints and runs every test against a real etcd.
 #
 #   scripts/test.sh            # everything CI runs
 #   FLOTILLA_ETCD_ENDPOINTS=http://127.0.0.1:2379 scripts/test.sh   # use your own etcd
@@ -59,6 +60,18 @@ if ! py_deps_ok; then
       opentelemetry-proto grpcio prometheus_client
 fi
 py_deps_ok || { echo "python3 cannot import grpc, opentelemetry.proto and prometheus_client after installing them"; exit 1; }
+
+# The real-member scenarios (tests/tests/real_members.rs) run real kube-apiserver,
+# kube-controller-manager and kube-scheduler 1.20.2, built from Debian's source package by
+# scripts/kube-build.sh: about 7 minutes the first time, then cached outside the clone
+# (~/.cache/flotilla/kubernetes) and free. FLOTILLA_KUBE_BIN=<dir> uses other binaries.
+if [ -z "${FLOTILLA_KUBE_BIN:-}" ]; then
+  log "Kubernetes binaries for the real-member tests (scripts/kube-build.sh)"
+  FLOTILLA_KUBE_BIN="$(scripts/kube-build.sh)"
+  export FLOTILLA_KUBE_BIN
+fi
+"$FLOTILLA_KUBE_BIN/kube-apiserver" --version >/dev/null \
+  || { echo "$FLOTILLA_KUBE_BIN/kube-apiserver does not run"; exit 1; }
 
 # The integration tests run against a containerised etcd when a Docker engine answers; the
 # image is built locally from Debian's etcd binary (nothing can be pulled here).

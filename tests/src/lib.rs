@@ -31,6 +31,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod history;
+pub mod kube;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -117,6 +118,9 @@ pub struct Process {
     pub name: String,
     child: Child,
     log: PathBuf,
+    /// Print only this many last lines of the log when the test panics (a kube-apiserver
+    /// writes a lot).
+    tail: Option<usize>,
 }
 
 impl Process {
@@ -133,6 +137,18 @@ impl Process {
         args: &[String],
         env: &[(String, String)],
     ) -> Self {
+        Self::spawn_program(dir, name, &bin_path(bin), args, env)
+    }
+
+    /// [`Process::spawn_with_env`] of any program (e.g. a Kubernetes binary).
+    pub fn spawn_program(
+        dir: &std::path::Path,
+        name: &str,
+        program: &std::path::Path,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Self {
+        let bin = program.display().to_string();
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).unwrap();
         let err = out.try_clone().unwrap();
@@ -143,7 +159,7 @@ impl Process {
             .map(|(_, v)| v.clone())
             .or_else(|| std::env::var("FLOTILLA_LOG").ok())
             .unwrap_or_else(|| "info".into());
-        let child = Command::new(bin_path(bin))
+        let child = Command::new(program)
             .args(args)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("FLOTILLA_LOG", log_level)
@@ -153,10 +169,12 @@ impl Process {
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
+        let tail = (!bin.contains("flotilla-")).then_some(80);
         Process {
             name: name.into(),
             child,
             log,
+            tail,
         }
     }
 
@@ -194,11 +212,18 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            let log = self.log();
+            let shown = match self.tail {
+                Some(n) => {
+                    let lines: Vec<&str> = log.lines().collect();
+                    lines[lines.len().saturating_sub(n)..].join("\n")
+                }
+                None => log,
+            };
             eprintln!(
-                "----- {} log ({}) -----\n{}",
+                "----- {} log ({}) -----\n{shown}",
                 self.name,
                 self.log.display(),
-                self.log()
             );
         }
     }
@@ -728,18 +753,30 @@ pub async fn api_client(stack: &Stack) -> ApiClient {
 async fn member_control(
     member: &Member,
 ) -> v1::member_sim_client::MemberSimClient<tonic::transport::Channel> {
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{}", member.control_addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+    control_client(&member.control_addr).await
+}
+
+/// A client of the member-sim control address `addr`.
+async fn control_client(
+    addr: &str,
+) -> v1::member_sim_client::MemberSimClient<tonic::transport::Channel> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
     v1::member_sim_client::MemberSimClient::new(channel)
 }
 
 /// Sets a member's fault through its control address (works even when it is unreachable).
 pub async fn set_fault(member: &Member, mode: flotilla_proto::v1::FaultMode) {
-    member_control(member)
+    set_fault_at(&member.control_addr, mode).await;
+}
+
+/// Sets the fault of the member-sim whose control address is `addr` (e.g. a
+/// [`kube::RealMember`]'s proxy).
+pub async fn set_fault_at(addr: &str, mode: flotilla_proto::v1::FaultMode) {
+    control_client(addr)
         .await
         .set_fault(flotilla_proto::v1::SetFaultRequest {
             mode: mode as i32,

@@ -17,6 +17,7 @@ mod overrides;
 mod policy_lifecycle;
 mod pull_cluster;
 mod purge_modes;
+mod real_members;
 mod recovery_before_toleration;
 mod seed_divided;
 mod seed_duplicated;

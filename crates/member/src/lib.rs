@@ -8,12 +8,13 @@
 //!                       group version, refreshed when a kind is missing or the entry is old)
 //!                       → PATCH …?fieldManager=flotilla&force=true  (server-side apply)
 //!     delete(ref)       → DELETE … propagationPolicy=Background  (absent = already deleted)
-//!     list_managed(kind)→ GET …?labelSelector=resourcebinding.karmada.io/permanent-id
+//!     list_managed(kind)→ GET …?labelSelector=resourcebinding.karmada.io/permanent-id&limit=500
 //!                       (clusterresourcebinding.… for cluster-scoped kinds)
 //!     readyz / version / api_enablements / resource_summary   (cluster-health)
 //! ```
 //!
-//! Every call has a deadline and goes through one bound on the calls in flight; a member
+//! Every call has a deadline and goes through its member's own bound on the calls in flight;
+//! applies carry no server-set metadata ([`apply_body`]); lists are paged; a member
 //! that answers with a Kubernetes `Status` becomes [`MemberError::Api`] with its HTTP code and
 //! reason. Credentials ([`Target`]) are never printed: its `Debug` shows the endpoint only.
 //! See docs/design.md ("Members through the Kubernetes API").
@@ -64,6 +65,12 @@ pub struct Target {
     pub ca_pem: Option<Vec<u8>>,
     /// A bearer token.
     pub token: Option<String>,
+    /// A file holding the bearer token, read again every [`TOKEN_FILE_RELOAD`] (a projected
+    /// ServiceAccount token is rotated in place), trimmed as client-go trims it. Takes the
+    /// place of `token` when both are set. (kube-rs' own `token_file` keeps the file's
+    /// trailing newline, which `kubectl create token > file` writes, and every request then
+    /// fails on an invalid header.)
+    pub token_file: Option<std::path::PathBuf>,
     /// A client certificate and key, PEM.
     pub client_cert_pem: Option<(Vec<u8>, Vec<u8>)>,
     /// Skip verifying the server's certificate (the Cluster's
@@ -79,6 +86,7 @@ impl fmt::Debug for Target {
             .field("endpoint", &self.endpoint)
             .field("ca", &self.ca_pem.is_some())
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("token_file", &self.token_file)
             .field("client_cert", &self.client_cert_pem.is_some())
             .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
             .field("proxy_url", &self.proxy_url)
@@ -134,6 +142,37 @@ impl Target {
             );
         }
         Ok(config)
+    }
+}
+
+/// A plain kube-rs client of `target` (its token file read once), for programs that drive a
+/// member's API server directly (member-sim's node agent).
+pub fn kube_client(target: &Target, timeout: Duration) -> Result<kube::Client, MemberError> {
+    let mut target = target.clone();
+    if let Some(path) = &target.token_file {
+        target.token = Some(
+            read_token_file(path).map_err(|message| MemberError::BadTarget {
+                endpoint: target.endpoint.clone(),
+                message,
+            })?,
+        );
+    }
+    let config = target.config(timeout)?;
+    kube::Client::try_from(config).map_err(|e| MemberError::BadTarget {
+        endpoint: target.endpoint.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// How often a [`Target::token_file`] is read again.
+pub const TOKEN_FILE_RELOAD: Duration = Duration::from_secs(10);
+
+/// The token in `path`, trimmed; an error names the file, never its content.
+pub fn read_token_file(path: &std::path::Path) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
+        Ok(_) => Err(format!("{} is empty", path.display())),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
 }
 
@@ -195,6 +234,49 @@ pub fn target_of(
 pub fn secret_key_of(cluster: &flotilla_proto::v1::Cluster) -> Option<String> {
     let r = cluster.spec.as_ref()?.secret_ref.as_ref()?;
     Some(format!("secrets/{}/{}", r.namespace, r.name))
+}
+
+/// The metadata fields a server sets and a server-side apply must not carry. A real
+/// kube-apiserver refuses an apply body with `managedFields` ("metadata.managedFields must be
+/// nil"), and takes `resourceVersion` and `uid` as preconditions, so a manifest exported from
+/// another cluster (`kubectl get -o yaml`) would fail with 409 on every member. The rest are
+/// ignored or overwritten by the server; they are dropped so that the body says only what
+/// Flotilla means to own. Karmada strips the same fields from its Work manifests.
+pub const SERVER_SET_METADATA: [&str; 8] = [
+    "managedFields",
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+];
+
+/// The body of a server-side apply of `manifest`: the manifest without
+/// [`SERVER_SET_METADATA`] and without `status` (status belongs to the member's controllers;
+/// an apply's `status` is ignored by kinds with a status subresource and would take ownership
+/// of it on the others). Borrowed unchanged when there is nothing to drop.
+pub fn apply_body(manifest: &Value) -> std::borrow::Cow<'_, Value> {
+    let carries = |o: &serde_json::Map<String, Value>| {
+        o.contains_key("status")
+            || o.get("metadata")
+                .and_then(Value::as_object)
+                .is_some_and(|m| SERVER_SET_METADATA.iter().any(|k| m.contains_key(*k)))
+    };
+    match manifest {
+        Value::Object(o) if carries(o) => {
+            let mut body = o.clone();
+            body.remove("status");
+            if let Some(Value::Object(meta)) = body.get_mut("metadata") {
+                for key in SERVER_SET_METADATA {
+                    meta.remove(key);
+                }
+            }
+            std::borrow::Cow::Owned(Value::Object(body))
+        }
+        _ => std::borrow::Cow::Borrowed(manifest),
+    }
 }
 
 /// The DER certificates of a PEM bundle.
@@ -296,7 +378,11 @@ type Resources = Arc<Vec<(ApiResource, ApiCapabilities)>>;
 
 /// One member's API server: a kube client and its discovery cache.
 pub struct Member {
-    client: kube::Client,
+    client: Mutex<kube::Client>,
+    /// The target with the token last read from its token file (to rebuild the client).
+    target: Mutex<(Instant, Target)>,
+    /// How often the token file is read again ([`TOKEN_FILE_RELOAD`]).
+    token_reload: Duration,
     endpoint: String,
     timeout: Duration,
     in_flight: Arc<Semaphore>,
@@ -350,25 +436,70 @@ impl ObjectRef {
 }
 
 impl Member {
-    /// A client of `target` with a per-call `timeout`, sharing `in_flight` with other
-    /// members.
+    /// A client of `target` with a per-call `timeout` and `in_flight` bounding its calls.
     pub fn new(
         target: &Target,
         timeout: Duration,
         in_flight: Arc<Semaphore>,
     ) -> Result<Self, MemberError> {
-        let config = target.config(timeout)?;
-        let client = kube::Client::try_from(config).map_err(|e| MemberError::BadTarget {
-            endpoint: target.endpoint.clone(),
-            message: e.to_string(),
-        })?;
+        let mut target = target.clone();
+        if let Some(path) = &target.token_file {
+            target.token =
+                Some(
+                    read_token_file(path).map_err(|message| MemberError::BadTarget {
+                        endpoint: target.endpoint.clone(),
+                        message,
+                    })?,
+                );
+        }
+        let client = Self::client_of(&target, timeout)?;
         Ok(Self {
-            client,
+            client: Mutex::new(client),
+            target: Mutex::new((Instant::now(), target.clone())),
+            token_reload: TOKEN_FILE_RELOAD,
             endpoint: target.endpoint.clone(),
             timeout,
             in_flight,
             discovery: Mutex::new(HashMap::new()),
         })
+    }
+
+    fn client_of(target: &Target, timeout: Duration) -> Result<kube::Client, MemberError> {
+        kube_client(target, timeout)
+    }
+
+    /// The client, rebuilt first when the token file holds a new token. A file that cannot be
+    /// read keeps the last token (a rotation writes a new file in place of the old one).
+    fn client(&self) -> kube::Client {
+        let mut target = self.target.lock().unwrap_or_else(PoisonError::into_inner);
+        if target.0.elapsed() >= self.token_reload
+            && let Some(path) = target.1.token_file.clone()
+        {
+            target.0 = Instant::now();
+            match read_token_file(&path) {
+                Ok(token) if target.1.token.as_deref() != Some(token.as_str()) => {
+                    target.1.token = Some(token);
+                    match Self::client_of(&target.1, self.timeout) {
+                        Ok(client) => {
+                            tracing::info!(endpoint = %self.endpoint, file = %path.display(), "the member token file changed; using the new token");
+                            *self.client.lock().unwrap_or_else(PoisonError::into_inner) = client;
+                        }
+                        Err(error) => {
+                            tracing::warn!(endpoint = %self.endpoint, %error, "cannot use the new member token");
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(endpoint = %self.endpoint, %error, "cannot read the member token file again; keeping the last token");
+                }
+            }
+        }
+        drop(target);
+        self.client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The member's endpoint.
@@ -463,7 +594,10 @@ impl Member {
             .map_err(|e| MemberError::BadObject(format!("apiVersion {api_version:?}: {e}")))?;
         let version = gv.version.clone();
         let group = self
-            .call("discover", kube::discovery::pinned_group(&self.client, &gv))
+            .call(
+                "discover",
+                kube::discovery::pinned_group(&self.client(), &gv),
+            )
             .await?;
         let resources = Arc::new(group.versioned_resources(&version));
         tracing::debug!(endpoint = %self.endpoint, api_version, resources = resources.len(), "discovered");
@@ -506,24 +640,24 @@ impl Member {
             } else {
                 r.namespace.as_str()
             };
-            Api::namespaced_with(self.client.clone(), ns, &resource)
+            Api::namespaced_with(self.client(), ns, &resource)
         } else {
-            Api::all_with(self.client.clone(), &resource)
+            Api::all_with(self.client(), &resource)
         })
     }
 
     /// Server-side apply of `manifest` as field manager `flotilla`, forcing conflicts (the
     /// control plane's intent wins, as Karmada's execution controller overwrites); returns
     /// the object as the member stored it, with its status.
+    ///
+    /// The body sent is [`apply_body`]: the manifest without the metadata a server sets.
     pub async fn apply(&self, manifest: &Value) -> Result<Value, MemberError> {
         let r = ObjectRef::of(manifest)?;
         let api = self.api_for(&r).await?;
         let params = PatchParams::apply(FIELD_MANAGER).force();
+        let body = apply_body(manifest);
         let object = self
-            .call(
-                "apply",
-                api.patch(&r.name, &params, &Patch::Apply(manifest)),
-            )
+            .call("apply", api.patch(&r.name, &params, &Patch::Apply(&body)))
             .await?;
         Ok(into_value(object, &r.api_version, &r.kind))
     }
@@ -602,18 +736,45 @@ impl Member {
             .collect())
     }
 
-    /// `GET` a list of `resource` in every namespace, parsed straight into `L`.
-    async fn list_request<L: serde::de::DeserializeOwned>(
+    /// A list of `resource` in every namespace, parsed straight into `T`s, in pages of
+    /// [`LIST_PAGE`] (one unpaged list of a big cluster's pods is a single response of
+    /// hundreds of MB, and an API server may cut it off). A continue token that expired
+    /// (410 Gone) restarts the list once from the beginning.
+    async fn list_request<T: serde::de::DeserializeOwned>(
         &self,
         resource: &ApiResource,
         params: &ListParams,
-    ) -> Result<L, MemberError> {
+    ) -> Result<TypedList<T>, MemberError> {
         let url = <DynamicObject as kube::Resource>::url_path(resource, None);
-        let request = kube::core::Request::new(url)
-            .list(params)
-            .map_err(|e| MemberError::BadObject(e.to_string()))?;
-        let client = self.client.clone();
-        self.call("list", client.request(request)).await
+        let mut restarted = false;
+        let mut items = Vec::new();
+        let mut params = params.clone().limit(LIST_PAGE);
+        loop {
+            let request = kube::core::Request::new(&url)
+                .list(&params)
+                .map_err(|e| MemberError::BadObject(e.to_string()))?;
+            let client = self.client();
+            let page: TypedList<T> = match self.call("list", client.request(request)).await {
+                Ok(page) => page,
+                Err(MemberError::Api { code: 410, .. }) if !restarted => {
+                    restarted = true;
+                    items.clear();
+                    params.continue_token = None;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            items.extend(page.items);
+            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+                Some(token) => params.continue_token = Some(token),
+                None => {
+                    return Ok(TypedList {
+                        items,
+                        ..TypedList::default()
+                    });
+                }
+            }
+        }
     }
 
     /// `GET path` (`/readyz`, `/healthz`): the HTTP code and body; transport failures and
@@ -622,7 +783,7 @@ impl Member {
         let request = http::Request::get(path)
             .body(Vec::new())
             .map_err(|e| MemberError::BadObject(e.to_string()))?;
-        let client = self.client.clone();
+        let client = self.client();
         let fut = async move {
             let response = client.send(request.map(Into::into)).await?;
             let code = response.status().as_u16();
@@ -638,7 +799,7 @@ impl Member {
     /// The member's Kubernetes version (`/version`'s `gitVersion`).
     pub async fn version(&self) -> Result<String, MemberError> {
         let info = self
-            .call("version", self.client.apiserver_version())
+            .call("version", self.client().apiserver_version())
             .await?;
         Ok(info.git_version)
     }
@@ -649,9 +810,11 @@ impl Member {
     ) -> Result<Vec<flotilla_proto::v1::ApiEnablement>, MemberError> {
         let mut out = Vec::new();
         let core = self
-            .call("discover", self.client.list_core_api_versions())
+            .call("discover", self.client().list_core_api_versions())
             .await?;
-        let groups = self.call("discover", self.client.list_api_groups()).await?;
+        let groups = self
+            .call("discover", self.client().list_api_groups())
+            .await?;
         let mut versions: Vec<String> = core.versions;
         for g in groups.groups {
             versions.extend(g.versions.into_iter().map(|v| v.group_version));
@@ -726,11 +889,32 @@ impl Member {
     }
 }
 
-/// A list's items, each parsed straight into `T`.
+/// Objects per page of a list.
+pub const LIST_PAGE: u32 = 500;
+
+/// A list's items, each parsed straight into `T`, and its continue token.
 #[derive(serde::Deserialize)]
 struct TypedList<T> {
     #[serde(default = "Vec::new")]
     items: Vec<T>,
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+impl<T> Default for TypedList<T> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            metadata: ListMeta::default(),
+        }
+    }
+}
+
+/// The part of a list's metadata paging reads.
+#[derive(Default, serde::Deserialize)]
+struct ListMeta {
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
 }
 
 /// One item of a [`SlimList`]: every other field is skipped by the parser.
@@ -821,21 +1005,23 @@ fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
 }
 
 /// The members of every cluster, one [`Member`] per cluster (rebuilt when its [`Target`]
-/// changes), with one bound on the calls in flight over all of them.
+/// changes), each with its own bound on the calls in flight: a member that hangs holds only
+/// its own permits, so it cannot starve the healthy members during a failover (which is when
+/// one member hangs).
 #[derive(Debug)]
 pub struct Members {
     members: Mutex<HashMap<String, (Target, Arc<Member>)>>,
     timeout: Duration,
-    in_flight: Arc<Semaphore>,
+    concurrency: usize,
 }
 
 impl Members {
-    /// Members with a per-call `timeout` and at most `concurrency` calls in flight.
+    /// Members with a per-call `timeout` and at most `concurrency` calls in flight to each.
     pub fn new(timeout: Duration, concurrency: usize) -> Self {
         Self {
             members: Mutex::new(HashMap::new()),
             timeout,
-            in_flight: Arc::new(Semaphore::new(concurrency.max(1))),
+            concurrency: concurrency.max(1),
         }
     }
 
@@ -847,7 +1033,10 @@ impl Members {
         {
             return Ok(m.clone());
         }
-        let member = Arc::new(Member::new(target, self.timeout, self.in_flight.clone())?);
+        // a rebuilt client (new credentials) takes a fresh bound: calls still running on the
+        // old one finish on their own permits
+        let in_flight = Arc::new(Semaphore::new(self.concurrency));
+        let member = Arc::new(Member::new(target, self.timeout, in_flight)?);
         members.insert(cluster.to_owned(), (target.clone(), member.clone()));
         Ok(member)
     }

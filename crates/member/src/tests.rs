@@ -15,6 +15,7 @@ use super::*;
 struct Seen {
     method: Method,
     uri: String,
+    authorization: String,
     content_type: String,
     body: String,
 }
@@ -50,9 +51,15 @@ async fn handle(
         .unwrap_or_default()
         .to_owned();
     let body = String::from_utf8_lossy(&body).into_owned();
+    let authorization = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     stub.seen.lock().expect("lock").push(Seen {
         method: method.clone(),
         uri: uri.to_string(),
+        authorization,
         content_type,
         body: body.clone(),
     });
@@ -91,11 +98,20 @@ async fn handle(
         }
         (Method::DELETE, p) if p.ends_with("/gone") => status(404, "NotFound"),
         (Method::DELETE, _) => json(json!({"kind": "Status", "status": "Success"})),
-        (Method::GET, "/apis/apps/v1/deployments") => json(json!({
-            "kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": {"resourceVersion": "9"},
+        // two pages: the first names a continue token
+        (Method::GET, "/apis/apps/v1/deployments") if !uri.to_string().contains("continue=") => {
+            json(json!({
+            "kind": "DeploymentList", "apiVersion": "apps/v1",
+            "metadata": {"resourceVersion": "9", "continue": "page2"},
             "items": [{"metadata": {"name": "web", "namespace": "default"},
                        "spec": {"replicas": 1},
-                       "status": {"readyReplicas": 1}}]})),
+                       "status": {"readyReplicas": 1}}]}))
+        }
+        (Method::GET, "/apis/apps/v1/deployments") => json(json!({
+            "kind": "DeploymentList", "apiVersion": "apps/v1", "metadata": {"resourceVersion": "9"},
+            "items": [{"metadata": {"name": "api", "namespace": "default"},
+                       "spec": {"replicas": 2},
+                       "status": {"readyReplicas": 0}}]})),
         _ => status(404, "NotFound"),
     }
 }
@@ -213,16 +229,116 @@ async fn list_managed_selects_by_the_binding_label() {
     let stub = Stub::default();
     let m = member(&serve(stub.clone()).await, Duration::from_secs(5));
     let items = m.list_managed("apps/v1", "Deployment").await.expect("list");
-    assert_eq!(items.len(), 1);
+    let names: Vec<&str> = items
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["web", "api"], "both pages");
     assert_eq!(items[0]["kind"], "Deployment");
     assert_eq!(status::manifest_status(&items[0]).ready_replicas, 1);
     let seen = stub.seen.lock().expect("lock").clone();
-    assert!(
-        seen.iter().any(|s| s
-            .uri
-            .contains("labelSelector=resourcebinding.karmada.io%2Fpermanent-id")),
-        "{seen:?}"
+    let lists: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.uri.starts_with("/apis/apps/v1/deployments"))
+        .collect();
+    assert_eq!(lists.len(), 2, "{lists:?}");
+    for list in &lists {
+        assert!(
+            list.uri
+                .contains("labelSelector=resourcebinding.karmada.io%2Fpermanent-id")
+                && list.uri.contains(&format!("limit={LIST_PAGE}")),
+            "paged and selected by the label: {list:?}"
+        );
+    }
+    assert!(lists[1].uri.contains("continue=page2"), "{lists:?}");
+}
+
+#[test]
+fn apply_bodies_carry_no_server_set_metadata_nor_status() {
+    // as `kubectl get deploy web -o yaml` exports it from another cluster
+    let exported = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
+                     "annotations": {"a": "b"}, "finalizers": ["x/y"],
+                     "managedFields": [{"manager": "kubectl"}], "resourceVersion": "42",
+                     "uid": "u-1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "generation": 3, "selfLink": "/apis/apps/v1/x",
+                     "deletionTimestamp": "2026-01-02T00:00:00Z",
+                     "deletionGracePeriodSeconds": 30},
+        "spec": {"replicas": 2}, "status": {"readyReplicas": 2}});
+    let body = apply_body(&exported);
+    assert_eq!(
+        *body,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
+                         "annotations": {"a": "b"}, "finalizers": ["x/y"]},
+            "spec": {"replicas": 2}})
     );
+    // a clean manifest is sent as it is, not copied
+    let clean = deployment("web");
+    assert!(matches!(apply_body(&clean), std::borrow::Cow::Borrowed(_)));
+}
+
+#[tokio::test]
+async fn apply_sends_the_body_without_server_set_metadata() {
+    let stub = Stub::default();
+    let m = member(&serve(stub.clone()).await, Duration::from_secs(5));
+    let mut manifest = deployment("web");
+    manifest["metadata"]["resourceVersion"] = json!("42");
+    manifest["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
+    manifest["status"] = json!({"replicas": 9});
+    m.apply(&manifest).await.expect("apply");
+    let seen = stub.seen.lock().expect("lock").clone();
+    let patch = seen
+        .iter()
+        .find(|s| s.method == Method::PATCH)
+        .expect("a PATCH");
+    let body: Value = serde_json::from_str(&patch.body).expect("json body");
+    assert_eq!(body, deployment("web"), "{}", patch.body);
+}
+
+#[tokio::test]
+async fn a_rotated_token_file_is_read_again() {
+    let stub = Stub::default();
+    let endpoint = serve(stub.clone()).await;
+    let dir = std::env::temp_dir().join(format!("flotilla-member-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("token");
+    // as `kubectl create token ... > file` writes it: with a newline
+    std::fs::write(&file, "first-token\n").expect("write");
+    let mut target = Target::plain(endpoint);
+    target.token_file = Some(file.clone());
+    let mut m =
+        Member::new(&target, Duration::from_secs(5), Arc::new(Semaphore::new(4))).expect("member");
+    m.token_reload = Duration::from_millis(50);
+    m.version().await.ok();
+    std::fs::write(&file, "second-token\n").expect("write");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    m.version().await.ok();
+    // a file that vanished keeps the last token
+    std::fs::remove_file(&file).expect("remove");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    m.version().await.ok();
+    let seen: Vec<String> = stub
+        .seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|s| s.authorization.clone())
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "Bearer first-token",
+            "Bearer second-token",
+            "Bearer second-token"
+        ]
+    );
+    let debug = format!("{m:?}{target:?}");
+    assert!(
+        !debug.contains("first-token") && !debug.contains("second-token"),
+        "no token value in Debug: {debug}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

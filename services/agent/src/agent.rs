@@ -211,6 +211,42 @@ impl WorkAgent {
             .map_err(|e| e.to_string())
     }
 
+    /// The object `manifest` names when the member holds it as applied by Flotilla for this
+    /// Work (its permanent-id label equals the manifest's); `None` when absent or not ours
+    /// (an object someone else made under the same name is never deleted, as Karmada's
+    /// execution controller checks the same label before it deletes).
+    async fn applied_object(&self, manifest: &str) -> Result<Option<ObjectRef>, String> {
+        let Ok(object) = serde_json::from_str::<Value>(manifest) else {
+            return Ok(None);
+        };
+        let Ok(r) = ObjectRef::of(&object) else {
+            return Ok(None);
+        };
+        let label = |o: &Value, key: &str| {
+            o.pointer("/metadata/labels")
+                .and_then(|l| l.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let keys = [
+            flotilla_member::MANAGED_LABEL,
+            flotilla_member::MANAGED_LABEL_CLUSTER,
+        ];
+        let Some((key, id)) = keys
+            .into_iter()
+            .find_map(|k| label(&object, k).map(|v| (k, v)))
+        else {
+            return Ok(None);
+        };
+        match self.member.get(&r).await {
+            Ok(Some(on_member)) if label(&on_member, key).as_deref() == Some(id.as_str()) => {
+                Ok(Some(r))
+            }
+            Ok(_) | Err(MemberError::UnknownKind { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Deletes an object unless the Work preserves it; `Err` when the member did not.
     async fn delete_object(&self, r: &ObjectRef) -> Result<(), MemberError> {
         self.member.delete(r).await.map(|_| ())
@@ -246,7 +282,19 @@ impl WorkAgent {
             since: now_timestamp(),
             reported: previous.as_ref().and_then(|p| p.reported.clone()),
         };
-        if deleting {
+        if deleting && tracked.resource.is_none() && !tracked.preserve {
+            // Nothing tracked: the agent restarted since it applied this Work (its record
+            // lives in memory only). The Work's manifest names the object; it is ours when
+            // the member's copy carries the manifest's permanent-id label.
+            match self.applied_object(&spec.manifest).await {
+                Ok(r) => tracked.resource = r,
+                Err(e) => tracked.outcome = Outcome::DeleteFailed(e),
+            }
+        }
+        if deleting && matches!(tracked.outcome, Outcome::DeleteFailed(_)) {
+            // the member could not be read: retried at the next status interval, with the
+            // manifest kept for that
+        } else if deleting {
             tracked.outcome = match tracked.resource.clone() {
                 Some(r) if !tracked.preserve => match self.delete_object(&r).await {
                     Ok(()) => {
@@ -306,13 +354,27 @@ impl WorkAgent {
                     }
                     Err(e) => Outcome::Failed(e),
                 },
-                Outcome::DeleteFailed(_) => match &t.resource {
-                    Some(r) => match self.delete_object(r).await {
-                        Ok(()) => Outcome::Deleted,
-                        Err(e) => Outcome::DeleteFailed(e.to_string()),
-                    },
-                    None => Outcome::Deleted,
-                },
+                Outcome::DeleteFailed(_) => {
+                    let resource = match &t.resource {
+                        Some(r) => Ok(Some(r.clone())),
+                        None if t.preserve => Ok(None),
+                        // not known since a restart: the member's copy decides (as above)
+                        None => self.applied_object(&t.manifest).await,
+                    };
+                    match resource {
+                        Ok(Some(r)) => match self.delete_object(&r).await {
+                            Ok(()) => {
+                                if let Some(w) = self.works.get_mut(&id) {
+                                    w.resource = None;
+                                }
+                                Outcome::Deleted
+                            }
+                            Err(e) => Outcome::DeleteFailed(e.to_string()),
+                        },
+                        Ok(None) => Outcome::Deleted,
+                        Err(e) => Outcome::DeleteFailed(e),
+                    }
+                }
                 other => other.clone(),
             };
             if let Some(w) = self.works.get_mut(&id)

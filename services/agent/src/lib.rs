@@ -70,7 +70,8 @@ pub struct Args {
     pub member_ca: Option<PathBuf>,
 
     /// File holding the bearer token the agent presents to the member's API server (a
-    /// ServiceAccount token). Never logged.
+    /// ServiceAccount token). Read again every 10 s and used from then on when it changed,
+    /// so a rotated projected token keeps working. Never logged.
     #[arg(long, env = "FLOTILLA_MEMBER_TOKEN_FILE")]
     pub member_token_file: Option<PathBuf>,
 
@@ -243,8 +244,10 @@ impl Args {
             }
         }
         if let Some(path) = &self.member_token_file {
+            // read once now so that a missing or empty file is refused at start; the client
+            // reads the file itself from then on (rotation)
             match read_secret("member-token-file", path) {
-                Ok(t) => target.token = Some(t),
+                Ok(_) => target.token_file = Some(path.clone()),
                 Err(e) => errors.push(e),
             }
         }

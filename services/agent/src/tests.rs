@@ -439,6 +439,71 @@ async fn a_failed_apply_is_reported_and_retried_until_the_member_takes_it() {
     shutdown.trigger();
 }
 
+/// Regression: the agent keeps what it applied in memory only. A restarted agent that saw a
+/// deleting Work used to report it Deleted without deleting anything, leaving the object on
+/// the member for good. Now the Work's manifest names the object, which is deleted when the
+/// member's copy carries the manifest's permanent-id label, and left alone when it does not.
+#[tokio::test]
+async fn a_restarted_agent_deletes_what_it_applied_and_nothing_else() {
+    let shutdown = Shutdown::new();
+    let mut f = fakes(&shutdown).await;
+    let (sim, member) = member_sim(Duration::from_millis(10), &shutdown).await;
+    let first = Shutdown::new();
+    tokio::spawn(run(config(&f, &member), first.clone()));
+    let (_, feed) = recv(&mut f.watches, "watch").await;
+    send_event(&feed, Added, Some(work("d", 1, 1, false)), 3);
+    recv_until(&mut f.reports, "d applied", |(_, r)| {
+        r.status.as_ref().is_some_and(|s| s.applied)
+    })
+    .await;
+    assert_eq!(replicas(&sim, "d"), Some(1));
+    // someone else's Deployment "e", without Flotilla's label
+    let other = flotilla_member::Member::new(
+        &Target::plain(member.clone()),
+        Duration::from_secs(2),
+        Arc::new(tokio::sync::Semaphore::new(1)),
+    )
+    .unwrap();
+    other
+        .apply(
+            &serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "e", "namespace": "default"}, "spec": {"replicas": 4}}),
+        )
+        .await
+        .unwrap();
+
+    // the agent restarts with nothing in memory; both Works are being deleted meanwhile
+    first.trigger();
+    drop(feed);
+    let second = Shutdown::new();
+    tokio::spawn(run(config(&f, &member), second.clone()));
+    let (req, feed) = recv(&mut f.watches, "watch after the restart").await;
+    assert_eq!(req.resource_version, 0, "a restarted agent lists afresh");
+    send_event(&feed, Added, Some(work("d", 1, 1, true)), 5);
+    send_event(&feed, Added, Some(work("e", 1, 1, true)), 5);
+    send_event(&feed, Bookmark, None, 5);
+    let mut deleted = std::collections::BTreeSet::new();
+    while deleted.len() < 2 {
+        let (_, r) = recv_until(&mut f.reports, "deletion reports", |(_, r)| {
+            r.manifest_deleted
+        })
+        .await;
+        deleted.insert(r.work.unwrap().name);
+    }
+    assert_eq!(
+        replicas(&sim, "d"),
+        None,
+        "the object applied before the restart is deleted"
+    );
+    assert_eq!(
+        replicas(&sim, "e"),
+        Some(4),
+        "an object Flotilla did not apply is left alone"
+    );
+    second.trigger();
+    shutdown.trigger();
+}
+
 #[test]
 fn flags_validate_and_keep_tokens_out_of_debug() {
     let dir = tempfile::tempdir().unwrap();

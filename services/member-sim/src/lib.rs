@@ -30,6 +30,7 @@
 
 pub mod grpc;
 pub mod kube;
+pub mod kubelet;
 pub mod server;
 pub mod sim;
 
@@ -96,6 +97,34 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_TOKEN_FILE")]
     pub token_file: Option<std::path::PathBuf>,
 
+    /// Node mode: drive this REAL Kubernetes API server (`https://host:port`) instead of
+    /// serving a simulated one. member-sim then registers `--nodes` simulated Nodes, renews
+    /// their Leases, plays kubelet for the pods bound to them (Running and Ready after
+    /// `--pod-startup-delay`), and `--listen` becomes a TCP proxy to the API server where the
+    /// faults apply (`unreachable` holds every byte; `unhealthy` turns the nodes NotReady).
+    /// Point Flotilla at `https://<--listen>` with the API server's CA and a token.
+    #[arg(long, env = "FLOTILLA_KUBE_APISERVER")]
+    pub kube_apiserver: Option<String>,
+
+    /// Node mode: the PEM CA bundle that signed the API server's certificate.
+    #[arg(long, env = "FLOTILLA_KUBE_CA", requires = "kube_apiserver")]
+    pub kube_ca: Option<std::path::PathBuf>,
+
+    /// Node mode: a file holding the bearer token member-sim presents to the API server. It
+    /// needs to create Nodes and Leases, write pod status, bind and delete pods (the
+    /// `system:node`-like rights of a kubelet; cluster-admin in tests).
+    #[arg(long, env = "FLOTILLA_KUBE_TOKEN_FILE", requires = "kube_apiserver")]
+    pub kube_token_file: Option<std::path::PathBuf>,
+
+    /// Node mode: how many Nodes to register; `--capacity` pods are split evenly over them.
+    #[arg(long, env = "FLOTILLA_NODES", default_value_t = 1)]
+    pub nodes: u32,
+
+    /// Node mode: bind unscheduled pods to the nodes (least loaded with room first), for an
+    /// API server without a kube-scheduler.
+    #[arg(long, env = "FLOTILLA_BIND_PODS")]
+    pub bind_pods: bool,
+
     /// Log filter, in `tracing-subscriber` `EnvFilter` syntax (e.g. `info,flotilla=debug`).
     #[arg(long, env = "FLOTILLA_LOG", default_value = "info")]
     pub log: String,
@@ -116,13 +145,27 @@ pub struct Config {
     pub control_listen: Option<SocketAddr>,
     /// The token its Kubernetes API requires (`--token-file`).
     pub token: Option<String>,
+    /// Node mode (`--kube-apiserver`): the real API server and the node agent's settings.
+    pub kube: Option<NodeMode>,
+}
+
+/// Node mode's settings.
+#[derive(Clone, Debug)]
+pub struct NodeMode {
+    /// The API server, with its CA and token file.
+    pub target: flotilla_member::Target,
+    /// `host:port` the proxy on `--listen` relays to.
+    pub upstream: String,
+    /// The node agent.
+    pub kubelet: kubelet::KubeletConfig,
 }
 
 flotilla_store::debug_fields!(Config as c {
     "sim": c.sim,
     "listen": c.listen,
     "control_listen": c.control_listen,
-    "token": c.token.as_ref().map(|_| "<redacted>")
+    "token": c.token.as_ref().map(|_| "<redacted>"),
+    "kube": c.kube
 });
 
 /// Why the simulator could not run.
@@ -161,6 +204,11 @@ impl Args {
             pod_startup_delay,
             fault,
             token_file,
+            kube_apiserver,
+            kube_ca,
+            kube_token_file,
+            nodes,
+            bind_pods,
             log: _,
             log_format: _,
         } = self;
@@ -198,10 +246,62 @@ impl Args {
                 })
                 .ok()
         });
+        let kube = kube_apiserver.as_ref().and_then(|endpoint| {
+            let mut push = |flag: &'static str, message: String| {
+                errors.push(ArgError { flag, message });
+            };
+            let upstream = endpoint
+                .parse::<http::Uri>()
+                .ok()
+                .filter(|u| matches!(u.scheme_str(), Some("https" | "http")))
+                .and_then(|u| {
+                    let port = u.port_u16().unwrap_or(if u.scheme_str() == Some("https") {
+                        443
+                    } else {
+                        80
+                    });
+                    u.host().map(|h| format!("{h}:{port}"))
+                });
+            let Some(upstream) = upstream else {
+                push(
+                    "kube-apiserver",
+                    format!("{endpoint:?} is not an https:// or http:// URL with a host"),
+                );
+                return None;
+            };
+            if *nodes == 0 {
+                push("nodes", "must be at least 1".into());
+            }
+            let mut target = flotilla_member::Target::plain(endpoint.clone());
+            if let Some(path) = kube_ca {
+                match std::fs::read(path) {
+                    Ok(pem) => target.ca_pem = Some(pem),
+                    Err(e) => push("kube-ca", format!("cannot read {}: {e}", path.display())),
+                }
+            }
+            if let Some(path) = kube_token_file {
+                match flotilla_member::read_token_file(path) {
+                    Ok(_) => target.token_file = Some(path.clone()),
+                    Err(message) => push("kube-token-file", message),
+                }
+            }
+            Some(NodeMode {
+                target,
+                upstream,
+                kubelet: kubelet::KubeletConfig {
+                    cluster: name.clone(),
+                    nodes: *nodes,
+                    capacity: *capacity,
+                    pod_startup_delay: *pod_startup_delay,
+                    bind_pods: *bind_pods,
+                },
+            })
+        });
         if !errors.is_empty() {
             return Err(errors);
         }
         Ok(Config {
+            kube,
             sim: SimConfig {
                 name: name.clone(),
                 capacity: *capacity,
@@ -228,7 +328,10 @@ impl Args {
         if let Some(token) = config.token.clone() {
             sim.require_token(token);
         }
-        run_with(sim, listeners, shutdown).await?;
+        match config.kube {
+            Some(mode) => run_node_mode(sim, mode, listeners, shutdown).await?,
+            None => run_with(sim, listeners, shutdown).await?,
+        }
         Ok(())
     }
 }
@@ -309,6 +412,39 @@ pub async fn run_with(
         }
     };
     tokio::join!(main, control);
+    Ok(())
+}
+
+/// Node mode: the proxy on `listeners.listen`, the control listener, and the node agent
+/// driving the real API server, until `shutdown` fires.
+pub async fn run_node_mode(
+    sim: Arc<Sim>,
+    mode: NodeMode,
+    listeners: Listeners,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    // a long deadline: the node agent's pod watch is one request that lasts minutes
+    let client = flotilla_member::kube_client(&mode.target, Duration::from_secs(295))?;
+    let router = server::router(sim.clone()).await?;
+    let Listeners { listen, control } = listeners;
+    tracing::info!(
+        cluster = %sim.name(),
+        apiserver = %mode.target.endpoint,
+        proxy = ?listen.local_addr().ok(),
+        control = ?control.as_ref().and_then(|c| c.local_addr().ok()),
+        nodes = mode.kubelet.nodes,
+        capacity = mode.kubelet.capacity,
+        pod_startup_delay = ?mode.kubelet.pod_startup_delay,
+        "member-sim in node mode: a proxy to a real API server on --listen, simulated nodes and kubelet"
+    );
+    let proxy = kubelet::proxy(listen, mode.upstream, sim.clone(), shutdown.clone());
+    let control = async {
+        if let Some(l) = control {
+            server::serve(l, router, None, shutdown.clone()).await;
+        }
+    };
+    let nodes = kubelet::run(client, mode.kubelet, sim, shutdown.clone());
+    tokio::join!(proxy, control, nodes);
     Ok(())
 }
 

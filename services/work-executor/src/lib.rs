@@ -86,8 +86,10 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_MEMBER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub member_timeout: Duration,
 
-    /// Most member calls in flight at once, over all clusters. Default 64 (A12: no fixed QPS
-    /// limit, only a bound on concurrency).
+    /// Most calls in flight at once to one member cluster; each cluster has its own bound, so
+    /// a member that hangs cannot hold the permits of the healthy ones. Also how many
+    /// clusters a status collection reads at once. Default 64 (A12: no fixed QPS limit, only a
+    /// bound on concurrency).
     #[arg(long, env = "FLOTILLA_MEMBER_CONCURRENCY", default_value_t = 64)]
     pub member_concurrency: usize,
 

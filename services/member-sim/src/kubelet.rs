@@ -1,0 +1,571 @@
+//! Node mode (`--kube-apiserver`): member-sim drives a REAL Kubernetes API server instead of
+//! serving a simulated one, as kwok does. It plays the parts a cluster without a container
+//! runtime lacks:
+//!
+//! ```text
+//!   kube-apiserver ◄── nodes: registers `<cluster>-node-<i>` (capacity: cpu, memory, pods
+//!        ▲   ▲              from --capacity), renews their Leases and Ready heartbeats
+//!        │   └──── kubelet: pods bound to those nodes go Running and Ready after
+//!        │                  --pod-startup-delay (Job pods Succeeded); a deleting pod is
+//!        │                  finalised at once (grace period 0), as a kubelet confirms it
+//!        │                  (binding is kube-scheduler's, or ours with --bind-pods)
+//!   --listen: a TCP proxy to the API server, where the faults apply: `unreachable` holds
+//!             every byte until healed (a network partition, not a refusal)
+//!   --control-listen: flotilla.v1.MemberSim (SetFault, GetStats) and /readyz, faults ignored
+//! ```
+//!
+//! `unhealthy` turns the nodes NotReady (a Ready=False condition, and their Leases are no
+//! longer renewed); the API server itself stays ready, so cluster-health's `/readyz` probe
+//! still passes through the proxy. docs/real-kubernetes.md lists what differs from the
+//! simulated server.
+//!
+//! The Deployments', ReplicaSets', StatefulSets' and Jobs' own status is written by the real
+//! kube-controller-manager from these pods, so Flotilla's health interpretation reads what a
+//! real cluster reports.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use flotilla_runtime::Shutdown;
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::sim::{Fault, Sim};
+
+/// How often node Leases and Ready heartbeats are renewed (a kubelet's default is 10 s).
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// A node Lease's duration (a kubelet's default is 40 s).
+const LEASE_SECONDS: i32 = 40;
+/// The field manager of the node agent's writes.
+const MANAGER: &str = "flotilla-member-sim";
+
+/// What the node agent needs to know.
+#[derive(Clone, Debug)]
+pub struct KubeletConfig {
+    /// The member cluster's name (node names are `<name>-node-<i>`).
+    pub cluster: String,
+    /// How many nodes to register.
+    pub nodes: u32,
+    /// Pods the nodes take in all (`--capacity`), split evenly.
+    pub capacity: u32,
+    /// From bound to Running and Ready.
+    pub pod_startup_delay: Duration,
+    /// Bind unscheduled pods ourselves (no kube-scheduler runs).
+    pub bind_pods: bool,
+}
+
+impl KubeletConfig {
+    /// The nodes' names.
+    pub fn node_names(&self) -> Vec<String> {
+        (1..=self.nodes.max(1))
+            .map(|i| format!("{}-node-{i}", self.cluster))
+            .collect()
+    }
+
+    fn pods_per_node(&self) -> u32 {
+        self.capacity.div_ceil(self.nodes.max(1))
+    }
+}
+
+fn now() -> Value {
+    serde_json::to_value(Time(Timestamp::now())).unwrap_or(Value::Null)
+}
+
+/// Runs the node agent against `client` until `shutdown`: registers the nodes, keeps them
+/// alive (or NotReady while `sim`'s fault is `unhealthy`) and plays kubelet for their pods.
+pub async fn run(client: kube::Client, config: KubeletConfig, sim: Arc<Sim>, shutdown: Shutdown) {
+    let nodes = config.node_names();
+    tracing::info!(cluster = %config.cluster, nodes = ?nodes, pods_per_node = config.pods_per_node(), bind_pods = config.bind_pods, "node agent starting");
+    let heartbeats = heartbeat_loop(client.clone(), config.clone(), sim, shutdown.clone());
+    let pods = pod_loop(client, config, shutdown);
+    tokio::join!(heartbeats, pods);
+}
+
+/// The node object as registered (status included: a Node's status may be set on create,
+/// as a kubelet registers itself).
+fn node_object(config: &KubeletConfig, name: &str, ready: bool) -> Value {
+    let pods = config.pods_per_node().to_string();
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64", "type": "flotilla-member-sim",
+            "flotilla.io/cluster": config.cluster}},
+        "spec": {},
+        "status": node_status(config, ready, &pods),
+    })
+}
+
+fn node_status(config: &KubeletConfig, ready: bool, pods: &str) -> Value {
+    let at = now();
+    let (status, reason, message) = if ready {
+        (
+            "True",
+            "KubeletReady",
+            "member-sim's node agent is posting ready status",
+        )
+    } else {
+        (
+            "False",
+            "KubeletNotReady",
+            "simulated fault: the node is not ready",
+        )
+    };
+    let resources = json!({"cpu": "8", "memory": "32Gi", "pods": pods});
+    json!({
+        "capacity": resources, "allocatable": resources,
+        "conditions": [
+            {"type": "Ready", "status": status, "reason": reason, "message": message,
+             "lastHeartbeatTime": at, "lastTransitionTime": at},
+        ],
+        "nodeInfo": {"kubeletVersion": "v1.20.2-flotilla-member-sim",
+                     "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
+                     "containerRuntimeVersion": "simulated://1", "osImage": config.cluster,
+                     "kernelVersion": "", "bootID": "", "machineID": "", "systemUUID": ""},
+    })
+}
+
+/// Registers the nodes, then every [`HEARTBEAT`] renews their Leases and Ready condition.
+async fn heartbeat_loop(
+    client: kube::Client,
+    config: KubeletConfig,
+    sim: Arc<Sim>,
+    shutdown: Shutdown,
+) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
+    let pods = config.pods_per_node().to_string();
+    let mut fault_rx = sim.subscribe_fault();
+    let mut registered: HashSet<String> = HashSet::new();
+    loop {
+        let ready = *fault_rx.borrow_and_update() != Fault::Unhealthy;
+        for name in config.node_names() {
+            if !registered.contains(&name) {
+                let node: Node = match serde_json::from_value(node_object(&config, &name, ready)) {
+                    Ok(n) => n,
+                    Err(error) => {
+                        tracing::error!(%error, "cannot build a Node");
+                        return;
+                    }
+                };
+                match nodes.create(&PostParams::default(), &node).await {
+                    Ok(_) => {
+                        tracing::info!(node = %name, "node registered");
+                        registered.insert(name.clone());
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 409 => {
+                        registered.insert(name.clone());
+                    }
+                    Err(error) => {
+                        tracing::warn!(node = %name, %error, "cannot register the node; retrying");
+                        continue;
+                    }
+                }
+            }
+            let status = json!({"status": node_status(&config, ready, &pods)});
+            if let Err(error) = nodes
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+            {
+                tracing::warn!(node = %name, %error, "cannot post the node's status");
+            }
+            if ready && let Err(error) = renew_lease(&leases, &name).await {
+                tracing::warn!(node = %name, %error, "cannot renew the node's Lease");
+            }
+        }
+        tokio::select! {
+            () = shutdown.triggered() => return,
+            () = tokio::time::sleep(HEARTBEAT) => {}
+            _ = fault_rx.changed() => {}
+        }
+    }
+}
+
+async fn renew_lease(leases: &Api<Lease>, node: &str) -> Result<(), kube::Error> {
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(node.to_owned()),
+            namespace: Some("kube-node-lease".into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(node.to_owned()),
+            lease_duration_seconds: Some(LEASE_SECONDS),
+            renew_time: Some(MicroTime(Timestamp::now())),
+            ..Default::default()
+        }),
+    };
+    leases
+        .patch(
+            node,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&lease),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// What the kubelet has already set in motion, by pod uid.
+#[derive(Default)]
+struct Seen {
+    starting: HashSet<String>,
+    finalising: HashSet<String>,
+    binding: HashSet<String>,
+}
+
+/// Follows every pod: binds (with `--bind-pods`), starts and finalises those of our nodes.
+async fn pod_loop(client: kube::Client, config: KubeletConfig, shutdown: Shutdown) {
+    let all: Api<Pod> = Api::all(client.clone());
+    let ours: HashSet<String> = config.node_names().into_iter().collect();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    // pods bound per node, for --bind-pods (least loaded first)
+    let load: Arc<Mutex<BTreeMap<String, HashSet<String>>>> = Arc::new(Mutex::new(
+        ours.iter().map(|n| (n.clone(), HashSet::new())).collect(),
+    ));
+    let stream = watcher(all, watcher::Config::default()).boxed();
+    let mut stream = stream;
+    loop {
+        let event = tokio::select! {
+            () = shutdown.triggered() => return,
+            e = stream.next() => e,
+        };
+        let pod = match event {
+            None => return,
+            Some(Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p))) => p,
+            Some(Ok(watcher::Event::Delete(p))) => {
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                let mut s = seen.lock().unwrap_or_else(PoisonError::into_inner);
+                s.starting.remove(&uid);
+                s.finalising.remove(&uid);
+                s.binding.remove(&uid);
+                for pods in load
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .values_mut()
+                {
+                    pods.remove(&uid);
+                }
+                continue;
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(error)) => {
+                tracing::debug!(%error, "pod watch error; the watcher retries");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        handle_pod(&client, &config, &ours, &seen, &load, pod);
+    }
+}
+
+fn handle_pod(
+    client: &kube::Client,
+    config: &KubeletConfig,
+    ours: &HashSet<String>,
+    seen: &Arc<Mutex<Seen>>,
+    load: &Arc<Mutex<BTreeMap<String, HashSet<String>>>>,
+    pod: Pod,
+) {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let spec = pod.spec.clone().unwrap_or_default();
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let node = spec.node_name.clone().unwrap_or_default();
+    if node.is_empty() {
+        if config.bind_pods && pod.metadata.deletion_timestamp.is_none() {
+            bind(client, config, seen, load, &pod);
+        }
+        return;
+    }
+    if !ours.contains(&node) {
+        return;
+    }
+    load.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(node.clone())
+        .or_default()
+        .insert(uid.clone());
+    if pod.metadata.deletion_timestamp.is_some() {
+        // the kubelet's part of a deletion: the containers are stopped, the pod object goes
+        if seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .finalising
+            .insert(uid.clone())
+        {
+            tokio::spawn(async move {
+                let params = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(kube::api::Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                if let Err(error) = api.delete(&name, &params).await {
+                    tracing::debug!(pod = %name, %error, "cannot finalise the pod");
+                }
+            });
+        }
+        return;
+    }
+    if phase != "Pending" && !phase.is_empty() {
+        return;
+    }
+    if !seen
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .starting
+        .insert(uid.clone())
+    {
+        return;
+    }
+    let completes = pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|r| r.kind == "Job"));
+    let delay = config.pod_startup_delay;
+    let containers: Vec<(String, String)> = spec
+        .containers
+        .iter()
+        .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+        .collect();
+    let seen = seen.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let status = pod_status(&containers, completes, &uid);
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+        {
+            Ok(_) => tracing::debug!(pod = %name, %node, completes, "pod started"),
+            Err(error) => {
+                tracing::debug!(pod = %name, %error, "cannot start the pod; retried on its next event");
+                seen.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .starting
+                    .remove(&uid);
+            }
+        }
+    });
+}
+
+/// The status a kubelet posts for a started pod: Running and Ready, or, for a Job's pod,
+/// Succeeded with every container terminated with exit code 0.
+fn pod_status(containers: &[(String, String)], completes: bool, uid: &str) -> Value {
+    let at = now();
+    // a stable fake address per pod, in the documentation range
+    let octet = uid
+        .bytes()
+        .fold(0u8, |a, b| a.wrapping_mul(31).wrapping_add(b))
+        % 250
+        + 2;
+    let statuses: Vec<Value> = containers
+        .iter()
+        .map(|(name, image)| {
+            let state = if completes {
+                json!({"terminated": {"exitCode": 0, "reason": "Completed",
+                                      "startedAt": at, "finishedAt": at}})
+            } else {
+                json!({"running": {"startedAt": at}})
+            };
+            json!({"name": name, "image": image, "imageID": format!("simulated://{image}"),
+                   "ready": !completes, "started": !completes, "restartCount": 0,
+                   "state": state})
+        })
+        .collect();
+    let ready = if completes { "False" } else { "True" };
+    let reason = if completes {
+        json!("PodCompleted")
+    } else {
+        Value::Null
+    };
+    let condition = |t: &str, status: &str| json!({"type": t, "status": status, "lastTransitionTime": at, "reason": reason});
+    json!({"status": {
+        "phase": if completes { "Succeeded" } else { "Running" },
+        "hostIP": "192.0.2.10",
+        "podIP": format!("198.51.100.{octet}"),
+        "startTime": at,
+        "conditions": [condition("Initialized", "True"), condition("Ready", ready),
+                       condition("ContainersReady", ready), condition("PodScheduled", "True")],
+        "containerStatuses": statuses,
+    }})
+}
+
+/// Binds an unscheduled pod to the least loaded node that has room (`--bind-pods`).
+fn bind(
+    client: &kube::Client,
+    config: &KubeletConfig,
+    seen: &Arc<Mutex<Seen>>,
+    load: &Arc<Mutex<BTreeMap<String, HashSet<String>>>>,
+    pod: &Pod,
+) {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    if !seen
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .binding
+        .insert(uid.clone())
+    {
+        return;
+    }
+    let per_node = config.pods_per_node() as usize;
+    let node = {
+        let mut load = load.lock().unwrap_or_else(PoisonError::into_inner);
+        let pick = load
+            .iter()
+            .filter(|(_, pods)| pods.len() < per_node)
+            .min_by_key(|(_, pods)| pods.len())
+            .map(|(n, _)| n.clone());
+        if let Some(n) = &pick {
+            load.entry(n.clone()).or_default().insert(uid.clone());
+        }
+        pick
+    };
+    let Some(node) = node else {
+        // no room: it stays Pending, and is looked at again on its next event
+        seen.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .binding
+            .remove(&uid);
+        return;
+    };
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let client = client.clone();
+    tokio::spawn(async move {
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+        let url = format!("/api/v1/namespaces/{namespace}/pods/{name}/binding");
+        let request = match http::Request::post(url)
+            .header("content-type", "application/json")
+            .body(binding.to_string().into_bytes())
+        {
+            Ok(r) => r,
+            Err(error) => {
+                tracing::warn!(pod = %name, %error, "cannot build the binding request");
+                return;
+            }
+        };
+        if let Err(error) = client.request_text(request).await {
+            tracing::debug!(pod = %name, %error, "cannot bind the pod");
+        }
+    });
+}
+
+/// Relays TCP connections from `listener` to `upstream` (`host:port`) until `shutdown`;
+/// while `sim` is unreachable no byte crosses in either direction (connections hang, as
+/// behind a partition) and new connections are accepted but not served.
+pub async fn proxy(listener: TcpListener, upstream: String, sim: Arc<Sim>, shutdown: Shutdown) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.triggered() => return,
+            a = listener.accept() => a,
+        };
+        let Ok((client, _)) = accepted else {
+            continue;
+        };
+        let upstream = upstream.clone();
+        let sim = sim.clone();
+        tokio::spawn(async move {
+            sim.wait_reachable().await;
+            let server = match TcpStream::connect(&upstream).await {
+                Ok(s) => s,
+                Err(error) => {
+                    tracing::debug!(%upstream, %error, "cannot reach the API server");
+                    return;
+                }
+            };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            tokio::join!(pump(cr, sw, sim.clone()), pump(sr, cw, sim));
+        });
+    }
+}
+
+/// Copies `from` to `to`, holding each chunk while the member is unreachable.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    sim: Arc<Sim>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        sim.wait_reachable().await;
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_split_the_capacity_and_are_named_after_the_cluster() {
+        let c = KubeletConfig {
+            cluster: "m1".into(),
+            nodes: 3,
+            capacity: 10,
+            pod_startup_delay: Duration::ZERO,
+            bind_pods: false,
+        };
+        assert_eq!(c.node_names(), ["m1-node-1", "m1-node-2", "m1-node-3"]);
+        assert_eq!(c.pods_per_node(), 4);
+        let node = node_object(&c, "m1-node-1", true);
+        assert_eq!(node["status"]["allocatable"]["pods"], "4");
+        assert_eq!(node["status"]["conditions"][0]["status"], "True");
+        let node: Node = serde_json::from_value(node).unwrap_or_default();
+        assert_eq!(node.metadata.name.as_deref(), Some("m1-node-1"));
+        assert_eq!(
+            node_object(&c, "m1-node-1", false)["status"]["conditions"][0]["status"],
+            "False"
+        );
+    }
+
+    #[test]
+    fn a_jobs_pod_completes_and_the_others_run() {
+        let containers = [("c".to_owned(), "nginx".to_owned())];
+        let run = pod_status(&containers, false, "u1");
+        assert_eq!(run["status"]["phase"], "Running");
+        assert_eq!(run["status"]["containerStatuses"][0]["ready"], true);
+        assert!(run["status"]["containerStatuses"][0]["state"]["running"].is_object());
+        let done = pod_status(&containers, true, "u1");
+        assert_eq!(done["status"]["phase"], "Succeeded");
+        assert_eq!(
+            done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            0
+        );
+        // the times parse as Kubernetes times
+        let _: k8s_openapi::api::core::v1::PodStatus =
+            serde_json::from_value(run["status"].clone()).unwrap_or_default();
+        assert!(
+            run["status"]["startTime"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z'))
+        );
+    }
+}

@@ -1,0 +1,612 @@
+//! Flotilla against REAL Kubernetes API servers as members (docs/real-kubernetes.md):
+//! kube-apiserver, kube-controller-manager and kube-scheduler 1.20.2, built from Debian's
+//! source by scripts/kube-build.sh, each member on the test etcd under its own prefix, with
+//! member-sim in node mode playing nodes and kubelet and holding the faults (a TCP proxy).
+//!
+//! One scenario, three members (each started as the README's "Joining a real cluster" says):
+//! - member1 and member2 are Push clusters joined with `flotilla join --kubeconfig`, from a
+//!   ServiceAccount token made by `kubectl create token` and the CA from the kubeconfig;
+//! - member3 is a Pull cluster: `flotilla-agent` next to it with that token and CA.
+//!
+//! Checked, in order:
+//! 1. cluster-health reads each member's `/readyz`, version (v1.20.2), API enablements and a
+//!    capacity summary made from the real Nodes and Pods;
+//! 2. Deployment `web` with a ConfigMap and a Secret (propagateDeps) and an OverridePolicy
+//!    lands on member1 (Aggregated: member1 has the most room), its deps beside it, turns
+//!    Healthy from the status the REAL Deployment controller writes, and carries member1's
+//!    override; the manifest carried server-set metadata (`resourceVersion`, `uid`,
+//!    `managedFields`, `status`, as `kubectl get -o yaml` exports it) that a real API server
+//!    refuses in an apply, and it applied;
+//! 3. a CRD (cluster-scoped) goes to every member, and a custom resource of it to member3
+//!    through the agent;
+//! 4. an edit with kubectl on member1 (another field manager): what it sets that Flotilla
+//!    does not manage stays; what Flotilla manages is taken back at its next apply;
+//! 5. member1 becomes unreachable: `web` moves to member2, the graceful eviction waits for
+//!    member2's REAL health, the copy on member1 stays while it is cut off and is deleted,
+//!    deps included, once it is back;
+//! 6. Deployment `api` on member3 (Pull) moves to member2 when member3 becomes unreachable;
+//!    the agent deletes the old copy once member3 is back;
+//! 7. deleting a policy keeps the member copies (PL-1); deleting the workload removes them.
+//!
+//! Every etcd revision of the control plane is recorded and checked against the fault
+//! suite's invariants (I1–I12, docs/reliability.md).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use flotilla_proto::v1;
+use flotilla_tests::kube::RealMember;
+use flotilla_tests::{
+    ApiClient, EtcdServer, Process, Stack, Timers, api_client, bin_path, binding_healthy,
+    eventually, get_binding, get_cluster, history, set_fault_at, targets, tasks,
+    wait_clusters_ready,
+};
+
+const T: Duration = Duration::from_secs(90);
+
+/// The real CLI against the stack's api: its output, asserting success.
+async fn flotilla(stack: &Stack, args: &[&str]) -> String {
+    let out = tokio::process::Command::new(bin_path("flotilla"))
+        .args(["--server", &stack.api_url()])
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "flotilla {args:?}: {text}");
+    text
+}
+
+async fn apply(stack: &Stack, dir: &Path, file: &str, yaml: &str) -> String {
+    let path = dir.join(file);
+    std::fs::write(&path, yaml).unwrap();
+    flotilla(stack, &["apply", "-f", path.to_str().unwrap()]).await
+}
+
+/// A shell command, asserting success; its stdout.
+async fn sh(dir: &Path, script: &str) -> String {
+    let out = tokio::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The README's credential steps for `member` (its kubeconfig context is the member's name):
+/// a ServiceAccount bound to cluster-admin, a token for it, the CA and the server; each
+/// command is the README's, with its context. Leaves `<name>.token` and `<name>-ca.pem` in
+/// `dir` and returns the server.
+async fn readme_credentials(dir: &Path, member: &RealMember) -> String {
+    let ctx = format!(
+        "--kubeconfig {} --context {}",
+        member.kubeconfig.display(),
+        member.name
+    );
+    let name = &member.name;
+    sh(
+        dir,
+        &format!(
+            "kubectl {ctx} create serviceaccount flotilla -n kube-system
+kubectl {ctx} create clusterrolebinding flotilla --clusterrole=cluster-admin --serviceaccount=kube-system:flotilla
+kubectl {ctx} create token flotilla -n kube-system --duration=24h > {name}.token
+kubectl {ctx} config view --raw --minify -o jsonpath='{{.clusters[0].cluster.certificate-authority-data}}' | base64 -d > {name}-ca.pem"
+        ),
+    )
+    .await;
+    sh(
+        dir,
+        &format!(
+            "kubectl {ctx} config view --minify -o jsonpath='{{.clusters[0].cluster.server}}'"
+        ),
+    )
+    .await
+}
+
+/// The README's Push steps: a kubeconfig of the ServiceAccount token, and `flotilla join`.
+async fn readme_join(stack: &Stack, dir: &Path, member: &RealMember) {
+    let server = readme_credentials(dir, member).await;
+    let name = &member.name;
+    sh(
+        dir,
+        &format!(
+            "kubectl config set-cluster {name} --kubeconfig={name}.kubeconfig --server={server} --certificate-authority={name}-ca.pem --embed-certs
+kubectl config set-credentials flotilla --kubeconfig={name}.kubeconfig --token=\"$(cat {name}.token)\"
+kubectl config set-context {name} --kubeconfig={name}.kubeconfig --cluster={name} --user=flotilla"
+        ),
+    )
+    .await;
+    let kubeconfig = dir.join(format!("{name}.kubeconfig"));
+    let out = flotilla(
+        stack,
+        &[
+            "join",
+            name,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--context",
+            name,
+        ],
+    )
+    .await;
+    assert!(
+        out.contains(&format!("secret/karmada-cluster/{name}")),
+        "{out}"
+    );
+}
+
+/// The README's Pull steps: the Cluster in Pull mode, and `flotilla-agent` beside the member.
+async fn readme_pull(stack: &Stack, dir: &Path, member: &RealMember) -> Process {
+    let server = readme_credentials(dir, member).await;
+    let name = &member.name;
+    apply(
+        stack,
+        dir,
+        &format!("{name}-cluster.yaml"),
+        &format!(
+            "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}}}\nspec: {{syncMode: Pull}}\n"
+        ),
+    )
+    .await;
+    Process::spawn(
+        dir,
+        &format!("{name}-agent"),
+        "flotilla-agent",
+        &[
+            format!("--cluster={name}"),
+            format!("--member={}", server.trim()),
+            format!(
+                "--member-ca={}",
+                dir.join(format!("{name}-ca.pem")).display()
+            ),
+            format!(
+                "--member-token-file={}",
+                dir.join(format!("{name}.token")).display()
+            ),
+            format!("--api={}", stack.addrs["api"]),
+            format!("--cluster-health={}", stack.addrs["cluster-health"]),
+            format!("--work-executor={}", stack.addrs["work-executor"]),
+            "--heartbeat-interval=200ms".into(),
+            "--status-interval=200ms".into(),
+        ],
+    )
+}
+
+/// The ConfigMap, Secret and Deployment `web`, the Deployment as `kubectl get -o yaml`
+/// exports it from another cluster (server-set metadata and status included), and its
+/// policies: Aggregated over member1 and member2 with its dependencies, and an
+/// OverridePolicy labelling each cluster's copy with its region.
+fn web(replicas: u32, exported_from: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: web-config, namespace: default}}
+data: {{greeting: hello}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: web-secret, namespace: default}}
+type: Opaque
+stringData: {{password: not-a-real-secret}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+  labels: {{app: web}}
+  uid: 5a0c2d3e-0000-4000-8000-{exported_from}
+  resourceVersion: "918273"
+  generation: 7
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  managedFields:
+    - manager: kubectl-client-side-apply
+      operation: Update
+      apiVersion: apps/v1
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      containers:
+        - name: web
+          image: docker.io/library/nginx:1.27
+          envFrom:
+            - configMapRef: {{name: web-config}}
+            - secretRef: {{name: web-secret}}
+status:
+  replicas: 3
+  readyReplicas: 3
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: web, namespace: default}}
+spec:
+  propagateDeps: true
+  resourceSelectors:
+    - {{apiVersion: apps/v1, kind: Deployment, name: web}}
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Aggregated
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata: {{name: regions, namespace: default}}
+spec:
+  resourceSelectors:
+    - {{apiVersion: apps/v1, kind: Deployment, name: web}}
+  overrideRules:
+    - targetCluster: {{clusterNames: [member1]}}
+      overriders:
+        labelsOverrider: [{{operator: add, value: {{region: eu}}}}]
+    - targetCluster: {{clusterNames: [member2]}}
+      overriders:
+        labelsOverrider: [{{operator: add, value: {{region: us}}}}]
+"#
+    )
+}
+
+/// Deployment `api` on member3 (Pull) first: Aggregated over member3 and member2.
+const API: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: default, labels: {app: api}}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      containers:
+        - {name: api, image: docker.io/library/nginx:1.27}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: api, namespace: default}
+spec:
+  resourceSelectors:
+    - {apiVersion: apps/v1, kind: Deployment, name: api}
+  placement:
+    clusterAffinity:
+      clusterNames: [member3, member2]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Aggregated
+"#;
+
+/// A CRD (cluster-scoped) for every member.
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: crontabs.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct]}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                cronSpec: {type: string}
+                image: {type: string}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: crontab-crd}
+spec:
+  resourceSelectors:
+    - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: crontabs.stable.example.com}
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2, member3]
+"#;
+
+/// A custom resource of the CRD, for member3.
+const CRONTAB: &str = r#"apiVersion: stable.example.com/v1
+kind: CronTab
+metadata: {name: nightly, namespace: default}
+spec: {cronSpec: "0 3 * * *", image: backup:1}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: nightly, namespace: default}
+spec:
+  resourceSelectors:
+    - {apiVersion: stable.example.com/v1, kind: CronTab, name: nightly}
+  placement:
+    clusterAffinity:
+      clusterNames: [member3]
+"#;
+
+/// Whether the member serves `kind` in `group_version`, as the Cluster's status says.
+async fn serves(api: &ApiClient, cluster: &str, group_version: &str, kind: &str) -> bool {
+    get_cluster(api, cluster).await.is_some_and(|c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.api_enablements.iter().any(|e| {
+                e.group_version == group_version && e.resources.iter().any(|r| r.kind == kind)
+            })
+        })
+    })
+}
+
+/// `.spec.replicas`, `.status.readyReplicas` and the labels of Deployment `name` on `m`.
+async fn deployment(
+    m: &RealMember,
+    name: &str,
+) -> Option<(i64, i64, serde_json::Map<String, serde_json::Value>)> {
+    let d = m.get_json(&["deployment", name, "-n", "default"]).await?;
+    Some((
+        d["spec"]["replicas"].as_i64().unwrap_or(-1),
+        d["status"]["readyReplicas"].as_i64().unwrap_or(0),
+        d["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flotilla_on_real_kubernetes_members() {
+    let etcd = EtcdServer::start().await;
+    let etcd_endpoints = etcd.endpoints().join(",");
+    let timers = Timers::fast()
+        // a real status collection is discovery + nodes + pods: not every 200 ms
+        .set("cluster-health", "cluster-status-update-frequency", "1s")
+        .set("cluster-health", "probe-timeout", "2s");
+    let (stack, recorder) = Stack::start_recorded(etcd, timers).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // member1 has the most room for `web`, member3 for `api`: Aggregated picks them first
+    let (m1, m2, m3) = tokio::join!(
+        RealMember::start(d, "member1", &etcd_endpoints, 2, 20, "1s"),
+        RealMember::start(d, "member2", &etcd_endpoints, 2, 10, "1s"),
+        RealMember::start(d, "member3", &etcd_endpoints, 1, 30, "1s"),
+    );
+    let api = api_client(&stack).await;
+
+    // joined as the README says
+    readme_join(&stack, d, &m1).await;
+    readme_join(&stack, d, &m2).await;
+    let _agent = readme_pull(&stack, d, &m3).await;
+    wait_clusters_ready(&api, &["member1", "member2", "member3"], T).await;
+
+    // 1. what cluster-health reads of a real member
+    for (m, pods) in [(&m1, 20), (&m2, 10), (&m3, 30)] {
+        let c = eventually(T, "a capacity summary from the real nodes", || async {
+            let c = get_cluster(&api, &m.name).await?;
+            c.status
+                .as_ref()?
+                .resource_summary
+                .as_ref()?
+                .allocatable_replicas?;
+            Some(c)
+        })
+        .await;
+        let status = c.status.unwrap();
+        assert_eq!(status.kubernetes_version, "v1.20.2", "{}", m.name);
+        assert!(
+            serves(&api, &m.name, "apps/v1", "Deployment").await
+                && serves(&api, &m.name, "v1", "ConfigMap").await,
+            "{}: {:?}",
+            m.name,
+            status.api_enablements
+        );
+        let summary = status.resource_summary.unwrap();
+        assert_eq!(
+            summary.allocatable_replicas,
+            Some(pods),
+            "{}: {summary:?}",
+            m.name
+        );
+        let joined = m.kubectl_ok(&["get", "nodes", "-o", "name"]).await;
+        assert!(
+            joined.contains(&format!("node/{}-node-1", m.name)),
+            "{joined}"
+        );
+    }
+
+    // 2. a Deployment with its ConfigMap and Secret, healthy from the real controllers
+    let out = apply(&stack, d, "web.yaml", &web(3, "000000000001")).await;
+    assert!(out.contains("deployment/web created"), "{out}");
+    eventually(T, "web on member1, healthy", || async {
+        let b = get_binding(&api, "default", "web-deployment").await?;
+        (targets(&b) == [("member1".into(), 3)] && binding_healthy(&b)).then_some(())
+    })
+    .await;
+    let (replicas, ready, labels) = deployment(&m1, "web").await.expect("web on member1");
+    assert_eq!(
+        (replicas, ready),
+        (3, 3),
+        "readyReplicas as the REAL controller wrote it"
+    );
+    assert_eq!(labels.get("region").and_then(|v| v.as_str()), Some("eu"));
+    assert!(
+        labels.contains_key("resourcebinding.karmada.io/permanent-id"),
+        "{labels:?}"
+    );
+    let d1 = m1
+        .get_json(&[
+            "deployment",
+            "web",
+            "-n",
+            "default",
+            "--show-managed-fields",
+        ])
+        .await
+        .unwrap();
+    let managers: Vec<&str> = d1["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"flotilla"), "{managers:?}");
+    assert_ne!(
+        d1["metadata"]["uid"], "5a0c2d3e-0000-4000-8000-000000000001",
+        "the exported uid was not sent"
+    );
+    for dep in [["configmap", "web-config"], ["secret", "web-secret"]] {
+        assert!(
+            m1.get_json(&[dep[0], dep[1], "-n", "default"])
+                .await
+                .is_some(),
+            "{dep:?} propagated with web (propagateDeps)"
+        );
+    }
+    assert!(deployment(&m2, "web").await.is_none());
+
+    // 3. a CRD everywhere, then a custom resource through the agent
+    apply(&stack, d, "crd.yaml", CRD).await;
+    for m in [&m1, &m2, &m3] {
+        eventually(T, "the CRD on every member", || async {
+            m.get_json(&["crd", "crontabs.stable.example.com"])
+                .await
+                .map(|_| ())
+        })
+        .await;
+    }
+    eventually(T, "member3 reports the new kind", || async {
+        serves(&api, "member3", "stable.example.com/v1", "CronTab")
+            .await
+            .then_some(())
+    })
+    .await;
+    apply(&stack, d, "crontab.yaml", CRONTAB).await;
+    let ct = eventually(
+        T,
+        "the CronTab on member3 (applied by the agent)",
+        || async { m3.get_json(&["crontab", "nightly", "-n", "default"]).await },
+    )
+    .await;
+    assert_eq!(ct["spec"]["cronSpec"], "0 3 * * *");
+
+    // 4. kubectl on member1 (another field manager)
+    m1.kubectl_ok(&[
+        "scale",
+        "deployment",
+        "web",
+        "-n",
+        "default",
+        "--replicas=5",
+    ])
+    .await;
+    m1.kubectl_ok(&["label", "deployment", "web", "-n", "default", "team=blue"])
+        .await;
+    // Flotilla's next apply (the template changes) takes back what it manages, and leaves
+    // what only kubectl set
+    apply(&stack, d, "web.yaml", &web(4, "000000000002")).await;
+    eventually(T, "member1's replicas are Flotilla's again", || async {
+        let (replicas, ready, labels) = deployment(&m1, "web").await?;
+        (replicas == 4 && ready == 4).then_some(labels)
+    })
+    .await
+    .get("team")
+    .filter(|v| v.as_str() == Some("blue"))
+    .expect("kubectl's own label stays");
+
+    // 5. member1 unreachable: web moves to member2 (Push)
+    set_fault_at(&m1.control_addr, v1::FaultMode::Unreachable).await;
+    eventually(T, "web on member2, healthy, the task done", || async {
+        let b = get_binding(&api, "default", "web-deployment").await?;
+        (targets(&b) == [("member2".into(), 4)] && binding_healthy(&b) && tasks(&b).is_empty())
+            .then_some(())
+    })
+    .await;
+    let (_, ready, labels) = deployment(&m2, "web").await.expect("web on member2");
+    assert_eq!(ready, 4);
+    assert_eq!(labels.get("region").and_then(|v| v.as_str()), Some("us"));
+    assert!(
+        deployment(&m1, "web").await.is_some(),
+        "the copy on the cut-off member1 cannot be deleted yet"
+    );
+    set_fault_at(&m1.control_addr, v1::FaultMode::Healthy).await;
+    eventually(
+        T,
+        "the old copy and its deps deleted from member1",
+        || async {
+            let gone = deployment(&m1, "web").await.is_none()
+                && m1
+                    .get_json(&["configmap", "web-config", "-n", "default"])
+                    .await
+                    .is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+
+    // 6. the Pull cluster fails over
+    apply(&stack, d, "api.yaml", API).await;
+    eventually(T, "api on member3 (Pull), healthy", || async {
+        let b = get_binding(&api, "default", "api-deployment").await?;
+        (targets(&b) == [("member3".into(), 2)] && binding_healthy(&b)).then_some(())
+    })
+    .await;
+    assert_eq!(deployment(&m3, "api").await.map(|d| d.1), Some(2));
+    set_fault_at(&m3.control_addr, v1::FaultMode::Unreachable).await;
+    eventually(T, "api on member2", || async {
+        let b = get_binding(&api, "default", "api-deployment").await?;
+        (targets(&b) == [("member2".into(), 2)] && binding_healthy(&b) && tasks(&b).is_empty())
+            .then_some(())
+    })
+    .await;
+    set_fault_at(&m3.control_addr, v1::FaultMode::Healthy).await;
+    eventually(T, "the agent deleted api from member3", || async {
+        deployment(&m3, "api").await.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        m3.get_json(&["crontab", "nightly", "-n", "default"])
+            .await
+            .is_some(),
+        "what stays on member3 is kept"
+    );
+
+    // 7. deleting the policy keeps the copy (PL-1); deleting the workload removes it
+    flotilla(&stack, &["delete", "pp", "api"]).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        deployment(&m2, "api").await.is_some(),
+        "a detached binding keeps its member copies"
+    );
+    flotilla(&stack, &["delete", "deployment", "api"]).await;
+    eventually(T, "api deleted from member2", || async {
+        deployment(&m2, "api").await.is_none().then_some(())
+    })
+    .await;
+
+    let expect = history::Expect::default();
+    let faults = [
+        "member1 unreachable (TCP proxy), then healed".to_owned(),
+        "member3 (Pull) unreachable, then healed".to_owned(),
+    ];
+    stack
+        .verdict(recorder, "real_members", 0, &faults, &expect)
+        .await;
+    drop((m1, m2, m3));
+}
