@@ -247,7 +247,10 @@ impl Args {
             // read once now so that a missing or empty file is refused at start; the client
             // reads the file itself from then on (rotation)
             match read_secret("member-token-file", path) {
-                Ok(_) => target.token_file = Some(path.clone()),
+                Ok(t) => {
+                    target.token = Some(t);
+                    target.token_file = Some(path.clone());
+                }
                 Err(e) => errors.push(e),
             }
         }

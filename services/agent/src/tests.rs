@@ -523,6 +523,11 @@ fn flags_validate_and_keep_tokens_out_of_debug() {
     let c = a.validate().unwrap();
     assert_eq!(c.heartbeat_interval, Duration::from_secs(10));
     assert_eq!(c.member.token.as_deref(), Some("s3cret-token"));
+    assert_eq!(
+        c.member.token_file.as_deref(),
+        Some(token.as_path()),
+        "read again by the member client (rotation)"
+    );
     let printed = format!("{c:?}");
     assert!(!printed.contains("s3cret"), "{printed}");
 

@@ -93,15 +93,18 @@ impl WorkExecutorApi {
     }
 }
 
-/// Validates a WorkKey and returns its store key.
+/// Validates a WorkKey and returns its store key. The namespace may be empty: the Works of
+/// a cluster-scoped object's binding (a ClusterResourceBinding) have none. (Refusing it
+/// left a Pull cluster's agent unable to report, or finish deleting, a CRD or a ClusterRole;
+/// found by the real-member scenario.)
 fn key_of(work: Option<&v1::WorkKey>) -> Result<(String, v1::WorkKey), ApiError> {
     let w = work.ok_or_else(|| invalid("work", "required"))?;
-    for (field, value) in [
-        ("work.cluster", &w.cluster),
-        ("work.namespace", &w.namespace),
-        ("work.name", &w.name),
+    for (field, value, required) in [
+        ("work.cluster", &w.cluster, true),
+        ("work.namespace", &w.namespace, false),
+        ("work.name", &w.name, true),
     ] {
-        if value.is_empty() {
+        if required && value.is_empty() {
             return Err(invalid(field, "required"));
         }
         if value.contains('/') || value.chars().any(char::is_control) {
@@ -345,12 +348,7 @@ impl WorkExecutorApi {
             if w.name().is_empty() {
                 return Err(invalid(format!("works[{i}].metadata.name"), "required"));
             }
-            if w.namespace().is_empty() {
-                return Err(invalid(
-                    format!("works[{i}].metadata.namespace"),
-                    "required",
-                ));
-            }
+            // (an empty namespace is the Work of a cluster-scoped object's binding)
         }
         let overrides = plan_overrides(
             req.override_policies,

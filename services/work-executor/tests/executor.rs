@@ -577,7 +577,7 @@ async fn report_work_status_validates_and_serves_pull_agents() {
         (
             report(
                 Some(v1::WorkKey {
-                    namespace: String::new(),
+                    namespace: "a/b".into(),
                     ..wkey("pull1", &name)
                 }),
                 Some(ok_status.clone()),
@@ -623,6 +623,19 @@ async fn report_work_status_validates_and_serves_pull_agents() {
         let err = client.report_work_status(req).await.unwrap_err();
         assert_invalid(&err, field);
     }
+    // an empty namespace is a cluster-scoped object's Work: a valid key (NOT_FOUND here),
+    // never INVALID_ARGUMENT, so that an agent can report a CRD's Work
+    let err = client
+        .report_work_status(report(
+            Some(v1::WorkKey {
+                namespace: String::new(),
+                ..wkey("pull1", "crontabs.stable.example.com-5c6f8d")
+            }),
+            Some(ok_status.clone()),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
     // NOT_FOUND
     let err = client
         .report_work_status(report(Some(wkey("pull1", "nope")), Some(ok_status.clone())))
