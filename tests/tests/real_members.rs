@@ -612,3 +612,223 @@ async fn flotilla_on_real_kubernetes_members() {
         .await;
     drop((m1, m2, m3));
 }
+
+/// One member API server under test: Flotilla's client of it and a raw kube-rs client.
+struct Side {
+    what: &'static str,
+    member: flotilla_member::Member,
+    raw: kube::Client,
+}
+
+/// A raw server-side apply of `body` (bypassing `flotilla_member::apply_body`) as `manager`:
+/// the HTTP code of a refusal, 0 on success.
+async fn raw_apply(side: &Side, body: serde_json::Value, manager: &str, force: bool) -> u16 {
+    let resource =
+        kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"));
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(side.raw.clone(), "default", &resource);
+    let mut params = kube::api::PatchParams::apply(manager);
+    params.force = force;
+    let name = body["metadata"]["name"].as_str().unwrap().to_owned();
+    match api
+        .patch(&name, &params, &kube::api::Patch::Apply(&body))
+        .await
+    {
+        Ok(_) => 0,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(e) => panic!("{}: {e}", side.what),
+    }
+}
+
+fn config_map(name: &str, data: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default",
+                     "labels": {"resourcebinding.karmada.io/permanent-id": "p-1"}},
+        "data": data})
+}
+
+/// The member-side checks, run the same on member-sim's API server and on a real one: what
+/// Flotilla relies on must answer alike. Returns what each step answered, for comparing.
+async fn member_behaviour(side: &Side) -> Vec<String> {
+    use flotilla_member::{MemberError, ObjectRef};
+    let mut seen = Vec::new();
+    let w = side.what;
+    let version = side.member.version().await.unwrap();
+    assert!(version.starts_with("v1."), "{w}: {version}");
+    let apis = side.member.api_enablements().await.unwrap();
+    for (gv, kind) in [("apps/v1", "Deployment"), ("v1", "ConfigMap")] {
+        assert!(
+            apis.iter()
+                .any(|e| e.group_version == gv && e.resources.iter().any(|r| r.kind == kind)),
+            "{w}: {gv} {kind} in {apis:?}"
+        );
+    }
+    let (probe, message) = side.member.probe().await;
+    assert!(probe.online && probe.healthy, "{w}: {message}");
+
+    // Flotilla's apply, then the object as the member keeps it
+    let applied = side
+        .member
+        .apply(&config_map("conf", serde_json::json!({"x": "1"})))
+        .await
+        .unwrap();
+    let meta = &applied["metadata"];
+    assert!(
+        meta["uid"].as_str().is_some_and(|u| !u.is_empty())
+            && meta["resourceVersion"].as_str().is_some(),
+        "{w}: {applied}"
+    );
+    let r = ObjectRef::of(&applied).unwrap();
+    let got = side.member.get(&r).await.unwrap().unwrap();
+    assert_eq!(got["data"]["x"], "1", "{w}");
+    let uid = meta["uid"].as_str().unwrap().to_owned();
+
+    // what a server refuses in an apply body
+    let mut body = config_map("conf", serde_json::json!({"x": "1"}));
+    body["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubectl"}]);
+    seen.push(format!(
+        "managedFields: {}",
+        raw_apply(side, body, "flotilla", true).await
+    ));
+    let mut body = config_map("conf", serde_json::json!({"x": "1"}));
+    body["metadata"]["uid"] = "not-its-uid".into();
+    seen.push(format!(
+        "wrong uid: {}",
+        raw_apply(side, body, "flotilla", true).await
+    ));
+    let mut body = config_map("conf", serde_json::json!({"x": "1"}));
+    body["metadata"]["uid"] = uid.into();
+    seen.push(format!(
+        "its own uid: {}",
+        raw_apply(side, body, "flotilla", true).await
+    ));
+    let mut body = config_map("conf", serde_json::json!({"x": "1"}));
+    body["metadata"]["resourceVersion"] = "1".into();
+    seen.push(format!(
+        "stale resourceVersion: {}",
+        raw_apply(side, body, "flotilla", true).await
+    ));
+    let mut body = config_map("fresh", serde_json::json!({"x": "1"}));
+    body["metadata"]["resourceVersion"] = "1".into();
+    seen.push(format!(
+        "resourceVersion on create: {}",
+        raw_apply(side, body, "flotilla", true).await
+    ));
+    // the same apply through Flotilla's client is taken: it sends no server-set metadata
+    let mut exported = got.clone();
+    exported["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubectl"}]);
+    exported["metadata"]["resourceVersion"] = "1".into();
+    exported["metadata"]["uid"] = "from-another-cluster".into();
+    side.member.apply(&exported).await.unwrap();
+
+    // another field manager
+    let theirs = config_map("conf", serde_json::json!({"x": "9"}));
+    seen.push(format!(
+        "kubectl changes flotilla's field: {}",
+        raw_apply(side, theirs, "kubectl", false).await
+    ));
+    let theirs = config_map("conf", serde_json::json!({"x": "9"}));
+    seen.push(format!(
+        "kubectl forces it: {}",
+        raw_apply(side, theirs, "kubectl", true).await
+    ));
+    side.member
+        .apply(&config_map("conf", serde_json::json!({"x": "2"})))
+        .await
+        .unwrap();
+    let got = side.member.get(&r).await.unwrap().unwrap();
+    seen.push(format!("flotilla forces x back: {}", got["data"]["x"]));
+
+    // lists by the label, delete, unknown kinds
+    let listed = side.member.list_managed("v1", "ConfigMap").await.unwrap();
+    let mut names: Vec<&str> = listed
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    seen.push(format!("listed: {names:?}"));
+    seen.push(format!(
+        "delete: {:?}",
+        side.member.delete(&r).await.unwrap()
+    ));
+    seen.push(format!(
+        "delete again: {:?}",
+        side.member.delete(&r).await.unwrap()
+    ));
+    seen.push(format!(
+        "get deleted: {:?}",
+        side.member.get(&r).await.unwrap()
+    ));
+    let nope = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Nope",
+                                  "metadata": {"name": "n", "namespace": "default"}});
+    let unknown = side.member.apply(&nope).await.unwrap_err();
+    assert!(
+        matches!(unknown, MemberError::UnknownKind { .. }),
+        "{w}: {unknown}"
+    );
+    seen
+}
+
+/// The same member-side checks against member-sim's simulated API server and against a real
+/// kube-apiserver; they must answer alike (where they did not, member-sim was made to match:
+/// it now refuses server-set metadata as the real server does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_sim_answers_like_a_real_api_server() {
+    let etcd = EtcdServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let real = RealMember::start(d, "real", &etcd.endpoints().join(","), 1, 10, "1s").await;
+    let token = format!("sim-{:016x}", rand::random::<u64>());
+    std::fs::write(d.join("sim.token"), &token).unwrap();
+    let listen = format!("127.0.0.1:{}", flotilla_tests::free_port());
+    let control = format!("127.0.0.1:{}", flotilla_tests::free_port());
+    let _sim = Process::spawn(
+        d,
+        "member-sim",
+        "flotilla-member-sim",
+        &[
+            "--name=sim".into(),
+            format!("--listen={listen}"),
+            format!("--control-listen={control}"),
+            format!("--token-file={}", d.join("sim.token").display()),
+        ],
+    );
+    flotilla_tests::wait_serving(&control, Duration::from_secs(20)).await;
+    let timeout = Duration::from_secs(10);
+    let side = |what: &'static str, target: flotilla_member::Target| Side {
+        what,
+        member: flotilla_member::Member::new(
+            &target,
+            timeout,
+            std::sync::Arc::new(tokio::sync::Semaphore::new(8)),
+        )
+        .unwrap(),
+        raw: flotilla_member::kube_client(&target, timeout).unwrap(),
+    };
+    let mut sim_target = flotilla_member::Target::plain(format!("http://{listen}"));
+    sim_target.token = Some(token);
+    let mut real_target = flotilla_member::Target::plain(real.endpoint.clone());
+    real_target.ca_pem = Some(std::fs::read(&real.ca).unwrap());
+    real_target.token_file = Some(real.dir.join("admin.token"));
+    let on_sim = member_behaviour(&side("member-sim", sim_target)).await;
+    let on_real = member_behaviour(&side("kube-apiserver", real_target)).await;
+    assert_eq!(on_sim, on_real, "member-sim differs from a real API server");
+    // and what they both said is what a real server says
+    assert_eq!(
+        on_real,
+        [
+            "managedFields: 400",
+            "wrong uid: 422",
+            "its own uid: 0",
+            "stale resourceVersion: 409",
+            "resourceVersion on create: 0",
+            "kubectl changes flotilla's field: 409",
+            "kubectl forces it: 0",
+            "flotilla forces x back: \"2\"",
+            "listed: [\"conf\", \"fresh\"]",
+            "delete: true",
+            "delete again: false",
+            "get deleted: None",
+        ]
+    );
+}
