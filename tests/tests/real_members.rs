@@ -86,62 +86,98 @@ async fn sh(dir: &Path, script: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The README's credential steps ("Joining a real cluster"), with `{ctx}` for the kubeconfig
+/// context flags and `{name}` for the member's name;
+/// [`readme_joining_steps_are_the_ones_tested`] holds the README to them.
+const CREDENTIAL_STEPS: [&str; 4] = [
+    "kubectl {ctx} create serviceaccount flotilla -n kube-system",
+    "kubectl {ctx} create clusterrolebinding flotilla --clusterrole=cluster-admin --serviceaccount=kube-system:flotilla",
+    "kubectl {ctx} create token flotilla -n kube-system --duration=24h > {name}.token",
+    "kubectl {ctx} config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > {name}-ca.pem",
+];
+/// The README's way to read the member's server.
+const SERVER_STEP: &str =
+    "kubectl {ctx} config view --minify -o jsonpath='{.clusters[0].cluster.server}'";
+/// The README's Push steps, `{server}` for the server read by [`SERVER_STEP`].
+const PUSH_STEPS: [&str; 3] = [
+    "kubectl config set-cluster {name} --kubeconfig={name}.kubeconfig --server={server} --certificate-authority={name}-ca.pem --embed-certs",
+    "kubectl config set-credentials flotilla --kubeconfig={name}.kubeconfig --token=\"$(cat {name}.token)\"",
+    "kubectl config set-context {name} --kubeconfig={name}.kubeconfig --cluster={name} --user=flotilla",
+];
+/// The README's join.
+const JOIN_STEP: &str = "flotilla join {name} --kubeconfig {name}.kubeconfig --context {name}";
+
+fn render(step: &str, ctx: &str, name: &str, server: &str) -> String {
+    step.replace("{ctx}", ctx)
+        .replace("{name}", name)
+        .replace("{server}", server)
+}
+
+/// The README shows exactly the steps the scenario runs (for `--context $CTX`, member1 and
+/// `$SERVER`).
+#[test]
+fn readme_joining_steps_are_the_ones_tested() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let steps = CREDENTIAL_STEPS
+        .iter()
+        .chain(&PUSH_STEPS)
+        .chain([&JOIN_STEP]);
+    for step in steps {
+        let line = render(step, "--context $CTX", "member1", "$SERVER");
+        assert!(
+            readme.contains(&line),
+            "README.md lacks the tested step:\n{line}"
+        );
+    }
+    let server = format!(
+        "SERVER=$({})",
+        render(SERVER_STEP, "--context $CTX", "", "")
+    );
+    assert!(readme.contains(&server), "README.md lacks:\n{server}");
+}
+
 /// The README's credential steps for `member` (its kubeconfig context is the member's name):
-/// a ServiceAccount bound to cluster-admin, a token for it, the CA and the server; each
-/// command is the README's, with its context. Leaves `<name>.token` and `<name>-ca.pem` in
-/// `dir` and returns the server.
+/// leaves `<name>.token` and `<name>-ca.pem` in `dir` and returns the server.
 async fn readme_credentials(dir: &Path, member: &RealMember) -> String {
     let ctx = format!(
         "--kubeconfig {} --context {}",
         member.kubeconfig.display(),
         member.name
     );
-    let name = &member.name;
-    sh(
-        dir,
-        &format!(
-            "kubectl {ctx} create serviceaccount flotilla -n kube-system
-kubectl {ctx} create clusterrolebinding flotilla --clusterrole=cluster-admin --serviceaccount=kube-system:flotilla
-kubectl {ctx} create token flotilla -n kube-system --duration=24h > {name}.token
-kubectl {ctx} config view --raw --minify -o jsonpath='{{.clusters[0].cluster.certificate-authority-data}}' | base64 -d > {name}-ca.pem"
-        ),
-    )
-    .await;
-    sh(
-        dir,
-        &format!(
-            "kubectl {ctx} config view --minify -o jsonpath='{{.clusters[0].cluster.server}}'"
-        ),
-    )
-    .await
+    let script: Vec<String> = CREDENTIAL_STEPS
+        .iter()
+        .map(|s| render(s, &ctx, &member.name, ""))
+        .collect();
+    sh(dir, &script.join("\n")).await;
+    sh(dir, &render(SERVER_STEP, &ctx, "", "")).await
 }
 
 /// The README's Push steps: a kubeconfig of the ServiceAccount token, and `flotilla join`.
 async fn readme_join(stack: &Stack, dir: &Path, member: &RealMember) {
     let server = readme_credentials(dir, member).await;
     let name = &member.name;
-    sh(
-        dir,
-        &format!(
-            "kubectl config set-cluster {name} --kubeconfig={name}.kubeconfig --server={server} --certificate-authority={name}-ca.pem --embed-certs
-kubectl config set-credentials flotilla --kubeconfig={name}.kubeconfig --token=\"$(cat {name}.token)\"
-kubectl config set-context {name} --kubeconfig={name}.kubeconfig --cluster={name} --user=flotilla"
-        ),
-    )
-    .await;
+    let script: Vec<String> = PUSH_STEPS
+        .iter()
+        .map(|s| render(s, "", name, server.trim()))
+        .collect();
+    sh(dir, &script.join("\n")).await;
+    let join = render(JOIN_STEP, "", name, "");
     let kubeconfig = dir.join(format!("{name}.kubeconfig"));
-    let out = flotilla(
-        stack,
-        &[
-            "join",
-            name,
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--context",
-            name,
-        ],
-    )
-    .await;
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    // the README's join, with the kubeconfig's full path and the stack's api
+    let args: Vec<&str> = join
+        .split_whitespace()
+        .skip(1)
+        .map(|a| {
+            if a.ends_with(".kubeconfig") {
+                kubeconfig
+            } else {
+                a
+            }
+        })
+        .collect();
+    let out = flotilla(stack, &args).await;
     assert!(
         out.contains(&format!("secret/karmada-cluster/{name}")),
         "{out}"
@@ -831,4 +867,230 @@ async fn member_sim_answers_like_a_real_api_server() {
             "get deleted: None",
         ]
     );
+}
+
+/// CPU seconds (user + system) of process `pid` (`self` for this one), from /proc.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // the fields after the command name (which may hold spaces) start at state, field 3
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn deployment_manifest(name: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default",
+                     "labels": {"resourcebinding.karmada.io/permanent-id": name}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+}
+
+/// Until a watch says something changed (at most `period`), or `period` when listing.
+async fn wait(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Option<flotilla_member::ObjectRef>>,
+    watching: bool,
+    period: Duration,
+) {
+    if watching {
+        let _ = tokio::time::timeout(period, rx.recv()).await;
+    } else {
+        tokio::time::sleep(period).await;
+    }
+}
+
+/// One way of reading status, measured: `n` Deployments applied at once, the seconds until
+/// the client saw all of them Ready, the mean seconds until it saw a change to one object
+/// (ten changes), then `idle` seconds of following them unchanged, with the CPU seconds of
+/// this process (the client) and of the server meanwhile.
+async fn measure_status(
+    member: &flotilla_member::Member,
+    server_pid: &str,
+    prefix: &str,
+    n: usize,
+    by_watch: bool,
+    idle: Duration,
+) -> (f64, f64, f64, f64) {
+    use flotilla_member::status::manifest_status;
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i:03}")).collect();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let watch = if by_watch {
+        Some(
+            member
+                .watch_managed("apps/v1", "Deployment", tx)
+                .await
+                .unwrap(),
+        )
+    } else {
+        None
+    };
+    let start = std::time::Instant::now();
+    for name in &names {
+        member.apply(&deployment_manifest(name)).await.unwrap();
+    }
+    let period = Duration::from_secs(1); // the agent's default --status-interval
+    let read = || async {
+        let objects = match &watch {
+            Some(w) => w.objects(),
+            None => member.list_managed("apps/v1", "Deployment").await.unwrap(),
+        };
+        objects
+            .iter()
+            .filter(|o| {
+                o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(prefix))
+                    && manifest_status(o).ready_replicas == 1
+            })
+            .count()
+    };
+    let watching = watch.is_some();
+    while read().await < n {
+        wait(&mut rx, watching, period).await;
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "not Ready in 2 min"
+        );
+    }
+    let ready = start.elapsed().as_secs_f64();
+    // detection latency: one object relabelled at a time, until the client sees it
+    let mut seen_after = Vec::new();
+    // a list runs on its period, whenever the change came (as the agent's --status-interval)
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for round in 0..10 {
+        let name = &names[round % n];
+        let mut m = deployment_manifest(name);
+        m["metadata"]["labels"]["round"] = format!("r{round}").into();
+        member.apply(&m).await.unwrap();
+        let t0 = std::time::Instant::now();
+        loop {
+            let objects = match &watch {
+                Some(w) => w.objects(),
+                None => {
+                    tick.tick().await;
+                    member.list_managed("apps/v1", "Deployment").await.unwrap()
+                }
+            };
+            let seen = objects.iter().any(|o| {
+                o["metadata"]["name"] == name.as_str()
+                    && o["metadata"]["labels"]["round"] == format!("r{round}").as_str()
+            });
+            if seen {
+                break;
+            }
+            if watching {
+                wait(&mut rx, watching, period).await;
+            }
+        }
+        seen_after.push(t0.elapsed().as_secs_f64());
+        // the next change comes at an unrelated moment of the list period
+        tokio::time::sleep(Duration::from_millis(137 * (round as u64 % 7))).await;
+    }
+    let latency = seen_after.iter().sum::<f64>() / seen_after.len() as f64;
+    let (client0, server0) = (cpu_seconds("self"), cpu_seconds(server_pid));
+    let idle_start = std::time::Instant::now();
+    while idle_start.elapsed() < idle {
+        let _ = read().await;
+        wait(&mut rx, watching, period).await;
+    }
+    let client = cpu_seconds("self") - client0;
+    let server = cpu_seconds(server_pid) - server0;
+    for name in &names {
+        let r = flotilla_member::ObjectRef::of(&deployment_manifest(name)).unwrap();
+        member.delete(&r).await.unwrap();
+    }
+    (ready, latency, client, server)
+}
+
+/// Status by list against status by watch, on member-sim and on a real kube-apiserver: run
+/// by hand (`cargo nextest run -p flotilla-tests --run-ignored only status_by --no-capture`);
+/// the figures are in docs/real-kubernetes.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement; run by hand with --run-ignored only --no-capture"]
+async fn status_by_list_and_by_watch_measured() {
+    let n: usize = std::env::var("FLOTILLA_STATUS_OBJECTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let idle = Duration::from_secs(20);
+    let etcd = EtcdServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let real = RealMember::start(d, "real", &etcd.endpoints().join(","), 2, 400, "1s").await;
+    let listen = format!("127.0.0.1:{}", flotilla_tests::free_port());
+    let control = format!("127.0.0.1:{}", flotilla_tests::free_port());
+    let sim = Process::spawn(
+        d,
+        "member-sim",
+        "flotilla-member-sim",
+        &[
+            "--name=sim".into(),
+            "--capacity=400".into(),
+            "--pod-startup-delay=1s".into(),
+            format!("--listen={listen}"),
+            format!("--control-listen={control}"),
+        ],
+    );
+    flotilla_tests::wait_serving(&control, Duration::from_secs(20)).await;
+    let timeout = Duration::from_secs(10);
+    let new = |t: &flotilla_member::Target| {
+        flotilla_member::Member::new(
+            t,
+            timeout,
+            std::sync::Arc::new(tokio::sync::Semaphore::new(8)),
+        )
+        .unwrap()
+    };
+    let sim_member = new(&flotilla_member::Target::plain(format!("http://{listen}")));
+    let mut real_target = flotilla_member::Target::plain(real.endpoint.clone());
+    real_target.ca_pem = Some(std::fs::read(&real.ca).unwrap());
+    real_target.token_file = Some(real.dir.join("admin.token"));
+    let real_member = new(&real_target);
+    let sim_pid = sim.pid().unwrap().to_string();
+    let api_pid = real.processes[0].pid().unwrap().to_string();
+    println!(
+        "status of {n} Deployments (pods Ready 1 s after binding), then {} s unchanged; the list period is 1 s",
+        idle.as_secs()
+    );
+    println!(
+        "{:<16} {:<6} {:>14} {:>16} {:>20} {:>20}",
+        "server",
+        "by",
+        "all Ready (s)",
+        "change seen (s)",
+        "client CPU idle (s)",
+        "server CPU idle (s)"
+    );
+    for (server, member, pid) in [
+        ("member-sim", &sim_member, &sim_pid),
+        ("kube-apiserver", &real_member, &api_pid),
+    ] {
+        // what the server spends with nobody reading (its controllers, node heartbeats)
+        let base = cpu_seconds(pid);
+        tokio::time::sleep(idle).await;
+        let base = cpu_seconds(pid) - base;
+        println!(
+            "{server:<16} {:<6} {:>14} {:>16} {:>20} {base:>20.2}",
+            "none", "-", "-", "-"
+        );
+        for (by, watch) in [("list", false), ("watch", true)] {
+            let prefix = format!("m-{by}");
+            let (ready, seen, client, server_cpu) =
+                measure_status(member, pid, &prefix, n, watch, idle).await;
+            println!(
+                "{server:<16} {by:<6} {ready:>14.2} {seen:>16.3} {client:>20.2} {server_cpu:>20.2}"
+            );
+            // the deletions settle before the next measurement
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+    }
 }

@@ -33,6 +33,9 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 pub mod status;
+pub mod watch;
+
+pub use watch::ManagedWatch;
 
 /// The field manager of every server-side apply Flotilla makes.
 pub const FIELD_MANAGER: &str = "flotilla";
@@ -987,7 +990,7 @@ fn object_value(
 /// An object as JSON for the interpreter: its fields (`spec`, `status`, ...) as kube-rs
 /// parsed them, moved rather than re-serialized, with `apiVersion`, `kind` and the metadata
 /// the rules read (name, namespace, uid, generation, resourceVersion, labels).
-fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
+pub(crate) fn into_value(object: DynamicObject, api_version: &str, kind: &str) -> Value {
     let DynamicObject { metadata, data, .. } = object;
     let fields = match data {
         Value::Object(map) => map,

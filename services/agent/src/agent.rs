@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_member::{Member, MemberError, ObjectRef};
+use flotilla_member::{ManagedWatch, Member, MemberError, ObjectRef};
 use flotilla_proto::v1;
 use flotilla_proto::v1::api_client::ApiClient;
 use flotilla_proto::v1::work_executor_client::WorkExecutorClient;
@@ -18,7 +18,10 @@ use serde_json::Value;
 use tonic::Code;
 use tonic::transport::Channel;
 
-use crate::{Config, Token, authorize};
+use crate::{Config, StatusSource, Token, authorize};
+
+/// A change the member's watches saw: an object, or a kind's first list (`None`).
+type MemberChange = Option<ObjectRef>;
 
 /// Status reports in flight at once.
 const REPORT_CONCURRENCY: usize = 16;
@@ -69,11 +72,18 @@ pub struct WorkAgent {
     executor: WorkExecutorClient<Channel>,
     works: HashMap<WorkId, Tracked>,
     dirty: HashSet<WorkId>,
+    source: StatusSource,
+    /// `--status-source=watch`: one watch per (apiVersion, kind) the applied Works hold.
+    watches: HashMap<(String, String), ManagedWatch>,
+    /// Where the watches send what changed.
+    changes: tokio::sync::mpsc::UnboundedSender<MemberChange>,
+    changes_rx: Option<tokio::sync::mpsc::UnboundedReceiver<MemberChange>>,
 }
 
 impl WorkAgent {
     /// An agent applying on `member`, reporting through `executor`.
     pub fn new(member: Arc<Member>, config: &Config, executor: Channel) -> Self {
+        let (changes, changes_rx) = tokio::sync::mpsc::unbounded_channel();
         Self {
             member,
             cluster: config.cluster.clone(),
@@ -82,6 +92,10 @@ impl WorkAgent {
             executor: WorkExecutorClient::new(executor),
             works: HashMap::new(),
             dirty: HashSet::new(),
+            source: config.status_source,
+            watches: HashMap::new(),
+            changes,
+            changes_rx: Some(changes_rx),
         }
     }
 
@@ -93,6 +107,9 @@ impl WorkAgent {
         let mut revision: i64 = 0;
         let mut tick = tokio::time::interval(self.status_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let Some(mut changes) = self.changes_rx.take() else {
+            return;
+        };
         loop {
             let mut request = tonic::Request::new(v1::WatchWorksRequest {
                 namespace: String::new(),
@@ -147,6 +164,7 @@ impl WorkAgent {
                         }
                     },
                     _ = tick.tick() => scan = true,
+                    Some(change) = changes.recv() => self.member_changed(change),
                 }
                 if scan {
                     self.retry_failed().await;
@@ -399,9 +417,71 @@ impl WorkAgent {
         self.dirty.remove(id);
     }
 
+    /// A watch saw `change`: the Works of that object (of every applied object, for a kind's
+    /// first list) are reported again if their status moved.
+    fn member_changed(&mut self, change: MemberChange) {
+        for (id, t) in &self.works {
+            if t.outcome == Outcome::Applied
+                && change
+                    .as_ref()
+                    .is_none_or(|r| t.resource.as_ref() == Some(r))
+            {
+                self.dirty.insert(id.clone());
+            }
+        }
+    }
+
     /// The member's objects of every kind the applied Works hold, by identity; `None` when
-    /// the member could not be read.
-    async fn observe(&self) -> Option<HashMap<ObjectRef, v1::ManifestStatus>> {
+    /// the member could not be read (or, by watch, a kind's first list has not arrived).
+    async fn observe(&mut self) -> Option<HashMap<ObjectRef, v1::ManifestStatus>> {
+        if self.source == StatusSource::List {
+            return self.observe_by_list().await;
+        }
+        let kinds: BTreeSet<(String, String)> = self
+            .works
+            .values()
+            .filter(|t| t.outcome == Outcome::Applied)
+            .filter_map(|t| t.resource.as_ref())
+            .map(|r| (r.api_version.clone(), r.kind.clone()))
+            .collect();
+        let mut out = HashMap::new();
+        let mut complete = true;
+        for kind in kinds {
+            if !self.watches.contains_key(&kind) {
+                match self
+                    .member
+                    .watch_managed(&kind.0, &kind.1, self.changes.clone())
+                    .await
+                {
+                    Ok(w) => {
+                        self.watches.insert(kind.clone(), w);
+                    }
+                    Err(MemberError::UnknownKind { .. }) => continue,
+                    Err(error) => {
+                        tracing::debug!(cluster = %self.cluster, %error, "cannot watch the member's objects");
+                        return None;
+                    }
+                }
+            }
+            let Some(watch) = self.watches.get(&kind) else {
+                continue;
+            };
+            if !watch.is_ready() {
+                // its first list reports in as a change
+                complete = false;
+                continue;
+            }
+            for o in watch.objects() {
+                if let Ok(r) = ObjectRef::of(&o) {
+                    out.insert(r, flotilla_member::status::manifest_status(&o));
+                }
+            }
+        }
+        complete.then_some(out)
+    }
+
+    /// [`WorkAgent::observe`] by one list per kind (`--status-source=list`).
+    async fn observe_by_list(&self) -> Option<HashMap<ObjectRef, v1::ManifestStatus>> {
         let kinds: BTreeSet<(String, String)> = self
             .works
             .values()

@@ -102,6 +102,13 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_STATUS_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     pub status_interval: Duration,
 
+    /// How the applied objects' status is read back: `watch` follows each kind the Works
+    /// hold through one watch selected by Flotilla's label and reports a change as it
+    /// happens; `list` lists each kind every `--status-interval`. Default `watch` (measured
+    /// against `list` on member-sim and on a real kube-apiserver: docs/real-kubernetes.md).
+    #[arg(long, env = "FLOTILLA_STATUS_SOURCE", value_enum, default_value_t = StatusSource::Watch)]
+    pub status_source: StatusSource,
+
     /// Deadline of each call to the member's API server. Default 5s.
     #[arg(long, env = "FLOTILLA_MEMBER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub member_timeout: Duration,
@@ -141,8 +148,20 @@ pub struct Config {
     pub status_interval: Duration,
     /// `--member-timeout`.
     pub member_timeout: Duration,
+    /// `--status-source`.
+    pub status_source: StatusSource,
     /// TLS towards the control plane.
     pub security: SecurityArgs,
+}
+
+/// How the agent reads back the status of what it applied (`--status-source`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusSource {
+    /// One watch per kind, by Flotilla's label: changes are reported as they happen.
+    #[default]
+    Watch,
+    /// One list per kind every status interval.
+    List,
 }
 
 /// A bearer token; `Debug` never shows it.
@@ -277,6 +296,7 @@ impl Args {
             heartbeat_interval: self.heartbeat_interval,
             status_interval: self.status_interval,
             member_timeout: self.member_timeout,
+            status_source: self.status_source,
             security: self.security.clone(),
         })
     }

@@ -203,6 +203,7 @@ fn config(fakes: &Fakes, member: &str) -> Config {
         heartbeat_interval: Duration::from_millis(100),
         status_interval: Duration::from_millis(50),
         member_timeout: Duration::from_millis(500),
+        status_source: StatusSource::Watch,
         security: SecurityArgs::default(),
     }
 }

@@ -124,6 +124,7 @@ impl Member {
             heartbeat_interval: Duration::from_millis(100),
             status_interval: Duration::from_millis(100),
             member_timeout: Duration::from_millis(500),
+            status_source: Default::default(),
             security: Default::default(),
         };
         tokio::spawn(flotilla_agent::run(config, stop.clone()));
