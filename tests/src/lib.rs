@@ -533,6 +533,31 @@ impl Stack {
         format!("http://{}", self.addrs["api"])
     }
 
+    /// The real `flotilla` CLI against this stack's api: (success, stdout + stderr).
+    pub async fn cli(&self, args: &[&str]) -> (bool, String) {
+        let out = tokio::process::Command::new(bin_path("flotilla"))
+            .args(["--server", &self.api_url()])
+            .args(args)
+            .output()
+            .await
+            .expect("run the flotilla CLI");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// [`Stack::cli`] that must succeed: its output.
+    pub async fn cli_ok(&self, args: &[&str]) -> String {
+        let (ok, out) = self.cli(args).await;
+        assert!(ok, "flotilla {args:?}: {out}");
+        out
+    }
+
     /// Starts a Push member cluster (member-sim) with extra flags; returns its address.
     pub async fn start_member(&mut self, name: &str, extra: &[&str]) -> String {
         let addr = format!("127.0.0.1:{}", free_port());

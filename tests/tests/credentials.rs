@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    EtcdServer, Stack, Timers, api_client, bin_path, binding_healthy, create_cluster, eventually,
+    EtcdServer, Stack, Timers, api_client, binding_healthy, create_cluster, eventually,
     get_cluster, get_secret, nginx_binding, ready_status, targets, wait_clusters_ready,
 };
 
@@ -20,20 +20,7 @@ const T: Duration = Duration::from_secs(45);
 
 /// The real CLI against the stack's api: (success, stdout + stderr).
 async fn flotilla(stack: &Stack, args: &[&str]) -> (bool, String) {
-    let out = tokio::process::Command::new(bin_path("flotilla"))
-        .args(["--server", &stack.api_url()])
-        .args(args)
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    stack.cli(args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

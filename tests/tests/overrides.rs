@@ -24,7 +24,7 @@ use std::time::Duration;
 use flotilla_proto::v1;
 use flotilla_tests::history::Change;
 use flotilla_tests::{
-    ApiClient, EtcdServer, Stack, Timers, bin_path, binding_condition, binding_healthy, eventually,
+    ApiClient, EtcdServer, Stack, Timers, binding_condition, binding_healthy, eventually,
     get_binding, list_works, set_fault, targets, tasks, work_cluster, work_deleting,
 };
 
@@ -136,20 +136,7 @@ fn override_policy(us_tag: &str, failing_rule: bool) -> String {
 
 /// The real CLI against the stack's api.
 async fn flotilla(stack: &Stack, args: &[&str]) -> String {
-    let url = stack.api_url();
-    let out = tokio::process::Command::new(bin_path("flotilla"))
-        .args(["--server", &url])
-        .args(args)
-        .output()
-        .await
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "flotilla {args:?}: {text}");
-    text
+    stack.cli_ok(args).await
 }
 
 /// `flotilla explain binding` of `web`, the dry-run services named by flag.

@@ -39,28 +39,15 @@ use std::time::Duration;
 use flotilla_proto::v1;
 use flotilla_tests::kube::RealMember;
 use flotilla_tests::{
-    ApiClient, EtcdServer, Process, Stack, Timers, api_client, bin_path, binding_healthy,
-    eventually, get_binding, get_cluster, history, set_fault_at, targets, tasks,
-    wait_clusters_ready,
+    ApiClient, EtcdServer, Process, Stack, Timers, api_client, binding_healthy, eventually,
+    get_binding, get_cluster, history, set_fault_at, targets, tasks, wait_clusters_ready,
 };
 
 const T: Duration = Duration::from_secs(90);
 
 /// The real CLI against the stack's api: its output, asserting success.
 async fn flotilla(stack: &Stack, args: &[&str]) -> String {
-    let out = tokio::process::Command::new(bin_path("flotilla"))
-        .args(["--server", &stack.api_url()])
-        .args(args)
-        .output()
-        .await
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "flotilla {args:?}: {text}");
-    text
+    stack.cli_ok(args).await
 }
 
 async fn apply(stack: &Stack, dir: &Path, file: &str, yaml: &str) -> String {

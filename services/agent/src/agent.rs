@@ -417,6 +417,16 @@ impl WorkAgent {
         self.dirty.remove(id);
     }
 
+    /// The (apiVersion, kind) of every applied object.
+    fn applied_kinds(&self) -> BTreeSet<(String, String)> {
+        self.works
+            .values()
+            .filter(|t| t.outcome == Outcome::Applied)
+            .filter_map(|t| t.resource.as_ref())
+            .map(|r| (r.api_version.clone(), r.kind.clone()))
+            .collect()
+    }
+
     /// A watch saw `change`: the Works of that object (of every applied object, for a kind's
     /// first list) are reported again if their status moved.
     fn member_changed(&mut self, change: MemberChange) {
@@ -437,13 +447,7 @@ impl WorkAgent {
         if self.source == StatusSource::List {
             return self.observe_by_list().await;
         }
-        let kinds: BTreeSet<(String, String)> = self
-            .works
-            .values()
-            .filter(|t| t.outcome == Outcome::Applied)
-            .filter_map(|t| t.resource.as_ref())
-            .map(|r| (r.api_version.clone(), r.kind.clone()))
-            .collect();
+        let kinds = self.applied_kinds();
         let mut out = HashMap::new();
         let mut complete = true;
         for kind in kinds {
@@ -482,13 +486,7 @@ impl WorkAgent {
 
     /// [`WorkAgent::observe`] by one list per kind (`--status-source=list`).
     async fn observe_by_list(&self) -> Option<HashMap<ObjectRef, v1::ManifestStatus>> {
-        let kinds: BTreeSet<(String, String)> = self
-            .works
-            .values()
-            .filter(|t| t.outcome == Outcome::Applied)
-            .filter_map(|t| t.resource.as_ref())
-            .map(|r| (r.api_version.clone(), r.kind.clone()))
-            .collect();
+        let kinds = self.applied_kinds();
         let mut out = HashMap::new();
         for (api_version, kind) in kinds {
             match self.member.list_managed(&api_version, &kind).await {

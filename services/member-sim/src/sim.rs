@@ -818,6 +818,15 @@ impl Sim {
         }
     }
 
+    /// The `uid` and `resourceVersion` of the object at exactly `key`, if it exists: one
+    /// map lookup, for the checks of an apply body (nothing is rendered).
+    pub fn identity(&self, key: &ResourceKey) -> Option<(String, String)> {
+        self.lock()
+            .manifests
+            .get(key)
+            .map(|m| (m.uid.clone(), m.resource_version.to_string()))
+    }
+
     /// How many changes the member has seen (a list's `resourceVersion`).
     pub fn revision(&self) -> u64 {
         *self.changes.borrow()
