@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -109,7 +110,26 @@ pub struct EtcdStore {
     client: ec::Client,
     ns: String,
     watch_prev_kv: bool,
+    /// The endpoint-resolution task ([`keep_endpoints_resolvable`]), stopped with the last
+    /// clone.
+    _endpoints: Option<Arc<AbortOnDrop>>,
 }
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How often [`keep_endpoints_resolvable`] resolves every endpoint's name.
+const ENDPOINT_CHECK_PERIOD: Duration = Duration::from_secs(1);
+/// How many times a request that never reached a server is sent again ([`EtcdStore::unary`]).
+const UNSENT_RETRIES: u32 = 8;
+/// The back-off before the first such retry (doubled each time, at most 200 ms).
+const UNSENT_BACKOFF: Duration = Duration::from_millis(10);
 
 debug_fields!(EtcdStore as s { "namespace": s.ns });
 
@@ -139,11 +159,48 @@ impl EtcdStore {
         if !ns.is_empty() && !ns.ends_with('/') {
             ns.push('/');
         }
+        let endpoints = (config.endpoints.len() > 1).then(|| {
+            Arc::new(AbortOnDrop(tokio::spawn(keep_endpoints_resolvable(
+                client.clone(),
+                config.endpoints.clone(),
+            ))))
+        });
         Ok(Self {
             client,
             ns,
             watch_prev_kv: config.watch_prev_kv,
+            _endpoints: endpoints,
         })
+    }
+
+    /// Runs one unary request (`attempt` makes it afresh), observed as `op`, and sends it
+    /// again when it never reached a server: its endpoint could not be connected (a member
+    /// whose name stopped resolving, or that refuses connections), so the balancer may pick
+    /// another. Sending again is safe whatever the request is, since nothing was sent. Up to
+    /// [`UNSENT_RETRIES`] times, with a short doubling back-off; a request that reached a
+    /// server and failed is never sent again here (its caller decides).
+    async fn unary<T, Fut>(
+        &self,
+        op: &'static str,
+        mut attempt: impl FnMut() -> Fut,
+    ) -> std::result::Result<T, ec::Error>
+    where
+        Fut: std::future::Future<Output = std::result::Result<T, ec::Error>>,
+    {
+        let mut backoff = UNSENT_BACKOFF;
+        let mut tries = 0;
+        loop {
+            match attempt().observe(op).await {
+                Err(e) if tries < UNSENT_RETRIES && never_sent(&e) => {
+                    tries += 1;
+                    metrics::counter!("flotilla_etcd_unsent_retries_total", "op" => op)
+                        .increment(1);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(200));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The server's version string (e.g. `3.4.23`): a cheap liveness check.
@@ -285,6 +342,66 @@ fn tls_options(tls: &EtcdTls) -> Result<ec::TlsOptions> {
     Ok(opts)
 }
 
+/// Whether a request failed before it reached any server: the connection to its endpoint
+/// could not be made (name resolution, refused, connect timeout).
+fn never_sent(e: &ec::Error) -> bool {
+    let text = format!("{e:?}");
+    text.contains("ConnectError") || text.contains("dns error")
+}
+
+/// Keeps the client's balancer to the endpoints whose name resolves: a dead member's DNS
+/// name disappears (in compose and in a Kubernetes StatefulSet alike), and a balanced
+/// request sent to it fails at once. Every [`ENDPOINT_CHECK_PERIOD`] each endpoint's name is
+/// resolved; one that does not resolve leaves the balancer (never the last one) and comes back
+/// when it resolves again. IP addresses always resolve: a member that refuses connections is
+/// covered by [`EtcdStore::unary`]'s retry instead.
+async fn keep_endpoints_resolvable(client: ec::Client, endpoints: Vec<String>) {
+    let mut removed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    loop {
+        for endpoint in &endpoints {
+            let resolves = resolves(endpoint).await;
+            if !resolves && !removed.contains(endpoint) && removed.len() + 1 < endpoints.len() {
+                match client.remove_endpoint(endpoint).await {
+                    Ok(()) => {
+                        tracing::warn!(%endpoint, "etcd endpoint's name does not resolve; no request goes to it until it does");
+                        removed.insert(endpoint.clone());
+                    }
+                    Err(error) => {
+                        tracing::warn!(%endpoint, %error, "cannot take the etcd endpoint out")
+                    }
+                }
+            } else if resolves && removed.contains(endpoint) {
+                match client.add_endpoint(endpoint).await {
+                    Ok(()) => {
+                        tracing::info!(%endpoint, "etcd endpoint's name resolves again; in use");
+                        removed.remove(endpoint);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%endpoint, %error, "cannot put the etcd endpoint back")
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(ENDPOINT_CHECK_PERIOD).await;
+    }
+}
+
+/// Whether the host of `endpoint` (`http(s)://host:port`) resolves to an address.
+async fn resolves(endpoint: &str) -> bool {
+    let Ok(uri) = endpoint.parse::<tonic::codegen::http::Uri>() else {
+        return true;
+    };
+    let Some(host) = uri.host() else {
+        return true;
+    };
+    let port = uri.port_u16().unwrap_or(2379);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match tokio::net::lookup_host((host, port)).await {
+        Ok(mut addrs) => addrs.next().is_some(),
+        Err(_) => false,
+    }
+}
+
 /// Maps an etcd-client error to a [`StoreError`]: transport failures, timeouts, "no leader"
 /// and "leader changed" are [`StoreError::Unavailable`]; etcd's well-known messages become
 /// their own variants.
@@ -387,11 +504,12 @@ where
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         validate_key(key)?;
+        let full = self.full(key);
         let mut resp = self
-            .client
-            .kv_client()
-            .get(self.full(key), None)
-            .observe("get")
+            .unary("get", || {
+                let (mut kv, full) = (self.client.kv_client(), full.clone());
+                async move { kv.get(full, None).await }
+            })
             .await
             .map_err(map_err)?;
         resp.take_kvs()
@@ -421,10 +539,10 @@ impl Store for EtcdStore {
             opts = opts.with_revision(rev);
         }
         let mut resp = self
-            .client
-            .kv_client()
-            .get(start, Some(opts))
-            .observe("range")
+            .unary("range", || {
+                let (mut kv, start, opts) = (self.client.kv_client(), start.clone(), opts.clone());
+                async move { kv.get(start, Some(opts)).await }
+            })
             .await
             .map_err(|e| match map_err(e) {
                 StoreError::FutureRevision { .. } => StoreError::FutureRevision {
@@ -453,11 +571,13 @@ impl Store for EtcdStore {
     async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
         validate_key(key)?;
         let opts = lease.map(|l| ec::PutOptions::new().with_lease(l.0));
+        let full = self.full(key);
         let resp = self
-            .client
-            .kv_client()
-            .put(self.full(key), value.to_vec(), opts)
-            .observe("put")
+            .unary("put", || {
+                let (mut kv, full, opts) = (self.client.kv_client(), full.clone(), opts.clone());
+                let value = value.to_vec();
+                async move { kv.put(full, value, opts).await }
+            })
             .await
             .map_err(|e| match lease {
                 Some(l) => with_lease(map_err(e), l),
@@ -468,14 +588,15 @@ impl Store for EtcdStore {
 
     async fn delete(&self, key: &str) -> Result<DeleteResponse> {
         validate_key(key)?;
+        let full = self.full(key);
         let mut resp = self
-            .client
-            .kv_client()
-            .delete(
-                self.full(key),
-                Some(ec::DeleteOptions::new().with_prev_key()),
-            )
-            .observe("delete")
+            .unary("delete", || {
+                let (mut kv, full) = (self.client.kv_client(), full.clone());
+                async move {
+                    kv.delete(full, Some(ec::DeleteOptions::new().with_prev_key()))
+                        .await
+                }
+            })
             .await
             .map_err(map_err)?;
         let prev = resp
@@ -523,10 +644,10 @@ impl Store for EtcdStore {
             })
             .collect();
         let resp = self
-            .client
-            .kv_client()
-            .txn(request)
-            .observe("txn")
+            .unary("txn", || {
+                let (mut kv, request) = (self.client.kv_client(), request.clone());
+                async move { kv.txn(request).await }
+            })
             .await
             .map_err(|e| match leases.first() {
                 Some(l) => with_lease(map_err(e), *l),

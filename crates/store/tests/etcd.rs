@@ -267,3 +267,32 @@ async fn etcd_watch_replays_a_backlog_larger_than_4_mib() {
     }
     assert_eq!(seen, 40);
 }
+
+/// A member whose name stops resolving (a dead member's DNS name disappears, in compose and
+/// in a StatefulSet alike) costs no request while another endpoint answers: reads and
+/// guarded writes go to the endpoints that answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_an_endpoint_that_stops_resolving_costs_no_request() {
+    use flotilla_store::{EtcdConfig, EtcdStore};
+    let server = EtcdServer::start().await;
+    let mut endpoints = server.endpoints().to_vec();
+    endpoints.push("http://etcd-gone.invalid:2379".into());
+    let config =
+        EtcdConfig::new(endpoints).with_namespace(format!("/gone-{:08x}/", rand::random::<u32>()));
+    let store = EtcdStore::connect(config).await.expect("connect");
+    let mut failed = Vec::new();
+    for i in 0..40 {
+        let key = format!("k{i}");
+        if let Err(e) = store.put(&key, bytes::Bytes::from_static(b"v"), None).await {
+            failed.push(format!("put {key}: {e}"));
+        }
+        if let Err(e) = store.get(&key).await {
+            failed.push(format!("get {key}: {e}"));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of 80 failed: {failed:?}",
+        failed.len()
+    );
+}
