@@ -346,20 +346,12 @@ impl RealMember {
     /// The real kubectl straight to the API server as cluster-admin: (success, stdout +
     /// stderr).
     pub async fn kubectl(&self, args: &[&str]) -> (bool, String) {
-        let out = tokio::process::Command::new("kubectl")
+        // (kubectl is installed by scripts/test.sh)
+        let mut command = tokio::process::Command::new("kubectl");
+        command
             .arg(format!("--kubeconfig={}", self.direct_kubeconfig.display()))
-            .args(args)
-            .output()
-            .await
-            .expect("run kubectl (scripts/test.sh installs it)");
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+            .args(args);
+        crate::command_output(&mut command).await
     }
 
     /// [`RealMember::kubectl`] that must succeed; its stdout.

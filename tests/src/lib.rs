@@ -535,20 +535,9 @@ impl Stack {
 
     /// The real `flotilla` CLI against this stack's api: (success, stdout + stderr).
     pub async fn cli(&self, args: &[&str]) -> (bool, String) {
-        let out = tokio::process::Command::new(bin_path("flotilla"))
-            .args(["--server", &self.api_url()])
-            .args(args)
-            .output()
-            .await
-            .expect("run the flotilla CLI");
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+        let mut command = tokio::process::Command::new(bin_path("flotilla"));
+        command.args(["--server", &self.api_url()]).args(args);
+        command_output(&mut command).await
     }
 
     /// [`Stack::cli`] that must succeed: its output.
@@ -761,6 +750,22 @@ impl Stack {
             eprintln!("----- {} -----\n{}", p.name, p.log());
         }
     }
+}
+
+/// Runs `command` to its end: (success, stdout + stderr).
+pub async fn command_output(command: &mut tokio::process::Command) -> (bool, String) {
+    let out = command
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
 }
 
 /// An `Api` client of the stack.

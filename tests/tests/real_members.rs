@@ -707,36 +707,32 @@ async fn member_behaviour(side: &Side) -> Vec<String> {
     let uid = meta["uid"].as_str().unwrap().to_owned();
 
     // what a server refuses in an apply body
-    let mut body = config_map("conf", serde_json::json!({"x": "1"}));
-    body["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubectl"}]);
-    seen.push(format!(
-        "managedFields: {}",
-        raw_apply(side, body, "flotilla", true).await
-    ));
-    let mut body = config_map("conf", serde_json::json!({"x": "1"}));
-    body["metadata"]["uid"] = "not-its-uid".into();
-    seen.push(format!(
-        "wrong uid: {}",
-        raw_apply(side, body, "flotilla", true).await
-    ));
-    let mut body = config_map("conf", serde_json::json!({"x": "1"}));
-    body["metadata"]["uid"] = uid.into();
-    seen.push(format!(
-        "its own uid: {}",
-        raw_apply(side, body, "flotilla", true).await
-    ));
-    let mut body = config_map("conf", serde_json::json!({"x": "1"}));
-    body["metadata"]["resourceVersion"] = "1".into();
-    seen.push(format!(
-        "stale resourceVersion: {}",
-        raw_apply(side, body, "flotilla", true).await
-    ));
-    let mut body = config_map("fresh", serde_json::json!({"x": "1"}));
-    body["metadata"]["resourceVersion"] = "1".into();
-    seen.push(format!(
-        "resourceVersion on create: {}",
-        raw_apply(side, body, "flotilla", true).await
-    ));
+    let edits: [(&str, &str, serde_json::Value); 5] = [
+        (
+            "managedFields",
+            "conf",
+            serde_json::json!([{"manager": "kubectl"}]),
+        ),
+        ("uid", "conf", "not-its-uid".into()),
+        ("uid", "conf", uid.into()),
+        ("resourceVersion", "conf", "1".into()),
+        ("resourceVersion", "fresh", "1".into()),
+    ];
+    let labels = [
+        "managedFields",
+        "wrong uid",
+        "its own uid",
+        "stale resourceVersion",
+        "resourceVersion on create",
+    ];
+    for ((field, name, value), label) in edits.into_iter().zip(labels) {
+        let mut body = config_map(name, serde_json::json!({"x": "1"}));
+        body["metadata"][field] = value;
+        seen.push(format!(
+            "{label}: {}",
+            raw_apply(side, body, "flotilla", true).await
+        ));
+    }
     // the same apply through Flotilla's client is taken: it sends no server-set metadata
     let mut exported = got.clone();
     exported["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubectl"}]);

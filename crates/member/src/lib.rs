@@ -151,6 +151,11 @@ impl Target {
 /// A plain kube-rs client of `target` (its token file read once), for programs that drive a
 /// member's API server directly (member-sim's node agent).
 pub fn kube_client(target: &Target, timeout: Duration) -> Result<kube::Client, MemberError> {
+    build_client(&with_file_token(target)?, timeout)
+}
+
+/// `target` with the token of its token file, if it names one.
+fn with_file_token(target: &Target) -> Result<Target, MemberError> {
     let mut target = target.clone();
     if let Some(path) = &target.token_file {
         target.token = Some(
@@ -160,6 +165,11 @@ pub fn kube_client(target: &Target, timeout: Duration) -> Result<kube::Client, M
             })?,
         );
     }
+    Ok(target)
+}
+
+/// A kube-rs client of `target` as it is (its token file is not read here).
+fn build_client(target: &Target, timeout: Duration) -> Result<kube::Client, MemberError> {
     let config = target.config(timeout)?;
     kube::Client::try_from(config).map_err(|e| MemberError::BadTarget {
         endpoint: target.endpoint.clone(),
@@ -386,6 +396,8 @@ pub struct Member {
     target: Mutex<(Instant, Target)>,
     /// How often the token file is read again ([`TOKEN_FILE_RELOAD`]).
     token_reload: Duration,
+    /// Whether the target names a token file (otherwise the client never changes).
+    reloads: bool,
     endpoint: String,
     timeout: Duration,
     in_flight: Arc<Semaphore>,
@@ -445,21 +457,13 @@ impl Member {
         timeout: Duration,
         in_flight: Arc<Semaphore>,
     ) -> Result<Self, MemberError> {
-        let mut target = target.clone();
-        if let Some(path) = &target.token_file {
-            target.token =
-                Some(
-                    read_token_file(path).map_err(|message| MemberError::BadTarget {
-                        endpoint: target.endpoint.clone(),
-                        message,
-                    })?,
-                );
-        }
-        let client = Self::client_of(&target, timeout)?;
+        let target = with_file_token(target)?;
+        let client = build_client(&target, timeout)?;
         Ok(Self {
             client: Mutex::new(client),
             target: Mutex::new((Instant::now(), target.clone())),
             token_reload: TOKEN_FILE_RELOAD,
+            reloads: target.token_file.is_some(),
             endpoint: target.endpoint.clone(),
             timeout,
             in_flight,
@@ -467,13 +471,21 @@ impl Member {
         })
     }
 
-    fn client_of(target: &Target, timeout: Duration) -> Result<kube::Client, MemberError> {
-        kube_client(target, timeout)
-    }
-
     /// The client, rebuilt first when the token file holds a new token. A file that cannot be
     /// read keeps the last token (a rotation writes a new file in place of the old one).
     fn client(&self) -> kube::Client {
+        if self.reloads {
+            self.reload_token();
+        }
+        self.client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads the token file again when [`Member::token_reload`] has passed, and rebuilds the
+    /// client when it holds a new token.
+    fn reload_token(&self) {
         let mut target = self.target.lock().unwrap_or_else(PoisonError::into_inner);
         if target.0.elapsed() >= self.token_reload
             && let Some(path) = target.1.token_file.clone()
@@ -482,7 +494,7 @@ impl Member {
             match read_token_file(&path) {
                 Ok(token) if target.1.token.as_deref() != Some(token.as_str()) => {
                     target.1.token = Some(token);
-                    match Self::client_of(&target.1, self.timeout) {
+                    match build_client(&target.1, self.timeout) {
                         Ok(client) => {
                             tracing::info!(endpoint = %self.endpoint, file = %path.display(), "the member token file changed; using the new token");
                             *self.client.lock().unwrap_or_else(PoisonError::into_inner) = client;
@@ -498,11 +510,6 @@ impl Member {
                 }
             }
         }
-        drop(target);
-        self.client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 
     /// The member's endpoint.

@@ -164,7 +164,14 @@ impl WorkAgent {
                         }
                     },
                     _ = tick.tick() => scan = true,
-                    Some(change) = changes.recv() => self.member_changed(change),
+                    Some(change) = changes.recv() => {
+                        // a failover's burst arrives together: one pass over the Works for all
+                        let mut batch = vec![change];
+                        while let Ok(more) = changes.try_recv() {
+                            batch.push(more);
+                        }
+                        self.member_changed(&batch);
+                    }
                 }
                 if scan {
                     self.retry_failed().await;
@@ -427,14 +434,14 @@ impl WorkAgent {
             .collect()
     }
 
-    /// A watch saw `change`: the Works of that object (of every applied object, for a kind's
-    /// first list) are reported again if their status moved.
-    fn member_changed(&mut self, change: MemberChange) {
+    /// The watches saw `changes`: the Works of those objects (of every applied object, after
+    /// a kind's first list) are reported again if their status moved.
+    fn member_changed(&mut self, changes: &[MemberChange]) {
+        let all = changes.iter().any(Option::is_none);
+        let objects: HashSet<&ObjectRef> = changes.iter().flatten().collect();
         for (id, t) in &self.works {
             if t.outcome == Outcome::Applied
-                && change
-                    .as_ref()
-                    .is_none_or(|r| t.resource.as_ref() == Some(r))
+                && (all || t.resource.as_ref().is_some_and(|r| objects.contains(r)))
             {
                 self.dirty.insert(id.clone());
             }

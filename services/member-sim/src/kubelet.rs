@@ -221,6 +221,12 @@ struct Seen {
     binding: HashSet<String>,
 }
 
+/// Records `uid` in the set `which` picks; whether it was not there yet (the first event of
+/// a pod sets the work in motion, later ones do not).
+fn first_time(seen: &Mutex<Seen>, which: fn(&mut Seen) -> &mut HashSet<String>, uid: &str) -> bool {
+    which(&mut seen.lock().unwrap_or_else(PoisonError::into_inner)).insert(uid.to_owned())
+}
+
 /// Follows every pod: binds (with `--bind-pods`), starts and finalises those of our nodes.
 async fn pod_loop(client: kube::Client, config: KubeletConfig, shutdown: Shutdown) {
     let all: Api<Pod> = Api::all(client.clone());
@@ -301,12 +307,7 @@ fn handle_pod(
         .insert(uid.clone());
     if pod.metadata.deletion_timestamp.is_some() {
         // the kubelet's part of a deletion: the containers are stopped, the pod object goes
-        if seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .finalising
-            .insert(uid.clone())
-        {
+        if first_time(seen, |s| &mut s.finalising, &uid) {
             tokio::spawn(async move {
                 let params = DeleteParams {
                     grace_period_seconds: Some(0),
@@ -326,12 +327,7 @@ fn handle_pod(
     if phase != "Pending" && !phase.is_empty() {
         return;
     }
-    if !seen
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .starting
-        .insert(uid.clone())
-    {
+    if !first_time(seen, |s| &mut s.starting, &uid) {
         return;
     }
     let completes = pod
@@ -416,12 +412,7 @@ fn bind(
     pod: &Pod,
 ) {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
-    if !seen
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .binding
-        .insert(uid.clone())
-    {
+    if !first_time(seen, |s| &mut s.binding, &uid) {
         return;
     }
     let per_node = config.pods_per_node() as usize;
