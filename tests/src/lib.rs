@@ -1374,6 +1374,8 @@ pub struct EtcdCluster {
     pub endpoints: Vec<String>,
     members: Vec<Option<std::process::Child>>,
     _dirs: Vec<tempfile::TempDir>,
+    /// The members' host names, for [`EtcdCluster::start_named`].
+    hosts: Option<HostsNames>,
 }
 
 impl EtcdCluster {
@@ -1427,6 +1429,7 @@ impl EtcdCluster {
             endpoints,
             members,
             _dirs: dirs,
+            hosts: None,
         };
         // every member answers on its own endpoint
         for endpoint in &cluster.endpoints {
@@ -1448,6 +1451,31 @@ impl EtcdCluster {
         cluster
     }
 
+    /// Like [`EtcdCluster::start`], but clients reach each member by a host name of its own
+    /// (`flotilla-etcd-<random>-e<i>`, written into `/etc/hosts` for 127.0.0.1), as in
+    /// docker-compose or a StatefulSet. [`EtcdCluster::forget_name`] then makes one name stop
+    /// resolving, as a dead member's name does there. Editing `/etc/hosts` needs root, which
+    /// the test machines and CI have; the names are removed again when the cluster drops.
+    pub async fn start_named(n: usize) -> Self {
+        let mut cluster = Self::start(n).await;
+        let tag = format!("{:08x}", rand::random::<u32>());
+        let mut names = Vec::new();
+        for (i, endpoint) in cluster.endpoints.iter_mut().enumerate() {
+            let name = format!("flotilla-etcd-{tag}-e{i}");
+            *endpoint = endpoint.replace("127.0.0.1", &name);
+            names.push(name);
+        }
+        cluster.hosts = Some(HostsNames::add(names));
+        cluster
+    }
+
+    /// Removes member `i`'s host name from `/etc/hosts`: it stops resolving.
+    pub fn forget_name(&mut self, i: usize) {
+        if let Some(hosts) = &mut self.hosts {
+            hosts.remove(i);
+        }
+    }
+
     /// The cluster as the [`EtcdServer`] a [`Stack`] runs on (every member's endpoint).
     pub fn server(&self) -> EtcdServer {
         EtcdServer::external(self.endpoints.clone())
@@ -1467,5 +1495,170 @@ impl Drop for EtcdCluster {
         for i in 0..self.members.len() {
             self.kill(i);
         }
+    }
+}
+
+/// Host names written into `/etc/hosts` (each for 127.0.0.1), removed one by one or on drop.
+/// glibc reads the file on every lookup, so a removed name stops resolving at once.
+struct HostsNames {
+    names: Vec<Option<String>>,
+}
+
+impl HostsNames {
+    const FILE: &'static str = "/etc/hosts";
+
+    fn add(names: Vec<String>) -> Self {
+        let mut text = std::fs::read_to_string(Self::FILE).expect("read /etc/hosts");
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        for name in &names {
+            text.push_str(&format!("127.0.0.1 {name}\n"));
+        }
+        // written in place: /etc/hosts is often a bind mount that cannot be renamed over
+        std::fs::write(Self::FILE, text).unwrap_or_else(|e| {
+            panic!("cannot write /etc/hosts ({e}): this test edits it and needs root")
+        });
+        HostsNames {
+            names: names.into_iter().map(Some).collect(),
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        if let Some(name) = self.names.get_mut(i).and_then(Option::take) {
+            Self::drop_lines(&[name]);
+        }
+    }
+
+    fn drop_lines(names: &[String]) {
+        let Ok(text) = std::fs::read_to_string(Self::FILE) else {
+            return;
+        };
+        let kept: String = text
+            .lines()
+            .filter(|l| !names.iter().any(|n| l.split_whitespace().nth(1) == Some(n)))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let _ = std::fs::write(Self::FILE, kept);
+    }
+}
+
+impl Drop for HostsNames {
+    fn drop(&mut self) {
+        let left: Vec<String> = self.names.iter().flatten().cloned().collect();
+        if !left.is_empty() {
+            Self::drop_lines(&left);
+        }
+    }
+}
+
+/// Steady API use while a fault happens: reads (list clusters, get the seed binding) and
+/// writes (create then delete a Secret), one round every 20 ms, each call counted, each failure
+/// kept with when it happened. Nothing retries here: a failed call is what a user would see.
+pub struct ApiLoad {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<LoadReport>,
+}
+
+/// What an [`ApiLoad`] saw.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// Calls made.
+    pub requests: usize,
+    /// The failed ones: `(time since the load started, call, error)`.
+    pub failures: Vec<(Duration, String, String)>,
+}
+
+impl std::fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} API calls failed",
+            self.failures.len(),
+            self.requests
+        )?;
+        for (at, call, error) in self.failures.iter().take(10) {
+            write!(f, "\n  {:.2}s {call}: {error}", at.as_secs_f64())?;
+        }
+        Ok(())
+    }
+}
+
+impl ApiLoad {
+    /// Starts the load against `api`; `tag` keeps its Secrets' names apart.
+    pub fn start(api: &ApiClient, tag: &str) -> Self {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let (mut api, tag) = (api.clone(), tag.to_owned());
+        let task = tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let mut report = LoadReport::default();
+            let mut round = 0u64;
+            while !*stopped.borrow() {
+                round += 1;
+                let name = format!("load-{tag}-{round}");
+                let mut record = |call: &str, result: Result<(), tonic::Status>| {
+                    report.requests += 1;
+                    if let Err(status) = result {
+                        report.failures.push((
+                            started.elapsed(),
+                            call.to_owned(),
+                            format!("{:?}: {}", status.code(), status.message()),
+                        ));
+                    }
+                };
+                let r = api
+                    .list_clusters(v1::ListClustersRequest::default())
+                    .await
+                    .map(drop);
+                record("ListClusters", r);
+                let r = api
+                    .get_resource_binding(v1::GetResourceBindingRequest {
+                        namespace: "default".into(),
+                        name: "nginx-deployment".into(),
+                    })
+                    .await
+                    .map(drop);
+                record("GetResourceBinding", r);
+                let r = api
+                    .create_secret(v1::CreateSecretRequest {
+                        secret: Some(v1::Secret {
+                            metadata: Some(v1::ObjectMeta {
+                                name: name.clone(),
+                                namespace: "default".into(),
+                                ..Default::default()
+                            }),
+                            data: [("token".to_owned(), b"not-a-secret".to_vec())].into(),
+                            r#type: "Opaque".into(),
+                        }),
+                    })
+                    .await
+                    .map(drop);
+                let created = r.is_ok();
+                record("CreateSecret", r);
+                if created {
+                    let r = api
+                        .delete_secret(v1::DeleteSecretRequest {
+                            namespace: "default".into(),
+                            name,
+                            preconditions: None,
+                        })
+                        .await
+                        .map(drop);
+                    record("DeleteSecret", r);
+                }
+                tokio::select! {
+                    _ = stopped.changed() => {}
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+            report
+        });
+        ApiLoad { stop, task }
+    }
+
+    /// Stops the load and returns what it saw.
+    pub async fn stop(self) -> LoadReport {
+        let _ = self.stop.send(true);
+        self.task.await.expect("the API load task")
     }
 }

@@ -126,10 +126,47 @@ impl Drop for AbortOnDrop {
 
 /// How often [`keep_endpoints_resolvable`] resolves every endpoint's name.
 const ENDPOINT_CHECK_PERIOD: Duration = Duration::from_secs(1);
-/// How many times a request that never reached a server is sent again ([`EtcdStore::unary`]).
-const UNSENT_RETRIES: u32 = 8;
-/// The back-off before the first such retry (doubled each time, at most 200 ms).
-const UNSENT_BACKOFF: Duration = Duration::from_millis(10);
+/// How long [`EtcdStore::send`] keeps sending a request again: longer than an election
+/// (etcd's default election timeout is 1 s; the first one after a leader's loss takes up to
+/// twice that).
+const RETRY_WINDOW: Duration = Duration::from_secs(5);
+/// At most this many retries of one request.
+const MAX_RETRIES: u32 = 16;
+/// The back-off before the first retry, doubled each time up to [`RETRY_BACKOFF_MAX`].
+const RETRY_BACKOFF: Duration = Duration::from_millis(10);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(250);
+
+/// Which failed requests [`EtcdStore::send`] sends again.
+///
+/// - Every request is sent again when it surely was not applied: it never reached a server
+///   (no connection to its endpoint: a name that stopped resolving, a refused or timed-out
+///   connect), or etcd refused it before proposing it (`etcdserver: no leader`, answered
+///   during an election).
+/// - [`Retry::Unavailable`] also sends again a request that may have reached a server and
+///   failed as unavailable (leader changed, request timed out, connection lost mid-call).
+///   That is safe for reads (`get`, `range`, `current_revision`, `status`, opening a watch,
+///   a lease keep-alive, which repeat nothing), and for guarded transactions, whose compare
+///   on every written key makes a second application impossible; [`Store::txn`] resolves a
+///   repeat whose compare fails on its own first success.
+/// - Unguarded writes (`put`, `delete`, a txn writing a key it does not compare, lease
+///   grant and revoke, compaction) are sent again only when surely not applied, as etcd's Go
+///   client does for mutating calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retry {
+    NeverApplied,
+    Unavailable,
+}
+
+/// How a request failed, for [`Retry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Failure {
+    /// Surely not applied.
+    NeverApplied,
+    /// Unavailable after it may have reached a server.
+    MaybeApplied,
+    /// Anything else: an answer (conflict, permission, invalid, compacted…), not retried.
+    Answered,
+}
 
 debug_fields!(EtcdStore as s { "namespace": s.ns });
 
@@ -174,41 +211,67 @@ impl EtcdStore {
     }
 
     /// Runs one unary request (`attempt` makes it afresh), observed as `op`, and sends it
-    /// again when it never reached a server: its endpoint could not be connected (a member
-    /// whose name stopped resolving, or that refuses connections), so the balancer may pick
-    /// another. Sending again is safe whatever the request is, since nothing was sent. Up to
-    /// [`UNSENT_RETRIES`] times, with a short doubling back-off; a request that reached a
-    /// server and failed is never sent again here (its caller decides).
+    /// again on another endpoint when `retry` allows it for the failure (see [`Retry`]), with a
+    /// short doubling back-off, for at most [`RETRY_WINDOW`] (one retry at least). The
+    /// balancer picks the endpoint, and an endpoint whose name stopped resolving is not in it
+    /// ([`keep_endpoints_resolvable`]). Returns the result and whether an attempt that may
+    /// have been applied was sent again (only under [`Retry::Unavailable`]).
+    async fn send<T, Fut>(
+        &self,
+        op: &'static str,
+        retry: Retry,
+        mut attempt: impl FnMut() -> Fut,
+    ) -> (std::result::Result<T, ec::Error>, bool)
+    where
+        Fut: std::future::Future<Output = std::result::Result<T, ec::Error>>,
+    {
+        let started = tokio::time::Instant::now();
+        let mut backoff = RETRY_BACKOFF;
+        let mut tries = 0;
+        let mut resent_applied = false;
+        loop {
+            let result = attempt().observe(op).await;
+            let Err(e) = &result else {
+                return (result, resent_applied);
+            };
+            let in_window = tries == 0 || started.elapsed() < RETRY_WINDOW;
+            let why = match failure_kind(e) {
+                Failure::NeverApplied => "unsent",
+                Failure::MaybeApplied if retry == Retry::Unavailable => "unavailable",
+                _ => return (result, resent_applied),
+            };
+            if !in_window || tries >= MAX_RETRIES {
+                return (result, resent_applied);
+            }
+            resent_applied |= why == "unavailable";
+            tries += 1;
+            metrics::counter!("flotilla_etcd_retries_total", "op" => op, "why" => why).increment(1);
+            tracing::debug!(op, why, tries, error = %e, "etcd request sent again");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
+        }
+    }
+
+    /// [`EtcdStore::send`] for a request whose repeat needs no resolution.
     async fn unary<T, Fut>(
         &self,
         op: &'static str,
-        mut attempt: impl FnMut() -> Fut,
+        retry: Retry,
+        attempt: impl FnMut() -> Fut,
     ) -> std::result::Result<T, ec::Error>
     where
         Fut: std::future::Future<Output = std::result::Result<T, ec::Error>>,
     {
-        let mut backoff = UNSENT_BACKOFF;
-        let mut tries = 0;
-        loop {
-            match attempt().observe(op).await {
-                Err(e) if tries < UNSENT_RETRIES && never_sent(&e) => {
-                    tries += 1;
-                    metrics::counter!("flotilla_etcd_unsent_retries_total", "op" => op)
-                        .increment(1);
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(200));
-                }
-                other => return other,
-            }
-        }
+        self.send(op, retry, attempt).await.0
     }
 
     /// The server's version string (e.g. `3.4.23`): a cheap liveness check.
     pub async fn status(&self) -> Result<String> {
         let resp = self
-            .client
-            .maintenance_client()
-            .status()
+            .unary("status", Retry::Unavailable, || {
+                let mut m = self.client.maintenance_client();
+                async move { m.status().await }
+            })
             .await
             .map_err(map_err)?;
         Ok(resp.version().to_owned())
@@ -342,11 +405,56 @@ fn tls_options(tls: &EtcdTls) -> Result<ec::TlsOptions> {
     Ok(opts)
 }
 
-/// Whether a request failed before it reached any server: the connection to its endpoint
-/// could not be made (name resolution, refused, connect timeout).
-fn never_sent(e: &ec::Error) -> bool {
+/// After a guarded txn was sent again and its compares failed: whether the keys now hold
+/// exactly what it writes (every put's value and lease, every deleted key gone), i.e. its
+/// first attempt was applied and only the reply was lost. Then the results it would have
+/// had; `None` when it has reads (their results are gone) or a key differs. A different
+/// writer that wrote the same bytes in between is indistinguishable, and leaves the state
+/// the caller derived anyway.
+fn own_first_attempt(txn: &Txn, found: &HashMap<&str, Option<KeyValue>>) -> Option<Vec<OpResult>> {
+    txn.success
+        .iter()
+        .map(|op| match op {
+            Op::Put { key, value, lease } => found
+                .get(key.as_str())?
+                .as_ref()
+                .filter(|kv| kv.value == *value && kv.lease == *lease)
+                .map(|_| OpResult::Put),
+            Op::Delete { key } => found
+                .get(key.as_str())?
+                .is_none()
+                .then_some(OpResult::Delete { deleted: true }),
+            Op::Get { .. } => None,
+        })
+        .collect()
+}
+
+/// Classifies a failed request for [`Retry`]. Never applied: the connection to its endpoint
+/// could not be made (name resolution, refused, connect timeout), or etcd answered `no
+/// leader`, which its gRPC layer does before a request reaches raft.
+fn failure_kind(e: &ec::Error) -> Failure {
     let text = format!("{e:?}");
-    text.contains("ConnectError") || text.contains("dns error")
+    if text.contains("ConnectError") || text.contains("dns error") {
+        return Failure::NeverApplied;
+    }
+    if let ec::Error::GRpcStatus(status) = e
+        && status.code() == Code::Unavailable
+        && status.message().contains("no leader")
+    {
+        return Failure::NeverApplied;
+    }
+    let unavailable = match e {
+        ec::Error::TransportError(_) | ec::Error::IoError(_) => true,
+        ec::Error::GRpcStatus(status) => {
+            matches!(map_status(status.clone()), StoreError::Unavailable(_))
+        }
+        _ => false,
+    };
+    if unavailable {
+        Failure::MaybeApplied
+    } else {
+        Failure::Answered
+    }
 }
 
 /// Keeps the client's balancer to the endpoints whose name resolves: a dead member's DNS
@@ -506,7 +614,7 @@ impl Store for EtcdStore {
         validate_key(key)?;
         let full = self.full(key);
         let mut resp = self
-            .unary("get", || {
+            .unary("get", Retry::Unavailable, || {
                 let (mut kv, full) = (self.client.kv_client(), full.clone());
                 async move { kv.get(full, None).await }
             })
@@ -539,7 +647,7 @@ impl Store for EtcdStore {
             opts = opts.with_revision(rev);
         }
         let mut resp = self
-            .unary("range", || {
+            .unary("range", Retry::Unavailable, || {
                 let (mut kv, start, opts) = (self.client.kv_client(), start.clone(), opts.clone());
                 async move { kv.get(start, Some(opts)).await }
             })
@@ -573,7 +681,7 @@ impl Store for EtcdStore {
         let opts = lease.map(|l| ec::PutOptions::new().with_lease(l.0));
         let full = self.full(key);
         let resp = self
-            .unary("put", || {
+            .unary("put", Retry::NeverApplied, || {
                 let (mut kv, full, opts) = (self.client.kv_client(), full.clone(), opts.clone());
                 let value = value.to_vec();
                 async move { kv.put(full, value, opts).await }
@@ -590,7 +698,7 @@ impl Store for EtcdStore {
         validate_key(key)?;
         let full = self.full(key);
         let mut resp = self
-            .unary("delete", || {
+            .unary("delete", Retry::NeverApplied, || {
                 let (mut kv, full) = (self.client.kv_client(), full.clone());
                 async move {
                     kv.delete(full, Some(ec::DeleteOptions::new().with_prev_key()))
@@ -643,16 +751,26 @@ impl Store for EtcdStore {
                 _ => None,
             })
             .collect();
-        let resp = self
-            .unary("txn", || {
+        // Guarded: every key it writes is compared, so a second application cannot pass.
+        let guarded = txn.success.iter().all(|op| match op {
+            Op::Get { .. } => true,
+            Op::Put { key, .. } | Op::Delete { key } => compared.contains(&key.as_str()),
+        });
+        let retry = if guarded {
+            Retry::Unavailable
+        } else {
+            Retry::NeverApplied
+        };
+        let (resp, resent_applied) = self
+            .send("txn", retry, || {
                 let (mut kv, request) = (self.client.kv_client(), request.clone());
                 async move { kv.txn(request).await }
             })
-            .await
-            .map_err(|e| match leases.first() {
-                Some(l) => with_lease(map_err(e), *l),
-                None => map_err(e),
-            })?;
+            .await;
+        let resp = resp.map_err(|e| match leases.first() {
+            Some(l) => with_lease(map_err(e), *l),
+            None => map_err(e),
+        })?;
         let revision = header_rev(resp.header());
         let responses = resp.op_responses();
         if resp.succeeded() {
@@ -690,6 +808,19 @@ impl Store for EtcdStore {
             .iter()
             .map(|c| found.get(c.key.as_str()).cloned().flatten())
             .collect();
+        if resent_applied && let Some(results) = own_first_attempt(&txn, &found) {
+            // The first attempt was applied after all (its reply was lost): the compares
+            // now fail on its own writes. Reported as committed at the newest revision
+            // among them.
+            let revision = found
+                .values()
+                .flatten()
+                .map(|kv| kv.mod_revision)
+                .max()
+                .unwrap_or(revision);
+            metrics::counter!("flotilla_etcd_txn_resolved_total").increment(1);
+            return Ok(TxnResponse::Committed { revision, results });
+        }
         let failed = Compare::failing(&txn.compares, &current);
         Ok(TxnResponse::Failed {
             revision,
@@ -699,34 +830,40 @@ impl Store for EtcdStore {
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {
-        self.client
-            .kv_client()
-            .compact(revision, Some(ec::CompactionOptions::new().with_physical()))
-            .await
-            .map_err(|e| match map_err(e) {
-                StoreError::FutureRevision { .. } => StoreError::FutureRevision {
-                    revision,
-                    current: 0,
-                },
-                other => other,
-            })?;
+        self.unary("compact", Retry::NeverApplied, || {
+            let mut kv = self.client.kv_client();
+            async move {
+                kv.compact(revision, Some(ec::CompactionOptions::new().with_physical()))
+                    .await
+            }
+        })
+        .await
+        .map_err(|e| match map_err(e) {
+            StoreError::FutureRevision { .. } => StoreError::FutureRevision {
+                revision,
+                current: 0,
+            },
+            other => other,
+        })?;
         Ok(())
     }
 
     async fn current_revision(&self) -> Result<Revision> {
+        // A key inside the namespace, so that a user whose role covers only the namespace
+        // may ask.
+        let key = if self.ns.is_empty() {
+            vec![0u8]
+        } else {
+            self.full("")
+        };
         let resp = self
-            .client
-            .kv_client()
-            // A key inside the namespace, so that a user whose role covers only the
-            // namespace may ask.
-            .get(
-                if self.ns.is_empty() {
-                    vec![0u8]
-                } else {
-                    self.full("")
-                },
-                Some(ec::GetOptions::new().with_count_only()),
-            )
+            .unary("current_revision", Retry::Unavailable, || {
+                let (mut kv, key) = (self.client.kv_client(), key.clone());
+                async move {
+                    kv.get(key, Some(ec::GetOptions::new().with_count_only()))
+                        .await
+                }
+            })
             .await
             .map_err(map_err)?;
         Ok(header_rev(resp.header()))
@@ -743,16 +880,21 @@ impl Store for EtcdStore {
         if let Some(rev) = from {
             opts = opts.with_start_revision(rev);
         }
+        // A watch that replays history gets one response per revision, and one revision can be
+        // a 128-op transaction of large objects (a 10,000-binding failover replayed 5.7 MB in
+        // one response). etcd does not limit what it sends; the client's 4 MiB default would
+        // fail the watch forever. Fragmentation is not used because a fragmented revision would
+        // reach consumers as two batches of one revision.
         let ws = self
-            .client
-            .watch_client()
-            // A watch that replays history gets one response per revision, and one revision
-            // can be a 128-op transaction of large objects (a 10,000-binding failover replayed
-            // 5.7 MB in one response). etcd does not limit what it sends; the client's 4 MiB
-            // default would fail the watch forever. Fragmentation is not used because a
-            // fragmented revision would reach consumers as two batches of one revision.
-            .max_decoding_message_size(WATCH_MAX_DECODING_MESSAGE_SIZE)
-            .watch(key, Some(opts))
+            .unary("watch", Retry::Unavailable, || {
+                let (watch, key, opts) = (self.client.watch_client(), key.clone(), opts.clone());
+                async move {
+                    watch
+                        .max_decoding_message_size(WATCH_MAX_DECODING_MESSAGE_SIZE)
+                        .watch(key, Some(opts))
+                        .await
+                }
+            })
             .await
             .map_err(map_err)?;
         let (requests, responses) = ws.split();
@@ -778,9 +920,10 @@ impl Store for EtcdStore {
             .unwrap_or(i64::MAX)
             .max(1);
         let resp = self
-            .client
-            .lease_client()
-            .grant(secs, None)
+            .unary("lease_grant", Retry::NeverApplied, || {
+                let mut lease = self.client.lease_client();
+                async move { lease.grant(secs, None).await }
+            })
             .await
             .map_err(map_err)?;
         if !resp.error().is_empty() {
@@ -793,11 +936,14 @@ impl Store for EtcdStore {
     }
 
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
-        let mut client = self.client.lease_client();
         // The first request/response pair is made (and checked) by `keep_alive` itself; a
-        // second one tells us the renewed TTL.
-        let (mut keeper, mut responses) = client
-            .keep_alive(lease.0)
+        // second one tells us the renewed TTL. A new stream per renewal, so that a renewal
+        // after a member's loss goes to a member that answers.
+        let (mut keeper, mut responses) = self
+            .unary("lease_keep_alive", Retry::Unavailable, || {
+                let mut client = self.client.lease_client();
+                async move { client.keep_alive(lease.0).await }
+            })
             .await
             .map_err(|e| with_lease(map_err(e), lease))?;
         keeper
@@ -816,11 +962,12 @@ impl Store for EtcdStore {
     }
 
     async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.client
-            .lease_client()
-            .revoke(lease.0)
-            .await
-            .map_err(|e| with_lease(map_err(e), lease))?;
+        self.unary("lease_revoke", Retry::NeverApplied, || {
+            let mut client = self.client.lease_client();
+            async move { client.revoke(lease.0).await }
+        })
+        .await
+        .map_err(|e| with_lease(map_err(e), lease))?;
         Ok(())
     }
 }
@@ -1023,5 +1170,96 @@ mod tests {
             "etcdserver: duplicate key given in txn request",
         ));
         assert!(matches!(dup, StoreError::InvalidArgument(_)));
+    }
+
+    #[test]
+    fn failures_are_classified_for_retry() {
+        let status = |s: tonic::Status| failure_kind(&ec::Error::GRpcStatus(s));
+        let cases = [
+            (
+                status(tonic::Status::unavailable("etcdserver: no leader")),
+                Failure::NeverApplied,
+            ),
+            (
+                status(tonic::Status::unavailable("etcdserver: leader changed")),
+                Failure::MaybeApplied,
+            ),
+            (
+                status(tonic::Status::unavailable("etcdserver: request timed out")),
+                Failure::MaybeApplied,
+            ),
+            (
+                status(tonic::Status::deadline_exceeded("timeout")),
+                Failure::MaybeApplied,
+            ),
+            (
+                status(tonic::Status::unknown(
+                    "error reading a body from connection",
+                )),
+                Failure::MaybeApplied,
+            ),
+            (
+                status(tonic::Status::invalid_argument(
+                    "etcdserver: duplicate key given in txn request",
+                )),
+                Failure::Answered,
+            ),
+            (
+                status(tonic::Status::permission_denied(
+                    "etcdserver: permission denied",
+                )),
+                Failure::Answered,
+            ),
+            (
+                status(tonic::Status::out_of_range(
+                    "etcdserver: mvcc: required revision has been compacted",
+                )),
+                Failure::Answered,
+            ),
+        ];
+        for (i, (got, want)) in cases.into_iter().enumerate() {
+            assert_eq!(got, want, "case {i}");
+        }
+    }
+
+    fn kv(key: &str, value: &'static [u8], mod_revision: Revision) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Bytes::from_static(value),
+            create_revision: 1,
+            mod_revision,
+            version: 1,
+            lease: None,
+        }
+    }
+
+    #[test]
+    fn a_resent_txn_recognises_its_own_first_application() {
+        let txn = Txn::new()
+            .when(Compare::mod_revision("a", CompareOp::Equal, 5))
+            .when(Compare::mod_revision("b", CompareOp::Equal, 6))
+            .and_then(Op::put("a", Bytes::from_static(b"new")))
+            .and_then(Op::delete("b"));
+        // applied: a holds the new bytes, b is gone
+        let applied = HashMap::from([("a", Some(kv("a", b"new", 9))), ("b", None)]);
+        assert_eq!(
+            own_first_attempt(&txn, &applied),
+            Some(vec![OpResult::Put, OpResult::Delete { deleted: true }])
+        );
+        // someone else wrote a: a real conflict
+        let other = HashMap::from([("a", Some(kv("a", b"theirs", 9))), ("b", None)]);
+        assert_eq!(own_first_attempt(&txn, &other), None);
+        // b still there: not applied
+        let kept = HashMap::from([
+            ("a", Some(kv("a", b"new", 9))),
+            ("b", Some(kv("b", b"x", 6))),
+        ]);
+        assert_eq!(own_first_attempt(&txn, &kept), None);
+        // a txn that reads cannot be resolved (its read is gone)
+        let reads = Txn::new()
+            .when(Compare::mod_revision("a", CompareOp::Equal, 5))
+            .and_then(Op::put("a", Bytes::from_static(b"new")))
+            .and_then(Op::get("a"));
+        assert_eq!(own_first_attempt(&reads, &applied), None);
     }
 }
