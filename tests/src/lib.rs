@@ -1554,10 +1554,13 @@ impl Drop for HostsNames {
 
 /// Steady API use while a fault happens: reads (list clusters, get the seed binding) and
 /// writes (create then delete a Secret), one round every 20 ms, each call counted, each failure
-/// kept with when it happened. Nothing retries here: a failed call is what a user would see.
+/// kept with when it happened; and [`ApiLoad::WATCHES`] binding watches held open throughout,
+/// each of which must neither fail nor end. Nothing retries here: a failed call is what a
+/// user would see.
 pub struct ApiLoad {
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<LoadReport>,
+    watches: Vec<tokio::task::JoinHandle<Option<(Duration, String, String)>>>,
 }
 
 /// What an [`ApiLoad`] saw.
@@ -1585,12 +1588,52 @@ impl std::fmt::Display for LoadReport {
 }
 
 impl ApiLoad {
+    /// How many watches an [`ApiLoad`] holds open: the api opens a store watch for each, and
+    /// the client's balancer spreads them over the etcd members, so that one is on any
+    /// member lost (all miss one of three with a chance of (2/3)^12, under 1%).
+    pub const WATCHES: usize = 12;
+
     /// Starts the load against `api`; `tag` keeps its Secrets' names apart.
     pub fn start(api: &ApiClient, tag: &str) -> Self {
-        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let started = std::time::Instant::now();
+        let watches = (0..Self::WATCHES)
+            .map(|i| {
+                let (mut api, mut stopped) = (api.clone(), stop.subscribe());
+                tokio::spawn(async move {
+                    let broke = |why: String| {
+                        Some((
+                            started.elapsed(),
+                            format!("WatchResourceBindings #{i}"),
+                            why,
+                        ))
+                    };
+                    let request = v1::WatchResourceBindingsRequest {
+                        allow_bookmarks: true,
+                        ..Default::default()
+                    };
+                    let mut stream = match api.watch_resource_bindings(request).await {
+                        Ok(r) => r.into_inner(),
+                        Err(s) => return broke(format!("{:?}: {}", s.code(), s.message())),
+                    };
+                    loop {
+                        tokio::select! {
+                            _ = stopped.changed() => return None,
+                            item = stream.message() => match item {
+                                Ok(Some(_)) => {}
+                                Ok(None) => return broke("the stream ended".into()),
+                                Err(s) => {
+                                    return broke(format!("{:?}: {}", s.code(), s.message()));
+                                }
+                            },
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut stopped = stop.subscribe();
         let (mut api, tag) = (api.clone(), tag.to_owned());
         let task = tokio::spawn(async move {
-            let started = std::time::Instant::now();
             let mut report = LoadReport::default();
             let mut round = 0u64;
             while !*stopped.borrow() {
@@ -1653,12 +1696,23 @@ impl ApiLoad {
             }
             report
         });
-        ApiLoad { stop, task }
+        ApiLoad {
+            stop,
+            task,
+            watches,
+        }
     }
 
     /// Stops the load and returns what it saw.
     pub async fn stop(self) -> LoadReport {
         let _ = self.stop.send(true);
-        self.task.await.expect("the API load task")
+        let mut report = self.task.await.expect("the API load task");
+        for watch in self.watches {
+            report.requests += 1;
+            if let Some(broke) = watch.await.expect("a watch task") {
+                report.failures.push(broke);
+            }
+        }
+        report
     }
 }

@@ -1,13 +1,17 @@
-//! The docker-compose stack end to end (issue 6): the locally built images
-//! (`scripts/build-images.sh`), `docker-compose.yml` + `docker-compose.offline.yml`, the
-//! `flotilla` CLI and the api's gRPC from the host, faults made with `docker`:
+//! The docker-compose stack end to end: the locally built images (`scripts/build-images.sh`),
+//! `docker-compose.yml` + `docker-compose.offline.yml` + the three-member etcd of
+//! `docker-compose.etcd-cluster.yml`, the `flotilla` CLI and the api's gRPC from the host,
+//! faults made with `docker`:
 //!
 //! ```text
 //!   up ─► all healthy ─► apply (CLI): seed nginx + 200 bulk Deployments
-//!      ─► pause member1; kill taint-manager + scheduler mid-failover; start them
-//!         → every binding {member1:1, member2:2} → {member2:3}, one eviction task each
+//!      ─► pause member1; kill taint-manager + scheduler + the etcd leader mid-failover;
+//!         start the services → every binding {member1:1, member2:2} → {member2:3}, one
+//!         eviction task each; no API call fails meanwhile
+//!      ─► steady API use (gRPC and the CLI, reads and writes) with that etcd member still
+//!         down → no call fails; start it again
 //!      ─► unpause member1 → its old Works are deleted, nothing moves back
-//!      ─► kill + start etcd → no service restarts, nothing lost, the pipeline still works
+//!      ─► kill + start all of etcd → no service restarts, nothing lost, the pipeline works
 //!      ─► --scale <every controller>=2 → two candidates with distinct identities each;
 //!         kill the scheduler leader → the other leads within the lease TTL
 //!      ─► down -v → no container, network or volume of the project is left
@@ -30,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    ApiClient, bin_path, binding_healthy, eventually, free_port, record_bindings, targets, tasks,
-    wait_clusters_ready, work_cluster,
+    ApiClient, ApiLoad, bin_path, binding_healthy, eventually, free_port, record_bindings, targets,
+    tasks, wait_clusters_ready, work_cluster,
 };
 
 /// Bulk bindings failed over together with the seed one.
@@ -46,9 +50,13 @@ const CONTROLLERS: [&str; 5] = [
     "graceful-eviction",
     "work-executor",
 ];
+/// The etcd members (docker-compose.etcd-cluster.yml).
+const ETCD: [&str; 3] = ["etcd", "etcd2", "etcd3"];
 /// Every long-running service of the stack (`join` is a one-shot).
-const SERVICES: [&str; 10] = [
+const SERVICES: [&str; 12] = [
     "etcd",
+    "etcd2",
+    "etcd3",
     "api",
     "cluster-health",
     "taint-manager",
@@ -129,6 +137,7 @@ impl Compose {
             files: vec![
                 root.join("docker-compose.yml"),
                 root.join("docker-compose.offline.yml"),
+                root.join("docker-compose.etcd-cluster.yml"),
                 overrides,
             ],
             api_port: free_port(),
@@ -153,6 +162,9 @@ impl Compose {
             .args(args)
             .current_dir(repo_root())
             .env("FLOTILLA_API_PORT", self.api_port.to_string())
+            // the etcd-cluster overlay's members, offline (its header says so)
+            .env("FLOTILLA_ETCD_IMAGE", "flotilla/etcd-local:3.4.23")
+            .env("FLOTILLA_ETCD_BIN", "/usr/bin/etcd")
             // keep the logs readable for a failure dump
             .env("FLOTILLA_LOG", "info");
         cmd
@@ -240,6 +252,27 @@ impl Compose {
         let mut all = vec!["exec", &id, "etcdctl", "--endpoints=http://127.0.0.1:2379"];
         all.extend_from_slice(args);
         docker(&all).await
+    }
+
+    /// The compose service of the etcd member that leads the cluster now.
+    async fn etcd_leader(&self) -> String {
+        let out = self
+            .etcdctl(&["endpoint", "status", "--cluster", "-w", "json"])
+            .await;
+        let status: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+        let leader = status
+            .iter()
+            .find(|s| s["Status"]["header"]["member_id"] == s["Status"]["leader"])
+            .unwrap_or_else(|| panic!("no etcd member leads: {out}"));
+        let endpoint = leader["Endpoint"].as_str().unwrap();
+        // http://<service>:2379
+        let host = endpoint
+            .trim_start_matches("http://")
+            .split(':')
+            .next()
+            .unwrap();
+        assert!(ETCD.contains(&host), "{endpoint}");
+        host.to_owned()
     }
 
     /// The candidates of an election, oldest (= the leader) first: (key, identity).
@@ -532,7 +565,8 @@ async fn compose_stack_end_to_end() {
     let mut t = up(compose).await;
     apply_seed(&t).await;
     explain_from_the_host(&t).await;
-    failover_with_crash(&t).await;
+    let etcd_lost = failover_with_crash(&t).await;
+    steady_api_use_with_a_member_down(&t, &etcd_lost).await;
     unpause_cleans_up(&t).await;
     etcd_restart(&t).await;
     scale_controllers(&t).await;
@@ -637,11 +671,15 @@ fn on_member1(b: &v1::ResourceBinding) -> bool {
     targets(b).iter().any(|(c, _)| c == "member1")
 }
 
-/// member1 paused; the taint-manager and the scheduler killed in the middle of the failover
-/// and started again → every binding `{member2:3}`, each through exactly one eviction task.
-async fn failover_with_crash(t: &Test) {
+/// member1 paused; the taint-manager, the scheduler and the etcd leader killed in the middle
+/// of the failover, the services started again → every binding `{member2:3}`, each through
+/// exactly one eviction task, and no API call failed meanwhile. Returns the etcd member
+/// killed (still down).
+async fn failover_with_crash(t: &Test) -> String {
     let (api, n) = (&t.api, t.n);
     let recorder = record_bindings(api).await;
+    let etcd_leader = t.compose.etcd_leader().await;
+    let load = ApiLoad::start(api, "failover");
     let member1 = t.compose.id("member1").await;
     let taint_manager = t.compose.id("taint-manager").await;
     let scheduler = t.compose.id("scheduler").await;
@@ -658,7 +696,8 @@ async fn failover_with_crash(t: &Test) {
     )
     .await;
     let failover_started = paused.elapsed();
-    docker(&["kill", &taint_manager, &scheduler]).await;
+    let etcd_lost = t.compose.id(&etcd_leader).await;
+    docker(&["kill", &taint_manager, &scheduler, &etcd_lost]).await;
     let after_kill = bindings(api).await.unwrap();
     let evicted_at_kill = after_kill.values().filter(|b| !on_member1(b)).count();
     let done_at_kill = after_kill
@@ -687,6 +726,12 @@ async fn failover_with_crash(t: &Test) {
     eprintln!(
         "MEASURE pause→all {n} bindings on member2:3 and healthy (with the crash): {:.1}s",
         paused.elapsed().as_secs_f64()
+    );
+    let load = load.stop().await;
+    eprintln!("MEASURE the failover, etcd leader {etcd_leader} killed in it: {load}");
+    assert!(
+        load.failures.is_empty(),
+        "two of three etcd members are up: no API call may fail: {load}"
     );
     // every binding went through exactly one graceful eviction from member1
     let mut history: BTreeMap<String, Vec<bool>> = BTreeMap::new();
@@ -724,6 +769,77 @@ async fn failover_with_crash(t: &Test) {
     assert_eq!(kept, n, "member1's Works are kept while it is unreachable");
     let nginx = bindings(api).await.unwrap()["default/nginx-deployment"].clone();
     assert_eq!(targets(&nginx), vec![("member2".to_string(), 3)]);
+    etcd_leader
+}
+
+/// One etcd member down (`etcd`: the one the failover lost): steady API use for 10 s, gRPC
+/// reads and writes ([`ApiLoad`]) beside `flotilla get` and `flotilla apply` from the host,
+/// fails no call; a Deployment applied meanwhile is placed. Then the member starts again and
+/// rejoins.
+async fn steady_api_use_with_a_member_down(t: &Test, etcd: &str) {
+    let load = ApiLoad::start(&t.api, "steady");
+    let started = Instant::now();
+    let (mut cli_calls, mut cli_failed) = (0, Vec::new());
+    let file = t.compose.dir.path().join("steady.yaml");
+    std::fs::write(&file, bulk_deployment("while-etcd-down")).unwrap();
+    let server = format!("127.0.0.1:{}", t.port);
+    let mut round = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        round += 1;
+        let args: &[&str] = match round % 4 {
+            0 => &["apply", "-f", file.to_str().unwrap()],
+            1 => &["get", "clusters"],
+            2 => &["get", "deployments", "-A"],
+            _ => &["get", "bindings", "-A"],
+        };
+        let out = tokio::process::Command::new(bin_path("flotilla"))
+            .args(args)
+            .args(["--server", &server])
+            .output()
+            .await
+            .unwrap();
+        cli_calls += 1;
+        if !out.status.success() {
+            cli_failed.push(format!("flotilla {args:?}: {}", text(&out)));
+        }
+    }
+    let load = load.stop().await;
+    eprintln!(
+        "MEASURE etcd member {etcd} down, 10 s of steady use: {load}; {} of {cli_calls} \
+         flotilla CLI calls failed",
+        cli_failed.len()
+    );
+    assert!(load.failures.is_empty(), "one etcd member down: {load}");
+    assert!(
+        cli_failed.is_empty(),
+        "one etcd member down: {} of {cli_calls} CLI calls failed: {cli_failed:?}",
+        cli_failed.len()
+    );
+    eventually(
+        Duration::from_secs(60),
+        "the Deployment applied with an etcd member down to be placed",
+        || async {
+            let b = bindings(&t.api)
+                .await?
+                .remove("bulk/while-etcd-down-deployment")?;
+            binding_healthy(&b).then_some(())
+        },
+    )
+    .await;
+    // gone again, so that the later steps count the bindings they know
+    flotilla(t.port, &["delete", "-f", file.to_str().unwrap()]).await;
+    eventually(
+        Duration::from_secs(60),
+        "the Deployment applied with an etcd member down to be deleted",
+        || async {
+            let all = bindings(&t.api).await?;
+            (!all.contains_key("bulk/while-etcd-down-deployment")).then_some(())
+        },
+    )
+    .await;
+    let id = t.compose.id(etcd).await;
+    docker(&["start", &id]).await;
+    t.compose.wait_healthy(&ETCD, Duration::from_secs(60)).await;
 }
 
 /// member1 unpaused → its old Works are deleted; nothing moves back.
@@ -757,20 +873,27 @@ async fn unpause_cleans_up(t: &Test) {
     .await;
 }
 
-/// etcd killed (SIGKILL) and started again on its volume → no service exits, every
-/// binding and workload is still there, and a new Deployment goes through the pipeline.
+/// Every etcd member killed (SIGKILL) and started again on its volume → no service exits,
+/// every binding and workload is still there, and a new Deployment goes through the pipeline.
 async fn etcd_restart(t: &Test) {
     let placements = |all: BTreeMap<String, v1::ResourceBinding>| -> BTreeMap<_, _> {
         all.into_iter().map(|(k, b)| (k, targets(&b))).collect()
     };
     let before = placements(bindings(&t.api).await.unwrap());
     let workloads_before = flotilla(t.port, &["get", "deployments", "-A", "-o", "name"]).await;
-    let services_only = &SERVICES[1..];
+    let services_only = &SERVICES[ETCD.len()..];
     let restarts_before = t.compose.restart_counts(services_only).await;
-    let etcd = t.compose.id("etcd").await;
-    docker(&["kill", &etcd]).await;
+    let mut etcd = vec![];
+    for member in ETCD {
+        etcd.push(t.compose.id(member).await);
+    }
+    let mut kill = vec!["kill"];
+    kill.extend(etcd.iter().map(String::as_str));
+    docker(&kill).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    docker(&["start", &etcd]).await;
+    let mut start = vec!["start"];
+    start.extend(etcd.iter().map(String::as_str));
+    docker(&start).await;
     let started = Instant::now();
     t.compose
         .wait_healthy(&SERVICES, Duration::from_secs(60))

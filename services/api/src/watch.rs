@@ -9,6 +9,9 @@
 //!   Kubernetes watch cache does. Progress ─► BOOKMARK when bookmarks are allowed.
 //!   The stream ends when the client goes away (it is dropped, and the store watch with it)
 //!   or the server shuts down (UNAVAILABLE: resume from the last resourceVersion elsewhere).
+//!   A store watch that breaks (its etcd member lost, say) is opened again from the
+//!   revision after the last one sent, so the client sees no gap and no error; only if it
+//!   cannot be opened again for RESUME_WINDOW does the stream end with UNAVAILABLE.
 //! ```
 
 use std::collections::{HashSet, VecDeque};
@@ -61,8 +64,15 @@ async fn tick(bookmarks: &mut Option<tokio::time::Interval>) {
     }
 }
 
+/// How long a broken store watch is tried again before the client's stream ends.
+const RESUME_WINDOW: Duration = Duration::from_secs(30);
+
 struct State<R: ApiKind> {
     watch: WatchStream,
+    store: StoreRef,
+    prefix: String,
+    /// The newest revision the client has everything up to (sent, or skipped by a filter).
+    last: Revision,
     pending: VecDeque<R::WatchResponse>,
     /// Keys of the objects in the client's view; only kept with a value filter.
     members: Option<HashSet<String>>,
@@ -137,6 +147,7 @@ pub async fn watch<R: ApiKind>(
         resource_version + 1
     };
     let watch = store.watch(&prefix, Some(from)).await?;
+    let last = from - 1;
     let bookmarks = bookmarks.map(|period| {
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -144,6 +155,9 @@ pub async fn watch<R: ApiKind>(
     });
     let state = State::<R> {
         watch,
+        store,
+        prefix,
+        last,
         pending,
         members,
         filter,
@@ -198,11 +212,13 @@ impl<R: ApiKind> State<R> {
                     )));
                 }
                 Step::Item(Some(Ok(WatchEvent::Batch(batch)))) => {
+                    self.last = self.last.max(batch.revision);
                     for event in batch.events {
                         self.apply(event, batch.revision);
                     }
                 }
                 Step::Item(Some(Ok(WatchEvent::Progress { revision }))) => {
+                    self.last = self.last.max(revision);
                     if self.bookmarks.is_some() {
                         self.pending.push_back(R::watch_response(
                             WatchEventType::Bookmark,
@@ -211,20 +227,55 @@ impl<R: ApiKind> State<R> {
                         ));
                     }
                 }
+                Step::Item(Some(Err(e))) if e.is_retryable() => {
+                    if let Err(e) = self.resume(&e.to_string()).await {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                }
                 Step::Item(Some(Err(e))) => {
                     self.done = true;
                     return Some(Err(Error::from(e).into()));
                 }
                 Step::Item(None) => {
-                    self.done = true;
-                    return Some(Err(Status::unavailable(
-                        "the store watch ended; watch again from the last resourceVersion",
-                    )));
+                    if let Err(e) = self.resume("the store watch ended").await {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
                 }
                 Step::Tick => {
                     // The bookmark follows as a Progress, after every change up to it.
                     let _ = self.watch.request_progress();
                 }
+            }
+        }
+    }
+
+    /// Opens the store watch again after the last revision the client has, retrying for
+    /// [`RESUME_WINDOW`]; the status to end the client's stream with when it cannot.
+    async fn resume(&mut self, why: &str) -> Result<(), Status> {
+        tracing::debug!(prefix = %self.prefix, from = self.last + 1, why, "store watch broke; opening it again");
+        let started = tokio::time::Instant::now();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match self.store.watch(&self.prefix, Some(self.last + 1)).await {
+                Ok(watch) => {
+                    self.watch = watch;
+                    return Ok(());
+                }
+                Err(e) if e.is_retryable() && started.elapsed() < RESUME_WINDOW => {
+                    tokio::select! {
+                        () = self.shutdown.triggered() => {
+                            return Err(Status::unavailable(
+                                "the server is shutting down; watch again from the last \
+                                 resourceVersion",
+                            ));
+                        }
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(Error::from(e).into()),
             }
         }
     }
