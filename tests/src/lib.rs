@@ -578,6 +578,17 @@ impl Stack {
     /// watches its Works on the api, applies them on the member-sim's Kubernetes API and
     /// reports their status to the work-executor. Returns the member-sim's address.
     pub async fn start_pull_member(&mut self, name: &str, extra: &[&str]) -> String {
+        self.start_pull_member_with(name, extra, &[]).await
+    }
+
+    /// [`Stack::start_pull_member`] with `agent_extra` flags for its agent (a
+    /// `--token-file`, say).
+    pub async fn start_pull_member_with(
+        &mut self,
+        name: &str,
+        extra: &[&str],
+        agent_extra: &[&str],
+    ) -> String {
         let addr = self.start_member(name, extra).await;
         // a credential for the member's API server: it must never show in the agent's log
         let token = format!("member-token-{:016x}", rand::random::<u64>());
@@ -594,6 +605,10 @@ impl Stack {
             "--heartbeat-interval=200ms".to_string(),
             "--status-interval=100ms".to_string(),
         ];
+        let args: Vec<String> = args
+            .into_iter()
+            .chain(agent_extra.iter().map(|a| a.to_string()))
+            .collect();
         // as in the FROM-scratch image: no operating-system trust store (a kube-rs client
         // that needs one cannot even be built)
         let no_trust_store = [

@@ -11,6 +11,7 @@ mod faults;
 mod grpcurl;
 mod history_checker;
 mod kubectl;
+mod least_privilege;
 mod no_replacement;
 mod observability;
 mod overrides;

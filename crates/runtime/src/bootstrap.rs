@@ -84,7 +84,8 @@ impl Runtime {
     /// `descriptor_sets` and `--grpc-timeout`.
     ///
     /// With `--tls-cert`/`--tls-key` it serves TLS (mutual with `--tls-client-ca`), with
-    /// `--auth-tokens-file` it requires a bearer token; plaintext on an address other than
+    /// `--auth-tokens-file` it takes bearer tokens (read again when the file changes); every
+    /// call is authorized per principal ([`crate::authz`]); plaintext on an address other than
     /// loopback is allowed (compose networks) but logged as a warning.
     pub async fn grpc_server(
         &self,
@@ -94,6 +95,9 @@ impl Runtime {
         let security = &self.args.security;
         let tls = security.server_tls()?;
         let tokens = security.auth_tokens()?;
+        if let Some(tokens) = &tokens {
+            tokio::spawn(tokens.clone().keep_reloaded(self.shutdown.clone()));
+        }
         if tls.is_none() && !self.args.grpc_addr.ip().is_loopback() {
             tracing::warn!(
                 grpc = %self.args.grpc_addr,
@@ -104,7 +108,8 @@ impl Runtime {
         let config = config
             .request_timeout(self.args.grpc_timeout)
             .tls(tls)
-            .auth_tokens(tokens);
+            .auth_tokens(tokens)
+            .client_certs(security.tls_client_ca.is_some());
         GrpcServer::new(
             descriptor_sets,
             config,

@@ -37,6 +37,7 @@ mod macros;
 
 pub mod admin;
 pub mod args;
+pub mod authz;
 pub mod backoff;
 pub mod batch;
 pub mod bootstrap;
@@ -61,6 +62,7 @@ pub mod trace;
 pub mod watcher;
 
 pub use crate::args::{CommonArgs, StoreKind};
+pub use crate::authz::{Caller, Principal};
 pub use crate::backoff::Backoff;
 pub use crate::batch::{BatchConfig, BatchWriter};
 pub use crate::bootstrap::{BootstrapError, Runtime};

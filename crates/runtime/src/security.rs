@@ -7,22 +7,34 @@
 //!                                                that CA is required)
 //!            --auth-tokens-file FILE           → every RPC except grpc.health.v1 and
 //!                                                reflection needs `authorization: Bearer T`
-//!                                                with sha256(T) listed in FILE
+//!                                                with sha256(T) listed in FILE, or a client
+//!                                                certificate whose CN names a principal
 //!   client:  https:// endpoints use --tls-ca as the trust root and present
 //!            --tls-cert/--tls-key as the client identity (for mutual TLS)
 //! ```
 //!
-//! The tokens file holds one SHA-256 hex digest per line, optionally followed by a name
-//! (`sha256sum`'s output format works: `printf %s "$TOKEN" | sha256sum >> tokens`); `#`
-//! starts a comment. Only digests are kept in memory, comparisons are constant-time, and
-//! neither the token nor its digest is ever logged.
+//! The tokens file holds one SHA-256 hex digest per line followed by the principal it
+//! authenticates (`admin`, `viewer`, `service:<name>`, `agent:<cluster>`; see
+//! [`crate::authz`]). A line without a name, or with `sha256sum`'s `-` (so that
+//! `printf %s "$TOKEN" | sha256sum >> tokens` works), is `admin`; `#` starts a comment. The
+//! file is read again when it changes ([`AuthTokens::keep_reloaded`]): a token removed from
+//! it is refused within [`TOKENS_RELOAD_PERIOD`], without a restart. Only digests are kept
+//! in memory, comparisons are constant-time, and neither the token nor its digest is ever
+//! logged.
+//!
+//! [`AuthLayer`] authenticates every call (a token first, else the client certificate's CN
+//! `system:flotilla:<principal>`) and authorizes it against [`crate::authz::rule`] before any
+//! handler runs.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use subtle::ConstantTimeEq as _;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig};
+
+use crate::authz::{self, Access, Caller, NotAPrincipal, Principal};
 
 /// TLS and authentication flags (flattened into [`crate::CommonArgs`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
@@ -46,8 +58,10 @@ pub struct SecurityArgs {
     #[arg(long, env = "FLOTILLA_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
 
-    /// File of SHA-256 digests of the bearer tokens callers must present (one hex digest per
-    /// line, `sha256sum` format). Without it the service accepts every caller.
+    /// File of SHA-256 digests of the bearer tokens callers may present, each with the
+    /// principal it authenticates: `<sha256 hex> admin|viewer|service:<name>|agent:<cluster>`
+    /// per line (no name: admin). Read again when it changes. Without it (and without
+    /// --tls-client-ca) the service accepts every caller as admin.
     #[arg(long, env = "FLOTILLA_AUTH_TOKENS_FILE")]
     pub auth_tokens_file: Option<PathBuf>,
 }
@@ -71,6 +85,17 @@ pub enum SecurityError {
         path: PathBuf,
         /// The 1-based line number.
         line: usize,
+    },
+    /// A line of the tokens file names no principal.
+    #[error("{path}:{line}: {source}")]
+    TokenPrincipal {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with the name.
+        #[source]
+        source: NotAPrincipal,
     },
     /// The tokens file lists no digest (which would lock every caller out).
     #[error("{path}: lists no token digest")]
@@ -166,81 +191,168 @@ impl SecurityArgs {
     }
 }
 
-/// SHA-256 digests of the accepted bearer tokens.
+/// How often [`AuthTokens::keep_reloaded`] looks at the tokens file.
+pub const TOKENS_RELOAD_PERIOD: Duration = Duration::from_secs(2);
+
+/// One accepted token: its SHA-256 digest and the principal it authenticates.
+type TokenEntry = ([u8; 32], Principal);
+
+/// SHA-256 digests of the accepted bearer tokens, with their principals; shared by clones,
+/// and swapped whole when the file is read again.
 #[derive(Clone)]
 pub struct AuthTokens {
-    digests: Arc<Vec<[u8; 32]>>,
+    entries: Arc<RwLock<Arc<Vec<TokenEntry>>>>,
+    path: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for AuthTokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Digests are not secrets in the strict sense, but nothing about them needs printing.
-        write!(f, "AuthTokens({} digests)", self.digests.len())
+        write!(f, "AuthTokens({} digests)", self.current().len())
     }
 }
 
 impl AuthTokens {
     /// Parses a tokens file (see the module docs).
     pub fn from_file(path: &Path) -> Result<Self, SecurityError> {
+        let entries = Self::parse_file(path)?;
+        Ok(Self {
+            entries: Arc::new(RwLock::new(Arc::new(entries))),
+            path: Some(path.to_owned()),
+        })
+    }
+
+    fn parse_file(path: &Path) -> Result<Vec<TokenEntry>, SecurityError> {
         let text = read(path)?;
         let text = String::from_utf8_lossy(&text);
-        let mut digests = Vec::new();
+        let mut entries = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
-            let Some(hex) = line.split_whitespace().next() else {
+            let mut words = line.split_whitespace();
+            let Some(hex) = words.next() else {
                 continue;
             };
             let digest = parse_hex32(hex).ok_or_else(|| SecurityError::TokenLine {
                 path: path.to_owned(),
                 line: i + 1,
             })?;
-            digests.push(digest);
+            let principal = match words.next() {
+                None | Some("-") => Principal::Admin,
+                Some(name) => {
+                    Principal::parse(name).map_err(|source| SecurityError::TokenPrincipal {
+                        path: path.to_owned(),
+                        line: i + 1,
+                        source,
+                    })?
+                }
+            };
+            entries.push((digest, principal));
         }
-        if digests.is_empty() {
+        if entries.is_empty() {
             return Err(SecurityError::NoTokens {
                 path: path.to_owned(),
             });
         }
-        Ok(Self {
-            digests: Arc::new(digests),
-        })
+        Ok(entries)
     }
 
-    /// Accepts tokens whose digests are given (for tests and embedding).
+    /// Accepts the given tokens as `admin` (for tests and embedding).
     pub fn from_tokens<'a>(tokens: impl IntoIterator<Item = &'a str>) -> Self {
+        Self::from_principals(tokens.into_iter().map(|t| (t, Principal::Admin)))
+    }
+
+    /// Accepts the given tokens, each as its principal (for tests and embedding).
+    pub fn from_principals<'a>(tokens: impl IntoIterator<Item = (&'a str, Principal)>) -> Self {
+        let entries = tokens.into_iter().map(|(t, p)| (sha256(t), p)).collect();
         Self {
-            digests: Arc::new(tokens.into_iter().map(sha256).collect()),
+            entries: Arc::new(RwLock::new(Arc::new(entries))),
+            path: None,
         }
     }
 
-    /// Whether `token` is one of the accepted tokens. Every digest is compared, each in
-    /// constant time, so the time taken says nothing about which or how much matched.
-    pub fn accepts(&self, token: &str) -> bool {
-        let digest = sha256(token);
-        let mut ok = subtle::Choice::from(0u8);
-        for d in self.digests.iter() {
-            ok |= d.ct_eq(&digest);
+    fn current(&self) -> Arc<Vec<TokenEntry>> {
+        match self.entries.read() {
+            Ok(e) => Arc::clone(&e),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
         }
-        ok.into()
+    }
+
+    /// Reads the file again; on an error the tokens in use stay. Returns whether the set
+    /// changed.
+    pub fn reload(&self) -> Result<bool, SecurityError> {
+        let Some(path) = &self.path else {
+            return Ok(false);
+        };
+        let fresh = Self::parse_file(path)?;
+        if *self.current() == fresh {
+            return Ok(false);
+        }
+        let mut entries = match self.entries.write() {
+            Ok(e) => e,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *entries = Arc::new(fresh);
+        Ok(true)
+    }
+
+    /// Reads the file again every [`TOKENS_RELOAD_PERIOD`] until `shutdown`, so that added,
+    /// revoked and rotated tokens take effect without a restart. A file that cannot be used
+    /// keeps the tokens in use (logged once per change, never the content).
+    pub async fn keep_reloaded(self, shutdown: crate::Shutdown) {
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                () = shutdown.triggered() => return,
+                () = tokio::time::sleep(TOKENS_RELOAD_PERIOD) => {}
+            }
+            match self.reload() {
+                Ok(changed) => {
+                    if changed || failing {
+                        tracing::info!(
+                            tokens = self.current().len(),
+                            "tokens file read again; its tokens are in use now"
+                        );
+                    }
+                    failing = false;
+                }
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::error!(%error, "tokens file cannot be used; keeping the tokens read before");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// The principal `token` authenticates, if it is accepted. Every digest is compared,
+    /// each in constant time, so the time taken says nothing about which or how much matched.
+    pub fn principal_of(&self, token: &str) -> Option<Principal> {
+        let digest = sha256(token);
+        let mut found = None;
+        for (d, principal) in self.current().iter() {
+            if bool::from(d.ct_eq(&digest)) && found.is_none() {
+                found = Some(principal.clone());
+            }
+        }
+        found
+    }
+
+    /// Whether `token` is one of the accepted tokens.
+    pub fn accepts(&self, token: &str) -> bool {
+        self.principal_of(token).is_some()
     }
 
     /// Checks an `authorization` header value (`Bearer <token>`).
-    fn check(&self, header: Option<&http::HeaderValue>) -> Result<(), &'static str> {
-        let Some(value) = header else {
-            return Err("missing authorization metadata (Bearer token)");
-        };
-        let value = value
+    fn check(&self, header: &http::HeaderValue) -> Result<Principal, &'static str> {
+        let value = header
             .to_str()
             .map_err(|_| "malformed authorization metadata")?;
         let token = value
             .strip_prefix("Bearer ")
             .or_else(|| value.strip_prefix("bearer "))
             .ok_or("authorization metadata must be `Bearer <token>`")?;
-        if self.accepts(token.trim()) {
-            Ok(())
-        } else {
-            Err("invalid bearer token")
-        }
+        self.principal_of(token.trim())
+            .ok_or("invalid bearer token")
     }
 }
 
@@ -262,23 +374,31 @@ fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// Paths that never need a token: health checks and reflection (listing what a server
-/// offers reveals nothing a caller could not learn from the published protos).
-fn is_public(path: &str) -> bool {
-    path.starts_with("/grpc.health.v1.") || path.starts_with("/grpc.reflection.")
-}
-
-/// A tower layer that answers UNAUTHENTICATED to every call without an accepted bearer
-/// token (health and reflection excepted); with `None` it lets everything through.
+/// A tower layer that authenticates every call and authorizes it against
+/// [`authz::rule`] before any handler runs (health and reflection are public):
+///
+/// - UNAUTHENTICATED without a principal: no accepted bearer token, and no client
+///   certificate whose CN is `system:flotilla:<principal>`, while tokens or client
+///   certificates are configured;
+/// - PERMISSION_DENIED, naming the principal and the method, when the rule does not allow the
+///   principal, and for a method without a rule;
+/// - otherwise the call goes on with the principal in its extensions ([`Caller`]).
+///
+/// Without tokens and client certificates every caller is `admin` (a loopback default).
 #[derive(Clone, Debug, Default)]
 pub struct AuthLayer {
     tokens: Option<AuthTokens>,
+    client_certs: bool,
 }
 
 impl AuthLayer {
-    /// A layer checking `tokens` (`None`: no authentication).
-    pub fn new(tokens: Option<AuthTokens>) -> Self {
-        Self { tokens }
+    /// A layer checking `tokens` (`None`: no tokens); `client_certs` says the server requires
+    /// client certificates (mutual TLS), whose CN then names the principal.
+    pub fn new(tokens: Option<AuthTokens>, client_certs: bool) -> Self {
+        Self {
+            tokens,
+            client_certs,
+        }
     }
 }
 
@@ -289,6 +409,7 @@ impl<S> tower::Layer<S> for AuthLayer {
         AuthService {
             inner,
             tokens: self.tokens.clone(),
+            client_certs: self.client_certs,
         }
     }
 }
@@ -298,6 +419,46 @@ impl<S> tower::Layer<S> for AuthLayer {
 pub struct AuthService<S> {
     inner: S,
     tokens: Option<AuthTokens>,
+    client_certs: bool,
+}
+
+impl<S> AuthService<S> {
+    /// The caller's principal (see [`AuthLayer`]).
+    fn authenticate<B>(&self, req: &http::Request<B>) -> Result<Principal, String> {
+        let header = req.headers().get(http::header::AUTHORIZATION);
+        if let (Some(tokens), Some(header)) = (&self.tokens, header) {
+            return tokens.check(header).map_err(str::to_owned);
+        }
+        let cn = peer_cert_cn(req);
+        if let Some(principal) = cn.as_deref().and_then(Principal::from_cert_cn) {
+            return Ok(principal);
+        }
+        if self.tokens.is_some() {
+            return Err("missing authorization metadata (Bearer token)".to_owned());
+        }
+        if self.client_certs {
+            return Err(format!(
+                "the client certificate's CN {:?} names no principal (expected {}<principal>, \
+                 e.g. {}agent:edge1)",
+                cn.unwrap_or_default(),
+                authz::CERT_CN_PREFIX,
+                authz::CERT_CN_PREFIX
+            ));
+        }
+        Ok(Principal::Admin)
+    }
+}
+
+/// The CN of the client certificate the caller presented over mutual TLS, if any.
+fn peer_cert_cn<B>(req: &http::Request<B>) -> Option<String> {
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    let certs = req
+        .extensions()
+        .get::<TlsConnectInfo<TcpConnectInfo>>()?
+        .peer_certs()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(certs.first()?.as_ref()).ok()?;
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    Some(cn.to_owned())
 }
 
 impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
@@ -314,14 +475,32 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if let Some(tokens) = &self.tokens
-            && !is_public(req.uri().path())
-            && let Err(why) = tokens.check(req.headers().get(http::header::AUTHORIZATION))
-        {
-            tracing::debug!(path = req.uri().path(), why, "unauthenticated call refused");
-            let response = tonic::Status::unauthenticated(why).into_http();
-            return futures::future::Either::Right(std::future::ready(Ok(response)));
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let refuse = |status: tonic::Status| {
+            futures::future::Either::Right(std::future::ready(Ok(status.into_http())))
+        };
+        let path = req.uri().path().to_owned();
+        let Some(access) = authz::rule(&path) else {
+            tracing::warn!(path, "call of a method without an access rule refused");
+            return refuse(tonic::Status::permission_denied(format!(
+                "{path} has no access rule: nobody may call it"
+            )));
+        };
+        if access != Access::Public {
+            let principal = match self.authenticate(&req) {
+                Ok(p) => p,
+                Err(why) => {
+                    tracing::debug!(path, why, "unauthenticated call refused");
+                    return refuse(tonic::Status::unauthenticated(why));
+                }
+            };
+            if !principal.may(access) {
+                tracing::info!(path, %principal, "call refused: not allowed for this principal");
+                return refuse(tonic::Status::permission_denied(format!(
+                    "{principal} may not call {path} (allowed: {access})"
+                )));
+            }
+            req.extensions_mut().insert(Caller(principal));
         }
         futures::future::Either::Left(self.inner.call(req))
     }
@@ -343,8 +522,37 @@ mod tests {
              1ec1c26b50d5d3c58d9583181af8076655fe00756bf7285940ba3670f99fcba0  alice\n",
         )
         .unwrap();
+        let tokens = AuthTokens::from_file(&good).unwrap_err();
+        assert!(
+            matches!(tokens, SecurityError::TokenPrincipal { line: 3, .. }),
+            "a name that is no principal is refused: {tokens}"
+        );
+        std::fs::write(
+            &good,
+            "# operators\n\n\
+             1ec1c26b50d5d3c58d9583181af8076655fe00756bf7285940ba3670f99fcba0  -\n\
+             ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad agent:edge1\n",
+        )
+        .unwrap();
         let tokens = AuthTokens::from_file(&good).unwrap();
-        assert_eq!(tokens.digests.len(), 1);
+        assert_eq!(tokens.current().len(), 2);
+        assert_eq!(tokens.principal_of("s3cret"), Some(Principal::Admin));
+        assert_eq!(
+            tokens.principal_of("abc"),
+            Some(Principal::Agent("edge1".into()))
+        );
+        // revoked: the agent's line goes, the file is read again
+        std::fs::write(
+            &good,
+            "1ec1c26b50d5d3c58d9583181af8076655fe00756bf7285940ba3670f99fcba0 admin\n",
+        )
+        .unwrap();
+        assert!(tokens.reload().unwrap());
+        assert_eq!(tokens.principal_of("abc"), None);
+        assert!(!tokens.reload().unwrap(), "unchanged");
+        // a broken file keeps the tokens in use
+        std::fs::write(&good, "garbage\n").unwrap();
+        assert!(tokens.reload().is_err());
         assert!(tokens.accepts("s3cret"));
         assert!(!tokens.accepts("s3cre"));
 
@@ -377,11 +585,10 @@ mod tests {
     fn header_forms() {
         let tokens = AuthTokens::from_tokens(["t0k"]);
         let h = |s: &str| http::HeaderValue::from_str(s).unwrap();
-        assert!(tokens.check(Some(&h("Bearer t0k"))).is_ok());
-        assert!(tokens.check(Some(&h("bearer t0k"))).is_ok());
-        assert!(tokens.check(Some(&h("Bearer nope"))).is_err());
-        assert!(tokens.check(Some(&h("Basic t0k"))).is_err());
-        assert!(tokens.check(None).is_err());
+        assert_eq!(tokens.check(&h("Bearer t0k")), Ok(Principal::Admin));
+        assert!(tokens.check(&h("bearer t0k")).is_ok());
+        assert!(tokens.check(&h("Bearer nope")).is_err());
+        assert!(tokens.check(&h("Basic t0k")).is_err());
     }
 
     #[test]

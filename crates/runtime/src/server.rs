@@ -186,8 +186,10 @@ pub struct GrpcConfig {
     pub health_services: Vec<String>,
     /// TLS (mutual when it names a client CA); `None` serves plaintext.
     pub tls: Option<tonic::transport::ServerTlsConfig>,
-    /// Bearer tokens every call but health and reflection must carry; `None` accepts all.
+    /// Bearer tokens (with their principals) a call may authenticate with; `None`: none.
     pub auth_tokens: Option<AuthTokens>,
+    /// Whether `tls` requires client certificates, whose CN then names the caller's principal.
+    pub client_certs: bool,
 }
 
 impl Default for GrpcConfig {
@@ -197,6 +199,7 @@ impl Default for GrpcConfig {
             health_services: Vec::new(),
             tls: None,
             auth_tokens: None,
+            client_certs: false,
         }
     }
 }
@@ -217,8 +220,10 @@ impl GrpcConfig {
     setters! {
         /// Serves TLS (`None`: plaintext).
         tls(tls: Option<tonic::transport::ServerTlsConfig>);
-        /// Requires one of `tokens` on every call but health and reflection (`None`: no check).
+        /// Authenticates calls by `tokens` (`None`: no tokens).
         auth_tokens(tokens: Option<AuthTokens>);
+        /// Says that `tls` requires client certificates (mutual TLS).
+        client_certs(required: bool);
     }
 }
 
@@ -298,7 +303,7 @@ impl GrpcServer {
             .layer(GrpcMetricsLayer::new(KnownMethods::from_descriptor_sets(
                 &known_sets(descriptor_sets),
             )))
-            .layer(AuthLayer::new(config.auth_tokens))
+            .layer(AuthLayer::new(config.auth_tokens, config.client_certs))
             .add_service(decode_limited!(health_service))
             .add_service(decode_limited!(v1))
             .add_service(decode_limited!(v1alpha));

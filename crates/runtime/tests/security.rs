@@ -1,8 +1,10 @@
 //! Transport security over real sockets (docs/design.md §9 (S1, S3)): a server started with
 //! `--tls-cert/--tls-key/--tls-client-ca` accepts only clients holding a certificate of its
-//! CA, and with `--auth-tokens-file` only calls carrying an accepted bearer token (health
-//! and reflection stay open). The certificates come from `scripts/dev-certs.sh`, the same
-//! script users run, so it is tested too.
+//! CA, whose CN names the caller's principal (`system:flotilla:agent:edge1`); with
+//! `--auth-tokens-file` a call may carry a bearer token instead, which then decides (health
+//! and reflection stay open). Each principal may call only what the method table allows. The
+//! certificates come from `scripts/dev-certs.sh`, the same script users run, so it is tested
+//! too.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns unwrap too
 
@@ -23,12 +25,18 @@ use tonic_health::pb::health_client::HealthClient;
 
 /// Runs `scripts/dev-certs.sh DIR` (a fresh CA and per-service certificates).
 fn dev_certs(name: &str) -> PathBuf {
+    dev_certs_for(name, &[])
+}
+
+/// [`dev_certs`] with certificates for `principals` too (`agent:edge1` → `agent-edge1.pem`).
+fn dev_certs_for(name: &str, principals: &[&str]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("flotilla-certs-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/dev-certs.sh");
     let out = Command::new("bash")
         .arg(&script)
         .arg(&dir)
+        .args(principals)
         .output()
         .expect("bash runs scripts/dev-certs.sh");
     assert!(
@@ -55,7 +63,8 @@ async fn serve(certs: &Path, shutdown: &Shutdown) -> SocketAddr {
         &[flotilla_proto::FILE_DESCRIPTOR_SET],
         GrpcConfig::default()
             .tls(server_security.server_tls().unwrap())
-            .auth_tokens(Some(AuthTokens::from_tokens(["right-token"]))),
+            .auth_tokens(Some(AuthTokens::from_tokens(["right-token"])))
+            .client_certs(true),
         Readiness::new(),
         shutdown,
     )
@@ -65,6 +74,58 @@ async fn serve(certs: &Path, shutdown: &Shutdown) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(server.serve(listener, shutdown.clone()));
     addr
+}
+
+/// A client certificate of `dir`'s CA with CN `flotilla-client` (as dev-certs.sh made them
+/// before principals): it names no principal.
+fn legacy_cert(dir: &Path) -> SecurityArgs {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    let key = dir.join("legacy-key.pem");
+    let csr = dir.join("legacy.csr");
+    let cert = dir.join("legacy.pem");
+    let ext = dir.join("legacy.ext");
+    std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").unwrap();
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        csr.to_str().unwrap(),
+        "-subj",
+        "/CN=flotilla-client",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        csr.to_str().unwrap(),
+        "-CA",
+        dir.join("ca.pem").to_str().unwrap(),
+        "-CAkey",
+        dir.join("ca-key.pem").to_str().unwrap(),
+        "-CAcreateserial",
+        "-out",
+        cert.to_str().unwrap(),
+        "-days",
+        "2",
+        "-extfile",
+        ext.to_str().unwrap(),
+    ]);
+    SecurityArgs {
+        tls_cert: Some(cert),
+        tls_key: Some(key),
+        tls_client_ca: None,
+        tls_ca: Some(dir.join("ca.pem")),
+        auth_tokens_file: None,
+    }
 }
 
 async fn channel(client: &SecurityArgs, url: &str) -> Result<Channel, String> {
@@ -85,42 +146,72 @@ async fn health(ch: Channel) -> Result<i32, tonic::Status> {
         .map(|r| r.into_inner().status)
 }
 
-/// Calls a method the server does not serve: UNIMPLEMENTED once authenticated,
-/// UNAUTHENTICATED before.
+/// Calls a method the server does not serve (Scheduler.Simulate, readable by admin, viewer
+/// and services): UNIMPLEMENTED once authenticated and allowed, UNAUTHENTICATED or
+/// PERMISSION_DENIED before.
 async fn guarded_call(ch: Channel, token: Option<&str>) -> Code {
+    guarded(ch, token).await.code()
+}
+
+async fn guarded(ch: Channel, token: Option<&str>) -> tonic::Status {
     let mut req = tonic::Request::new(v1::SimulateRequest::default());
     if let Some(t) = token {
         req.metadata_mut()
             .insert("authorization", format!("Bearer {t}").parse().unwrap());
     }
-    SchedulerClient::new(ch)
-        .simulate(req)
-        .await
-        .unwrap_err()
-        .code()
+    SchedulerClient::new(ch).simulate(req).await.unwrap_err()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_and_bearer_tokens() {
-    let ours = dev_certs("ours");
+    let ours = dev_certs_for("ours", &["agent:edge1", "viewer"]);
     let theirs = dev_certs("theirs");
     let shutdown = Shutdown::new();
     let addr = serve(&ours, &shutdown).await;
     let url = format!("https://localhost:{}", addr.port());
 
-    // A client of the same CA: health is open, everything else needs the token.
+    // The CLI's certificate (CN system:flotilla:admin) is admin; a token, when sent, decides.
     let cli = security(&ours, "cli");
     let ch = channel(&cli, &url).await.unwrap();
     assert!(health(ch.clone()).await.is_ok(), "health needs no token");
-    assert_eq!(guarded_call(ch.clone(), None).await, Code::Unauthenticated);
+    assert_eq!(
+        guarded_call(ch.clone(), None).await,
+        Code::Unimplemented,
+        "the certificate's principal reaches the router"
+    );
     assert_eq!(
         guarded_call(ch.clone(), Some("wrong-token")).await,
-        Code::Unauthenticated
+        Code::Unauthenticated,
+        "a wrong token is never overlooked for the certificate"
     );
     assert_eq!(
         guarded_call(ch, Some("right-token")).await,
         Code::Unimplemented,
         "an accepted token reaches the router"
+    );
+
+    // An agent's certificate may not call a dry run; a viewer's may.
+    let agent = channel(&security(&ours, "agent-edge1"), &url)
+        .await
+        .unwrap();
+    let denied = guarded(agent, None).await;
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    assert!(
+        denied.message().contains("agent:edge1")
+            && denied.message().contains("/flotilla.v1.Scheduler/Simulate"),
+        "the refusal names the principal and the method: {}",
+        denied.message()
+    );
+    let viewer = channel(&security(&ours, "viewer"), &url).await.unwrap();
+    assert_eq!(guarded_call(viewer, None).await, Code::Unimplemented);
+
+    // A certificate of the CA whose CN names no principal is no credential.
+    let legacy = legacy_cert(&ours);
+    let ch = channel(&legacy, &url).await.unwrap();
+    assert_eq!(guarded_call(ch.clone(), None).await, Code::Unauthenticated);
+    assert_eq!(
+        guarded_call(ch, Some("right-token")).await,
+        Code::Unimplemented
     );
 
     // No client certificate: the handshake is refused.

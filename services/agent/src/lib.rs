@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Calls to the control plane carry `x-flotilla-cluster` (the work-executor refuses reports
-//! about another cluster's Works) and, with `--token-file`, a bearer token; `https://`
+//! about another cluster's Works) and, with `--token-file`, a bearer token whose principal
+//! `agent:<cluster>` confines the agent to its own cluster (docs/design.md §9); `https://`
 //! addresses use the `--tls-*` flags (mutual TLS). See docs/operations.md ("flotilla-agent").
 
 #![forbid(unsafe_code)]
@@ -29,7 +30,7 @@ pub mod agent;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flotilla_member::{Member, MemberError, Target};
 use flotilla_proto::v1;
@@ -88,7 +89,8 @@ pub struct Args {
     pub work_executor: String,
 
     /// File holding the bearer token the agent presents to the control plane (services
-    /// started with --auth-tokens-file). Never logged.
+    /// started with --auth-tokens-file; its line there names `agent:<cluster>`). Read again
+    /// every 10 s, so a rotated token takes over without a restart. Never logged.
     #[arg(long, env = "FLOTILLA_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
 
@@ -164,9 +166,15 @@ pub enum StatusSource {
     List,
 }
 
-/// A bearer token; `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
+/// The bearer token the agent presents to the control plane; `Debug` never shows it. One
+/// read from `--token-file` is read again every [`flotilla_member::TOKEN_FILE_RELOAD`] when it
+/// is next used, so a rotated token takes over without a restart (the old one can then be
+/// revoked); a file that cannot be read keeps the token in use.
+#[derive(Clone)]
+pub struct Token {
+    current: Arc<std::sync::Mutex<(Instant, String)>>,
+    file: Option<PathBuf>,
+}
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -174,10 +182,53 @@ impl std::fmt::Debug for Token {
     }
 }
 
+impl PartialEq for Token {
+    fn eq(&self, other: &Self) -> bool {
+        self.file == other.file && self.value() == other.value()
+    }
+}
+
+impl Eq for Token {}
+
 impl Token {
-    /// A token (tests).
+    /// A fixed token (tests).
     pub fn new(token: impl Into<String>) -> Self {
-        Self(token.into())
+        Self {
+            current: Arc::new(std::sync::Mutex::new((Instant::now(), token.into()))),
+            file: None,
+        }
+    }
+
+    /// `token`, read from `file` just now.
+    fn from_file(file: PathBuf, token: String) -> Self {
+        Self {
+            current: Arc::new(std::sync::Mutex::new((Instant::now(), token))),
+            file: Some(file),
+        }
+    }
+
+    /// The token to send now.
+    pub fn value(&self) -> String {
+        let mut current = match self.current.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(file) = &self.file
+            && current.0.elapsed() >= flotilla_member::TOKEN_FILE_RELOAD
+        {
+            current.0 = Instant::now();
+            match flotilla_member::read_token_file(file) {
+                Ok(token) if token != current.1 => {
+                    tracing::info!(file = %file.display(), "control-plane token file changed; using the new token");
+                    current.1 = token;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "control-plane token file unreadable; keeping the token in use");
+                }
+            }
+        }
+        current.1.clone()
     }
 }
 
@@ -276,7 +327,7 @@ impl Args {
         let token = match &self.token_file {
             None => None,
             Some(path) => match read_secret("token-file", path) {
-                Ok(t) => Some(Token(t)),
+                Ok(t) => Some(Token::from_file(path.clone(), t)),
                 Err(e) => {
                     errors.push(e);
                     None
@@ -320,8 +371,8 @@ pub(crate) fn authorize<T>(request: &mut tonic::Request<T>, cluster: &str, token
     if let Ok(v) = MetadataValue::try_from(cluster) {
         request.metadata_mut().insert(CLUSTER_METADATA, v);
     }
-    if let Some(Token(t)) = token
-        && let Ok(v) = MetadataValue::try_from(format!("Bearer {t}"))
+    if let Some(t) = token
+        && let Ok(v) = MetadataValue::try_from(format!("Bearer {}", t.value()))
     {
         request.metadata_mut().insert("authorization", v);
     }

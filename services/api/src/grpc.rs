@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use flotilla_proto::v1::{self, api_server::Api};
 use flotilla_runtime::Shutdown;
+use flotilla_runtime::authz::confine;
 use flotilla_runtime::reflector::Cache;
 use tonic::{Request, Response, Status};
 
@@ -220,8 +221,6 @@ api_service! {
     get_resource_binding(GetResourceBindingRequest) -> ResourceBinding => api.get(req).await;
     list_resource_bindings(ListResourceBindingsRequest) -> ListResourceBindingsResponse =>
         api.list(req).await;
-    get_work(GetWorkRequest) -> Work => api.get(req).await;
-    list_works(ListWorksRequest) -> ListWorksResponse => api.list(req).await;
     get_event(GetEventRequest) -> Event => api.get(req).await;
     list_events(ListEventsRequest) -> ListEventsResponse => api.list(req).await;
 
@@ -244,8 +243,33 @@ api_service! {
         watch_workloads(WatchWorkloadsRequest) -> WatchWorkloadsStream(WatchWorkloadsResponse);
         watch_resource_bindings(WatchResourceBindingsRequest)
             -> WatchResourceBindingsStream(WatchResourceBindingsResponse);
-        watch_works(WatchWorksRequest) -> WatchWorksStream(WatchWorksResponse);
         watch_events(WatchEventsRequest) -> WatchEventsStream(WatchEventsResponse);
+    }
+
+    // Works carry their manifests, Secrets among them: an agent reads only its own
+    // cluster's (the method table lets agents through, `confine` narrows them; docs/design.md
+    // §9).
+    async fn get_work(&self, request: Request<v1::GetWorkRequest>) -> Result<v1::Work> {
+        confine(request.extensions(), &request.get_ref().cluster)?;
+        ok(self.get(request.into_inner()).await)
+    }
+
+    async fn list_works(
+        &self,
+        request: Request<v1::ListWorksRequest>,
+    ) -> Result<v1::ListWorksResponse> {
+        confine(request.extensions(), &request.get_ref().cluster)?;
+        ok(self.list(request.into_inner()).await)
+    }
+
+    type WatchWorksStream = WatchResponseStream<v1::WatchWorksResponse>;
+
+    async fn watch_works(
+        &self,
+        request: Request<v1::WatchWorksRequest>,
+    ) -> Result<Self::WatchWorksStream> {
+        confine(request.extensions(), &request.get_ref().cluster)?;
+        ok(self.watch(request.into_inner()).await)
     }
 
     async fn get_peers(

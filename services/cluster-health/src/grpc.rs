@@ -162,6 +162,9 @@ impl ClusterHealthService {
         request: Request<v1::HeartbeatRequest>,
     ) -> Result<v1::HeartbeatResponse, Error> {
         let caller = metadata_str(&request, CLUSTER_METADATA);
+        // an agent heartbeats only for its own cluster (docs/design.md §9)
+        flotilla_runtime::authz::confine(request.extensions(), &request.get_ref().cluster_name)
+            .map_err(|denied| Error::PermissionDenied(denied.message().to_owned()))?;
         let v1::HeartbeatRequest {
             cluster_name,
             cluster_uid,

@@ -173,8 +173,12 @@ impl WorkExecutorApi {
         request: Request<v1::ReportWorkStatusRequest>,
     ) -> Result<v1::ReportWorkStatusResponse, ApiError> {
         let caller = metadata_str(&request, CLUSTER_METADATA);
+        let extensions = request.extensions().clone();
         let req = request.into_inner();
         let (key, wk) = key_of(req.work.as_ref())?;
+        // an agent reports only its own cluster's Works (docs/design.md §9)
+        flotilla_runtime::authz::confine(&extensions, &wk.cluster)
+            .map_err(|denied| ApiError::PermissionDenied(denied.message().to_owned()))?;
         if let Some(caller) = caller
             && caller != wk.cluster
         {

@@ -74,6 +74,13 @@ impl KnownMethods {
         Self(Arc::new(methods))
     }
 
+    /// Every method path (`/package.Service/Method`), sorted.
+    pub fn paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self.0.iter().cloned().collect();
+        paths.sort();
+        paths
+    }
+
     /// The label of a request path.
     fn label(&self, path: &str) -> String {
         if self.0.contains(path) {
