@@ -497,3 +497,108 @@ fn token_file(dir: &Path, name: &str, token: &str) -> std::path::PathBuf {
     std::fs::write(&path, token).unwrap();
     path
 }
+
+/// `flotilla join NAME --pull --agent-token-file F --auth-tokens-file T` issues the agent a
+/// token of its own, which the running services accept within seconds for NAME only;
+/// `flotilla unjoin NAME --auth-tokens-file T` revokes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_issues_an_agent_token_and_unjoin_revokes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let admin = format!("admin-{:016x}", rand::random::<u64>());
+    std::fs::write(&tokens, line(&admin, "admin")).unwrap();
+    let stack = Stack::start_with_env(
+        Timers::fast(),
+        vec![(
+            "FLOTILLA_AUTH_TOKENS_FILE".into(),
+            tokens.display().to_string(),
+        )],
+    )
+    .await;
+    let token_file = dir.path().join("edge3.token");
+    let (t, f) = (
+        tokens.display().to_string(),
+        token_file.display().to_string(),
+    );
+    let joined = stack
+        .cli_ok(&[
+            "join",
+            "edge3",
+            "--pull",
+            "--endpoint",
+            "https://edge3.invalid:6443",
+            "--agent-token-file",
+            &f,
+            "--auth-tokens-file",
+            &t,
+            "--token",
+            &admin,
+        ])
+        .await;
+    assert!(joined.contains("agent:edge3: token written"), "{joined}");
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    assert!(
+        !joined.contains(&token),
+        "the token is not printed: {joined}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the token file is the owner's only");
+    }
+    // a second join never overwrites a token
+    let (ok, out) = stack
+        .cli(&[
+            "join",
+            "edge4",
+            "--pull",
+            "--endpoint",
+            "https://x.invalid",
+            "--agent-token-file",
+            &f,
+            "--auth-tokens-file",
+            &t,
+            "--token",
+            &admin,
+        ])
+        .await;
+    assert!(!ok && out.contains("exists already"), "{out}");
+
+    let mut api = v1::api_client::ApiClient::new(channel(&stack.addrs["api"]).await);
+    let list = |cluster: &'static str| v1::ListWorksRequest {
+        cluster: cluster.into(),
+        ..Default::default()
+    };
+    eventually(Duration::from_secs(10), "the issued token accepted", || {
+        let (mut api, token) = (api.clone(), token.clone());
+        async move { api.list_works(authed(list("edge3"), &token)).await.ok() }
+    })
+    .await;
+    let (denied, message) = code(api.list_works(authed(list("edge2"), &token)).await);
+    assert_eq!(denied, Code::PermissionDenied, "{message}");
+
+    let unjoined = stack
+        .cli_ok(&[
+            "unjoin",
+            "edge3",
+            "--auth-tokens-file",
+            &t,
+            "--token",
+            &admin,
+        ])
+        .await;
+    assert!(unjoined.contains("1 token(s) revoked"), "{unjoined}");
+    eventually(Duration::from_secs(10), "the revoked token refused", || {
+        let (mut api, token) = (api.clone(), token.clone());
+        async move {
+            let (c, _) = code(api.list_works(authed(list("edge3"), &token)).await);
+            (c == Code::Unauthenticated).then_some(())
+        }
+    })
+    .await;
+    // the admin's token is untouched
+    api.list_clusters(authed(v1::ListClustersRequest::default(), &admin))
+        .await
+        .expect("the admin token still works");
+}

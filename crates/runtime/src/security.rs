@@ -69,8 +69,8 @@ pub struct SecurityArgs {
 /// A security file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SecurityError {
-    /// A file could not be read.
-    #[error("cannot read {path}")]
+    /// A file could not be read (or written).
+    #[error("cannot read or write {path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -356,6 +356,78 @@ impl AuthTokens {
     }
 }
 
+/// A new random bearer token: 32 bytes from the operating system's generator, hex.
+pub fn new_token() -> Result<String, ring::error::Unspecified> {
+    let bytes: [u8; 32] = ring::rand::generate(&ring::rand::SystemRandom::new())?.expose();
+    Ok(hex(&bytes))
+}
+
+/// The tokens-file line for `token` authenticating `principal`: `<sha256 hex> <principal>`.
+pub fn tokens_line(token: &str, principal: &Principal) -> String {
+    format!("{} {principal}\n", hex(&sha256(token)))
+}
+
+/// Appends `token`'s line for `principal` to the tokens file at `path`, after checking that
+/// the file as it stands is usable (so that nothing is added to a broken file). Written in
+/// place, not renamed over: the file is often a bind mount, which a rename would detach.
+pub fn add_token(path: &Path, token: &str, principal: &Principal) -> Result<(), SecurityError> {
+    AuthTokens::parse_file(path)?;
+    let mut text = String::from_utf8_lossy(&read(path)?).into_owned();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&tokens_line(token, principal));
+    write(path, &text)
+}
+
+/// Removes every line of `principal` from the tokens file at `path` (in place, as
+/// [`add_token`]); returns how many there were. Refuses to remove the last token, which would
+/// lock every caller out.
+pub fn revoke_principal(path: &Path, principal: &Principal) -> Result<usize, SecurityError> {
+    let text = String::from_utf8_lossy(&read(path)?).into_owned();
+    let name = principal.to_string();
+    let mut removed = 0;
+    let kept: String = text
+        .lines()
+        .filter(|line| {
+            let content = line.split('#').next().unwrap_or("");
+            let drop = content.split_whitespace().nth(1) == Some(name.as_str());
+            removed += usize::from(drop);
+            !drop
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    if removed > 0 {
+        let has_token = kept
+            .lines()
+            .any(|l| !l.split('#').next().unwrap_or("").trim().is_empty());
+        if !has_token {
+            return Err(SecurityError::NoTokens {
+                path: path.to_owned(),
+            });
+        }
+        write(path, &kept)?;
+    }
+    Ok(removed)
+}
+
+fn write(path: &Path, text: &str) -> Result<(), SecurityError> {
+    std::fs::write(path, text).map_err(|source| SecurityError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 fn sha256(token: &str) -> [u8; 32] {
     let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
     let mut out = [0u8; 32];
@@ -568,6 +640,36 @@ mod tests {
             AuthTokens::from_file(&empty),
             Err(SecurityError::NoTokens { .. })
         ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tokens_are_issued_and_revoked_in_the_file() {
+        let dir = std::env::temp_dir().join(format!("flotilla-issue-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens");
+        std::fs::write(&path, tokens_line("root", &Principal::Admin)).unwrap();
+        let edge = Principal::Agent("edge1".into());
+        let token = new_token().unwrap();
+        assert_eq!(token.len(), 64);
+        assert_ne!(token, new_token().unwrap());
+        add_token(&path, &token, &edge).unwrap();
+        let tokens = AuthTokens::from_file(&path).unwrap();
+        assert_eq!(tokens.principal_of(&token), Some(edge.clone()));
+        assert_eq!(revoke_principal(&path, &edge).unwrap(), 1);
+        assert_eq!(revoke_principal(&path, &edge).unwrap(), 0);
+        assert!(tokens.reload().unwrap());
+        assert_eq!(tokens.principal_of(&token), None);
+        assert!(tokens.accepts("root"));
+        // the last token is never removed
+        assert!(matches!(
+            revoke_principal(&path, &Principal::Admin),
+            Err(SecurityError::NoTokens { .. })
+        ));
+        // nothing is added to a broken file
+        std::fs::write(&path, "garbage\n").unwrap();
+        assert!(add_token(&path, &token, &edge).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "garbage\n");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

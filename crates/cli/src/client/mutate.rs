@@ -236,7 +236,17 @@ Examples:
 With --kubeconfig, the context's API server becomes the Cluster's apiEndpoint and its
 credentials (a token or a client certificate, and the CA) are stored in the Secret
 <--secret-namespace>/<NAME>, which the Cluster's secretRef names, as karmadactl join does;
-both are written in one transaction. The credentials are never printed.")]
+both are written in one transaction. The credentials are never printed.
+
+With --pull and --agent-token-file, the agent gets a credential of its own: a new random
+token is written to that file (mode 0600; give it to the agent as its --token-file) and its
+line `<sha256> agent:<NAME>` is added to the services' --auth-tokens-file given here. The
+token authenticates the principal agent:<NAME>, which may heartbeat, read Works and report
+status for <NAME> only. The services read the file again within 2 s. `flotilla unjoin NAME
+--auth-tokens-file FILE` revokes it.
+
+  flotilla join edge1 --pull --endpoint https://edge1.example:6443 \\
+      --agent-token-file edge1.token --auth-tokens-file /etc/flotilla/tokens")]
 pub struct JoinArgs {
     /// The new cluster's name (a DNS-1123 label of at most 48 characters).
     #[arg(value_name = "NAME")]
@@ -280,6 +290,15 @@ pub struct JoinArgs {
     #[arg(long = "label", value_parser = parse_label, value_name = "KEY=VALUE")]
     pub labels: Vec<(String, String)>,
 
+    /// Pull mode: issue the agent a token of its own (principal agent:NAME) and write it to
+    /// this new file. Needs --auth-tokens-file.
+    #[arg(long, value_name = "FILE", requires_all = ["pull", "auth_tokens_file"])]
+    pub agent_token_file: Option<std::path::PathBuf>,
+
+    /// The services' tokens file (their --auth-tokens-file), to add the agent's token to.
+    #[arg(long, value_name = "FILE", requires = "agent_token_file")]
+    pub auth_tokens_file: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     pub server: ServerArgs,
 }
@@ -297,12 +316,20 @@ The cluster is marked for deletion while bindings or Works still reference it: c
 taints it cluster.karmada.io/terminating:NoExecute, its workloads are evicted, and it is removed
 once nothing references it (A2).
 
+With --auth-tokens-file, every token of the principal agent:NAME is removed from that file
+first: the services refuse the agent within 2 s.
+
 Example:
-  flotilla unjoin member3")]
+  flotilla unjoin member3
+  flotilla unjoin edge1 --auth-tokens-file /etc/flotilla/tokens")]
 pub struct UnjoinArgs {
     /// The cluster.
     #[arg(value_name = "NAME")]
     pub name: String,
+
+    /// The services' tokens file, to revoke the cluster's agent tokens in.
+    #[arg(long, value_name = "FILE")]
+    pub auth_tokens_file: Option<std::path::PathBuf>,
 
     #[command(flatten)]
     pub server: ServerArgs,
@@ -731,6 +758,18 @@ fn credentials_secret(
 
 /// Runs `flotilla join`.
 pub async fn join(args: JoinArgs) -> anyhow::Result<ExitCode> {
+    // the agent's credential is checked before anything is written
+    let agent_principal = flotilla_runtime::Principal::Agent(args.name.clone());
+    if let (Some(token_file), Some(tokens)) = (&args.agent_token_file, &args.auth_tokens_file) {
+        anyhow::ensure!(
+            !token_file.exists(),
+            "{} exists already; remove it or choose another file (a token is never overwritten)",
+            token_file.display()
+        );
+        flotilla_runtime::AuthTokens::from_file(tokens)?;
+        flotilla_runtime::Principal::parse(&agent_principal.to_string())
+            .map_err(|e| anyhow::anyhow!("cluster name {:?}: {e}", args.name))?;
+    }
     let creds = match &args.kubeconfig {
         Some(path) => Some(super::kubeconfig::read(path, args.context.as_deref())?),
         None => None,
@@ -805,11 +844,54 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<ExitCode> {
         if args.pull { "Pull" } else { "Push" },
         endpoint
     );
+    if let (Some(token_file), Some(tokens)) = (&args.agent_token_file, &args.auth_tokens_file) {
+        issue_agent_token(token_file, tokens, &agent_principal)?;
+        println!(
+            "{agent_principal}: token written to {} (give it to the agent as --token-file); \
+             {} lists it (the services use it within 2 s)",
+            token_file.display(),
+            tokens.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes a new token to `token_file` (created, mode 0600) and its line to `tokens`.
+fn issue_agent_token(
+    token_file: &std::path::Path,
+    tokens: &std::path::Path,
+    principal: &flotilla_runtime::Principal,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let token = flotilla_runtime::security::new_token()
+        .map_err(|_| anyhow::anyhow!("the operating system's random generator failed"))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(token_file)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", token_file.display()))?;
+    file.write_all(token.as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", token_file.display()))?;
+    if let Err(e) = flotilla_runtime::security::add_token(tokens, &token, principal) {
+        // no token file that no service accepts
+        let _ = std::fs::remove_file(token_file);
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 /// Runs `flotilla unjoin`.
 pub async fn unjoin(args: UnjoinArgs) -> anyhow::Result<ExitCode> {
+    if let Some(tokens) = &args.auth_tokens_file {
+        let principal = flotilla_runtime::Principal::Agent(args.name.clone());
+        let removed = flotilla_runtime::security::revoke_principal(tokens, &principal)?;
+        println!(
+            "{principal}: {removed} token(s) revoked in {} (refused within 2 s)",
+            tokens.display()
+        );
+    }
     let mut api = args.server.api().await?;
     let (handle, deleted) = delete_one(&mut api, &Kind::Cluster, "", &args.name).await?;
     if deleted {
