@@ -601,4 +601,35 @@ async fn join_issues_an_agent_token_and_unjoin_revokes_it() {
     api.list_clusters(authed(v1::ListClustersRequest::default(), &admin))
         .await
         .expect("the admin token still works");
+
+    // grpcurl, as the README shows it: reflection is open, a call needs the header
+    let addr = stack.addrs["api"].clone();
+    let grpcurl = |args: &[&str]| {
+        let out = std::process::Command::new("grpcurl")
+            .args(args)
+            .output()
+            .expect("grpcurl (scripts/test.sh installs it)");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (ok, out) = grpcurl(&["-plaintext", &addr, "list"]);
+    assert!(ok && out.contains("flotilla.v1.Api"), "{out}");
+    let (ok, out) = grpcurl(&["-plaintext", &addr, "flotilla.v1.Api/ListClusters"]);
+    assert!(!ok && out.contains("Unauthenticated"), "{out}");
+    let header = format!("authorization: Bearer {admin}");
+    let (ok, out) = grpcurl(&[
+        "-plaintext",
+        "-H",
+        &header,
+        &addr,
+        "flotilla.v1.Api/ListClusters",
+    ]);
+    // (edge3 is gone with its unjoin: an empty list at a revision)
+    assert!(ok && out.contains("resourceVersion"), "{out}");
 }

@@ -442,6 +442,11 @@ fn print_table(
             "demo timers; --production-timers for Karmada's defaults"
         }
     ));
+    out.push_str(
+        "  access: open, no credentials: every caller on this machine is admin. Everything \
+         listens on loopback only\n          (127.0.0.1); run the services with \
+         --auth-tokens-file or mutual TLS to serve beyond it (README, Security)\n",
+    );
     out.push_str(&format!(
         "  logs:   {} at {}\n",
         log_file.map_or_else(|| "stderr".to_owned(), |p| p.display().to_string()),

@@ -222,6 +222,10 @@ async fn up_prints_where_it_listens_serves_and_stops_on_sigterm() {
         table.contains(&format!("http://127.0.0.1:{}", base + 12)),
         "{table}"
     );
+    assert!(
+        table.contains("access: open, no credentials") && table.contains("loopback only"),
+        "up says that it is open and where: {table}"
+    );
 
     // It serves: gRPC health on the api, /readyz on an admin port.
     let api = format!("127.0.0.1:{base}");
