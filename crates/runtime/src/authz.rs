@@ -238,7 +238,7 @@ pub fn confine(extensions: &http::Extensions, cluster: &str) -> Result<(), tonic
             let asked = if cluster.is_empty() {
                 "every cluster".to_owned()
             } else {
-                format!("cluster {cluster:?}")
+                format!("cluster {:?}", crate::status::bounded(cluster, 256))
             };
             Err(tonic::Status::permission_denied(format!(
                 "agent:{own} may act only for its own cluster, not for {asked}"

@@ -552,10 +552,11 @@ where
             futures::future::Either::Right(std::future::ready(Ok(status.into_http())))
         };
         let path = req.uri().path().to_owned();
+        let shown = crate::status::bounded(&path, 256);
         let Some(access) = authz::rule(&path) else {
-            tracing::warn!(path, "call of a method without an access rule refused");
+            tracing::warn!(path = %shown, "call of a method without an access rule refused");
             return refuse(tonic::Status::permission_denied(format!(
-                "{path} has no access rule: nobody may call it"
+                "{shown} has no access rule: nobody may call it"
             )));
         };
         if access != Access::Public {
@@ -569,7 +570,7 @@ where
             if !principal.may(access) {
                 tracing::info!(path, %principal, "call refused: not allowed for this principal");
                 return refuse(tonic::Status::permission_denied(format!(
-                    "{principal} may not call {path} (allowed: {access})"
+                    "{principal} may not call {shown} (allowed: {access})"
                 )));
             }
             req.extensions_mut().insert(Caller(principal));

@@ -75,8 +75,32 @@ pub fn store_code(e: &StoreError) -> Code {
     }
 }
 
+/// The longest status message sent, in bytes. A status travels in HTTP/2 trailers, which a
+/// client limits (16 KiB by default in hyper): a message echoing a 70,000-character field
+/// made the client reset the stream, and the caller saw INTERNAL instead of INVALID_ARGUMENT
+/// (found by the api's mutated-request test).
+pub const MAX_STATUS_MESSAGE: usize = 2048;
+/// The most field violations sent in one INVALID_ARGUMENT, each description at most
+/// [`MAX_VIOLATION_DESCRIPTION`] bytes; the message says how many there were.
+pub const MAX_VIOLATIONS: usize = 20;
+/// The longest field-violation description, in bytes.
+pub const MAX_VIOLATION_DESCRIPTION: usize = 300;
+
+/// `text` cut to at most `max` bytes at a character boundary, saying how much was cut.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub(40).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+}
+
 /// The status for `failure`, with `message`.
 pub fn to_status(message: String, failure: Failure<'_>) -> Status {
+    let message = bounded(&message, MAX_STATUS_MESSAGE);
     let code = match failure {
         Failure::Invalid(errors) => return invalid_argument(message, errors),
         Failure::NotFound => Code::NotFound,
@@ -96,11 +120,22 @@ pub fn to_status(message: String, failure: Failure<'_>) -> Status {
 
 /// INVALID_ARGUMENT with a `google.rpc.BadRequest` of one violation per field error.
 pub fn invalid_argument(message: String, errors: &[FieldError]) -> Status {
+    let mut message = bounded(&message, MAX_STATUS_MESSAGE);
+    if errors.len() > MAX_VIOLATIONS {
+        message.push_str(&format!(
+            " ({} problems; the details list the first {MAX_VIOLATIONS})",
+            errors.len()
+        ));
+    }
     let violations: Vec<FieldViolation> = errors
         .iter()
+        .take(MAX_VIOLATIONS)
         .map(|err| FieldViolation {
-            field: err.field.clone(),
-            description: format!("{}: {}", err.kind, err.message),
+            field: bounded(&err.field, MAX_VIOLATION_DESCRIPTION),
+            description: bounded(
+                &format!("{}: {}", err.kind, err.message),
+                MAX_VIOLATION_DESCRIPTION,
+            ),
             reason: err.kind.as_str().to_owned(),
             localized_message: None,
         })
@@ -263,6 +298,32 @@ mod tests {
             },
         };
         assert_eq!(Status::from(corrupt).code(), Code::Internal);
+    }
+
+    #[test]
+    fn huge_messages_and_many_violations_are_bounded() {
+        let long = "é".repeat(40_000);
+        let cut = bounded(&long, MAX_STATUS_MESSAGE);
+        assert!(cut.len() <= MAX_STATUS_MESSAGE, "{}", cut.len());
+        assert!(cut.ends_with("more bytes)"), "{cut}");
+        assert_eq!(bounded("short", 10), "short");
+        let errors: Vec<FieldError> = (0..100)
+            .map(|i| FieldError::invalid(&FieldPath::new("spec").child(&format!("f{i}")), &long))
+            .collect();
+        let status = invalid_argument(long.clone(), &errors);
+        assert!(status.message().len() < MAX_STATUS_MESSAGE + 100);
+        assert!(
+            status.message().contains("100 problems"),
+            "{}",
+            status.message()
+        );
+        let bad = status.get_details_bad_request().expect("details");
+        assert_eq!(bad.field_violations.len(), MAX_VIOLATIONS);
+        assert!(
+            bad.field_violations
+                .iter()
+                .all(|v| v.description.len() <= MAX_VIOLATION_DESCRIPTION)
+        );
     }
 
     #[test]
