@@ -45,8 +45,39 @@ pub use flotilla_store::testing::EtcdServer;
 use flotilla_proto::v1;
 use flotilla_store::{EtcdConfig, EtcdStore};
 
-/// The api client the scenarios use.
-pub type ApiClient = v1::api_client::ApiClient<tonic::transport::Channel>;
+/// The api client the scenarios use: every call carries the bearer token it was made with,
+/// if any ([`api_client_with`]).
+pub type ApiClient = v1::api_client::ApiClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Bearer>,
+>;
+
+/// Adds `authorization: Bearer <token>` to every call (nothing without a token).
+#[derive(Clone, Debug, Default)]
+pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// An api client on `channel` whose calls carry `token` (none: no credentials).
+pub fn api_client_with(channel: tonic::transport::Channel, token: Option<&str>) -> ApiClient {
+    let bearer = Bearer(token.map(|t| {
+        format!("Bearer {t}")
+            .parse()
+            .expect("a token is valid metadata")
+    }));
+    v1::api_client::ApiClient::with_interceptor(channel, bearer)
+}
 
 /// A free TCP port on 127.0.0.1 for a child process to listen on (the probe listener is
 /// closed before returning).
@@ -791,7 +822,7 @@ pub async fn api_client(stack: &Stack) -> ApiClient {
         .connect()
         .await
         .unwrap();
-    flotilla_proto::v1::api_client::ApiClient::new(channel)
+    api_client_with(channel, None)
 }
 
 /// A client of a member-sim's control address (`flotilla.v1.MemberSim`).

@@ -4,7 +4,8 @@
 //! faults made with `docker`:
 //!
 //! ```text
-//!   up ─► all healthy ─► apply (CLI): seed nginx + 200 bulk Deployments
+//!   up ─► all healthy ─► the admin token made on first start (`credentials`); no call
+//!         without it ─► apply (CLI): seed nginx + 200 bulk Deployments
 //!      ─► pause member1; kill taint-manager + scheduler + the etcd leader mid-failover;
 //!         start the services → every binding {member1:1, member2:2} → {member2:3}, one
 //!         eviction task each; no API call fails meanwhile
@@ -325,6 +326,15 @@ impl Drop for Compose {
 }
 
 /// The host's `flotilla` CLI against the stack's api.
+/// The stack's admin token: every service requires one (the `credentials` one-shot made it).
+static ADMIN_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn admin_token() -> &'static str {
+    ADMIN_TOKEN
+        .get()
+        .expect("the admin token is read right after `up`")
+}
+
 async fn flotilla(api_port: u16, args: &[&str]) -> String {
     let bin = bin_path("flotilla");
     let server = format!("127.0.0.1:{api_port}");
@@ -332,6 +342,7 @@ async fn flotilla(api_port: u16, args: &[&str]) -> String {
     all.extend_from_slice(&["--server", &server]);
     let out = tokio::process::Command::new(&bin)
         .args(&all)
+        .env("FLOTILLA_TOKEN", admin_token())
         .output()
         .await
         .unwrap();
@@ -345,7 +356,7 @@ async fn api_client(port: u16) -> ApiClient {
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(20))
         .connect_lazy();
-    v1::api_client::ApiClient::new(channel)
+    flotilla_tests::api_client_with(channel, Some(admin_token()))
 }
 
 /// `all_pages` of one List RPC of `api`: `list_all!(api, list_works(ListWorksRequest))`.
@@ -597,6 +608,32 @@ async fn up(compose: Compose) -> Test {
         .await;
     let healthy_after = started.elapsed();
     let port = compose.api_port;
+    // credentials by default: the admin token the `credentials` one-shot made, as the
+    // compose file's header says to read it; without it the api refuses
+    let token = compose
+        .run(&[
+            "run",
+            "--rm",
+            "--no-deps",
+            "credentials",
+            "credentials",
+            "admin-token",
+            "/credentials",
+        ])
+        .await;
+    let token = token.lines().last().unwrap_or_default().trim().to_owned();
+    assert_eq!(token.len(), 64, "a 256-bit hex token: {token:?}");
+    ADMIN_TOKEN.set(token).unwrap();
+    let anonymous = tokio::process::Command::new(bin_path("flotilla"))
+        .args(["get", "clusters", "--server", &format!("127.0.0.1:{port}")])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        !anonymous.status.success() && text(&anonymous).contains("missing authorization"),
+        "the stack answers no caller without a token: {}",
+        text(&anonymous)
+    );
     let api = api_client(port).await;
     let join = compose.id("join").await;
     eventually(Duration::from_secs(60), "join to exit 0", || async {
@@ -795,6 +832,7 @@ async fn steady_api_use_with_a_member_down(t: &Test, etcd: &str) {
         let out = tokio::process::Command::new(bin_path("flotilla"))
             .args(args)
             .args(["--server", &server])
+            .env("FLOTILLA_TOKEN", admin_token())
             .output()
             .await
             .unwrap();

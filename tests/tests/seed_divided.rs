@@ -85,9 +85,7 @@ async fn seed_divided_failover_and_recovery() {
     .await
     .unwrap();
 
-    let get_binding = |mut api: flotilla_proto::v1::api_client::ApiClient<
-        tonic::transport::Channel,
-    >| async move {
+    let get_binding = |mut api: flotilla_tests::ApiClient| async move {
         api.get_resource_binding(v1::GetResourceBindingRequest {
             namespace: "default".into(),
             name: "nginx-deployment".into(),
@@ -96,9 +94,7 @@ async fn seed_divided_failover_and_recovery() {
         .ok()
         .map(|r| r.into_inner())
     };
-    let work_clusters = |mut api: flotilla_proto::v1::api_client::ApiClient<
-        tonic::transport::Channel,
-    >| async move {
+    let work_clusters = |mut api: flotilla_tests::ApiClient| async move {
         let works = api
             .list_works(v1::ListWorksRequest::default())
             .await

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod client;
+mod credentials;
 mod healthcheck;
 mod up;
 
@@ -43,6 +44,10 @@ enum Command {
     /// Ask a gRPC server's grpc.health.v1 once: exit 0 if SERVING, else 1 (the health check
     /// of the FROM-scratch container images, which have no shell or curl).
     Healthcheck(healthcheck::HealthcheckArgs),
+    /// Make an installation's first credentials (a tokens file with one admin token), as
+    /// docker-compose does on its first start.
+    #[command(subcommand)]
+    Credentials(credentials::CredentialsCommand),
     #[command(flatten)]
     Client(Box<client::ClientCommand>),
 }
@@ -54,6 +59,7 @@ const CONNECTION_FLAGS: &[(&str, bool)] = &[
     ("--server", true),
     ("--request-timeout", true),
     ("--token", true),
+    ("--token-file", true),
     ("--tls-ca", true),
     ("--tls-cert", true),
     ("--tls-key", true),
@@ -112,6 +118,7 @@ async fn main() -> ExitCode {
         Command::Up(args) => up::run(args).await,
         Command::Bench(cmd) => flotilla_bench::run(cmd).await,
         Command::Healthcheck(args) => healthcheck::run(args).await,
+        Command::Credentials(cmd) => credentials::run(cmd),
         Command::Client(cmd) => client::run(*cmd).await,
     };
     match result {

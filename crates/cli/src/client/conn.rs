@@ -48,6 +48,16 @@ pub struct ServerArgs {
     )]
     pub token: Option<String>,
 
+    /// A file holding the bearer token (instead of --token), e.g. what `flotilla credentials
+    /// init` or `flotilla join --agent-token-file` wrote.
+    #[arg(
+        long,
+        env = "FLOTILLA_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with = "token"
+    )]
+    pub token_file: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     pub tls: TlsArgs,
 }
@@ -147,9 +157,17 @@ impl ServerArgs {
     /// Connects to a gRPC server at `addr` with these credentials and TLS settings; with
     /// `limit_requests`, every call on the connection times out after --request-timeout.
     pub async fn connect(&self, addr: &str, limit_requests: bool) -> anyhow::Result<Conn> {
+        let from_file = match &self.token_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("--token-file: cannot read {}", path.display()))?,
+            ),
+            None => None,
+        };
         let authorization = self
             .token
             .as_deref()
+            .or(from_file.as_deref())
             .map(|t| format!("Bearer {}", t.trim()).parse())
             .transpose()
             .map_err(|_| anyhow::anyhow!("--token holds characters not allowed in metadata"))?;
