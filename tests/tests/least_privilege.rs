@@ -41,6 +41,14 @@ fn ring_sha256(token: &str) -> String {
     })
 }
 
+/// ListWorks of one cluster.
+fn works_of(cluster: &str) -> v1::ListWorksRequest {
+    v1::ListWorksRequest {
+        cluster: cluster.into(),
+        ..Default::default()
+    }
+}
+
 /// `message` with `authorization: Bearer token`.
 fn authed<T>(message: T, token: &str) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
@@ -178,16 +186,10 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     let works = move |cluster: &'static str| {
         let (mut api, admin) = (works_api.clone(), works_token.clone());
         async move {
-            api.list_works(authed(
-                v1::ListWorksRequest {
-                    cluster: cluster.into(),
-                    ..Default::default()
-                },
-                &admin,
-            ))
-            .await
-            .ok()
-            .map(|r| r.into_inner().items)
+            api.list_works(authed(works_of(cluster), &admin))
+                .await
+                .ok()
+                .map(|r| r.into_inner().items)
         }
     };
     for cluster in ["edge1", "edge2"] {
@@ -230,16 +232,7 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     );
     denied(
         "lists edge2's Works",
-        code(
-            api.list_works(authed(
-                v1::ListWorksRequest {
-                    cluster: "edge2".into(),
-                    ..Default::default()
-                },
-                &edge1,
-            ))
-            .await,
-        ),
+        code(api.list_works(authed(works_of("edge2"), &edge1)).await),
     );
     denied(
         "gets edge2's Work",
@@ -328,13 +321,7 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     );
     // what it may do: its own Works
     let own = api
-        .list_works(authed(
-            v1::ListWorksRequest {
-                cluster: "edge1".into(),
-                ..Default::default()
-            },
-            &edge1,
-        ))
+        .list_works(authed(works_of("edge1"), &edge1))
         .await
         .expect("agent:edge1 lists edge1's Works")
         .into_inner();
@@ -438,17 +425,7 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     write_tokens(&lines);
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
-        code(
-            api.list_works(authed(
-                v1::ListWorksRequest {
-                    cluster: "edge1".into(),
-                    ..Default::default()
-                },
-                &edge1,
-            ))
-            .await,
-        )
-        .0,
+        code(api.list_works(authed(works_of("edge1"), &edge1,)).await,).0,
         Code::Unauthenticated,
         "the rotated-out token is refused"
     );
@@ -566,16 +543,12 @@ async fn join_issues_an_agent_token_and_unjoin_revokes_it() {
     assert!(!ok && out.contains("exists already"), "{out}");
 
     let mut api = v1::api_client::ApiClient::new(channel(&stack.addrs["api"]).await);
-    let list = |cluster: &'static str| v1::ListWorksRequest {
-        cluster: cluster.into(),
-        ..Default::default()
-    };
     eventually(Duration::from_secs(10), "the issued token accepted", || {
         let (mut api, token) = (api.clone(), token.clone());
-        async move { api.list_works(authed(list("edge3"), &token)).await.ok() }
+        async move { api.list_works(authed(works_of("edge3"), &token)).await.ok() }
     })
     .await;
-    let (denied, message) = code(api.list_works(authed(list("edge2"), &token)).await);
+    let (denied, message) = code(api.list_works(authed(works_of("edge2"), &token)).await);
     assert_eq!(denied, Code::PermissionDenied, "{message}");
 
     let unjoined = stack
@@ -592,7 +565,7 @@ async fn join_issues_an_agent_token_and_unjoin_revokes_it() {
     eventually(Duration::from_secs(10), "the revoked token refused", || {
         let (mut api, token) = (api.clone(), token.clone());
         async move {
-            let (c, _) = code(api.list_works(authed(list("edge3"), &token)).await);
+            let (c, _) = code(api.list_works(authed(works_of("edge3"), &token)).await);
             (c == Code::Unauthenticated).then_some(())
         }
     })

@@ -65,59 +65,62 @@ const STRINGS: &[&str] = &[
     "💥",
 ];
 
-/// A random value of `kind` (one element, for a list or map value).
+/// A random value of `kind` (one element, for a list or map value): the kind's default,
+/// then set through the typed accessors.
 fn random_value(kind: &Kind, rng: &mut impl Rng) -> Value {
-    match kind {
-        Kind::String => Value::String(match rng.random_range(0..4) {
-            0 => "a".repeat(rng.random_range(64..70_000)),
-            1 => (0..rng.random_range(1..40))
-                .map(|_| char::from(rng.random_range(32u8..127)))
-                .collect(),
-            _ => STRINGS[rng.random_range(0..STRINGS.len())].to_owned(),
-        }),
-        Kind::Bytes => Value::Bytes(
-            (0..rng.random_range(0..300))
-                .map(|_| rng.random::<u8>())
-                .collect::<Vec<u8>>()
-                .into(),
-        ),
-        Kind::Bool => Value::Bool(rng.random()),
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
-            Value::I32([0, -1, 1, i32::MAX, i32::MIN, rng.random()][rng.random_range(0..6)])
-        }
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
-            Value::I64([0, -1, 1, i64::MAX, i64::MIN, rng.random()][rng.random_range(0..6)])
-        }
-        Kind::Uint32 | Kind::Fixed32 => {
-            Value::U32([0, 1, u32::MAX, rng.random()][rng.random_range(0..4)])
-        }
-        Kind::Uint64 | Kind::Fixed64 => {
-            Value::U64([0, 1, u64::MAX, rng.random()][rng.random_range(0..4)])
-        }
-        Kind::Float => {
-            Value::F32([0.0, -1.0, f32::NAN, f32::INFINITY, 1e38][rng.random_range(0..5)])
-        }
-        Kind::Double => {
-            Value::F64([0.0, -1.0, f64::NAN, f64::INFINITY, 1e308][rng.random_range(0..5)])
-        }
-        Kind::Enum(e) => {
-            Value::EnumNumber([0, 1, 2, 99, -1, e.values().count() as i32][rng.random_range(0..6)])
-        }
-        Kind::Message(m) => Value::Message(DynamicMessage::new(m.clone())),
+    let mut value = Value::default_value(kind);
+    let pick = |rng: &mut dyn rand::RngCore, n: usize| rng.random_range(0..n);
+    if let Some(s) = value.as_string_mut() {
+        *s = random_string(rng);
+    } else if let Some(b) = value.as_bytes_mut() {
+        *b = (0..rng.random_range(0..300))
+            .map(|_| rng.random::<u8>())
+            .collect::<Vec<u8>>()
+            .into();
+    } else if let Some(b) = value.as_bool_mut() {
+        *b = rng.random();
+    } else if let Some(n) = value.as_i32_mut() {
+        *n = [0, -1, 1, i32::MAX, i32::MIN, rng.random()][pick(rng, 6)];
+    } else if let Some(n) = value.as_i64_mut() {
+        *n = [0, -1, 1, i64::MAX, i64::MIN, rng.random()][pick(rng, 6)];
+    } else if let Some(n) = value.as_u32_mut() {
+        *n = [0, 1, u32::MAX, rng.random()][pick(rng, 4)];
+    } else if let Some(n) = value.as_u64_mut() {
+        *n = [0, 1, u64::MAX, rng.random()][pick(rng, 4)];
+    } else if let Some(x) = value.as_f32_mut() {
+        *x = [0.0, -1.0, f32::NAN, f32::INFINITY, 1e38][pick(rng, 5)];
+    } else if let Some(x) = value.as_f64_mut() {
+        *x = [0.0, -1.0, f64::NAN, f64::INFINITY, 1e308][pick(rng, 5)];
+    } else if let Some(n) = value.as_enum_number_mut() {
+        *n = [0, 1, 2, 99, -1][pick(rng, 5)];
+    }
+    value
+}
+
+/// A random string: an odd one, a random ASCII one, or one far too long.
+fn random_string(rng: &mut impl Rng) -> String {
+    match rng.random_range(0..4) {
+        0 => "a".repeat(rng.random_range(64..70_000)),
+        1 => (0..rng.random_range(1..40))
+            .map(|_| char::from(rng.random_range(32u8..127)))
+            .collect(),
+        _ => STRINGS[rng.random_range(0..STRINGS.len())].to_owned(),
     }
 }
 
 /// A map key of `kind`.
 fn random_key(kind: &Kind, rng: &mut impl Rng) -> MapKey {
-    match random_value(kind, rng) {
-        Value::String(s) => MapKey::String(s),
-        Value::I32(v) => MapKey::I32(v),
-        Value::I64(v) => MapKey::I64(v),
-        Value::U32(v) => MapKey::U32(v),
-        Value::U64(v) => MapKey::U64(v),
-        Value::Bool(v) => MapKey::Bool(v),
-        _ => MapKey::String(String::new()),
+    let mut key = MapKey::default_value(kind);
+    if let Some(s) = key.as_string_mut() {
+        *s = random_string(rng);
+    } else if let Some(b) = key.as_bool_mut() {
+        *b = rng.random();
+    } else if let Some(n) = key.as_i32_mut() {
+        *n = rng.random();
+    } else if let Some(n) = key.as_i64_mut() {
+        *n = rng.random();
     }
+    key
 }
 
 /// Changes one field somewhere in `msg` (descending into set messages at random).
