@@ -21,11 +21,14 @@ pub fn manifest_status(object: &Value) -> v1::ManifestStatus {
         ResourceHealth::Unhealthy => v1::ResourceHealth::Unhealthy,
         ResourceHealth::Unknown => v1::ResourceHealth::Unknown,
     };
+    // a count the member sends is never taken below zero (a negative one, from a broken or
+    // hostile member, found by `malformed_member_objects_read_safely`)
     let replicas = object
         .pointer("/spec/replicas")
         .and_then(Value::as_i64)
         .and_then(|n| i32::try_from(n).ok())
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .max(0);
     v1::ManifestStatus {
         resource: Some(v1::ObjectReference {
             api_version: s("/apiVersion").to_owned(),
@@ -36,7 +39,7 @@ pub fn manifest_status(object: &Value) -> v1::ManifestStatus {
         }),
         manifest: String::new(),
         replicas,
-        ready_replicas: interpret::ready_replicas(object),
+        ready_replicas: interpret::ready_replicas(object).max(0),
         health: health.into(),
         status: object
             .get("status")
@@ -282,5 +285,135 @@ mod tests {
         let allocated = s.allocated.expect("allocated");
         assert_eq!((allocated.cpu_millis, allocated.pods), (0, 0));
         assert_eq!(s.allocatable_replicas, Some(0));
+    }
+
+    /// Keys of the objects a member returns, so that random documents hit the paths the
+    /// status readers look at.
+    const KEYS: &[&str] = &[
+        "apiVersion",
+        "kind",
+        "metadata",
+        "name",
+        "namespace",
+        "uid",
+        "generation",
+        "spec",
+        "replicas",
+        "status",
+        "readyReplicas",
+        "availableReplicas",
+        "updatedReplicas",
+        "observedGeneration",
+        "conditions",
+        "type",
+        "succeeded",
+        "failed",
+        "active",
+        "completionTime",
+        "phase",
+        "nodeName",
+        "containers",
+        "resources",
+        "requests",
+        "allocatable",
+        "cpu",
+        "memory",
+        "pods",
+    ];
+
+    /// Any JSON a member (or something posing as one) could send: random trees of its keys,
+    /// and its objects' own shape with random values in every field the readers look at.
+    fn member_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        prop_oneof![random_tree(), shaped_object()]
+    }
+
+    fn leaf() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            prop_oneof![Just(-1i64), Just(0), Just(3), Just(i64::from(i32::MAX) + 1)]
+                .prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            prop_oneof![
+                Just("True".to_owned()),
+                Just("Ready".to_owned()),
+                Just("Complete".to_owned()),
+                Just("-5".to_owned()),
+                Just("1e400".to_owned()),
+                Just("9999999999999Ei".to_owned()),
+                Just("250m".to_owned()),
+                ".{0,12}"
+            ]
+            .prop_map(Value::String),
+        ]
+    }
+
+    /// A Deployment-, Job- or Node-like object whose counts and conditions are random.
+    fn shaped_object() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        (
+            proptest::collection::vec(leaf(), 12),
+            proptest::sample::select(&["Deployment", "Job", "StatefulSet", "Pod", "Node"][..]),
+        )
+            .prop_map(|(v, kind)| {
+                serde_json::json!({
+                    "apiVersion": "apps/v1", "kind": kind,
+                    "metadata": {"name": "x", "generation": v[0]},
+                    "spec": {"replicas": v[1], "nodeName": v[2],
+                             "containers": [{"resources": {"requests": {"cpu": v[3], "memory": v[4]}}}]},
+                    "status": {"readyReplicas": v[5], "availableReplicas": v[6],
+                               "updatedReplicas": v[7], "observedGeneration": v[8],
+                               "phase": v[9], "allocatable": {"pods": v[10], "cpu": v[11]},
+                               "conditions": [{"type": "Ready", "status": v[9]}]},
+                })
+            })
+    }
+
+    fn random_tree() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        leaf().prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((proptest::sample::select(KEYS), inner), 0..6).prop_map(
+                    |fields| {
+                        Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                    }
+                ),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: std::env::var("FLOTILLA_PROPTEST_CASES")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(256),
+            failure_persistence: None,
+            rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
+            ..proptest::test_runner::Config::default()
+        })]
+
+        /// Whatever a member returns, reading its status neither panics nor yields a negative
+        /// count, and the kept `status` is JSON.
+        #[test]
+        fn malformed_member_objects_read_safely(object in member_json()) {
+            let s = manifest_status(&object);
+            proptest::prop_assert!(s.replicas >= 0 && s.ready_replicas >= 0, "{s:?}");
+            proptest::prop_assert!(serde_json::from_str::<Value>(&s.status).is_ok());
+            let node: Option<NodeCapacity> = serde_json::from_value(object.clone()).ok();
+            let pod: Option<PodCapacity> = serde_json::from_value(object).ok();
+            let summary = resource_summary(node.iter(), pod.iter());
+            let a = summary.allocatable.unwrap_or_default();
+            proptest::prop_assert!(
+                a.cpu_millis >= 0 && a.memory_bytes >= 0 && a.pods >= 0,
+                "{a:?}"
+            );
+            proptest::prop_assert!(summary.allocatable_replicas.unwrap_or(0) >= 0);
+        }
     }
 }

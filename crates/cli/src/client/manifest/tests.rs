@@ -560,3 +560,92 @@ fn failback_is_accepted_and_carried_to_the_server() {
         600
     );
 }
+
+/// Karmada documents the mutations start from: the seed of docker-compose and a policy with
+/// most placement fields.
+const FUZZ_SEED: &str = include_str!("../../../../../docker/compose/seed.yaml");
+
+/// Mutates `text` line by line: lines dropped, duplicated, re-indented, their values replaced
+/// by odd scalars, YAML syntax inserted.
+fn mutate_yaml(text: &str, edits: &[(u8, usize, u8)]) -> String {
+    const ODD: &[&str] = &[
+        "",
+        "~",
+        "null",
+        "-1",
+        "1e400",
+        "9223372036854775808",
+        "[]",
+        "{}",
+        "\"\"",
+        "'",
+        "&a",
+        "*a",
+        "!!binary AAAA",
+        "<<: *a",
+        "? x",
+        "💥",
+        "0x1F",
+        ".inf",
+        "- - -",
+        "|",
+        ">-",
+        "{a: [b, {c: d}]}",
+        "2147483648",
+        "true",
+    ];
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    for &(kind, at, pick) in edits {
+        if lines.is_empty() {
+            lines.push(String::new());
+        }
+        let at = at % lines.len();
+        let odd = ODD[usize::from(pick) % ODD.len()];
+        match kind % 6 {
+            0 => {
+                lines.remove(at);
+            }
+            1 => {
+                let line = lines[at].clone();
+                lines.insert(at, line);
+            }
+            2 => lines[at] = format!("  {}", lines[at]),
+            3 => lines[at] = lines[at].trim_start().to_owned(),
+            4 => {
+                if let Some((key, _)) = lines[at].split_once(':') {
+                    lines[at] = format!("{key}: {odd}");
+                }
+            }
+            _ => lines.insert(at, odd.to_owned()),
+        }
+    }
+    lines.join("\n")
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        cases: std::env::var("FLOTILLA_PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(256),
+        failure_persistence: None,
+        rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
+        ..proptest::test_runner::Config::default()
+    })]
+
+    /// Random and mutated YAML never panics the reader, and every problem it reports names
+    /// its source and says what is wrong.
+    #[test]
+    fn random_and_mutated_yaml_read_safely(
+        edits in proptest::collection::vec(proptest::prelude::any::<(u8, usize, u8)>(), 1..8),
+        noise in ".{0,200}",
+    ) {
+        for text in [mutate_yaml(FUZZ_SEED, &edits), noise] {
+            let parsed = read("fuzz.yaml", &text, &opts());
+            for e in &parsed.errors {
+                proptest::prop_assert_eq!(e.source.as_str(), "fuzz.yaml");
+                proptest::prop_assert!(!e.reason.is_empty(), "{:?}", e);
+            }
+        }
+    }
+}
