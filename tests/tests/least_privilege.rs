@@ -381,6 +381,47 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
         );
         assert!(result.1.contains("viewer"), "{}", result.1);
     }
+    // a Secret template: its keys, not its values, for a viewer; the admin sees them
+    let secret_api = api.clone();
+    let secret = move |token: String| {
+        let mut api = secret_api.clone();
+        async move {
+            api.get_workload(authed(
+                v1::GetWorkloadRequest {
+                    namespace: "default".into(),
+                    name: "db".into(),
+                    kind: "Secret".into(),
+                },
+                &token,
+            ))
+            .await
+            .expect("the db Secret template")
+            .into_inner()
+            .manifest
+        }
+    };
+    let seen = secret(viewer.clone()).await;
+    assert!(
+        seen.contains("password") && !seen.contains("hunter2") && !seen.contains("aHVudGVyMg"),
+        "a viewer sees the Secret's keys only: {seen}"
+    );
+    let listed = api
+        .list_workloads(authed(v1::ListWorkloadsRequest::default(), &viewer))
+        .await
+        .expect("a viewer lists workloads")
+        .into_inner();
+    assert!(
+        listed
+            .items
+            .iter()
+            .all(|w| !w.manifest.contains("hunter2") && !w.manifest.contains("aHVudGVyMg")),
+        "no Secret value in a viewer's list"
+    );
+    let full = secret(admin.clone()).await;
+    assert!(
+        full.contains("hunter2") || full.contains("aHVudGVyMg"),
+        "the admin reads the template as applied: {full}"
+    );
     let (ok, out) = stack
         .cli(&["delete", "clusters", "edge2", "--token", &viewer])
         .await;

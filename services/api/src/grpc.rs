@@ -51,6 +51,38 @@ pub struct ApiParts {
 mod apply;
 mod crud;
 
+/// Whether the caller is a viewer, who may read Workloads but not the values of Secret
+/// templates among them (docs/design.md §9).
+fn viewer(extensions: &http::Extensions) -> bool {
+    matches!(
+        extensions.get::<flotilla_runtime::Caller>(),
+        Some(flotilla_runtime::Caller(
+            flotilla_runtime::Principal::Viewer
+        ))
+    )
+}
+
+/// A Workload as a viewer sees it: a Secret template's `data` and `stringData` keep their
+/// keys with empty values; every other kind is unchanged.
+pub fn redact_workload(mut workload: v1::Workload) -> v1::Workload {
+    if workload.kind != "Secret" {
+        return workload;
+    }
+    if let Ok(mut manifest) = serde_json::from_str::<serde_json::Value>(&workload.manifest) {
+        for field in ["data", "stringData"] {
+            if let Some(values) = manifest.get_mut(field).and_then(|v| v.as_object_mut()) {
+                for value in values.values_mut() {
+                    *value = serde_json::Value::String(String::new());
+                }
+            }
+        }
+        workload.manifest = manifest.to_string();
+    } else {
+        workload.manifest = "{}".to_owned();
+    }
+    workload
+}
+
 /// A Secret as the api answers it: its keys with empty values (S4: no credential leaves the
 /// store through the api; the services that call members read it from the store).
 pub fn redact(mut secret: v1::Secret) -> v1::Secret {
@@ -210,8 +242,6 @@ api_service! {
         let admit = |w| api.admission().workload(w);
         api.create_with(req.workload, admit).await
     };
-    get_workload(GetWorkloadRequest) -> Workload => api.get(req).await;
-    list_workloads(ListWorkloadsRequest) -> ListWorkloadsResponse => api.list(req).await;
     update_workload(UpdateWorkloadRequest) -> Workload =>
         api.update_workload_admitted(req.workload).await;
     delete_workload(DeleteWorkloadRequest) -> DeleteWorkloadResponse =>
@@ -240,10 +270,57 @@ api_service! {
             -> WatchClusterOverridePoliciesStream(WatchClusterOverridePoliciesResponse);
         watch_cluster_taint_policies(WatchClusterTaintPoliciesRequest)
             -> WatchClusterTaintPoliciesStream(WatchClusterTaintPoliciesResponse);
-        watch_workloads(WatchWorkloadsRequest) -> WatchWorkloadsStream(WatchWorkloadsResponse);
         watch_resource_bindings(WatchResourceBindingsRequest)
             -> WatchResourceBindingsStream(WatchResourceBindingsResponse);
         watch_events(WatchEventsRequest) -> WatchEventsStream(WatchEventsResponse);
+    }
+
+    // Workloads: a viewer reads Secret templates without their values.
+    async fn get_workload(&self, request: Request<v1::GetWorkloadRequest>) -> Result<v1::Workload> {
+        let hide = viewer(request.extensions());
+        let workload = ok(self.get(request.into_inner()).await)?;
+        Ok(if hide {
+            workload.map(redact_workload)
+        } else {
+            workload
+        })
+    }
+
+    async fn list_workloads(
+        &self,
+        request: Request<v1::ListWorkloadsRequest>,
+    ) -> Result<v1::ListWorkloadsResponse> {
+        let hide = viewer(request.extensions());
+        let mut list = ok(self.list(request.into_inner()).await)?;
+        if hide {
+            let page = list.get_mut();
+            page.items = std::mem::take(&mut page.items)
+                .into_iter()
+                .map(redact_workload)
+                .collect();
+        }
+        Ok(list)
+    }
+
+    type WatchWorkloadsStream = WatchResponseStream<v1::WatchWorkloadsResponse>;
+
+    async fn watch_workloads(
+        &self,
+        request: Request<v1::WatchWorkloadsRequest>,
+    ) -> Result<Self::WatchWorkloadsStream> {
+        use futures::StreamExt as _;
+        let hide = viewer(request.extensions());
+        let stream = ok(self.watch(request.into_inner()).await)?;
+        if !hide {
+            return Ok(stream);
+        }
+        let redacted = stream.into_inner().map(|item| {
+            item.map(|mut event| {
+                event.object = event.object.map(redact_workload);
+                event
+            })
+        });
+        Ok(Response::new(Box::pin(redacted)))
     }
 
     // Works carry their manifests, Secrets among them: an agent reads only its own
