@@ -616,7 +616,6 @@ async fn up(compose: Compose) -> Test {
             "--rm",
             "--no-deps",
             "credentials",
-            "credentials",
             "admin-token",
             "/credentials",
         ])
