@@ -393,21 +393,93 @@ fn endpoint(security: &SecurityArgs, addr: &str) -> Result<Endpoint, Error> {
         })
 }
 
+/// How often the agent reads its TLS files (`--tls-cert`, `--tls-key`, `--tls-ca`) again.
+pub const TLS_RELOAD: Duration = Duration::from_secs(10);
+
+/// A channel whose endpoint `build` makes from the TLS flags; every [`TLS_RELOAD`] the TLS
+/// files are read again, and when they changed a new endpoint built with them joins the
+/// channel and the old one leaves. So a rotated client certificate (or CA) is used by every
+/// new call without a restart and without replacing the clients; calls under way (the Works
+/// watch) finish on the old connection. A rotation that cannot be used (a missing or broken
+/// file) is logged and the endpoint in use stays.
+pub fn tls_following_channel(
+    security: &SecurityArgs,
+    build: impl Fn(&SecurityArgs) -> Result<Endpoint, Error> + Send + 'static,
+    period: Duration,
+    shutdown: Shutdown,
+) -> Result<Channel, Error> {
+    use tonic::transport::channel::Change;
+    let first = build(security)?;
+    let (channel, changes) = Channel::balance_channel::<u64>(4);
+    let _ = changes.try_send(Change::Insert(0, first));
+    let files: Vec<PathBuf> = [&security.tls_cert, &security.tls_key, &security.tls_ca]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    if files.is_empty() {
+        return Ok(channel);
+    }
+    let read_all = move || {
+        files
+            .iter()
+            .map(|f| std::fs::read(f).ok())
+            .collect::<Vec<_>>()
+    };
+    let security = security.clone();
+    tokio::spawn(async move {
+        let mut seen = read_all();
+        let mut key = 0u64;
+        loop {
+            tokio::select! {
+                () = shutdown.triggered() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+            let now = read_all();
+            if now == seen {
+                continue;
+            }
+            match build(&security) {
+                Ok(endpoint) => {
+                    key += 1;
+                    if changes.send(Change::Insert(key, endpoint)).await.is_err()
+                        || changes.send(Change::Remove(key - 1)).await.is_err()
+                    {
+                        return; // the channel is gone
+                    }
+                    tracing::info!("TLS files changed; new calls use them");
+                    seen = now;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "TLS files changed but cannot be used; keeping the ones in use");
+                    seen = now;
+                }
+            }
+        }
+    });
+    Ok(channel)
+}
+
 /// Runs the agent until `shutdown` fires.
 pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), Error> {
-    let health = endpoint(&config.security, &config.cluster_health)?
-        .timeout(RPC_TIMEOUT)
-        .connect_lazy();
-    let executor = endpoint(&config.security, &config.work_executor)?
-        .timeout(RPC_TIMEOUT)
-        .connect_lazy();
+    let follow = |addr: &str, build: fn(Endpoint) -> Endpoint| {
+        let addr = addr.to_owned();
+        tls_following_channel(
+            &config.security,
+            move |security| endpoint(security, &addr).map(build),
+            TLS_RELOAD,
+            shutdown.clone(),
+        )
+    };
+    let health = follow(&config.cluster_health, |e| e.timeout(RPC_TIMEOUT))?;
+    let executor = follow(&config.work_executor, |e| e.timeout(RPC_TIMEOUT))?;
     // No request timeout on the watch: it is a stream that lasts. HTTP/2 keep-alives notice
     // a dead server instead.
-    let api = endpoint(&config.security, &config.api)?
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5))
-        .keep_alive_while_idle(true)
-        .connect_lazy();
+    let api = follow(&config.api, |e| {
+        e.http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(5))
+            .keep_alive_while_idle(true)
+    })?;
     let member = Arc::new(Member::new(
         &config.member,
         config.member_timeout,

@@ -566,3 +566,101 @@ async fn calls_carry_the_bearer_token() {
     assert_eq!(auth.as_deref(), Some("Bearer t0ken"));
     shutdown.trigger();
 }
+
+/// A rotated client certificate is used by new calls on the same channel, with no restart:
+/// the server (mutual TLS, principals from the CN) first sees agent:edge1, then the viewer
+/// whose certificate replaced it in the same files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_client_certificate_takes_over_without_a_restart() {
+    use flotilla_proto::v1::scheduler_client::SchedulerClient;
+    use flotilla_runtime::security::SecurityArgs as Sec;
+    use flotilla_runtime::server::{GrpcConfig, GrpcServer, Readiness, bind};
+
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/dev-certs.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&certs)
+        .args(["agent:edge1", "viewer"])
+        .output()
+        .expect("bash runs scripts/dev-certs.sh");
+    assert!(out.status.success(), "dev-certs.sh: {out:?}");
+    let server_tls = Sec {
+        tls_cert: Some(certs.join("api.pem")),
+        tls_key: Some(certs.join("api-key.pem")),
+        tls_client_ca: Some(certs.join("ca.pem")),
+        tls_ca: None,
+        auth_tokens_file: None,
+    };
+    let shutdown = Shutdown::new();
+    let server = GrpcServer::new(
+        &[flotilla_proto::FILE_DESCRIPTOR_SET],
+        GrpcConfig::default()
+            .tls(server_tls.server_tls().unwrap())
+            .client_certs(true),
+        Readiness::new(),
+        &shutdown,
+    )
+    .await
+    .unwrap();
+    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(server.serve(listener, shutdown.clone()));
+
+    // the agent's files, rotated in place later
+    let (cert, key) = (
+        dir.path().join("client.pem"),
+        dir.path().join("client-key.pem"),
+    );
+    std::fs::copy(certs.join("agent-edge1.pem"), &cert).unwrap();
+    std::fs::copy(certs.join("agent-edge1-key.pem"), &key).unwrap();
+    let client_tls = Sec {
+        tls_cert: Some(cert.clone()),
+        tls_key: Some(key.clone()),
+        tls_client_ca: None,
+        tls_ca: Some(certs.join("ca.pem")),
+        auth_tokens_file: None,
+    };
+    let addr = format!("https://localhost:{port}");
+    let channel = tls_following_channel(
+        &client_tls,
+        move |security| endpoint(security, &addr).map(|e| e.timeout(Duration::from_secs(5))),
+        Duration::from_millis(200),
+        shutdown.clone(),
+    )
+    .unwrap();
+    let mut client = SchedulerClient::new(channel);
+    let denied = client
+        .simulate(v1::SimulateRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    assert!(
+        denied.message().contains("agent:edge1"),
+        "{}",
+        denied.message()
+    );
+
+    std::fs::copy(certs.join("viewer.pem"), &cert).unwrap();
+    std::fs::copy(certs.join("viewer-key.pem"), &key).unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let code = client
+            .simulate(v1::SimulateRequest::default())
+            .await
+            .unwrap_err()
+            .code();
+        // the viewer may call a dry run; this server does not serve it
+        if code == tonic::Code::Unimplemented {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the rotated certificate was not used: still {code:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shutdown.trigger();
+}
