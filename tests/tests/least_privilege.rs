@@ -26,19 +26,10 @@ use tonic::Code;
 
 const T: Duration = Duration::from_secs(30);
 
-/// A token's line in the tokens file: `sha256(token) principal`.
+/// A token's line in the tokens file: `sha256(token) principal`, as the services read it.
 fn line(token: &str, principal: &str) -> String {
-    let digest = ring_sha256(token);
-    format!("{digest} {principal}\n")
-}
-
-fn ring_sha256(token: &str) -> String {
-    use std::fmt::Write as _;
-    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    d.as_ref().iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    let principal = flotilla_runtime::Principal::parse(principal).expect("a principal");
+    flotilla_runtime::security::tokens_line(token, &principal)
 }
 
 /// ListWorks of one cluster.
