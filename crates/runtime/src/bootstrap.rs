@@ -138,6 +138,11 @@ impl Runtime {
         grpc_listener: TcpListener,
         admin_listener: TcpListener,
     ) -> Result<(), BootstrapError> {
+        // Checked on the address actually bound (a caller's listener may differ from
+        // --grpc-addr): beyond loopback, no credentials at all is refused.
+        if let Ok(addr) = grpc_listener.local_addr() {
+            self.args.security.check_open(addr)?;
+        }
         tracing::info!(
             grpc = ?grpc_listener.local_addr().ok(),
             admin = ?admin_listener.local_addr().ok(),

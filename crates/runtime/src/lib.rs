@@ -58,6 +58,7 @@ pub mod status;
 pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod tls;
 pub mod trace;
 pub mod watcher;
 

@@ -32,7 +32,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use subtle::ConstantTimeEq as _;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 use crate::authz::{self, Access, Caller, NotAPrincipal, Principal};
 
@@ -64,6 +64,12 @@ pub struct SecurityArgs {
     /// --tls-client-ca) the service accepts every caller as admin.
     #[arg(long, env = "FLOTILLA_AUTH_TOKENS_FILE")]
     pub auth_tokens_file: Option<PathBuf>,
+
+    /// Serve on an address other than loopback with no credentials at all (no
+    /// --auth-tokens-file, no --tls-client-ca), so that anyone who reaches it is admin.
+    /// Without this flag such a service refuses to start. Only for private networks.
+    #[arg(long, env = "FLOTILLA_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
 }
 
 /// A security file that cannot be used.
@@ -103,6 +109,20 @@ pub enum SecurityError {
         /// The file.
         path: PathBuf,
     },
+    /// The server's certificate, key or client CA cannot be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// A service would accept every caller as admin beyond loopback.
+    #[error(
+        "refusing to serve {addr} without credentials: every caller would be admin. Set \
+         --auth-tokens-file (tokens; `flotilla credentials init DIR` makes one) or \
+         --tls-client-ca (mutual TLS), listen on loopback, or pass --allow-unauthenticated \
+         on a private network"
+    )]
+    OpenBeyondLoopback {
+        /// The address.
+        addr: std::net::SocketAddr,
+    },
     /// An https endpoint was asked for without a trust root.
     #[error("{endpoint} is https but --tls-ca is not set")]
     NoTrustRoot {
@@ -131,17 +151,18 @@ fn read(path: &Path) -> Result<Vec<u8>, SecurityError> {
 
 impl SecurityArgs {
     /// The server's TLS configuration, when --tls-cert/--tls-key are set (mutual TLS when
-    /// --tls-client-ca is set too).
-    pub fn server_tls(&self) -> Result<Option<ServerTlsConfig>, SecurityError> {
+    /// --tls-client-ca is set too). The server reads the files again while it runs
+    /// ([`crate::tls`]).
+    pub fn server_tls(&self) -> Result<Option<crate::tls::ServerTls>, SecurityError> {
         let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
             return Ok(None);
         };
-        let mut config =
-            ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
-        if let Some(ca) = &self.tls_client_ca {
-            config = config.client_ca_root(Certificate::from_pem(read(ca)?));
-        }
-        Ok(Some(config))
+        let files = crate::tls::ServerTlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: self.tls_client_ca.clone(),
+        };
+        Ok(Some(crate::tls::ServerTls::load(files)?))
     }
 
     /// The client TLS configuration for calls to `https://` endpoints: --tls-ca as the only
@@ -180,6 +201,17 @@ impl SecurityArgs {
                 endpoint: url.to_owned(),
                 source,
             })
+    }
+
+    /// Refuses to serve `addr` when it is beyond loopback and no caller would need a
+    /// credential, unless --allow-unauthenticated says so (docs/design.md §9).
+    pub fn check_open(&self, addr: std::net::SocketAddr) -> Result<(), SecurityError> {
+        let credentials = self.auth_tokens_file.is_some() || self.tls_client_ca.is_some();
+        if credentials || addr.ip().is_loopback() || self.allow_unauthenticated {
+            Ok(())
+        } else {
+            Err(SecurityError::OpenBeyondLoopback { addr })
+        }
     }
 
     /// The callers' token digests from --auth-tokens-file (`None` without it).
@@ -711,5 +743,37 @@ mod tests {
             args.endpoint("https://127.0.0.1:1"),
             Err(SecurityError::NoTrustRoot { .. })
         ));
+    }
+
+    #[test]
+    fn serving_beyond_loopback_needs_a_credential_or_the_explicit_flag() {
+        let loopback: std::net::SocketAddr = "127.0.0.1:50051".parse().unwrap();
+        let v6_loopback: std::net::SocketAddr = "[::1]:50051".parse().unwrap();
+        let any: std::net::SocketAddr = "0.0.0.0:50051".parse().unwrap();
+        let open = SecurityArgs::default();
+        assert!(open.check_open(loopback).is_ok());
+        assert!(open.check_open(v6_loopback).is_ok());
+        let refused = open.check_open(any).unwrap_err();
+        assert!(matches!(refused, SecurityError::OpenBeyondLoopback { .. }));
+        assert!(
+            refused.to_string().contains("--auth-tokens-file"),
+            "{refused}"
+        );
+        for args in [
+            SecurityArgs {
+                auth_tokens_file: Some("/t".into()),
+                ..SecurityArgs::default()
+            },
+            SecurityArgs {
+                tls_client_ca: Some("/ca.pem".into()),
+                ..SecurityArgs::default()
+            },
+            SecurityArgs {
+                allow_unauthenticated: true,
+                ..SecurityArgs::default()
+            },
+        ] {
+            assert!(args.check_open(any).is_ok(), "{args:?}");
+        }
     }
 }

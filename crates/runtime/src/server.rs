@@ -28,6 +28,7 @@ use tower::layer::util::{Identity, Stack};
 use crate::reflector::Cache;
 use crate::security::{AuthLayer, AuthTokens};
 use crate::shutdown::Shutdown;
+use crate::tls::ServerTls;
 
 pub mod metrics;
 
@@ -91,9 +92,6 @@ pub enum ServerError {
     /// The gRPC transport failed.
     #[error("gRPC server failed")]
     Transport(#[source] tonic::transport::Error),
-    /// The TLS configuration was refused (a bad certificate or key).
-    #[error("invalid TLS configuration for the gRPC server")]
-    Tls(#[source] tonic::transport::Error),
     /// The admin HTTP server failed.
     #[error("admin server failed")]
     Io(#[source] std::io::Error),
@@ -184,8 +182,9 @@ pub struct GrpcConfig {
     /// server's ("" always does). When set, reflection lists only these (with health and
     /// reflection); empty: every service of the descriptor sets.
     pub health_services: Vec<String>,
-    /// TLS (mutual when it names a client CA); `None` serves plaintext.
-    pub tls: Option<tonic::transport::ServerTlsConfig>,
+    /// TLS (mutual when it names a client CA), read again while serving; `None` serves
+    /// plaintext.
+    pub tls: Option<ServerTls>,
     /// Bearer tokens (with their principals) a call may authenticate with; `None`: none.
     pub auth_tokens: Option<AuthTokens>,
     /// Whether `tls` requires client certificates, whose CN then names the caller's principal.
@@ -219,7 +218,7 @@ impl GrpcConfig {
 
     setters! {
         /// Serves TLS (`None`: plaintext).
-        tls(tls: Option<tonic::transport::ServerTlsConfig>);
+        tls(tls: Option<ServerTls>);
         /// Authenticates calls by `tokens` (`None`: no tokens).
         auth_tokens(tokens: Option<AuthTokens>);
         /// Says that `tls` requires client certificates (mutual TLS).
@@ -232,6 +231,7 @@ impl GrpcConfig {
 pub struct GrpcServer {
     router: Router,
     health: HealthReporter,
+    tls: Option<ServerTls>,
 }
 
 // === impl GrpcServer ===
@@ -293,11 +293,10 @@ impl GrpcServer {
             .build_v1alpha()
             .map_err(ServerError::Reflection)?;
 
-        let mut builder = Server::builder();
-        if let Some(tls) = config.tls {
-            builder = builder.tls_config(tls).map_err(ServerError::Tls)?;
+        if let Some(tls) = &config.tls {
+            tokio::spawn(tls.clone().keep_reloaded(shutdown.clone()));
         }
-        let router = builder
+        let router = Server::builder()
             .timeout(config.request_timeout)
             .trace_fn(rpc_span)
             .layer(GrpcMetricsLayer::new(KnownMethods::from_descriptor_sets(
@@ -307,7 +306,11 @@ impl GrpcServer {
             .add_service(decode_limited!(health_service))
             .add_service(decode_limited!(v1))
             .add_service(decode_limited!(v1alpha));
-        Ok(Self { router, health })
+        Ok(Self {
+            router,
+            health,
+            tls: config.tls,
+        })
     }
 
     /// The health reporter, to set a service's status by hand.
@@ -329,11 +332,20 @@ impl GrpcServer {
     /// Serves on `listener` until `shutdown` fires, then stops accepting and drains the
     /// calls in flight.
     pub async fn serve(self, listener: TcpListener, shutdown: Shutdown) -> Result<(), ServerError> {
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        self.router
-            .serve_with_incoming_shutdown(incoming, shutdown.triggered())
-            .await
-            .map_err(ServerError::Transport)
+        let served = match &self.tls {
+            Some(tls) => {
+                self.router
+                    .serve_with_incoming_shutdown(tls.incoming(listener), shutdown.triggered())
+                    .await
+            }
+            None => {
+                let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+                self.router
+                    .serve_with_incoming_shutdown(incoming, shutdown.triggered())
+                    .await
+            }
+        };
+        served.map_err(ServerError::Transport)
     }
 }
 

@@ -53,7 +53,7 @@ fn security(dir: &Path, who: &str) -> SecurityArgs {
         tls_key: Some(dir.join(format!("{who}-key.pem"))),
         tls_client_ca: Some(dir.join("ca.pem")),
         tls_ca: Some(dir.join("ca.pem")),
-        auth_tokens_file: None,
+        ..SecurityArgs::default()
     }
 }
 
@@ -124,7 +124,7 @@ fn legacy_cert(dir: &Path) -> SecurityArgs {
         tls_key: Some(key),
         tls_client_ca: None,
         tls_ca: Some(dir.join("ca.pem")),
-        auth_tokens_file: None,
+        ..SecurityArgs::default()
     }
 }
 
@@ -256,4 +256,110 @@ async fn mutual_tls_and_bearer_tokens() {
     shutdown.trigger();
     let _ = std::fs::remove_dir_all(&ours);
     let _ = std::fs::remove_dir_all(&theirs);
+}
+
+/// Whether `client` gets through to `url` (handshake and a health call) within `within`.
+async fn reaches(client: &SecurityArgs, url: &str) -> bool {
+    match channel(client, url).await {
+        Err(_) => false,
+        Ok(ch) => health(ch).await.is_ok(),
+    }
+}
+
+/// Polls until `reaches(client, url) == want`, for at most 15 s (the server reads its files
+/// every 2 s).
+async fn until_reaches(client: &SecurityArgs, url: &str, want: bool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while tokio::time::Instant::now() < deadline {
+        if reaches(client, url).await == want {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_follows_its_rotated_certificate_and_client_ca_without_restart() {
+    let old = dev_certs("rotate-old");
+    let new = dev_certs("rotate-new");
+    // The server's own files, which the "operator" replaces below.
+    let live = std::env::temp_dir().join(format!("flotilla-certs-{}-live", std::process::id()));
+    let _ = std::fs::remove_dir_all(&live);
+    std::fs::create_dir_all(&live).unwrap();
+    let install = |from: &Path| {
+        for (src, dst) in [
+            ("scheduler.pem", "server.pem"),
+            ("scheduler-key.pem", "server-key.pem"),
+            ("ca.pem", "client-ca.pem"),
+        ] {
+            // Written beside and renamed, as a careful operator (or cert-manager) does.
+            let tmp = live.join(format!("{dst}.tmp"));
+            std::fs::copy(from.join(src), &tmp).unwrap();
+            std::fs::rename(&tmp, live.join(dst)).unwrap();
+        }
+    };
+    install(&old);
+    let server_security = SecurityArgs {
+        tls_cert: Some(live.join("server.pem")),
+        tls_key: Some(live.join("server-key.pem")),
+        tls_client_ca: Some(live.join("client-ca.pem")),
+        ..SecurityArgs::default()
+    };
+    let shutdown = Shutdown::new();
+    let server = GrpcServer::new(
+        &[flotilla_proto::FILE_DESCRIPTOR_SET],
+        GrpcConfig::default()
+            .tls(server_security.server_tls().unwrap())
+            .client_certs(true),
+        Readiness::new(),
+        &shutdown,
+    )
+    .await
+    .unwrap();
+    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let url = format!(
+        "https://localhost:{}",
+        listener.local_addr().unwrap().port()
+    );
+    tokio::spawn(server.serve(listener, shutdown.clone()));
+
+    let old_client = security(&old, "cli");
+    let new_client = security(&new, "cli");
+    assert!(
+        reaches(&old_client, &url).await,
+        "the first CA's client is served"
+    );
+    assert!(
+        !reaches(&new_client, &url).await,
+        "the next CA is not trusted yet"
+    );
+
+    // Rotation: the server's certificate and the client CA both change; no restart.
+    install(&new);
+    assert!(
+        until_reaches(&new_client, &url, true).await,
+        "the next CA's client is served after the files changed"
+    );
+    assert!(
+        !reaches(&old_client, &url).await,
+        "the retired CA's client (which also trusts only the old server CA) is refused"
+    );
+
+    // A broken file keeps the configuration in use instead of taking the server down.
+    std::fs::write(
+        live.join("client-ca.pem"),
+        "-----BEGIN CERTIFICATE-----\nbroken\n",
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        reaches(&new_client, &url).await,
+        "an unusable CA file does not replace the one in use"
+    );
+
+    shutdown.trigger();
+    for dir in [&old, &new, &live] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

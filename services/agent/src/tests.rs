@@ -591,8 +591,7 @@ async fn a_rotated_client_certificate_takes_over_without_a_restart() {
         tls_cert: Some(certs.join("api.pem")),
         tls_key: Some(certs.join("api-key.pem")),
         tls_client_ca: Some(certs.join("ca.pem")),
-        tls_ca: None,
-        auth_tokens_file: None,
+        ..Sec::default()
     };
     let shutdown = Shutdown::new();
     let server = GrpcServer::new(
@@ -619,9 +618,8 @@ async fn a_rotated_client_certificate_takes_over_without_a_restart() {
     let client_tls = Sec {
         tls_cert: Some(cert.clone()),
         tls_key: Some(key.clone()),
-        tls_client_ca: None,
         tls_ca: Some(certs.join("ca.pem")),
-        auth_tokens_file: None,
+        ..Sec::default()
     };
     let addr = format!("https://localhost:{port}");
     let channel = tls_following_channel(
