@@ -832,8 +832,8 @@ async fn member_control(
     control_client(&member.control_addr).await
 }
 
-/// A client of the member-sim control address `addr`.
-async fn control_client(
+/// A client of the member-sim control address `addr` (faults ignored).
+pub async fn control_client(
     addr: &str,
 ) -> v1::member_sim_client::MemberSimClient<tonic::transport::Channel> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))

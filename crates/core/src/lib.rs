@@ -21,6 +21,7 @@ pub mod eviction;
 pub mod graceful;
 pub mod health;
 pub mod interpret;
+pub mod moves;
 pub mod overrides;
 pub mod quantity;
 pub mod resource;

@@ -32,8 +32,9 @@ use flotilla_store::typed::{Stored, Typed, Update, workload_key};
 use crate::Config;
 use crate::member::Members;
 use crate::plan::{
-    REASON_OVERRIDE_FAILED, aggregate, decide_with, end_healthy_tasks, hold_status,
-    overrides_condition, with_aggregated_status, with_overrides_condition,
+    CONDITION_REPLICAS_HELD, MoveSettings, REASON_OVERRIDE_FAILED, aggregate, decide_with,
+    end_healthy_tasks, hold_status, moves_condition, overrides_condition, with_aggregated_status,
+    with_condition, with_overrides_condition,
 };
 use crate::render::{
     BINDING_FINALIZER, Overrides, binding_key, cluster_ready, is_deleting, parse_binding_key,
@@ -329,7 +330,18 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
             ctx.overrides_for(w.namespace(), targets)
         })
         .unwrap_or_default();
-    let decision = decide_with(binding_ref, &spec, workload.as_deref(), &works, &overrides);
+    let moves = MoveSettings {
+        now,
+        timeout: ctx.config.replica_move_timeout,
+    };
+    let decision = decide_with(
+        binding_ref,
+        &spec,
+        workload.as_deref(),
+        &works,
+        &overrides,
+        &moves,
+    );
 
     // WE-3.1 / WE-1: mark orphans deleting; the execution controller removes them once the
     // member confirms (WE-6.2..6.4).
@@ -476,6 +488,38 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         update,
         overrides_condition(&previous, &decision.override_errors, now),
     );
+    // WE-10: the binding says which shrinks are held for which growing clusters, and why.
+    let held_before = previous.iter().any(|c| {
+        c.r#type == CONDITION_REPLICAS_HELD && c.status == v1::ConditionStatus::True as i32
+    });
+    let update = with_condition(
+        &binding,
+        update,
+        moves_condition(&previous, &decision.moves, &spec.clusters, now),
+    );
+    if decision.moves.holds() != held_before {
+        let (reason, message) = if decision.moves.holds() {
+            (
+                "ReplicasHeld",
+                decision.moves.describe(&spec.clusters).unwrap_or_default(),
+            )
+        } else {
+            (
+                "ReplicasReleased",
+                decision.moves.describe(&spec.clusters).unwrap_or_else(|| {
+                    "the growing clusters report their replicas Ready: the held shrinks proceed (WE-10.1)".into()
+                }),
+            )
+        };
+        tracing::info!(binding = %view.key, %message, "{reason} (WE-10)");
+        ctx.recorder.record(
+            Regarding::binding(&view.namespace, &view.name),
+            EventType::Normal,
+            reason,
+            message,
+            "",
+        );
+    }
     // WE-8.5: a write that only repeats what a write sure to follow will say waits for it.
     let update = update.filter(|new| {
         let answers = |cluster: &str| {
@@ -515,6 +559,9 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     let action = if decision.blocked() {
         tracing::debug!(binding = %view.key, waiting_for = ?decision.waiting_for, "waiting for Directly-purged Works (WE-3.2)");
         Action::requeue(DIRECTLY_PURGE_RECHECK)
+    } else if let Some(deadline) = decision.moves.deadline {
+        // WE-10.4: the growing side's status changes queue the binding; the timeout does not.
+        Action::requeue(deadline.saturating_since(now) + Duration::from_millis(10))
     } else {
         // Deleting Works of targets and missing templates are waited for through the
         // watches (a Work's deletion and a template's creation queue the binding).

@@ -15,7 +15,9 @@ use flotilla_store::StoreError;
 use flotilla_store::typed::{Stored, Typed, work_key};
 use tonic::{Request, Status};
 
-use crate::plan::{aggregate, decide_with, end_healthy_tasks, with_aggregated_status};
+use crate::plan::{
+    MoveSettings, aggregate, decide_with, end_healthy_tasks, with_aggregated_status,
+};
 use crate::render::{Overrides, cluster_is_pull, explain_overrides, is_deleting, work_cluster};
 
 /// Metadata key naming the calling agent's cluster; when present it must match the Work's.
@@ -77,6 +79,8 @@ impl From<ApiError> for Status {
 #[derive(Clone)]
 pub struct WorkExecutorApi {
     typed: Typed,
+    /// `--replica-move-timeout`, so the dry run holds shrinks as the controller does (WE-10).
+    move_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for WorkExecutorApi {
@@ -88,8 +92,11 @@ impl std::fmt::Debug for WorkExecutorApi {
 impl WorkExecutorApi {
     /// A service reading and writing through `typed` (not fenced: any replica may serve
     /// agents; every write is a CAS on the Work).
-    pub fn new(typed: Typed) -> Self {
-        Self { typed }
+    pub fn new(typed: Typed, move_timeout: std::time::Duration) -> Self {
+        Self {
+            typed,
+            move_timeout,
+        }
     }
 }
 
@@ -366,6 +373,10 @@ impl WorkExecutorApi {
             req.workload.as_ref(),
             &req.works,
             &overrides,
+            &MoveSettings {
+                now,
+                timeout: self.move_timeout,
+            },
         );
         let explained = match req.workload.as_ref() {
             Some(w) if !overrides.policies.is_empty() => spec

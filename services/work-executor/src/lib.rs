@@ -109,6 +109,13 @@ pub struct Args {
     /// cluster turning Ready queues its Works at once anyway. Default 10s.
     #[arg(long, env = "FLOTILLA_NOT_READY_RECHECK", default_value = "10s", value_parser = humantime::parse_duration)]
     pub not_ready_recheck: Duration,
+
+    /// Make before break (WE-10): how long a cluster whose replicas a new placement lowers
+    /// keeps the replicas it runs while the clusters that gain them are not Ready yet. After
+    /// it the move proceeds anyway. `0s` turns holding off (Karmada's behaviour: the new
+    /// split is written at once). Default 10m, as graceful eviction's timeout.
+    #[arg(long, env = "FLOTILLA_REPLICA_MOVE_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub replica_move_timeout: Duration,
 }
 
 /// The service's settings (the flags minus the common ones).
@@ -126,6 +133,8 @@ pub struct Config {
     pub work_workers: usize,
     /// `--not-ready-recheck`.
     pub not_ready_recheck: Duration,
+    /// `--replica-move-timeout` (WE-10.4; zero: no hold).
+    pub replica_move_timeout: Duration,
     /// Leader-election identity (`--identity`).
     pub identity: String,
     /// Leader-election lease TTL (`--lease-ttl`).
@@ -145,6 +154,7 @@ impl Default for Config {
             binding_workers: 128,
             work_workers: 64,
             not_ready_recheck: Duration::from_secs(10),
+            replica_move_timeout: Duration::from_secs(600),
             identity: "work-executor".into(),
             lease_ttl: Duration::from_secs(15),
             grpc_timeout: Duration::from_secs(30),
@@ -208,6 +218,7 @@ impl Args {
             binding_workers: self.binding_workers,
             work_workers: self.work_workers,
             not_ready_recheck: self.not_ready_recheck,
+            replica_move_timeout: self.replica_move_timeout,
             identity: self.common.identity(),
             lease_ttl: self.common.lease_ttl,
             grpc_timeout: self.common.grpc_timeout,
@@ -558,7 +569,7 @@ impl WorkExecutor {
                 );
             });
         }
-        let api = WorkExecutorApi::new(Typed::new(store));
+        let api = WorkExecutorApi::new(Typed::new(store), ctx.config.replica_move_timeout);
         Self { ctx, api, leader }
     }
 

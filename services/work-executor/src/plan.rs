@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::Time;
 use flotilla_core::graceful::{AssessOptions, TaskVerdict, assess_tasks};
+use flotilla_core::moves::{MoveHold, MoveInput, WorkReplicas, hold_shrinks};
 use flotilla_core::types::{self as domain, CONDITION_FULLY_APPLIED};
 use flotilla_core::work::{aggregate_status, kept_clusters, plan_works};
 use flotilla_proto::Resource as _;
@@ -61,8 +62,28 @@ pub struct Decision {
     /// Of those, the targets whose override policies could not apply (OV-2): their Works
     /// are left as they were.
     pub override_errors: Vec<(String, String)>,
+    /// WE-10: the shrinks held until the growing side is Ready (make before break).
+    pub moves: MoveHold,
     /// Why, one line per rule that applied.
     pub reasons: Vec<String>,
+}
+
+/// How replica moves between clusters are made before they break (WE-10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoveSettings {
+    /// The clock reading the hold's timeout is judged by.
+    pub now: Time,
+    /// The longest a shrink waits for the growing side (zero: shrinks proceed at once, as
+    /// in Karmada).
+    pub timeout: std::time::Duration,
+}
+
+impl MoveSettings {
+    /// Shrinks proceed at once (no hold).
+    pub const OFF: MoveSettings = MoveSettings {
+        now: Time::EPOCH,
+        timeout: std::time::Duration::ZERO,
+    };
 }
 
 impl Decision {
@@ -97,18 +118,27 @@ pub fn decide<W: Borrow<v1::Work>>(
     workload: Option<&v1::Workload>,
     works: &[W],
 ) -> Decision {
-    decide_with(binding, spec, workload, works, &Overrides::default())
+    decide_with(
+        binding,
+        spec,
+        workload,
+        works,
+        &Overrides::default(),
+        &MoveSettings::OFF,
+    )
 }
 
 /// Decides a binding's sync. `binding` is `None` when it no longer exists; `works` are the
 /// Works found for it (any cluster, deleting ones included); `spec` is its converted spec;
-/// `overrides` adapt each target's Work (OV-1..OV-3).
+/// `overrides` adapt each target's Work (OV-1..OV-3); `moves` says how shrinks wait for the
+/// growing side (WE-10).
 pub fn decide_with<W: Borrow<v1::Work>>(
     binding: Option<&v1::ResourceBinding>,
     spec: &domain::ResourceBindingSpec,
     workload: Option<&v1::Workload>,
     works: &[W],
     overrides: &Overrides,
+    moves: &MoveSettings,
 ) -> Decision {
     // the caller's Works are shared (cache `Arc`s) or owned; only those a decision names
     // are cloned
@@ -134,6 +164,11 @@ pub fn decide_with<W: Borrow<v1::Work>>(
     d.kept = flotilla_core::work::kept_clusters(spec);
     d.held.clone_from(&plan.hold);
     d.waiting_for.clone_from(&plan.wait_for_directly);
+    // WE-10: shrinking targets keep the replicas they run until the growing side is Ready. Not while WE-3.2 blocks the sync (nothing is written then) or
+    // the template is missing (nothing is rendered).
+    if !d.blocked() && workload.is_some() {
+        d.moves = move_hold(binding, spec, &works, overrides, moves);
+    }
     let deleted: BTreeSet<&String> = plan.delete.iter().collect();
     let held: BTreeSet<&String> = plan.hold.iter().collect();
     for &w in &works {
@@ -157,6 +192,9 @@ pub fn decide_with<W: Borrow<v1::Work>>(
             d.kept
         ));
     }
+    if let Some(line) = d.moves.describe(&spec.clusters) {
+        d.reasons.push(line);
+    }
     if !plan.hold.is_empty() {
         d.reasons.push(format!(
             "WE-3.5: {} held by Gracefully/Never eviction tasks: their Works are neither deleted nor updated",
@@ -177,7 +215,14 @@ pub fn decide_with<W: Borrow<v1::Work>>(
         return d;
     };
     let by_key: BTreeMap<String, &v1::Work> = works.iter().map(|w| (w.key(), *w)).collect();
-    for target in &plan.ensure {
+    // WE-10: a held cluster's Work is rendered with the replicas it keeps.
+    let mut ensure = plan.ensure.clone();
+    for t in &mut ensure {
+        if let Some(&kept) = d.moves.keep.get(&t.name) {
+            t.replicas = kept;
+        }
+    }
+    for target in &ensure {
         let desired = match render_work_with(binding, workload, target, overrides) {
             Ok(w) => w,
             Err(e) => {
@@ -200,10 +245,10 @@ pub fn decide_with<W: Borrow<v1::Work>>(
             Some(existing) => d.unchanged.push((*existing).clone()),
         }
     }
-    if !plan.ensure.is_empty() {
+    if !ensure.is_empty() {
         d.reasons.push(format!(
             "WE-3.4/WE-4: one Work per target ({}) with replicas revised: {} to create, {} to update, {} unchanged",
-            plan.ensure
+            ensure
                 .iter()
                 .map(|t| format!("{}:{}", t.name, t.replicas))
                 .collect::<Vec<_>>()
@@ -225,6 +270,52 @@ pub fn decide_with<W: Borrow<v1::Work>>(
         ));
     }
     d
+}
+
+/// WE-10: the hold over this binding's Works: every Work not being deleted and not held
+/// by an eviction task (those keep graceful eviction's rules: failover holds nothing here).
+fn move_hold(
+    binding: &v1::ResourceBinding,
+    spec: &domain::ResourceBindingSpec,
+    works: &[&v1::Work],
+    overrides: &Overrides,
+    moves: &MoveSettings,
+) -> MoveHold {
+    if moves.timeout.is_zero() {
+        return MoveHold::default();
+    }
+    let tasks: BTreeSet<&str> = spec
+        .graceful_eviction_tasks
+        .iter()
+        .map(|t| t.from_cluster.as_str())
+        .collect();
+    let replicas: Vec<WorkReplicas> = works
+        .iter()
+        .filter(|w| !is_deleting(w.metadata.as_ref()) && !tasks.contains(work_cluster(w)))
+        .map(|w| WorkReplicas {
+            cluster: work_cluster(w).to_owned(),
+            replicas: w.spec.as_ref().and_then(|s| s.replicas),
+            ready: w.status.as_ref().map_or(0, |s| s.ready_replicas),
+        })
+        .collect();
+    let room: BTreeMap<String, i64> = overrides
+        .clusters
+        .iter()
+        .filter_map(|(name, c)| Some((name.clone(), c.status.allocatable_replicas?)))
+        .collect();
+    let since = binding
+        .status
+        .as_ref()
+        .and_then(|s| s.last_scheduled_time.as_ref())
+        .and_then(|t| flotilla_proto::convert::timestamp_to_time(t).ok());
+    hold_shrinks(&MoveInput {
+        targets: &spec.clusters,
+        works: &replicas,
+        room: &room,
+        since,
+        timeout: moves.timeout,
+        now: moves.now,
+    })
 }
 
 /// WE-8: the aggregated status items (sorted by cluster, with each manifest's status JSON)
@@ -342,22 +433,98 @@ pub fn with_overrides_condition(
     update: Option<v1::ResourceBinding>,
     condition: Option<v1::Condition>,
 ) -> Option<v1::ResourceBinding> {
+    with_condition(binding, update, condition)
+}
+
+/// `binding` (or `update`, the status write already decided) with `condition` in place of
+/// the condition of its type; `update` unchanged when it is already there or `None`.
+pub fn with_condition(
+    binding: &v1::ResourceBinding,
+    update: Option<v1::ResourceBinding>,
+    condition: Option<v1::Condition>,
+) -> Option<v1::ResourceBinding> {
     let Some(condition) = condition else {
         return update;
     };
     let base = update.as_ref().unwrap_or(binding);
-    let current = base.status.as_ref().and_then(|s| {
-        s.conditions
-            .iter()
-            .find(|c| c.r#type == CONDITION_OVERRIDES_APPLIED)
-    });
+    let current = base
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.r#type == condition.r#type));
     if current == Some(&condition) {
         return update;
     }
     let mut out = update.unwrap_or_else(|| binding.clone());
     let status = out.status.get_or_insert_with(Default::default);
-    put_condition(status, CONDITION_OVERRIDES_APPLIED, condition);
+    let type_ = condition.r#type.clone();
+    put_condition(status, &type_, condition);
     Some(out)
+}
+
+/// The binding condition saying whether a replica move is held (WE-10, Flotilla's): True
+/// while a shrinking cluster keeps replicas for a growing one, False once the move is made.
+/// Written once a move was ever held.
+pub const CONDITION_REPLICAS_HELD: &str = "ReplicasHeld";
+/// Its reason while a shrink waits for the growing side's Ready replicas.
+pub const REASON_WAITING_FOR_READY: &str = "WaitingForReadyReplicas";
+/// Its reason once every held shrink went ahead because the growing side is Ready.
+pub const REASON_MOVE_MADE: &str = "ReplicasReady";
+/// Its reason when the hold timed out (WE-10.4).
+pub const REASON_MOVE_TIMED_OUT: &str = "HoldTimedOut";
+/// Its reason when nothing is held because the growth does not fit (WE-10.3).
+pub const REASON_SURGE_DOES_NOT_FIT: &str = "SurgeDoesNotFit";
+
+/// The `ReplicasHeld` condition after a sync (WE-10): `None` while no move was ever held
+/// and none is now (the condition is not written at all then).
+pub fn moves_condition(
+    previous: &[v1::Condition],
+    hold: &MoveHold,
+    targets: &[domain::TargetCluster],
+    now: Time,
+) -> Option<v1::Condition> {
+    let had = previous.iter().any(|c| c.r#type == CONDITION_REPLICAS_HELD);
+    let line = hold.describe(targets);
+    if !had && !hold.holds() && hold.does_not_fit.is_empty() {
+        return None;
+    }
+    let (status, reason, message) = if hold.holds() {
+        (
+            v1::ConditionStatus::True,
+            REASON_WAITING_FOR_READY,
+            line.unwrap_or_default(),
+        )
+    } else if hold.timed_out {
+        (
+            v1::ConditionStatus::False,
+            REASON_MOVE_TIMED_OUT,
+            line.unwrap_or_default(),
+        )
+    } else if !hold.does_not_fit.is_empty() {
+        (
+            v1::ConditionStatus::False,
+            REASON_SURGE_DOES_NOT_FIT,
+            line.unwrap_or_default(),
+        )
+    } else {
+        (
+            v1::ConditionStatus::False,
+            REASON_MOVE_MADE,
+            "no replicas are held: the growing clusters report their replicas Ready (WE-10.1)"
+                .to_owned(),
+        )
+    };
+    let mut conditions = previous.to_vec();
+    set_condition(
+        &mut conditions,
+        CONDITION_REPLICAS_HELD,
+        status,
+        reason,
+        &message,
+        now,
+    );
+    conditions
+        .into_iter()
+        .find(|c| c.r#type == CONDITION_REPLICAS_HELD)
 }
 
 /// Puts `condition` in place of the status' condition of type `type_`, or adds it.
@@ -624,6 +791,154 @@ pub(crate) mod tests {
         let old = binding(&[("member1", 1), ("member2", 2)], &[]);
         let works = works_for(&old, &[("member1", 1), ("member2", 2)]);
         (works, binding(&[("member2", 3)], &[("member1", mode)]))
+    }
+
+    /// `b` scheduled at `at` (its `lastScheduledTime`), for WE-10's timeout.
+    fn scheduled_at(mut b: v1::ResourceBinding, at: Time) -> v1::ResourceBinding {
+        b.status
+            .get_or_insert_with(Default::default)
+            .last_scheduled_time = Some(flotilla_proto::convert::time_to_timestamp(at));
+        b
+    }
+
+    fn with_ready(mut w: v1::Work, ready: i32) -> v1::Work {
+        w.status.get_or_insert_with(Default::default).ready_replicas = ready;
+        w
+    }
+
+    fn replicas_of(d: &Decision) -> Vec<(String, i32)> {
+        let mut out: Vec<(String, i32)> = d
+            .desired()
+            .map(|w| {
+                (
+                    work_cluster(w).to_owned(),
+                    w.spec.as_ref().unwrap().replicas.unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn we_10_a_failback_scales_the_old_clusters_down_only_as_the_returning_one_is_ready() {
+        let t0 = Time::from_secs(1_000);
+        let moves = MoveSettings {
+            now: t0 + std::time::Duration::from_secs(5),
+            timeout: std::time::Duration::from_secs(600),
+        };
+        let before = binding(&[("member2", 3), ("member3", 3)], &[]);
+        let after = scheduled_at(
+            binding(&[("member1", 2), ("member2", 2), ("member3", 2)], &[]),
+            t0,
+        );
+        let old_works: Vec<v1::Work> = works_for(&before, &[("member2", 3), ("member3", 3)])
+            .into_iter()
+            .map(|w| with_ready(w, 3))
+            .collect();
+        let decide = |works: &[v1::Work], moves: &MoveSettings| {
+            decide_with(
+                Some(&after),
+                &spec_of(&after),
+                Some(&workload()),
+                works,
+                &Overrides::default(),
+                moves,
+            )
+        };
+        // member1 not there yet: member2 and member3 keep 3 each; member1 is created with 2
+        let d = decide(&old_works, &moves);
+        assert_eq!(
+            replicas_of(&d),
+            vec![
+                ("member1".into(), 2),
+                ("member2".into(), 3),
+                ("member3".into(), 3)
+            ]
+        );
+        assert!(d.moves.holds());
+        assert!(
+            d.reasons.iter().any(|r| r.starts_with("WE-10.1")),
+            "{:?}",
+            d.reasons
+        );
+        // member1 reports 1 Ready: one of the two surplus replicas goes
+        let mut works = old_works.clone();
+        works.push(with_ready(
+            works_for(&after, &[("member1", 2)]).remove(0),
+            1,
+        ));
+        let d = decide(&works, &moves);
+        assert_eq!(
+            replicas_of(&d),
+            vec![
+                ("member1".into(), 2),
+                ("member2".into(), 3),
+                ("member3".into(), 2)
+            ]
+        );
+        // both Ready: the new split
+        works[2] = with_ready(works[2].clone(), 2);
+        let d = decide(&works, &moves);
+        assert!(!d.moves.holds());
+        assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
+        // the hold is off: Karmada's at-once split
+        let d = decide(&old_works, &MoveSettings::OFF);
+        assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
+        // past the timeout: the split proceeds, and the reason says why
+        let late = MoveSettings {
+            now: t0 + std::time::Duration::from_secs(600),
+            ..moves
+        };
+        let d = decide(&old_works, &late);
+        assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
+        assert!(d.reasons.iter().any(|r| r.contains("WE-10.4")));
+    }
+
+    #[test]
+    fn we_10_1_a_cluster_leaving_the_placement_is_not_held() {
+        let t0 = Time::from_secs(1_000);
+        let moves = MoveSettings {
+            now: t0,
+            timeout: std::time::Duration::from_secs(600),
+        };
+        let before = binding(&[("member1", 3)], &[]);
+        let after = scheduled_at(binding(&[("member2", 3)], &[]), t0);
+        let works: Vec<v1::Work> = works_for(&before, &[("member1", 3)])
+            .into_iter()
+            .map(|w| with_ready(w, 3))
+            .collect();
+        let d = decide_with(
+            Some(&after),
+            &spec_of(&after),
+            Some(&workload()),
+            &works,
+            &Overrides::default(),
+            &moves,
+        );
+        // (it may be a cluster whose eviction task just timed out: holding it again would
+        // undo that timeout)
+        assert!(!d.moves.holds(), "{:?}", d.moves);
+        assert_eq!(d.mark_deleting.len(), 1);
+    }
+
+    #[test]
+    fn we_10_failover_holds_nothing_for_the_evicted_cluster() {
+        let (works, mut after) = evicted(PurgeMode::Gracefully);
+        after = scheduled_at(after, Time::from_secs(1_000));
+        let d = decide_with(
+            Some(&after),
+            &spec_of(&after),
+            Some(&workload()),
+            &works,
+            &Overrides::default(),
+            &MoveSettings {
+                now: Time::from_secs(1_001),
+                timeout: std::time::Duration::from_secs(600),
+            },
+        );
+        assert!(!d.moves.holds(), "{:?}", d.moves);
+        assert_eq!(d.held, vec!["member1".to_owned()]);
     }
 
     /// A Work status: applied for generation 1 at `now`, Healthy.
@@ -1041,6 +1356,7 @@ pub(crate) mod tests {
                 Some(&wl),
                 &works,
                 &replace_policy(path, 5),
+                &MoveSettings::OFF,
             )
         };
 

@@ -420,6 +420,9 @@ pub fn test_config() -> Config {
         binding_workers: 4,
         work_workers: 8,
         not_ready_recheck: Duration::from_millis(100),
+        // These tests pin other rules against a fake member whose status the test writes;
+        // make before break (WE-10) is covered by the plan's tests and the scenarios.
+        replica_move_timeout: Duration::ZERO,
         identity: "test".into(),
         lease_ttl: Duration::from_secs(3),
         grpc_timeout: Duration::from_secs(5),
