@@ -395,18 +395,29 @@ async fn deployment(
     ))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn flotilla_on_real_kubernetes_members() {
+/// A recorded stack on a fresh etcd for real members, with timers for real API servers;
+/// returns it with the etcd endpoints the members use too.
+async fn real_stack() -> (Stack, history::HistoryRecorder, String) {
     let etcd = EtcdServer::start().await;
     let etcd_endpoints = etcd.endpoints().join(",");
     let timers = Timers::fast()
         // a real status collection is discovery + nodes + pods: not every 200 ms
         .set("cluster-health", "cluster-status-update-frequency", "1s")
-        // three kube-apiservers, their controllers and the rest of the suite share 2 cores:
+        // kube-apiservers, their controllers and the rest of the suite share 2 cores:
         // a /readyz took longer than 2 s under the full suite once (member2 judged
         // unreachable, an I9 violation), never alone
-        .set("cluster-health", "probe-timeout", "5s");
+        .set("cluster-health", "probe-timeout", "5s")
+        // and a probe that failed once under that load (member2, never faulted, judged
+        // unreachable for 2 s: an I9 violation in a full-suite run) is not yet a failure:
+        // member1's real fault lasts far longer than this
+        .set("cluster-health", "cluster-failure-threshold", "5s");
     let (stack, recorder) = Stack::start_recorded(etcd, timers).await;
+    (stack, recorder, etcd_endpoints)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flotilla_on_real_kubernetes_members() {
+    let (stack, recorder, etcd_endpoints) = real_stack().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // member1 has the most room for `web`, member3 for `api`: Aggregated picks them first
@@ -1079,4 +1090,136 @@ async fn status_by_list_and_by_watch_measured() {
             tokio::time::sleep(Duration::from_secs(10)).await;
         }
     }
+}
+
+/// Deployment `moving` (6 replicas) Divided by static weights over member1 and member2.
+fn moving(w1: i64, w2: i64) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: moving, namespace: default}}
+spec:
+  replicas: 6
+  selector: {{matchLabels: {{app: moving}}}}
+  template:
+    metadata: {{labels: {{app: moving}}}}
+    spec:
+      containers: [{{name: moving, image: nginx}}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: moving, namespace: default}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: moving}}]
+  placement:
+    clusterAffinity: {{clusterNames: [member1, member2]}}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+        - targetCluster: {{clusterNames: [member1]}}
+          weight: {w1}
+        - targetCluster: {{clusterNames: [member2]}}
+          weight: {w2}
+"#
+    )
+}
+
+/// Make before break (WE-10) on REAL API servers: the Ready replicas the real Deployment
+/// controllers report never fall below the plan's 6 while weight changes move replicas
+/// between the members (3:3 -> 2:4 -> 4:2 -> 3:3), each member's `readyReplicas` sampled
+/// with the real kubectl throughout. The history is checked too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn we_10_weight_changes_keep_the_real_ready_replicas_at_the_plan() {
+    let (stack, recorder, etcd_endpoints) = real_stack().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (m1, m2) = tokio::join!(
+        RealMember::start(d, "member1", &etcd_endpoints, 1, 20, "1s"),
+        RealMember::start(d, "member2", &etcd_endpoints, 1, 20, "1s"),
+    );
+    let api = api_client(&stack).await;
+    readme_join(&stack, d, &m1).await;
+    readme_join(&stack, d, &m2).await;
+    wait_clusters_ready(&api, &["member1", "member2"], T).await;
+
+    let ready = |m: &RealMember| {
+        let m = (m.name.clone(), m.direct_kubeconfig.clone());
+        async move {
+            let mut command = tokio::process::Command::new("kubectl");
+            command
+                .arg(format!("--kubeconfig={}", m.1.display()))
+                .args([
+                    "get",
+                    "deployment",
+                    "moving",
+                    "-n",
+                    "default",
+                    "-o",
+                    "jsonpath={.spec.replicas} {.status.readyReplicas}",
+                ]);
+            let (ok, out) = flotilla_tests::command_output(&mut command).await;
+            if !ok {
+                return None;
+            }
+            let mut f = out.split_whitespace().map(|v| v.parse::<i32>().ok());
+            let replicas = f.next().flatten()?;
+            let ready = f.next().flatten().unwrap_or(0);
+            Some((replicas, ready))
+        }
+    };
+    let settled = |w: (i32, i32)| {
+        let (m1, m2) = (&m1, &m2);
+        let api = api.clone();
+        async move {
+            eventually(T, &format!("moving settled at {w:?}"), || async {
+                let b = get_binding(&api, "default", "moving-deployment").await?;
+                let want = vec![("member1".to_owned(), w.0), ("member2".to_owned(), w.1)];
+                let (a, b2) = (ready(m1).await?, ready(m2).await?);
+                (targets(&b) == want && binding_healthy(&b) && a == (w.0, w.0) && b2 == (w.1, w.1))
+                    .then_some(())
+            })
+            .await;
+        }
+    };
+    apply(&stack, d, "moving.yaml", &moving(1, 1)).await;
+    settled((3, 3)).await;
+
+    let mut least = i32::MAX;
+    let mut samples = 0;
+    for (w, want) in [((1, 2), (2, 4)), ((2, 1), (4, 2)), ((1, 1), (3, 3))] {
+        apply(&stack, d, "moving.yaml", &moving(w.0, w.1)).await;
+        let deadline = std::time::Instant::now() + T;
+        loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never settled at {want:?}"
+            );
+            let (a, b) = tokio::join!(ready(&m1), ready(&m2));
+            let (Some(a), Some(b)) = (a, b) else { continue };
+            samples += 1;
+            least = least.min(a.1 + b.1);
+            if a == (want.0, want.0) && b == (want.1, want.1) {
+                break;
+            }
+        }
+        settled(want).await;
+    }
+    println!("real members, weight changes: least Ready {least} of 6 over {samples} samples");
+    assert!(samples >= 6, "too few samples: {samples}");
+    assert!(
+        least >= 6,
+        "the real Ready replicas fell to {least}, below the plan's 6"
+    );
+
+    let expect = history::Expect {
+        healthy_members: vec!["member1".into(), "member2".into()],
+        converged: true,
+        ..Default::default()
+    };
+    stack
+        .verdict(recorder, "real_members weight changes", 0, &[], &expect)
+        .await;
+    drop((m1, m2));
 }

@@ -72,6 +72,9 @@ pub struct MoveHold {
     /// Growing clusters whose new request does not fit: (cluster, replicas asked beyond the
     /// Work's current request, allocatable replicas).
     pub does_not_fit: Vec<(String, i32, i64)>,
+    /// Since when the move has been held: the placement's last scheduling (`None` when
+    /// nothing is held).
+    pub since: Option<Time>,
     /// When the hold ends at the latest (`None` when nothing is held).
     pub deadline: Option<Time>,
     /// Whether a hold would apply but its time is up (WE-10.4).
@@ -110,8 +113,14 @@ impl MoveHold {
                 kept.join(", "),
                 waiting.join(", ")
             ));
-            if let Some(deadline) = self.deadline {
-                parts.push(format!("WE-10.4: at the latest until {deadline}"));
+            match (self.since, self.deadline) {
+                (Some(since), Some(deadline)) => parts.push(format!(
+                    "WE-10.4: held since {since}, at the latest until {deadline}"
+                )),
+                (None, Some(deadline)) => {
+                    parts.push(format!("WE-10.4: at the latest until {deadline}"));
+                }
+                _ => {}
             }
         }
         for (c, asked, room) in &self.does_not_fit {
@@ -206,6 +215,7 @@ pub fn hold_shrinks(input: &MoveInput<'_>) -> MoveHold {
         let kept = i32::try_from(kept).unwrap_or(extra);
         out.keep.insert(cluster.to_owned(), planned + kept);
     }
+    out.since = Some(since);
     out.deadline = Some(deadline);
     out
 }
@@ -263,6 +273,14 @@ mod tests {
         let h = decide(&t, &[("member2", 3, 3), ("member3", 3, 3)], &[], 1);
         assert_eq!(keep(&h), vec![("member2", 3), ("member3", 3)]);
         assert_eq!(h.waiting_on, vec![("member1".to_owned(), 0, 2)]);
+        assert_eq!(h.since, Some(Time::from_millis(T0)));
+        let line = h.describe(&targets(&t)).unwrap();
+        assert!(
+            line.contains(
+                "member2 keeps 3 (plan 2), member3 keeps 3 (plan 2) until member1 has 0 of 2 Ready"
+            ) && line.contains("held since"),
+            "{line}"
+        );
         assert_eq!(
             h.deadline,
             Some(Time::from_millis(T0) + Duration::from_secs(600))

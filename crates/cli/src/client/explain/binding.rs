@@ -487,7 +487,12 @@ pub(super) fn print_plan(r: &mut Report, p: &v1::PlanResponse) {
             format!("FullyApplied:     {}", words::condition_summary(c)),
         );
     }
-    for reason in &p.reasons {
+    // WE-10: what a replica move holds, since when and until when (the dry run's own line)
+    let moving = |reason: &&String| reason.starts_with("WE-10");
+    if let Some(held) = p.reasons.iter().find(moving) {
+        r.line(2, format!("Replica move:     {held}"));
+    }
+    for reason in p.reasons.iter().filter(|reason| !moving(reason)) {
         r.line(4, format!("- {reason}"));
     }
 }
@@ -553,5 +558,31 @@ impl TableRow for v1::ClusterScore {
             self.allocatable_replicas.to_string(),
             self.available_replicas.to_string(),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn we_10_6_the_plan_says_what_a_replica_move_holds() {
+        let held = "WE-10.1: member2 keeps 3 (plan 2) until member1 has 0 of 2 Ready; \
+                    WE-10.4: held since 2026-11-27T10:00:00Z, at the latest until \
+                    2026-11-27T10:10:00Z";
+        let plan = v1::PlanResponse {
+            kept_clusters: vec!["member1".into(), "member2".into()],
+            reasons: vec!["WE-3.4/WE-4: one Work per target".into(), held.into()],
+            ..Default::default()
+        };
+        let mut r = Report::default();
+        print_plan(&mut r, &plan);
+        assert!(
+            r.text.contains(&format!("Replica move:     {held}")),
+            "{}",
+            r.text
+        );
+        assert_eq!(r.text.matches("WE-10.1").count(), 1, "{}", r.text);
+        assert!(r.text.contains("- WE-3.4/WE-4"), "{}", r.text);
     }
 }
