@@ -115,14 +115,15 @@ impl Compose {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         // What the test changes: 200 bindings × 3 replicas must fit on one member, and the
-        // evictions are paced (50/s) so that the crash below lands in the middle of them.
+        // evictions are paced (25/s: about 8 s for the 201 bindings) so that the crash below
+        // lands in the middle of them.
         let overrides = dir.path().join("docker-compose.test.yml");
         std::fs::write(
             &overrides,
             "services:\n\
              \x20 taint-manager:\n\
              \x20   environment:\n\
-             \x20     FLOTILLA_EVICTION_RATE: \"50\"\n\
+             \x20     FLOTILLA_EVICTION_RATE: \"25\"\n\
              \x20 member1: {environment: {FLOTILLA_CAPACITY: \"1000\"}}\n\
              \x20 member2: {environment: {FLOTILLA_CAPACITY: \"1000\"}}\n\
              \x20 member3: {environment: {FLOTILLA_CAPACITY: \"1000\"}}\n",
@@ -719,9 +720,13 @@ async fn failover_with_crash(t: &Test) -> String {
     let member1 = t.compose.id("member1").await;
     let taint_manager = t.compose.id("taint-manager").await;
     let scheduler = t.compose.id("scheduler").await;
+    // every container id is looked up before the failover starts: one `docker-compose ps`
+    // takes a second or more, and a lookup between the first evictions and the kill once
+    // let the whole failover finish first ("the crash came after the failover was over")
+    let etcd_lost = t.compose.id(&etcd_leader).await;
     let paused = Instant::now();
     docker(&["pause", &member1]).await;
-    // the first evictions (paced at 50/s by the test's override)
+    // the first evictions (paced at 25/s by the test's override)
     eventually(
         Duration::from_secs(60),
         "the first eviction tasks",
@@ -732,7 +737,6 @@ async fn failover_with_crash(t: &Test) -> String {
     )
     .await;
     let failover_started = paused.elapsed();
-    let etcd_lost = t.compose.id(&etcd_leader).await;
     docker(&["kill", &taint_manager, &scheduler, &etcd_lost]).await;
     let after_kill = bindings(api).await.unwrap();
     let evicted_at_kill = after_kill.values().filter(|b| !on_member1(b)).count();
