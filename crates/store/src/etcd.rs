@@ -126,9 +126,9 @@ impl Drop for AbortOnDrop {
 
 /// How often [`keep_endpoints_resolvable`] resolves every endpoint's name.
 const ENDPOINT_CHECK_PERIOD: Duration = Duration::from_secs(1);
-/// How long [`EtcdStore::send`] keeps sending a request again: longer than an election
-/// (etcd's default election timeout is 1 s; the first one after a leader's loss takes up to
-/// twice that).
+/// How long after its first attempt [`EtcdStore::send`] still starts a new attempt of a
+/// request: longer than an election (etcd's default election timeout is 1 s; the first one
+/// after a leader's loss takes up to twice that). See [`may_resend`].
 const RETRY_WINDOW: Duration = Duration::from_secs(5);
 /// At most this many retries of one request.
 const MAX_RETRIES: u32 = 16;
@@ -230,17 +230,17 @@ impl EtcdStore {
         let mut tries = 0;
         let mut resent_applied = false;
         loop {
+            let this_attempt = started.elapsed();
             let result = attempt().observe(op).await;
             let Err(e) = &result else {
                 return (result, resent_applied);
             };
-            let in_window = tries == 0 || started.elapsed() < RETRY_WINDOW;
             let why = match failure_kind(e) {
                 Failure::NeverApplied => "unsent",
                 Failure::MaybeApplied if retry == Retry::Unavailable => "unavailable",
                 _ => return (result, resent_applied),
             };
-            if !in_window || tries >= MAX_RETRIES {
+            if !may_resend(this_attempt, tries) {
                 return (result, resent_applied);
             }
             resent_applied |= why == "unavailable";
@@ -427,6 +427,19 @@ fn own_first_attempt(txn: &Txn, found: &HashMap<&str, Option<KeyValue>>) -> Opti
             Op::Get { .. } => None,
         })
         .collect()
+}
+
+/// Whether a failed attempt that started `started_after` the request's first one, after
+/// `tries` earlier retries, may be followed by another. The window bounds when an attempt
+/// *starts*, not when it fails: an attempt sent during an election may wait for etcd's own
+/// request timeout (5 s plus two election timeouts, 7 s by default) before it answers
+/// "request timed out, possibly due to previous leader failure". By then the new leader
+/// is known, so the attempt after it succeeds; judging by the failure's time instead gave
+/// that error to the caller when one member of three was killed (a compose run: a delete
+/// whose first attempt lost its connection to the killed leader and whose second waited
+/// 7 s on a follower). A request thus takes at most the window plus one attempt's timeout.
+fn may_resend(started_after: Duration, tries: u32) -> bool {
+    tries < MAX_RETRIES && started_after < RETRY_WINDOW
 }
 
 /// Classifies a failed request for [`Retry`]. Never applied: the connection to its endpoint
@@ -1170,6 +1183,29 @@ mod tests {
             "etcdserver: duplicate key given in txn request",
         ));
         assert!(matches!(dup, StoreError::InvalidArgument(_)));
+    }
+
+    /// The compose run's sequence: the first attempt loses its connection to the killed
+    /// leader at once, the second waits 7 s on a follower for etcd's own request timeout.
+    /// The third must still be sent, since the second started inside the window.
+    #[test]
+    fn an_attempt_started_inside_the_window_is_followed_by_another() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (ms(0), 0, true),
+            (ms(110), 1, true),
+            (RETRY_WINDOW - ms(1), 5, true),
+            (RETRY_WINDOW, 5, false),
+            (ms(7_110), 2, false),
+            (ms(100), MAX_RETRIES, false),
+        ];
+        for (started_after, tries, want) in cases {
+            assert_eq!(
+                may_resend(started_after, tries),
+                want,
+                "attempt started {started_after:?} after the first, {tries} retries before"
+            );
+        }
     }
 
     #[test]
