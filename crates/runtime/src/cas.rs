@@ -10,7 +10,7 @@
 //!                                                                      then Exhausted
 //! ```
 //!
-//! Every service that modifies a shared object does it through [`read_decide_write`], so a
+//! Every service that modifies a shared object writes this loop with [`Races`], so a
 //! concurrent writer's change is never overwritten (every write compares the revision it was
 //! derived from) and a conflict is resolved at once, inline, by deciding again on the new
 //! version — not through the work queue's back-off (Karmada #7483 measured a 99.7 % retry
@@ -30,6 +30,15 @@ pub enum Attempt<R> {
     Done(R),
     /// The compare-and-swap lost to another writer: read the object again, decide again.
     Reread,
+    /// The object was deleted under the write: decide again on `None`.
+    Gone,
+}
+
+/// Why a compare-and-swap write lost ([`Races::after`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// Another writer changed the object: read it again, decide again.
+    Changed,
     /// The object was deleted under the write: decide again on `None`.
     Gone,
 }
@@ -58,86 +67,78 @@ impl<R> Attempt<R> {
     }
 }
 
-/// Logs one lost race (used by the macros).
-#[doc(hidden)]
-pub fn lost_race(key: &str, attempt: usize) {
-    tracing::debug!(key, attempt, "lost a compare-and-swap race; deciding again");
-}
-
-/// The end of the macros' loop: the result, or [`Exhausted`].
-#[doc(hidden)]
-pub fn finish<R, E: From<Exhausted>>(result: Option<R>, key: &str) -> Result<R, E> {
-    result.ok_or_else(|| {
-        Exhausted {
-            key: key.to_owned(),
-            attempts: CAS_ATTEMPTS,
-        }
-        .into()
-    })
-}
-
-/// Reads, decides and writes one object until the write wins, at most [`CAS_ATTEMPTS`]
-/// times; evaluates to `Result<R, E>` where `E: From<Exhausted>`.
+/// Counts the attempts of one read → decide → write loop, which the caller writes as a plain
+/// `loop`: decide on the object, write it with a compare-and-swap, and on a lost race call
+/// [`Races::lost`] (which ends the loop with [`Exhausted`] after [`CAS_ATTEMPTS`]) before
+/// reading again.
 ///
 /// ```text
-///   read_decide_write!(key, first, reread_future, |object, attempt| { … Attempt<R> })
+///   let mut races = Races::new(&key);
+///   let mut object = first;                    // usually the cached version
+///   loop {
+///       match decide_and_write(object).await? {
+///           Attempt::Done(done) => return Ok(done),
+///           Attempt::Reread => { races.lost()?; object = store.get(&key).await?; }
+///           Attempt::Gone => { races.lost()?; object = None; }
+///       }
+///   }
 /// ```
 ///
-/// The body decides on `object` (`first`, usually the cached one, at the first attempt; the
-/// store's after a lost race; `None` when it does not exist), writes with a compare-and-swap
-/// on that version, and evaluates to an [`Attempt`]. `reread_future` is awaited for a fresh
-/// read after an [`Attempt::Reread`]. It is a macro, not a function taking closures, so the
-/// body may `return` from (and `?` out of) the enclosing function, and the reconcile future
-/// stays `Send` (async closures borrowing their context are not, yet).
-#[macro_export]
-macro_rules! read_decide_write {
-    ($key:expr, $first:expr, $reread:expr, |$object:pat_param, $attempt:pat_param| $body:expr) => {{
-        let mut next = ::core::option::Option::Some($first);
-        let mut result = ::core::option::Option::None;
-        for attempt in 0..$crate::cas::CAS_ATTEMPTS {
-            let $object = match next.take() {
-                ::core::option::Option::Some(object) => object,
-                ::core::option::Option::None => $reread.await?,
-            };
-            let $attempt = attempt;
-            match $body {
-                $crate::cas::Attempt::Done(done) => {
-                    result = ::core::option::Option::Some(done);
-                    break;
-                }
-                $crate::cas::Attempt::Reread => $crate::cas::lost_race(&$key, attempt),
-                $crate::cas::Attempt::Gone => next = ::core::option::Option::Some(None),
-            }
-        }
-        $crate::cas::finish(result, &$key)
-    }};
+/// A loop, not a function taking the decision as a closure: the decisions borrow their
+/// context mutably across attempts, and a future built from an async closure over such
+/// borrows is not provably `Send`, which every reconcile must be.
+#[derive(Debug)]
+pub struct Races<'k> {
+    key: &'k str,
+    lost: usize,
 }
 
-/// The loop of [`read_decide_write!`] for an operation that reads what it needs itself
-/// (several objects, or always the store): runs the body until it is [`Attempt::Done`], at
-/// most [`CAS_ATTEMPTS`] times.
-///
-/// ```text
-///   retry_races!(key, |attempt| { … Attempt<R> })
-/// ```
-#[macro_export]
-macro_rules! retry_races {
-    ($key:expr, |$attempt:pat_param| $body:expr) => {{
-        let mut result = ::core::option::Option::None;
-        for attempt in 0..$crate::cas::CAS_ATTEMPTS {
-            let $attempt = attempt;
-            match $body {
-                $crate::cas::Attempt::Done(done) => {
-                    result = ::core::option::Option::Some(done);
-                    break;
-                }
-                $crate::cas::Attempt::Reread | $crate::cas::Attempt::Gone => {
-                    $crate::cas::lost_race(&$key, attempt)
-                }
-            }
+impl<'k> Races<'k> {
+    /// No race lost yet for `key`.
+    pub fn new(key: &'k str) -> Self {
+        Self { key, lost: 0 }
+    }
+
+    /// The attempt being made, from 0.
+    pub fn attempt(&self) -> usize {
+        self.lost
+    }
+
+    /// After a failed compare-and-swap write: records the lost race and says what to decide
+    /// on next ([`Lost`]); any error but a conflict or a vanished object is returned, as is
+    /// [`Exhausted`] once [`CAS_ATTEMPTS`] attempts were made.
+    pub fn after<E>(&mut self, e: StoreError) -> Result<Lost, E>
+    where
+        E: From<StoreError> + From<Exhausted>,
+    {
+        let lost = if e.is_conflict() {
+            Lost::Changed
+        } else if matches!(e, StoreError::NotFound { .. }) {
+            Lost::Gone
+        } else {
+            return Err(e.into());
+        };
+        self.lost()?;
+        Ok(lost)
+    }
+
+    /// Records a lost race (or a vanished object): `Ok` to decide again, [`Exhausted`] once
+    /// [`CAS_ATTEMPTS`] attempts were made.
+    pub fn lost(&mut self) -> Result<(), Exhausted> {
+        self.lost += 1;
+        if self.lost >= CAS_ATTEMPTS {
+            return Err(Exhausted {
+                key: self.key.to_owned(),
+                attempts: CAS_ATTEMPTS,
+            });
         }
-        $crate::cas::finish(result, &$key)
-    }};
+        tracing::debug!(
+            key = self.key,
+            attempt = self.lost,
+            "lost a compare-and-swap race; deciding again"
+        );
+        Ok(())
+    }
 }
 
 impl From<Exhausted> for crate::ServiceError {
@@ -152,85 +153,55 @@ impl From<Exhausted> for crate::ServiceError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ServiceError;
 
-    fn conflict() -> StoreError {
-        StoreError::Conflict {
+    #[test]
+    fn every_race_lost_is_exhausted_after_cas_attempts() {
+        let mut races = Races::new("k");
+        let mut decided = 1;
+        while races.lost().is_ok() {
+            assert_eq!(races.attempt(), decided);
+            decided += 1;
+        }
+        assert_eq!(decided, CAS_ATTEMPTS, "one decision per attempt");
+        assert_eq!(
+            races.lost(),
+            Err(Exhausted {
+                key: "k".into(),
+                attempts: CAS_ATTEMPTS
+            })
+        );
+    }
+
+    #[test]
+    fn a_failed_write_becomes_the_next_attempt_or_the_error() {
+        let conflict = StoreError::Conflict {
             key: "k".into(),
             expected_revision: 1,
             actual_revision: 2,
+        };
+        assert!(matches!(
+            Attempt::<()>::after(conflict),
+            Ok(Attempt::Reread)
+        ));
+        let gone = StoreError::NotFound { key: "k".into() };
+        assert!(matches!(Attempt::<()>::after(gone), Ok(Attempt::Gone)));
+        let down = StoreError::unavailable("down");
+        assert!(matches!(
+            Attempt::<()>::after(down),
+            Err(StoreError::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn exhausted_is_a_service_error_naming_the_key() {
+        let e: crate::ServiceError = Exhausted {
+            key: "bindings/a/b".into(),
+            attempts: CAS_ATTEMPTS,
         }
-    }
-
-    async fn read(n: &mut i32) -> Result<Option<i32>, StoreError> {
-        *n += 1;
-        Ok(Some(10 + *n))
-    }
-
-    async fn run(fail_first: usize) -> Result<(i32, Vec<(Option<i32>, usize)>, i32), ServiceError> {
-        let mut rereads = 0;
-        let mut seen = Vec::new();
-        let out: Result<i32, ServiceError> =
-            read_decide_write!("k", Some(1), read(&mut rereads), |object, n| {
-                seen.push((object, n));
-                if n < fail_first {
-                    Attempt::after(conflict())?
-                } else {
-                    Attempt::Done(object.unwrap_or(0) * 2)
-                }
-            });
-        let out = out?;
-        Ok((out, seen, rereads))
-    }
-
-    #[tokio::test]
-    async fn a_lost_race_decides_again_on_a_fresh_read() {
-        let (out, seen, rereads) = run(2).await.unwrap();
-        assert_eq!(out, 24);
-        assert_eq!(seen, [(Some(1), 0), (Some(11), 1), (Some(12), 2)]);
-        assert_eq!(rereads, 2);
-    }
-
-    #[tokio::test]
-    async fn every_race_lost_is_exhausted() {
-        match run(usize::MAX).await {
-            Err(ServiceError::TooManyConflicts { key, attempts }) => {
-                assert_eq!((key.as_str(), attempts), ("k", CAS_ATTEMPTS));
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    async fn vanishing() -> Result<&'static str, ServiceError> {
-        let mut rereads = 0;
-        let out: Result<&str, ServiceError> =
-            read_decide_write!("k", Some(1), read(&mut rereads), |object, _n| {
-                match object {
-                    Some(_) => Attempt::after(StoreError::NotFound { key: "k".into() })?,
-                    None => Attempt::Done("gone"),
-                }
-            });
-        let out = out?;
-        assert_eq!(
-            rereads, 0,
-            "a vanished object is decided on as None without a read"
-        );
-        Ok(out)
-    }
-
-    #[tokio::test]
-    async fn a_vanished_object_is_decided_on_as_none() {
-        assert_eq!(vanishing().await.unwrap(), "gone");
-    }
-
-    async fn unavailable() -> Result<(), ServiceError> {
-        retry_races!("k", |_n| {
-            Attempt::<()>::after(StoreError::unavailable("down"))?
-        })
-    }
-
-    #[tokio::test]
-    async fn other_errors_pass_through() {
-        assert!(matches!(unavailable().await, Err(ServiceError::Store(_))));
+        .into();
+        assert!(matches!(
+            e,
+            crate::ServiceError::TooManyConflicts { ref key, attempts } if key == "bindings/a/b" && attempts == CAS_ATTEMPTS
+        ));
     }
 }

@@ -24,9 +24,8 @@ use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::Elected;
-use flotilla_runtime::cas::Attempt;
+use flotilla_runtime::cas::{Lost, Races};
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
-use flotilla_runtime::read_decide_write;
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
@@ -606,156 +605,158 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let binding_key = binding_key_for(&ctx.caches, &key);
     let binding_name = ObjectKey::new(binding_key.as_str()).name().to_owned();
     // The cache first; after a lost race the store itself.
-    let first = ctx.caches.bindings.get(&binding_key).map(|b| (*b).clone());
-    read_decide_write!(
-        binding_key,
-        first,
-        ctx.typed.get(&binding_key),
-        |current, _| {
-            let workload = ctx.caches.workloads.get(&key);
-            if let Some(b) = &current
-                && workload_key_of(b).as_deref() != Some(key.as_str())
-            {
-                // Another template's binding took this name meanwhile (RM-1): once the cache
-                // holds it, binding_key_for picks the name with the group suffix.
-                tracing::debug!(binding = %binding_key, workload = %key, "a binding of another template holds this name; choosing again");
-                return Ok(Action::requeue(Duration::from_millis(50)));
-            }
-            let policies = ctx.caches.policies.by_index(BY_NAMESPACE, namespace);
-            let cluster_policies = ctx.caches.cluster_policies.list();
-            let namespaced: Vec<Candidate<'_>> = policies
-                .iter()
-                .filter_map(|p| Candidate::namespaced(p))
-                .collect();
-            let cluster_wide: Vec<Candidate<'_>> = cluster_policies
-                .iter()
-                .filter_map(|p| Candidate::cluster(p))
-                .collect();
-            let previous = current
-                .as_ref()
-                .and_then(|b| b.meta())
-                .and_then(|m| PolicyRef::from_labels(&m.labels));
-            let claim = workload
-                .as_deref()
-                .and_then(|w| claim::select(w, &namespaced, &cluster_wide, previous.as_ref()));
-            // DEP-2: the bindings that require this template, with their clusters
-            let required = match workload.as_deref() {
-                Some(_) => required_by(&ctx.caches, &key),
-                None => Vec::new(),
-            };
-            let update = |b: v1::ResourceBinding, desired: v1::ResourceBinding| {
-                if desired == b {
-                    Plan::Nothing
-                } else {
-                    Plan::Update(Box::new(b), Box::new(desired))
-                }
-            };
-            let plan = match (workload.as_deref(), &claim, current) {
-                (Some(w), Some(claim), None) => Plan::Create(Box::new(with_required_by(
-                    desired_binding(w, claim, None, &binding_name),
-                    &required,
-                ))),
-                (Some(w), Some(claim), Some(b)) => {
-                    let desired = desired_binding(w, claim, Some(&b), &binding_name);
-                    update(b, with_required_by(desired, &required))
-                }
-                (None, _, Some(b)) => Plan::Delete(Box::new(b), "its workload is gone"),
-                // DEP-3: a binding only dependants kept, none of which requires it any more
-                (Some(_), None, Some(b)) if is_attached_only(&b) && required.is_empty() => {
-                    Plan::Delete(Box::new(b), "no binding requires it any more (DEP-3)")
-                }
-                // DEP-2: an attached binding follows its dependants
-                (Some(w), None, Some(b)) if is_attached_only(&b) => {
-                    let desired = attached_binding(w, Some(&b), &binding_name);
-                    update(b, with_required_by(desired, &required))
-                }
-                // PL-1/PL-5: the policy was deleted or no longer matches: detach, keep the
-                // binding and the member copies until the workload is deleted
-                (Some(_), None, Some(b)) => {
-                    let detached = with_required_by(claim::detached_binding(&b), &required);
-                    if detached == b {
-                        Plan::Nothing
-                    } else if previous.is_none() {
-                        Plan::Update(Box::new(b), Box::new(detached))
-                    } else {
-                        Plan::Detach(Box::new(b), Box::new(detached))
-                    }
-                }
-                (Some(w), None, None) if !required.is_empty() => Plan::Create(Box::new(
-                    with_required_by(attached_binding(w, None, &binding_name), &required),
-                )),
-                (_, _, None) => Plan::Nothing,
-            };
-            let claimed_now = matches!(plan, Plan::Create(_) | Plan::Update(..))
-                && claim.as_ref().map(|c| &c.policy) != previous.as_ref();
-            let result = match plan {
-                Plan::Nothing => return Ok(Action::await_change()),
-                Plan::Create(b) => ctx.writer.write(Write::Create(b)).await,
-                Plan::Update(old, new) => ctx.writer.write(Write::Update { old, new }).await,
-                Plan::Detach(old, new) => {
-                    let detached = ctx.writer.write(Write::Update { old, new }).await;
-                    if detached.is_ok() {
-                        let why = format!(
-                            "{} no longer claims {kind} {namespace}/{name} (deleted, or it no \
-                             longer matches): the binding is detached and kept with its \
-                             placement and member copies until the workload is deleted or \
-                             another policy claims it (PL-1, PL-5)",
-                            previous
-                                .as_ref()
-                                .map_or_else(|| "its policy".to_owned(), ToString::to_string)
-                        );
-                        tracing::info!(binding = %binding_key, workload = %key, "{why}");
-                        ctx.recorder.record(
-                            Regarding::binding(namespace, &binding_name),
-                            EventType::Normal,
-                            "PolicyDetached",
-                            why,
-                            "",
-                        );
-                    }
-                    detached
-                }
-                Plan::Delete(old, why) => {
-                    let deleted = ctx
-                        .writer
-                        .write(Write::Delete {
-                            key: binding_key.clone(),
-                            revision: old.resource_version(),
-                        })
-                        .await;
-                    if deleted.is_ok() {
-                        tracing::info!(binding = %binding_key, workload = %key, reason = why, "binding deleted");
-                        ctx.recorder.record(
-                            Regarding::binding(namespace, &binding_name),
-                            EventType::Normal,
-                            "BindingDeleted",
-                            format!("deleted: {why}"),
-                            "",
-                        );
-                    }
-                    deleted
-                }
-            };
-            match result {
-                Ok(()) => {
-                    if claimed_now && let Some(claim) = &claim {
-                        let why = claim.reason();
-                        tracing::info!(binding = %binding_key, workload = %key, policy = %claim.policy, "{why}");
-                        ctx.recorder.record(
-                            Regarding::binding(namespace, &binding_name),
-                            EventType::Normal,
-                            "ApplyPolicySucceed",
-                            format!("{} for {kind} {namespace}/{name}", why),
-                            "",
-                        );
-                    } else {
-                        tracing::debug!(binding = %binding_key, workload = %key, "binding in line with its policy");
-                    }
-                    Attempt::Done(Action::await_change())
-                }
-                // lost a race (changed, created or deleted meanwhile): decide again
-                Err(e) => Attempt::after(e)?,
-            }
+    let mut first = ctx.caches.bindings.get(&binding_key).map(|b| (*b).clone());
+    let mut races = Races::new(&binding_key);
+    let mut lost = None;
+    loop {
+        let current = match lost.take() {
+            None => first.take(),
+            Some(Lost::Changed) => ctx.typed.get(&binding_key).await?,
+            Some(Lost::Gone) => None,
+        };
+        let workload = ctx.caches.workloads.get(&key);
+        if let Some(b) = &current
+            && workload_key_of(b).as_deref() != Some(key.as_str())
+        {
+            // Another template's binding took this name meanwhile (RM-1): once the cache
+            // holds it, binding_key_for picks the name with the group suffix.
+            tracing::debug!(binding = %binding_key, workload = %key, "a binding of another template holds this name; choosing again");
+            return Ok(Action::requeue(Duration::from_millis(50)));
         }
-    )
+        let policies = ctx.caches.policies.by_index(BY_NAMESPACE, namespace);
+        let cluster_policies = ctx.caches.cluster_policies.list();
+        let namespaced: Vec<Candidate<'_>> = policies
+            .iter()
+            .filter_map(|p| Candidate::namespaced(p))
+            .collect();
+        let cluster_wide: Vec<Candidate<'_>> = cluster_policies
+            .iter()
+            .filter_map(|p| Candidate::cluster(p))
+            .collect();
+        let previous = current
+            .as_ref()
+            .and_then(|b| b.meta())
+            .and_then(|m| PolicyRef::from_labels(&m.labels));
+        let claim = workload
+            .as_deref()
+            .and_then(|w| claim::select(w, &namespaced, &cluster_wide, previous.as_ref()));
+        // DEP-2: the bindings that require this template, with their clusters
+        let required = match workload.as_deref() {
+            Some(_) => required_by(&ctx.caches, &key),
+            None => Vec::new(),
+        };
+        let update = |b: v1::ResourceBinding, desired: v1::ResourceBinding| {
+            if desired == b {
+                Plan::Nothing
+            } else {
+                Plan::Update(Box::new(b), Box::new(desired))
+            }
+        };
+        let plan = match (workload.as_deref(), &claim, current) {
+            (Some(w), Some(claim), None) => Plan::Create(Box::new(with_required_by(
+                desired_binding(w, claim, None, &binding_name),
+                &required,
+            ))),
+            (Some(w), Some(claim), Some(b)) => {
+                let desired = desired_binding(w, claim, Some(&b), &binding_name);
+                update(b, with_required_by(desired, &required))
+            }
+            (None, _, Some(b)) => Plan::Delete(Box::new(b), "its workload is gone"),
+            // DEP-3: a binding only dependants kept, none of which requires it any more
+            (Some(_), None, Some(b)) if is_attached_only(&b) && required.is_empty() => {
+                Plan::Delete(Box::new(b), "no binding requires it any more (DEP-3)")
+            }
+            // DEP-2: an attached binding follows its dependants
+            (Some(w), None, Some(b)) if is_attached_only(&b) => {
+                let desired = attached_binding(w, Some(&b), &binding_name);
+                update(b, with_required_by(desired, &required))
+            }
+            // PL-1/PL-5: the policy was deleted or no longer matches: detach, keep the
+            // binding and the member copies until the workload is deleted
+            (Some(_), None, Some(b)) => {
+                let detached = with_required_by(claim::detached_binding(&b), &required);
+                if detached == b {
+                    Plan::Nothing
+                } else if previous.is_none() {
+                    Plan::Update(Box::new(b), Box::new(detached))
+                } else {
+                    Plan::Detach(Box::new(b), Box::new(detached))
+                }
+            }
+            (Some(w), None, None) if !required.is_empty() => Plan::Create(Box::new(
+                with_required_by(attached_binding(w, None, &binding_name), &required),
+            )),
+            (_, _, None) => Plan::Nothing,
+        };
+        let claimed_now = matches!(plan, Plan::Create(_) | Plan::Update(..))
+            && claim.as_ref().map(|c| &c.policy) != previous.as_ref();
+        let result = match plan {
+            Plan::Nothing => return Ok(Action::await_change()),
+            Plan::Create(b) => ctx.writer.write(Write::Create(b)).await,
+            Plan::Update(old, new) => ctx.writer.write(Write::Update { old, new }).await,
+            Plan::Detach(old, new) => {
+                let detached = ctx.writer.write(Write::Update { old, new }).await;
+                if detached.is_ok() {
+                    let why = format!(
+                        "{} no longer claims {kind} {namespace}/{name} (deleted, or it no \
+                         longer matches): the binding is detached and kept with its \
+                         placement and member copies until the workload is deleted or \
+                         another policy claims it (PL-1, PL-5)",
+                        previous
+                            .as_ref()
+                            .map_or_else(|| "its policy".to_owned(), ToString::to_string)
+                    );
+                    tracing::info!(binding = %binding_key, workload = %key, "{why}");
+                    ctx.recorder.record(
+                        Regarding::binding(namespace, &binding_name),
+                        EventType::Normal,
+                        "PolicyDetached",
+                        why,
+                        "",
+                    );
+                }
+                detached
+            }
+            Plan::Delete(old, why) => {
+                let deleted = ctx
+                    .writer
+                    .write(Write::Delete {
+                        key: binding_key.clone(),
+                        revision: old.resource_version(),
+                    })
+                    .await;
+                if deleted.is_ok() {
+                    tracing::info!(binding = %binding_key, workload = %key, reason = why, "binding deleted");
+                    ctx.recorder.record(
+                        Regarding::binding(namespace, &binding_name),
+                        EventType::Normal,
+                        "BindingDeleted",
+                        format!("deleted: {why}"),
+                        "",
+                    );
+                }
+                deleted
+            }
+        };
+        match result {
+            Ok(()) => {
+                if claimed_now && let Some(claim) = &claim {
+                    let why = claim.reason();
+                    tracing::info!(binding = %binding_key, workload = %key, policy = %claim.policy, "{why}");
+                    ctx.recorder.record(
+                        Regarding::binding(namespace, &binding_name),
+                        EventType::Normal,
+                        "ApplyPolicySucceed",
+                        format!("{} for {kind} {namespace}/{name}", why),
+                        "",
+                    );
+                } else {
+                    tracing::debug!(binding = %binding_key, workload = %key, "binding in line with its policy");
+                }
+                return Ok(Action::await_change());
+            }
+            // lost a race (changed, created or deleted meanwhile): decide again
+            Err(e) => lost = Some(races.after::<Error>(e)?),
+        }
+    }
 }

@@ -9,8 +9,7 @@ use flotilla_proto::v1;
 use flotilla_store::typed::{Typed, decode};
 use flotilla_store::{RangeRequest, StoreError, StoreRef};
 
-use flotilla_runtime::cas::Attempt;
-use flotilla_runtime::retry_races;
+use flotilla_runtime::cas::Races;
 
 use crate::error::Error;
 use crate::kinds::ApiKind;
@@ -178,7 +177,8 @@ impl Objects {
             ));
         }
         let typed = self.typed();
-        retry_races!(key, |_| {
+        let mut races = Races::new(key);
+        loop {
             let current: R = self.get(key).await?;
             check_preconditions(&current, resource_version, uid)?;
             let new = build(&current)?;
@@ -197,12 +197,12 @@ impl Objects {
                 typed.update(&current, new).await
             };
             match result {
-                Ok(obj) => Attempt::Done(obj),
+                Ok(obj) => return Ok(obj),
                 // unconditional: re-read and build again on the new version
-                Err(e) if e.is_conflict() && resource_version == 0 => Attempt::Reread,
+                Err(e) if e.is_conflict() && resource_version == 0 => races.lost()?,
                 Err(e) => return Err(e.into()),
             }
-        })
+        }
     }
 
     /// Deletes the object at `key`. While it has finalizers, or when `hold` says so for the
@@ -223,7 +223,8 @@ impl Objects {
             .and_then(|p| p.uid.as_deref())
             .unwrap_or_default();
         let typed = self.typed();
-        retry_races!(key, |_| {
+        let mut races = Races::new(key);
+        loop {
             let current: R = self.get(key).await?;
             check_preconditions(&current, rv, uid)?;
             let meta = current.meta().cloned().unwrap_or_default();
@@ -242,11 +243,11 @@ impl Objects {
                     .map(|_| (current, true))
             };
             match result {
-                Ok(done) => Attempt::Done(done),
-                Err(e) if e.is_conflict() && rv == 0 => Attempt::Reread,
+                Ok(done) => return Ok(done),
+                Err(e) if e.is_conflict() && rv == 0 => races.lost()?,
                 Err(e) => return Err(e.into()),
             }
-        })
+        }
     }
 }
 

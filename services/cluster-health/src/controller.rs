@@ -21,8 +21,7 @@ use std::time::Duration;
 use flotilla_core::Time;
 use flotilla_core::types::{ClusterTaintPolicy, ConditionStatus};
 use flotilla_proto::v1;
-use flotilla_runtime::cas::Attempt;
-use flotilla_runtime::read_decide_write;
+use flotilla_runtime::cas::{Lost, Races};
 use flotilla_runtime::{Action, Cache, EventType, Recorder, Regarding};
 use flotilla_store::typed::Typed;
 use flotilla_store::{Compare, CompareOp, KeyValue, Op, RangeRequest, StoreError, StoreRef, Txn};
@@ -423,10 +422,17 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
         // pulse queues every cluster again once observation resumes.
         return Ok(Action::requeue(ctx.options.monitor_period));
     }
-    let first = ctx.clusters.get(&key).map(|c| (*c).clone());
+    let mut first = ctx.clusters.get(&key).map(|c| (*c).clone());
     let policies: Vec<ClusterTaintPolicy> =
         ctx.policies.list().iter().map(|p| (**p).clone()).collect();
-    read_decide_write!(key, first, ctx.typed.get(&key), |cluster, _| 'attempt: {
+    let mut races = Races::new(&key);
+    let mut lost = None;
+    loop {
+        let cluster = match lost.take() {
+            None => first.take(),
+            Some(Lost::Changed) => ctx.typed.get(&key).await?,
+            Some(Lost::Gone) => None,
+        };
         let Some(current) = cluster else {
             ctx.forget(&name).await?;
             return Ok(Action::await_change());
@@ -465,7 +471,10 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
                     ctx.forget(&name).await?;
                     return Ok(Action::await_change());
                 }
-                Err(e) => break 'attempt Attempt::after(e)?,
+                Err(e) => {
+                    lost = Some(races.after::<Error>(e)?);
+                    continue;
+                }
             }
         }
 
@@ -491,7 +500,8 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
                 // someone (the api, another writer) changed or removed the cluster: the loop
                 // re-reads and decides again
                 Err(e) if e.is_conflict() || matches!(e, StoreError::NotFound { .. }) => {
-                    break 'attempt Attempt::after(e)?;
+                    lost = Some(races.after::<Error>(e)?);
+                    continue;
                 }
                 Err(e) => {
                     ctx.recorder.record(
@@ -513,8 +523,8 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
             // CH-15.4: look again every CleanupCheckInterval (Karmada: 10s)
             requeue = Some(requeue.map_or(ctx.frequency, |d| d.min(ctx.frequency)));
         }
-        Attempt::Done(requeue.map_or_else(Action::await_change, Action::requeue))
-    })
+        return Ok(requeue.map_or_else(Action::await_change, Action::requeue));
+    }
 }
 
 /// After a failure: retry with the queue's back-off (store errors are usually transient).

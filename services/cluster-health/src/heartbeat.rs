@@ -21,8 +21,7 @@ use prost::Message;
 
 use crate::assess::Observation;
 use crate::error::Error;
-use flotilla_runtime::cas::Attempt;
-use flotilla_runtime::read_decide_write;
+use flotilla_runtime::cas::{Lost, Races};
 
 /// The key prefix of heartbeat records.
 pub const PREFIX: &str = "heartbeats/";
@@ -73,8 +72,9 @@ pub async fn record(store: &dyn Store, record: &v1::HeartbeatRecord) -> Result<R
     let ours = renew_time(record);
     // A concurrent writer (another replica) makes the compare fail: the loop re-reads, and
     // gives up when what is stored is newer than ours.
-    let first = store.get(&key).await?;
-    read_decide_write!(key, first, store.get(&key), |current, _| {
+    let mut races = Races::new(&key);
+    let mut current = store.get(&key).await?;
+    loop {
         let expected = current.as_ref().map_or(0, |kv| kv.mod_revision);
         if let Some(kv) = &current
             && let Ok(stored) = decode(kv)
@@ -83,10 +83,15 @@ pub async fn record(store: &dyn Store, record: &v1::HeartbeatRecord) -> Result<R
             return Ok(kv.mod_revision);
         }
         match store.compare_and_put(&key, expected, value.clone()).await {
-            Ok(rev) => Attempt::Done(rev),
-            Err(e) => Attempt::after(e)?,
+            Ok(rev) => return Ok(rev),
+            Err(e) => {
+                current = match races.after::<Error>(e)? {
+                    Lost::Changed => store.get(&key).await?,
+                    Lost::Gone => None,
+                }
+            }
         }
-    })
+    }
 }
 
 #[cfg(test)]

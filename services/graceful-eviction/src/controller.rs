@@ -21,8 +21,7 @@ use std::time::Duration;
 use flotilla_core::Time;
 use flotilla_core::types::{CONDITION_REPLACEMENT_PENDING, ResourceBinding};
 use flotilla_proto::v1;
-use flotilla_runtime::cas::Attempt;
-use flotilla_runtime::read_decide_write;
+use flotilla_runtime::cas::{Lost, Races};
 use flotilla_runtime::{Action, Cache, Event, EventType, Regarding, Writes};
 
 use crate::Config;
@@ -234,7 +233,9 @@ fn report(ctx: &Context, key: &ObjectKey, before: &ResourceBinding, plan: &Plan)
 pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
     let now = flotilla_runtime::now();
     let first = ctx.bindings.get(&key).map(|b| (*b).clone());
-    read_decide_write!(key, first, ctx.writes.typed.get(&key), |current, _| {
+    let mut races = Races::new(&key);
+    let mut current = first;
+    loop {
         let Some(wire) = current else {
             ctx.remember(&key, None);
             return Ok(Action::await_change());
@@ -264,11 +265,16 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
             Ok(_) => {
                 ctx.remember(&key, step.app_memory.clone());
                 report(&ctx, &key, &binding, &step);
-                Attempt::Done(action(step.requeue))
+                return Ok(action(step.requeue));
             }
-            Err(e) => Attempt::after(e)?,
+            Err(e) => {
+                current = match races.after::<Error>(e)? {
+                    Lost::Changed => ctx.writes.typed.get(&key).await?,
+                    Lost::Gone => None,
+                }
+            }
         }
-    })
+    }
 }
 
 /// After a failed reconcile: retry after the queue's back-off.

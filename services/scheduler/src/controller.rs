@@ -28,10 +28,9 @@ use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::backoff::{Backoff, KeyedBackoff};
-use flotilla_runtime::cas::Attempt;
+use flotilla_runtime::cas::{Lost, Races};
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::queue::QueueConfig;
-use flotilla_runtime::read_decide_write;
 use flotilla_runtime::watcher::{Event, WatcherConfig};
 use flotilla_runtime::{
     Action, BatchConfig, BatchWriter, Cache, Change, ChangeFilter, Controller, Shutdown, WorkQueue,
@@ -39,7 +38,7 @@ use flotilla_runtime::{
 };
 use flotilla_store::ObjectKey;
 use flotilla_store::typed::{Stored, Typed, decode};
-use flotilla_store::{KeyValue, Leadership, Revision, StoreError, StoreRef};
+use flotilla_store::{KeyValue, Leadership, Revision, StoreRef};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -338,7 +337,7 @@ pub fn error_policy(error: &Error) -> Action {
 
 /// Reconciles one binding: decide on the cached object, write the result with a
 /// compare-and-swap; on a conflict re-read it from the store and re-decide at once
-/// ([`read_decide_write!`]; I5: a concurrent writer's change — e.g. an eviction task appended
+/// ([`flotilla_runtime::cas::Races`]; I5: a concurrent writer's change — e.g. an eviction task appended
 /// by the taint manager — is never overwritten).
 pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
     // Never decide on a partial view: with the cluster cache not yet listed every target
@@ -348,16 +347,9 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
     let now = flotilla_runtime::now();
     let clusters = ctx.cluster_snapshot();
     let first = ctx.bindings.get(&key);
-    let reread = || async {
-        metrics::counter!("flotilla_scheduler_write_conflicts_total").increment(1);
-        Ok::<_, StoreError>(
-            ctx.reader
-                .get::<v1::ResourceBinding>(&key)
-                .await?
-                .map(Arc::new),
-        )
-    };
-    read_decide_write!(key, first, reread(), |current, _| {
+    let mut races = Races::new(&key);
+    let mut current = first;
+    loop {
         let Some(old) = current else {
             // Deleted: nothing to schedule.
             ctx.forget(&key);
@@ -400,11 +392,22 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
         match ctx.writer.update((*old).clone(), new).await {
             Ok(written) => {
                 report(&ctx, &key, &old, &written, &decision);
-                Attempt::Done(ctx.action_for(&key, &decision, now))
+                return Ok(ctx.action_for(&key, &decision, now));
             }
-            Err(e) => Attempt::after(e)?,
+            Err(e) => {
+                current = match races.after::<Error>(e)? {
+                    Lost::Changed => {
+                        metrics::counter!("flotilla_scheduler_write_conflicts_total").increment(1);
+                        ctx.reader
+                            .get::<v1::ResourceBinding>(&key)
+                            .await?
+                            .map(Arc::new)
+                    }
+                    Lost::Gone => None,
+                }
+            }
         }
-    })
+    }
 }
 
 fn record_decision_metrics(decision: &Decision, elapsed: Duration) {

@@ -34,9 +34,8 @@ use flotilla_core::types::{
     Cluster, ConditionStatus, Placement, ResourceBinding, ResourceBindingSpec, Taint, TaintEffect,
 };
 use flotilla_proto::v1;
-use flotilla_runtime::cas::Attempt;
+use flotilla_runtime::cas::{Lost, Races};
 use flotilla_runtime::queue::Reason;
-use flotilla_runtime::read_decide_write;
 use flotilla_runtime::{Action, Cache, Event, EventType, Regarding, WorkQueue, Writes};
 use flotilla_store::ObjectKey;
 use flotilla_store::StoreError;
@@ -542,129 +541,130 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
     if !ctx.config.eviction_enabled || no_execute_taints(&cluster.spec.taints).is_empty() {
         return Ok(Action::await_change());
     }
-    let first = ctx.bindings.get(&key.binding).map(|b| (*b).clone());
-    read_decide_write!(
-        key.binding,
-        first,
-        ctx.writes.typed.get(&key.binding),
-        |current, attempt| {
-            let Some(wire) = current else {
-                return Ok(Action::await_change());
-            };
-            let binding = match ResourceBinding::try_from(wire.clone()) {
-                Ok(b) => b,
-                Err(source) => {
-                    // A malformed stored binding: nothing sensible to do until it is rewritten.
-                    tracing::warn!(binding = %key.binding, error = %source, "cannot decode binding");
-                    return Ok(Action::await_change());
-                }
-            };
-            // TM-6.1
-            if binding.meta.deletion_timestamp.is_some() || !binding.targets(&key.cluster) {
+    let mut first = ctx.bindings.get(&key.binding).map(|b| (*b).clone());
+    let mut races = Races::new(&key.binding);
+    let mut lost = None;
+    loop {
+        let current = match lost.take() {
+            None => first.take(),
+            Some(Lost::Changed) => ctx.writes.typed.get(&key.binding).await?,
+            Some(Lost::Gone) => None,
+        };
+        let Some(wire) = current else {
+            return Ok(Action::await_change());
+        };
+        let binding = match ResourceBinding::try_from(wire.clone()) {
+            Ok(b) => b,
+            Err(source) => {
+                // A malformed stored binding: nothing sensible to do until it is rewritten.
+                tracing::warn!(binding = %key.binding, error = %source, "cannot decode binding");
                 return Ok(Action::await_change());
             }
-            // TM-7 with A3: tolerations from the placement the scheduler applied.
-            let taints = ctx.clocked(&key.cluster, &cluster.spec.taints, now);
-            let explanation = match need_eviction(
-                &taints,
-                binding.status.applied_placement.as_ref(),
-                now,
-            ) {
-                Ok(e) => e,
-                Err(EvictionError::NoAppliedPlacement) => {
-                    // The scheduler's write of the applied placement is a binding change that
-                    // enqueues this key again.
-                    tracing::debug!(binding = %key.binding, cluster = %key.cluster, "no applied placement yet");
-                    return Ok(Action::await_change());
-                }
-            };
-            match explanation.decision {
-                EvictionDecision::Tolerate => return Ok(Action::await_change()),
-                EvictionDecision::EvictAfter(d) => return Ok(Action::requeue(d)),
-                EvictionDecision::EvictNow => {}
-            }
-            // A8: one token per eviction (not per conflict retry).
-            if attempt == 0
-                && let Err(wait) = ctx.take_token(&key, now)
-            {
-                tracing::debug!(binding = %key.binding, cluster = %key.cluster, ?wait, "eviction rate-limited");
-                return Ok(Action::requeue(wait));
-            }
-            let purge_mode =
-                resolve_purge_mode(binding.spec.failover.as_ref(), ctx.config.purge_mode);
-            let why = match &explanation.untolerated {
-                Some(t) => format!("taint {}={}:NoExecute is not tolerated", t.key, t.value),
-                None => "the toleration time of the NoExecute taints is over".to_owned(),
-            };
-            let message = format!("evicted from cluster {}: {why}", key.cluster);
-            let mut opts = EvictOptions::taint_manager(purge_mode, message.clone(), now);
-            // the task carries this span's context: the reschedule continues the trace
-            opts.trace_context = flotilla_runtime::trace::current();
-            let reason = if explanation.untolerated.is_some() {
-                "taint_untolerated"
-            } else {
-                "toleration_expired"
-            };
-            let Some((new, outcome)) = evict_wire(&wire, &binding.spec, &key.cluster, &opts) else {
+        };
+        // TM-6.1
+        if binding.meta.deletion_timestamp.is_some() || !binding.targets(&key.cluster) {
+            return Ok(Action::await_change());
+        }
+        // TM-7 with A3: tolerations from the placement the scheduler applied.
+        let taints = ctx.clocked(&key.cluster, &cluster.spec.taints, now);
+        let explanation = match need_eviction(
+            &taints,
+            binding.status.applied_placement.as_ref(),
+            now,
+        ) {
+            Ok(e) => e,
+            Err(EvictionError::NoAppliedPlacement) => {
+                // The scheduler's write of the applied placement is a binding change that
+                // enqueues this key again.
+                tracing::debug!(binding = %key.binding, cluster = %key.cluster, "no applied placement yet");
                 return Ok(Action::await_change());
-            };
-            // I11: the eviction commits only if the cluster is still as read — with the taint
-            // that is not tolerated. A taint removed meanwhile fails this guard instead of
-            // evicting from a recovered cluster.
-            let update = Update::new(wire, new).guarded_by(&cluster_key, cluster_obj.revision);
-            match ctx.writes.writer.write(update).await {
-                Ok(_) => {
-                    let (namespace, name) = key.binding.namespace_name();
-                    tracing::info!(
-                        cluster = %key.cluster,
-                        binding = %key.binding,
-                        purge_mode = purge_mode.as_str(),
-                        reason = %why,
-                        task_existed = outcome == EvictOutcome::RemovedTaskExisted,
-                        "evicted binding from cluster (TM-11)"
-                    );
-                    metrics::counter!(
-                        "flotilla_taint_manager_evictions_total",
-                        "purge_mode" => purge_mode.as_str(),
-                        "reason" => reason
-                    )
-                    .increment(1);
-                    ctx.writes.recorder.record(
-                        Regarding::binding(namespace, name),
-                        EventType::Normal,
-                        "EvictWorkloadFromCluster",
-                        format!("{message} (purge mode {})", purge_mode.as_str()),
-                        "",
-                    );
-                    return Ok(Action::await_change());
-                }
-                Err(StoreError::Conflict {
-                    key: conflicted, ..
-                }) if conflicted == cluster_key => {
-                    // The cluster changed since the cache showed it: decide again once the cache
-                    // has the new version (its taint may be gone: I11).
-                    tracing::debug!(binding = %key.binding, cluster = %key.cluster, "cluster changed under the eviction; deciding again");
-                    return Ok(Action::requeue(Duration::from_millis(10)));
-                }
-                Err(e) if e.is_conflict() || matches!(e, StoreError::NotFound { .. }) => {
-                    // I5: someone else wrote the binding since we read it: the loop re-reads and
-                    // decides again; a binding deleted meanwhile is decided on as gone.
-                    Attempt::after(e)?
-                }
-                Err(e) => {
-                    let (namespace, name) = key.binding.namespace_name();
-                    ctx.writes.recorder.record(
-                        Regarding::binding(namespace, name),
-                        EventType::Warning,
-                        "EvictWorkloadFromClusterFailed",
-                        format!("cannot evict from cluster {}: {e}", key.cluster),
-                        "",
-                    );
-                    return Err(e.into());
-                }
+            }
+        };
+        match explanation.decision {
+            EvictionDecision::Tolerate => return Ok(Action::await_change()),
+            EvictionDecision::EvictAfter(d) => return Ok(Action::requeue(d)),
+            EvictionDecision::EvictNow => {}
+        }
+        // A8: one token per eviction (not per conflict retry).
+        if races.attempt() == 0
+            && let Err(wait) = ctx.take_token(&key, now)
+        {
+            tracing::debug!(binding = %key.binding, cluster = %key.cluster, ?wait, "eviction rate-limited");
+            return Ok(Action::requeue(wait));
+        }
+        let purge_mode = resolve_purge_mode(binding.spec.failover.as_ref(), ctx.config.purge_mode);
+        let why = match &explanation.untolerated {
+            Some(t) => format!("taint {}={}:NoExecute is not tolerated", t.key, t.value),
+            None => "the toleration time of the NoExecute taints is over".to_owned(),
+        };
+        let message = format!("evicted from cluster {}: {why}", key.cluster);
+        let mut opts = EvictOptions::taint_manager(purge_mode, message.clone(), now);
+        // the task carries this span's context: the reschedule continues the trace
+        opts.trace_context = flotilla_runtime::trace::current();
+        let reason = if explanation.untolerated.is_some() {
+            "taint_untolerated"
+        } else {
+            "toleration_expired"
+        };
+        let Some((new, outcome)) = evict_wire(&wire, &binding.spec, &key.cluster, &opts) else {
+            return Ok(Action::await_change());
+        };
+        // I11: the eviction commits only if the cluster is still as read — with the taint
+        // that is not tolerated. A taint removed meanwhile fails this guard instead of
+        // evicting from a recovered cluster.
+        let update = Update::new(wire, new).guarded_by(&cluster_key, cluster_obj.revision);
+        match ctx.writes.writer.write(update).await {
+            Ok(_) => {
+                let (namespace, name) = key.binding.namespace_name();
+                tracing::info!(
+                    cluster = %key.cluster,
+                    binding = %key.binding,
+                    purge_mode = purge_mode.as_str(),
+                    reason = %why,
+                    task_existed = outcome == EvictOutcome::RemovedTaskExisted,
+                    "evicted binding from cluster (TM-11)"
+                );
+                metrics::counter!(
+                    "flotilla_taint_manager_evictions_total",
+                    "purge_mode" => purge_mode.as_str(),
+                    "reason" => reason
+                )
+                .increment(1);
+                ctx.writes.recorder.record(
+                    Regarding::binding(namespace, name),
+                    EventType::Normal,
+                    "EvictWorkloadFromCluster",
+                    format!("{message} (purge mode {})", purge_mode.as_str()),
+                    "",
+                );
+                return Ok(Action::await_change());
+            }
+            Err(StoreError::Conflict {
+                key: conflicted, ..
+            }) if conflicted == cluster_key => {
+                // The cluster changed since the cache showed it: decide again once the cache
+                // has the new version (its taint may be gone: I11).
+                tracing::debug!(binding = %key.binding, cluster = %key.cluster, "cluster changed under the eviction; deciding again");
+                return Ok(Action::requeue(Duration::from_millis(10)));
+            }
+            Err(e) if e.is_conflict() || matches!(e, StoreError::NotFound { .. }) => {
+                // I5: someone else wrote the binding since we read it: the loop re-reads and
+                // decides again; a binding deleted meanwhile is decided on as gone.
+                lost = Some(races.after::<Error>(e)?);
+            }
+            Err(e) => {
+                let (namespace, name) = key.binding.namespace_name();
+                ctx.writes.recorder.record(
+                    Regarding::binding(namespace, name),
+                    EventType::Warning,
+                    "EvictWorkloadFromClusterFailed",
+                    format!("cannot evict from cluster {}: {e}", key.cluster),
+                    "",
+                );
+                return Err(e.into());
             }
         }
-    )
+    }
 }
 
 /// After a failed reconcile: retry after the queue's back-off.

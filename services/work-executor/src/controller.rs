@@ -21,8 +21,7 @@ use flotilla_core::work::DIRECTLY_PURGE_RECHECK;
 use flotilla_proto::Resource;
 use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
-use flotilla_runtime::cas::{Attempt, Exhausted};
-use flotilla_runtime::retry_races;
+use flotilla_runtime::cas::{Exhausted, Races};
 use flotilla_runtime::{Action, BatchWriter, Cache, EventType, Recorder, Regarding};
 use flotilla_store::ObjectKey;
 use flotilla_store::StoreError;
@@ -282,13 +281,16 @@ pub async fn reconcile_binding(key: ObjectKey, ctx: Arc<Context>) -> Result<Acti
     };
     let now = flotilla_runtime::now();
     let mut view = View::from_cache(&ctx, &key, namespace, name);
-    retry_races!(key, |_| match sync(&ctx, &mut view, now).await? {
-        Step::Done(action) => Attempt::Done(action),
-        Step::Conflict(keys) => {
-            view.refresh(&ctx, keys).await?;
-            Attempt::Reread
+    let mut races = Races::new(&key);
+    loop {
+        match sync(&ctx, &mut view, now).await? {
+            Step::Done(action) => return Ok(action),
+            Step::Conflict(keys) => {
+                races.lost()?;
+                view.refresh(&ctx, keys).await?;
+            }
         }
-    })
+    }
 }
 
 async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> {

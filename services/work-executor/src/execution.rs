@@ -29,8 +29,7 @@ use crate::render::{
     EXECUTION_FINALIZER, applied_current, applied_status, cluster_is_pull, cluster_ready,
     failed_status, is_deleting, work_cluster, work_resource,
 };
-use flotilla_runtime::cas::Attempt;
-use flotilla_runtime::read_decide_write;
+use flotilla_runtime::cas::Races;
 
 /// The Work's binding, for events.
 fn regarding(work: &v1::Work) -> Option<(String, String)> {
@@ -85,15 +84,20 @@ pub async fn reconcile_work(key: ObjectKey, ctx: Arc<Context>) -> Result<Action,
     // The generation whose manifest this reconcile already applied (not re-applied after a
     // lost status write for the same generation).
     let mut applied: Option<(i64, v1::ManifestStatus)> = None;
-    read_decide_write!(key, first, ctx.typed.get(&key), |work, _| {
+    let mut races = Races::new(&key);
+    let mut work = first;
+    loop {
         let Some(w) = work else {
             return Ok(Action::await_change());
         };
         match step(&ctx, w, &mut applied).await? {
-            Step::Done(action) => Attempt::Done(action),
-            Step::Conflict => Attempt::Reread,
+            Step::Done(action) => return Ok(action),
+            Step::Conflict => {
+                races.lost()?;
+                work = ctx.typed.get(&key).await?;
+            }
         }
-    })
+    }
 }
 
 async fn step(

@@ -7,8 +7,7 @@ use flotilla_core::validation::{FieldError, FieldPath};
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutor;
-use flotilla_runtime::cas::{Attempt, Exhausted};
-use flotilla_runtime::retry_races;
+use flotilla_runtime::cas::{Exhausted, Races};
 use flotilla_runtime::rpc::metadata_str;
 use flotilla_runtime::status::{Failure, IntoStatus};
 use flotilla_store::StoreError;
@@ -205,7 +204,8 @@ impl WorkExecutorApi {
             .typed
             .get(&format!("{}{}", v1::Cluster::PREFIX, wk.cluster))
             .await?;
-        retry_races!(key, |_| 'attempt: {
+        let mut races = Races::new(&key);
+        loop {
             let work: v1::Work = self
                 .typed
                 .get(&key)
@@ -252,7 +252,10 @@ impl WorkExecutorApi {
                             resource_version: revision,
                         });
                     }
-                    Err(e) if e.is_conflict() => break 'attempt Attempt::Reread,
+                    Err(e) if e.is_conflict() => {
+                        races.lost()?;
+                        continue;
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -282,13 +285,15 @@ impl WorkExecutorApi {
             let mut new = work.clone();
             new.status = Some(status);
             match self.typed.update(&work, new).await {
-                Ok(w) => Attempt::Done(v1::ReportWorkStatusResponse {
-                    resource_version: w.resource_version(),
-                }),
-                Err(e) if e.is_conflict() => Attempt::Reread,
+                Ok(w) => {
+                    return Ok(v1::ReportWorkStatusResponse {
+                        resource_version: w.resource_version(),
+                    });
+                }
+                Err(e) if e.is_conflict() => races.lost()?,
                 Err(e) => return Err(e.into()),
             }
-        })
+        }
     }
 
     /// `Plan`: the dry run of the binding controller's decision and aggregation.

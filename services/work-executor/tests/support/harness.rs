@@ -16,7 +16,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_client::WorkExecutorClient;
-use flotilla_runtime::cas::{Attempt, Exhausted};
+use flotilla_runtime::cas::Races;
 use flotilla_runtime::{Readiness, Shutdown};
 use flotilla_store::StoreRef;
 use flotilla_store::typed::{Stored, Typed};
@@ -377,19 +377,21 @@ pub fn work_key(cluster: &str, workload: &str) -> String {
 }
 
 /// Read-modify-write with a CAS, retried on conflict as the services retry theirs
-/// ([`flotilla_runtime::retry_races!`]).
+/// ([`flotilla_runtime::cas::Races`]).
 pub async fn modify<R: Stored>(typed: &Typed, key: &str, f: impl Fn(&mut R)) -> R {
-    let written: Result<R, Exhausted> = flotilla_runtime::retry_races!(key, |_| {
+    let mut races = Races::new(key);
+    loop {
         let old: R = typed.get(key).await.unwrap().expect("object exists");
         let mut new = old.clone();
         f(&mut new);
         match typed.update(&old, new).await {
-            Ok(r) => Attempt::Done(r),
-            Err(e) if e.is_conflict() => Attempt::Reread,
+            Ok(r) => return r,
+            Err(e) if e.is_conflict() => {
+                races.lost().unwrap_or_else(|e| panic!("update {key}: {e}"))
+            }
             Err(e) => panic!("update {key}: {e}"),
         }
-    });
-    written.unwrap_or_else(|e| panic!("update {key}: {e}"))
+    }
 }
 
 /// Moves the nginx binding onto `clusters` with a graceful-eviction task off `from` (what the
