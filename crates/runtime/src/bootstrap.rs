@@ -51,7 +51,14 @@ pub struct Runtime {
     pub metrics: PrometheusHandle,
 }
 
-flotilla_store::debug_fields!(Runtime as r { "args": r.args, "readiness": r.readiness });
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("args", &self.args)
+            .field("readiness", &self.readiness)
+            .finish_non_exhaustive()
+    }
+}
 
 // === impl Runtime ===
 

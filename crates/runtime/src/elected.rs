@@ -130,7 +130,14 @@ pub struct Writes<R> {
     pub recorder: Recorder,
 }
 
-flotilla_store::debug_fields!(Writes<R> as w { "writer": w.writer, "recorder": w.recorder });
+impl<R> std::fmt::Debug for Writes<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writes")
+            .field("writer", &self.writer)
+            .field("recorder", &self.recorder)
+            .finish_non_exhaustive()
+    }
+}
 
 /// What [`Elected::resign_on`] leaves: the parts a controller needs once the candidacy runs by
 /// itself.

@@ -126,10 +126,17 @@ pub struct Writer<K> {
     buffer: Option<Snapshot<K>>,
 }
 
-flotilla_store::debug_fields!(Writer<K> as w {
-    "indexes": w.indexers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-    "listing": w.buffer.is_some()
-});
+impl<K> std::fmt::Debug for Writer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field(
+                "indexes",
+                &self.indexers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("listing", &self.buffer.is_some())
+            .finish_non_exhaustive()
+    }
+}
 
 impl<K> Default for Writer<K> {
     fn default() -> Self {
@@ -464,9 +471,16 @@ pub struct CacheBarrier {
     caches: Vec<(String, String, Arc<dyn Revisioned>)>,
 }
 
-flotilla_store::debug_fields!(CacheBarrier as b {
-    "caches": b.caches.iter().map(|(n, _, _)| n).collect::<Vec<_>>()
-});
+impl std::fmt::Debug for CacheBarrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheBarrier")
+            .field(
+                "caches",
+                &self.caches.iter().map(|(n, _, _)| n).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
 
 impl CacheBarrier {
     /// A barrier over caches of `store`.

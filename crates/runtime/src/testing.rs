@@ -50,9 +50,13 @@ pub struct FlakyStore {
     range_calls: AtomicUsize,
 }
 
-flotilla_store::debug_fields!(FlakyStore as s {
-    "partitioned": s.partitioned.load(Ordering::SeqCst)
-});
+impl std::fmt::Debug for FlakyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlakyStore")
+            .field("partitioned", &self.partitioned.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
 
 // === impl FlakyStore ===
 
@@ -240,7 +244,14 @@ pub struct Interpose {
     pub binding_puts: AtomicUsize,
 }
 
-flotilla_store::debug_fields!(Interpose as i { "key": i.key, "fired": i.fired });
+impl std::fmt::Debug for Interpose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interpose")
+            .field("key", &self.key)
+            .field("fired", &self.fired)
+            .finish_non_exhaustive()
+    }
+}
 
 // === impl Interpose ===
 

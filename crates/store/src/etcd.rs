@@ -168,7 +168,13 @@ enum Failure {
     Answered,
 }
 
-debug_fields!(EtcdStore as s { "namespace": s.ns });
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("namespace", &self.ns)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The largest watch response the client accepts (see [`EtcdStore`]'s watch).
 pub const WATCH_MAX_DECODING_MESSAGE_SIZE: usize = 256 * 1024 * 1024;

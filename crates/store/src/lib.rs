@@ -34,30 +34,6 @@
 
 #![forbid(unsafe_code)]
 
-/// `impl Debug` for a type that shows only some values (its other fields are connections,
-/// tasks, channels or secrets), as `Type { label: value, .. }`; `$this` names `self` in the
-/// values. Shared by the crates above the store:
-///
-/// ```ignore
-/// flotilla_store::debug_fields!(Context as c {
-///     "options": c.options,
-///     "clusters": c.clusters.len()
-/// });
-/// ```
-#[macro_export]
-macro_rules! debug_fields {
-    ($ty:ident $(<$($gen:ident),+>)? as $this:ident { $($label:literal: $value:expr),+ $(,)? }) => {
-        impl $(<$($gen),+>)? ::std::fmt::Debug for $ty $(<$($gen),+>)? {
-            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                let $this = self;
-                f.debug_struct(stringify!($ty))
-                    $(.field($label, &$value))+
-                    .finish_non_exhaustive()
-            }
-        }
-    };
-}
-
 pub mod clock;
 pub mod election;
 pub mod error;

@@ -74,7 +74,13 @@ pub struct MemStore {
     shared: Arc<Shared>,
 }
 
-debug_fields!(MemStore as s { "options": s.shared.opts });
+impl std::fmt::Debug for MemStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemStore")
+            .field("options", &self.shared.opts)
+            .finish_non_exhaustive()
+    }
+}
 
 struct Shared {
     state: Mutex<State>,

@@ -24,7 +24,13 @@ pub struct Prefixed {
     prefix: String,
 }
 
-debug_fields!(Prefixed as s { "prefix": s.prefix });
+impl std::fmt::Debug for Prefixed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prefixed")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
 
 // === impl Prefixed ===
 

@@ -37,7 +37,13 @@ pub struct WatchStream {
     done: bool,
 }
 
-debug_fields!(WatchStream as s { "done": s.done });
+impl std::fmt::Debug for WatchStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchStream")
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The backend's half of a channel-fed [`WatchStream`].
 #[derive(Debug)]

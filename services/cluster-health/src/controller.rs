@@ -113,11 +113,15 @@ pub struct Observing {
     pub since: Time,
 }
 
-flotilla_store::debug_fields!(Context as c {
-    "options": c.options,
-    "frequency": c.frequency,
-    "clusters": c.clusters.len()
-});
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("options", &self.options)
+            .field("frequency", &self.frequency)
+            .field("clusters", &self.clusters.len())
+            .finish_non_exhaustive()
+    }
+}
 
 /// The key of a cluster.
 pub fn cluster_key(name: &str) -> String {

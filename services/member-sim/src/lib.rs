@@ -160,13 +160,17 @@ pub struct NodeMode {
     pub kubelet: kubelet::KubeletConfig,
 }
 
-flotilla_store::debug_fields!(Config as c {
-    "sim": c.sim,
-    "listen": c.listen,
-    "control_listen": c.control_listen,
-    "token": c.token.as_ref().map(|_| "<redacted>"),
-    "kube": c.kube
-});
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("sim", &self.sim)
+            .field("listen", &self.listen)
+            .field("control_listen", &self.control_listen)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("kube", &self.kube)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Why the simulator could not run.
 #[derive(Debug, thiserror::Error)]

@@ -126,11 +126,15 @@ pub struct Context {
     next_failback: Mutex<std::time::Instant>,
 }
 
-flotilla_store::debug_fields!(Context as c {
-    "config": c.config,
-    "bindings": c.bindings,
-    "clusters": c.clusters
-});
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("config", &self.config)
+            .field("bindings", &self.bindings)
+            .field("clusters", &self.clusters)
+            .finish_non_exhaustive()
+    }
+}
 
 // === impl Context ===
 

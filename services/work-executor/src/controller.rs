@@ -93,11 +93,15 @@ pub struct Context {
     pub config: Config,
 }
 
-flotilla_store::debug_fields!(Context as c {
-    "bindings": c.bindings,
-    "works": c.works,
-    "config": c.config
-});
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("bindings", &self.bindings)
+            .field("works", &self.works)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
 
 impl Context {
     /// Resolves once every cache holds a full list.

@@ -78,7 +78,13 @@ pub struct Harness {
     task: JoinHandle<()>,
 }
 
-flotilla_store::debug_fields!(Harness as h { "name": h.name });
+impl std::fmt::Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
 
 // === impl Harness ===
 
