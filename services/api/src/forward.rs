@@ -27,20 +27,6 @@ use tonic::server::NamedService;
 use tonic::transport::Channel;
 use tower::{Service, ServiceExt as _};
 
-/// The forwarded services: the peer name (`--peer NAME=…`), the gRPC service and its dry-run
-/// methods.
-pub const DRY_RUN: [(&str, &str, &str); 5] = [
-    ("scheduler", "flotilla.v1.Scheduler", "Simulate"),
-    ("taint-manager", "flotilla.v1.TaintManager", "Explain"),
-    (
-        "graceful-eviction",
-        "flotilla.v1.GracefulEviction",
-        "Assess",
-    ),
-    ("work-executor", "flotilla.v1.WorkExecutor", "Plan"),
-    ("cluster-health", "flotilla.v1.ClusterHealth", "Assess"),
-];
-
 /// One forwarded gRPC service (the type parameter names it for the router).
 #[derive(Clone, Debug)]
 pub struct Forward<N> {
@@ -49,32 +35,60 @@ pub struct Forward<N> {
     _name: std::marker::PhantomData<N>,
 }
 
-/// Names a forwarded service for [`NamedService`] and says which method is forwarded.
+/// Names a forwarded service for [`NamedService`], says which method is forwarded and which
+/// `--peer` serves it.
 pub trait Forwarded: Clone + Send + Sync + 'static {
-    /// `flotilla.v1.Scheduler`.
+    /// The peer's name in `--peer NAME=ADDRESS`: `scheduler`.
+    const PEER: &'static str;
+    /// The gRPC service: `flotilla.v1.Scheduler`.
     const NAME: &'static str;
-    /// `Simulate`.
+    /// Its one forwarded (dry-run) method: `Simulate`.
     const METHOD: &'static str;
 }
 
-macro_rules! forwarded {
-    ($($ty:ident => $index:literal;)*) => {$(
-        /// A forwarded dry-run service.
-        #[derive(Clone, Copy, Debug)]
-        pub struct $ty;
-        impl Forwarded for $ty {
-            const NAME: &'static str = DRY_RUN[$index].1;
-            const METHOD: &'static str = DRY_RUN[$index].2;
-        }
-    )*};
+/// The scheduler's `Simulate`.
+#[derive(Clone, Copy, Debug)]
+pub struct Scheduler;
+impl Forwarded for Scheduler {
+    const PEER: &'static str = "scheduler";
+    const NAME: &'static str = "flotilla.v1.Scheduler";
+    const METHOD: &'static str = "Simulate";
 }
 
-forwarded! {
-    Scheduler => 0;
-    TaintManager => 1;
-    GracefulEviction => 2;
-    WorkExecutor => 3;
-    ClusterHealth => 4;
+/// The taint manager's `Explain`.
+#[derive(Clone, Copy, Debug)]
+pub struct TaintManager;
+impl Forwarded for TaintManager {
+    const PEER: &'static str = "taint-manager";
+    const NAME: &'static str = "flotilla.v1.TaintManager";
+    const METHOD: &'static str = "Explain";
+}
+
+/// Graceful eviction's `Assess`.
+#[derive(Clone, Copy, Debug)]
+pub struct GracefulEviction;
+impl Forwarded for GracefulEviction {
+    const PEER: &'static str = "graceful-eviction";
+    const NAME: &'static str = "flotilla.v1.GracefulEviction";
+    const METHOD: &'static str = "Assess";
+}
+
+/// The work executor's `Plan`.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkExecutor;
+impl Forwarded for WorkExecutor {
+    const PEER: &'static str = "work-executor";
+    const NAME: &'static str = "flotilla.v1.WorkExecutor";
+    const METHOD: &'static str = "Plan";
+}
+
+/// Cluster health's `Assess`.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterHealth;
+impl Forwarded for ClusterHealth {
+    const PEER: &'static str = "cluster-health";
+    const NAME: &'static str = "flotilla.v1.ClusterHealth";
+    const METHOD: &'static str = "Assess";
 }
 
 impl<N: Forwarded> NamedService for Forward<N> {
@@ -165,9 +179,9 @@ pub fn check_peers(
 fn forward<N: Forwarded>(
     router: Router,
     peers: &BTreeMap<String, String>,
-    peer_name: &str,
     security: &SecurityArgs,
 ) -> Router {
+    let peer_name = N::PEER;
     let Some(addr) = peers.get(peer_name) else {
         return router;
     };
@@ -188,9 +202,9 @@ fn forward<N: Forwarded>(
 
 /// `router` with a forwarder for every dry-run service that `peers` names.
 pub fn routes(router: Router, peers: &BTreeMap<String, String>, security: &SecurityArgs) -> Router {
-    let router = forward::<Scheduler>(router, peers, DRY_RUN[0].0, security);
-    let router = forward::<TaintManager>(router, peers, DRY_RUN[1].0, security);
-    let router = forward::<GracefulEviction>(router, peers, DRY_RUN[2].0, security);
-    let router = forward::<WorkExecutor>(router, peers, DRY_RUN[3].0, security);
-    forward::<ClusterHealth>(router, peers, DRY_RUN[4].0, security)
+    let router = forward::<Scheduler>(router, peers, security);
+    let router = forward::<TaintManager>(router, peers, security);
+    let router = forward::<GracefulEviction>(router, peers, security);
+    let router = forward::<WorkExecutor>(router, peers, security);
+    forward::<ClusterHealth>(router, peers, security)
 }

@@ -14,13 +14,11 @@ use std::time::Duration;
 
 use flotilla_proto::v1::{self, api_server::Api};
 use flotilla_runtime::Shutdown;
-use flotilla_runtime::authz::confine;
 use flotilla_runtime::reflector::Cache;
 use tonic::{Request, Response, Status};
 
 use crate::admission::Admission;
-use crate::error::Error;
-use crate::objects::{NoHold, Objects};
+use crate::objects::Objects;
 use crate::watch::WatchResponseStream;
 
 type Result<T> = std::result::Result<Response<T>, Status>;
@@ -50,6 +48,7 @@ pub struct ApiParts {
 
 mod apply;
 mod crud;
+mod handlers;
 
 /// Whether the caller is a viewer, who may read Workloads but not the values of Secret
 /// templates among them (docs/design.md §9).
@@ -92,269 +91,168 @@ pub fn redact(mut secret: v1::Secret) -> v1::Secret {
     secret
 }
 
-fn ok<T>(value: std::result::Result<T, Error>) -> Result<T> {
-    value.map(Response::new).map_err(Status::from)
+fn ok<T, E: Into<Status>>(value: std::result::Result<T, E>) -> Result<T> {
+    value.map(Response::new).map_err(Into::into)
 }
 
-/// Writes `impl Api for ApiService` from one row per handler: `name(Request) -> Response =>
-/// body;`, where the body is an expression of `Result<Response, Error>` over `$api` (the
-/// service) and `$req` (the request's message), and one row per watch: `name(Request) ->
-/// StreamType(WatchResponse);`. Hand-written items follow the rows.
+/// Writes `impl Api for ApiService` from one row per RPC, each of which only routes: `name(Request)
+/// -> Response => method(req);` calls `self.method` with the request's message,
+/// `method(req.field, args…)` with one field of it (and constant arguments), and
+/// `method(request)` with the whole `tonic::Request` (for handlers that read the caller's
+/// identity from its extensions). A watch row names its stream type and response message
+/// too. Every handler is an ordinary method of [`ApiService`] (`grpc/crud.rs`,
+/// `grpc/handlers.rs`, `grpc/apply.rs`).
 macro_rules! api_service {
     (
-        |$api:ident, $req:ident|
         unary {
-            $($name:ident($request:ident) -> $response:ident => $body:expr;)*
+            $($name:ident($request:ident) -> $response:ident => $method:ident($($args:tt)*);)*
         }
         watch {
-            $($watch:ident($wrequest:ident) -> $stream:ident($wresponse:ident);)*
+            $($watch:ident($wrequest:ident) -> $stream:ident($wresponse:ident)
+                => $wmethod:ident($($wargs:tt)*);)*
         }
-        $($rest:tt)*
     ) => {
         #[tonic::async_trait]
         impl Api for ApiService {
             $(async fn $name(&self, request: Request<v1::$request>) -> Result<v1::$response> {
-                let $api = self;
-                let $req = request.into_inner();
-                ok($body)
+                ok(route!(self, request, $method($($args)*)))
             })*
 
             $(type $stream = WatchResponseStream<v1::$wresponse>;
 
             async fn $watch(&self, request: Request<v1::$wrequest>) -> Result<Self::$stream> {
-                ok(self.watch(request.into_inner()).await)
+                ok(route!(self, request, $wmethod($($wargs)*)))
             })*
-
-            $($rest)*
         }
     };
 }
 
+/// One row's call (see [`api_service!`]).
+macro_rules! route {
+    ($service:ident, $request:ident, $method:ident(request)) => {
+        $service.$method($request).await
+    };
+    ($service:ident, $request:ident, $method:ident(req $(.$field:ident)? $(, $arg:expr)*)) => {
+        $service.$method($request.into_inner()$(.$field)? $(, $arg)*).await
+    };
+}
+
 api_service! {
-    |api, req|
     unary {
-    // --- Cluster
-    create_cluster(CreateClusterRequest) -> Cluster =>
-        api.create_cluster_admitted(req.cluster).await;
-    get_cluster(GetClusterRequest) -> Cluster => api.get(req).await;
-    list_clusters(ListClustersRequest) -> ListClustersResponse => api.list(req).await;
-    update_cluster(UpdateClusterRequest) -> Cluster => {
-        let admit = |current: &v1::Cluster, new| api.admission().cluster_update(current, new);
-        api.update(req.cluster, "cluster", false, admit).await
-    };
-    delete_cluster(DeleteClusterRequest) -> DeleteClusterResponse =>
-        api.delete_cluster_held(req).await;
+        // --- Cluster
+        create_cluster(CreateClusterRequest) -> Cluster => create_cluster_admitted(req.cluster);
+        get_cluster(GetClusterRequest) -> Cluster => get(req);
+        list_clusters(ListClustersRequest) -> ListClustersResponse => list(req);
+        update_cluster(UpdateClusterRequest) -> Cluster => update_cluster_admitted(req.cluster);
+        delete_cluster(DeleteClusterRequest) -> DeleteClusterResponse => delete_cluster_held(req);
 
-    // --- PropagationPolicy and ClusterPropagationPolicy (PD-1/PD-2 admission)
-    create_propagation_policy(CreatePropagationPolicyRequest) -> PropagationPolicy => {
-        let admit = |p| api.admission().propagation_policy(p, None, false);
-        api.create_with(req.propagation_policy, admit).await
-    };
-    get_propagation_policy(GetPropagationPolicyRequest) -> PropagationPolicy => api.get(req).await;
-    list_propagation_policies(ListPropagationPoliciesRequest) -> ListPropagationPoliciesResponse =>
-        api.list(req).await;
-    update_propagation_policy(UpdatePropagationPolicyRequest) -> PropagationPolicy => {
-        let admit = |current: &v1::PropagationPolicy, new| {
-            api.admission().propagation_policy(Some(new), Some(current), false)
-        };
-        api.update(req.propagation_policy, "propagationPolicy", true, admit).await
-    };
-    delete_propagation_policy(DeletePropagationPolicyRequest) -> DeletePropagationPolicyResponse =>
-        api.delete(req, NoHold).await;
-    create_cluster_propagation_policy(CreateClusterPropagationPolicyRequest)
-        -> ClusterPropagationPolicy => {
-        let admit = |p| api.admission().propagation_policy(p, None, true);
-        api.create_with(req.cluster_propagation_policy, admit).await
-    };
-    get_cluster_propagation_policy(GetClusterPropagationPolicyRequest)
-        -> ClusterPropagationPolicy => api.get(req).await;
-    list_cluster_propagation_policies(ListClusterPropagationPoliciesRequest)
-        -> ListClusterPropagationPoliciesResponse => api.list(req).await;
-    update_cluster_propagation_policy(UpdateClusterPropagationPolicyRequest)
-        -> ClusterPropagationPolicy => {
-        let admit = |current: &v1::ClusterPropagationPolicy, new| {
-            api.admission().propagation_policy(Some(new), Some(current), true)
-        };
-        let policy = req.cluster_propagation_policy;
-        api.update(policy, "clusterPropagationPolicy", false, admit).await
-    };
-    delete_cluster_propagation_policy(DeleteClusterPropagationPolicyRequest)
-        -> DeleteClusterPropagationPolicyResponse => api.delete(req, NoHold).await;
+        // --- PropagationPolicy and ClusterPropagationPolicy (PD-1/PD-2 admission)
+        create_propagation_policy(CreatePropagationPolicyRequest) -> PropagationPolicy =>
+            create_propagation_admitted(req.propagation_policy, false);
+        get_propagation_policy(GetPropagationPolicyRequest) -> PropagationPolicy => get(req);
+        list_propagation_policies(ListPropagationPoliciesRequest)
+            -> ListPropagationPoliciesResponse => list(req);
+        update_propagation_policy(UpdatePropagationPolicyRequest) -> PropagationPolicy =>
+            update_propagation_admitted(req.propagation_policy, false);
+        delete_propagation_policy(DeletePropagationPolicyRequest)
+            -> DeletePropagationPolicyResponse => delete_now(req);
+        create_cluster_propagation_policy(CreateClusterPropagationPolicyRequest)
+            -> ClusterPropagationPolicy =>
+            create_propagation_admitted(req.cluster_propagation_policy, true);
+        get_cluster_propagation_policy(GetClusterPropagationPolicyRequest)
+            -> ClusterPropagationPolicy => get(req);
+        list_cluster_propagation_policies(ListClusterPropagationPoliciesRequest)
+            -> ListClusterPropagationPoliciesResponse => list(req);
+        update_cluster_propagation_policy(UpdateClusterPropagationPolicyRequest)
+            -> ClusterPropagationPolicy =>
+            update_propagation_admitted(req.cluster_propagation_policy, true);
+        delete_cluster_propagation_policy(DeleteClusterPropagationPolicyRequest)
+            -> DeleteClusterPropagationPolicyResponse => delete_now(req);
 
-    // --- Secret (member credentials): values are accepted, stored, and never answered
-    create_secret(CreateSecretRequest) -> Secret => {
-        let admit = |s| api.admission().secret(s);
-        api.create_with(req.secret, admit).await.map(redact)
-    };
-    get_secret(GetSecretRequest) -> Secret => api.get(req).await.map(redact);
-    list_secrets(ListSecretsRequest) -> ListSecretsResponse => {
-        api.list(req).await.map(|mut page: v1::ListSecretsResponse| {
-            page.items = page.items.into_iter().map(redact).collect();
-            page
-        })
-    };
-    update_secret(UpdateSecretRequest) -> Secret => {
-        let admit = |_: &v1::Secret, new| api.admission().secret(Some(new));
-        api.update(req.secret, "secret", true, admit).await.map(redact)
-    };
-    delete_secret(DeleteSecretRequest) -> DeleteSecretResponse => {
-        api.delete(req, NoHold).await.map(|mut r: v1::DeleteSecretResponse| {
-            r.secret = r.secret.map(redact);
-            r
-        })
-    };
+        // --- Secret (member credentials): values are accepted, stored, and never answered
+        create_secret(CreateSecretRequest) -> Secret => create_secret_redacted(req.secret);
+        get_secret(GetSecretRequest) -> Secret => get_secret_redacted(req);
+        list_secrets(ListSecretsRequest) -> ListSecretsResponse => list_secrets_redacted(req);
+        update_secret(UpdateSecretRequest) -> Secret => update_secret_redacted(req.secret);
+        delete_secret(DeleteSecretRequest) -> DeleteSecretResponse => delete_secret_redacted(req);
 
-    // --- OverridePolicy and ClusterOverridePolicy (OV-1 admission)
-    create_override_policy(CreateOverridePolicyRequest) -> OverridePolicy =>
-        api.create_override(req.override_policy, false).await;
-    get_override_policy(GetOverridePolicyRequest) -> OverridePolicy => api.get(req).await;
-    list_override_policies(ListOverridePoliciesRequest) -> ListOverridePoliciesResponse =>
-        api.list(req).await;
-    update_override_policy(UpdateOverridePolicyRequest) -> OverridePolicy =>
-        api.update_override(req.override_policy, false).await;
-    delete_override_policy(DeleteOverridePolicyRequest) -> DeleteOverridePolicyResponse =>
-        api.delete(req, NoHold).await;
-    create_cluster_override_policy(CreateClusterOverridePolicyRequest) -> ClusterOverridePolicy =>
-        api.create_override(req.cluster_override_policy, true).await;
-    get_cluster_override_policy(GetClusterOverridePolicyRequest) -> ClusterOverridePolicy =>
-        api.get(req).await;
-    list_cluster_override_policies(ListClusterOverridePoliciesRequest)
-        -> ListClusterOverridePoliciesResponse => api.list(req).await;
-    update_cluster_override_policy(UpdateClusterOverridePolicyRequest) -> ClusterOverridePolicy =>
-        api.update_override(req.cluster_override_policy, true).await;
-    delete_cluster_override_policy(DeleteClusterOverridePolicyRequest)
-        -> DeleteClusterOverridePolicyResponse => api.delete(req, NoHold).await;
+        // --- OverridePolicy and ClusterOverridePolicy (OV-1 admission)
+        create_override_policy(CreateOverridePolicyRequest) -> OverridePolicy =>
+            create_override(req.override_policy, false);
+        get_override_policy(GetOverridePolicyRequest) -> OverridePolicy => get(req);
+        list_override_policies(ListOverridePoliciesRequest) -> ListOverridePoliciesResponse =>
+            list(req);
+        update_override_policy(UpdateOverridePolicyRequest) -> OverridePolicy =>
+            update_override(req.override_policy, false);
+        delete_override_policy(DeleteOverridePolicyRequest) -> DeleteOverridePolicyResponse =>
+            delete_now(req);
+        create_cluster_override_policy(CreateClusterOverridePolicyRequest)
+            -> ClusterOverridePolicy => create_override(req.cluster_override_policy, true);
+        get_cluster_override_policy(GetClusterOverridePolicyRequest) -> ClusterOverridePolicy =>
+            get(req);
+        list_cluster_override_policies(ListClusterOverridePoliciesRequest)
+            -> ListClusterOverridePoliciesResponse => list(req);
+        update_cluster_override_policy(UpdateClusterOverridePolicyRequest)
+            -> ClusterOverridePolicy => update_override(req.cluster_override_policy, true);
+        delete_cluster_override_policy(DeleteClusterOverridePolicyRequest)
+            -> DeleteClusterOverridePolicyResponse => delete_now(req);
 
-    // --- ClusterTaintPolicy (CH-16: checked against the other stored ones)
-    create_cluster_taint_policy(CreateClusterTaintPolicyRequest) -> ClusterTaintPolicy =>
-        api.create_cluster_taint_policy_admitted(req.cluster_taint_policy).await;
-    get_cluster_taint_policy(GetClusterTaintPolicyRequest) -> ClusterTaintPolicy =>
-        api.get(req).await;
-    list_cluster_taint_policies(ListClusterTaintPoliciesRequest)
-        -> ListClusterTaintPoliciesResponse => api.list(req).await;
-    update_cluster_taint_policy(UpdateClusterTaintPolicyRequest) -> ClusterTaintPolicy =>
-        api.update_cluster_taint_policy_admitted(req.cluster_taint_policy).await;
-    delete_cluster_taint_policy(DeleteClusterTaintPolicyRequest)
-        -> DeleteClusterTaintPolicyResponse => api.delete(req, NoHold).await;
+        // --- ClusterTaintPolicy (CH-16: checked against the other stored ones)
+        create_cluster_taint_policy(CreateClusterTaintPolicyRequest) -> ClusterTaintPolicy =>
+            create_cluster_taint_policy_admitted(req.cluster_taint_policy);
+        get_cluster_taint_policy(GetClusterTaintPolicyRequest) -> ClusterTaintPolicy => get(req);
+        list_cluster_taint_policies(ListClusterTaintPoliciesRequest)
+            -> ListClusterTaintPoliciesResponse => list(req);
+        update_cluster_taint_policy(UpdateClusterTaintPolicyRequest) -> ClusterTaintPolicy =>
+            update_cluster_taint_policy_admitted(req.cluster_taint_policy);
+        delete_cluster_taint_policy(DeleteClusterTaintPolicyRequest)
+            -> DeleteClusterTaintPolicyResponse => delete_now(req);
 
-    // --- Workload
-    create_workload(CreateWorkloadRequest) -> Workload => {
-        let admit = |w| api.admission().workload(w);
-        api.create_with(req.workload, admit).await
-    };
-    update_workload(UpdateWorkloadRequest) -> Workload =>
-        api.update_workload_admitted(req.workload).await;
-    delete_workload(DeleteWorkloadRequest) -> DeleteWorkloadResponse =>
-        api.delete(req, NoHold).await;
+        // --- Workload (a viewer reads Secret templates without their values)
+        create_workload(CreateWorkloadRequest) -> Workload => create_workload_admitted(req.workload);
+        get_workload(GetWorkloadRequest) -> Workload => get_workload_for_caller(request);
+        list_workloads(ListWorkloadsRequest) -> ListWorkloadsResponse =>
+            list_workloads_for_caller(request);
+        update_workload(UpdateWorkloadRequest) -> Workload => update_workload_admitted(req.workload);
+        delete_workload(DeleteWorkloadRequest) -> DeleteWorkloadResponse => delete_now(req);
 
-    // --- read-only kinds: the detector and the controllers write them
-    get_resource_binding(GetResourceBindingRequest) -> ResourceBinding => api.get(req).await;
-    list_resource_bindings(ListResourceBindingsRequest) -> ListResourceBindingsResponse =>
-        api.list(req).await;
-    get_event(GetEventRequest) -> Event => api.get(req).await;
-    list_events(ListEventsRequest) -> ListEventsResponse => api.list(req).await;
+        // --- Work (an agent reads only its own cluster's)
+        get_work(GetWorkRequest) -> Work => get_work_confined(request);
+        list_works(ListWorksRequest) -> ListWorksResponse => list_works_confined(request);
 
-    // --- Apply (many objects in one request)
-    apply(ApplyRequest) -> ApplyResponse => api.apply_objects(req).await;
+        // --- read-only kinds: the detector and the controllers write them
+        get_resource_binding(GetResourceBindingRequest) -> ResourceBinding => get(req);
+        list_resource_bindings(ListResourceBindingsRequest) -> ListResourceBindingsResponse =>
+            list(req);
+        get_event(GetEventRequest) -> Event => get(req);
+        list_events(ListEventsRequest) -> ListEventsResponse => list(req);
+
+        // --- Apply (many objects in one request), and the peers the api forwards to
+        apply(ApplyRequest) -> ApplyResponse => apply_objects(req);
+        get_peers(GetPeersRequest) -> GetPeersResponse => peers(req);
     }
 
     watch {
-        watch_clusters(WatchClustersRequest) -> WatchClustersStream(WatchClustersResponse);
+        watch_clusters(WatchClustersRequest) -> WatchClustersStream(WatchClustersResponse)
+            => watch(req);
         watch_propagation_policies(WatchPropagationPoliciesRequest)
-            -> WatchPropagationPoliciesStream(WatchPropagationPoliciesResponse);
+            -> WatchPropagationPoliciesStream(WatchPropagationPoliciesResponse) => watch(req);
         watch_cluster_propagation_policies(WatchClusterPropagationPoliciesRequest)
-            -> WatchClusterPropagationPoliciesStream(WatchClusterPropagationPoliciesResponse);
+            -> WatchClusterPropagationPoliciesStream(WatchClusterPropagationPoliciesResponse)
+            => watch(req);
         watch_override_policies(WatchOverridePoliciesRequest)
-            -> WatchOverridePoliciesStream(WatchOverridePoliciesResponse);
+            -> WatchOverridePoliciesStream(WatchOverridePoliciesResponse) => watch(req);
         watch_cluster_override_policies(WatchClusterOverridePoliciesRequest)
-            -> WatchClusterOverridePoliciesStream(WatchClusterOverridePoliciesResponse);
+            -> WatchClusterOverridePoliciesStream(WatchClusterOverridePoliciesResponse)
+            => watch(req);
         watch_cluster_taint_policies(WatchClusterTaintPoliciesRequest)
-            -> WatchClusterTaintPoliciesStream(WatchClusterTaintPoliciesResponse);
+            -> WatchClusterTaintPoliciesStream(WatchClusterTaintPoliciesResponse) => watch(req);
         watch_resource_bindings(WatchResourceBindingsRequest)
-            -> WatchResourceBindingsStream(WatchResourceBindingsResponse);
-        watch_events(WatchEventsRequest) -> WatchEventsStream(WatchEventsResponse);
-    }
-
-    // Workloads: a viewer reads Secret templates without their values.
-    async fn get_workload(&self, request: Request<v1::GetWorkloadRequest>) -> Result<v1::Workload> {
-        let hide = viewer(request.extensions());
-        let workload = ok(self.get(request.into_inner()).await)?;
-        Ok(if hide {
-            workload.map(redact_workload)
-        } else {
-            workload
-        })
-    }
-
-    async fn list_workloads(
-        &self,
-        request: Request<v1::ListWorkloadsRequest>,
-    ) -> Result<v1::ListWorkloadsResponse> {
-        let hide = viewer(request.extensions());
-        let mut list = ok(self.list(request.into_inner()).await)?;
-        if hide {
-            let page = list.get_mut();
-            page.items = std::mem::take(&mut page.items)
-                .into_iter()
-                .map(redact_workload)
-                .collect();
-        }
-        Ok(list)
-    }
-
-    type WatchWorkloadsStream = WatchResponseStream<v1::WatchWorkloadsResponse>;
-
-    async fn watch_workloads(
-        &self,
-        request: Request<v1::WatchWorkloadsRequest>,
-    ) -> Result<Self::WatchWorkloadsStream> {
-        use futures::StreamExt as _;
-        let hide = viewer(request.extensions());
-        let stream = ok(self.watch(request.into_inner()).await)?;
-        if !hide {
-            return Ok(stream);
-        }
-        let redacted = stream.into_inner().map(|item| {
-            item.map(|mut event| {
-                event.object = event.object.map(redact_workload);
-                event
-            })
-        });
-        Ok(Response::new(Box::pin(redacted)))
-    }
-
-    // Works carry their manifests, Secrets among them: an agent reads only its own
-    // cluster's (the method table lets agents through, `confine` narrows them; docs/design.md
-    // §9).
-    async fn get_work(&self, request: Request<v1::GetWorkRequest>) -> Result<v1::Work> {
-        confine(request.extensions(), &request.get_ref().cluster)?;
-        ok(self.get(request.into_inner()).await)
-    }
-
-    async fn list_works(
-        &self,
-        request: Request<v1::ListWorksRequest>,
-    ) -> Result<v1::ListWorksResponse> {
-        confine(request.extensions(), &request.get_ref().cluster)?;
-        ok(self.list(request.into_inner()).await)
-    }
-
-    type WatchWorksStream = WatchResponseStream<v1::WatchWorksResponse>;
-
-    async fn watch_works(
-        &self,
-        request: Request<v1::WatchWorksRequest>,
-    ) -> Result<Self::WatchWorksStream> {
-        confine(request.extensions(), &request.get_ref().cluster)?;
-        ok(self.watch(request.into_inner()).await)
-    }
-
-    async fn get_peers(
-        &self,
-        _request: Request<v1::GetPeersRequest>,
-    ) -> Result<v1::GetPeersResponse> {
-        Ok(Response::new(v1::GetPeersResponse {
-            peers: self.inner.peers.clone().into_iter().collect(),
-        }))
+            -> WatchResourceBindingsStream(WatchResourceBindingsResponse) => watch(req);
+        watch_events(WatchEventsRequest) -> WatchEventsStream(WatchEventsResponse) => watch(req);
+        watch_workloads(WatchWorkloadsRequest) -> WatchWorkloadsStream(WatchWorkloadsResponse)
+            => watch_workloads_for_caller(request);
+        watch_works(WatchWorksRequest) -> WatchWorksStream(WatchWorksResponse)
+            => watch_works_confined(request);
     }
 }

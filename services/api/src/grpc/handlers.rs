@@ -1,0 +1,215 @@
+//! The handlers that differ by kind, each one method that the table in `grpc.rs` routes to:
+//! admission for creates and updates, redaction of Secrets (always) and of Secret templates
+//! (for a viewer), and the confinement of an agent to its own cluster's Works.
+
+use flotilla_proto::v1;
+use flotilla_runtime::authz::confine;
+use futures::StreamExt as _;
+use tonic::{Request, Status};
+
+use super::{ApiService, redact, redact_workload, viewer};
+use crate::error::Error;
+use crate::objects::NoHold;
+use crate::watch::WatchResponseStream;
+
+impl ApiService {
+    /// Update of a Cluster: its status stays the stored one.
+    pub(super) async fn update_cluster_admitted(
+        &self,
+        cluster: Option<v1::Cluster>,
+    ) -> Result<v1::Cluster, Error> {
+        let admit = |current: &v1::Cluster, new| self.admission().cluster_update(current, new);
+        self.update(cluster, "cluster", false, admit).await
+    }
+
+    /// Create of a PropagationPolicy (`cluster_wide == false`) or ClusterPropagationPolicy
+    /// (PD-1/PD-2 admission).
+    pub(super) async fn create_propagation_admitted<K>(
+        &self,
+        policy: Option<K>,
+        cluster_wide: bool,
+    ) -> Result<K, Error>
+    where
+        K: crate::kinds::ApiKind
+            + TryInto<
+                flotilla_core::types::PropagationPolicy,
+                Error = flotilla_proto::convert::ConvertError,
+            > + From<flotilla_core::types::PropagationPolicy>,
+    {
+        let admit = |p| self.admission().propagation_policy(p, None, cluster_wide);
+        self.create_with(policy, admit).await
+    }
+
+    /// Update of a PropagationPolicy or ClusterPropagationPolicy, admitted against the stored
+    /// one.
+    pub(super) async fn update_propagation_admitted<K>(
+        &self,
+        policy: Option<K>,
+        cluster_wide: bool,
+    ) -> Result<K, Error>
+    where
+        K: crate::kinds::ApiKind
+            + TryInto<
+                flotilla_core::types::PropagationPolicy,
+                Error = flotilla_proto::convert::ConvertError,
+            > + From<flotilla_core::types::PropagationPolicy>,
+    {
+        let field = if cluster_wide {
+            "clusterPropagationPolicy"
+        } else {
+            "propagationPolicy"
+        };
+        let admit = |current: &K, new| {
+            self.admission()
+                .propagation_policy(Some(new), Some(current), cluster_wide)
+        };
+        self.update(policy, field, !cluster_wide, admit).await
+    }
+
+    /// Create of a Secret; the answer carries its keys, not its values.
+    pub(super) async fn create_secret_redacted(
+        &self,
+        secret: Option<v1::Secret>,
+    ) -> Result<v1::Secret, Error> {
+        let admit = |s| self.admission().secret(s);
+        self.create_with(secret, admit).await.map(redact)
+    }
+
+    /// Get of a Secret, without its values.
+    pub(super) async fn get_secret_redacted(
+        &self,
+        request: v1::GetSecretRequest,
+    ) -> Result<v1::Secret, Error> {
+        self.get(request).await.map(redact)
+    }
+
+    /// List of Secrets, without their values.
+    pub(super) async fn list_secrets_redacted(
+        &self,
+        request: v1::ListSecretsRequest,
+    ) -> Result<v1::ListSecretsResponse, Error> {
+        let mut page: v1::ListSecretsResponse = self.list(request).await?;
+        page.items = page.items.into_iter().map(redact).collect();
+        Ok(page)
+    }
+
+    /// Update of a Secret; the answer carries its keys, not its values.
+    pub(super) async fn update_secret_redacted(
+        &self,
+        secret: Option<v1::Secret>,
+    ) -> Result<v1::Secret, Error> {
+        let admit = |_: &v1::Secret, new| self.admission().secret(Some(new));
+        self.update(secret, "secret", true, admit).await.map(redact)
+    }
+
+    /// Delete of a Secret; the answer carries its keys, not its values.
+    pub(super) async fn delete_secret_redacted(
+        &self,
+        request: v1::DeleteSecretRequest,
+    ) -> Result<v1::DeleteSecretResponse, Error> {
+        let mut answer: v1::DeleteSecretResponse = self.delete(request, NoHold).await?;
+        answer.secret = answer.secret.map(redact);
+        Ok(answer)
+    }
+
+    /// Delete of an object without finalizers' holds.
+    pub(super) async fn delete_now<Q: crate::requests::DeleteRequest>(
+        &self,
+        request: Q,
+    ) -> Result<Q::Response, Error> {
+        self.delete(request, NoHold).await
+    }
+
+    /// Create of a Workload.
+    pub(super) async fn create_workload_admitted(
+        &self,
+        workload: Option<v1::Workload>,
+    ) -> Result<v1::Workload, Error> {
+        let admit = |w| self.admission().workload(w);
+        self.create_with(workload, admit).await
+    }
+
+    /// Get of a Workload: a viewer reads Secret templates without their values.
+    pub(super) async fn get_workload_for_caller(
+        &self,
+        request: Request<v1::GetWorkloadRequest>,
+    ) -> Result<v1::Workload, Error> {
+        let hide = viewer(request.extensions());
+        let workload = self.get(request.into_inner()).await?;
+        Ok(if hide {
+            redact_workload(workload)
+        } else {
+            workload
+        })
+    }
+
+    /// List of Workloads: a viewer reads Secret templates without their values.
+    pub(super) async fn list_workloads_for_caller(
+        &self,
+        request: Request<v1::ListWorkloadsRequest>,
+    ) -> Result<v1::ListWorkloadsResponse, Error> {
+        let hide = viewer(request.extensions());
+        let mut page: v1::ListWorkloadsResponse = self.list(request.into_inner()).await?;
+        if hide {
+            page.items = page.items.into_iter().map(redact_workload).collect();
+        }
+        Ok(page)
+    }
+
+    /// Watch of Workloads: a viewer reads Secret templates without their values.
+    pub(super) async fn watch_workloads_for_caller(
+        &self,
+        request: Request<v1::WatchWorkloadsRequest>,
+    ) -> Result<WatchResponseStream<v1::WatchWorkloadsResponse>, Error> {
+        let hide = viewer(request.extensions());
+        let stream = self.watch(request.into_inner()).await?;
+        if !hide {
+            return Ok(stream);
+        }
+        Ok(Box::pin(stream.map(|item| {
+            item.map(|mut event| {
+                event.object = event.object.map(redact_workload);
+                event
+            })
+        })))
+    }
+
+    /// Get of a Work: an agent reads only its own cluster's (the method table lets agents
+    /// through, `confine` narrows them; docs/design.md §9). Works carry their manifests,
+    /// Secrets among them.
+    pub(super) async fn get_work_confined(
+        &self,
+        request: Request<v1::GetWorkRequest>,
+    ) -> Result<v1::Work, Status> {
+        confine(request.extensions(), &request.get_ref().cluster)?;
+        Ok(self.get(request.into_inner()).await?)
+    }
+
+    /// List of Works, confined as [`ApiService::get_work_confined`].
+    pub(super) async fn list_works_confined(
+        &self,
+        request: Request<v1::ListWorksRequest>,
+    ) -> Result<v1::ListWorksResponse, Status> {
+        confine(request.extensions(), &request.get_ref().cluster)?;
+        Ok(self.list(request.into_inner()).await?)
+    }
+
+    /// Watch of Works, confined as [`ApiService::get_work_confined`].
+    pub(super) async fn watch_works_confined(
+        &self,
+        request: Request<v1::WatchWorksRequest>,
+    ) -> Result<WatchResponseStream<v1::WatchWorksResponse>, Status> {
+        confine(request.extensions(), &request.get_ref().cluster)?;
+        Ok(self.watch(request.into_inner()).await?)
+    }
+
+    /// The other services' addresses (`--peer`).
+    pub(super) async fn peers(
+        &self,
+        _request: v1::GetPeersRequest,
+    ) -> Result<v1::GetPeersResponse, Error> {
+        Ok(v1::GetPeersResponse {
+            peers: self.inner.peers.clone().into_iter().collect(),
+        })
+    }
+}
