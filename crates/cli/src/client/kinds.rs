@@ -214,8 +214,8 @@ macro_rules! scope_field {
 /// `impl ApiObject` for a kind from its RPCs, and [`Named`] for the kind and its list
 /// response: each request lists the fields it takes from the [`Scope`] (`namespace`,
 /// `label_selector`, `cluster`, `kind`); paging, revisions and bookmarks are filled in. `get`
-/// is either the Get RPC (a missing object is an empty list) or a block over `api`, `scope`
-/// and `name`.
+/// is either the Get RPC (a missing object is an empty list) or an async function of `(api,
+/// scope, name)` for kinds whose names need more (`@get_named` is the arms' own).
 macro_rules! api_object {
     (
         v1::$ty:ident: $name:literal, $list_resp:ident,
@@ -227,7 +227,7 @@ macro_rules! api_object {
             v1::$ty: $name, $list_resp,
             list: $list($list_req { $($lf),* }),
             watch: $watch($watch_req { $($wf),* }),
-            get(api, scope, name) => {
+            @get_named(api, scope, name) {
                 let _ = &scope;
                 not_found_is_empty(
                     api.$get(v1::$get_req {
@@ -243,7 +243,20 @@ macro_rules! api_object {
         v1::$ty:ident: $name:literal, $list_resp:ident,
         list: $list:ident($list_req:ident { $($lf:ident),* }),
         watch: $watch:ident($watch_req:ident { $($wf:ident),* }),
-        get($api:ident, $scope:ident, $n:ident) => $get:block,
+        get: $get_named:path,
+    ) => {
+        api_object! {
+            v1::$ty: $name, $list_resp,
+            list: $list($list_req { $($lf),* }),
+            watch: $watch($watch_req { $($wf),* }),
+            @get_named(api, scope, name) { $get_named(api, scope, name).await },
+        }
+    };
+    (
+        v1::$ty:ident: $name:literal, $list_resp:ident,
+        list: $list:ident($list_req:ident { $($lf:ident),* }),
+        watch: $watch:ident($watch_req:ident { $($wf:ident),* }),
+        @get_named($api:ident, $scope:ident, $n:ident) $get:block,
     ) => {
         named!($ty, $list_resp);
 
@@ -623,25 +636,32 @@ api_object! {
     v1::Workload: "workload", ListWorkloadsResponse,
     list: list_workloads(ListWorkloadsRequest { namespace, kind, label_selector }),
     watch: watch_workloads(WatchWorkloadsRequest { namespace, kind, label_selector }),
-    get(api, scope, name) => {
-        // `Kind/name` names the kind; otherwise every kind with that name.
-        let (kind, name) = match name.split_once('/') {
-            Some((k, n)) => (Some(k.to_owned()), n),
-            None => (scope.workload_kind.clone(), name),
-        };
-        if let Some(kind) = kind {
-            return not_found_is_empty(
-                api.get_workload(v1::GetWorkloadRequest {
-                    namespace: scope.ns(),
-                    kind,
-                    name: name.into(),
-                })
-                .await,
-            );
-        }
-        let (items, _) = list_all::<v1::Workload>(api, scope).await?;
-        Ok(items.into_iter().filter(|w| w.name() == name).collect())
-    },
+    get: workloads_named,
+}
+
+/// The workloads called `name`: `Kind/name` names the kind; otherwise every kind with that
+/// name.
+async fn workloads_named(
+    api: &mut Api,
+    scope: &Scope,
+    name: &str,
+) -> Result<Vec<v1::Workload>, Status> {
+    let (kind, name) = match name.split_once('/') {
+        Some((k, n)) => (Some(k.to_owned()), n),
+        None => (scope.workload_kind.clone(), name),
+    };
+    if let Some(kind) = kind {
+        return not_found_is_empty(
+            api.get_workload(v1::GetWorkloadRequest {
+                namespace: scope.ns(),
+                kind,
+                name: name.into(),
+            })
+            .await,
+        );
+    }
+    let (items, _) = list_all::<v1::Workload>(api, scope).await?;
+    Ok(items.into_iter().filter(|w| w.name() == name).collect())
 }
 
 impl Columns for v1::Workload {
@@ -731,25 +751,28 @@ api_object! {
     v1::Work: "work", ListWorksResponse,
     list: list_works(ListWorksRequest { namespace, cluster, label_selector }),
     watch: watch_works(WatchWorksRequest { namespace, cluster, label_selector }),
-    get(api, scope, name) => {
-        // A Work's key has its cluster: `CLUSTER/NAME`, `--cluster`, or every cluster.
-        let (cluster, name) = match name.split_once('/') {
-            Some((c, n)) => (Some(c.to_owned()), n),
-            None => (scope.cluster.clone(), name),
-        };
-        if let Some(cluster) = cluster {
-            return not_found_is_empty(
-                api.get_work(v1::GetWorkRequest {
-                    cluster,
-                    namespace: scope.ns(),
-                    name: name.into(),
-                })
-                .await,
-            );
-        }
-        let (items, _) = list_all::<v1::Work>(api, scope).await?;
-        Ok(items.into_iter().filter(|w| w.name() == name).collect())
-    },
+    get: works_named,
+}
+
+/// The Works called `name`: a Work's key has its cluster: `CLUSTER/NAME`, `--cluster`, or
+/// every cluster.
+async fn works_named(api: &mut Api, scope: &Scope, name: &str) -> Result<Vec<v1::Work>, Status> {
+    let (cluster, name) = match name.split_once('/') {
+        Some((c, n)) => (Some(c.to_owned()), n),
+        None => (scope.cluster.clone(), name),
+    };
+    if let Some(cluster) = cluster {
+        return not_found_is_empty(
+            api.get_work(v1::GetWorkRequest {
+                cluster,
+                namespace: scope.ns(),
+                name: name.into(),
+            })
+            .await,
+        );
+    }
+    let (items, _) = list_all::<v1::Work>(api, scope).await?;
+    Ok(items.into_iter().filter(|w| w.name() == name).collect())
 }
 
 impl Columns for v1::Work {

@@ -422,9 +422,9 @@ async fn delete_one(
     name: &str,
 ) -> anyhow::Result<(String, bool)> {
     let what = |k: &str| format!("deleting {k} {name:?}");
-    // One delete call: the kind's type (its lowercase name for errors and `kind/name` for the
-    // output) or its name and the text to show, and the request (with the namespace where the
-    // kind is namespaced).
+    // One delete call, as a `Result` of what to show and whether it is gone: the kind's type
+    // (its lowercase name for errors and `kind/name` for the output) or its name and the text
+    // to show, and the request (with the namespace where the kind is namespaced).
     macro_rules! delete {
         ($ty:ty, $method:ident($req:ident { $($ns:ident)? })) => {
             delete!(
@@ -433,20 +433,18 @@ async fn delete_one(
                 $method($req { $($ns)? })
             )
         };
-        ($kind:expr, $shown:expr, $method:ident($req:ident { $($ns:ident)? })) => {{
-            let r = api
-                .$method(v1::$req {
-                    $($ns: $ns.into(),)?
-                    name: name.into(),
-                    preconditions: None,
-                })
-                .await
-                .map_err(|s| status_error(what($kind), &s))?
-                .into_inner();
-            ($shown, r.deleted)
-        }};
+        ($kind:expr, $shown:expr, $method:ident($req:ident { $($ns:ident)? })) => {
+            api.$method(v1::$req {
+                $($ns: $ns.into(),)?
+                name: name.into(),
+                preconditions: None,
+            })
+            .await
+            .map(|r| ($shown, r.into_inner().deleted))
+            .map_err(|s| status_error(what($kind), &s))
+        };
     }
-    Ok(match kind {
+    match kind {
         Kind::Cluster => delete!(v1::Cluster, delete_cluster(DeleteClusterRequest {})),
         Kind::PropagationPolicy => delete!(
             v1::PropagationPolicy,
@@ -504,7 +502,7 @@ async fn delete_one(
                 .await
                 .map_err(|s| status_error(what("workload"), &s))?
                 .into_inner();
-            (
+            Ok((
                 format!(
                     "{}/{}",
                     flotilla_core::resource::qualified_kind(
@@ -515,7 +513,7 @@ async fn delete_one(
                     workload.name()
                 ),
                 r.deleted,
-            )
+            ))
         }
         Kind::ResourceBinding | Kind::ClusterResourceBinding | Kind::Work | Kind::Event => {
             anyhow::bail!(
@@ -523,7 +521,7 @@ async fn delete_one(
              deleted; delete the workload or its policy instead"
             )
         }
-    })
+    }
 }
 
 /// A workload's kind with its group (`Deployment.apps`), which names it exactly (RM-1).
