@@ -12,14 +12,26 @@ use std::time::Duration;
 use crate::time::Time;
 use crate::types::{AggregatedStatusItem, GracefulEvictionTask, ResourceHealth, TargetCluster};
 
-/// Inputs of [`assess_tasks`] besides the tasks (GE-2.1).
+/// Which tasks can time out for the caller of [`task_verdict`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timeouts {
+    /// Every task: after its own grace period, or after this default
+    /// (`--graceful-eviction-timeout`, 10m). Graceful eviction judges this way.
+    Default(Duration),
+    /// Only tasks with their own grace period: the caller does not hold the default, which
+    /// is graceful eviction's flag (the work executor and the scheduler).
+    OwnOnly,
+}
+
+/// Inputs of [`task_verdict`] and [`assess_tasks`] besides the tasks (GE-2.1): everything
+/// a writer of `gracefulEvictionTasks` must know to decide whether a task may end.
 #[derive(Clone, Copy, Debug)]
 pub struct AssessOptions<'a> {
     /// The injected clock.
     pub now: Time,
-    /// `--graceful-eviction-timeout` (10m), used for tasks without their own grace period.
-    pub default_timeout: Duration,
-    /// The binding's current `spec.clusters`.
+    /// Which tasks time out, and after what.
+    pub timeouts: Timeouts,
+    /// The binding's `spec.clusters` as the caller's write leaves them.
     pub schedule_result: &'a [TargetCluster],
     /// The binding's `status.aggregatedStatus`.
     pub observed_status: &'a [AggregatedStatusItem],
@@ -50,6 +62,9 @@ pub enum TaskVerdict {
     NoReplacement,
     /// GE-4.4: waiting for the new targets to become healthy.
     Waiting,
+    /// A6 / I4: the task's cluster is a target again (it recovered and the scheduler placed
+    /// replicas on it); a cluster is never both a target and a task.
+    Rescheduled,
 }
 
 impl TaskVerdict {
@@ -57,7 +72,10 @@ impl TaskVerdict {
     pub fn removes(self) -> bool {
         matches!(
             self,
-            TaskVerdict::Released | TaskVerdict::TimedOut | TaskVerdict::ReplacementHealthy
+            TaskVerdict::Released
+                | TaskVerdict::TimedOut
+                | TaskVerdict::ReplacementHealthy
+                | TaskVerdict::Rescheduled
         )
     }
 }
@@ -93,30 +111,44 @@ pub fn placement_healthy(
         })
 }
 
-fn task_timeout(task: &GracefulEvictionTask, default: Duration) -> Duration {
+fn task_timeout(task: &GracefulEvictionTask, timeouts: Timeouts) -> Option<Duration> {
     // GE-3.2: the task's own grace period, else the default — per task, no leaking.
-    match task.grace_period_seconds {
-        Some(secs) => Duration::from_secs(u64::try_from(secs).unwrap_or(0)),
-        None => default,
+    match (task.grace_period_seconds, timeouts) {
+        (Some(secs), _) => Some(Duration::from_secs(u64::try_from(secs).unwrap_or(0))),
+        (None, Timeouts::Default(default)) => Some(default),
+        (None, Timeouts::OwnOnly) => None,
     }
 }
 
 /// The instant a task times out: its creation (or, A6, the time a replacement was placed
-/// if that is later) plus its timeout.
-fn task_deadline(task: &GracefulEvictionTask, created: Time, opts: &AssessOptions<'_>) -> Time {
+/// if that is later) plus its timeout; `None` when it does not time out for this caller.
+fn task_deadline(
+    task: &GracefulEvictionTask,
+    created: Time,
+    opts: &AssessOptions<'_>,
+) -> Option<Time> {
     let start = match opts.last_scheduled {
         Some(placed) if placed > created => placed,
         _ => created,
     };
-    start + task_timeout(task, opts.default_timeout)
+    task_timeout(task, opts.timeouts).map(|timeout| start + timeout)
 }
 
-/// GE-4 for one stamped task.
-fn assess_single(
-    task: &GracefulEvictionTask,
-    created: Time,
-    opts: &AssessOptions<'_>,
-) -> TaskVerdict {
+/// May this eviction task end now? The one answer for every writer of
+/// `gracefulEvictionTasks`: graceful eviction applies every removing verdict, the work
+/// executor the [`TaskVerdict::ReplacementHealthy`] its own status write causes (WE-8.6), the
+/// scheduler the [`TaskVerdict::Rescheduled`] its own placement causes (A6).
+pub fn task_verdict(task: &GracefulEvictionTask, opts: &AssessOptions<'_>) -> TaskVerdict {
+    if opts
+        .schedule_result
+        .iter()
+        .any(|target| target.name == task.from_cluster)
+    {
+        return TaskVerdict::Rescheduled;
+    }
+    let Some(created) = task.creation_timestamp else {
+        return TaskVerdict::Stamped;
+    };
     match task.suppress_deletion {
         Some(true) => return TaskVerdict::Suppressed,
         Some(false) => return TaskVerdict::Released,
@@ -126,7 +158,7 @@ fn assess_single(
     if opts.schedule_result.is_empty() {
         return TaskVerdict::NoReplacement;
     }
-    if opts.now > task_deadline(task, created, opts) {
+    if task_deadline(task, created, opts).is_some_and(|deadline| opts.now > deadline) {
         return TaskVerdict::TimedOut;
     }
     if opts.has_scheduled
@@ -142,10 +174,7 @@ fn assess_single(
 pub fn assess_tasks(tasks: &[GracefulEvictionTask], opts: &AssessOptions<'_>) -> Assessment {
     let mut out = Assessment::default();
     for task in tasks {
-        let verdict = match task.creation_timestamp {
-            None => TaskVerdict::Stamped,
-            Some(created) => assess_single(task, created, opts),
-        };
+        let verdict = task_verdict(task, opts);
         out.verdicts.push((task.from_cluster.clone(), verdict));
         if verdict.removes() {
             out.evicted.push(task.from_cluster.clone());
@@ -164,9 +193,9 @@ pub fn next_retry(tasks: &[GracefulEvictionTask], opts: &AssessOptions<'_>) -> O
     tasks
         .iter()
         .filter(|t| t.suppress_deletion.is_none())
-        .map(|t| {
+        .filter_map(|t| {
             let created = t.creation_timestamp.unwrap_or(opts.now);
-            task_deadline(t, created, opts).saturating_since(opts.now)
+            task_deadline(t, created, opts).map(|deadline| deadline.saturating_since(opts.now))
         })
         .min()
 }
@@ -259,7 +288,7 @@ mod tests {
     ) -> AssessOptions<'a> {
         AssessOptions {
             now: Time::from_secs(now),
-            default_timeout: Duration::from_secs(600),
+            timeouts: Timeouts::Default(Duration::from_secs(600)),
             schedule_result: result,
             observed_status: status,
             has_scheduled: scheduled,
@@ -271,6 +300,7 @@ mod tests {
     #[test]
     fn ge_4_single_task_table() {
         let m2 = [TargetCluster::new("m2", 3)];
+        let m1 = [TargetCluster::new("m1", 3)];
         let healthy = [item("m2", ResourceHealth::Healthy)];
         let unhealthy = [item("m2", ResourceHealth::Unhealthy)];
         let unknown = [item("m2", ResourceHealth::Unknown)];
@@ -356,6 +386,40 @@ mod tests {
             (
                 "A6 empty placement keeps even past the timeout",
                 (stamped(), opts(10_000, &[], &[], true), NoReplacement),
+            ),
+            (
+                "A6 I4 its cluster is a target again",
+                (stamped(), opts(5, &m1, &[], true), Rescheduled),
+            ),
+            (
+                "A6 I4 a target again even while suppressed",
+                (
+                    with(|t| t.suppress_deletion = Some(true)),
+                    opts(5, &m1, &[], true),
+                    Rescheduled,
+                ),
+            ),
+            (
+                "timeouts own only: no default, past it → kept",
+                (
+                    stamped(),
+                    AssessOptions {
+                        timeouts: Timeouts::OwnOnly,
+                        ..at(10_000, &unhealthy)
+                    },
+                    Waiting,
+                ),
+            ),
+            (
+                "timeouts own only: the task's own grace period still ends it",
+                (
+                    with(|t| t.grace_period_seconds = Some(30)),
+                    AssessOptions {
+                        timeouts: Timeouts::OwnOnly,
+                        ..at(31, &unhealthy)
+                    },
+                    TimedOut,
+                ),
             ),
         ];
         for (name, (t, o, want)) in cases {

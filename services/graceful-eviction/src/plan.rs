@@ -15,7 +15,8 @@ use std::time::Duration;
 use flotilla_core::Time;
 use flotilla_core::eviction::{EvictOptions, graceful_evict_cluster};
 use flotilla_core::graceful::{
-    AssessOptions, Assessment, TaskVerdict, assess_application_failover, assess_tasks, next_retry,
+    AssessOptions, Assessment, TaskVerdict, Timeouts, assess_application_failover, assess_tasks,
+    next_retry,
 };
 use flotilla_core::health::set_condition;
 use flotilla_core::types::{
@@ -184,7 +185,7 @@ pub fn plan(
     // GE-3 / GE-4 with A6.
     let opts = AssessOptions {
         now,
-        default_timeout,
+        timeouts: Timeouts::Default(default_timeout),
         schedule_result: &spec.clusters,
         observed_status: &status.aggregated_status,
         has_scheduled,
@@ -285,6 +286,9 @@ pub fn describe(verdict: TaskVerdict) -> &'static str {
         }
         TaskVerdict::Waiting => {
             "GE-4.4: waiting for the new targets to become Healthy or the grace period to end"
+        }
+        TaskVerdict::Rescheduled => {
+            "A6: the cluster is a target again; it is never both a target and a task"
         }
     }
 }

@@ -18,6 +18,7 @@
 use std::fmt::Write as _;
 
 use flotilla_core::Time;
+use flotilla_core::graceful::{AssessOptions, TaskVerdict, Timeouts, task_verdict};
 use flotilla_core::scheduler::failback::{
     Failback, failback, failback_clusters_after, failback_tasks,
 };
@@ -348,9 +349,29 @@ pub fn plan_write(
                 .cloned()
                 .map(v1::TargetCluster::from)
                 .collect();
-            // A6: a reinstated cluster's eviction task ends with this write.
+            // A6: a reinstated cluster's eviction task ends with this write. Whether a task
+            // may end is one function for every writer of tasks; the verdict this placement
+            // causes is Rescheduled (its cluster is a target again). The status read is the
+            // old placement's, so no health verdict is taken here (I1a).
+            let ends = AssessOptions {
+                now,
+                timeouts: Timeouts::OwnOnly,
+                schedule_result: &outcome.targets,
+                observed_status: &domain.status.aggregated_status,
+                has_scheduled: true,
+                observed_status_current: false,
+                last_scheduled: Some(now),
+            };
+            let ended: Vec<&str> = domain
+                .spec
+                .graceful_eviction_tasks
+                .iter()
+                .filter(|t| task_verdict(t, &ends) == TaskVerdict::Rescheduled)
+                .map(|t| t.from_cluster.as_str())
+                .collect();
+            debug_assert!(reinstated.iter().all(|c| ended.contains(&c.as_str())));
             spec.graceful_eviction_tasks
-                .retain(|t| !reinstated.contains(&t.from_cluster));
+                .retain(|t| !ended.contains(&t.from_cluster.as_str()));
             // A11: a failback leaves no cluster at once: each one the result drops keeps its
             // copy through a graceful task (I4: it is no longer a target).
             let failed_back: &[String] = match trigger {

@@ -6,7 +6,7 @@ use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_core::Time;
-use flotilla_core::graceful::{AssessOptions, TaskVerdict, assess_tasks};
+use flotilla_core::graceful::{AssessOptions, TaskVerdict, Timeouts, assess_tasks};
 use flotilla_core::moves::{MoveHold, MoveInput, WorkReplicas, hold_shrinks};
 use flotilla_core::types::{self as domain, CONDITION_FULLY_APPLIED};
 use flotilla_core::work::{aggregate_status, kept_clusters, plan_works};
@@ -660,9 +660,9 @@ pub fn end_healthy_tasks<W: Borrow<v1::Work>>(
     let status = &binding.status;
     let opts = AssessOptions {
         now,
-        // Timeouts are graceful eviction's to judge (it knows the default grace period);
-        // here only a healthy replacement ends a task.
-        default_timeout: std::time::Duration::MAX,
+        // The default grace period is graceful eviction's flag; this write ends only the
+        // tasks its own status makes ReplacementHealthy (below).
+        timeouts: Timeouts::OwnOnly,
         schedule_result: &binding.spec.clusters,
         observed_status: &status.aggregated_status,
         has_scheduled: status.scheduler_observed_generation == generation,
