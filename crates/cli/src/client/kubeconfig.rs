@@ -1,142 +1,178 @@
 //! What `flotilla join --kubeconfig` reads from a kubeconfig: one context's API server, CA
-//! and credentials (a token or a client certificate), as `karmadactl join` does.
+//! and credentials (a token or a client certificate), as `karmadactl join` does. The file is
+//! parsed by kube's `Kubeconfig` (which also resolves file paths against the kubeconfig's
+//! directory); the secrets it yields are `secrecy` types, which `Debug` never shows.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, anyhow, bail};
 use base64::Engine as _;
-use serde_json::Value;
+use kube::config::{AuthInfo, Kubeconfig};
+use secrecy::{ExposeSecret as _, SecretSlice, SecretString};
 
 /// A member's API server and the credentials to reach it. `Debug` never shows them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Default)]
 pub struct Credentials {
     /// The context used.
     pub context: String,
     /// `clusters[].cluster.server`.
     pub server: String,
     /// The CA bundle (PEM), if the kubeconfig names one.
-    pub ca: Option<Hidden<Vec<u8>>>,
+    pub ca: Option<Vec<u8>>,
     /// A bearer token.
-    pub token: Option<Hidden<String>>,
-    /// A client certificate and key (PEM).
-    pub client_cert: Option<Hidden<(Vec<u8>, Vec<u8>)>>,
+    pub token: Option<SecretString>,
+    /// A client certificate and its key (PEM).
+    pub client_cert: Option<ClientCert>,
     /// `insecure-skip-tls-verify`.
     pub insecure: bool,
 }
 
-/// A value `Debug` shows as `<redacted>`: a secret, or a certificate not worth printing.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Hidden<T>(pub T);
+/// A client certificate (PEM) and its key (PEM, secret).
+pub struct ClientCert {
+    /// The certificate.
+    pub cert: Vec<u8>,
+    /// The private key.
+    pub key: SecretSlice<u8>,
+}
 
-impl<T> std::fmt::Debug for Hidden<T> {
+impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
+        f.debug_struct("Credentials")
+            .field("context", &self.context)
+            .field("server", &self.server)
+            .field("ca", &self.ca.as_ref().map(|ca| ca.len()))
+            .field("token", &self.token)
+            .field(
+                "client_cert",
+                &self.client_cert.as_ref().map(|_| "<redacted>"),
+            )
+            .field("insecure", &self.insecure)
+            .finish()
     }
 }
 
-/// The entry `name` of the list `section` (`clusters`, `users`, `contexts`).
-fn entry<'a>(doc: &'a Value, section: &str, name: &str) -> anyhow::Result<&'a Value> {
-    doc.get(section)
-        .and_then(Value::as_array)
-        .and_then(|list| {
-            list.iter()
-                .find(|e| e.get("name").and_then(Value::as_str) == Some(name))
-        })
-        .ok_or_else(|| anyhow!("the kubeconfig has no {section} entry named {name:?}"))
-}
-
-fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
-}
-
-/// A value given inline as base64 (`<key>-data`) or as a file (`<key>`, relative to the
-/// kubeconfig's directory).
-fn bytes(v: &Value, key: &str, dir: &Path) -> anyhow::Result<Option<Vec<u8>>> {
-    if let Some(data) = text(v, &format!("{key}-data")) {
+/// A value given inline as base64 (`<key>-data`) or as a file (`<key>`, already made
+/// absolute by `Kubeconfig::read_from`).
+fn bytes(data: Option<&str>, file: Option<&str>, key: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    if let Some(data) = data.filter(|d| !d.is_empty()) {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(data.trim())
             .with_context(|| format!("{key}-data is not base64"))?;
         return Ok(Some(decoded));
     }
-    match text(v, key) {
+    match file.filter(|f| !f.is_empty()) {
         None => Ok(None),
-        Some(path) => {
-            let path: PathBuf = dir.join(path);
-            std::fs::read(&path)
-                .map(Some)
-                .with_context(|| format!("reading {key} {}", path.display()))
-        }
+        Some(path) => std::fs::read(path)
+            .map(Some)
+            .with_context(|| format!("reading {key} {path}")),
     }
 }
 
 /// Reads `context` (default: the current context) of the kubeconfig at `path`.
 pub fn read(path: &Path, context: Option<&str>) -> anyhow::Result<Credentials> {
-    let raw = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
-    let doc: Value = serde_norway::from_str(&raw)
+    if let Err(e) = std::fs::metadata(path) {
+        return Err(e).with_context(|| format!("reading the kubeconfig {}", path.display()));
+    }
+    let doc = Kubeconfig::read_from(path)
         .with_context(|| format!("{} is not a kubeconfig (YAML)", path.display()))?;
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let context_name = match context {
         Some(c) => c.to_owned(),
-        None => text(&doc, "current-context")
-            .ok_or_else(|| anyhow!("the kubeconfig has no current-context; pass --context"))?
-            .to_owned(),
+        None => doc
+            .current_context
+            .clone()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| anyhow!("the kubeconfig has no current-context; pass --context"))?,
     };
-    let ctx = entry(&doc, "contexts", &context_name)?
-        .get("context")
+    let ctx = doc
+        .contexts
+        .iter()
+        .find(|c| c.name == context_name)
+        .ok_or_else(|| anyhow!("the kubeconfig has no contexts entry named {context_name:?}"))?
+        .context
+        .as_ref()
         .ok_or_else(|| anyhow!("context {context_name:?} is empty"))?;
-    let cluster_name =
-        text(ctx, "cluster").ok_or_else(|| anyhow!("context {context_name:?} names no cluster"))?;
-    let cluster = entry(&doc, "clusters", cluster_name)?
-        .get("cluster")
+    let cluster_name = ctx.cluster.as_str();
+    if cluster_name.is_empty() {
+        bail!("context {context_name:?} names no cluster");
+    }
+    let cluster = doc
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .ok_or_else(|| anyhow!("the kubeconfig has no clusters entry named {cluster_name:?}"))?
+        .cluster
+        .as_ref()
         .ok_or_else(|| anyhow!("cluster {cluster_name:?} is empty"))?;
-    let server = text(cluster, "server")
-        .ok_or_else(|| anyhow!("cluster {cluster_name:?} has no server"))?
-        .to_owned();
-    if text(cluster, "proxy-url").is_some() {
+    let server = cluster
+        .server
+        .clone()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| anyhow!("cluster {cluster_name:?} has no server"))?;
+    if cluster.proxy_url.as_deref().is_some_and(|p| !p.is_empty()) {
         bail!("cluster {cluster_name:?} uses proxy-url, which Flotilla does not support");
     }
-    let insecure = cluster
-        .get("insecure-skip-tls-verify")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let ca = bytes(cluster, "certificate-authority", dir)?.map(Hidden);
+    let ca = bytes(
+        cluster.certificate_authority_data.as_deref(),
+        cluster.certificate_authority.as_deref(),
+        "certificate-authority",
+    )?;
     let mut creds = Credentials {
         context: context_name.clone(),
         server,
         ca,
-        insecure,
+        insecure: cluster.insecure_skip_tls_verify.unwrap_or(false),
         ..Credentials::default()
     };
-    let Some(user_name) = text(ctx, "user") else {
+    let Some(user_name) = ctx.user.as_deref().filter(|u| !u.is_empty()) else {
         bail!(
             "context {context_name:?} names no user: Flotilla needs a token or a client certificate"
         );
     };
-    let user = entry(&doc, "users", user_name)?
-        .get("user")
-        .cloned()
-        .unwrap_or(Value::Null);
-    for unsupported in ["exec", "auth-provider"] {
-        if user.get(unsupported).is_some() {
+    let user: AuthInfo = doc
+        .auth_infos
+        .iter()
+        .find(|u| u.name == user_name)
+        .ok_or_else(|| anyhow!("the kubeconfig has no users entry named {user_name:?}"))?
+        .auth_info
+        .clone()
+        .unwrap_or_default();
+    for (unsupported, present) in [
+        ("exec", user.exec.is_some()),
+        ("auth-provider", user.auth_provider.is_some()),
+    ] {
+        if present {
             bail!(
                 "user {user_name:?} authenticates with `{unsupported}`, which Flotilla cannot \
                  run; give it a ServiceAccount token instead (kubectl create token …)"
             );
         }
     }
-    if let Some(token) = text(&user, "token") {
-        creds.token = Some(Hidden(token.trim().to_owned()));
-    } else if let Some(file) = text(&user, "tokenFile") {
-        let path = dir.join(file);
-        let token = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading tokenFile {}", path.display()))?;
-        creds.token = Some(Hidden(token.trim().to_owned()));
+    if let Some(token) = user
+        .token
+        .as_ref()
+        .filter(|t| !t.expose_secret().is_empty())
+    {
+        creds.token = Some(SecretString::from(token.expose_secret().trim()));
+    } else if let Some(file) = user.token_file.as_deref().filter(|f| !f.is_empty()) {
+        let token =
+            std::fs::read_to_string(file).with_context(|| format!("reading tokenFile {file}"))?;
+        creds.token = Some(SecretString::from(token.trim()));
     }
-    let cert = bytes(&user, "client-certificate", dir)?;
-    let key = bytes(&user, "client-key", dir)?;
+    let cert = bytes(
+        user.client_certificate_data.as_deref(),
+        user.client_certificate.as_deref(),
+        "client-certificate",
+    )?;
+    let key = bytes(
+        user.client_key_data.as_ref().map(|k| k.expose_secret()),
+        user.client_key.as_deref(),
+        "client-key",
+    )?;
     creds.client_cert = match (cert, key) {
-        (Some(c), Some(k)) => Some(Hidden((c, k))),
+        (Some(cert), Some(key)) => Some(ClientCert {
+            cert,
+            key: SecretSlice::from(key),
+        }),
         (None, None) => None,
         _ => bail!(
             "user {user_name:?} has a client certificate without its key, or a key without its certificate"
@@ -156,6 +192,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use std::path::PathBuf;
 
     const CONFIG: &str = r#"
 apiVersion: v1
@@ -200,11 +237,11 @@ users:
         let (_dir, path) = write();
         let c = read(&path, None).unwrap();
         assert_eq!(c.server, "https://127.0.0.1:36443");
-        assert_eq!(c.token.as_ref().map(|t| t.0.as_str()), Some("s3cr3t-t0ken"));
         assert_eq!(
-            c.ca.as_ref().map(|ca| ca.0.as_slice()),
-            Some(&b"-----BEGIN CERTIFICATE-----\n"[..])
+            c.token.as_ref().map(|t| t.expose_secret()),
+            Some("s3cr3t-t0ken")
         );
+        assert_eq!(c.ca.as_deref(), Some(&b"-----BEGIN CERTIFICATE-----\n"[..]));
         assert!(
             !format!("{c:?}").contains("s3cr3t"),
             "Debug redacts the token"
@@ -212,9 +249,12 @@ users:
 
         let c = read(&path, Some("other")).unwrap();
         assert!(c.insecure);
-        assert_eq!(
-            c.client_cert,
-            Some(Hidden((b"CERT".to_vec(), b"KEY".to_vec())))
+        let client = c.client_cert.as_ref().unwrap();
+        assert_eq!(client.cert, b"CERT");
+        assert_eq!(client.key.expose_secret(), b"KEY");
+        assert!(
+            !format!("{c:?}").contains("KEY"),
+            "Debug redacts the key: {c:?}"
         );
     }
 

@@ -728,20 +728,26 @@ fn credentials_secret(
     name: &str,
     creds: &super::kubeconfig::Credentials,
 ) -> v1::Secret {
-    use super::kubeconfig::Hidden;
+    use secrecy::ExposeSecret as _;
     let mut data = std::collections::BTreeMap::new();
-    if let Some(Hidden(token)) = &creds.token {
+    if let Some(token) = &creds.token {
         data.insert(
             flotilla_member::SECRET_TOKEN.to_owned(),
-            token.as_bytes().to_vec(),
+            token.expose_secret().as_bytes().to_vec(),
         );
     }
-    if let Some(Hidden(ca)) = &creds.ca {
+    if let Some(ca) = &creds.ca {
         data.insert(flotilla_member::SECRET_CA_BUNDLE.to_owned(), ca.clone());
     }
-    if let Some(Hidden((cert, key))) = &creds.client_cert {
-        data.insert(flotilla_member::SECRET_TLS_CERT.to_owned(), cert.clone());
-        data.insert(flotilla_member::SECRET_TLS_KEY.to_owned(), key.clone());
+    if let Some(client) = &creds.client_cert {
+        data.insert(
+            flotilla_member::SECRET_TLS_CERT.to_owned(),
+            client.cert.clone(),
+        );
+        data.insert(
+            flotilla_member::SECRET_TLS_KEY.to_owned(),
+            client.key.expose_secret().to_vec(),
+        );
     }
     v1::Secret {
         metadata: Some(v1::ObjectMeta {
