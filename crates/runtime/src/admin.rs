@@ -7,16 +7,13 @@
 //!   GET /metrics → the Prometheus recorder's text exposition
 //! ```
 
-use std::convert::Infallible;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{StatusCode, header};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
@@ -26,8 +23,16 @@ use crate::shutdown::Shutdown;
 /// How often histogram upkeep runs on the recorder (the exporter's own default).
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
+/// What the admin handlers answer from.
+#[derive(Clone)]
+struct Admin {
+    metrics: Option<PrometheusHandle>,
+    readiness: Readiness,
+}
+
 /// Serves the admin endpoints on `listener` until `shutdown` fires. `metrics` is the handle
-/// from [`crate::telemetry::install_metrics`]; without one `/metrics` answers 404.
+/// from [`crate::telemetry::install_metrics`]; without one `/metrics` answers 404. Only GET
+/// (and HEAD) are answered; anything else is 405.
 pub async fn serve_admin(
     listener: TcpListener,
     metrics: Option<PrometheusHandle>,
@@ -46,86 +51,57 @@ pub async fn serve_admin(
             }
         });
     }
-    loop {
-        let (stream, peer) = tokio::select! {
-            () = shutdown.triggered() => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(error) => {
-                    // Per-connection errors (EMFILE, aborted handshakes) must not end the server.
-                    tracing::warn!(%error, "admin accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let metrics = metrics.clone();
-        let readiness = readiness.clone();
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let response = handle(&req, metrics.as_ref(), &readiness);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                res = conn.as_mut() => {
-                    if let Err(error) = res {
-                        tracing::debug!(%peer, %error, "admin connection ended with an error");
-                    }
-                }
-                () = stop.triggered() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
+    let router = Router::new()
+        .route("/livez", get(live))
+        .route("/live", get(live))
+        .route("/healthz", get(live))
+        .route("/readyz", get(ready))
+        .route("/ready", get(ready))
+        .route("/metrics", get(render_metrics))
+        .fallback(|| async { text(StatusCode::NOT_FOUND, "not found\n") })
+        .with_state(Admin { metrics, readiness });
+    // (accept errors such as EMFILE are retried by axum::serve, not fatal)
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.triggered())
+        .await
+        .map_err(ServerError::Io)
+}
+
+async fn live() -> Response {
+    text(StatusCode::OK, "ok\n")
+}
+
+async fn ready(State(admin): State<Admin>) -> Response {
+    let pending = admin.readiness.pending();
+    if pending.is_empty() {
+        text(StatusCode::OK, "ok\n")
+    } else {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {}\n", pending.join(", ")),
+        )
     }
 }
 
-fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(body.into()));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    resp
+async fn render_metrics(State(admin): State<Admin>) -> Response {
+    match &admin.metrics {
+        Some(h) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            h.render(),
+        )
+            .into_response(),
+        None => text(StatusCode::NOT_FOUND, "no metrics recorder installed\n"),
+    }
 }
 
-fn handle(
-    req: &Request<Incoming>,
-    metrics: Option<&PrometheusHandle>,
-    readiness: &Readiness,
-) -> Response<Full<Bytes>> {
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n");
-    }
-    match req.uri().path() {
-        "/livez" | "/live" | "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" | "/ready" => {
-            let pending = readiness.pending();
-            if pending.is_empty() {
-                text(StatusCode::OK, "ok\n")
-            } else {
-                text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("not ready: {}\n", pending.join(", ")),
-                )
-            }
-        }
-        "/metrics" => match metrics {
-            Some(h) => {
-                let mut resp = text(StatusCode::OK, h.render());
-                resp.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-                );
-                resp
-            }
-            None => text(StatusCode::NOT_FOUND, "no metrics recorder installed\n"),
-        },
-        _ => text(StatusCode::NOT_FOUND, "not found\n"),
-    }
+fn text(status: StatusCode, body: impl Into<String>) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body.into(),
+    )
+        .into_response()
 }

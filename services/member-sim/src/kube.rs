@@ -282,47 +282,12 @@ fn query(uri: &axum::http::Uri) -> HashMap<String, String> {
         .unwrap_or_default()
 }
 
-/// `a=b&c=d%2Fe` as decoded pairs.
+/// `a=b&c=d%2Fe` as decoded pairs (`application/x-www-form-urlencoded`, as a Kubernetes
+/// API server reads its query).
 fn url_pairs(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
+    form_urlencoded::parse(q.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                if let Some(b) = hex {
-                    out.push(b);
-                    i += 3;
-                } else {
-                    out.push(b'%');
-                    i += 1;
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// One requirement of a label selector.
@@ -917,8 +882,15 @@ mod tests {
         assert_eq!((t.namespace, t.kind.as_str()), (None, "ClusterRole"));
         assert!(parse("/apis/apps/v1/widgets").is_err());
         assert_eq!(
-            percent_decode("resourcebinding.karmada.io%2Fpermanent-id"),
-            "resourcebinding.karmada.io/permanent-id"
+            url_pairs("labelSelector=resourcebinding.karmada.io%2Fpermanent-id&watch=1&x=a+b"),
+            [
+                (
+                    "labelSelector".to_owned(),
+                    "resourcebinding.karmada.io/permanent-id".to_owned()
+                ),
+                ("watch".to_owned(), "1".to_owned()),
+                ("x".to_owned(), "a b".to_owned()),
+            ]
         );
     }
 }

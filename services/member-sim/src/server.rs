@@ -1,10 +1,9 @@
 //! One listener, two protocols: gRPC (`flotilla.v1.MemberSim`, `grpc.health.v1`, reflection)
 //! over HTTP/2 and the member API server's probes `GET /readyz`, `GET /healthz` over
-//! HTTP/1.1, both from one axum router served by hyper-util's auto (h1 + h2) connection
-//! builder.
+//! HTTP/1.1, both from one axum router served by `axum::serve` (h1 + h2c).
 //!
 //! ```text
-//!   TcpListener ─accept─► hyper-util auto::Builder (HTTP/1.1 or h2c by preface)
+//!   TcpListener ─accept─► axum::serve (HTTP/1.1 or h2c by preface)
 //!                            │
 //!                            ▼ fault gate (only on --listen, not on --control-listen):
 //!                            │   UNREACHABLE → every request waits until healed, except
@@ -14,22 +13,17 @@
 //!                                + GET /readyz, /healthz (200 "ok" | 500 when UNHEALTHY)
 //! ```
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::IntoResponse;
 use axum::routing::get;
+use axum::serve::ListenerExt as _;
 use flotilla_proto::v1::member_sim_server::MemberSimServer;
 use flotilla_runtime::Shutdown;
 use http::StatusCode;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
-use tower::ServiceExt;
 
 use crate::grpc::MemberSimService;
 use crate::sim::{Fault, Sim};
@@ -120,9 +114,10 @@ async fn not_found(req: http::Request<axum::body::Body>) -> http::Response<axum:
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` fires. With `gate`, requests wait while
-/// that member is [`Fault::Unreachable`] (except [`SET_FAULT_PATH`]); without, the listener
-/// ignores faults (`--control-listen`).
+/// Serves `router` on `listener` until `shutdown` fires (in-flight requests then get
+/// [`DRAIN`] to finish). With `gate`, requests wait while that member is
+/// [`Fault::Unreachable`] (except [`SET_FAULT_PATH`]); without, the listener ignores faults
+/// (`--control-listen`).
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
@@ -130,76 +125,47 @@ pub async fn serve(
     shutdown: Shutdown,
 ) {
     let addr = listener.local_addr().ok();
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.triggered() => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(error) => {
-                // e.g. EMFILE: keep serving the connections we have, try again shortly
-                tracing::warn!(?addr, %error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    let router = match gate {
+        Some(sim) => router.layer(axum::middleware::from_fn_with_state(
+            (sim, shutdown.clone()),
+            hold_while_unreachable,
+        )),
+        None => router,
+    };
+    let listener = listener.tap_io(|stream| {
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            stream,
-            peer,
-            router.clone(),
-            gate.clone(),
-            shutdown.clone(),
-        ));
+    });
+    // (axum::serve retries failed accepts, e.g. EMFILE, and speaks HTTP/1.1 and h2c)
+    let server = axum::serve(listener, router).with_graceful_shutdown(shutdown.triggered());
+    let drained = async {
+        shutdown.triggered().await;
+        tokio::time::sleep(DRAIN).await;
+    };
+    tokio::select! {
+        result = server => {
+            if let Err(error) = result {
+                tracing::warn!(?addr, %error, "listener failed");
+            }
+        }
+        () = drained => tracing::debug!(?addr, "connections still open after the drain; dropped"),
     }
     tracing::debug!(?addr, "listener closed");
 }
 
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    peer: SocketAddr,
-    router: axum::Router,
-    gate: Option<Arc<Sim>>,
-    shutdown: Shutdown,
-) {
-    let service = {
-        let shutdown = shutdown.clone();
-        tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            let router = router.clone();
-            let gate = gate.clone();
-            let shutdown = shutdown.clone();
-            async move {
-                if let Some(sim) = gate
-                    && req.uri().path() != SET_FAULT_PATH
-                    && sim.fault() == Fault::Unreachable
-                {
-                    tokio::select! {
-                        () = sim.wait_reachable() => {}
-                        () = shutdown.triggered() => {
-                            return Ok::<_, Infallible>(
-                                (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
-                                    .into_response(),
-                            );
-                        }
-                    }
-                }
-                router.oneshot(req).await
+/// The fault gate: while the member is unreachable every request but `SetFault` waits until
+/// it is healed (or the simulator shuts down), as requests to a partitioned server hang.
+async fn hold_while_unreachable(
+    axum::extract::State((sim, shutdown)): axum::extract::State<(Arc<Sim>, Shutdown)>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.uri().path() != SET_FAULT_PATH && sim.fault() == Fault::Unreachable {
+        tokio::select! {
+            () = sim.wait_reachable() => {}
+            () = shutdown.triggered() => {
+                return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
             }
-        })
-    };
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-    tokio::pin!(conn);
-    tokio::select! {
-        res = conn.as_mut() => {
-            if let Err(error) = res {
-                tracing::debug!(%peer, %error, "connection ended with an error");
-            }
-        }
-        () = shutdown.triggered() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(DRAIN, conn).await;
         }
     }
+    next.run(request).await
 }
