@@ -148,7 +148,7 @@ async fn we_3_5_gracefully_task_keeps_the_old_work_untouched_while_the_new_targe
 async fn we_3_2_directly_task_deletes_first_and_new_works_wait_until_it_is_gone() {
     let (run, m1, m2) = converged(mem()).await;
     // member1 is NotReady: its Work cannot be deleted yet (WE-6.3, WE-9)
-    set_ready(&run.typed, "member1", false).await;
+    run.set_ready("member1", false).await;
     let w2_before = run.work(&work_key("member2", "nginx")).await.unwrap();
     run.evict_member1(v1::PurgeMode::Directly).await;
     run.deleting_but_kept(
@@ -166,7 +166,7 @@ async fn we_3_2_directly_task_deletes_first_and_new_works_wait_until_it_is_gone(
     assert_eq!(m2.replicas("nginx"), Some(2));
     assert_eq!(m1.deletes(), 0);
 
-    set_ready(&run.typed, "member1", true).await;
+    run.set_ready("member1", true).await;
     run.until_work_gone("member1's Work gone", "member1").await;
     assert_eq!(m1.replicas("nginx"), None, "WE-6.2: deleted on the member");
     until("member2 runs 3 once member1's Work is gone", || {

@@ -405,11 +405,11 @@ pub async fn evict(typed: &Typed, clusters: &[(&str, i32)], from: &str, mode: v1
     .await;
 }
 
-pub async fn set_ready(typed: &Typed, name: &str, ready: bool) {
+pub async fn set_ready(typed: &Typed, name: &str, ready: bool) -> v1::Cluster {
     modify::<v1::Cluster>(typed, &format!("clusters/{name}"), |c| {
         c.status.get_or_insert_with(Default::default).conditions = vec![ready_condition(ready)];
     })
-    .await;
+    .await
 }
 
 // === executor ===
@@ -447,6 +447,11 @@ impl Running {
     }
 
     pub async fn start_with(store: StoreRef, config: Config) -> Self {
+        // the executor's decisions, shown with a failing test's output
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("flotilla=debug,info")
+            .with_test_writer()
+            .try_init();
         let shutdown = Shutdown::new();
         let readiness = Readiness::new();
         let executor = WorkExecutor::start(store.clone(), config, &readiness, &shutdown);
@@ -469,6 +474,23 @@ impl Running {
             executor,
             addr,
         }
+    }
+
+    /// Sets cluster `name`'s Ready condition and waits until the executor's cluster cache
+    /// holds that version: its next decisions see the change. (Without the wait, a Work
+    /// reconciled in between still sees the cluster as it was; under load a test once saw
+    /// member1's Work deleted on a member it had just made NotReady.)
+    pub async fn set_ready(&self, name: &str, ready: bool) {
+        let written = set_ready(&self.typed, name, ready).await;
+        let key = format!("clusters/{name}");
+        let clusters = &self.executor.context().clusters;
+        until(&format!("the executor sees {name} Ready={ready}"), || {
+            clusters.get(&key).is_some_and(|c| {
+                flotilla_proto::Resource::resource_version(&*c)
+                    >= flotilla_proto::Resource::resource_version(&written)
+            })
+        })
+        .await;
     }
 
     pub async fn client(&self) -> WorkExecutorClient<tonic::transport::Channel> {

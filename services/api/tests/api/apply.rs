@@ -1,0 +1,228 @@
+//! `GetPeers`, and `Apply`: admission of everything first, writes all or nothing.
+
+use super::*;
+
+/// `--peer NAME=ADDR` is what `GetPeers` answers (the CLI's `explain` finds the dry-run
+/// services this way); malformed or repeated peers are refused, each naming the flag.
+#[tokio::test]
+async fn get_peers_answers_the_peer_flags_and_bad_peers_are_refused() {
+    use clap::Parser as _;
+    let parse = |peers: &[&str]| {
+        let mut argv = vec!["flotilla-api", "--store", "mem", "--identity", "t"];
+        for p in peers {
+            argv.extend(["--peer", p]);
+        }
+        flotilla_api::Args::try_parse_from(argv)
+            .expect("parses")
+            .validate()
+    };
+    for (bad, why) in [
+        ("scheduler", "expected NAME=ADDR"),
+        ("Scheduler=1.2.3.4:5", "NAME must be a service name"),
+        ("scheduler=", "ADDR must be"),
+        ("scheduler=a b", "ADDR must be"),
+    ] {
+        let errors = parse(&[bad]).expect_err(bad);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("--peer") && e.contains(why)),
+            "{bad}: {errors:?}"
+        );
+    }
+    let twice = parse(&["scheduler=a:1", "scheduler=b:2"]).expect_err("twice");
+    assert!(
+        twice.iter().any(|e| e.contains("scheduler is given twice")),
+        "{twice:?}"
+    );
+
+    let mut config = testing::config();
+    config.peers = parse(&["scheduler=127.0.0.1:7403", "cluster-health=http://h:1"])
+        .expect("valid")
+        .peers;
+    let store: StoreRef = Arc::new(MemStore::new());
+    let api = testing::serve(store, config).await;
+    let peers = api
+        .client()
+        .await
+        .get_peers(v1::GetPeersRequest {})
+        .await
+        .expect("GetPeers")
+        .into_inner()
+        .peers;
+    assert_eq!(peers.len(), 2, "{peers:?}");
+    assert_eq!(peers["scheduler"], "127.0.0.1:7403");
+    assert_eq!(peers["cluster-health"], "http://h:1");
+    api.stop().await;
+}
+
+/// `Apply` (#12 item 7): every object admitted first, then all written in one transaction;
+/// a file with one object the server refuses writes nothing, and the refusal names
+/// `objects[i]`. Applying the same objects again changes nothing; a change is `configured`.
+#[tokio::test]
+async fn apply_admits_everything_first_and_writes_all_or_nothing() {
+    let (store, api, client) = setup().await;
+    let cm = v1::Workload {
+        manifest: r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":"default"},"data":{"a":"b"}}"#.into(),
+        ..Default::default()
+    };
+    let objects = |policy: v1::PropagationPolicy| {
+        vec![
+            v1::ApplyObject {
+                object: Some(v1::apply_object::Object::Workload(cm.clone())),
+            },
+            v1::ApplyObject {
+                object: Some(v1::apply_object::Object::Workload(nginx_workload())),
+            },
+            v1::ApplyObject {
+                object: Some(v1::apply_object::Object::PropagationPolicy(policy)),
+            },
+        ]
+    };
+    let apply = |objects: Vec<v1::ApplyObject>, dry_run: bool| {
+        let mut c = client.clone();
+        async move {
+            c.apply(v1::ApplyRequest { objects, dry_run })
+                .await
+                .map(Response::into_inner)
+        }
+    };
+    let actions = |r: &v1::ApplyResponse| -> Vec<String> {
+        r.outcomes
+            .iter()
+            .map(|o| format!("{} {} {}", o.kind, o.name, o.action))
+            .collect()
+    };
+
+    // A refused object (a ClusterTaintPolicy with NoExecute, not allowed by default) after
+    // valid ones: nothing is written.
+    let before = snapshot(&store).await;
+    let mut refused = objects(seed_policy());
+    let mut ctp = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
+        "no-execute",
+        "example.com/down",
+        v1::TaintEffect::NoExecute,
+    );
+    ctp.metadata.as_mut().unwrap().namespace.clear();
+    refused.push(v1::ApplyObject {
+        object: Some(v1::apply_object::Object::ClusterTaintPolicy(ctp)),
+    });
+    let status = apply(refused, false).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    let fields = bad_fields(&status);
+    assert!(
+        fields.iter().all(|f| f.starts_with("objects[3].")) && !fields.is_empty(),
+        "{fields:?}"
+    );
+    assert_eq!(snapshot(&store).await, before, "nothing half-written");
+
+    // A dry run says what would happen and writes nothing.
+    let dry = apply(objects(seed_policy()), true).await.unwrap();
+    assert_eq!(
+        actions(&dry),
+        [
+            "Workload settings created",
+            "Workload nginx created",
+            "PropagationPolicy nginx-propagation created"
+        ]
+    );
+    assert_eq!(snapshot(&store).await, before);
+
+    // All three in one transaction: one revision (the detector writes the binding after).
+    let done = apply(objects(seed_policy()), false).await.unwrap();
+    assert_eq!(actions(&done), actions(&dry));
+    let after = snapshot(&store).await;
+    let new_revisions: std::collections::HashSet<i64> = after
+        .iter()
+        .filter(|(k, _)| k.starts_with("workloads/") || k.starts_with("policies/"))
+        .map(|(_, rv)| *rv)
+        .collect();
+    assert_eq!(
+        new_revisions,
+        std::collections::HashSet::from([done.resource_version]),
+        "{after:?}"
+    );
+
+    // Again: unchanged; a changed policy: configured, the others unchanged.
+    let again = apply(objects(seed_policy()), false).await.unwrap();
+    assert!(
+        again.outcomes.iter().all(|o| o.action == "unchanged"),
+        "{again:?}"
+    );
+    let mut changed = seed_policy();
+    changed.spec.as_mut().unwrap().priority = 5;
+    let configured = apply(objects(changed), false).await.unwrap();
+    assert_eq!(
+        actions(&configured),
+        [
+            "Workload settings unchanged",
+            "Workload nginx unchanged",
+            "PropagationPolicy nginx-propagation configured"
+        ]
+    );
+
+    // The same object twice in one request is refused.
+    let mut twice = objects(seed_policy());
+    twice.push(twice[0].clone());
+    let status = apply(twice, false).await.unwrap_err();
+    assert_eq!(bad_fields(&status), ["objects[3]"], "{status:?}");
+    api.stop().await;
+}
+
+/// A file of more objects than one transaction holds (128) is admitted whole, then written in
+/// transactions of 128, in order; a refused object among them still writes nothing.
+#[tokio::test]
+async fn apply_writes_a_large_file_in_transactions_of_128() {
+    let (store, api, mut client) = setup().await;
+    let config_map = |i: usize| v1::ApplyObject {
+        object: Some(v1::apply_object::Object::Workload(v1::Workload {
+            manifest: format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i}","namespace":"default"}},"data":{{}}}}"#
+            ),
+            ..Default::default()
+        })),
+    };
+    let mut objects: Vec<v1::ApplyObject> = (0..200).map(config_map).collect();
+    // one bad object at the end: nothing is written
+    let before = snapshot(&store).await;
+    objects.push(v1::ApplyObject {
+        object: Some(v1::apply_object::Object::Workload(v1::Workload {
+            manifest: "{not json".into(),
+            ..Default::default()
+        })),
+    });
+    let status = client
+        .apply(v1::ApplyRequest {
+            objects: objects.clone(),
+            dry_run: false,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        bad_fields(&status)
+            .iter()
+            .all(|f| f.starts_with("objects[200]")),
+        "{status:?}"
+    );
+    assert_eq!(snapshot(&store).await, before);
+    objects.pop();
+    let done = client
+        .apply(v1::ApplyRequest {
+            objects,
+            dry_run: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(done.outcomes.len(), 200);
+    assert!(done.outcomes.iter().all(|o| o.action == "created"));
+    let revisions: std::collections::BTreeSet<i64> = snapshot(&store)
+        .await
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("workloads/default/ConfigMap/cm-"))
+        .map(|(_, rv)| rv)
+        .collect();
+    assert_eq!(revisions.len(), 2, "128 + 72 objects: two transactions");
+    assert_eq!(revisions.last(), Some(&done.resource_version));
+    api.stop().await;
+}

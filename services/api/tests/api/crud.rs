@@ -1,0 +1,924 @@
+//! CRUD of every kind, bad input (INVALID_ARGUMENT naming the field, nothing written),
+//! optimistic concurrency and the cluster's own update and delete rules.
+
+use super::*;
+
+#[tokio::test]
+async fn crud_round_trips_for_every_kind() {
+    let (store, api, mut client) = setup().await;
+    let typed = Typed::new(store.clone());
+
+    // Cluster
+    let c = client
+        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
+        .await
+        .unwrap()
+        .into_inner();
+    let m = c.metadata.clone().unwrap();
+    assert!(m.resource_version > 0 && !m.uid.is_empty() && m.creation_timestamp.is_some());
+    assert_eq!(m.generation, 1);
+    let got = client
+        .get_cluster(v1::GetClusterRequest {
+            name: "member1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, c);
+    let list = client
+        .list_clusters(v1::ListClustersRequest {
+            label_selector: "env=test".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.items, vec![c.clone()]);
+    assert!(list.resource_version >= m.resource_version);
+    let mut changed = c.clone();
+    changed.spec.as_mut().unwrap().region = "us".into();
+    let updated = client
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(changed),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(updated.spec.as_ref().unwrap().region, "us");
+    assert_eq!(
+        updated.generation(),
+        2,
+        "a spec change bumps the generation"
+    );
+    assert_eq!(updated.metadata.as_ref().unwrap().uid, m.uid, "uid is kept");
+    let deleted = client
+        .delete_cluster(v1::DeleteClusterRequest {
+            name: "member1".into(),
+            preconditions: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(deleted.deleted);
+    let err = client
+        .get_cluster(v1::GetClusterRequest {
+            name: "member1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+
+    // PropagationPolicy: defaulted (PD-1, A1) and given a permanent id (PD-1.6)
+    let p = client
+        .create_propagation_policy(create_pp(seed_policy()))
+        .await
+        .unwrap()
+        .into_inner();
+    let spec = p.spec.as_ref().unwrap();
+    assert_eq!(spec.scheduler_name, "default-scheduler");
+    assert_eq!(spec.resource_selectors[0].namespace, "default");
+    let tolerations: Vec<_> = spec
+        .placement
+        .as_ref()
+        .unwrap()
+        .cluster_tolerations
+        .iter()
+        .map(|t| (t.key.as_str(), t.operator, t.effect, t.toleration_seconds))
+        .collect();
+    let exists = v1::TolerationOperator::Exists as i32;
+    let no_execute = v1::TaintEffect::NoExecute as i32;
+    assert_eq!(
+        tolerations,
+        vec![
+            (
+                "cluster.karmada.io/not-ready",
+                exists,
+                no_execute,
+                Some(300)
+            ),
+            (
+                "cluster.karmada.io/unreachable",
+                exists,
+                no_execute,
+                Some(300)
+            ),
+        ]
+    );
+    let id = p.metadata.as_ref().unwrap().labels[PERMANENT_ID_LABEL_POLICY].clone();
+    let list = client
+        .list_propagation_policies(v1::ListPropagationPoliciesRequest {
+            namespace: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.items, vec![p.clone()]);
+    let other_ns = client
+        .list_propagation_policies(v1::ListPropagationPoliciesRequest {
+            namespace: "other".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(other_ns.items.is_empty());
+    // An update that leaves the labels out keeps the permanent id.
+    let mut changed = p.clone();
+    changed.metadata.as_mut().unwrap().labels.clear();
+    changed.spec.as_mut().unwrap().priority = 3;
+    let updated = client
+        .update_propagation_policy(v1::UpdatePropagationPolicyRequest {
+            propagation_policy: Some(changed),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(updated.spec.as_ref().unwrap().priority, 3);
+    assert_eq!(
+        updated.metadata.as_ref().unwrap().labels[PERMANENT_ID_LABEL_POLICY],
+        id
+    );
+    assert_eq!(updated.generation(), 2);
+    let got = client
+        .get_propagation_policy(v1::GetPropagationPolicyRequest {
+            namespace: "default".into(),
+            name: "nginx-propagation".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, updated);
+    assert!(
+        client
+            .delete_propagation_policy(v1::DeletePropagationPolicyRequest {
+                namespace: "default".into(),
+                name: "nginx-propagation".into(),
+                preconditions: None,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .deleted
+    );
+
+    // ClusterPropagationPolicy
+    let cpp = v1::ClusterPropagationPolicy {
+        metadata: named("all-deployments"),
+        spec: Some(kind_only("cpp", 0)),
+    };
+    let created = client
+        .create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
+            cluster_propagation_policy: Some(cpp),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        created.spec.as_ref().unwrap().scheduler_name,
+        "default-scheduler"
+    );
+    let mut changed = created.clone();
+    changed.spec.as_mut().unwrap().priority = 7;
+    let updated = client
+        .update_cluster_propagation_policy(v1::UpdateClusterPropagationPolicyRequest {
+            cluster_propagation_policy: Some(changed),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(updated.spec.as_ref().unwrap().priority, 7);
+    let listed = client
+        .list_cluster_propagation_policies(v1::ListClusterPropagationPoliciesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.items, vec![updated.clone()]);
+    let got = client
+        .get_cluster_propagation_policy(v1::GetClusterPropagationPolicyRequest {
+            name: "all-deployments".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, updated);
+    client
+        .delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
+            name: "all-deployments".into(),
+            preconditions: None,
+        })
+        .await
+        .unwrap();
+
+    // ClusterTaintPolicy
+    let ctp = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
+        "maintenance",
+        "example.com/not-ready",
+        v1::TaintEffect::NoSchedule,
+    );
+    let created = client
+        .create_cluster_taint_policy(v1::CreateClusterTaintPolicyRequest {
+            cluster_taint_policy: Some(ctp),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut changed = created.clone();
+    changed.spec.as_mut().unwrap().taints[0].value = "v".into();
+    let updated = client
+        .update_cluster_taint_policy(v1::UpdateClusterTaintPolicyRequest {
+            cluster_taint_policy: Some(changed),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(updated.spec.as_ref().unwrap().taints[0].value, "v");
+    let got = client
+        .get_cluster_taint_policy(v1::GetClusterTaintPolicyRequest {
+            name: "maintenance".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, updated);
+    let listed = client
+        .list_cluster_taint_policies(v1::ListClusterTaintPoliciesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.items.len(), 1);
+    client
+        .delete_cluster_taint_policy(v1::DeleteClusterTaintPolicyRequest {
+            name: "maintenance".into(),
+            preconditions: None,
+        })
+        .await
+        .unwrap();
+
+    // Workload: identity, labels, replicas and requests read from the manifest
+    let w = client
+        .create_workload(create_workload(nginx_workload()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (
+            w.api_version.as_str(),
+            w.kind.as_str(),
+            w.name(),
+            w.namespace()
+        ),
+        ("apps/v1", "Deployment", "nginx", "default")
+    );
+    assert_eq!(w.replicas, 3);
+    let req = w
+        .replica_requirements
+        .as_ref()
+        .and_then(|r| r.resource_request.as_ref())
+        .unwrap();
+    assert_eq!((req.cpu_millis, req.memory_bytes), (100, 128 << 20));
+    assert_eq!(w.metadata.as_ref().unwrap().labels["app"], "nginx");
+    let mut changed = w.clone();
+    changed.manifest = changed
+        .manifest
+        .replace("\"replicas\": 3", "\"replicas\": 5");
+    let updated = client
+        .update_workload(v1::UpdateWorkloadRequest {
+            workload: Some(changed),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(updated.replicas, 5);
+    assert_eq!(updated.generation(), 2);
+    let got = client
+        .get_workload(flotilla_api::testing::get_nginx())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, updated);
+    for (kind, count) in [("Deployment", 1), ("StatefulSet", 0), ("", 1)] {
+        let listed = client
+            .list_workloads(v1::ListWorkloadsRequest {
+                kind: kind.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(listed.items.len(), count, "kind {kind:?}");
+    }
+    client
+        .delete_workload(flotilla_api::testing::delete_nginx())
+        .await
+        .unwrap();
+
+    // Works and events are written by controllers; the api reads them.
+    typed
+        .create(work("member1", "nginx-1"), None)
+        .await
+        .unwrap();
+    typed
+        .create(work("member2", "nginx-2"), None)
+        .await
+        .unwrap();
+    let works = client
+        .list_works(v1::ListWorksRequest {
+            cluster: "member1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(works.items.len(), 1);
+    assert_eq!(works.items[0].name(), "nginx-1");
+    let all = client
+        .list_works(v1::ListWorksRequest {
+            namespace: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.items.len(), 2);
+    let got = client
+        .get_work(v1::GetWorkRequest {
+            cluster: "member2".into(),
+            namespace: "default".into(),
+            name: "nginx-2".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.spec.unwrap().cluster, "member2");
+    let event = v1::Event {
+        metadata: Some(v1::ObjectMeta {
+            name: "member1.1".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        }),
+        involved_object: Some(v1::ObjectReference {
+            kind: "Cluster".into(),
+            name: "member1".into(),
+            ..Default::default()
+        }),
+        reason: "TaintClusterSucceed".into(),
+        ..Default::default()
+    };
+    typed.create(event, None).await.unwrap();
+    for (kind, count) in [("Cluster", 1), ("ResourceBinding", 0)] {
+        let events = client
+            .list_events(v1::ListEventsRequest {
+                involved_object_kind: kind.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(events.items.len(), count, "{kind}");
+    }
+    let got = client
+        .get_event(v1::GetEventRequest {
+            namespace: "default".into(),
+            name: "member1.1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.reason, "TaintClusterSucceed");
+    api.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Bad input
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() {
+    let (store, api, mut client) = setup().await;
+    let ok = cluster("member1", "https://127.0.0.1:6443");
+    client
+        .create_cluster(create_cluster(ok.clone()))
+        .await
+        .unwrap();
+
+    let mut c = cluster(&"a".repeat(49), "https://127.0.0.1:6443");
+    expect_invalid(
+        &store,
+        "metadata.name",
+        client.create_cluster(create_cluster(c)),
+    )
+    .await;
+
+    c = cluster("member2", "https://127.0.0.1:6443");
+    c.spec.as_mut().unwrap().taints = vec![v1::Taint {
+        key: "example.com/soft".into(),
+        effect: v1::TaintEffect::PreferNoSchedule as i32,
+        ..Default::default()
+    }];
+    expect_invalid(
+        &store,
+        "spec.taints[0].effect",
+        client.create_cluster(create_cluster(c.clone())),
+    )
+    .await;
+    // the same on an update of an existing cluster
+    let mut existing = ok.clone();
+    existing.spec = c.spec.clone();
+    expect_invalid(
+        &store,
+        "spec.taints[0].effect",
+        client.update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(existing),
+        }),
+    )
+    .await;
+
+    c = cluster("member2", "https://admin:secret@127.0.0.1:6443");
+    expect_invalid(
+        &store,
+        "spec.apiEndpoint",
+        client.create_cluster(create_cluster(c)),
+    )
+    .await;
+    c = cluster("member2", "https://127.0.0.1:6443");
+    c.spec.as_mut().unwrap().sync_mode = 0;
+    expect_invalid(
+        &store,
+        "spec.syncMode",
+        client.create_cluster(create_cluster(c)),
+    )
+    .await;
+    c = cluster("member2", "https://127.0.0.1:6443");
+    c.metadata.as_mut().unwrap().resource_version = 5;
+    expect_invalid(
+        &store,
+        "metadata.resourceVersion",
+        client.create_cluster(create_cluster(c)),
+    )
+    .await;
+    expect_invalid(
+        &store,
+        "cluster",
+        client.create_cluster(v1::CreateClusterRequest { cluster: None }),
+    )
+    .await;
+
+    // Policies
+    let with_placement = |f: &dyn Fn(&mut v1::Placement)| {
+        let mut p = seed_policy();
+        f(p.spec.as_mut().unwrap().placement.as_mut().unwrap());
+        p
+    };
+    let p = with_placement(&|pl| {
+        pl.cluster_tolerations = vec![v1::Toleration {
+            key: "example.com/x".into(),
+            operator: v1::TolerationOperator::Exists as i32,
+            value: "v".into(),
+            ..Default::default()
+        }];
+    });
+    expect_invalid(
+        &store,
+        "spec.placement.clusterTolerations[0].operator",
+        client.create_propagation_policy(create_pp(p)),
+    )
+    .await;
+    let p = with_placement(&|pl| {
+        pl.cluster_tolerations = vec![v1::Toleration {
+            key: "example.com/x".into(),
+            operator: 9,
+            ..Default::default()
+        }];
+    });
+    expect_invalid(
+        &store,
+        "spec.placement.clusterTolerations[0].operator",
+        client.create_propagation_policy(create_pp(p)),
+    )
+    .await;
+    let p = with_placement(&|pl| {
+        pl.spread_constraints = vec![v1::SpreadConstraint {
+            spread_by_field: v1::SpreadField::Cluster as i32,
+            min_groups: 3,
+            max_groups: 2,
+            ..Default::default()
+        }];
+    });
+    expect_invalid(
+        &store,
+        "spec.placement.spreadConstraints[0].maxGroups",
+        client.create_propagation_policy(create_pp(p)),
+    )
+    .await;
+    let p = with_placement(&|pl| static_weights(pl)[0].weight = 0);
+    expect_invalid(
+        &store,
+        "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight",
+        client.create_propagation_policy(create_pp(p)),
+    )
+    .await;
+    let mut p = seed_policy();
+    let spec = p.spec.as_mut().unwrap();
+    spec.propagate_deps = true;
+    spec.failover = Some(application_directly(Some(60)));
+    expect_invalid(
+        &store,
+        "spec.failover.application.gracePeriodSeconds",
+        client.create_propagation_policy(create_pp(p)),
+    )
+    .await;
+    let mut p = seed_policy();
+    p.spec.as_mut().unwrap().resource_selectors.clear();
+    expect_invalid(
+        &store,
+        "spec.resourceSelectors",
+        client.create_propagation_policy(create_pp(p)),
+    )
+    .await;
+    // schedulerName is immutable (an existing policy)
+    let created = client
+        .create_propagation_policy(create_pp(seed_policy()))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut p = created.clone();
+    p.spec.as_mut().unwrap().scheduler_name = "other-scheduler".into();
+    expect_invalid(
+        &store,
+        "spec.schedulerName",
+        client.update_propagation_policy(v1::UpdatePropagationPolicyRequest {
+            propagation_policy: Some(p),
+        }),
+    )
+    .await;
+    let cpp = v1::ClusterPropagationPolicy {
+        metadata: Some(v1::ObjectMeta {
+            name: "cpp".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        }),
+        spec: Some(kind_only("cpp", 0)),
+    };
+    expect_invalid(
+        &store,
+        "metadata.namespace",
+        client.create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
+            cluster_propagation_policy: Some(cpp),
+        }),
+    )
+    .await;
+
+    // ClusterTaintPolicies: NoExecute needs the admin switch (CH-16.1); taints required;
+    // no two policies manage the same taint.
+    let ctp = |name: &str, effect: v1::TaintEffect| v1::ClusterTaintPolicy {
+        metadata: named(name),
+        spec: Some(v1::ClusterTaintPolicySpec {
+            taints: vec![v1::TaintSpec {
+                key: "example.com/down".into(),
+                value: String::new(),
+                effect: effect as i32,
+            }],
+            ..Default::default()
+        }),
+    };
+    let create_ctp = |p: v1::ClusterTaintPolicy| v1::CreateClusterTaintPolicyRequest {
+        cluster_taint_policy: Some(p),
+    };
+    expect_invalid(
+        &store,
+        "spec.taints[0].effect",
+        client.create_cluster_taint_policy(create_ctp(ctp("a", v1::TaintEffect::NoExecute))),
+    )
+    .await;
+    let mut empty = ctp("a", v1::TaintEffect::NoSchedule);
+    empty.spec.as_mut().unwrap().taints.clear();
+    expect_invalid(
+        &store,
+        "spec.taints",
+        client.create_cluster_taint_policy(create_ctp(empty)),
+    )
+    .await;
+    client
+        .create_cluster_taint_policy(create_ctp(ctp("a", v1::TaintEffect::NoSchedule)))
+        .await
+        .unwrap();
+    expect_invalid(
+        &store,
+        "spec.taints[0]",
+        client.create_cluster_taint_policy(create_ctp(ctp("b", v1::TaintEffect::NoSchedule))),
+    )
+    .await;
+
+    // Workloads
+    let mut w = nginx_workload();
+    w.manifest = "{\"apiVersion\": \"apps/v1\", \"kind\": ".into();
+    expect_invalid(
+        &store,
+        "manifest",
+        client.create_workload(create_workload(w)),
+    )
+    .await;
+    let mut w = nginx_workload();
+    w.kind = "StatefulSet".into();
+    expect_invalid(&store, "kind", client.create_workload(create_workload(w))).await;
+    let mut w = nginx_workload();
+    w.manifest = w.manifest.replace("\"replicas\": 3", "\"replicas\": -1");
+    expect_invalid(
+        &store,
+        "spec.replicas",
+        client.create_workload(create_workload(w)),
+    )
+    .await;
+    let mut w = nginx_workload();
+    w.manifest = w.manifest.replace("\"100m\"", "\"lots\"");
+    expect_invalid(
+        &store,
+        "manifest.spec.template.spec.containers[0].resources.requests.cpu",
+        client.create_workload(create_workload(w)),
+    )
+    .await;
+    let mut w = nginx_workload();
+    w.manifest = w.manifest.replace(
+        "\"image\": \"nginx\"",
+        &format!("\"image\": \"{}\"", "x".repeat(1 << 20)),
+    );
+    expect_invalid(
+        &store,
+        "manifest",
+        client.create_workload(create_workload(w)),
+    )
+    .await;
+
+    // Requests
+    expect_invalid(
+        &store,
+        "pageSize",
+        client.list_clusters(v1::ListClustersRequest {
+            page_size: 501,
+            ..Default::default()
+        }),
+    )
+    .await;
+    expect_invalid(
+        &store,
+        "labelSelector",
+        client.list_clusters(v1::ListClustersRequest {
+            label_selector: "tier in (web".into(),
+            ..Default::default()
+        }),
+    )
+    .await;
+    expect_invalid(
+        &store,
+        "pageToken",
+        client.list_clusters(v1::ListClustersRequest {
+            page_token: "garbage".into(),
+            ..Default::default()
+        }),
+    )
+    .await;
+    expect_invalid(
+        &store,
+        "resourceVersion",
+        client.watch_clusters(v1::WatchClustersRequest {
+            resource_version: -1,
+            ..Default::default()
+        }),
+    )
+    .await;
+    expect_invalid(
+        &store,
+        "cluster",
+        client.watch_works(v1::WatchWorksRequest {
+            cluster: "Not_A_Cluster".into(),
+            ..Default::default()
+        }),
+    )
+    .await;
+    expect_invalid(
+        &store,
+        "name",
+        client.get_cluster(v1::GetClusterRequest { name: "a/b".into() }),
+    )
+    .await;
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn optimistic_concurrency_and_existence() {
+    let (_store, api, mut client) = setup().await;
+    let c = client
+        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
+        .await
+        .unwrap()
+        .into_inner();
+    let err = client
+        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:2")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+
+    let first = labelled(&c, "a", "1");
+    let updated = client
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(first),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // a second writer with the old resourceVersion loses
+    let mut stale = labelled(&c, "b", "2");
+    let err = client
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(stale.clone()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Aborted, "{err:?}");
+    let err = client
+        .delete_cluster(v1::DeleteClusterRequest {
+            name: "member1".into(),
+            preconditions: Some(v1::Preconditions {
+                resource_version: Some(c.resource_version()),
+                uid: None,
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Aborted);
+    let err = client
+        .delete_cluster(v1::DeleteClusterRequest {
+            name: "member1".into(),
+            preconditions: Some(v1::Preconditions {
+                resource_version: None,
+                uid: Some("someone-else".into()),
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Aborted);
+    // resourceVersion 0 = unconditional
+    stale.metadata.as_mut().unwrap().resource_version = 0;
+    let forced = client
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(stale),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(forced.resource_version() > updated.resource_version());
+    assert_eq!(
+        forced.metadata.as_ref().unwrap().labels.get("a"),
+        None,
+        "replaced labels"
+    );
+
+    let err = client
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(cluster("ghost", "http://127.0.0.1:1")),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    let err = client
+        .delete_workload(v1::DeleteWorkloadRequest {
+            namespace: "default".into(),
+            kind: "Deployment".into(),
+            name: "ghost".into(),
+            preconditions: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn cluster_updates_keep_controller_taints_and_status() {
+    let (store, api, mut client) = setup().await;
+    let typed = Typed::new(store.clone());
+    client
+        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
+        .await
+        .unwrap();
+    // cluster-health writes a controller taint and the status
+    let stored: v1::Cluster = typed.get("clusters/member1").await.unwrap().unwrap();
+    let mut health = stored.clone();
+    health.spec.as_mut().unwrap().taints.push(v1::Taint {
+        key: "cluster.karmada.io/not-ready".into(),
+        effect: v1::TaintEffect::NoSchedule as i32,
+        ..Default::default()
+    });
+    health.status = Some(v1::ClusterStatus {
+        kubernetes_version: "v1.31.0".into(),
+        ..Default::default()
+    });
+    let health = typed.update(&stored, health).await.unwrap();
+    // the user adds their own taint and tries to drop the controller's
+    let mut user = health.clone();
+    user.spec.as_mut().unwrap().taints = vec![v1::Taint {
+        key: "example.com/maintenance".into(),
+        effect: v1::TaintEffect::NoSchedule as i32,
+        ..Default::default()
+    }];
+    user.status = None;
+    let updated = client
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(user),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let keys: Vec<_> = updated
+        .spec
+        .as_ref()
+        .unwrap()
+        .taints
+        .iter()
+        .map(|t| t.key.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        ["example.com/maintenance", "cluster.karmada.io/not-ready"]
+    );
+    assert_eq!(
+        updated.status.as_ref().unwrap().kubernetes_version,
+        "v1.31.0"
+    );
+    // an operator's NoExecute taint gets its timeAdded once (TM-8.3), kept on later updates
+    let evict = v1::Taint {
+        key: "example.com/evict".into(),
+        effect: v1::TaintEffect::NoExecute as i32,
+        ..Default::default()
+    };
+    let mut with_evict = updated.clone();
+    with_evict.spec.as_mut().unwrap().taints = vec![evict.clone()];
+    let first = client
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(with_evict),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let stamped = first.spec.as_ref().unwrap().taints[0].time_added;
+    assert!(stamped.is_some(), "timeAdded stamped");
+    let mut again = first.clone();
+    again.spec.as_mut().unwrap().taints = vec![evict];
+    let second = client
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(again),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(second.spec.as_ref().unwrap().taints[0].time_added, stamped);
+    // status given on create is cluster-health's, not the user's
+    let mut with_status = cluster("member2", "http://127.0.0.1:1");
+    with_status.status = health.status.clone();
+    let created = client
+        .create_cluster(create_cluster(with_status))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(created.status.is_none());
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn cluster_delete_only_marks_while_works_reference_it() {
+    let (store, api, mut client) = setup().await;
+    let typed = Typed::new(store.clone());
+    client
+        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
+        .await
+        .unwrap();
+    let w = typed
+        .create(work("member1", "nginx-1"), None)
+        .await
+        .unwrap();
+    let delete = v1::DeleteClusterRequest {
+        name: "member1".into(),
+        preconditions: None,
+    };
+    for _ in 0..2 {
+        let resp = client
+            .delete_cluster(delete.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!resp.deleted, "a Work still targets member1 (A2/CH-15)");
+        assert!(
+            resp.cluster
+                .unwrap()
+                .metadata
+                .unwrap()
+                .deletion_timestamp
+                .is_some()
+        );
+    }
+    typed.delete(&w.key(), None).await.unwrap();
+    let resp = client.delete_cluster(delete).await.unwrap().into_inner();
+    assert!(resp.deleted);
+    api.stop().await;
+}
