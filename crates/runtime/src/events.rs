@@ -9,7 +9,7 @@
 //! Events are best effort: a full channel or a store error drops the event (counted in
 //! `flotilla_events_dropped_total`), never the decision.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_store::typed::{Stored, encode};
@@ -24,13 +24,10 @@ pub const EVENT_TTL: Duration = Duration::from_secs(3600);
 const BATCH: usize = 64;
 const CHANNEL: usize = 10_000;
 
-/// The current wall-clock time as a core [`flotilla_core::Time`]: services read the clock
-/// once per reconcile and pass `now` down to the pure rules.
+/// The system's wall-clock time as a core [`flotilla_core::Time`], for what is not a
+/// service's decision (the CLI, tests). Services read their [`crate::Clock`] instead.
 pub fn now() -> flotilla_core::Time {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    flotilla_core::Time::from_millis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    crate::clock::Clock::system().now()
 }
 
 fn timestamp(t: flotilla_core::Time) -> prost_types::Timestamp {

@@ -42,6 +42,8 @@ pub struct Parts {
     pub readiness: Readiness,
     /// Fires when the service must stop.
     pub shutdown: Shutdown,
+    /// The wall clock its decisions read.
+    pub clock: crate::Clock,
 }
 
 /// What a started service serves and runs.
@@ -206,6 +208,7 @@ pub async fn run<S: Service>(args: S::Args) -> anyhow::Result<()> {
         store: rt.store.clone(),
         readiness: rt.readiness.clone(),
         shutdown: rt.shutdown.clone(),
+        clock: crate::Clock::system(),
     };
     let started = S::start(&parts, config);
     let grpc = server::<S>(
@@ -254,6 +257,7 @@ pub async fn spawn_config<S: Service>(
         store,
         readiness: Readiness::new(),
         shutdown: shutdown.clone(),
+        clock: crate::Clock::system(),
     };
     let started = S::start(&parts, config);
     let grpc_server = server::<S>(None, &parts.readiness, shutdown, timeout, started.routes)

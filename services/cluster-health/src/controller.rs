@@ -100,6 +100,8 @@ pub struct Context {
     deleting: Mutex<HashSet<String>>,
     /// A13: whether this replica can observe now, and since when.
     observing: Mutex<Observing>,
+    /// The wall clock decisions read.
+    pub clock: flotilla_runtime::Clock,
 }
 
 /// A13: this replica's own ability to observe. Blind from the start until the store first
@@ -144,8 +146,10 @@ impl Context {
         observations: Arc<Observations>,
         store: StoreRef,
         recorder: Recorder,
+        clock: flotilla_runtime::Clock,
     ) -> Self {
         Context {
+            clock,
             options,
             frequency,
             probe_timeout,
@@ -418,7 +422,7 @@ fn with_trace_context(mut taint: v1::Taint, previous: &[v1::Taint]) -> v1::Taint
 
 /// Reconciles one cluster (see the module docs).
 pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error> {
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     let key = cluster_key(&name);
     let observing = ctx.observing();
     if observing.blind {

@@ -36,6 +36,7 @@ struct Inner {
     clusters: Cache<v1::Cluster>,
     policies: Cache<ClusterTaintPolicy>,
     store: StoreRef,
+    clock: flotilla_runtime::Clock,
 }
 
 /// The tonic server for `service` (with Flotilla's decode limit).
@@ -134,6 +135,7 @@ impl ClusterHealthService {
         clusters: Cache<v1::Cluster>,
         policies: Cache<ClusterTaintPolicy>,
         store: StoreRef,
+        clock: flotilla_runtime::Clock,
     ) -> Self {
         ClusterHealthService {
             inner: Arc::new(Inner {
@@ -141,6 +143,7 @@ impl ClusterHealthService {
                 clusters,
                 policies,
                 store,
+                clock,
             }),
         }
     }
@@ -204,7 +207,7 @@ impl ClusterHealthService {
                 meta.uid
             )));
         }
-        let now = flotilla_runtime::now();
+        let now = self.inner.clock.now();
         let record = v1::HeartbeatRecord {
             cluster_name: cluster_name.clone(),
             cluster_uid: meta.uid,
@@ -266,7 +269,7 @@ impl ClusterHealthService {
             None => defaults,
             Some(o) => options_from_wire(&o, defaults)?,
         };
-        let now = time_from_wire(now.as_ref(), "now")?.unwrap_or_else(flotilla_runtime::now);
+        let now = time_from_wire(now.as_ref(), "now")?.unwrap_or_else(|| self.inner.clock.now());
         let last_heartbeat = time_from_wire(last_heartbeat_time.as_ref(), "lastHeartbeatTime")?;
         let policies: Vec<ClusterTaintPolicy> = if taint_policies.is_empty() {
             self.inner

@@ -265,10 +265,10 @@ async fn store_pulse(
     let period = period.min(Duration::from_secs(1));
     let deadline = period;
     let blind_after = (ctx.options.grace.monitor / 4).min(Duration::from_millis(500));
-    let mut last_success = flotilla_runtime::now();
+    let mut last_success = ctx.clock.now();
     loop {
         let answered = tokio::time::timeout(deadline, store.current_revision()).await;
-        let now = flotilla_runtime::now();
+        let now = ctx.clock.now();
         match answered {
             Ok(Ok(_)) => {
                 last_success = now;
@@ -280,7 +280,7 @@ async fn store_pulse(
                         () = shutdown.triggered() => return,
                         () = caught_up.wait() => {}
                     }
-                    if ctx.observation_resumed(flotilla_runtime::now()) {
+                    if ctx.observation_resumed(ctx.clock.now()) {
                         for c in ctx.clusters.list() {
                             health.add(name_of(&c).to_owned());
                         }
@@ -325,7 +325,13 @@ pub struct Started {
 /// [`LEASE_PREFIX`], the probe and health controllers (only while leading, writes fenced).
 /// `flotilla up` calls this with a shared in-memory store and mounts [`Started::service`].
 /// Must be called inside a tokio runtime.
-pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Shutdown) -> Started {
+pub fn start(
+    store: StoreRef,
+    config: Config,
+    readiness: Readiness,
+    shutdown: Shutdown,
+    clock: flotilla_runtime::Clock,
+) -> Started {
     let elected = Elected::spawn(
         store.clone(),
         LEASE_PREFIX,
@@ -368,6 +374,7 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
         observations.clone(),
         fenced,
         recorder,
+        clock.clone(),
     ));
     let probe_ctx = Arc::new(probe::ProbeContext {
         clusters: clusters.clone(),
@@ -376,12 +383,14 @@ pub fn start(store: StoreRef, config: Config, readiness: Readiness, shutdown: Sh
         health: health_queue.clone(),
         prober: probe::Prober::new(config.probe_timeout),
         frequency: config.frequency,
+        clock: clock.clone(),
     });
     let service = ClusterHealthService::new(
         config.options,
         clusters.clone(),
         policies.clone(),
         store.clone(),
+        clock,
     );
 
     let watch = |prefix: &str, name: &str| {
@@ -588,6 +597,7 @@ fn start_service(
         config,
         parts.readiness.clone(),
         parts.shutdown.clone(),
+        parts.clock.clone(),
     );
     let service = started.service.clone();
     let task = started.task;

@@ -169,6 +169,8 @@ pub struct ProbeContext {
     pub prober: Prober,
     /// `--cluster-status-update-frequency`.
     pub frequency: Duration,
+    /// The wall clock observations are stamped with.
+    pub clock: flotilla_runtime::Clock,
 }
 
 /// One probe of one Push cluster; requeued every status update frequency (CH-1.3). Pull
@@ -210,8 +212,7 @@ pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Actio
         result != "healthy",
         flotilla_runtime::trace::current(),
     );
-    ctx.observations
-        .set(&name, observation, flotilla_runtime::now());
+    ctx.observations.set(&name, observation, ctx.clock.now());
     ctx.health.add(name);
     Ok(Action::requeue(ctx.frequency))
 }

@@ -57,6 +57,8 @@ pub struct Context {
     /// GE-8.2: per binding, `{cluster → first time seen Unhealthy}`. In memory only, as in
     /// Karmada: a restart starts the toleration over.
     app_memory: Mutex<HashMap<String, BTreeMap<String, Time>>>,
+    /// The wall clock decisions read.
+    pub(crate) clock: flotilla_runtime::Clock,
 }
 
 impl fmt::Debug for Context {
@@ -74,8 +76,10 @@ impl Context {
         config: Config,
         bindings: Cache<v1::ResourceBinding>,
         writes: Writes<v1::ResourceBinding>,
+        clock: flotilla_runtime::Clock,
     ) -> Self {
         Context {
+            clock,
             config,
             bindings,
             writes,
@@ -231,7 +235,7 @@ fn report(ctx: &Context, key: &ObjectKey, before: &ResourceBinding, plan: &Plan)
 
 /// GE-2: assess one binding's tasks (and application failover) and write the result.
 pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     let first = ctx.bindings.get(&key).map(|b| (*b).clone());
     let mut races = Races::new(&key);
     let mut current = first;

@@ -139,6 +139,7 @@ async fn run(
     config: Config,
     shutdown: Shutdown,
     bindings_writer: Writer<v1::ResourceBinding>,
+    clock: flotilla_runtime::Clock,
 ) -> Result<(), Error> {
     let elected = Elected::spawn(
         store.clone(),
@@ -151,7 +152,12 @@ async fn run(
     let batches = BatchConfig::group_commit(config.workers, "graceful_eviction");
     let writes = elected.writes(batches, &shutdown);
     let bindings = bindings_writer.cache();
-    let ctx = Arc::new(Context::new(config.clone(), bindings.clone(), writes));
+    let ctx = Arc::new(Context::new(
+        config.clone(),
+        bindings.clone(),
+        writes,
+        clock,
+    ));
     // the plain typed decoder: values decoded by another service of the same process are
     // shared (flotilla_runtime::watcher)
     let events =
@@ -200,6 +206,7 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         config,
         parts.shutdown.clone(),
         bindings_writer,
+        parts.clock.clone(),
     );
     Started::new(move |r| r.add_service(grpc::server(timeout)), async move {
         Ok(running.await?)

@@ -124,6 +124,8 @@ pub struct Context {
     retries: Mutex<KeyedBackoff<String>>,
     /// A11: when the next failback may be written (`--failback-rate`).
     next_failback: Mutex<std::time::Instant>,
+    /// The wall clock decisions read.
+    clock: flotilla_runtime::Clock,
 }
 
 impl std::fmt::Debug for Context {
@@ -244,6 +246,7 @@ pub fn spawn(
     leader: Option<watch::Receiver<Option<Leadership>>>,
     recorder: Recorder,
     shutdown: Shutdown,
+    clock: flotilla_runtime::Clock,
 ) -> Running {
     let binding_writer: Writer<v1::ResourceBinding> = Writer::new();
     let cluster_writer: Writer<Cluster> = Writer::new();
@@ -295,6 +298,7 @@ pub fn spawn(
         clusters,
         recorder,
         next_failback: Mutex::new(std::time::Instant::now()),
+        clock,
         retries: Mutex::new(KeyedBackoff::new(Backoff::new(
             config.unschedulable_initial_backoff,
             config.unschedulable_max_backoff,
@@ -348,7 +352,7 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
     // would look missing (SC-3.6) and every result would be wiped by a FitError.
     ctx.clusters.wait_until_ready().await;
     ctx.bindings.wait_until_ready().await;
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     let clusters = ctx.cluster_snapshot();
     let first = ctx.bindings.get(&key);
     let mut races = Races::new(&key);

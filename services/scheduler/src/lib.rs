@@ -246,6 +246,7 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         store,
         readiness,
         shutdown,
+        clock,
     } = parts;
     let elected = Elected::spawn(
         store.clone(),
@@ -263,6 +264,7 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         Some(elected.leader()),
         elected.recorder.clone(),
         shutdown.clone(),
+        clock.clone(),
     );
     readiness.add_cache("bindings", running.ctx.bindings());
     readiness.add_cache("clusters", running.ctx.clusters());

@@ -51,6 +51,7 @@ async fn start_with(store: StoreRef, writes: StoreRef) -> Harness {
         None,
         recorder,
         shutdown.clone(),
+        flotilla_runtime::Clock::system(),
     );
     running.ctx.bindings().wait_until_ready().await;
     running.ctx.clusters().wait_until_ready().await;

@@ -98,6 +98,8 @@ pub struct Context {
     seen_taints: Mutex<HashMap<String, Vec<Taint>>>,
     /// F6: when this replica first saw each NoExecute taint, per cluster and (key, effect).
     first_seen: Mutex<HashMap<String, FirstSeen>>,
+    /// The wall clock decisions read.
+    pub(crate) clock: flotilla_runtime::Clock,
 }
 
 impl fmt::Debug for Context {
@@ -137,8 +139,10 @@ impl Context {
         bindings: Cache<v1::ResourceBinding>,
         queue: WorkQueue<EvictKey>,
         writes: Writes<v1::ResourceBinding>,
+        clock: flotilla_runtime::Clock,
     ) -> Self {
         Context {
+            clock,
             config,
             clusters,
             bindings,
@@ -160,11 +164,7 @@ impl Context {
 
     /// The rate A8 currently applies (unknown before the cluster cache synced: halted).
     pub fn current_rate(&self) -> EvictionRate {
-        effective_rate(
-            &self.brake().memory,
-            flotilla_runtime::now(),
-            &self.config.rate,
-        )
+        effective_rate(&self.brake().memory, self.clock.now(), &self.config.rate)
     }
 
     /// The NoExecute taints of `cluster` as this replica's toleration clocks see them: added
@@ -307,7 +307,7 @@ impl Context {
             .filter(|s| **s != ConditionStatus::True)
             .count();
         let observed = eviction_rate(total, unhealthy, &self.config.rate);
-        let now = flotilla_runtime::now();
+        let now = self.clock.now();
         let (previous, rate, ended, released) = {
             let mut brake = self.brake();
             let previous = brake.memory.observed;
@@ -431,7 +431,7 @@ fn export_rate(rate: EvictionRate) {
 
 /// Feeds the queue from cluster events (TM-2) and keeps the A8 rate current.
 pub fn on_cluster_event(ctx: &Context, ev: &Event<Cluster>) {
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     match ev {
         Event::Apply(obj) => {
             ctx.note_taints(&obj.value, now);
@@ -468,7 +468,7 @@ pub fn on_cluster_event(ctx: &Context, ev: &Event<Cluster>) {
 /// Feeds the queue from binding events: a binding placed on (or changed on) a tainted
 /// cluster is decided too.
 pub fn on_binding_event(ctx: &Context, ev: &Event<v1::ResourceBinding>) {
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     match ev {
         Event::Apply(obj) => {
             if ctx.clusters.is_ready() {
@@ -530,7 +530,7 @@ pub fn taint_trace(key: &EvictKey, ctx: &Context) -> Option<String> {
 
 /// TM-6: decide one (cluster, binding) again on fresh state and act.
 pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error> {
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     // TM-7.2: cluster gone → nothing to do.
     let cluster_key = cluster_key(&key.cluster);
     let Some(cluster_obj) = ctx.clusters.get_object(&cluster_key) else {

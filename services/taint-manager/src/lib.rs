@@ -238,6 +238,7 @@ async fn run(
     shutdown: Shutdown,
     clusters_writer: Writer<Cluster>,
     bindings_writer: Writer<v1::ResourceBinding>,
+    clock: flotilla_runtime::Clock,
 ) -> Result<(), Error> {
     let elected = Elected::spawn(
         store.clone(),
@@ -263,6 +264,7 @@ async fn run(
         bindings.clone(),
         queue.clone(),
         writes,
+        clock,
     ));
 
     let cluster_events = clusters_writer.reflect_prefix(store.clone(), "clusters", decode_cluster);
@@ -334,6 +336,7 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         parts.shutdown.clone(),
         clusters_writer,
         bindings_writer,
+        parts.clock.clone(),
     );
     Started::new(|r| r.add_service(grpc::server()), async move {
         Ok(running.await?)

@@ -91,6 +91,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Timers and limits.
     pub config: Config,
+    /// The wall clock decisions read.
+    pub clock: flotilla_runtime::Clock,
 }
 
 impl std::fmt::Debug for Context {
@@ -283,7 +285,7 @@ pub async fn reconcile_binding(key: ObjectKey, ctx: Arc<Context>) -> Result<Acti
         tracing::warn!(%key, "not a binding key; ignored");
         return Ok(Action::await_change());
     };
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     let mut view = View::from_cache(&ctx, &key, namespace, name);
     let mut races = Races::new(&key);
     loop {

@@ -187,7 +187,7 @@ async fn step(
         return Ok(Step::Done(Action::await_change()));
     }
     let generation = work.generation();
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     let outcome = match applied.take() {
         Some((g, resp)) if g == generation => Ok(resp),
         _ => crate::member::apply(&ctx.members, &ctx.secrets, &cluster, &spec.manifest).await,

@@ -80,6 +80,8 @@ pub struct WorkExecutorApi {
     typed: Typed,
     /// `--replica-move-timeout`, so the dry run holds shrinks as the controller does (WE-10).
     move_timeout: std::time::Duration,
+    /// The dry run's `now`.
+    clock: flotilla_runtime::Clock,
 }
 
 impl std::fmt::Debug for WorkExecutorApi {
@@ -91,10 +93,15 @@ impl std::fmt::Debug for WorkExecutorApi {
 impl WorkExecutorApi {
     /// A service reading and writing through `typed` (not fenced: any replica may serve
     /// agents; every write is a CAS on the Work).
-    pub fn new(typed: Typed, move_timeout: std::time::Duration) -> Self {
+    pub fn new(
+        typed: Typed,
+        move_timeout: std::time::Duration,
+        clock: flotilla_runtime::Clock,
+    ) -> Self {
         Self {
             typed,
             move_timeout,
+            clock,
         }
     }
 }
@@ -371,7 +378,7 @@ impl WorkExecutorApi {
             req.cluster_override_policies,
             req.clusters,
         )?;
-        let now = flotilla_runtime::now();
+        let now = self.clock.now();
         let d = decide_with(
             Some(&binding),
             &spec,

@@ -356,6 +356,7 @@ impl WorkExecutor {
         config: Config,
         readiness: &Readiness,
         shutdown: &Shutdown,
+        clock: flotilla_runtime::Clock,
     ) -> Self {
         let following = Elected::spawn(
             store.clone(),
@@ -407,6 +408,7 @@ impl WorkExecutor {
             members: Members::new(config.member_timeout, config.member_concurrency),
             recorder: following.recorder,
             config: config.clone(),
+            clock: clock.clone(),
         });
         readiness.add_cache("bindings", &ctx.bindings);
         readiness.add_cache("works", &ctx.works);
@@ -569,7 +571,7 @@ impl WorkExecutor {
                 );
             });
         }
-        let api = WorkExecutorApi::new(Typed::new(store), ctx.config.replica_move_timeout);
+        let api = WorkExecutorApi::new(Typed::new(store), ctx.config.replica_move_timeout, clock);
         Self { ctx, api, leader }
     }
 
@@ -606,6 +608,7 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         config,
         &parts.readiness,
         &parts.shutdown,
+        parts.clock.clone(),
     );
     let server = executor.server();
     let shutdown = parts.shutdown.clone();

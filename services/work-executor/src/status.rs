@@ -146,7 +146,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
             Some(((r.namespace.as_str(), r.kind.as_str(), r.name.as_str()), m))
         })
         .collect();
-    let now = flotilla_runtime::now();
+    let now = ctx.clock.now();
     let mut updates = Vec::new();
     for work in works {
         if is_deleting(work.metadata.as_ref()) {

@@ -115,11 +115,21 @@ impl Harness {
     /// Starts `S` on `store` through the one service shape (`S::start`) and runs what it
     /// runs (its controllers and elections); its gRPC routes are not served.
     pub fn start<S: crate::service::Service>(store: StoreRef, config: S::Config) -> Self {
+        Self::start_clocked::<S>(store, config, crate::Clock::system())
+    }
+
+    /// [`Harness::start`] on `clock` (a [`crate::ManualClock`] the test advances).
+    pub fn start_clocked<S: crate::service::Service>(
+        store: StoreRef,
+        config: S::Config,
+        clock: crate::Clock,
+    ) -> Self {
         Self::spawn(S::NAME, store, move |store, readiness, shutdown| {
             let parts = crate::service::Parts {
                 store,
                 readiness,
                 shutdown,
+                clock,
             };
             S::start(&parts, config).run
         })

@@ -44,7 +44,13 @@ impl Health {
     pub fn start(store: StoreRef, config: Config) -> Self {
         let shutdown = Shutdown::new();
         let readiness = Readiness::new();
-        let started = start(store, config, readiness.clone(), shutdown.clone());
+        let started = start(
+            store,
+            config,
+            readiness.clone(),
+            shutdown.clone(),
+            flotilla_runtime::Clock::system(),
+        );
         Health {
             started,
             shutdown,

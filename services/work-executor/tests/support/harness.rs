@@ -454,7 +454,13 @@ impl Running {
             .try_init();
         let shutdown = Shutdown::new();
         let readiness = Readiness::new();
-        let executor = WorkExecutor::start(store.clone(), config, &readiness, &shutdown);
+        let executor = WorkExecutor::start(
+            store.clone(),
+            config,
+            &readiness,
+            &shutdown,
+            flotilla_runtime::Clock::system(),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = executor.server();
