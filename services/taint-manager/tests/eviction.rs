@@ -80,6 +80,71 @@ async fn tm_toleration_expires_then_one_task_i12() {
     h.stop().await;
 }
 
+/// Labels binding `name` (a change the taint manager reacts to by deciding the binding again
+/// at once, cancelling the requeue it had set for when its toleration ends).
+async fn touch(typed: &Typed, name: &str, label: &str) {
+    loop {
+        let old: v1::ResourceBinding = typed
+            .get(&binding_key(name))
+            .await
+            .expect("read the binding")
+            .expect("the binding exists");
+        let mut new = old.clone();
+        new.metadata
+            .get_or_insert_with(Default::default)
+            .labels
+            .insert("touched".into(), label.into());
+        match typed.update(&old, new).await {
+            Ok(_) => return,
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// I12 with time as a parameter: a ten-minute toleration ends when the taint manager's own
+/// clock passes it. The test moves a manual clock instead of waiting ten minutes; a service
+/// that read the system clock instead would never evict here. The task is stamped with that
+/// clock's time, past `timeAdded + tolerationSeconds`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_a_ten_minute_toleration_ends_when_the_clock_passes_it_i12() {
+    let (store, typed) = mem_with_clusters(&[("member1", true), ("member2", true)]).await;
+    create_scheduled(
+        &typed,
+        "web",
+        &[("member1", 2), ("member2", 1)],
+        vec![tolerate(TAINT_NOT_READY, Some(600))],
+    )
+    .await;
+    // `untolerated` is evicted as soon as the manager sees the taint: once it is, the
+    // manager's toleration clock for the taint (F6: when it first saw it) stands at `added`.
+    create_scheduled(&typed, "untolerated", &[("member1", 1)], vec![]).await;
+    let manual = flotilla_runtime::ManualClock::at_system_time();
+    let clock = flotilla_runtime::Clock::manual(&manual);
+    let h = Harness::start_clocked::<TaintManager>(store, test_config(), clock.clone());
+    let added = clock.now();
+    set_taints(&typed, "member1", vec![not_ready_taint(added)]).await;
+    wait_evicted(&typed, WAIT, "untolerated", "member1").await;
+    assert!(
+        get_binding(&typed, "web").await.targets("member1"),
+        "tolerated while the clock stands at timeAdded"
+    );
+
+    manual.advance(Duration::from_secs(601));
+    touch(&typed, "web", "after-601s").await;
+    wait_evicted(&typed, WAIT, "web", "member1").await;
+    let b = get_binding(&typed, "web").await;
+    let task = &b.spec.graceful_eviction_tasks[0];
+    let stamped = task
+        .creation_timestamp
+        .expect("stamped by the taint manager");
+    assert!(
+        stamped >= added + Duration::from_secs(600),
+        "stamped {stamped:?}, taint added {added:?}: the task must carry the manager's clock"
+    );
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_taint_removed_before_toleration_no_task_i11_f9() {
     let (store, typed) =
