@@ -104,6 +104,27 @@ impl Samples {
         (samples, task)
     }
 
+    /// Waits until a sample shows `full` Ready replicas over `counted` members, and returns
+    /// when it was taken: the end of a phase. (The members' status reaches the api before the
+    /// sampler's next round, so a phase that ended when the binding settled could miss the
+    /// sample that shows it full: under load a run once did.)
+    async fn until_full(&self, counted: &[&str], full: i32) -> Instant {
+        eventually(
+            T,
+            &format!("a sample with {full} Ready on {counted:?}"),
+            || async {
+                let samples = self.0.lock().unwrap();
+                let (at, ready) = samples.last()?;
+                let total: i32 = counted
+                    .iter()
+                    .map(|c| ready.get(*c).copied().unwrap_or(0))
+                    .sum();
+                (total >= full).then_some(*at)
+            },
+        )
+        .await
+    }
+
     /// The least Ready total over `counted` members between `from` and `to`, and how long
     /// after `from` the total over them first reached `full` for good.
     fn phase(&self, from: Instant, to: Instant, counted: &[&str], full: i32) -> Phase {
@@ -207,7 +228,10 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     .await;
 
     let (samples, sampler) = Samples::start(&stack);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually(T, "the sampler's first samples", || async {
+        (samples.0.lock().unwrap().len() >= 2).then_some(())
+    })
+    .await;
     let mut figures = Vec::new();
     let all = ["member1", "member2", "member3"];
 
@@ -223,7 +247,12 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     .await;
     figures.push((
         "failover",
-        samples.phase(start, Instant::now(), &["member2", "member3"], 6),
+        samples.phase(
+            start,
+            samples.until_full(&["member2", "member3"], 6).await,
+            &["member2", "member3"],
+            6,
+        ),
     ));
 
     // failback: 2:2:2 again, and 6 Ready throughout
@@ -236,7 +265,10 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
         &[],
     )
     .await;
-    figures.push(("failback", samples.phase(start, Instant::now(), &all, 6)));
+    figures.push((
+        "failback",
+        samples.phase(start, samples.until_full(&all, 6).await, &all, 6),
+    ));
 
     // weight change: member1 gives one replica to member3
     let start = Instant::now();
@@ -250,7 +282,7 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     .await;
     figures.push((
         "weight change",
-        samples.phase(start, Instant::now(), &all, 6),
+        samples.phase(start, samples.until_full(&all, 6).await, &all, 6),
     ));
 
     // and back
@@ -265,7 +297,7 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     .await;
     figures.push((
         "weight change back",
-        samples.phase(start, Instant::now(), &all, 6),
+        samples.phase(start, samples.until_full(&all, 6).await, &all, 6),
     ));
     sampler.abort();
 

@@ -1080,12 +1080,17 @@ async fn freeze_the_leader(t: &Test, killed: &str, leader_identity: &str) {
     };
     let lost_before = lost(&text(&run("docker", &["logs", &frozen]).await));
     docker(&["pause", &frozen]).await;
-    tokio::time::sleep(LEASE_TTL * 3 / 2).await;
-    let during = t.compose.candidates("scheduler").await;
-    assert!(
-        leads(&during),
-        "the running replica leads while the old leader is frozen: {during:?}"
-    );
+    // the running replica leads once the frozen one's lease has expired
+    let during = eventually(
+        LEASE_TTL * 3,
+        "the running replica to lead while the old leader is frozen",
+        || async {
+            let during = t.compose.candidates("scheduler").await;
+            leads(&during).then_some(during)
+        },
+    )
+    .await;
+    assert!(leads(&during), "{during:?}");
     docker(&["unpause", &frozen]).await;
     let logs = eventually(
         Duration::from_secs(20),

@@ -264,17 +264,24 @@ fn failover_bench_json_carries_every_figure() {
         "{report}"
     );
     assert_eq!(report["config"]["bindings"], 10, "{report}");
-    // No members' process outlives the bench.
-    std::thread::sleep(Duration::from_millis(500));
-    let ps = Command::new("pgrep")
-        .args(["-f", "bench members --clusters 3"])
-        .output();
-    if let Ok(ps) = ps {
+    // No members' process outlives the bench (they may take a moment to exit).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let Ok(ps) = Command::new("pgrep")
+            .args(["-f", "bench members --clusters 3"])
+            .output()
+        else {
+            break; // (no pgrep here)
+        };
+        if ps.stdout.is_empty() {
+            break;
+        }
         assert!(
-            ps.stdout.is_empty(),
+            std::time::Instant::now() < deadline,
             "left behind: {}",
             String::from_utf8_lossy(&ps.stdout)
         );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
