@@ -30,12 +30,16 @@ use std::time::Duration;
 use flotilla_runtime::Shutdown;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use k8s_openapi::api::core::v1::{
+    Binding, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
+    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, ObjectReference, Pod, PodCondition,
+    PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::sim::{Fault, Sim};
@@ -75,8 +79,8 @@ impl KubeletConfig {
     }
 }
 
-fn now() -> Value {
-    serde_json::to_value(Time(Timestamp::now())).unwrap_or(Value::Null)
+fn now() -> Time {
+    Time(Timestamp::now())
 }
 
 /// Runs the node agent against `client` until `shutdown`: registers the nodes, keeps them
@@ -91,20 +95,31 @@ pub async fn run(client: kube::Client, config: KubeletConfig, sim: Arc<Sim>, shu
 
 /// The node object as registered (status included: a Node's status may be set on create,
 /// as a kubelet registers itself).
-fn node_object(config: &KubeletConfig, name: &str, ready: bool) -> Value {
-    let pods = config.pods_per_node().to_string();
-    json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64", "type": "flotilla-member-sim",
-            "flotilla.io/cluster": config.cluster}},
-        "spec": {},
-        "status": node_status(config, ready, &pods),
-    })
+fn node_object(config: &KubeletConfig, name: &str, ready: bool) -> Node {
+    let labels = [
+        ("kubernetes.io/hostname", name),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("type", "flotilla-member-sim"),
+        ("flotilla.io/cluster", config.cluster.as_str()),
+    ];
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(
+                labels
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec::default()),
+        status: Some(node_status(config, ready)),
+    }
 }
 
-fn node_status(config: &KubeletConfig, ready: bool, pods: &str) -> Value {
+fn node_status(config: &KubeletConfig, ready: bool) -> NodeStatus {
     let at = now();
     let (status, reason, message) = if ready {
         (
@@ -119,18 +134,35 @@ fn node_status(config: &KubeletConfig, ready: bool, pods: &str) -> Value {
             "simulated fault: the node is not ready",
         )
     };
-    let resources = json!({"cpu": "8", "memory": "32Gi", "pods": pods});
-    json!({
-        "capacity": resources, "allocatable": resources,
-        "conditions": [
-            {"type": "Ready", "status": status, "reason": reason, "message": message,
-             "lastHeartbeatTime": at, "lastTransitionTime": at},
-        ],
-        "nodeInfo": {"kubeletVersion": "v1.20.2-flotilla-member-sim",
-                     "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
-                     "containerRuntimeVersion": "simulated://1", "osImage": config.cluster,
-                     "kernelVersion": "", "bootID": "", "machineID": "", "systemUUID": ""},
-    })
+    let resources: BTreeMap<String, Quantity> = [
+        ("cpu", "8".to_owned()),
+        ("memory", "32Gi".to_owned()),
+        ("pods", config.pods_per_node().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), Quantity(v)))
+    .collect();
+    NodeStatus {
+        capacity: Some(resources.clone()),
+        allocatable: Some(resources),
+        conditions: Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            last_heartbeat_time: Some(at.clone()),
+            last_transition_time: Some(at),
+        }]),
+        node_info: Some(NodeSystemInfo {
+            kubelet_version: "v1.20.2-flotilla-member-sim".into(),
+            operating_system: "linux".into(),
+            architecture: "amd64".into(),
+            container_runtime_version: "simulated://1".into(),
+            os_image: config.cluster.clone(),
+            ..NodeSystemInfo::default()
+        }),
+        ..NodeStatus::default()
+    }
 }
 
 /// Registers the nodes, then every [`HEARTBEAT`] renews their Leases and Ready condition.
@@ -142,20 +174,13 @@ async fn heartbeat_loop(
 ) {
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
-    let pods = config.pods_per_node().to_string();
     let mut fault_rx = sim.subscribe_fault();
     let mut registered: HashSet<String> = HashSet::new();
     loop {
         let ready = *fault_rx.borrow_and_update() != Fault::Unhealthy;
         for name in config.node_names() {
             if !registered.contains(&name) {
-                let node: Node = match serde_json::from_value(node_object(&config, &name, ready)) {
-                    Ok(n) => n,
-                    Err(error) => {
-                        tracing::error!(%error, "cannot build a Node");
-                        return;
-                    }
-                };
+                let node = node_object(&config, &name, ready);
                 match nodes.create(&PostParams::default(), &node).await {
                     Ok(_) => {
                         tracing::info!(node = %name, "node registered");
@@ -170,7 +195,10 @@ async fn heartbeat_loop(
                     }
                 }
             }
-            let status = json!({"status": node_status(&config, ready, &pods)});
+            let status = Node {
+                status: Some(node_status(&config, ready)),
+                ..Node::default()
+            };
             if let Err(error) = nodes
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await
@@ -363,7 +391,7 @@ fn handle_pod(
 
 /// The status a kubelet posts for a started pod: Running and Ready, or, for a Job's pod,
 /// Succeeded with every container terminated with exit code 0.
-fn pod_status(containers: &[(String, String)], completes: bool, uid: &str) -> Value {
+fn pod_status(containers: &[(String, String)], completes: bool, uid: &str) -> Pod {
     let at = now();
     // a stable fake address per pod, in the documentation range
     let octet = uid
@@ -371,36 +399,66 @@ fn pod_status(containers: &[(String, String)], completes: bool, uid: &str) -> Va
         .fold(0u8, |a, b| a.wrapping_mul(31).wrapping_add(b))
         % 250
         + 2;
-    let statuses: Vec<Value> = containers
+    let statuses = containers
         .iter()
         .map(|(name, image)| {
             let state = if completes {
-                json!({"terminated": {"exitCode": 0, "reason": "Completed",
-                                      "startedAt": at, "finishedAt": at}})
+                ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: 0,
+                        reason: Some("Completed".into()),
+                        started_at: Some(at.clone()),
+                        finished_at: Some(at.clone()),
+                        ..ContainerStateTerminated::default()
+                    }),
+                    ..ContainerState::default()
+                }
             } else {
-                json!({"running": {"startedAt": at}})
+                ContainerState {
+                    running: Some(ContainerStateRunning {
+                        started_at: Some(at.clone()),
+                    }),
+                    ..ContainerState::default()
+                }
             };
-            json!({"name": name, "image": image, "imageID": format!("simulated://{image}"),
-                   "ready": !completes, "started": !completes, "restartCount": 0,
-                   "state": state})
+            ContainerStatus {
+                name: name.clone(),
+                image: image.clone(),
+                image_id: format!("simulated://{image}"),
+                ready: !completes,
+                started: Some(!completes),
+                restart_count: 0,
+                state: Some(state),
+                ..ContainerStatus::default()
+            }
         })
         .collect();
     let ready = if completes { "False" } else { "True" };
-    let reason = if completes {
-        json!("PodCompleted")
-    } else {
-        Value::Null
+    let reason = completes.then(|| "PodCompleted".to_owned());
+    let condition = |type_: &str, status: &str| PodCondition {
+        type_: type_.into(),
+        status: status.into(),
+        last_transition_time: Some(at.clone()),
+        reason: reason.clone(),
+        ..PodCondition::default()
     };
-    let condition = |t: &str, status: &str| json!({"type": t, "status": status, "lastTransitionTime": at, "reason": reason});
-    json!({"status": {
-        "phase": if completes { "Succeeded" } else { "Running" },
-        "hostIP": "192.0.2.10",
-        "podIP": format!("198.51.100.{octet}"),
-        "startTime": at,
-        "conditions": [condition("Initialized", "True"), condition("Ready", ready),
-                       condition("ContainersReady", ready), condition("PodScheduled", "True")],
-        "containerStatuses": statuses,
-    }})
+    Pod {
+        status: Some(PodStatus {
+            phase: Some(if completes { "Succeeded" } else { "Running" }.into()),
+            host_ip: Some("192.0.2.10".into()),
+            pod_ip: Some(format!("198.51.100.{octet}")),
+            start_time: Some(at.clone()),
+            conditions: Some(vec![
+                condition("Initialized", "True"),
+                condition("Ready", ready),
+                condition("ContainersReady", ready),
+                condition("PodScheduled", "True"),
+            ]),
+            container_statuses: Some(statuses),
+            ..PodStatus::default()
+        }),
+        ..Pod::default()
+    }
 }
 
 /// Binds an unscheduled pod to the least loaded node that has room (`--bind-pods`).
@@ -440,13 +498,30 @@ fn bind(
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let client = client.clone();
     tokio::spawn(async move {
-        let binding = json!({"apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node),
+                ..ObjectReference::default()
+            },
+        };
+        let body = match serde_json::to_vec(&binding) {
+            Ok(b) => b,
+            Err(error) => {
+                tracing::warn!(pod = %name, %error, "cannot encode the binding");
+                return;
+            }
+        };
         let url = format!("/api/v1/namespaces/{namespace}/pods/{name}/binding");
         let request = match http::Request::post(url)
             .header("content-type", "application/json")
-            .body(binding.to_string().into_bytes())
+            .body(body)
         {
             Ok(r) => r,
             Err(error) => {
@@ -527,32 +602,42 @@ mod tests {
         assert_eq!(c.node_names(), ["m1-node-1", "m1-node-2", "m1-node-3"]);
         assert_eq!(c.pods_per_node(), 4);
         let node = node_object(&c, "m1-node-1", true);
-        assert_eq!(node["status"]["allocatable"]["pods"], "4");
-        assert_eq!(node["status"]["conditions"][0]["status"], "True");
-        let node: Node = serde_json::from_value(node).unwrap_or_default();
-        assert_eq!(node.metadata.name.as_deref(), Some("m1-node-1"));
+        let status = node.status.clone().unwrap_or_default();
         assert_eq!(
-            node_object(&c, "m1-node-1", false)["status"]["conditions"][0]["status"],
-            "False"
+            status.allocatable.unwrap_or_default().get("pods"),
+            Some(&Quantity("4".into()))
+        );
+        let ready = |n: &Node| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.first())
+                .map(|c| c.status.clone())
+        };
+        assert_eq!(ready(&node).as_deref(), Some("True"));
+        assert_eq!(node.metadata.name.as_deref(), Some("m1-node-1"));
+        let json = serde_json::to_value(&node).unwrap_or_default();
+        assert_eq!(json["kind"], "Node", "typed objects carry their kind");
+        assert_eq!(
+            ready(&node_object(&c, "m1-node-1", false)).as_deref(),
+            Some("False")
         );
     }
 
     #[test]
     fn a_jobs_pod_completes_and_the_others_run() {
         let containers = [("c".to_owned(), "nginx".to_owned())];
-        let run = pod_status(&containers, false, "u1");
+        let run = serde_json::to_value(pod_status(&containers, false, "u1")).unwrap_or_default();
         assert_eq!(run["status"]["phase"], "Running");
         assert_eq!(run["status"]["containerStatuses"][0]["ready"], true);
         assert!(run["status"]["containerStatuses"][0]["state"]["running"].is_object());
-        let done = pod_status(&containers, true, "u1");
+        let done = serde_json::to_value(pod_status(&containers, true, "u1")).unwrap_or_default();
         assert_eq!(done["status"]["phase"], "Succeeded");
         assert_eq!(
             done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
             0
         );
-        // the times parse as Kubernetes times
-        let _: k8s_openapi::api::core::v1::PodStatus =
-            serde_json::from_value(run["status"].clone()).unwrap_or_default();
+        // the times are Kubernetes times
         assert!(
             run["status"]["startTime"]
                 .as_str()
