@@ -68,6 +68,12 @@ spec:
     )
 }
 
+/// What starts a phase: member1's fault mode, or a policy file applied.
+enum Move<'a> {
+    Fault(v1::FaultMode),
+    Apply(&'a str),
+}
+
 /// One sample: when, and each member's Ready replicas.
 type Sample = (Instant, BTreeMap<String, i32>);
 
@@ -234,71 +240,48 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     .await;
     let mut figures = Vec::new();
     let all = ["member1", "member2", "member3"];
-
-    // failover: member1's share is gone; member2 + member3 must keep their 4
-    let start = Instant::now();
-    set_fault(&stack.members["member1"], v1::FaultMode::Unhealthy).await;
-    settled(
-        &stack,
-        &api,
-        &[("member2", 3), ("member3", 3)],
-        &["member1"],
-    )
-    .await;
-    figures.push((
-        "failover",
-        samples.phase(
-            start,
-            samples.until_full(&["member2", "member3"], 6).await,
+    let evenly = [("member1", 2), ("member2", 2), ("member3", 2)];
+    // (phase, what starts it, where the binding settles, members left unhealthy, members
+    // whose Ready replicas must total 6)
+    let phases: [(&str, Move<'_>, &[(&str, i32)], &[&str], &[&str]); 4] = [
+        // member1's share is gone; member2 + member3 must keep their 4
+        (
+            "failover",
+            Move::Fault(v1::FaultMode::Unhealthy),
+            &[("member2", 3), ("member3", 3)],
+            &["member1"],
             &["member2", "member3"],
-            6,
         ),
-    ));
-
-    // failback: 2:2:2 again, and 6 Ready throughout
-    let start = Instant::now();
-    set_fault(&stack.members["member1"], v1::FaultMode::Healthy).await;
-    settled(
-        &stack,
-        &api,
-        &[("member1", 2), ("member2", 2), ("member3", 2)],
-        &[],
-    )
-    .await;
-    figures.push((
-        "failback",
-        samples.phase(start, samples.until_full(&all, 6).await, &all, 6),
-    ));
-
-    // weight change: member1 gives one replica to member3
-    let start = Instant::now();
-    stack.cli_ok(&["apply", "-f", &shifted]).await;
-    settled(
-        &stack,
-        &api,
-        &[("member1", 1), ("member2", 2), ("member3", 3)],
-        &[],
-    )
-    .await;
-    figures.push((
-        "weight change",
-        samples.phase(start, samples.until_full(&all, 6).await, &all, 6),
-    ));
-
-    // and back
-    let start = Instant::now();
-    stack.cli_ok(&["apply", "-f", &even]).await;
-    settled(
-        &stack,
-        &api,
-        &[("member1", 2), ("member2", 2), ("member3", 2)],
-        &[],
-    )
-    .await;
-    figures.push((
-        "weight change back",
-        samples.phase(start, samples.until_full(&all, 6).await, &all, 6),
-    ));
+        // 2:2:2 again, and 6 Ready throughout
+        (
+            "failback",
+            Move::Fault(v1::FaultMode::Healthy),
+            &evenly,
+            &[],
+            &all,
+        ),
+        // member1 gives one replica to member3
+        (
+            "weight change",
+            Move::Apply(&shifted),
+            &[("member1", 1), ("member2", 2), ("member3", 3)],
+            &[],
+            &all,
+        ),
+        ("weight change back", Move::Apply(&even), &evenly, &[], &all),
+    ];
+    for (name, step, want, unhealthy, counted) in phases {
+        let start = Instant::now();
+        match step {
+            Move::Fault(mode) => set_fault(&stack.members["member1"], mode).await,
+            Move::Apply(file) => {
+                stack.cli_ok(&["apply", "-f", file]).await;
+            }
+        }
+        settled(&stack, &api, want, unhealthy).await;
+        let end = samples.until_full(counted, 6).await;
+        figures.push((name, samples.phase(start, end, counted, 6)));
+    }
     sampler.abort();
 
     if hold != "0s" {

@@ -68,6 +68,22 @@ fn bytes(data: Option<&str>, file: Option<&str>, key: &str) -> anyhow::Result<Op
     }
 }
 
+/// The body of the entry `name` of the list `section` (`contexts`, `clusters`), which `parts`
+/// splits into its name and body.
+fn entry<'a, T, B>(
+    list: &'a [T],
+    section: &str,
+    name: &str,
+    parts: impl Fn(&'a T) -> (&'a str, Option<&'a B>),
+) -> anyhow::Result<&'a B> {
+    let (_, body) = list
+        .iter()
+        .map(parts)
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| anyhow!("the kubeconfig has no {section} entry named {name:?}"))?;
+    body.ok_or_else(|| anyhow!("{section} entry {name:?} is empty"))
+}
+
 /// Reads `context` (default: the current context) of the kubeconfig at `path`.
 pub fn read(path: &Path, context: Option<&str>) -> anyhow::Result<Credentials> {
     if let Err(e) = std::fs::metadata(path) {
@@ -83,26 +99,16 @@ pub fn read(path: &Path, context: Option<&str>) -> anyhow::Result<Credentials> {
             .filter(|c| !c.is_empty())
             .ok_or_else(|| anyhow!("the kubeconfig has no current-context; pass --context"))?,
     };
-    let ctx = doc
-        .contexts
-        .iter()
-        .find(|c| c.name == context_name)
-        .ok_or_else(|| anyhow!("the kubeconfig has no contexts entry named {context_name:?}"))?
-        .context
-        .as_ref()
-        .ok_or_else(|| anyhow!("context {context_name:?} is empty"))?;
+    let ctx = entry(&doc.contexts, "contexts", &context_name, |c| {
+        (c.name.as_str(), c.context.as_ref())
+    })?;
     let cluster_name = ctx.cluster.as_str();
     if cluster_name.is_empty() {
         bail!("context {context_name:?} names no cluster");
     }
-    let cluster = doc
-        .clusters
-        .iter()
-        .find(|c| c.name == cluster_name)
-        .ok_or_else(|| anyhow!("the kubeconfig has no clusters entry named {cluster_name:?}"))?
-        .cluster
-        .as_ref()
-        .ok_or_else(|| anyhow!("cluster {cluster_name:?} is empty"))?;
+    let cluster = entry(&doc.clusters, "clusters", cluster_name, |c| {
+        (c.name.as_str(), c.cluster.as_ref())
+    })?;
     let server = cluster
         .server
         .clone()
