@@ -62,8 +62,8 @@ pub enum TaskVerdict {
     NoReplacement,
     /// GE-4.4: waiting for the new targets to become healthy.
     Waiting,
-    /// GE-4.6 (A6, I4): the task's cluster is a target again (it recovered and the scheduler placed
-    /// replicas on it); a cluster is never both a target and a task.
+    /// GE-4.6 (A6, I4): the task's cluster is a target again (it recovered and the scheduler
+    /// placed replicas on it); a cluster is never both a target and a task.
     Rescheduled,
 }
 
