@@ -68,6 +68,16 @@ spec:
     )
 }
 
+/// One phase of [`run`]: its name, what starts it, where the binding settles, the members
+/// left unhealthy, and the members whose Ready replicas must total 6.
+type PhasePlan<'a> = (
+    &'static str,
+    Move<'a>,
+    &'a [(&'a str, i32)],
+    &'a [&'a str],
+    &'a [&'a str],
+);
+
 /// What starts a phase: member1's fault mode, or a policy file applied.
 enum Move<'a> {
     Fault(v1::FaultMode),
@@ -243,7 +253,7 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     let evenly = [("member1", 2), ("member2", 2), ("member3", 2)];
     // (phase, what starts it, where the binding settles, members left unhealthy, members
     // whose Ready replicas must total 6)
-    let phases: [(&str, Move<'_>, &[(&str, i32)], &[&str], &[&str]); 4] = [
+    let phases: [PhasePlan<'_>; 4] = [
         // member1's share is gone; member2 + member3 must keep their 4
         (
             "failover",

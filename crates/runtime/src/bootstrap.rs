@@ -37,27 +37,21 @@ pub enum BootstrapError {
 }
 
 /// What a started service shares between its parts.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
 pub struct Runtime {
     /// The flags it was started with.
     pub args: CommonArgs,
     /// The store, from `--store`.
+    #[debug(skip)]
     pub store: Arc<dyn Store>,
     /// Fires on SIGTERM/SIGINT (or when triggered by hand).
+    #[debug(skip)]
     pub shutdown: Shutdown,
     /// What must be synced before `/readyz` and gRPC health say ready.
     pub readiness: Readiness,
     /// The Prometheus handle behind `/metrics`.
+    #[debug(skip)]
     pub metrics: PrometheusHandle,
-}
-
-impl std::fmt::Debug for Runtime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime")
-            .field("args", &self.args)
-            .field("readiness", &self.readiness)
-            .finish_non_exhaustive()
-    }
 }
 
 // === impl Runtime ===

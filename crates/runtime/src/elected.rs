@@ -120,23 +120,15 @@ impl Elected {
 }
 
 /// What an elected controller writes with (see [`Elected::writes`]).
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
 pub struct Writes<R> {
     /// Typed access to the fenced store (reads after a conflict go here too).
+    #[debug(skip)]
     pub typed: Typed,
     /// Group-commits the controller's writes through the fenced store.
     pub writer: BatchWriter<R>,
     /// Records Events as the elected component.
     pub recorder: Recorder,
-}
-
-impl<R> std::fmt::Debug for Writes<R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writes")
-            .field("writer", &self.writer)
-            .field("recorder", &self.recorder)
-            .finish_non_exhaustive()
-    }
 }
 
 /// What [`Elected::resign_on`] leaves: the parts a controller needs once the candidacy runs by

@@ -230,27 +230,24 @@ pub type Hook = Box<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send
 /// A [`Store`] wrapper that runs a hook once, right before the first transaction that writes
 /// `key`: a concurrent writer that gets in between a controller's read and its CAS. It also
 /// counts the transactions that write bindings, to check that writes are batched.
+#[derive(derive_more::Debug)]
 pub struct Interpose {
+    #[debug(skip)]
     inner: StoreRef,
     key: String,
+    #[debug(skip)]
     hook: Mutex<Option<Hook>>,
     /// How often the hook ran (0 or 1).
     pub fired: AtomicUsize,
     /// Transactions that wrote `key` (the hook's and any later ones).
+    #[debug(skip)]
     pub key_txns: AtomicUsize,
     /// Transactions that wrote at least one binding.
+    #[debug(skip)]
     pub binding_txns: AtomicUsize,
     /// Binding puts in those transactions.
+    #[debug(skip)]
     pub binding_puts: AtomicUsize,
-}
-
-impl std::fmt::Debug for Interpose {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interpose")
-            .field("key", &self.key)
-            .field("fired", &self.fired)
-            .finish_non_exhaustive()
-    }
 }
 
 // === impl Interpose ===

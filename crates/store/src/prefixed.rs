@@ -18,18 +18,11 @@ use crate::types::{
 use crate::watch::WatchStream;
 
 /// A [`Store`] that prepends `prefix` to every key of `inner`.
-#[derive(Clone)]
+#[derive(Clone, derive_more::Debug)]
 pub struct Prefixed {
+    #[debug(skip)]
     inner: Arc<dyn Store>,
     prefix: String,
-}
-
-impl std::fmt::Debug for Prefixed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prefixed")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
 }
 
 // === impl Prefixed ===

@@ -30,19 +30,15 @@ type BoxStream = Pin<Box<dyn Stream<Item = Result<WatchEvent>> + Send>>;
 /// Both backends report it as a stream item, never from `watch()` itself.
 ///
 /// Dropping the stream cancels the watch.
+#[derive(derive_more::Debug)]
 pub struct WatchStream {
+    #[debug(skip)]
     inner: BoxStream,
+    #[debug(skip)]
     progress: mpsc::UnboundedSender<()>,
+    #[debug(skip)]
     task: Option<JoinHandle<()>>,
     done: bool,
-}
-
-impl std::fmt::Debug for WatchStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WatchStream")
-            .field("done", &self.done)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The backend's half of a channel-fed [`WatchStream`].

@@ -112,30 +112,28 @@ struct Snapshot {
 }
 
 /// What every reconcile shares.
+#[derive(derive_more::Debug)]
 pub struct Context {
     config: ControllerConfig,
     bindings: Cache<v1::ResourceBinding>,
     clusters: Cache<Cluster>,
+    #[debug(skip)]
     snapshot: Mutex<Snapshot>,
+    #[debug(skip)]
     reader: Typed,
+    #[debug(skip)]
     writer: BatchWriter<v1::ResourceBinding>,
+    #[debug(skip)]
     recorder: Recorder,
     /// Consecutive back-off retries per binding (SC-4.2 / SC-4.4), reset by any other outcome.
+    #[debug(skip)]
     retries: Mutex<KeyedBackoff<String>>,
     /// A11: when the next failback may be written (`--failback-rate`).
+    #[debug(skip)]
     next_failback: Mutex<std::time::Instant>,
     /// The wall clock decisions read.
+    #[debug(skip)]
     clock: flotilla_runtime::Clock,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("config", &self.config)
-            .field("bindings", &self.bindings)
-            .field("clusters", &self.clusters)
-            .finish_non_exhaustive()
-    }
 }
 
 // === impl Context ===

@@ -64,45 +64,47 @@ pub enum Error {
 }
 
 /// Everything the controllers share: caches, writers, member clients.
+#[derive(derive_more::Debug)]
 pub struct Context {
     /// Bindings, indexed by template key.
     pub bindings: Cache<v1::ResourceBinding>,
     /// Works, indexed by binding and by cluster.
     pub works: Cache<v1::Work>,
     /// Resource templates.
+    #[debug(skip)]
     pub workloads: Cache<v1::Workload>,
     /// Clusters.
+    #[debug(skip)]
     pub clusters: Cache<v1::Cluster>,
     /// Secrets: the credentials of Push members (`spec.secretRef`).
+    #[debug(skip)]
     pub secrets: Cache<v1::Secret>,
     /// OverridePolicies (OV-1), indexed by namespace.
+    #[debug(skip)]
     pub overrides: Cache<v1::OverridePolicy>,
     /// ClusterOverridePolicies (OV-1).
+    #[debug(skip)]
     pub cluster_overrides: Cache<v1::ClusterOverridePolicy>,
     /// Typed access through the leader-fenced store (re-reads and deletes).
+    #[debug(skip)]
     pub typed: Typed,
     /// Batched Work writes (fenced).
+    #[debug(skip)]
     pub work_writer: BatchWriter<v1::Work>,
     /// Batched binding status writes (fenced).
+    #[debug(skip)]
     pub binding_writer: BatchWriter<v1::ResourceBinding>,
     /// Push member clients.
+    #[debug(skip)]
     pub members: Members,
     /// Events.
+    #[debug(skip)]
     pub recorder: Recorder,
     /// Timers and limits.
     pub config: Config,
     /// The wall clock decisions read.
+    #[debug(skip)]
     pub clock: flotilla_runtime::Clock,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("bindings", &self.bindings)
-            .field("works", &self.works)
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Context {

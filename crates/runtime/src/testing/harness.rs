@@ -69,21 +69,17 @@ pub async fn stop_task<T, E: fmt::Debug>(
 }
 
 /// A running service (its `run_with`, on a task) and typed access to its store.
+#[derive(derive_more::Debug)]
 pub struct Harness {
     /// The store the service runs on.
+    #[debug(skip)]
     pub typed: Typed,
     /// Stops the service.
+    #[debug(skip)]
     pub shutdown: Shutdown,
     name: &'static str,
+    #[debug(skip)]
     task: JoinHandle<()>,
-}
-
-impl std::fmt::Debug for Harness {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Harness")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
 }
 
 // === impl Harness ===
