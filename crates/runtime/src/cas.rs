@@ -43,6 +43,26 @@ pub enum Lost {
     Gone,
 }
 
+impl Lost {
+    /// The object to decide on at the next attempt: `first` (usually the cached version) at
+    /// the first one (`lost` is `None`), a fresh read from `reread` after a lost race, `None`
+    /// after it vanished.
+    pub async fn next<T, E, F>(
+        lost: Option<Lost>,
+        first: &mut Option<T>,
+        reread: impl FnOnce() -> F,
+    ) -> Result<Option<T>, E>
+    where
+        F: std::future::Future<Output = Result<Option<T>, E>>,
+    {
+        match lost {
+            None => Ok(first.take()),
+            Some(Lost::Changed) => reread().await,
+            Some(Lost::Gone) => Ok(None),
+        }
+    }
+}
+
 /// Every attempt lost its race.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: still conflicting after {attempts} attempts")]

@@ -609,11 +609,7 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let mut races = Races::new(&binding_key);
     let mut lost = None;
     loop {
-        let current = match lost.take() {
-            None => first.take(),
-            Some(Lost::Changed) => ctx.typed.get(&binding_key).await?,
-            Some(Lost::Gone) => None,
-        };
+        let current = Lost::next(lost.take(), &mut first, || ctx.typed.get(&binding_key)).await?;
         let workload = ctx.caches.workloads.get(&key);
         if let Some(b) = &current
             && workload_key_of(b).as_deref() != Some(key.as_str())

@@ -436,11 +436,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, Error>
     let mut races = Races::new(&key);
     let mut lost = None;
     loop {
-        let cluster = match lost.take() {
-            None => first.take(),
-            Some(Lost::Changed) => ctx.typed.get(&key).await?,
-            Some(Lost::Gone) => None,
-        };
+        let cluster = Lost::next(lost.take(), &mut first, || ctx.typed.get(&key)).await?;
         let Some(current) = cluster else {
             ctx.forget(&name).await?;
             return Ok(Action::await_change());

@@ -545,11 +545,10 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
     let mut races = Races::new(&key.binding);
     let mut lost = None;
     loop {
-        let current = match lost.take() {
-            None => first.take(),
-            Some(Lost::Changed) => ctx.writes.typed.get(&key.binding).await?,
-            Some(Lost::Gone) => None,
-        };
+        let current = Lost::next(lost.take(), &mut first, || {
+            ctx.writes.typed.get(&key.binding)
+        })
+        .await?;
         let Some(wire) = current else {
             return Ok(Action::await_change());
         };
