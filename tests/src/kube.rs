@@ -208,9 +208,6 @@ impl RealMember {
         std::fs::write(dir.join("admin.token"), &token).expect("admin.token");
         let port = free_port();
         let apiserver = format!("https://127.0.0.1:{port}");
-        let proxy = free_port();
-        let endpoint = format!("https://127.0.0.1:{proxy}");
-        let control_addr = format!("127.0.0.1:{}", free_port());
         let ca = dir.join("ca.pem");
         let direct_kubeconfig = dir.join("direct.kubeconfig");
         std::fs::write(
@@ -219,8 +216,6 @@ impl RealMember {
         )
         .expect("direct kubeconfig");
         let user_kubeconfig = dir.join("admin.kubeconfig");
-        std::fs::write(&user_kubeconfig, kubeconfig(name, &endpoint, &ca, &token))
-            .expect("admin kubeconfig");
         let prefix = format!("/kube-{name}-{:08x}", rand::random::<u32>());
         let mut processes = Vec::new();
         let args = |a: &[String]| a.to_vec();
@@ -252,8 +247,8 @@ impl RealMember {
         let mut member = Self {
             name: name.into(),
             apiserver,
-            endpoint,
-            control_addr: control_addr.clone(),
+            endpoint: String::new(),
+            control_addr: String::new(),
             ca,
             kubeconfig: user_kubeconfig,
             direct_kubeconfig: direct_kubeconfig.clone(),
@@ -298,23 +293,59 @@ impl RealMember {
             ]),
             &[],
         ));
-        member.processes.push(Process::spawn(
-            &dir,
-            &format!("{name}-member-sim"),
-            "flotilla-member-sim",
-            &args(&[
-                format!("--name={name}"),
-                format!("--listen=127.0.0.1:{proxy}"),
-                format!("--control-listen={control_addr}"),
-                format!("--kube-apiserver={}", member.apiserver),
-                format!("--kube-ca={}", p("ca.pem")),
-                format!("--kube-token-file={}", p("admin.token")),
-                format!("--nodes={nodes}"),
-                format!("--capacity={capacity}"),
-                format!("--pod-startup-delay={startup}"),
-            ]),
-        ));
-        crate::wait_serving(&control_addr, Duration::from_secs(20)).await;
+        // member-sim last, on ports picked just before it starts: ports picked before the API
+        // server's start-up may be taken by another test's process by now (a CI run saw
+        // "Address already in use"); when they are, it exits, and starts again on others.
+        for attempt in 1.. {
+            let proxy = free_port();
+            member.endpoint = format!("https://127.0.0.1:{proxy}");
+            member.control_addr = format!("127.0.0.1:{}", free_port());
+            std::fs::write(
+                &member.kubeconfig,
+                kubeconfig(name, &member.endpoint, &member.ca, &token),
+            )
+            .expect("admin kubeconfig");
+            let control_addr = member.control_addr.clone();
+            let mut sim = Process::spawn(
+                &dir,
+                &format!("{name}-member-sim"),
+                "flotilla-member-sim",
+                &args(&[
+                    format!("--name={name}"),
+                    format!("--listen=127.0.0.1:{proxy}"),
+                    format!("--control-listen={control_addr}"),
+                    format!("--kube-apiserver={}", member.apiserver),
+                    format!("--kube-ca={}", p("ca.pem")),
+                    format!("--kube-token-file={}", p("admin.token")),
+                    format!("--nodes={nodes}"),
+                    format!("--capacity={capacity}"),
+                    format!("--pod-startup-delay={startup}"),
+                ]),
+            );
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            let serving = loop {
+                if sim.exited() {
+                    break false;
+                }
+                if crate::serving(&control_addr).await {
+                    break true;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "timed out after 20s waiting for {control_addr} to serve"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            if serving {
+                member.processes.push(sim);
+                break;
+            }
+            assert!(attempt < 3, "member-sim exited three times: {}", sim.log());
+            eprintln!(
+                "member-sim exited (attempt {attempt}); starting it on other ports: {}",
+                sim.log()
+            );
+        }
         eventually(Duration::from_secs(60), "every node Ready", || async {
             let (ok, out) = member
                 .kubectl(&[

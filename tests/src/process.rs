@@ -230,28 +230,32 @@ pub use flotilla_runtime::testing::eventually;
 
 /// Waits until a gRPC server answers `grpc.health.v1.Health/Check` with SERVING.
 pub async fn wait_serving(addr: &str, timeout: Duration) {
-    use tonic_health::pb::HealthCheckRequest;
-    use tonic_health::pb::health_client::HealthClient;
-    let url = format!("http://{addr}");
-    eventually(timeout, &format!("{addr} to serve"), || {
-        let url = url.clone();
-        async move {
-            let channel = tonic::transport::Endpoint::from_shared(url)
-                .ok()?
-                .connect()
-                .await
-                .ok()?;
-            let mut client = HealthClient::new(channel);
-            let resp = client
-                .check(HealthCheckRequest {
-                    service: String::new(),
-                })
-                .await
-                .ok()?;
-            (resp.into_inner().status == 1).then_some(())
-        }
+    eventually(timeout, &format!("{addr} to serve"), || async {
+        serving(addr).await.then_some(())
     })
     .await;
+}
+
+/// Whether the gRPC server at `addr` answers its health check with SERVING now (within a
+/// second: whatever else holds the port may accept and never answer).
+pub async fn serving(addr: &str) -> bool {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(format!("http://{addr}")) else {
+        return false;
+    };
+    let endpoint = endpoint
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(1));
+    let Ok(channel) = endpoint.connect().await else {
+        return false;
+    };
+    let answer = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await;
+    answer.is_ok_and(|r| r.into_inner().status == 1)
 }
 
 /// The services of the control plane, by binary name without `flotilla-`: the one registry
