@@ -271,6 +271,12 @@ pub struct Typed {
 
 // === impl Typed ===
 
+impl std::fmt::Debug for Typed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Typed").finish_non_exhaustive()
+    }
+}
+
 impl Typed {
     /// Wraps a store.
     pub fn new(store: StoreRef) -> Self {

@@ -379,6 +379,7 @@ pub fn start(
     let probe_ctx = Arc::new(probe::ProbeContext {
         clusters: clusters.clone(),
         secrets: secrets.clone(),
+        store: flotilla_store::typed::Typed::new(store.clone()),
         observations,
         health: health_queue.clone(),
         prober: probe::Prober::new(config.probe_timeout),

@@ -161,6 +161,8 @@ pub struct ProbeContext {
     pub clusters: Cache<v1::Cluster>,
     /// Secrets: the credentials a Push cluster's `secretRef` names.
     pub secrets: Cache<v1::Secret>,
+    /// The store, to confirm a Secret the cache lacks (see [`secret_of`]).
+    pub store: flotilla_store::typed::Typed,
     /// Where observations go.
     pub observations: Arc<Observations>,
     /// The health controller's queue: a new observation is reconciled at once.
@@ -179,7 +181,7 @@ pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Actio
     let cluster = ctx.clusters.get(&crate::cluster_key(&name));
     let target = match cluster.as_deref() {
         Some(c) if c.spec.as_ref().map(|s| s.sync_mode) == Some(v1::SyncMode::Push as i32) => {
-            let secret = flotilla_member::secret_key_of(c).and_then(|k| ctx.secrets.get(&k));
+            let secret = secret_of(&ctx, c).await;
             flotilla_member::target_of(c, secret.as_deref())
         }
         _ => {
@@ -215,6 +217,26 @@ pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Actio
     ctx.observations.set(&name, observation, ctx.clock.now());
     ctx.health.add(name);
     Ok(Action::requeue(ctx.frequency))
+}
+
+/// The Secret `cluster`'s `secretRef` names: from the cache, or, when the cache lacks it, from
+/// the store. The clusters and secrets caches follow separate watches, so a Cluster joined
+/// together with its Secret (one transaction) can reach the clusters cache first; calling
+/// the Secret missing then would judge a brand-new cluster unreachable at once (a CI run saw
+/// exactly that: `ClusterNotReachable` 7 ms after the join, then NoExecute). A store error
+/// counts as missing: the next probe asks again.
+async fn secret_of(ctx: &ProbeContext, cluster: &v1::Cluster) -> Option<Arc<v1::Secret>> {
+    let key = flotilla_member::secret_key_of(cluster)?;
+    if let Some(secret) = ctx.secrets.get(&key) {
+        return Some(secret);
+    }
+    match ctx.store.get::<v1::Secret>(&key).await {
+        Ok(secret) => secret.map(Arc::new),
+        Err(e) => {
+            tracing::debug!(secret = %key, error = %e, "the cache lacks the Secret and the store did not answer");
+            None
+        }
+    }
 }
 
 /// Probe errors do not exist (a failed probe is an observation); kept for the controller API.
@@ -334,5 +356,112 @@ mod tests {
         assert_eq!(o.message, "spec.apiEndpoint is empty");
         let o = prober.probe("c4", &Target::plain("not a url")).await;
         assert_eq!(outcome(&o), (false, false));
+    }
+}
+
+#[cfg(test)]
+mod secret_lag {
+    #![allow(clippy::unwrap_used)]
+
+    use std::collections::BTreeMap;
+
+    use flotilla_runtime::watcher::{Event, Object};
+    use flotilla_runtime::{QueueConfig, Writer};
+    use flotilla_store::mem::MemStore;
+    use flotilla_store::typed::Typed;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A member answering every request 200 "ok".
+    async fn healthy_member() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let _ = s.read(&mut buf).await;
+                    let _ = s
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
+                        .await;
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    /// A Cluster joined with its Secret in one transaction reaches the clusters cache before
+    /// the secrets cache has the Secret: the probe reads the Secret from the store rather
+    /// than judge the new cluster unreachable (regression: a real-members CI run).
+    #[tokio::test]
+    async fn ch_6_a_secret_the_cache_lacks_yet_is_read_from_the_store() {
+        let store: flotilla_store::StoreRef = Arc::new(MemStore::new());
+        let typed = Typed::new(store.clone());
+        let secret = v1::Secret {
+            metadata: Some(v1::ObjectMeta {
+                name: "m1".into(),
+                namespace: "karmada-cluster".into(),
+                ..Default::default()
+            }),
+            data: BTreeMap::from([(flotilla_member::SECRET_TOKEN.to_owned(), b"t0ken".to_vec())]),
+            ..Default::default()
+        };
+        typed.create(secret, None).await.unwrap();
+        let cluster = v1::Cluster {
+            metadata: Some(v1::ObjectMeta {
+                name: "m1".into(),
+                ..Default::default()
+            }),
+            spec: Some(v1::ClusterSpec {
+                sync_mode: v1::SyncMode::Push as i32,
+                api_endpoint: healthy_member().await,
+                secret_ref: Some(v1::SecretReference {
+                    namespace: "karmada-cluster".into(),
+                    name: "m1".into(),
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let mut clusters: Writer<v1::Cluster> = Writer::new();
+        clusters.apply_watcher_event(&Event::Apply(Object {
+            key: crate::cluster_key("m1"),
+            revision: 2,
+            value: Arc::new(cluster),
+        }));
+        let secrets: Writer<v1::Secret> = Writer::new();
+        let ctx = Arc::new(ProbeContext {
+            clusters: clusters.cache(),
+            secrets: secrets.cache(),
+            store: typed.clone(),
+            observations: Arc::new(Observations::default()),
+            health: WorkQueue::new(QueueConfig::new("probe_test")),
+            prober: Prober::new(Duration::from_secs(2)),
+            frequency: Duration::from_secs(1),
+            clock: flotilla_runtime::Clock::system(),
+        });
+        probe_cluster("m1".into(), ctx.clone()).await.unwrap();
+        let (o, _) = ctx.observations.get("m1").unwrap();
+        assert_eq!(
+            (o.outcome.online, o.outcome.healthy),
+            (true, true),
+            "{}",
+            o.message
+        );
+
+        // a Secret missing from the store too is CH-6: offline, named
+        typed
+            .store()
+            .delete("secrets/karmada-cluster/m1")
+            .await
+            .unwrap();
+        probe_cluster("m1".into(), ctx.clone()).await.unwrap();
+        let (o, _) = ctx.observations.get("m1").unwrap();
+        assert!(!o.outcome.online);
+        assert!(o.message.contains("does not exist"), "{}", o.message);
     }
 }
