@@ -1,7 +1,17 @@
 //! Domain types with Karmada's names (docs/semantics.md). These are plain data: the wire
 //! format lives in `flotilla-proto`, which converts to and from these at the edge.
+//!
+//! The propagation-policy family (from [`PropagationSpec`] down) is also the one model of
+//! Karmada's YAML: its serde form is Karmada's, so that the CLI reads `apply -f` documents
+//! and writes `get -o yaml` with these derives, and a round trip holds by construction
+//! (docs/design.md, "One model of Karmada's objects"). Where the domain is flatter than
+//! Karmada's YAML (`decisionConditions`, `statePreservation.rules`, `failback`, a
+//! `clusterAffinities` term's inline affinity), a small adapter in [`shape`] maps the one to
+//! the other.
 
 use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use crate::time::Time;
 
@@ -60,7 +70,7 @@ pub struct ObjectMeta {
 // ---------------------------------------------------------------------------------------
 
 /// The effect of a taint (Kubernetes semantics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum TaintEffect {
     /// New placements must tolerate the taint.
     NoSchedule,
@@ -127,8 +137,10 @@ impl Taint {
     }
 }
 
-/// How a toleration compares values.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// How a toleration compares values. Reads `""` as Equal, as Kubernetes does, and refuses
+/// Lt/Gt by name (Karmada does not support them on cluster tolerations).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum TolerationOperator {
     /// Value must be equal (the default when empty).
     #[default]
@@ -138,18 +150,46 @@ pub enum TolerationOperator {
 }
 
 /// A toleration of a cluster taint (Kubernetes semantics; Lt/Gt are not supported).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Toleration {
     /// Key to match; empty matches every key (only with Exists).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub key: String,
     /// Comparison operator.
+    #[serde(default)]
     pub operator: TolerationOperator,
     /// Value to compare with `Equal`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
-    /// Effect to match; `None` matches every effect.
+    /// Effect to match; `None` (`""` in YAML) matches every effect.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "shape::empty_is_none"
+    )]
     pub effect: Option<TaintEffect>,
     /// For NoExecute: how long the taint is tolerated after `time_added`; `None` = forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toleration_seconds: Option<i64>,
+}
+
+impl TryFrom<String> for TolerationOperator {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        match value.as_str() {
+            "" | "Equal" => Ok(TolerationOperator::Equal),
+            "Exists" => Ok(TolerationOperator::Exists),
+            "Lt" | "Gt" => Err(format!(
+                "Unsupported value: \"{value}\": supported values: \"Equal\", \"Exists\" \
+                 (Karmada does not support Lt/Gt on cluster tolerations)"
+            )),
+            _ => Err(format!(
+                "unknown variant `{value}`, expected `Equal` or `Exists`"
+            )),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -297,7 +337,7 @@ impl Cluster {
 // ---------------------------------------------------------------------------------------
 
 /// Operator of a label or field selector requirement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SelectorOperator {
     /// Value in the set.
     In,
@@ -310,47 +350,61 @@ pub enum SelectorOperator {
 }
 
 /// One requirement of a label selector.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelectorRequirement {
     /// Label key.
     pub key: String,
     /// Operator.
     pub operator: SelectorOperator,
     /// Values for In / NotIn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
 }
 
 /// A Kubernetes label selector.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelector {
     /// Exact matches, ANDed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub match_labels: BTreeMap<String, String>,
     /// Requirements, ANDed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<LabelSelectorRequirement>,
 }
 
 /// A field selector over a cluster's `provider`, `region` and `zone`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FieldSelector {
     /// Requirements, ANDed; keys are `provider`, `region` or `zone`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<LabelSelectorRequirement>,
 }
 
 /// Which clusters a placement may use.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterAffinity {
     /// Label selector on cluster labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<LabelSelector>,
     /// Field selector on provider / region / zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field_selector: Option<FieldSelector>,
     /// If non-empty, only these clusters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_names: Vec<String>,
     /// Never these clusters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
 }
 
-/// A named affinity term of `clusterAffinities`, tried in order (SC-19).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A named affinity term of `clusterAffinities`, tried in order (SC-19). Karmada's YAML
+/// writes the affinity inline, beside `affinityName`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "shape::AffinityTerm", into = "shape::AffinityTerm")]
 pub struct ClusterAffinityTerm {
     /// Term name, 1–32 chars, unique.
     pub affinity_name: String,
@@ -358,8 +412,9 @@ pub struct ClusterAffinityTerm {
     pub affinity: ClusterAffinity,
 }
 
-/// A field to spread by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A field to spread by (lower case in Karmada's YAML).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SpreadField {
     /// Each cluster is its own group.
     Cluster,
@@ -372,20 +427,29 @@ pub enum SpreadField {
 }
 
 /// A spread constraint.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SpreadConstraint {
-    /// Spread by a well-known field (exclusive with `spread_by_label`).
+    /// Spread by a well-known field (exclusive with `spread_by_label`); `""` reads as unset.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "shape::empty_is_none"
+    )]
     pub spread_by_field: Option<SpreadField>,
     /// Spread by a cluster label (exclusive with `spread_by_field`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub spread_by_label: String,
     /// Maximum number of groups; 0 = unset.
+    #[serde(default, skip_serializing_if = "shape::is_zero")]
     pub max_groups: i32,
     /// Minimum number of groups.
+    #[serde(default, skip_serializing_if = "shape::is_zero")]
     pub min_groups: i32,
 }
 
 /// Duplicated or Divided.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReplicaSchedulingType {
     /// Every selected cluster runs all replicas.
     Duplicated,
@@ -396,7 +460,7 @@ pub enum ReplicaSchedulingType {
 }
 
 /// How Divided replicas are split.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReplicaDivisionPreference {
     /// Pack into as few clusters as possible.
     Aggregated,
@@ -405,53 +469,68 @@ pub enum ReplicaDivisionPreference {
 }
 
 /// A static weight for the clusters matching an affinity.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StaticClusterWeight {
     /// Which clusters get the weight.
+    #[serde(default)]
     pub target_cluster: ClusterAffinity,
     /// The weight, ≥ 1.
     pub weight: i64,
 }
 
 /// Dynamic weight factor; Karmada supports only AvailableReplicas.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DynamicWeightFactor {
     /// Weight by available replicas.
     AvailableReplicas,
 }
 
 /// Weights for Divided + Weighted.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterPreferences {
     /// Static weights.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub static_weight_list: Vec<StaticClusterWeight>,
     /// Dynamic weights (wins over static when set, SC-14.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic_weight: Option<DynamicWeightFactor>,
 }
 
 /// Replica scheduling strategy.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ReplicaSchedulingStrategy {
-    /// Duplicated or Divided.
+    /// Duplicated or Divided (absent: Divided, the CRD default, PD-2).
+    #[serde(default)]
     pub replica_scheduling_type: ReplicaSchedulingType,
     /// For Divided: Aggregated or Weighted (PD-1.3 defaults an empty one to Weighted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_division_preference: Option<ReplicaDivisionPreference>,
     /// For Weighted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_preference: Option<ClusterPreferences>,
 }
 
 /// Where and how a resource is placed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Placement {
     /// A single affinity (exclusive with `cluster_affinities`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_affinity: Option<ClusterAffinity>,
     /// Ordered affinity terms (SC-19).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_affinities: Vec<ClusterAffinityTerm>,
     /// Tolerations of cluster taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_tolerations: Vec<Toleration>,
     /// Spread constraints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread_constraints: Vec<SpreadConstraint>,
     /// Replica scheduling; `None` behaves as Duplicated (PD-2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_scheduling: Option<ReplicaSchedulingStrategy>,
 }
 
@@ -460,7 +539,7 @@ pub struct Placement {
 // ---------------------------------------------------------------------------------------
 
 /// Whether a policy may take a template another policy has claimed (PL-3).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Preemption {
     /// A claimed template stays with its policy (Karmada's default).
     #[default]
@@ -469,13 +548,16 @@ pub enum Preemption {
     Always,
 }
 
-/// How the old copy is removed on eviction (A4).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// How the old copy is removed on eviction (A4). The deprecated spellings `Immediately` and
+/// `Graciously` read as `Directly` and `Gracefully`, as Karmada ≤ v1.18 does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PurgeMode {
     /// Delete the old Work at once; create new Works only once it is gone.
+    #[serde(alias = "Immediately")]
     Directly,
     /// Keep the old Work until the new placement is healthy or the grace period ends.
     #[default]
+    #[serde(alias = "Graciously")]
     Gracefully,
     /// Keep the old Work until a human decides (application failover only).
     Never,
@@ -493,7 +575,8 @@ impl PurgeMode {
 }
 
 /// One state-preservation rule (TM-10).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StatePreservationRule {
     /// Label name the value is stored under.
     pub alias_label_name: String,
@@ -502,35 +585,58 @@ pub struct StatePreservationRule {
 }
 
 /// Cluster failover behaviour (`failover.cluster`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterFailoverBehavior {
     /// Purge mode; `None` = Gracefully (TM-9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purge_mode: Option<PurgeMode>,
-    /// State preservation rules.
+    /// State preservation rules (`statePreservation.rules`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "shape::rules")]
     pub state_preservation: Vec<StatePreservationRule>,
-    /// Opt-in failback (A11): seconds an evicted cluster must stay healthy.
+    /// Opt-in failback (A11): seconds an evicted cluster must stay healthy
+    /// (`failback.stabilizationWindowSeconds`).
+    #[serde(
+        default,
+        rename = "failback",
+        skip_serializing_if = "Option::is_none",
+        with = "shape::failback"
+    )]
     pub failback_stabilization_window_seconds: Option<i64>,
 }
 
 /// Application failover behaviour (`failover.application`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApplicationFailoverBehavior {
     /// `decisionConditions.tolerationSeconds` (default 300, PD-2).
+    #[serde(
+        default,
+        rename = "decisionConditions",
+        skip_serializing_if = "Option::is_none",
+        with = "shape::decision_conditions"
+    )]
     pub toleration_seconds: Option<i64>,
     /// Purge mode (default Gracefully, PD-2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purge_mode: Option<PurgeMode>,
     /// Grace period for Gracefully (default 600, PD-1.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_period_seconds: Option<i64>,
-    /// State preservation rules.
+    /// State preservation rules (`statePreservation.rules`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "shape::rules")]
     pub state_preservation: Vec<StatePreservationRule>,
 }
 
 /// Failover behaviour of a policy / binding.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FailoverBehavior {
     /// Cluster failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterFailoverBehavior>,
     /// Application failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub application: Option<ApplicationFailoverBehavior>,
 }
 
@@ -539,36 +645,50 @@ pub struct FailoverBehavior {
 // ---------------------------------------------------------------------------------------
 
 /// Selects resource templates.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ResourceSelector {
     /// API version, e.g. `apps/v1`.
+    #[serde(default)]
     pub api_version: String,
     /// Kind, e.g. `Deployment`.
+    #[serde(default)]
     pub kind: String,
     /// Namespace (defaulted to the policy's, PD-1.1).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
     /// Name; empty = any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
     /// Label selector; ignored when `name` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<LabelSelector>,
 }
 
-/// Spec shared by PropagationPolicy and ClusterPropagationPolicy.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Spec shared by PropagationPolicy and ClusterPropagationPolicy, in Karmada's YAML shape.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PropagationSpec {
     /// Which templates the policy applies to.
+    #[serde(default)]
     pub resource_selectors: Vec<ResourceSelector>,
     /// Higher wins among matching policies.
+    #[serde(default, skip_serializing_if = "shape::is_zero")]
     pub priority: i32,
     /// Placement.
+    #[serde(default)]
     pub placement: Placement,
     /// Failover behaviour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<FailoverBehavior>,
     /// Propagate dependencies (required by application failover).
+    #[serde(default, skip_serializing_if = "shape::is_false")]
     pub propagate_deps: bool,
     /// Scheduler name (default `default-scheduler`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scheduler_name: String,
     /// PL-3: whether it may take a template another policy claimed.
+    #[serde(default)]
     pub preemption: Preemption,
 }
 
@@ -820,3 +940,5 @@ impl ResourceBinding {
             .any(|t| t.from_cluster == cluster)
     }
 }
+
+pub mod shape;

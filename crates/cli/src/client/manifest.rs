@@ -460,6 +460,8 @@ fn read_document(
         ("policy.karmada.io", "PropagationPolicy" | "ClusterPropagationPolicy") => {
             check_version(ctx, &api_version, POLICY_API_VERSION)?;
             let cluster_wide = kind == "ClusterPropagationPolicy";
+            let mut value = value;
+            unsupported_policy_fields(ctx, &mut value);
             let doc: PolicyDoc = ctx.typed(value)?;
             propagation_policy(ctx, doc, cluster_wide, opts)
         }
@@ -715,344 +717,23 @@ impl EffectDoc {
     }
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
-enum TolerationOperatorDoc {
-    Equal,
-    Exists,
-    #[serde(rename = "")]
-    Empty,
-    Lt,
-    Gt,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-enum SelectorOperatorDoc {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
-}
-
-impl SelectorOperatorDoc {
-    fn core(self) -> core::SelectorOperator {
-        match self {
-            SelectorOperatorDoc::In => core::SelectorOperator::In,
-            SelectorOperatorDoc::NotIn => core::SelectorOperator::NotIn,
-            SelectorOperatorDoc::Exists => core::SelectorOperator::Exists,
-            SelectorOperatorDoc::DoesNotExist => core::SelectorOperator::DoesNotExist,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RequirementDoc {
-    key: String,
-    operator: SelectorOperatorDoc,
-    #[serde(default)]
-    values: Vec<String>,
-}
-
-impl RequirementDoc {
-    fn core(self) -> core::LabelSelectorRequirement {
-        core::LabelSelectorRequirement {
-            key: self.key,
-            operator: self.operator.core(),
-            values: self.values,
-        }
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct LabelSelectorDoc {
-    #[serde(default)]
-    match_labels: BTreeMap<String, String>,
-    #[serde(default)]
-    match_expressions: Vec<RequirementDoc>,
-}
-
-impl LabelSelectorDoc {
-    fn core(self) -> core::LabelSelector {
-        core::LabelSelector {
-            match_labels: self.match_labels,
-            match_expressions: self
-                .match_expressions
-                .into_iter()
-                .map(RequirementDoc::core)
-                .collect(),
-        }
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct FieldSelectorDoc {
-    #[serde(default)]
-    match_expressions: Vec<RequirementDoc>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct AffinityDoc {
-    label_selector: Option<LabelSelectorDoc>,
-    field_selector: Option<FieldSelectorDoc>,
-    #[serde(default)]
-    cluster_names: Vec<String>,
-    #[serde(default)]
-    exclude: Vec<String>,
-}
-
-impl AffinityDoc {
-    fn core(self) -> core::ClusterAffinity {
-        core::ClusterAffinity {
-            label_selector: self.label_selector.map(LabelSelectorDoc::core),
-            field_selector: self.field_selector.map(|f| core::FieldSelector {
-                match_expressions: f
-                    .match_expressions
-                    .into_iter()
-                    .map(RequirementDoc::core)
-                    .collect(),
-            }),
-            cluster_names: self.cluster_names,
-            exclude: self.exclude,
-        }
-    }
-}
-
-/// A `clusterAffinities` term: Karmada inlines the affinity next to `affinityName`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct AffinityTermDoc {
-    #[serde(default)]
-    affinity_name: String,
-    label_selector: Option<LabelSelectorDoc>,
-    field_selector: Option<FieldSelectorDoc>,
-    #[serde(default)]
-    cluster_names: Vec<String>,
-    #[serde(default)]
-    exclude: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TolerationDoc {
-    #[serde(default)]
-    key: String,
-    operator: Option<TolerationOperatorDoc>,
-    #[serde(default)]
-    value: String,
-    effect: Option<EffectDoc>,
-    toleration_seconds: Option<i64>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-enum SpreadFieldDoc {
-    #[serde(rename = "cluster")]
-    Cluster,
-    #[serde(rename = "region")]
-    Region,
-    #[serde(rename = "zone")]
-    Zone,
-    #[serde(rename = "provider")]
-    Provider,
-    #[serde(rename = "")]
-    Unset,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SpreadDoc {
-    spread_by_field: Option<SpreadFieldDoc>,
-    #[serde(default)]
-    spread_by_label: String,
-    #[serde(default)]
-    max_groups: i32,
-    #[serde(default)]
-    min_groups: i32,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-enum SchedulingTypeDoc {
-    Duplicated,
-    Divided,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-enum DivisionPreferenceDoc {
-    Aggregated,
-    Weighted,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-enum DynamicWeightDoc {
-    AvailableReplicas,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct StaticWeightDoc {
-    #[serde(default)]
-    target_cluster: AffinityDoc,
-    weight: i64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct WeightPreferenceDoc {
-    #[serde(default)]
-    static_weight_list: Vec<StaticWeightDoc>,
-    dynamic_weight: Option<DynamicWeightDoc>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ReplicaSchedulingDoc {
-    replica_scheduling_type: Option<SchedulingTypeDoc>,
-    replica_division_preference: Option<DivisionPreferenceDoc>,
-    weight_preference: Option<WeightPreferenceDoc>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PlacementDoc {
-    cluster_affinity: Option<AffinityDoc>,
-    #[serde(default)]
-    cluster_affinities: Vec<AffinityTermDoc>,
-    #[serde(default)]
-    cluster_tolerations: Vec<TolerationDoc>,
-    #[serde(default)]
-    spread_constraints: Vec<SpreadDoc>,
-    replica_scheduling: Option<ReplicaSchedulingDoc>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize)]
-enum PurgeModeDoc {
-    #[serde(alias = "Immediately")]
-    Directly,
-    #[serde(alias = "Graciously")]
-    Gracefully,
-    Never,
-}
-
-impl PurgeModeDoc {
-    fn core(self) -> core::PurgeMode {
-        match self {
-            PurgeModeDoc::Directly => core::PurgeMode::Directly,
-            PurgeModeDoc::Gracefully => core::PurgeMode::Gracefully,
-            PurgeModeDoc::Never => core::PurgeMode::Never,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct StateRuleDoc {
-    alias_label_name: String,
-    json_path: String,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct StatePreservationDoc {
-    #[serde(default)]
-    rules: Vec<StateRuleDoc>,
-}
-
-impl StatePreservationDoc {
-    fn core(self) -> Vec<core::StatePreservationRule> {
-        self.rules
-            .into_iter()
-            .map(|r| core::StatePreservationRule {
-                alias_label_name: r.alias_label_name,
-                json_path: r.json_path,
-            })
-            .collect()
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DecisionConditionsDoc {
-    toleration_seconds: Option<i64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ApplicationFailoverDoc {
-    decision_conditions: Option<DecisionConditionsDoc>,
-    purge_mode: Option<PurgeModeDoc>,
-    grace_period_seconds: Option<i64>,
-    state_preservation: Option<StatePreservationDoc>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct FailbackDoc {
-    // 0 is valid, and `get -o yaml` leaves a zero out
-    #[serde(default)]
-    stabilization_window_seconds: i64,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ClusterFailoverDoc {
-    purge_mode: Option<PurgeModeDoc>,
-    state_preservation: Option<StatePreservationDoc>,
-    /// Flotilla's opt-in failback (A11).
-    failback: Option<FailbackDoc>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct FailoverDoc {
-    application: Option<ApplicationFailoverDoc>,
-    cluster: Option<ClusterFailoverDoc>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ResourceSelectorDoc {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    name: String,
-    label_selector: Option<LabelSelectorDoc>,
-}
-
-impl ResourceSelectorDoc {
-    fn core(self) -> core::ResourceSelector {
-        core::ResourceSelector {
-            api_version: self.api_version,
-            kind: self.kind,
-            namespace: self.namespace,
-            name: self.name,
-            label_selector: self.label_selector.map(LabelSelectorDoc::core),
-        }
-    }
-}
-
 /// An OverridePolicy's spec; the overriders are read straight into the core types, which
 /// carry Karmada's field names.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct OverrideSpecDoc {
     #[serde(default)]
-    resource_selectors: Vec<ResourceSelectorDoc>,
+    resource_selectors: Vec<core::ResourceSelector>,
     override_rules: Option<Vec<OverrideRuleDoc>>,
     // Karmada's deprecated single rule, read as one rule
-    target_cluster: Option<AffinityDoc>,
+    target_cluster: Option<core::ClusterAffinity>,
     overriders: Option<Overriders>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct OverrideRuleDoc {
-    target_cluster: Option<AffinityDoc>,
+    target_cluster: Option<core::ClusterAffinity>,
     #[serde(default)]
     overriders: Overriders,
 }
@@ -1070,31 +751,6 @@ struct OverridePolicyDoc {
     status: Option<IgnoredAny>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PolicySpecDoc {
-    #[serde(default)]
-    resource_selectors: Vec<ResourceSelectorDoc>,
-    #[serde(default)]
-    priority: i32,
-    #[serde(default)]
-    placement: PlacementDoc,
-    failover: Option<FailoverDoc>,
-    #[serde(default)]
-    propagate_deps: bool,
-    #[serde(default)]
-    scheduler_name: String,
-    // Karmada fields Flotilla does not implement: accepted only with their default values.
-    association: Option<bool>,
-    preemption: Option<String>,
-    conflict_resolution: Option<String>,
-    dependent_overrides: Option<Vec<serde_norway::Value>>,
-    activation_preference: Option<String>,
-    suspension: Option<serde_norway::Value>,
-    preserve_resources_on_deletion: Option<bool>,
-    schedule_priority: Option<serde_norway::Value>,
-}
-
 #[allow(dead_code)] // apiVersion, kind and status are read only to be accepted
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -1103,8 +759,9 @@ struct PolicyDoc {
     kind: String,
     #[serde(default)]
     metadata: MetaDoc,
+    /// Karmada's shape is the domain type's (crates/core/src/types.rs).
     #[serde(default)]
-    spec: PolicySpecDoc,
+    spec: core::PropagationSpec,
     status: Option<IgnoredAny>,
 }
 
@@ -1144,7 +801,7 @@ impl<'de> Deserialize<'de> for StatusValueDoc {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct MatchConditionDoc {
     condition_type: String,
-    operator: SelectorOperatorDoc,
+    operator: core::SelectorOperator,
     #[serde(default)]
     status_values: Vec<StatusValueDoc>,
 }
@@ -1161,7 +818,7 @@ struct TaintSpecDoc {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct TaintPolicySpecDoc {
-    target_clusters: Option<AffinityDoc>,
+    target_clusters: Option<core::ClusterAffinity>,
     #[serde(default)]
     add_on_conditions: Vec<MatchConditionDoc>,
     #[serde(default)]
@@ -1280,202 +937,70 @@ struct ClusterDoc {
 // Conversion and validation
 // ---------------------------------------------------------------------------------------
 
-fn toleration(ctx: &mut Ctx<'_>, t: TolerationDoc, path: &FieldPath) -> core::Toleration {
-    let operator = match t.operator {
-        None | Some(TolerationOperatorDoc::Equal | TolerationOperatorDoc::Empty) => {
-            core::TolerationOperator::Equal
-        }
-        Some(TolerationOperatorDoc::Exists) => core::TolerationOperator::Exists,
-        Some(op @ (TolerationOperatorDoc::Lt | TolerationOperatorDoc::Gt)) => {
-            ctx.error(
-                path.child("operator").as_str(),
-                format!(
-                    "Unsupported value: \"{op:?}\": supported values: \"Equal\", \"Exists\" \
-                     (Karmada does not support Lt/Gt on cluster tolerations)"
-                ),
-            );
-            core::TolerationOperator::Equal
-        }
+/// Karmada policy fields Flotilla does not carry yet: accepted only with their default
+/// value, refused by name otherwise. They are taken out of the document before it is read
+/// into the domain type, which does not have them.
+/// A field, whether a value is its default (accepted), and why another value is refused.
+type Unsupported = (&'static str, fn(&serde_norway::Value) -> bool, &'static str);
+
+const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 7] = [
+    (
+        "association",
+        |v| v.is_null() || v.as_bool() == Some(false),
+        "deprecated in Karmada; use `propagateDeps: true`",
+    ),
+    (
+        "conflictResolution",
+        |v| v.is_null() || matches!(v.as_str(), Some("" | "Abort")),
+        "Flotilla supports only \"Abort\" (taking over existing member resources is not supported yet)",
+    ),
+    (
+        "dependentOverrides",
+        |v| v.is_null() || v.as_sequence().is_some_and(Vec::is_empty),
+        "waiting for dependent OverridePolicies is not supported yet",
+    ),
+    (
+        "activationPreference",
+        |v| v.is_null() || v.as_str() == Some(""),
+        "Flotilla applies policy changes at once; `Lazy` is not supported yet",
+    ),
+    (
+        "suspension",
+        serde_norway::Value::is_null,
+        "suspending dispatching is not supported yet",
+    ),
+    (
+        "preserveResourcesOnDeletion",
+        |v| v.is_null() || v.as_bool() == Some(false),
+        "keeping member resources after deletion is not supported yet",
+    ),
+    (
+        "schedulePriority",
+        serde_norway::Value::is_null,
+        "scheduling priority is not supported yet",
+    ),
+];
+
+/// Refuses (and removes) the [`UNSUPPORTED_POLICY_FIELDS`] of a policy document.
+fn unsupported_policy_fields(ctx: &mut Ctx<'_>, document: &mut serde_norway::Value) {
+    let Some(spec) = document
+        .get_mut("spec")
+        .and_then(serde_norway::Value::as_mapping_mut)
+    else {
+        return;
     };
-    core::Toleration {
-        key: t.key,
-        operator,
-        value: t.value,
-        effect: t.effect.and_then(EffectDoc::core),
-        toleration_seconds: t.toleration_seconds,
-    }
-}
-
-fn placement(ctx: &mut Ctx<'_>, p: PlacementDoc) -> core::Placement {
-    let path = FieldPath::new("spec").child("placement");
-    let tolerations_path = path.child("clusterTolerations");
-    let cluster_tolerations = p
-        .cluster_tolerations
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| toleration(ctx, t, &tolerations_path.index(i)))
-        .collect();
-    core::Placement {
-        cluster_affinity: p.cluster_affinity.map(AffinityDoc::core),
-        cluster_affinities: p
-            .cluster_affinities
-            .into_iter()
-            .map(|t| core::ClusterAffinityTerm {
-                affinity_name: t.affinity_name,
-                affinity: AffinityDoc {
-                    label_selector: t.label_selector,
-                    field_selector: t.field_selector,
-                    cluster_names: t.cluster_names,
-                    exclude: t.exclude,
-                }
-                .core(),
-            })
-            .collect(),
-        cluster_tolerations,
-        spread_constraints: p
-            .spread_constraints
-            .into_iter()
-            .map(|s| core::SpreadConstraint {
-                spread_by_field: match s.spread_by_field {
-                    Some(SpreadFieldDoc::Cluster) => Some(core::SpreadField::Cluster),
-                    Some(SpreadFieldDoc::Region) => Some(core::SpreadField::Region),
-                    Some(SpreadFieldDoc::Zone) => Some(core::SpreadField::Zone),
-                    Some(SpreadFieldDoc::Provider) => Some(core::SpreadField::Provider),
-                    Some(SpreadFieldDoc::Unset) | None => None,
-                },
-                spread_by_label: s.spread_by_label,
-                max_groups: s.max_groups,
-                min_groups: s.min_groups,
-            })
-            .collect(),
-        replica_scheduling: p
-            .replica_scheduling
-            .map(|rs| core::ReplicaSchedulingStrategy {
-                replica_scheduling_type: match rs.replica_scheduling_type {
-                    Some(SchedulingTypeDoc::Duplicated) => core::ReplicaSchedulingType::Duplicated,
-                    // PD-2: the CRD default is Divided.
-                    Some(SchedulingTypeDoc::Divided) | None => core::ReplicaSchedulingType::Divided,
-                },
-                replica_division_preference: rs.replica_division_preference.map(|p| match p {
-                    DivisionPreferenceDoc::Aggregated => {
-                        core::ReplicaDivisionPreference::Aggregated
-                    }
-                    DivisionPreferenceDoc::Weighted => core::ReplicaDivisionPreference::Weighted,
-                }),
-                weight_preference: rs.weight_preference.map(|w| core::ClusterPreferences {
-                    static_weight_list: w
-                        .static_weight_list
-                        .into_iter()
-                        .map(|s| core::StaticClusterWeight {
-                            target_cluster: s.target_cluster.core(),
-                            weight: s.weight,
-                        })
-                        .collect(),
-                    dynamic_weight: w.dynamic_weight.map(|DynamicWeightDoc::AvailableReplicas| {
-                        core::DynamicWeightFactor::AvailableReplicas
-                    }),
-                }),
-            }),
-    }
-}
-
-fn failover(f: FailoverDoc) -> core::FailoverBehavior {
-    core::FailoverBehavior {
-        cluster: f.cluster.map(|c| core::ClusterFailoverBehavior {
-            purge_mode: c.purge_mode.map(PurgeModeDoc::core),
-            state_preservation: c
-                .state_preservation
-                .map(StatePreservationDoc::core)
-                .unwrap_or_default(),
-            failback_stabilization_window_seconds: c
-                .failback
-                .map(|f| f.stabilization_window_seconds),
-        }),
-        application: f.application.map(|a| core::ApplicationFailoverBehavior {
-            toleration_seconds: a.decision_conditions.and_then(|d| d.toleration_seconds),
-            purge_mode: a.purge_mode.map(PurgeModeDoc::core),
-            grace_period_seconds: a.grace_period_seconds,
-            state_preservation: a
-                .state_preservation
-                .map(StatePreservationDoc::core)
-                .unwrap_or_default(),
-        }),
-    }
-}
-
-/// Rejects Karmada policy fields Flotilla does not implement, unless they hold the default.
-fn unsupported_policy_fields(ctx: &mut Ctx<'_>, spec: &PolicySpecDoc) {
     let path = FieldPath::new("spec");
-    let mut unsupported = |field: &str, why: String| {
-        ctx.error(path.child(field).as_str(), why);
-    };
-    if spec.association == Some(true) {
-        unsupported(
-            "association",
-            "Unsupported value: true: deprecated in Karmada; use `propagateDeps: true`".into(),
-        );
-    }
-    if let Some(p) = spec
-        .preemption
-        .as_deref()
-        .filter(|p| !matches!(*p, "Never" | "Always"))
-    {
-        unsupported(
-            "preemption",
-            format!("Unsupported value: {p:?}: supported values: \"Always\", \"Never\""),
-        );
-    }
-    if let Some(c) = spec
-        .conflict_resolution
-        .as_deref()
-        .filter(|c| *c != "Abort")
-    {
-        unsupported(
-            "conflictResolution",
-            format!("Unsupported value: {c:?}: Flotilla supports only \"Abort\""),
-        );
-    }
-    if spec
-        .dependent_overrides
-        .as_ref()
-        .is_some_and(|d| !d.is_empty())
-    {
-        unsupported(
-            "dependentOverrides",
-            "Forbidden: OverridePolicies are not supported by Flotilla".into(),
-        );
-    }
-    if let Some(a) = spec
-        .activation_preference
-        .as_deref()
-        .filter(|a| !a.is_empty())
-    {
-        unsupported(
-            "activationPreference",
-            format!("Unsupported value: {a:?}: Flotilla applies policy changes at once"),
-        );
-    }
-    if spec.suspension.as_ref().is_some_and(|s| !s.is_null()) {
-        unsupported(
-            "suspension",
-            "Forbidden: suspending dispatching is not supported by Flotilla".into(),
-        );
-    }
-    if spec.preserve_resources_on_deletion == Some(true) {
-        unsupported(
-            "preserveResourcesOnDeletion",
-            "Unsupported value: true: not supported by Flotilla".into(),
-        );
-    }
-    if spec
-        .schedule_priority
-        .as_ref()
-        .is_some_and(|s| !s.is_null())
-    {
-        unsupported(
-            "schedulePriority",
-            "Forbidden: scheduling priority is not supported by Flotilla".into(),
-        );
+    for (field, accepted, why) in UNSUPPORTED_POLICY_FIELDS {
+        let Some(value) = spec.remove(field) else {
+            continue;
+        };
+        if !accepted(&value) {
+            let shown = serde_json::to_string(&value).unwrap_or_default();
+            ctx.error(
+                path.child(field).as_str(),
+                format!("Unsupported value: {shown}: {why}"),
+            );
+        }
     }
 }
 
@@ -1488,27 +1013,9 @@ fn propagation_policy(
     let PolicyDoc { metadata, spec, .. } = doc;
     let own = metadata.namespace.as_deref();
     let namespace = policy_namespace(ctx, own, cluster_wide, "ClusterPropagationPolicy", opts);
-    unsupported_policy_fields(ctx, &spec);
-    let placement = placement(ctx, spec.placement);
     let policy = core::PropagationPolicy {
         meta: metadata.into_core(namespace.clone()),
-        spec: core::PropagationSpec {
-            resource_selectors: spec
-                .resource_selectors
-                .into_iter()
-                .map(ResourceSelectorDoc::core)
-                .collect(),
-            priority: spec.priority,
-            placement,
-            failover: spec.failover.map(failover),
-            propagate_deps: spec.propagate_deps,
-            scheduler_name: spec.scheduler_name,
-            preemption: if spec.preemption.as_deref() == Some("Always") {
-                core::Preemption::Always
-            } else {
-                core::Preemption::Never
-            },
-        },
+        spec,
     };
     // The validators expect defaulted input, as the api defaults before it validates.
     let mut defaulted = policy.clone();
@@ -1562,13 +1069,13 @@ fn override_policy(
             rules
                 .into_iter()
                 .map(|r| OverrideRule {
-                    target_cluster: r.target_cluster.map(AffinityDoc::core),
+                    target_cluster: r.target_cluster,
                     overriders: r.overriders,
                 })
                 .collect()
         }
         None if target_cluster.is_some() || overriders.is_some() => vec![OverrideRule {
-            target_cluster: target_cluster.map(AffinityDoc::core),
+            target_cluster,
             overriders: overriders.unwrap_or_default(),
         }],
         None => Vec::new(),
@@ -1576,10 +1083,7 @@ fn override_policy(
     let mut policy = OverridePolicy {
         meta: metadata.into_core(namespace.clone()),
         spec: OverrideSpec {
-            resource_selectors: resource_selectors
-                .into_iter()
-                .map(ResourceSelectorDoc::core)
-                .collect(),
+            resource_selectors,
             override_rules,
         },
     };
@@ -1625,14 +1129,14 @@ fn cluster_taint_policy(ctx: &mut Ctx<'_>, doc: TaintPolicyDoc) -> Option<Object
         list.into_iter()
             .map(|c| core::MatchCondition {
                 condition_type: c.condition_type,
-                operator: c.operator.core(),
+                operator: c.operator,
                 status_values: c.status_values.into_iter().map(|s| s.0).collect(),
             })
             .collect()
     };
     let policy = core::ClusterTaintPolicy {
         meta: metadata.into_core(String::new()),
-        target_clusters: spec.target_clusters.map(AffinityDoc::core),
+        target_clusters: spec.target_clusters,
         add_on_conditions: conditions(spec.add_on_conditions),
         remove_on_conditions: conditions(spec.remove_on_conditions),
         taints,

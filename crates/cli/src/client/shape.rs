@@ -6,6 +6,7 @@
 //!     enums  TAINT_EFFECT_NO_EXECUTE → NoExecute   (SpreadField, OverrideOperator: lower case)
 //!   ──► per kind: apiVersion + kind; a template is its manifest; a Work's manifest an object;
 //!       override rules' overriders in Karmada's field names; Flotilla's trace contexts dropped
+//!   ──► a propagation policy's spec is the domain type's serde form (the one model)
 //! ```
 //!
 //! The gRPC wire keeps the proto3 JSON mapping (what grpcurl prints); only the CLI's output
@@ -36,6 +37,11 @@ pub fn kubernetes<M: Named>(msg: &M) -> anyhow::Result<Value> {
     let short = M::FULL_NAME.rsplit('.').next().unwrap_or_default();
     if matches!(short, "OverridePolicy" | "ClusterOverridePolicy") {
         set_overriders(&mut value, karmada_overriders(&bytes));
+    }
+    if matches!(short, "PropagationPolicy" | "ClusterPropagationPolicy")
+        && let Value::Object(map) = &mut value
+    {
+        map.insert("spec".into(), propagation_spec(&bytes)?);
     }
     Ok(reshape(short, value))
 }
@@ -208,6 +214,17 @@ fn karmada_overriders(bytes: &[u8]) -> Vec<Value> {
                 .unwrap_or(Value::Null)
         })
         .collect()
+}
+
+/// A propagation policy's spec: the domain type's serde form, which is Karmada's (the one
+/// model, docs/design.md). Both policy kinds share their wire layout, so either decodes as a
+/// PropagationPolicy.
+fn propagation_spec(bytes: &[u8]) -> anyhow::Result<Value> {
+    let policy = <flotilla_proto::v1::PropagationPolicy as prost::Message>::decode(bytes)
+        .context("decoding a propagation policy")?;
+    let spec = flotilla_core::types::PropagationSpec::try_from(policy.spec.unwrap_or_default())
+        .context("reading a propagation policy's spec")?;
+    serde_json::to_value(spec).context("writing a propagation policy's spec")
 }
 
 fn set_overriders(value: &mut Value, overriders: Vec<Value>) {
