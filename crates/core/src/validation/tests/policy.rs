@@ -273,7 +273,7 @@ fn policy() -> PropagationPolicy {
             failover: Some(app(Some(300), G, Some(600))),
             propagate_deps: true,
             scheduler_name: DEFAULT_SCHEDULER_NAME.to_owned(),
-            preemption: Default::default(),
+            ..PropagationSpec::default()
         },
     }
 }

@@ -134,7 +134,7 @@ proptest! {
                 failover: Some(failover.clone()),
                 propagate_deps: false,
                 scheduler_name: c.clone(),
-                preemption: Default::default(),
+                ..PropagationSpec::default()
             },
         };
         let _ = validate_propagation_policy(&policy, false, &limits);
@@ -279,7 +279,7 @@ proptest! {
                 }),
                 propagate_deps: true,
                 scheduler_name: String::new(),
-                preemption: Default::default(),
+                ..PropagationSpec::default()
             },
         };
         let errs = validate_propagation_policy(&policy, false, &Limits::default());
