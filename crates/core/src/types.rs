@@ -690,6 +690,16 @@ pub struct PropagationSpec {
     /// PL-3: whether it may take a template another policy claimed.
     #[serde(default)]
     pub preemption: Preemption,
+    /// PL-6: when policy changes reach the templates it claimed; `None`: at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation_preference: Option<ActivationPreference>,
+}
+
+/// When a policy's changes reach the templates it already claimed (PL-6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ActivationPreference {
+    /// Only at each template's next change.
+    Lazy,
 }
 
 /// A namespaced or cluster-wide propagation policy.

@@ -226,6 +226,7 @@ wire_enum!(ReplicaDivisionPreference {
 });
 wire_enum!(DynamicWeightFactor { AvailableReplicas });
 wire_enum!(Preemption { Never, Always });
+wire_enum!(ActivationPreference { Lazy });
 wire_enum!(PurgeMode {
     Directly,
     Gracefully,
@@ -1237,9 +1238,11 @@ impl From<domain::PropagationSpec> for v1::PropagationSpec {
             propagate_deps,
             scheduler_name,
             preemption,
+            activation_preference,
         } = spec;
         v1::PropagationSpec {
             preemption: enc::<_, v1::Preemption>(preemption),
+            activation_preference: enc_opt::<_, v1::ActivationPreference>(activation_preference),
             resource_selectors: to_wire(resource_selectors),
             priority,
             placement: Some(placement.into()),
@@ -1262,9 +1265,14 @@ impl TryFrom<v1::PropagationSpec> for domain::PropagationSpec {
             propagate_deps,
             scheduler_name,
             preemption,
+            activation_preference,
         } = spec;
         Ok(domain::PropagationSpec {
             preemption: WireEnum::from_wire_or_default(preemption, "preemption")?,
+            activation_preference: WireEnum::from_wire(
+                activation_preference,
+                "activationPreference",
+            )?,
             resource_selectors: list(resource_selectors, "resourceSelectors")?,
             priority,
             placement: msg(placement, "placement")?,

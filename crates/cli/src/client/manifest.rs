@@ -943,7 +943,7 @@ struct ClusterDoc {
 /// A field, whether a value is its default (accepted), and why another value is refused.
 type Unsupported = (&'static str, fn(&serde_norway::Value) -> bool, &'static str);
 
-const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 7] = [
+const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 6] = [
     (
         "association",
         |v| v.is_null() || v.as_bool() == Some(false),
@@ -958,11 +958,6 @@ const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 7] = [
         "dependentOverrides",
         |v| v.is_null() || v.as_sequence().is_some_and(Vec::is_empty),
         "waiting for dependent OverridePolicies is not supported yet",
-    ),
-    (
-        "activationPreference",
-        |v| v.is_null() || v.as_str() == Some(""),
-        "Flotilla applies policy changes at once; `Lazy` is not supported yet",
     ),
     (
         "suspension",

@@ -236,6 +236,7 @@ fn propagation_policy(namespace: &str) -> domain::PropagationPolicy {
             propagate_deps: true,
             scheduler_name: domain::DEFAULT_SCHEDULER_NAME.into(),
             preemption: domain::Preemption::Always,
+            activation_preference: Some(domain::ActivationPreference::Lazy),
         },
     }
 }

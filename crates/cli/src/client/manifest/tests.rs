@@ -649,3 +649,30 @@ proptest::proptest! {
         }
     }
 }
+
+/// PL-6's field, carried by the one model: read, sent to the server, printed back by
+/// `get -o yaml`, and read again the same.
+#[test]
+fn activation_preference_is_carried_and_printed_back() {
+    let text = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\nspec:\n  \
+         activationPreference: Lazy\n  resourceSelectors:\n  - {apiVersion: apps/v1, kind: Deployment, name: nginx}\n";
+    let docs = read_ok(text);
+    let Object::PropagationPolicy(policy) = &docs[0].object else {
+        panic!("a PropagationPolicy: {:?}", docs[0].object)
+    };
+    assert_eq!(
+        pp_spec(&docs[0]).activation_preference,
+        v1::ActivationPreference::Lazy as i32
+    );
+    let printed = super::super::shape::kubernetes(policy).unwrap();
+    assert_eq!(printed["spec"]["activationPreference"], "Lazy");
+    let again = read_ok(&serde_json::to_string(&printed).unwrap());
+    assert_eq!(pp_spec(&again[0]), pp_spec(&docs[0]));
+
+    let errs = errors(&text.replace("Lazy", "Eager"));
+    assert!(
+        errs[0].contains("spec.activationPreference")
+            && errs[0].contains("unknown variant `Eager`"),
+        "{errs:#?}"
+    );
+}
