@@ -34,6 +34,10 @@ pub const LABEL_POLICY_NAME: &str = "propagationpolicy.karmada.io/name";
 pub const LABEL_CLUSTER_POLICY_NAME: &str = "clusterpropagationpolicy.karmada.io/name";
 /// Label: the binding's own permanent id, by which its Works are found (docs/design.md, section 4a).
 pub const LABEL_BINDING_PERMANENT_ID: &str = "resourcebinding.karmada.io/permanent-id";
+/// The template's resourceVersion a binding was last rendered from (PL-6: a Lazy policy's
+/// change waits for the template's next change). An annotation, so that recording it never
+/// bumps the binding's generation.
+pub const ANNOTATION_TEMPLATE_VERSION: &str = "flotilla.io/template-resource-version";
 
 /// Every label the detector manages on a binding (besides the binding's permanent id).
 const POLICY_LABELS: [&str; 5] = [
@@ -421,6 +425,10 @@ pub fn desired_binding(
     meta.labels
         .entry(LABEL_BINDING_PERMANENT_ID.to_owned())
         .or_insert_with(new_permanent_id);
+    meta.annotations.insert(
+        ANNOTATION_TEMPLATE_VERSION.to_owned(),
+        template_version(workload),
+    );
     let spec = binding.spec.get_or_insert_with(Default::default);
     spec.resource = Some(resource_of(workload));
     spec.replicas = workload.replicas;
@@ -471,6 +479,33 @@ pub fn with_required_by(
 /// its own, so no policy has ever claimed its template.
 pub fn is_attached_only(binding: &v1::ResourceBinding) -> bool {
     binding.spec.as_ref().is_none_or(|s| s.placement.is_none())
+}
+
+/// The template's resourceVersion, as [`ANNOTATION_TEMPLATE_VERSION`] records it.
+fn template_version(workload: &v1::Workload) -> String {
+    workload
+        .meta()
+        .map(|m| m.resource_version)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// PL-6: whether `binding` stays as it is although its policy changed: the policy is Lazy,
+/// it claimed the template before this change, and the template has not changed since the
+/// binding was rendered from it. A new claim, another policy, or a template change renders
+/// the binding from the policy as it is now.
+pub fn held_lazily(
+    workload: &v1::Workload,
+    claim: &Claim<'_>,
+    previous: Option<&PolicyRef>,
+    binding: &v1::ResourceBinding,
+) -> bool {
+    claim.spec.activation_preference == v1::ActivationPreference::Lazy as i32
+        && previous == Some(&claim.policy)
+        && binding
+            .meta()
+            .and_then(|m| m.annotations.get(ANNOTATION_TEMPLATE_VERSION))
+            .is_some_and(|v| *v == template_version(workload))
 }
 
 fn resource_of(workload: &v1::Workload) -> v1::ObjectReference {

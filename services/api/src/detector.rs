@@ -654,7 +654,12 @@ pub async fn reconcile(key: String, ctx: Arc<Ctx>) -> Result<Action, Error> {
                 &required,
             ))),
             (Some(w), Some(claim), Some(b)) => {
-                let desired = desired_binding(w, claim, Some(&b), &binding_name);
+                let desired = if claim::held_lazily(w, claim, previous.as_ref(), &b) {
+                    tracing::debug!(binding = %binding_key, workload = %key, policy = %claim.policy, "PL-6: the policy is Lazy and the template unchanged: its change waits for the template's next change");
+                    b.clone()
+                } else {
+                    desired_binding(w, claim, Some(&b), &binding_name)
+                };
                 update(b, with_required_by(desired, &required))
             }
             (None, _, Some(b)) => Plan::Delete(Box::new(b), "its workload is gone"),

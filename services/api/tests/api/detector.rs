@@ -573,3 +573,100 @@ async fn detector_rereads_after_a_conflict_and_loses_no_update() {
         "the detector's write lands"
     );
 }
+
+/// The first static weight of a binding's placement.
+fn first_weight(b: &v1::ResourceBinding) -> i64 {
+    let mut placement = b.spec.clone().unwrap().placement.unwrap();
+    static_weights(&mut placement)[0].weight
+}
+
+/// PL-6: a Lazy policy's change waits for each template's next change; a policy without it
+/// reaches its templates at once. The non-Lazy policy is updated after the Lazy one, on the
+/// same watch, so once its binding shows the change the detector has seen both.
+#[tokio::test]
+async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
+    let (_store, api, mut client) = setup().await;
+    let mut lazy = seed_policy();
+    lazy.spec.as_mut().unwrap().activation_preference = v1::ActivationPreference::Lazy as i32;
+    let lazy = client
+        .create_propagation_policy(create_pp(lazy))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut eager = seed_policy();
+    eager.metadata.as_mut().unwrap().name = "web-propagation".into();
+    eager.spec.as_mut().unwrap().resource_selectors[0].name = "web".into();
+    let eager = client
+        .create_propagation_policy(create_pp(eager))
+        .await
+        .unwrap()
+        .into_inner();
+    let nginx = client
+        .create_workload(create_workload(nginx_workload()))
+        .await
+        .unwrap()
+        .into_inner();
+    let web = v1::Workload {
+        manifest: NGINX_MANIFEST.replace(
+            "\"name\": \"nginx\", \"namespace\"",
+            "\"name\": \"web\", \"namespace\"",
+        ),
+        ..Default::default()
+    };
+    client.create_workload(create_workload(web)).await.unwrap();
+    let reader = client.clone();
+    let named = |name: &'static str, weight: i64| {
+        let client = reader.clone();
+        async move {
+            eventually(&format!("{name} with weight {weight}"), || {
+                let mut c = client.clone();
+                async move {
+                    c.get_resource_binding(v1::GetResourceBindingRequest {
+                        namespace: "default".into(),
+                        name: format!("{name}-deployment"),
+                    })
+                    .await
+                    .ok()
+                    .map(Response::into_inner)
+                    .filter(|b| first_weight(b) == weight)
+                }
+            })
+            .await
+        }
+    };
+    let before = named("nginx", 1).await;
+    named("web", 1).await;
+
+    for policy in [lazy, eager] {
+        let mut changed = policy;
+        static_weights(changed.spec.as_mut().unwrap().placement.as_mut().unwrap())[0].weight = 5;
+        client
+            .update_propagation_policy(v1::UpdatePropagationPolicyRequest {
+                propagation_policy: Some(changed),
+            })
+            .await
+            .unwrap();
+    }
+    named("web", 5).await;
+    let held = named("nginx", 1).await;
+    assert_eq!(
+        held.resource_version(),
+        before.resource_version(),
+        "the Lazy policy's binding is untouched"
+    );
+
+    // the template changes: now the policy as it is reaches it
+    let mut scaled = nginx;
+    scaled.manifest = scaled
+        .manifest
+        .replace("\"replicas\": 3", "\"replicas\": 4");
+    client
+        .update_workload(v1::UpdateWorkloadRequest {
+            workload: Some(scaled),
+        })
+        .await
+        .unwrap();
+    let b = named("nginx", 5).await;
+    assert_eq!(b.spec.unwrap().replicas, 4);
+    api.stop().await;
+}

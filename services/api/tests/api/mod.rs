@@ -12,8 +12,8 @@ use flotilla_api::batch::BatchWriter;
 use flotilla_api::claim::{LABEL_CLUSTER_POLICY_NAME, LABEL_POLICY_NAME};
 use flotilla_api::detector::{CacheWriters, Ctx, reconcile};
 use flotilla_api::testing::{
-    self, TestApi, application_directly, cluster, deployment_selector, labelled, named,
-    nginx_workload, object_meta, seed_policy, static_weights,
+    self, NGINX_MANIFEST, TestApi, application_directly, cluster, deployment_selector, labelled,
+    named, nginx_workload, object_meta, seed_policy, static_weights,
 };
 use flotilla_core::validation::PERMANENT_ID_LABEL_POLICY;
 use flotilla_proto::Resource;
