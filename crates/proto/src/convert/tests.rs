@@ -181,13 +181,19 @@ fn placement() -> domain::Placement {
             replica_scheduling_type: domain::ReplicaSchedulingType::Divided,
             replica_division_preference: Some(domain::ReplicaDivisionPreference::Weighted),
             weight_preference: Some(domain::ClusterPreferences {
-                static_weight_list: vec![domain::StaticClusterWeight {
-                    target_cluster: domain::ClusterAffinity {
-                        cluster_names: strings(&["member1"]),
-                        ..Default::default()
+                static_weight_list: vec![
+                    domain::StaticClusterWeight {
+                        target_cluster: domain::ClusterAffinity {
+                            cluster_names: strings(&["member1"]),
+                            ..Default::default()
+                        },
+                        weight: 2,
                     },
-                    weight: 2,
-                }],
+                    domain::StaticClusterWeight {
+                        target_cluster: affinity(),
+                        weight: 1,
+                    },
+                ],
                 dynamic_weight: Some(domain::DynamicWeightFactor::AvailableReplicas),
             }),
         }),
@@ -227,7 +233,11 @@ fn propagation_policy(namespace: &str) -> domain::PropagationPolicy {
                 name: "nginx".into(),
                 label_selector: Some(domain::LabelSelector {
                     match_labels: labels(&[("app", "nginx")]),
-                    match_expressions: vec![],
+                    match_expressions: vec![domain::LabelSelectorRequirement {
+                        key: "tier".into(),
+                        operator: domain::SelectorOperator::NotIn,
+                        values: strings(&["test"]),
+                    }],
                 }),
             }],
             priority: 5,
@@ -750,13 +760,7 @@ fn bad_enums_report_their_json_path() {
             "spec.resourceSelectors[0].labelSelector.matchExpressions[0].operator",
             |p| {
                 let s = &mut p.spec.as_mut().unwrap().resource_selectors[0];
-                s.label_selector.as_mut().unwrap().match_expressions.push(
-                    v1::LabelSelectorRequirement {
-                        key: "k".into(),
-                        operator: 0,
-                        values: vec![],
-                    },
-                );
+                s.label_selector.as_mut().unwrap().match_expressions[0].operator = 0;
             },
         ),
         ("spec.placement.clusterTolerations[1].effect", |p| {
@@ -910,5 +914,78 @@ fn error_paths_compose() {
     assert_eq!(
         ConvertError::new("[1]", "bad").within("statusValues").field,
         "statusValues[1]"
+    );
+}
+
+// === One model: the proto contract and the Karmada YAML carry the same fields ===
+
+/// The fields of `message` (and of the messages under it) that `value`, the serde form of a
+/// domain object, leaves out, as JSON paths (`[]` for any item of a list). A field counts as
+/// carried when any item of its list has it, since some fields exclude each other.
+fn missing_fields(
+    set: &prost_types::FileDescriptorSet,
+    message: &str,
+    value: &serde_json::Value,
+) -> std::collections::BTreeSet<String> {
+    let (mut expected, mut present) = Default::default();
+    walk_fields(set, message, value, "spec", &mut expected, &mut present);
+    &expected - &present
+}
+
+fn walk_fields(
+    set: &prost_types::FileDescriptorSet,
+    message: &str,
+    value: &serde_json::Value,
+    path: &str,
+    expected: &mut std::collections::BTreeSet<String>,
+    present: &mut std::collections::BTreeSet<String>,
+) {
+    use prost_types::field_descriptor_proto::{Label, Type};
+    let descriptor = set
+        .file
+        .iter()
+        .flat_map(|f| &f.message_type)
+        .find(|m| m.name() == message)
+        .unwrap_or_else(|| panic!("message {message} missing"));
+    for field in &descriptor.field {
+        let here = format!("{path}.{}", field.json_name());
+        expected.insert(here.clone());
+        let Some(v) = value.get(field.json_name()) else {
+            continue;
+        };
+        present.insert(here.clone());
+        if field.r#type() != Type::Message || field.type_name().starts_with(".google.") {
+            continue;
+        }
+        let nested = field.type_name().rsplit('.').next().unwrap_or_default();
+        match (field.label(), v) {
+            (Label::Repeated, serde_json::Value::Array(items)) => {
+                for item in items {
+                    walk_fields(set, nested, item, &format!("{here}[]"), expected, present);
+                }
+            }
+            // a map (its entries are strings here)
+            (Label::Repeated, _) => {}
+            _ => walk_fields(set, nested, v, &here, expected, present),
+        }
+    }
+}
+
+/// The guard of the one model (docs/design.md): a field added to the proto contract of a
+/// propagation policy but not to the domain type (or not to its conversion) is missing from
+/// the YAML that `get -o yaml` prints and `apply -f` reads, and fails here.
+#[test]
+fn every_proto_field_of_a_propagation_spec_is_in_its_karmada_yaml() {
+    let set =
+        <prost_types::FileDescriptorSet as prost::Message>::decode(crate::FILE_DESCRIPTOR_SET)
+            .unwrap();
+    let spec = propagation_policy("default").spec;
+    // through the wire and back, so that a field the conversion drops is missing too
+    let spec = domain::PropagationSpec::try_from(v1::PropagationSpec::from(spec)).unwrap();
+    let value = serde_json::to_value(&spec).unwrap();
+    let missing = missing_fields(&set, "PropagationSpec", &value);
+    assert!(
+        missing.is_empty(),
+        "not carried into Karmada's YAML: {missing:#?}"
     );
 }
