@@ -36,9 +36,40 @@ async fn start_on(binding: v1::ResourceBinding, timeout: Duration) -> (Typed, Ha
     (typed, h)
 }
 
-/// Waits `wait`, then asserts that binding `b` still has its one task (`why` it is kept).
-async fn assert_kept_for(typed: &Typed, wait: Duration, why: &str) {
-    tokio::time::sleep(wait).await;
+/// Asserts that binding `b` keeps its member1 task through a decision of the controller,
+/// with no wait that hopes the decision came: a second, unstamped task for member3 is added
+/// (with the scheduler's observation kept current), and once the controller has acted on it,
+/// stamping or removing it in the one write that also carries its verdict on every other
+/// task, member1's task must still be there. The member3 task is then taken away again.
+async fn assert_kept_through_a_decision(typed: &Typed, why: &str) {
+    let observed = |b: &mut flotilla_core::types::ResourceBinding| {
+        // the task change bumps the generation by one: the scheduler has seen it
+        b.status.scheduler_observed_generation = b.meta.generation + 1;
+        b.status.aggregated_status_observed_generation = b.meta.generation + 1;
+    };
+    update_binding(typed, "b", |b| {
+        b.spec.graceful_eviction_tasks.push(task("member3", None));
+        observed(b);
+    })
+    .await;
+    eventually(WAIT, "the controller acts on member3's task", || async {
+        let tasks = tasks_of(typed, "b").await;
+        let member3 = tasks.iter().find(|t| t.from_cluster == "member3");
+        member3
+            .is_none_or(|t| t.creation_timestamp.is_some())
+            .then_some(tasks)
+    })
+    .await
+    .iter()
+    .find(|t| t.from_cluster == "member1")
+    .unwrap_or_else(|| panic!("member1's task is gone: {why}"));
+    update_binding(typed, "b", |b| {
+        b.spec
+            .graceful_eviction_tasks
+            .retain(|t| t.from_cluster != "member3");
+        observed(b);
+    })
+    .await;
     assert_eq!(tasks_of(typed, "b").await.len(), 1, "{why}");
 }
 
@@ -74,7 +105,7 @@ async fn ge_unknown_health_keeps_the_task_ge_5_3() {
         Duration::from_secs(600),
     )
     .await;
-    assert_kept_for(&typed, Duration::from_millis(400), "Unknown blocks removal").await;
+    assert_kept_through_a_decision(&typed, "Unknown blocks removal").await;
     // control: Healthy (status-only write, generation unchanged) → removed
     update_binding(&typed, "b", |b| {
         b.status.aggregated_status = vec![item("member2", Healthy)]
@@ -164,12 +195,7 @@ async fn ge_suppress_deletion_true_keeps_the_task_ge_4_1() {
         Duration::from_millis(100),
     )
     .await;
-    assert_kept_for(
-        &typed,
-        Duration::from_millis(500),
-        "healthy and timed out, but suppressed",
-    )
-    .await;
+    assert_kept_through_a_decision(&typed, "healthy and timed out, but suppressed").await;
     // A human lifts the suppression.
     update_binding(&typed, "b", |b| {
         b.spec.graceful_eviction_tasks[0].suppress_deletion = Some(false)
