@@ -206,8 +206,10 @@ pub enum SyncMode {
     Pull,
 }
 
-/// Status of a condition.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// Status of a condition. Reads YAML's `True`/`False` (booleans) as the strings Kubernetes
+/// means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "shape::StatusValue")]
 pub enum ConditionStatus {
     /// The condition holds.
     True,
@@ -712,28 +714,33 @@ pub struct PropagationPolicy {
 }
 
 /// A condition on a cluster condition (CH-16).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MatchCondition {
     /// Condition type.
     pub condition_type: String,
     /// In or NotIn (others never match, CH-18).
     pub operator: SelectorOperator,
     /// Status values.
+    #[serde(default)]
     pub status_values: Vec<ConditionStatus>,
 }
 
 /// A taint a ClusterTaintPolicy manages.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TaintSpec {
     /// Key.
     pub key: String,
     /// Value.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
-    /// Effect.
+    /// Effect; required (`""` is refused by name).
+    #[serde(deserialize_with = "shape::required_effect")]
     pub effect: TaintEffect,
 }
 
-/// ClusterTaintPolicy (CH-16).
+/// ClusterTaintPolicy (CH-16). Its spec in Karmada's YAML is [`shape::TaintPolicySpec`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterTaintPolicy {
     /// Metadata.

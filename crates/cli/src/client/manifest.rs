@@ -31,6 +31,7 @@ use flotilla_core::defaults::{DefaultingOptions, default_propagation_spec};
 use flotilla_core::overrides::{OverridePolicy, OverrideRule, OverrideSpec, Overriders};
 use flotilla_core::resource;
 use flotilla_core::types as core;
+use flotilla_core::types::shape::TaintPolicySpec;
 use flotilla_core::validation::{
     FieldError, FieldErrors, FieldPath, Limits, WorkloadTemplate, validate_cluster,
     validate_cluster_taint_policy, validate_cluster_taint_policy_conflicts,
@@ -765,68 +766,6 @@ struct PolicyDoc {
     status: Option<IgnoredAny>,
 }
 
-/// A condition status; YAML's `True`/`False` read as the strings Kubernetes means.
-#[derive(Clone, Copy, Debug)]
-struct StatusValueDoc(core::ConditionStatus);
-
-impl<'de> Deserialize<'de> for StatusValueDoc {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = StatusValueDoc;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("one of \"True\", \"False\", \"Unknown\"")
-            }
-            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
-                Ok(StatusValueDoc(if v {
-                    core::ConditionStatus::True
-                } else {
-                    core::ConditionStatus::False
-                }))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                match v {
-                    "True" => Ok(StatusValueDoc(core::ConditionStatus::True)),
-                    "False" => Ok(StatusValueDoc(core::ConditionStatus::False)),
-                    "Unknown" => Ok(StatusValueDoc(core::ConditionStatus::Unknown)),
-                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
-                }
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct MatchConditionDoc {
-    condition_type: String,
-    operator: core::SelectorOperator,
-    #[serde(default)]
-    status_values: Vec<StatusValueDoc>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TaintSpecDoc {
-    key: String,
-    #[serde(default)]
-    value: String,
-    effect: EffectDoc,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TaintPolicySpecDoc {
-    target_clusters: Option<core::ClusterAffinity>,
-    #[serde(default)]
-    add_on_conditions: Vec<MatchConditionDoc>,
-    #[serde(default)]
-    remove_on_conditions: Vec<MatchConditionDoc>,
-    #[serde(default)]
-    taints: Vec<TaintSpecDoc>,
-}
-
 #[allow(dead_code)] // apiVersion, kind and status are read only to be accepted
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -835,8 +774,9 @@ struct TaintPolicyDoc {
     kind: String,
     #[serde(default)]
     metadata: MetaDoc,
+    /// Karmada's shape is the domain type's (crates/core/src/types/shape.rs).
     #[serde(default)]
-    spec: TaintPolicySpecDoc,
+    spec: TaintPolicySpec,
     status: Option<IgnoredAny>,
 }
 
@@ -1105,37 +1045,7 @@ fn override_policy(
 fn cluster_taint_policy(ctx: &mut Ctx<'_>, doc: TaintPolicyDoc) -> Option<Object> {
     let TaintPolicyDoc { metadata, spec, .. } = doc;
     ignore_namespace(ctx, metadata.namespace.as_deref(), "ClusterTaintPolicy");
-    let taints_path = FieldPath::new("spec").child("taints");
-    let mut taints = Vec::new();
-    for (i, t) in spec.taints.into_iter().enumerate() {
-        match t.effect.core() {
-            Some(effect) => taints.push(core::TaintSpec {
-                key: t.key,
-                value: t.value,
-                effect,
-            }),
-            None => ctx.error(
-                taints_path.index(i).child("effect").as_str(),
-                "Required value: a taint needs an effect (NoSchedule or NoExecute)",
-            ),
-        }
-    }
-    let conditions = |list: Vec<MatchConditionDoc>| {
-        list.into_iter()
-            .map(|c| core::MatchCondition {
-                condition_type: c.condition_type,
-                operator: c.operator,
-                status_values: c.status_values.into_iter().map(|s| s.0).collect(),
-            })
-            .collect()
-    };
-    let policy = core::ClusterTaintPolicy {
-        meta: metadata.into_core(String::new()),
-        target_clusters: spec.target_clusters,
-        add_on_conditions: conditions(spec.add_on_conditions),
-        remove_on_conditions: conditions(spec.remove_on_conditions),
-        taints,
-    };
+    let policy = spec.into_policy(metadata.into_core(String::new()));
     // NoExecute taints are allowed here; the api decides (--allow-no-execute-taint-policy).
     ctx.field_errors(validate_cluster_taint_policy(
         &policy,

@@ -6,7 +6,7 @@
 //!     enums  TAINT_EFFECT_NO_EXECUTE → NoExecute   (SpreadField, OverrideOperator: lower case)
 //!   ──► per kind: apiVersion + kind; a template is its manifest; a Work's manifest an object;
 //!       override rules' overriders in Karmada's field names; Flotilla's trace contexts dropped
-//!   ──► a propagation policy's spec is the domain type's serde form (the one model)
+//!   ──► a propagation or taint policy's spec is the domain type's serde form (the one model)
 //! ```
 //!
 //! The gRPC wire keeps the proto3 JSON mapping (what grpcurl prints); only the CLI's output
@@ -38,10 +38,16 @@ pub fn kubernetes<M: Named>(msg: &M) -> anyhow::Result<Value> {
     if matches!(short, "OverridePolicy" | "ClusterOverridePolicy") {
         set_overriders(&mut value, karmada_overriders(&bytes));
     }
-    if matches!(short, "PropagationPolicy" | "ClusterPropagationPolicy")
-        && let Value::Object(map) = &mut value
-    {
-        map.insert("spec".into(), propagation_spec(&bytes)?);
+    if let Value::Object(map) = &mut value {
+        match short {
+            "PropagationPolicy" | "ClusterPropagationPolicy" => {
+                map.insert("spec".into(), propagation_spec(&bytes)?);
+            }
+            "ClusterTaintPolicy" => {
+                map.insert("spec".into(), taint_policy_spec(&bytes)?);
+            }
+            _ => {}
+        }
     }
     Ok(reshape(short, value))
 }
@@ -225,6 +231,16 @@ fn propagation_spec(bytes: &[u8]) -> anyhow::Result<Value> {
     let spec = flotilla_core::types::PropagationSpec::try_from(policy.spec.unwrap_or_default())
         .context("reading a propagation policy's spec")?;
     serde_json::to_value(spec).context("writing a propagation policy's spec")
+}
+
+/// A ClusterTaintPolicy's spec: the domain type's serde form (the one model).
+fn taint_policy_spec(bytes: &[u8]) -> anyhow::Result<Value> {
+    let policy = <flotilla_proto::v1::ClusterTaintPolicy as prost::Message>::decode(bytes)
+        .context("decoding a cluster taint policy")?;
+    let policy = flotilla_core::types::ClusterTaintPolicy::try_from(policy)
+        .context("reading a cluster taint policy")?;
+    serde_json::to_value(flotilla_core::types::shape::TaintPolicySpec::from(policy))
+        .context("writing a cluster taint policy's spec")
 }
 
 fn set_overriders(value: &mut Value, overriders: Vec<Value>) {

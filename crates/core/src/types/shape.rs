@@ -4,7 +4,10 @@
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{ClusterAffinity, ClusterAffinityTerm, FieldSelector, LabelSelector};
+use super::{
+    ClusterAffinity, ClusterAffinityTerm, ClusterTaintPolicy, ConditionStatus, FieldSelector,
+    LabelSelector, MatchCondition, ObjectMeta, TaintEffect, TaintSpec,
+};
 
 /// An enum where Kubernetes writes `""` for "unset": `""` and an absent field read as `None`.
 pub fn empty_is_none<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
@@ -18,6 +21,101 @@ where
         Some(s) => T::deserialize(s.into_deserializer())
             .map(Some)
             .map_err(|e: serde::de::value::Error| serde::de::Error::custom(e)),
+    }
+}
+
+/// A condition status as YAML may write it: `True`/`False` unquoted read as booleans.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum StatusValue {
+    /// `True` or `False` unquoted.
+    Bool(bool),
+    /// `"True"`, `"False"` or `"Unknown"`.
+    Text(String),
+}
+
+impl TryFrom<StatusValue> for ConditionStatus {
+    type Error = String;
+
+    fn try_from(value: StatusValue) -> Result<Self, String> {
+        match value {
+            StatusValue::Bool(true) => Ok(ConditionStatus::True),
+            StatusValue::Bool(false) => Ok(ConditionStatus::False),
+            StatusValue::Text(s) => match s.as_str() {
+                "True" => Ok(ConditionStatus::True),
+                "False" => Ok(ConditionStatus::False),
+                "Unknown" => Ok(ConditionStatus::Unknown),
+                other => Err(format!(
+                    "invalid value: {other:?}, expected one of \"True\", \"False\", \"Unknown\""
+                )),
+            },
+        }
+    }
+}
+
+/// A taint's effect, which a ClusterTaintPolicy must name (`""` is refused by name).
+pub fn required_effect<'de, D: Deserializer<'de>>(d: D) -> Result<TaintEffect, D::Error> {
+    match empty_is_none(d)? {
+        Some(effect) => Ok(effect),
+        None => Err(serde::de::Error::custom(
+            "Required value: a taint needs an effect (NoSchedule or NoExecute)",
+        )),
+    }
+}
+
+/// A ClusterTaintPolicy's `spec` in Karmada's YAML; the domain type keeps these fields beside
+/// its metadata.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TaintPolicySpec {
+    /// Clusters the policy applies to; absent: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_clusters: Option<ClusterAffinity>,
+    /// Add the taints when all of these match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_on_conditions: Vec<MatchCondition>,
+    /// Remove the taints when all of these match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_on_conditions: Vec<MatchCondition>,
+    /// The taints.
+    #[serde(default)]
+    pub taints: Vec<TaintSpec>,
+}
+
+impl TaintPolicySpec {
+    /// The policy with this spec and `meta`.
+    pub fn into_policy(self, meta: ObjectMeta) -> ClusterTaintPolicy {
+        let TaintPolicySpec {
+            target_clusters,
+            add_on_conditions,
+            remove_on_conditions,
+            taints,
+        } = self;
+        ClusterTaintPolicy {
+            meta,
+            target_clusters,
+            add_on_conditions,
+            remove_on_conditions,
+            taints,
+        }
+    }
+}
+
+impl From<ClusterTaintPolicy> for TaintPolicySpec {
+    fn from(policy: ClusterTaintPolicy) -> Self {
+        let ClusterTaintPolicy {
+            meta: _,
+            target_clusters,
+            add_on_conditions,
+            remove_on_conditions,
+            taints,
+        } = policy;
+        TaintPolicySpec {
+            target_clusters,
+            add_on_conditions,
+            remove_on_conditions,
+            taints,
+        }
     }
 }
 
@@ -298,5 +396,43 @@ failover:
         assert!(e.contains("unknown variant `planet`"), "{e}");
         let e = err("failover: {cluster: {failback: {window: 3}}}");
         assert!(e.contains("unknown field `window`"), "{e}");
+    }
+
+    #[test]
+    fn a_taint_policy_spec_reads_karmada_yaml_and_writes_it_back() {
+        use crate::types::shape::TaintPolicySpec;
+        use crate::types::{ConditionStatus, TaintEffect};
+        let yaml = r#"
+targetClusters: {clusterNames: [member1]}
+addOnConditions:
+- {conditionType: Ready, operator: In, statusValues: [False, "Unknown"]}
+removeOnConditions:
+- {conditionType: Ready, operator: In, statusValues: [True]}
+taints:
+- {key: cluster.karmada.io/not-ready, effect: NoExecute}
+"#;
+        let spec: TaintPolicySpec = serde_norway::from_str(yaml).unwrap();
+        assert_eq!(
+            spec.add_on_conditions[0].status_values,
+            [ConditionStatus::False, ConditionStatus::Unknown],
+            "YAML's False is the string Kubernetes means"
+        );
+        assert_eq!(spec.taints[0].effect, TaintEffect::NoExecute);
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["removeOnConditions"][0]["statusValues"][0], "True");
+        assert_eq!(
+            serde_json::from_value::<TaintPolicySpec>(json).unwrap(),
+            spec
+        );
+        let e = serde_norway::from_str::<TaintPolicySpec>("taints: [{key: k, effect: \"\"}]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Required value: a taint needs an effect"), "{e}");
+        let e = serde_norway::from_str::<TaintPolicySpec>(
+            "addOnConditions: [{conditionType: Ready, operator: In, statusValues: [Maybe]}]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("\"Maybe\""), "{e}");
     }
 }

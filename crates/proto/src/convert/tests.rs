@@ -989,3 +989,20 @@ fn every_proto_field_of_a_propagation_spec_is_in_its_karmada_yaml() {
         "not carried into Karmada's YAML: {missing:#?}"
     );
 }
+
+/// The same guard for a ClusterTaintPolicy's spec.
+#[test]
+fn every_proto_field_of_a_taint_policy_spec_is_in_its_karmada_yaml() {
+    let set =
+        <prost_types::FileDescriptorSet as prost::Message>::decode(crate::FILE_DESCRIPTOR_SET)
+            .unwrap();
+    let policy =
+        domain::ClusterTaintPolicy::try_from(v1::ClusterTaintPolicy::from(taint_policy())).unwrap();
+    let spec = flotilla_core::types::shape::TaintPolicySpec::from(policy);
+    let value = serde_json::to_value(&spec).unwrap();
+    let missing = missing_fields(&set, "ClusterTaintPolicySpec", &value);
+    assert!(
+        missing.is_empty(),
+        "not carried into Karmada's YAML: {missing:#?}"
+    );
+}
