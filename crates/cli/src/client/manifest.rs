@@ -463,18 +463,18 @@ fn read_document(
             let cluster_wide = kind == "ClusterPropagationPolicy";
             let mut value = value;
             unsupported_policy_fields(ctx, &mut value);
-            let doc: PolicyDoc = ctx.typed(value)?;
+            let doc: Envelope<core::PropagationSpec> = ctx.typed(value)?;
             propagation_policy(ctx, doc, cluster_wide, opts)
         }
         ("policy.karmada.io", "ClusterTaintPolicy") => {
             check_version(ctx, &api_version, POLICY_API_VERSION)?;
-            let doc: TaintPolicyDoc = ctx.typed(value)?;
+            let doc: Envelope<TaintPolicySpec> = ctx.typed(value)?;
             cluster_taint_policy(ctx, doc)
         }
         ("policy.karmada.io", "OverridePolicy" | "ClusterOverridePolicy") => {
             check_version(ctx, &api_version, POLICY_API_VERSION)?;
             let cluster_wide = kind == "ClusterOverridePolicy";
-            let doc: OverridePolicyDoc = ctx.typed(value)?;
+            let doc: Envelope<OverrideSpecDoc> = ctx.typed(value)?;
             override_policy(ctx, doc, cluster_wide, opts)
         }
         ("policy.karmada.io", other) => {
@@ -499,7 +499,7 @@ fn read_document(
                 );
                 return None;
             }
-            let doc: ClusterDoc = ctx.typed(value)?;
+            let doc: Envelope<ClusterSpecDoc> = ctx.typed(value)?;
             cluster(ctx, doc)
         }
         ("work.karmada.io", _) | ("flotilla.io", _) => {
@@ -653,6 +653,22 @@ fn resolve_namespace(ctx: &mut Ctx<'_>, own: Option<&str>, opts: &ReadOptions) -
 // Documents in Karmada's shapes
 // ---------------------------------------------------------------------------------------
 
+/// A Kubernetes object as a document holds it: `spec` is the kind's own shape (for the policy
+/// kinds, the domain type's serde form: crates/core/src/types.rs). `apiVersion` and `kind`
+/// were dispatched on already, and `status` is accepted and ignored.
+#[allow(dead_code)] // apiVersion, kind and status are read only to be accepted
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Envelope<S> {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    metadata: MetaDoc,
+    #[serde(default)]
+    spec: S,
+    status: Option<IgnoredAny>,
+}
+
 /// `metadata`. Server-set fields are accepted and ignored.
 #[allow(dead_code)] // the ignored fields are read only to be accepted
 #[derive(Debug, Default, Deserialize)]
@@ -739,47 +755,6 @@ struct OverrideRuleDoc {
     overriders: Overriders,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[allow(dead_code)] // apiVersion and kind were dispatched on already
-struct OverridePolicyDoc {
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    metadata: MetaDoc,
-    #[serde(default)]
-    spec: OverrideSpecDoc,
-    status: Option<IgnoredAny>,
-}
-
-#[allow(dead_code)] // apiVersion, kind and status are read only to be accepted
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PolicyDoc {
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    metadata: MetaDoc,
-    /// Karmada's shape is the domain type's (crates/core/src/types.rs).
-    #[serde(default)]
-    spec: core::PropagationSpec,
-    status: Option<IgnoredAny>,
-}
-
-#[allow(dead_code)] // apiVersion, kind and status are read only to be accepted
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TaintPolicyDoc {
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    metadata: MetaDoc,
-    /// Karmada's shape is the domain type's (crates/core/src/types/shape.rs).
-    #[serde(default)]
-    spec: TaintPolicySpec,
-    status: Option<IgnoredAny>,
-}
-
 #[derive(Clone, Copy, Debug, Deserialize)]
 enum SyncModeDoc {
     Push,
@@ -860,19 +835,6 @@ struct CapacityDoc {
     pods: i64,
 }
 
-#[allow(dead_code)] // apiVersion, kind and status are read only to be accepted
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ClusterDoc {
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    metadata: MetaDoc,
-    #[serde(default)]
-    spec: ClusterSpecDoc,
-    status: Option<IgnoredAny>,
-}
-
 // ---------------------------------------------------------------------------------------
 // Conversion and validation
 // ---------------------------------------------------------------------------------------
@@ -941,11 +903,11 @@ fn unsupported_policy_fields(ctx: &mut Ctx<'_>, document: &mut serde_norway::Val
 
 fn propagation_policy(
     ctx: &mut Ctx<'_>,
-    doc: PolicyDoc,
+    doc: Envelope<core::PropagationSpec>,
     cluster_wide: bool,
     opts: &ReadOptions,
 ) -> Option<Object> {
-    let PolicyDoc { metadata, spec, .. } = doc;
+    let Envelope { metadata, spec, .. } = doc;
     let own = metadata.namespace.as_deref();
     let namespace = policy_namespace(ctx, own, cluster_wide, "ClusterPropagationPolicy", opts);
     let policy = core::PropagationPolicy {
@@ -973,11 +935,11 @@ fn propagation_policy(
 
 fn override_policy(
     ctx: &mut Ctx<'_>,
-    doc: OverridePolicyDoc,
+    doc: Envelope<OverrideSpecDoc>,
     cluster_wide: bool,
     opts: &ReadOptions,
 ) -> Option<Object> {
-    let OverridePolicyDoc { metadata, spec, .. } = doc;
+    let Envelope { metadata, spec, .. } = doc;
     let own = metadata.namespace.as_deref();
     let namespace = policy_namespace(ctx, own, cluster_wide, "ClusterOverridePolicy", opts);
     let OverrideSpecDoc {
@@ -1042,8 +1004,8 @@ fn override_policy(
     })
 }
 
-fn cluster_taint_policy(ctx: &mut Ctx<'_>, doc: TaintPolicyDoc) -> Option<Object> {
-    let TaintPolicyDoc { metadata, spec, .. } = doc;
+fn cluster_taint_policy(ctx: &mut Ctx<'_>, doc: Envelope<TaintPolicySpec>) -> Option<Object> {
+    let Envelope { metadata, spec, .. } = doc;
     ignore_namespace(ctx, metadata.namespace.as_deref(), "ClusterTaintPolicy");
     let policy = spec.into_policy(metadata.into_core(String::new()));
     // NoExecute taints are allowed here; the api decides (--allow-no-execute-taint-policy).
@@ -1058,8 +1020,8 @@ fn cluster_taint_policy(ctx: &mut Ctx<'_>, doc: TaintPolicyDoc) -> Option<Object
     ))
 }
 
-fn cluster(ctx: &mut Ctx<'_>, doc: ClusterDoc) -> Option<Object> {
-    let ClusterDoc { metadata, spec, .. } = doc;
+fn cluster(ctx: &mut Ctx<'_>, doc: Envelope<ClusterSpecDoc>) -> Option<Object> {
+    let Envelope { metadata, spec, .. } = doc;
     ignore_namespace(ctx, metadata.namespace.as_deref(), "Cluster");
     let path = FieldPath::new("spec");
     if spec.id.is_some() {
