@@ -715,20 +715,27 @@ pub enum Specificity {
 // Policies (OV-1, OV-3)
 // ---------------------------------------------------------------------------------------
 
-/// One override rule: the clusters it is for and what it changes there.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// One override rule: the clusters it is for and what it changes there (Karmada's YAML).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OverrideRule {
     /// The clusters (`None`: every cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_cluster: Option<ClusterAffinity>,
     /// The overriders.
+    #[serde(default)]
     pub overriders: Overriders,
 }
 
-/// The spec shared by OverridePolicy and ClusterOverridePolicy. Karmada's deprecated
-/// top-level `targetCluster` + `overriders` are read as one rule.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// The spec shared by OverridePolicy and ClusterOverridePolicy, as Karmada's YAML writes it.
+/// Reading also takes Karmada's deprecated top-level `targetCluster` + `overriders` as one
+/// rule; that is the CLI's (`crates/cli/src/client/manifest.rs`), since combining them with
+/// `overrideRules` is an error to report by field.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct OverrideSpec {
     /// Which templates the policy adapts (none: every template in its scope).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resource_selectors: Vec<ResourceSelector>,
     /// The rules, applied in order.
     pub override_rules: Vec<OverrideRule>,

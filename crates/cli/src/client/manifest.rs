@@ -741,18 +741,10 @@ impl EffectDoc {
 struct OverrideSpecDoc {
     #[serde(default)]
     resource_selectors: Vec<core::ResourceSelector>,
-    override_rules: Option<Vec<OverrideRuleDoc>>,
+    override_rules: Option<Vec<OverrideRule>>,
     // Karmada's deprecated single rule, read as one rule
     target_cluster: Option<core::ClusterAffinity>,
     overriders: Option<Overriders>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct OverrideRuleDoc {
-    target_cluster: Option<core::ClusterAffinity>,
-    #[serde(default)]
-    overriders: Overriders,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
@@ -964,12 +956,6 @@ fn override_policy(
                 );
             }
             rules
-                .into_iter()
-                .map(|r| OverrideRule {
-                    target_cluster: r.target_cluster,
-                    overriders: r.overriders,
-                })
-                .collect()
         }
         None if target_cluster.is_some() || overriders.is_some() => vec![OverrideRule {
             target_cluster,

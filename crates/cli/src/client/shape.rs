@@ -5,8 +5,9 @@
 //!   wire message ──proto3 JSON (64-bit integers as numbers)──► walk with its descriptor:
 //!     enums  TAINT_EFFECT_NO_EXECUTE → NoExecute   (SpreadField, OverrideOperator: lower case)
 //!   ──► per kind: apiVersion + kind; a template is its manifest; a Work's manifest an object;
-//!       override rules' overriders in Karmada's field names; Flotilla's trace contexts dropped
-//!   ──► a propagation or taint policy's spec is the domain type's serde form (the one model)
+//!       Flotilla's trace contexts dropped
+//!   ──► a propagation, taint or override policy's spec is the domain type's serde form
+//!       (the one model)
 //! ```
 //!
 //! The gRPC wire keeps the proto3 JSON mapping (what grpcurl prints); only the CLI's output
@@ -35,9 +36,6 @@ pub fn kubernetes<M: Named>(msg: &M) -> anyhow::Result<Value> {
         .with_context(|| format!("serializing a {}", M::FULL_NAME))?;
     enums(&mut value, &descriptor);
     let short = M::FULL_NAME.rsplit('.').next().unwrap_or_default();
-    if matches!(short, "OverridePolicy" | "ClusterOverridePolicy") {
-        set_overriders(&mut value, karmada_overriders(&bytes));
-    }
     if let Value::Object(map) = &mut value {
         match short {
             "PropagationPolicy" | "ClusterPropagationPolicy" => {
@@ -45,6 +43,9 @@ pub fn kubernetes<M: Named>(msg: &M) -> anyhow::Result<Value> {
             }
             "ClusterTaintPolicy" => {
                 map.insert("spec".into(), taint_policy_spec(&bytes)?);
+            }
+            "OverridePolicy" | "ClusterOverridePolicy" => {
+                map.insert("spec".into(), override_spec(&bytes)?);
             }
             _ => {}
         }
@@ -201,27 +202,6 @@ fn drop_trace_contexts(value: &mut Value) {
     }
 }
 
-/// An override policy's rules' overriders in Karmada's field names (`predicate.path`, a
-/// patch's `value` as JSON, a fieldOverrider's `json`/`yaml` lists): the core type's serde
-/// form. Both policy kinds share their wire layout, so either decodes as an OverridePolicy.
-fn karmada_overriders(bytes: &[u8]) -> Vec<Value> {
-    let Ok(policy) = <flotilla_proto::v1::OverridePolicy as prost::Message>::decode(bytes) else {
-        return Vec::new();
-    };
-    policy
-        .spec
-        .unwrap_or_default()
-        .override_rules
-        .into_iter()
-        .map(|rule| {
-            rule.overriders
-                .and_then(|o| flotilla_core::overrides::Overriders::try_from(o).ok())
-                .and_then(|o| serde_json::to_value(o).ok())
-                .unwrap_or(Value::Null)
-        })
-        .collect()
-}
-
 /// A propagation policy's spec: the domain type's serde form, which is Karmada's (the one
 /// model, docs/design.md). Both policy kinds share their wire layout, so either decodes as a
 /// PropagationPolicy.
@@ -243,18 +223,15 @@ fn taint_policy_spec(bytes: &[u8]) -> anyhow::Result<Value> {
         .context("writing a cluster taint policy's spec")
 }
 
-fn set_overriders(value: &mut Value, overriders: Vec<Value>) {
-    let Some(rules) = value
-        .pointer_mut("/spec/overrideRules")
-        .and_then(Value::as_array_mut)
-    else {
-        return;
-    };
-    for (rule, o) in rules.iter_mut().zip(overriders) {
-        if let (Value::Object(rule), false) = (rule, o.is_null()) {
-            rule.insert("overriders".into(), o);
-        }
-    }
+/// An override policy's spec: the domain type's serde form, overriders in Karmada's field
+/// names (`predicate.path`, a patch's `value` as JSON, a fieldOverrider's `json`/`yaml`
+/// lists). Both policy kinds share their wire layout, so either decodes as an OverridePolicy.
+fn override_spec(bytes: &[u8]) -> anyhow::Result<Value> {
+    let policy = <flotilla_proto::v1::OverridePolicy as prost::Message>::decode(bytes)
+        .context("decoding an override policy")?;
+    let policy = flotilla_core::overrides::OverridePolicy::try_from(policy)
+        .context("reading an override policy")?;
+    serde_json::to_value(policy.spec).context("writing an override policy's spec")
 }
 
 /// A resource template is its manifest, as the user applied it.
