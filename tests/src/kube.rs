@@ -71,13 +71,7 @@ fn run(program: &str, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    crate::success_stdout(&format!("{program} {args:?}"), out)
 }
 
 /// The member's certificates and keys, made with openssl.

@@ -64,13 +64,7 @@ async fn sh(dir: &Path, script: &str) -> String {
         .output()
         .await
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{script}\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    flotilla_tests::success_stdout(script, out)
 }
 
 /// The README's credential steps ("Joining a real cluster"), with `{ctx}` for the kubeconfig
