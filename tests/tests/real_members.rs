@@ -1088,36 +1088,7 @@ async fn status_by_list_and_by_watch_measured() {
 
 /// Deployment `moving` (6 replicas) Divided by static weights over member1 and member2.
 fn moving(w1: i64, w2: i64) -> String {
-    format!(
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: moving, namespace: default}}
-spec:
-  replicas: 6
-  selector: {{matchLabels: {{app: moving}}}}
-  template:
-    metadata: {{labels: {{app: moving}}}}
-    spec:
-      containers: [{{name: moving, image: nginx}}]
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {{name: moving, namespace: default}}
-spec:
-  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: moving}}]
-  placement:
-    clusterAffinity: {{clusterNames: [member1, member2]}}
-    replicaScheduling:
-      replicaSchedulingType: Divided
-      replicaDivisionPreference: Weighted
-      weightPreference:
-        staticWeightList:
-        - targetCluster: {{clusterNames: [member1]}}
-          weight: {w1}
-        - targetCluster: {{clusterNames: [member2]}}
-          weight: {w2}
-"#
-    )
+    flotilla_tests::weighted_yaml("moving", &[("member1", w1), ("member2", w2)], "")
 }
 
 /// Make before break (WE-10) on REAL API servers: the Ready replicas the real Deployment
