@@ -13,6 +13,30 @@ async fn binding(client: &mut Client) -> Option<v1::ResourceBinding> {
         .map(Response::into_inner)
 }
 
+/// Waits until the nginx binding exists and `holds` for it (`what` names the wait); the
+/// binding.
+async fn binding_where(
+    client: &Client,
+    what: &str,
+    holds: impl Fn(&v1::ResourceBinding) -> bool,
+) -> v1::ResourceBinding {
+    let holds = &holds;
+    eventually(what, || {
+        let mut c = client.clone();
+        async move { binding(&mut c).await.filter(|b| holds(b)) }
+    })
+    .await
+}
+
+/// Waits until the nginx binding is gone (`what` names the wait).
+async fn binding_gone(client: &Client, what: &str) {
+    eventually(what, || {
+        let mut c = client.clone();
+        async move { binding(&mut c).await.is_none().then_some(()) }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn detector_binds_the_seed_workload_and_follows_changes() {
     let (store, api, mut client) = setup().await;
@@ -27,11 +51,7 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
         .await
         .unwrap()
         .into_inner();
-    let b = eventually("the binding", || {
-        let mut c = client.clone();
-        async move { binding(&mut c).await }
-    })
-    .await;
+    let b = binding_where(&client, "the binding", |_| true).await;
     let spec = b.spec.clone().unwrap();
     assert_eq!(
         spec.resource,
@@ -116,27 +136,22 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
         })
         .await
         .unwrap();
-    let b = eventually("the new weights", || {
-        let mut c = client.clone();
-        async move {
-            binding(&mut c).await.filter(|b| {
-                b.spec
-                    .as_ref()
-                    .unwrap()
-                    .placement
-                    .as_ref()
-                    .unwrap()
-                    .replica_scheduling
-                    .as_ref()
-                    .unwrap()
-                    .weight_preference
-                    .as_ref()
-                    .unwrap()
-                    .static_weight_list[0]
-                    .weight
-                    == 2
-            })
-        }
+    let b = binding_where(&client, "the new weights", |b| {
+        b.spec
+            .as_ref()
+            .unwrap()
+            .placement
+            .as_ref()
+            .unwrap()
+            .replica_scheduling
+            .as_ref()
+            .unwrap()
+            .weight_preference
+            .as_ref()
+            .unwrap()
+            .static_weight_list[0]
+            .weight
+            == 2
     })
     .await;
     assert_eq!(b.generation(), 3);
@@ -162,13 +177,8 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
         })
         .await
         .unwrap();
-    let b = eventually("5 replicas", || {
-        let mut c = client.clone();
-        async move {
-            binding(&mut c)
-                .await
-                .filter(|b| b.spec.as_ref().unwrap().replicas == 5)
-        }
+    let b = binding_where(&client, "5 replicas", |b| {
+        b.spec.as_ref().unwrap().replicas == 5
     })
     .await;
     assert_eq!(b.generation(), 4);
@@ -179,11 +189,7 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
         .delete_workload(flotilla_api::testing::delete_nginx())
         .await
         .unwrap();
-    eventually("the binding deleted", || {
-        let mut c = client.clone();
-        async move { binding(&mut c).await.is_none().then_some(()) }
-    })
-    .await;
+    binding_gone(&client, "the binding deleted").await;
     // the claim was recorded as an event on the binding (events are written in batches)
     eventually("the ApplyPolicySucceed event", || {
         let mut c = client.clone();
@@ -216,13 +222,7 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
     let observer = client.clone();
     let claimed_by = move |want: &'static str| {
         let client = observer.clone();
-        async move {
-            eventually(want, || {
-                let mut c = client.clone();
-                async move { binding(&mut c).await.filter(|b| policy_label(b) == want) }
-            })
-            .await
-        }
+        async move { binding_where(&client, want, |b| policy_label(b) == want).await }
     };
     client
         .create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
@@ -319,11 +319,7 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         .delete_workload(flotilla_api::testing::delete_nginx())
         .await
         .unwrap();
-    eventually("the binding deleted with its workload", || {
-        let mut c = client.clone();
-        async move { binding(&mut c).await.is_none().then_some(()) }
-    })
-    .await;
+    binding_gone(&client, "the binding deleted with its workload").await;
     api.stop().await;
 }
 
