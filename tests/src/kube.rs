@@ -399,6 +399,14 @@ impl RealMember {
         Some(serde_json::from_str(&out).expect("kubectl -o json"))
     }
 
+    /// A [`flotilla_member::Target`] of this API server (its CA), as its admin (a token file).
+    pub fn admin_target(&self) -> flotilla_member::Target {
+        let mut target = flotilla_member::Target::plain(self.endpoint.clone());
+        target.ca_pem = Some(std::fs::read(&self.ca).expect("the API server's CA"));
+        target.token_file = Some(self.dir.join("admin.token"));
+        target
+    }
+
     /// Every process's log.
     pub fn dump_logs(&self) {
         for p in &self.processes {
