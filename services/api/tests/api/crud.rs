@@ -69,11 +69,7 @@ async fn crud_round_trips_for_every_kind() {
     assert_eq!(err.code(), Code::NotFound);
 
     // PropagationPolicy: defaulted (PD-1, A1) and given a permanent id (PD-1.6)
-    let p = client
-        .create_propagation_policy(create_pp(seed_policy()))
-        .await
-        .unwrap()
-        .into_inner();
+    let p = accepted(client.create_propagation_policy(create_pp(seed_policy()))).await;
     let spec = p.spec.as_ref().unwrap();
     assert_eq!(spec.scheduler_name, "default-scheduler");
     assert_eq!(spec.resource_selectors[0].namespace, "default");
@@ -256,11 +252,7 @@ async fn crud_round_trips_for_every_kind() {
         .unwrap();
 
     // Workload: identity, labels, replicas and requests read from the manifest
-    let w = client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap()
-        .into_inner();
+    let w = accepted(client.create_workload(create_workload(nginx_workload()))).await;
     assert_eq!(
         (
             w.api_version.as_str(),
@@ -278,17 +270,7 @@ async fn crud_round_trips_for_every_kind() {
         .unwrap();
     assert_eq!((req.cpu_millis, req.memory_bytes), (100, 128 << 20));
     assert_eq!(w.metadata.as_ref().unwrap().labels["app"], "nginx");
-    let mut changed = w.clone();
-    changed.manifest = changed
-        .manifest
-        .replace("\"replicas\": 3", "\"replicas\": 5");
-    let updated = client
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(changed),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let updated = scale(&mut client, &w, 5).await;
     assert_eq!(updated.replicas, 5);
     assert_eq!(updated.generation(), 2);
     let got = client
@@ -537,11 +519,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
     )
     .await;
     // schedulerName is immutable (an existing policy)
-    let created = client
-        .create_propagation_policy(create_pp(seed_policy()))
-        .await
-        .unwrap()
-        .into_inner();
+    let created = accepted(client.create_propagation_policy(create_pp(seed_policy()))).await;
     let mut p = created.clone();
     p.spec.as_mut().unwrap().scheduler_name = "other-scheduler".into();
     expect_invalid(

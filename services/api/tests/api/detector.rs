@@ -41,16 +41,8 @@ async fn binding_gone(client: &Client, what: &str) {
 async fn detector_binds_the_seed_workload_and_follows_changes() {
     let (store, api, mut client) = setup().await;
     let typed = Typed::new(store.clone());
-    let policy = client
-        .create_propagation_policy(create_pp(seed_policy()))
-        .await
-        .unwrap()
-        .into_inner();
-    let workload = client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap()
-        .into_inner();
+    let policy = accepted(client.create_propagation_policy(create_pp(seed_policy()))).await;
+    let workload = accepted(client.create_workload(create_workload(nginx_workload()))).await;
     let b = binding_where(&client, "the binding", |_| true).await;
     let spec = b.spec.clone().unwrap();
     assert_eq!(
@@ -167,16 +159,7 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
     );
 
     // A workload change (replicas) too.
-    let mut scaled = workload.clone();
-    scaled.manifest = scaled
-        .manifest
-        .replace("\"replicas\": 3", "\"replicas\": 5");
-    client
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(scaled),
-        })
-        .await
-        .unwrap();
+    scale(&mut client, &workload, 5).await;
     let b = binding_where(&client, "5 replicas", |b| {
         b.spec.as_ref().unwrap().replicas == 5
     })
@@ -246,15 +229,9 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         ("z-name", by_name),
         ("high", kind_only("high", 10)),
     ] {
-        client
-            .create_propagation_policy(create_pp(pp(name, spec)))
-            .await
-            .unwrap();
+        accepted(client.create_propagation_policy(create_pp(pp(name, spec)))).await;
     }
-    client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap();
+    accepted(client.create_workload(create_workload(nginx_workload()))).await;
     // the highest priority wins over specificity
     let b = claimed_by("high").await;
     assert_eq!(
@@ -584,24 +561,12 @@ async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
     let (_store, api, mut client) = setup().await;
     let mut lazy = seed_policy();
     lazy.spec.as_mut().unwrap().activation_preference = v1::ActivationPreference::Lazy as i32;
-    let lazy = client
-        .create_propagation_policy(create_pp(lazy))
-        .await
-        .unwrap()
-        .into_inner();
+    let lazy = accepted(client.create_propagation_policy(create_pp(lazy))).await;
     let mut eager = seed_policy();
     eager.metadata.as_mut().unwrap().name = "web-propagation".into();
     eager.spec.as_mut().unwrap().resource_selectors[0].name = "web".into();
-    let eager = client
-        .create_propagation_policy(create_pp(eager))
-        .await
-        .unwrap()
-        .into_inner();
-    let nginx = client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap()
-        .into_inner();
+    let eager = accepted(client.create_propagation_policy(create_pp(eager))).await;
+    let nginx = accepted(client.create_workload(create_workload(nginx_workload()))).await;
     let web = v1::Workload {
         manifest: NGINX_MANIFEST.replace(
             "\"name\": \"nginx\", \"namespace\"",
@@ -652,16 +617,7 @@ async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
     );
 
     // the template changes: now the policy as it is reaches it
-    let mut scaled = nginx;
-    scaled.manifest = scaled
-        .manifest
-        .replace("\"replicas\": 3", "\"replicas\": 4");
-    client
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(scaled),
-        })
-        .await
-        .unwrap();
+    scale(&mut client, &nginx, 4).await;
     let b = named("nginx", 5).await;
     assert_eq!(b.spec.unwrap().replicas, 4);
     api.stop().await;

@@ -172,10 +172,7 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
         kind: "Namespace".into(),
         ..Default::default()
     };
-    client
-        .create_propagation_policy(create_pp(pp("namespaced", namespaced)))
-        .await
-        .unwrap();
+    accepted(client.create_propagation_policy(create_pp(pp("namespaced", namespaced)))).await;
     client
         .create_cluster_propagation_policy(cpp_for(
             "platform",
@@ -340,10 +337,7 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
     let mut spec = kind_only("web", 0);
     spec.resource_selectors[0].name = "web".into();
     spec.propagate_deps = true;
-    client
-        .create_propagation_policy(create_pp(pp("web", spec)))
-        .await
-        .unwrap();
+    accepted(client.create_propagation_policy(create_pp(pp("web", spec)))).await;
     for manifest in [
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-config","namespace":"default"},"data":{"a":"b"}}"#,
         r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"web-secret","namespace":"default"},"data":{"token":"eA=="}}"#,
@@ -445,10 +439,7 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
         name: "web-config".into(),
         ..Default::default()
     };
-    client
-        .create_propagation_policy(create_pp(pp("config", own)))
-        .await
-        .unwrap();
+    accepted(client.create_propagation_policy(create_pp(pp("config", own)))).await;
     let claimed = stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
         policy_label(b) == "config"
     })
