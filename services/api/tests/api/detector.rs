@@ -177,14 +177,11 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
     eventually("the ApplyPolicySucceed event", || {
         let mut c = client.clone();
         async move {
-            let events = c
-                .list_events(v1::ListEventsRequest {
-                    involved_object_name: "nginx-deployment".into(),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner();
+            let events = accepted(c.list_events(v1::ListEventsRequest {
+                involved_object_name: "nginx-deployment".into(),
+                ..Default::default()
+            }))
+            .await;
             events
                 .items
                 .iter()

@@ -125,16 +125,13 @@ async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_binding
         "example.com/v1"
     );
     // List by a bare kind finds both groups' Deployments
-    let listed = client
-        .list_workloads(v1::ListWorkloadsRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .items;
+    let listed = accepted(client.list_workloads(v1::ListWorkloadsRequest {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        ..Default::default()
+    }))
+    .await
+    .items;
     assert_eq!(listed.len(), 2);
 
     // deleting one group's template removes its binding only
@@ -184,13 +181,9 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
         .await
         .unwrap();
     // a namespace given to a cluster-scoped object is dropped, from the manifest too (CR-4)
-    let ns = client
-        .create_workload(manifest_workload(
+    let ns = accepted(client.create_workload(manifest_workload(
             r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","namespace":"default"}}"#,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+        ))).await;
     assert_eq!(ns.metadata.as_ref().unwrap().namespace, "");
     assert!(
         !ns.manifest.contains("namespace\":\"default"),
@@ -231,35 +224,28 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
         );
     }
     // Get with an empty namespace names a ClusterResourceBinding; no ResourceBinding exists
-    let crb = client
-        .get_resource_binding(v1::GetResourceBindingRequest {
-            namespace: String::new(),
-            name: "team-a-namespace".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let crb = accepted(client.get_resource_binding(v1::GetResourceBindingRequest {
+        namespace: String::new(),
+        name: "team-a-namespace".into(),
+    }))
+    .await;
     assert_eq!(crb.metadata.unwrap().name, "team-a-namespace");
-    let in_default = client
-        .list_resource_bindings(v1::ListResourceBindingsRequest {
+    let in_default = accepted(
+        client.list_resource_bindings(v1::ListResourceBindingsRequest {
             namespace: "default".into(),
             ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .items;
+        }),
+    )
+    .await
+    .items;
     assert!(in_default.is_empty(), "{in_default:?}");
     // a cluster-scoped kind is found whatever namespace the request names (kubectl's -n)
-    let got = client
-        .get_workload(v1::GetWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Namespace".into(),
-            name: "team-a".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = accepted(client.get_workload(v1::GetWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Namespace".into(),
+        name: "team-a".into(),
+    }))
+    .await;
     assert_eq!(got.metadata.unwrap().name, "team-a");
     // a namespaced kind still needs its namespace
     let err = client
@@ -347,11 +333,7 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
             .await
             .unwrap();
     }
-    let parent = client
-        .create_workload(manifest_workload(&web_deployment(true)))
-        .await
-        .unwrap()
-        .into_inner();
+    let parent = accepted(client.create_workload(manifest_workload(&web_deployment(true)))).await;
     let parent_key = "bindings/default/web-deployment";
     let b = stored_binding_at(&typed, parent_key, |_| true).await;
     assert!(
@@ -499,13 +481,12 @@ async fn ov_1_override_policies_crud_and_admission() {
         "regional",
         vec![replace_rule("member1", "/spec/replicas", "5")],
     );
-    let created = client
-        .create_override_policy(v1::CreateOverridePolicyRequest {
+    let created = accepted(
+        client.create_override_policy(v1::CreateOverridePolicyRequest {
             override_policy: Some(op.clone()),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert_eq!(created.metadata.as_ref().unwrap().generation, 1);
     let selector = &created.spec.as_ref().unwrap().resource_selectors[0];
     assert_eq!(
@@ -520,25 +501,21 @@ async fn ov_1_override_policies_crud_and_admission() {
             .is_some(),
         "stored under its key"
     );
-    let got = client
-        .get_override_policy(v1::GetOverridePolicyRequest {
-            namespace: "default".into(),
-            name: "regional".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = accepted(client.get_override_policy(v1::GetOverridePolicyRequest {
+        namespace: "default".into(),
+        name: "regional".into(),
+    }))
+    .await;
     assert_eq!(got, created);
     let mut changed = created.clone();
     changed.spec.as_mut().unwrap().override_rules[0] =
         replace_rule("member2", "/spec/replicas", "7");
-    let updated = client
-        .update_override_policy(v1::UpdateOverridePolicyRequest {
+    let updated = accepted(
+        client.update_override_policy(v1::UpdateOverridePolicyRequest {
             override_policy: Some(changed),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert_eq!(updated.metadata.as_ref().unwrap().generation, 2);
 
     // OV-1 admission: each mistake named at its field, nothing written
@@ -602,21 +579,19 @@ async fn ov_1_override_policies_crud_and_admission() {
         })
         .await
         .unwrap();
-    let list = client
-        .list_cluster_override_policies(v1::ListClusterOverridePoliciesRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let list = accepted(
+        client.list_cluster_override_policies(v1::ListClusterOverridePoliciesRequest::default()),
+    )
+    .await;
     assert_eq!(list.items.len(), 1);
-    let deleted = client
-        .delete_override_policy(v1::DeleteOverridePolicyRequest {
+    let deleted = accepted(
+        client.delete_override_policy(v1::DeleteOverridePolicyRequest {
             namespace: "default".into(),
             name: "regional".into(),
             preconditions: None,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert!(deleted.deleted);
     assert!(
         store
