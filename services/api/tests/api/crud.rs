@@ -176,13 +176,13 @@ async fn crud_round_trips_for_every_kind() {
     ))
     .await;
     assert_eq!(got, updated);
-    client
-        .delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
+    accepted(
+        client.delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
             name: "all-deployments".into(),
             preconditions: None,
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
 
     // ClusterTaintPolicy
     let ctp = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
@@ -217,13 +217,13 @@ async fn crud_round_trips_for_every_kind() {
     )
     .await;
     assert_eq!(listed.items.len(), 1);
-    client
-        .delete_cluster_taint_policy(v1::DeleteClusterTaintPolicyRequest {
+    accepted(
+        client.delete_cluster_taint_policy(v1::DeleteClusterTaintPolicyRequest {
             name: "maintenance".into(),
             preconditions: None,
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
 
     // Workload: identity, labels, replicas and requests read from the manifest
     let w = accepted(client.create_workload(create_workload(nginx_workload()))).await;
@@ -257,10 +257,7 @@ async fn crud_round_trips_for_every_kind() {
         .await;
         assert_eq!(listed.items.len(), count, "kind {kind:?}");
     }
-    client
-        .delete_workload(flotilla_api::testing::delete_nginx())
-        .await
-        .unwrap();
+    accepted(client.delete_workload(flotilla_api::testing::delete_nginx())).await;
 
     // Works and events are written by controllers; the api reads them.
     typed
@@ -331,10 +328,7 @@ async fn crud_round_trips_for_every_kind() {
 async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() {
     let (store, api, mut client) = setup().await;
     let ok = cluster("member1", "https://127.0.0.1:6443");
-    client
-        .create_cluster(create_cluster(ok.clone()))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(ok.clone()))).await;
 
     let mut c = cluster(&"a".repeat(49), "https://127.0.0.1:6443");
     expect_invalid(
@@ -529,10 +523,8 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
         client.create_cluster_taint_policy(create_ctp(empty)),
     )
     .await;
-    client
-        .create_cluster_taint_policy(create_ctp(ctp("a", v1::TaintEffect::NoSchedule)))
-        .await
-        .unwrap();
+    accepted(client.create_cluster_taint_policy(create_ctp(ctp("a", v1::TaintEffect::NoSchedule))))
+        .await;
     expect_invalid(
         &store,
         "spec.taints[0]",
@@ -720,10 +712,7 @@ async fn optimistic_concurrency_and_existence() {
 async fn cluster_updates_keep_controller_taints_and_status() {
     let (store, api, mut client) = setup().await;
     let typed = Typed::new(store.clone());
-    client
-        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))).await;
     // cluster-health writes a controller taint and the status
     let stored: v1::Cluster = typed.get("clusters/member1").await.unwrap().unwrap();
     let mut health = stored.clone();
@@ -798,10 +787,7 @@ async fn cluster_updates_keep_controller_taints_and_status() {
 async fn cluster_delete_only_marks_while_works_reference_it() {
     let (store, api, mut client) = setup().await;
     let typed = Typed::new(store.clone());
-    client
-        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))).await;
     let w = typed
         .create(work("member1", "nginx-1"), None)
         .await

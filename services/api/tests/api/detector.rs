@@ -122,12 +122,12 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
     let list = static_weights(changed.spec.as_mut().unwrap().placement.as_mut().unwrap());
     list[0].weight = 2;
     list[1].weight = 1;
-    client
-        .update_propagation_policy(v1::UpdatePropagationPolicyRequest {
+    accepted(
+        client.update_propagation_policy(v1::UpdatePropagationPolicyRequest {
             propagation_policy: Some(changed),
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let b = binding_where(&client, "the new weights", |b| {
         b.spec
             .as_ref()
@@ -168,10 +168,7 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
     assert_eq!(b.spec.as_ref().unwrap().clusters.len(), 2);
 
     // The workload goes: so does its binding.
-    client
-        .delete_workload(flotilla_api::testing::delete_nginx())
-        .await
-        .unwrap();
+    accepted(client.delete_workload(flotilla_api::testing::delete_nginx())).await;
     binding_gone(&client, "the binding deleted").await;
     // the claim was recorded as an event on the binding (events are written in batches)
     eventually("the ApplyPolicySucceed event", || {
@@ -204,15 +201,15 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         let client = observer.clone();
         async move { binding_where(&client, want, |b| policy_label(b) == want).await }
     };
-    client
-        .create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
+    accepted(
+        client.create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
             cluster_propagation_policy: Some(v1::ClusterPropagationPolicy {
                 metadata: named("all-deployments"),
                 spec: Some(kind_only("cpp", 100)),
             }),
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let mut by_label = kind_only("b-label", 0);
     by_label.resource_selectors[0].label_selector = Some(v1::LabelSelector {
         match_labels: [("app".to_owned(), "nginx".to_owned())].into(),
@@ -249,14 +246,14 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         ("b-label", "a-kind"),
         ("a-kind", "all-deployments"),
     ] {
-        client
-            .delete_propagation_policy(v1::DeletePropagationPolicyRequest {
+        accepted(
+            client.delete_propagation_policy(v1::DeletePropagationPolicyRequest {
                 namespace: "default".into(),
                 name: delete.into(),
                 preconditions: None,
-            })
-            .await
-            .unwrap();
+            }),
+        )
+        .await;
         claimed_by(next).await;
     }
     let b = binding(&mut client).await.unwrap();
@@ -269,13 +266,13 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         "no stale namespaced policy label"
     );
     // no policy at all: the binding stays, detached (PL-1), until the workload goes (PL-2)
-    client
-        .delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
+    accepted(
+        client.delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
             name: "all-deployments".into(),
             preconditions: None,
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let detached = claimed_by("").await;
     assert_eq!(
         detached
@@ -289,10 +286,7 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         ["cpp-cluster"],
         "the last placement is kept"
     );
-    client
-        .delete_workload(flotilla_api::testing::delete_nginx())
-        .await
-        .unwrap();
+    accepted(client.delete_workload(flotilla_api::testing::delete_nginx())).await;
     binding_gone(&client, "the binding deleted with its workload").await;
     api.stop().await;
 }
@@ -571,7 +565,7 @@ async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
         ),
         ..Default::default()
     };
-    client.create_workload(create_workload(web)).await.unwrap();
+    accepted(client.create_workload(create_workload(web))).await;
     let reader = client.clone();
     let named = |name: &'static str, weight: i64| {
         let client = reader.clone();
@@ -598,12 +592,12 @@ async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
     for policy in [lazy, eager] {
         let mut changed = policy;
         static_weights(changed.spec.as_mut().unwrap().placement.as_mut().unwrap())[0].weight = 5;
-        client
-            .update_propagation_policy(v1::UpdatePropagationPolicyRequest {
+        accepted(
+            client.update_propagation_policy(v1::UpdatePropagationPolicyRequest {
                 propagation_policy: Some(changed),
-            })
-            .await
-            .unwrap();
+            }),
+        )
+        .await;
     }
     named("web", 5).await;
     let held = named("nginx", 1).await;

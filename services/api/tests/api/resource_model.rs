@@ -50,19 +50,14 @@ async fn stored_binding_at(
 async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_bindings() {
     let (store, _api, mut client) = setup().await;
     let typed = Typed::new(store.clone());
-    client
-        .create_cluster_propagation_policy(cpp_for(
-            "deployments",
-            &[("apps/v1", "Deployment"), ("example.com/v1", "Deployment")],
-        ))
-        .await
-        .unwrap();
+    accepted(client.create_cluster_propagation_policy(cpp_for(
+        "deployments",
+        &[("apps/v1", "Deployment"), ("example.com/v1", "Deployment")],
+    )))
+    .await;
     let apps = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"clash","namespace":"default"},"spec":{"replicas":2}}"#;
     let custom = r#"{"apiVersion":"example.com/v1","kind":"Deployment","metadata":{"name":"clash","namespace":"default"},"spec":{"size":9}}"#;
-    client
-        .create_workload(manifest_workload(apps))
-        .await
-        .unwrap();
+    accepted(client.create_workload(manifest_workload(apps))).await;
     let first = stored_binding_at(&typed, "bindings/default/clash-deployment", |_| true).await;
     // the other group's template is created beside it, not in its place
     client
@@ -135,15 +130,13 @@ async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_binding
     assert_eq!(listed.len(), 2);
 
     // deleting one group's template removes its binding only
-    client
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment.example.com".into(),
-            name: "clash".into(),
-            preconditions: None,
-        })
-        .await
-        .unwrap();
+    accepted(client.delete_workload(v1::DeleteWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Deployment.example.com".into(),
+        name: "clash".into(),
+        preconditions: None,
+    }))
+    .await;
     eventually("the custom template's binding deleted", || async {
         stored_binding_or_none(&typed, &suffixed)
             .await
@@ -170,16 +163,14 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
         ..Default::default()
     };
     accepted(client.create_propagation_policy(create_pp(pp("namespaced", namespaced)))).await;
-    client
-        .create_cluster_propagation_policy(cpp_for(
-            "platform",
-            &[
-                ("v1", "Namespace"),
-                ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-            ],
-        ))
-        .await
-        .unwrap();
+    accepted(client.create_cluster_propagation_policy(cpp_for(
+        "platform",
+        &[
+            ("v1", "Namespace"),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+        ],
+    )))
+    .await;
     // a namespace given to a cluster-scoped object is dropped, from the manifest too (CR-4)
     let ns = accepted(client.create_workload(manifest_workload(
             r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","namespace":"default"}}"#,
@@ -190,12 +181,9 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
         "{}",
         ns.manifest
     );
-    client
-        .create_workload(manifest_workload(
+    accepted(client.create_workload(manifest_workload(
             r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"viewer"},"rules":[]}"#,
-        ))
-        .await
-        .unwrap();
+        ))).await;
     let keys: Vec<String> = snapshot(&store)
         .await
         .into_iter()
@@ -328,10 +316,7 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-config","namespace":"default"},"data":{"a":"b"}}"#,
         r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"web-secret","namespace":"default"},"data":{"token":"eA=="}}"#,
     ] {
-        client
-            .create_workload(manifest_workload(manifest))
-            .await
-            .unwrap();
+        accepted(client.create_workload(manifest_workload(manifest))).await;
     }
     let parent = accepted(client.create_workload(manifest_workload(&web_deployment(true)))).await;
     let parent_key = "bindings/default/web-deployment";
@@ -399,12 +384,10 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
     // DEP-3: the parent stops referring to the Secret: its attached binding goes
     let mut changed = parent.clone();
     changed.manifest = web_deployment(false);
-    client
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(changed),
-        })
-        .await
-        .unwrap();
+    accepted(client.update_workload(v1::UpdateWorkloadRequest {
+        workload: Some(changed),
+    }))
+    .await;
     eventually("the Secret's attached binding deleted", || async {
         stored_binding_or_none(&typed, "bindings/default/web-secret-secret")
             .await
@@ -430,15 +413,13 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
 
     // the parent template is deleted: its binding goes, and with it the requirement; the
     // claimed dependency keeps its binding (its own policy), with an empty requiredBy
-    client
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "web".into(),
-            preconditions: None,
-        })
-        .await
-        .unwrap();
+    accepted(client.delete_workload(v1::DeleteWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: "web".into(),
+        preconditions: None,
+    }))
+    .await;
     let kept = stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
         required_by_of(b).is_empty()
     })
@@ -573,12 +554,12 @@ async fn ov_1_override_policies_crud_and_admission() {
             override_rules: vec![replace_rule("member1", "/spec/replicas", "1")],
         }),
     };
-    client
-        .create_cluster_override_policy(v1::CreateClusterOverridePolicyRequest {
+    accepted(
+        client.create_cluster_override_policy(v1::CreateClusterOverridePolicyRequest {
             cluster_override_policy: Some(cop),
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let list = accepted(
         client.list_cluster_override_policies(v1::ListClusterOverridePoliciesRequest::default()),
     )

@@ -6,13 +6,11 @@ use super::*;
 async fn list_pages_are_read_at_one_revision() {
     let (_store, api, mut client) = setup().await;
     for i in 0..5 {
-        client
-            .create_cluster(create_cluster(cluster(
-                &format!("m{i}"),
-                "http://127.0.0.1:1",
-            )))
-            .await
-            .unwrap();
+        accepted(client.create_cluster(create_cluster(cluster(
+            &format!("m{i}"),
+            "http://127.0.0.1:1",
+        ))))
+        .await;
     }
     let mut names = vec![];
     let mut token = String::new();
@@ -29,10 +27,8 @@ async fn list_pages_are_read_at_one_revision() {
         revisions.push(page.resource_version);
         if revisions.len() == 1 {
             // created after the first page: not part of this list
-            client
-                .create_cluster(create_cluster(cluster("m9", "http://127.0.0.1:1")))
-                .await
-                .unwrap();
+            accepted(client.create_cluster(create_cluster(cluster("m9", "http://127.0.0.1:1"))))
+                .await;
         }
         if page.next_page_token.is_empty() {
             break;
@@ -65,17 +61,12 @@ async fn watch_sees_added_modified_deleted_in_order() {
         accepted(client.create_cluster(create_cluster(cluster("b", "http://127.0.0.1:1")))).await;
     let mut b2 = b.clone();
     b2.spec.as_mut().unwrap().region = "us".into();
-    client
-        .update_cluster(v1::UpdateClusterRequest { cluster: Some(b2) })
-        .await
-        .unwrap();
-    client
-        .delete_cluster(v1::DeleteClusterRequest {
-            name: "b".into(),
-            preconditions: None,
-        })
-        .await
-        .unwrap();
+    accepted(client.update_cluster(v1::UpdateClusterRequest { cluster: Some(b2) })).await;
+    accepted(client.delete_cluster(v1::DeleteClusterRequest {
+        name: "b".into(),
+        preconditions: None,
+    }))
+    .await;
     let mut seen = vec![];
     let mut last = 0;
     for _ in 0..3 {
@@ -100,10 +91,7 @@ async fn watch_sees_added_modified_deleted_in_order() {
 
     // From a List's resourceVersion: only what changed after it.
     let list = accepted(client.list_clusters(v1::ListClustersRequest::default())).await;
-    client
-        .create_cluster(create_cluster(cluster("c", "http://127.0.0.1:1")))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(cluster("c", "http://127.0.0.1:1")))).await;
     let mut from_list = accepted(client.watch_clusters(v1::WatchClustersRequest {
         resource_version: list.resource_version,
         ..Default::default()
@@ -134,12 +122,10 @@ async fn watch_sees_added_modified_deleted_in_order() {
     let d = accepted(client.create_cluster(create_cluster(d))).await;
     let mut plain = d.clone();
     plain.metadata.as_mut().unwrap().labels.remove("tier");
-    client
-        .update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(plain),
-        })
-        .await
-        .unwrap();
+    accepted(client.update_cluster(v1::UpdateClusterRequest {
+        cluster: Some(plain),
+    }))
+    .await;
     let types: Vec<i32> = vec![next(&mut gold).await.r#type, next(&mut gold).await.r#type];
     assert_eq!(
         types,
@@ -222,10 +208,7 @@ async fn watches_outlive_the_request_timeout() {
         WatchEventType::Bookmark as i32
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    client
-        .create_cluster(create_cluster(cluster("late", "http://127.0.0.1:1")))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(cluster("late", "http://127.0.0.1:1")))).await;
     let e = next(&mut stream).await;
     assert_eq!(e.object.unwrap().name(), "late");
     api.stop().await;
