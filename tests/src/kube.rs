@@ -71,13 +71,7 @@ fn run(program: &str, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    crate::success_stdout(&format!("{program} {args:?}"), out)
 }
 
 /// The member's certificates and keys, made with openssl.
@@ -264,35 +258,35 @@ impl RealMember {
             },
         )
         .await;
+        // the controller manager and the scheduler, on the API server directly
         let kc = direct_kubeconfig.display().to_string();
-        member.processes.push(Process::spawn_program(
-            &dir,
-            &format!("{name}-kube-controller-manager"),
-            &bins.join("kube-controller-manager"),
-            &args(&[
+        for (component, own) in [
+            (
+                "kube-controller-manager",
+                vec![
+                    format!("--service-account-private-key-file={}", p("sa.key")),
+                    format!("--root-ca-file={}", p("ca.pem")),
+                    "--use-service-account-credentials=false".into(),
+                    "--controllers=*".into(),
+                ],
+            ),
+            ("kube-scheduler", vec![]),
+        ] {
+            let mut flags = vec![
                 format!("--kubeconfig={kc}"),
                 "--leader-elect=false".into(),
                 "--port=0".into(),
                 "--secure-port=0".into(),
-                format!("--service-account-private-key-file={}", p("sa.key")),
-                format!("--root-ca-file={}", p("ca.pem")),
-                "--use-service-account-credentials=false".into(),
-                "--controllers=*".into(),
-            ]),
-            &[],
-        ));
-        member.processes.push(Process::spawn_program(
-            &dir,
-            &format!("{name}-kube-scheduler"),
-            &bins.join("kube-scheduler"),
-            &args(&[
-                format!("--kubeconfig={kc}"),
-                "--leader-elect=false".into(),
-                "--port=0".into(),
-                "--secure-port=0".into(),
-            ]),
-            &[],
-        ));
+            ];
+            flags.extend(own);
+            member.processes.push(Process::spawn_program(
+                &dir,
+                &format!("{name}-{component}"),
+                &bins.join(component),
+                &flags,
+                &[],
+            ));
+        }
         // member-sim last, on ports picked just before it starts: ports picked before the API
         // server's start-up may be taken by another test's process by now (a CI run saw
         // "Address already in use"); when they are, it exits, and starts again on others.
@@ -403,6 +397,14 @@ impl RealMember {
             return None;
         }
         Some(serde_json::from_str(&out).expect("kubectl -o json"))
+    }
+
+    /// A [`flotilla_member::Target`] of this API server (its CA), as its admin (a token file).
+    pub fn admin_target(&self) -> flotilla_member::Target {
+        let mut target = flotilla_member::Target::plain(self.endpoint.clone());
+        target.ca_pem = Some(std::fs::read(&self.ca).expect("the API server's CA"));
+        target.token_file = Some(self.dir.join("admin.token"));
+        target
     }
 
     /// Every process's log.

@@ -263,3 +263,15 @@ pub async fn serving(addr: &str) -> bool {
 pub fn control_plane() -> impl Iterator<Item = &'static str> {
     flotilla_suite::Service::ALL.into_iter().map(|s| s.name())
 }
+
+/// The stdout of a finished command, asserting that it succeeded: `what` names the command in
+/// the failure message, which carries its stdout and stderr.
+pub fn success_stdout(what: &str, out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

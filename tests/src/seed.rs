@@ -97,3 +97,46 @@ pub fn cluster_names(names: &[&str]) -> v1::ClusterAffinity {
         ..Default::default()
     }
 }
+
+/// The YAML of Deployment `name` (6 nginx replicas, in `default`) and its PropagationPolicy,
+/// which Divides it over the clusters of `weights` by those static weights; `policy_tail` is
+/// more of the policy's spec, indented by two spaces (e.g. a `failover:`), or empty.
+pub fn weighted_yaml(name: &str, weights: &[(&str, i64)], policy_tail: &str) -> String {
+    let clusters = weights
+        .iter()
+        .map(|(c, _)| *c)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let weights: String = weights
+        .iter()
+        .map(|(c, w)| {
+            format!("        - targetCluster: {{clusterNames: [{c}]}}\n          weight: {w}\n")
+        })
+        .collect();
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: default}}
+spec:
+  replicas: 6
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers: [{{name: {name}, image: nginx}}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: {name}}}]
+  placement:
+    clusterAffinity: {{clusterNames: [{clusters}]}}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+{weights}{policy_tail}"#
+    )
+}

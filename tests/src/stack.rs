@@ -372,6 +372,21 @@ impl Stack {
         addr
     }
 
+    /// Starts a stack with `timers` and Push members member1 and member2 (pods start after
+    /// 200ms), waiting (up to `timeout`) until both are Ready and untainted; the stack and an
+    /// api client.
+    pub async fn with_two_members(timers: Timers, timeout: Duration) -> (Self, ApiClient) {
+        let mut stack = Stack::start(timers).await;
+        let api = stack
+            .ready_push_members(
+                &["member1", "member2"],
+                &["--pod-startup-delay=200ms"],
+                timeout,
+            )
+            .await;
+        (stack, api)
+    }
+
     /// Starts member-sims `names` with `extra` flags, registers them as Push clusters and
     /// waits (up to `timeout`) until each is Ready and untainted; returns an api client.
     pub async fn ready_push_members(

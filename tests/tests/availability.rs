@@ -31,40 +31,10 @@ const T: Duration = Duration::from_secs(60);
 const MEMBERS: [&str; 3] = ["member1", "member2", "member3"];
 
 fn manifest(weights: &[(&str, i64)]) -> String {
-    let weights: String = weights
-        .iter()
-        .map(|(c, w)| {
-            format!("        - targetCluster: {{clusterNames: [{c}]}}\n          weight: {w}\n")
-        })
-        .collect();
-    format!(
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: default}}
-spec:
-  replicas: 6
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec:
-      containers: [{{name: web, image: nginx}}]
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {{name: web, namespace: default}}
-spec:
-  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]
-  placement:
-    clusterAffinity: {{clusterNames: [member1, member2, member3]}}
-    replicaScheduling:
-      replicaSchedulingType: Divided
-      replicaDivisionPreference: Weighted
-      weightPreference:
-        staticWeightList:
-{weights}  failover:
-    cluster:
-      failback: {{stabilizationWindowSeconds: 2}}
-"#
+    flotilla_tests::weighted_yaml(
+        "web",
+        weights,
+        "  failover:\n    cluster:\n      failback: {stabilizationWindowSeconds: 2}\n",
     )
 }
 

@@ -79,6 +79,36 @@ async fn verdict(
         .await;
 }
 
+/// What a scenario in which nothing may be evicted expects: `healthy` are never judged
+/// anything but Ready, and the history converges.
+fn nothing_evicted(healthy: &[&str]) -> Expect {
+    Expect {
+        healthy_members: healthy.iter().map(|s| s.to_string()).collect(),
+        no_evictions: true,
+        converged: true,
+        grace: None,
+    }
+}
+
+/// What a failover onto `healthy` expects: [`nothing_evicted`], but evictions happen.
+fn failover_onto(healthy: &[&str]) -> Expect {
+    Expect {
+        no_evictions: false,
+        ..nothing_evicted(healthy)
+    }
+}
+
+/// Creates nginx with a policy placing it by `placement` over `members`, and waits until it
+/// is healthy on them.
+async fn nginx_healthy_on(
+    api: &ApiClient,
+    members: &[&str],
+    placement: fn(&[&str]) -> v1::Placement,
+) {
+    create_nginx(api, nginx_policy(placement(members), None)).await;
+    healthy_on(api, members).await;
+}
+
 fn duplicated_on(names: &[&str]) -> v1::Placement {
     v1::Placement {
         cluster_affinity: Some(cluster_names(names)),
@@ -198,8 +228,7 @@ async fn f1_etcd_pause() {
         flotilla_tests::create_pull_cluster(&api, "member3").await;
         let all = ["member1", "member2", "member3"];
         wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        nginx_healthy_on(&api, &all, duplicated_on).await;
 
         let pause = Duration::from_millis(rng.random_range(3000..6000));
         stack.etcd.pause();
@@ -209,12 +238,7 @@ async fn f1_etcd_pause() {
         tokio::time::sleep(Duration::from_secs(6)).await;
         healthy_on(&api, &all).await;
         let faults = vec![format!("etcd paused for {pause:?} (SIGSTOP … SIGCONT)")];
-        let expect = Expect {
-            healthy_members: all.iter().map(|s| s.to_string()).collect(),
-            no_evictions: true,
-            converged: true,
-            grace: None,
-        };
+        let expect = nothing_evicted(&all);
         verdict(&stack, recorder, "f1_etcd_pause", seed, &faults, &expect).await;
     }
 }
@@ -235,14 +259,10 @@ async fn f2_kill_mid_failover() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
         let all = ["member1", "member2", "member3"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
+        nginx_healthy_on(&api, &all, divided_on).await;
 
         let victim = VICTIMS[rng.random_range(0..VICTIMS.len())];
         let kill_after = Duration::from_millis(rng.random_range(0..4000));
@@ -257,12 +277,7 @@ async fn f2_kill_mid_failover() {
             "member1 unreachable".to_owned(),
             format!("{victim} SIGKILLed {kill_after:?} later, restarted after {down_for:?}"),
         ];
-        let expect = Expect {
-            healthy_members: vec!["member2".into(), "member3".into()],
-            no_evictions: false,
-            converged: true,
-            grace: None,
-        };
+        let expect = failover_onto(&["member2", "member3"]);
         verdict(
             &stack,
             recorder,
@@ -293,14 +308,10 @@ async fn f5_compacted_gap() {
             .restart_service_via("work-executor", &proxy.url())
             .await;
         let all = ["member1", "member2"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
+        nginx_healthy_on(&api, &all, duplicated_on).await;
 
         proxy.cut().await;
         let cut_for = Duration::from_millis(rng.random_range(500..3000));
@@ -317,12 +328,7 @@ async fn f5_compacted_gap() {
         let faults = vec![format!(
             "work-executor cut off from etcd for {cut_for:?}+, workload changed, history compacted at {rev}"
         )];
-        let expect = Expect {
-            healthy_members: all.iter().map(|s| s.to_string()).collect(),
-            no_evictions: true,
-            converged: true,
-            grace: None,
-        };
+        let expect = nothing_evicted(&all);
         // the recorder's own watch is live, so the compaction did not cut it
         verdict(&stack, recorder, "f5_compacted_gap", seed, &faults, &expect).await;
     }
@@ -337,14 +343,10 @@ async fn f10_mass_failure() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
         let all = ["member1", "member2", "member3", "member4", "member5"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
+        nginx_healthy_on(&api, &all, duplicated_on).await;
 
         for m in all {
             set_fault(&stack.members[m], v1::FaultMode::Unreachable).await;
@@ -370,12 +372,7 @@ async fn f10_mass_failure() {
                 all.len() - first
             ),
         ];
-        let expect = Expect {
-            healthy_members: Vec::new(),
-            no_evictions: true,
-            converged: true,
-            grace: None,
-        };
+        let expect = nothing_evicted(&[]);
         verdict(&stack, recorder, "f10_mass_failure", seed, &faults, &expect).await;
     }
 }
@@ -391,12 +388,9 @@ async fn f11_member_api_errors() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
         let all = ["member1", "member2"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
         let errors = v1::ApiErrors {
             apply_error_percent: rng.random_range(10..30),
             apply_conflict_percent: rng.random_range(5..20),
@@ -466,12 +460,7 @@ async fn f11_member_api_errors() {
             errors.status_error_percent,
             status.injected_errors
         )];
-        let expect = Expect {
-            healthy_members: all.iter().map(|s| s.to_string()).collect(),
-            no_evictions: true,
-            converged: true,
-            grace: None,
-        };
+        let expect = nothing_evicted(&all);
         verdict(
             &stack,
             recorder,
@@ -514,14 +503,10 @@ async fn etcd_member_lost_mid_failover(scenario: &str, by_name: bool) {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (mut stack, recorder) = recorded(etcd.server(), Timers::fast()).await;
         let all = ["member1", "member2", "member3"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
+        nginx_healthy_on(&api, &all, divided_on).await;
 
         let load = ApiLoad::start(&api, &format!("{seed}"));
         let victim = rng.random_range(0..3);
@@ -546,12 +531,7 @@ async fn etcd_member_lost_mid_failover(scenario: &str, by_name: bool) {
             format!("steady API use meanwhile: {load}"),
         ];
         eprintln!("{scenario}: {load}");
-        let expect = Expect {
-            healthy_members: vec!["member2".into(), "member3".into()],
-            no_evictions: false,
-            converged: true,
-            grace: None,
-        };
+        let expect = failover_onto(&["member2", "member3"]);
         verdict(&stack, recorder, scenario, seed, &faults, &expect).await;
         assert!(
             load.failures.is_empty(),
@@ -593,23 +573,14 @@ async fn f6_clock_skew() {
             )
             .await;
         let all = ["member1", "member2", "member3"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
+        nginx_healthy_on(&api, &all, divided_on).await;
 
         set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
         healthy_on(&api, &["member2", "member3"]).await;
-        let expect = Expect {
-            healthy_members: vec!["member2".into(), "member3".into()],
-            no_evictions: false,
-            converged: true,
-            grace: None,
-        };
+        let expect = failover_onto(&["member2", "member3"]);
         recorder.settle(&expect).await;
         let until = stack.store().await.current_revision().await.unwrap();
         let history = recorder.stop_at(until).await;
@@ -667,14 +638,10 @@ async fn f3_frozen_leaders_are_fenced() {
             stack.start_replica(s).await;
         }
         let all = ["member1", "member2", "member3"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
+        nginx_healthy_on(&api, &all, divided_on).await;
 
         // the leaders now
         let mut frozen = Vec::new();
@@ -704,12 +671,7 @@ async fn f3_frozen_leaders_are_fenced() {
             "member1 unreachable".to_owned(),
             format!("leaders {frozen:?} frozen {after:?} later for {frozen_for:?}"),
         ];
-        let expect = Expect {
-            healthy_members: vec!["member2".into(), "member3".into()],
-            no_evictions: false,
-            converged: true,
-            grace: None,
-        };
+        let expect = failover_onto(&["member2", "member3"]);
         verdict(
             &stack,
             recorder,
@@ -731,14 +693,10 @@ async fn f4_flapping_member_is_never_evicted() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
         let all = ["member1", "member2"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(duplicated_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
+        nginx_healthy_on(&api, &all, duplicated_on).await;
 
         // down for less than the failure threshold, up for at least as long
         let down = Duration::from_millis(rng.random_range(200..600));
@@ -755,12 +713,7 @@ async fn f4_flapping_member_is_never_evicted() {
         let faults = vec![format!(
             "member1 flapped {flaps} times: {down:?} unreachable, {up:?} answering"
         )];
-        let expect = Expect {
-            healthy_members: all.iter().map(|s| s.to_string()).collect(),
-            no_evictions: true,
-            converged: true,
-            grace: None,
-        };
+        let expect = nothing_evicted(&all);
         verdict(
             &stack,
             recorder,
@@ -784,14 +737,10 @@ async fn f9_recovery_before_toleration_evicts_nothing() {
             .set("api", "default-unreachable-toleration-seconds", "5");
         let (mut stack, recorder) = recorded(EtcdServer::start().await, timers).await;
         let all = ["member1", "member2", "member3"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
-        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
-        healthy_on(&api, &all).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
+        nginx_healthy_on(&api, &all, divided_on).await;
 
         set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
         flotilla_tests::wait_taint(
@@ -812,12 +761,7 @@ async fn f9_recovery_before_toleration_evicts_nothing() {
         let faults = vec![format!(
             "member1 unreachable until tainted NoExecute, healed {within:?} later (toleration 5 s)"
         )];
-        let expect = Expect {
-            healthy_members: vec!["member2".into(), "member3".into()],
-            no_evictions: true,
-            converged: true,
-            grace: None,
-        };
+        let expect = nothing_evicted(&["member2", "member3"]);
         verdict(
             &stack,
             recorder,
@@ -846,12 +790,9 @@ async fn f7_concurrent_writers_lose_nothing() {
             stack.start_replica(s).await;
         }
         let all = ["member1", "member2", "member3", "member4", "member5"];
-        for m in all {
-            stack.start_member(m, &["--pod-startup-delay=200ms"]).await;
-        }
-        let api = api_client(&stack).await;
-        stack.create_push_clusters(&api, &all).await;
-        wait_clusters_ready(&api, &all, T).await;
+        let api = stack
+            .ready_push_members(&all, &["--pod-startup-delay=200ms"], T)
+            .await;
         let mut policy = nginx_policy(divided_on(&all), None);
         // select every Deployment of the namespace: 30 workloads, 30 bindings
         if let Some(spec) = policy.spec.as_mut() {

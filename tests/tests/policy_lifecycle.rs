@@ -19,10 +19,7 @@ const T: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pl_1_deleting_the_policy_keeps_the_workload_on_its_members() {
-    let mut stack = Stack::start(Timers::fast()).await;
-    let api = stack
-        .ready_push_members(&["member1", "member2"], &["--pod-startup-delay=200ms"], T)
-        .await;
+    let (stack, api) = Stack::with_two_members(Timers::fast(), T).await;
     create_nginx(&api, seed_policy()).await;
     let placed = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
     eventually(T, "binding {member1:1, member2:2} and healthy", || async {

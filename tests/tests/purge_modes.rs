@@ -292,10 +292,7 @@ async fn never_keeps_the_old_work_until_released() {
 /// strength of member2's *old* 2/2 Ready replicas.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn directly_scales_an_existing_target_only_after_the_old_work_is_gone() {
-    let mut stack = Stack::start(Timers::fast()).await;
-    let api = stack
-        .ready_push_members(&["member1", "member2"], &["--pod-startup-delay=200ms"], T)
-        .await;
+    let (stack, api) = Stack::with_two_members(Timers::fast(), T).await;
     let mut policy = flotilla_api::testing::seed_policy();
     policy.spec.as_mut().unwrap().failover = Some(v1::FailoverBehavior {
         cluster: Some(v1::ClusterFailoverBehavior {

@@ -64,13 +64,7 @@ async fn sh(dir: &Path, script: &str) -> String {
         .output()
         .await
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{script}\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    flotilla_tests::success_stdout(script, out)
 }
 
 /// The README's credential steps ("Joining a real cluster"), with `{ctx}` for the kubeconfig
@@ -570,11 +564,12 @@ async fn flotilla_on_real_kubernetes_members() {
 
     // 5. member1 unreachable: web moves to member2 (Push)
     set_fault_at(&m1.control_addr, v1::FaultMode::Unreachable).await;
-    eventually(T, "web on member2, healthy, the task done", || async {
-        let b = get_binding(&api, "default", "web-deployment").await?;
-        (targets(&b) == [("member2".into(), 4)] && binding_healthy(&b) && tasks(&b).is_empty())
-            .then_some(())
-    })
+    failed_over(
+        &api,
+        "web-deployment",
+        ("member2", 4),
+        "web on member2, healthy, the task done",
+    )
     .await;
     let (_, ready, labels) = deployment(&m2, "web").await.expect("web on member2");
     assert_eq!(ready, 4);
@@ -607,12 +602,7 @@ async fn flotilla_on_real_kubernetes_members() {
     .await;
     assert_eq!(deployment(&m3, "api").await.map(|d| d.1), Some(2));
     set_fault_at(&m3.control_addr, v1::FaultMode::Unreachable).await;
-    eventually(T, "api on member2", || async {
-        let b = get_binding(&api, "default", "api-deployment").await?;
-        (targets(&b) == [("member2".into(), 2)] && binding_healthy(&b) && tasks(&b).is_empty())
-            .then_some(())
-    })
-    .await;
+    failed_over(&api, "api-deployment", ("member2", 2), "api on member2").await;
     set_fault_at(&m3.control_addr, v1::FaultMode::Healthy).await;
     eventually(T, "the agent deleted api from member3", || async {
         deployment(&m3, "api").await.is_none().then_some(())
@@ -813,36 +803,20 @@ async fn member_sim_answers_like_a_real_api_server() {
     let real = RealMember::start(d, "real", &etcd.endpoints().join(","), 1, 10, "1s").await;
     let token = format!("sim-{:016x}", rand::random::<u64>());
     std::fs::write(d.join("sim.token"), &token).unwrap();
-    let listen = format!("127.0.0.1:{}", flotilla_tests::free_port());
-    let control = format!("127.0.0.1:{}", flotilla_tests::free_port());
-    let _sim = Process::spawn(
+    let (listen, _sim) = standalone_sim(
         d,
-        "member-sim",
-        "flotilla-member-sim",
-        &[
-            "--name=sim".into(),
-            format!("--listen={listen}"),
-            format!("--control-listen={control}"),
-            format!("--token-file={}", d.join("sim.token").display()),
-        ],
-    );
-    flotilla_tests::wait_serving(&control, Duration::from_secs(20)).await;
+        &[format!("--token-file={}", d.join("sim.token").display())],
+    )
+    .await;
     let timeout = Duration::from_secs(10);
     let side = |what: &'static str, target: flotilla_member::Target| Side {
         what,
-        member: flotilla_member::Member::new(
-            &target,
-            timeout,
-            std::sync::Arc::new(tokio::sync::Semaphore::new(8)),
-        )
-        .unwrap(),
+        member: member_client(&target, timeout),
         raw: flotilla_member::kube_client(&target, timeout).unwrap(),
     };
     let mut sim_target = flotilla_member::Target::plain(format!("http://{listen}"));
     sim_target.token = Some(token);
-    let mut real_target = flotilla_member::Target::plain(real.endpoint.clone());
-    real_target.ca_pem = Some(std::fs::read(&real.ca).unwrap());
-    real_target.token_file = Some(real.dir.join("admin.token"));
+    let real_target = real.admin_target();
     let on_sim = member_behaviour(&side("member-sim", sim_target)).await;
     let on_real = member_behaviour(&side("kube-apiserver", real_target)).await;
     assert_eq!(on_sim, on_real, "member-sim differs from a real API server");
@@ -1023,35 +997,18 @@ async fn status_by_list_and_by_watch_measured() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let real = RealMember::start(d, "real", &etcd.endpoints().join(","), 2, 400, "1s").await;
-    let listen = format!("127.0.0.1:{}", flotilla_tests::free_port());
-    let control = format!("127.0.0.1:{}", flotilla_tests::free_port());
-    let sim = Process::spawn(
+    let (listen, sim) = standalone_sim(
         d,
-        "member-sim",
-        "flotilla-member-sim",
-        &[
-            "--name=sim".into(),
-            "--capacity=400".into(),
-            "--pod-startup-delay=1s".into(),
-            format!("--listen={listen}"),
-            format!("--control-listen={control}"),
-        ],
-    );
-    flotilla_tests::wait_serving(&control, Duration::from_secs(20)).await;
+        &["--capacity=400".into(), "--pod-startup-delay=1s".into()],
+    )
+    .await;
     let timeout = Duration::from_secs(10);
-    let new = |t: &flotilla_member::Target| {
-        flotilla_member::Member::new(
-            t,
-            timeout,
-            std::sync::Arc::new(tokio::sync::Semaphore::new(8)),
-        )
-        .unwrap()
-    };
-    let sim_member = new(&flotilla_member::Target::plain(format!("http://{listen}")));
-    let mut real_target = flotilla_member::Target::plain(real.endpoint.clone());
-    real_target.ca_pem = Some(std::fs::read(&real.ca).unwrap());
-    real_target.token_file = Some(real.dir.join("admin.token"));
-    let real_member = new(&real_target);
+    let sim_member = member_client(
+        &flotilla_member::Target::plain(format!("http://{listen}")),
+        timeout,
+    );
+    let real_target = real.admin_target();
+    let real_member = member_client(&real_target, timeout);
     let sim_pid = sim.pid().unwrap().to_string();
     let api_pid = real.processes[0].pid().unwrap().to_string();
     println!(
@@ -1094,36 +1051,7 @@ async fn status_by_list_and_by_watch_measured() {
 
 /// Deployment `moving` (6 replicas) Divided by static weights over member1 and member2.
 fn moving(w1: i64, w2: i64) -> String {
-    format!(
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: moving, namespace: default}}
-spec:
-  replicas: 6
-  selector: {{matchLabels: {{app: moving}}}}
-  template:
-    metadata: {{labels: {{app: moving}}}}
-    spec:
-      containers: [{{name: moving, image: nginx}}]
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {{name: moving, namespace: default}}
-spec:
-  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: moving}}]
-  placement:
-    clusterAffinity: {{clusterNames: [member1, member2]}}
-    replicaScheduling:
-      replicaSchedulingType: Divided
-      replicaDivisionPreference: Weighted
-      weightPreference:
-        staticWeightList:
-        - targetCluster: {{clusterNames: [member1]}}
-          weight: {w1}
-        - targetCluster: {{clusterNames: [member2]}}
-          weight: {w2}
-"#
-    )
+    flotilla_tests::weighted_yaml("moving", &[("member1", w1), ("member2", w2)], "")
 }
 
 /// Make before break (WE-10) on REAL API servers: the Ready replicas the real Deployment
@@ -1222,4 +1150,41 @@ async fn we_10_weight_changes_keep_the_real_ready_replicas_at_the_plan() {
         .verdict(recorder, "real_members weight changes", 0, &[], &expect)
         .await;
     drop((m1, m2));
+}
+
+/// A member-sim of its own (`--name=sim`, with `extra` flags) in `dir`, serving once this
+/// returns: its Kubernetes API address and its process.
+async fn standalone_sim(dir: &Path, extra: &[String]) -> (String, Process) {
+    let listen = format!("127.0.0.1:{}", flotilla_tests::free_port());
+    let control = format!("127.0.0.1:{}", flotilla_tests::free_port());
+    let mut args = vec![
+        "--name=sim".into(),
+        format!("--listen={listen}"),
+        format!("--control-listen={control}"),
+    ];
+    args.extend_from_slice(extra);
+    let sim = Process::spawn(dir, "member-sim", "flotilla-member-sim", &args);
+    flotilla_tests::wait_serving(&control, Duration::from_secs(20)).await;
+    (listen, sim)
+}
+
+/// A member client of `target` (calls time out after `timeout`, at most 8 at once).
+fn member_client(target: &flotilla_member::Target, timeout: Duration) -> flotilla_member::Member {
+    flotilla_member::Member::new(
+        target,
+        timeout,
+        std::sync::Arc::new(tokio::sync::Semaphore::new(8)),
+    )
+    .unwrap()
+}
+
+/// Waits until binding `default/name` targets only `to` (cluster, replicas), is healthy and
+/// has no graceful-eviction task left (`what` names the wait).
+async fn failed_over(api: &flotilla_tests::ApiClient, name: &str, to: (&str, i32), what: &str) {
+    let want = [(to.0.to_owned(), to.1)];
+    eventually(T, what, || async {
+        let b = get_binding(api, "default", name).await?;
+        (targets(&b) == want && binding_healthy(&b) && tasks(&b).is_empty()).then_some(())
+    })
+    .await;
 }

@@ -36,10 +36,7 @@ async fn recovery_before_toleration_evicts_nothing() {
             "default-unreachable-toleration-seconds",
             &TOLERATION_SECONDS.to_string(),
         );
-    let mut stack = Stack::start(timers).await;
-    let api = stack
-        .ready_push_members(&["member1", "member2"], &["--pod-startup-delay=200ms"], T)
-        .await;
+    let (stack, api) = Stack::with_two_members(timers, T).await;
     create_nginx(&api, seed_policy()).await;
 
     let placed = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];

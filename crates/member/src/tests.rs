@@ -27,6 +27,19 @@ struct Stub {
     apply_code: Arc<Mutex<u16>>,
 }
 
+impl Stub {
+    /// The first request seen with `method`, and its body as JSON.
+    fn first(&self, method: Method) -> (Seen, Value) {
+        let seen = self.seen.lock().expect("lock").clone();
+        let found = seen
+            .into_iter()
+            .find(|s| s.method == method)
+            .unwrap_or_else(|| panic!("a {method}"));
+        let body = serde_json::from_str(&found.body).expect("json body");
+        (found, body)
+    }
+}
+
 fn status(code: u16, reason: &str) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                       "reason": reason, "message": format!("stub says {reason}"), "code": code});
@@ -152,10 +165,7 @@ async fn apply_is_a_forced_server_side_apply_and_discovery_is_cached() {
     let seen = stub.seen.lock().expect("lock").clone();
     let discoveries = seen.iter().filter(|s| s.uri == "/apis/apps/v1").count();
     assert_eq!(discoveries, 1, "one discovery for two applies: {seen:?}");
-    let patch = seen
-        .iter()
-        .find(|s| s.method == Method::PATCH)
-        .expect("a PATCH");
+    let (patch, body) = stub.first(Method::PATCH);
     assert!(
         patch
             .uri
@@ -166,7 +176,6 @@ async fn apply_is_a_forced_server_side_apply_and_discovery_is_cached() {
     assert!(patch.uri.contains("fieldManager=flotilla"), "{}", patch.uri);
     assert!(patch.uri.contains("force=true"), "{}", patch.uri);
     assert_eq!(patch.content_type, "application/apply-patch+yaml");
-    let body: Value = serde_json::from_str(&patch.body).expect("json body");
     assert_eq!(body["spec"]["replicas"], 2);
 }
 
@@ -215,12 +224,7 @@ async fn delete_propagates_in_the_background_and_absent_is_not_an_error() {
     assert!(m.delete(&r).await.expect("delete"));
     let gone = ObjectRef::of(&deployment("gone")).expect("ref");
     assert!(!m.delete(&gone).await.expect("already absent"));
-    let seen = stub.seen.lock().expect("lock").clone();
-    let delete = seen
-        .iter()
-        .find(|s| s.method == Method::DELETE)
-        .expect("a DELETE");
-    let body: Value = serde_json::from_str(&delete.body).expect("json body");
+    let (_, body) = stub.first(Method::DELETE);
     assert_eq!(body["propagationPolicy"], "Background", "{body}");
 }
 
@@ -287,12 +291,7 @@ async fn apply_sends_the_body_without_server_set_metadata() {
     manifest["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
     manifest["status"] = json!({"replicas": 9});
     m.apply(&manifest).await.expect("apply");
-    let seen = stub.seen.lock().expect("lock").clone();
-    let patch = seen
-        .iter()
-        .find(|s| s.method == Method::PATCH)
-        .expect("a PATCH");
-    let body: Value = serde_json::from_str(&patch.body).expect("json body");
+    let (patch, body) = stub.first(Method::PATCH);
     assert_eq!(body, deployment("web"), "{}", patch.body);
 }
 

@@ -97,6 +97,43 @@ pub enum ServerError {
     Io(#[source] std::io::Error),
 }
 
+/// Reflection v1 and v1alpha resolving every type of `descriptor_sets` (and grpc.health.v1)
+/// and listing the services `listed` plus each reflection version itself, as it does when it
+/// lists everything; with nothing `listed`, they list every service of the sets.
+pub fn reflection_services(
+    descriptor_sets: &[&'static [u8]],
+    listed: &[String],
+) -> Result<
+    (
+        tonic_reflection::server::v1::ServerReflectionServer<
+            impl tonic_reflection::server::v1::ServerReflection,
+        >,
+        tonic_reflection::server::v1alpha::ServerReflectionServer<
+            impl tonic_reflection::server::v1alpha::ServerReflection,
+        >,
+    ),
+    tonic_reflection::server::Error,
+> {
+    let reflection = |itself: &str| {
+        let mut b = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+        for set in descriptor_sets {
+            b = b.register_encoded_file_descriptor_set(set);
+        }
+        if !listed.is_empty() {
+            b = b.with_service_name(itself);
+        }
+        for name in listed {
+            b = b.with_service_name(name.clone());
+        }
+        b
+    };
+    Ok((
+        reflection("grpc.reflection.v1.ServerReflection").build_v1()?,
+        reflection("grpc.reflection.v1alpha.ServerReflection").build_v1alpha()?,
+    ))
+}
+
 /// Binds a TCP listener (use port 0 in tests, then `local_addr()`).
 pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener, ServerError> {
     TcpListener::bind(addr)
@@ -271,27 +308,8 @@ impl GrpcServer {
                 .chain(config.health_services.iter().cloned())
                 .collect()
         };
-        // each reflection version lists itself, as it does when it lists everything
-        let reflection = |itself: &str| {
-            let mut b = tonic_reflection::server::Builder::configure()
-                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
-            for set in descriptor_sets {
-                b = b.register_encoded_file_descriptor_set(set);
-            }
-            if !listed.is_empty() {
-                b = b.with_service_name(itself);
-            }
-            for name in &listed {
-                b = b.with_service_name(name.clone());
-            }
-            b
-        };
-        let v1 = reflection("grpc.reflection.v1.ServerReflection")
-            .build_v1()
-            .map_err(ServerError::Reflection)?;
-        let v1alpha = reflection("grpc.reflection.v1alpha.ServerReflection")
-            .build_v1alpha()
-            .map_err(ServerError::Reflection)?;
+        let (v1, v1alpha) =
+            reflection_services(descriptor_sets, &listed).map_err(ServerError::Reflection)?;
 
         if let Some(tls) = &config.tls {
             tokio::spawn(tls.clone().keep_reloaded(shutdown.clone()));

@@ -12,6 +12,7 @@
 //!   harness    ── Harness (a service's run_with on a task, stop()), eventually(..)
 //!   bindings   ── cluster / taint / toleration / binding builders, CAS helpers
 //!   grpc       ── serve_loopback (a gRPC service on 127.0.0.1:0), BadRequest assertions
+//!   flags      ── rejected_flags(validate()), assert_help_names::<Args>(flags)
 //! ```
 
 use std::collections::VecDeque;
@@ -36,6 +37,22 @@ pub mod grpc;
 pub mod harness;
 
 pub use self::harness::{Harness, env_or, eventually, stop_task};
+
+/// The flags that a validation which must fail names, in its order.
+pub fn rejected_flags<T: std::fmt::Debug>(
+    validated: std::result::Result<T, Vec<crate::args::ArgError>>,
+) -> Vec<&'static str> {
+    let errors = validated.expect_err("the flags are rejected");
+    errors.iter().map(|e| e.flag).collect()
+}
+
+/// Asserts that the long `--help` of `A` names each of `flags`.
+pub fn assert_help_names<A: clap::CommandFactory>(flags: &[&str]) {
+    let help = A::command().render_long_help().to_string();
+    for flag in flags {
+        assert!(help.contains(flag), "{flag} in --help");
+    }
+}
 
 /// A [`Store`] wrapper that fails on demand.
 pub struct FlakyStore {

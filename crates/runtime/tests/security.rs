@@ -16,7 +16,8 @@ use std::time::Duration;
 use flotilla_proto::v1;
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_runtime::security::SecurityArgs;
-use flotilla_runtime::server::{GrpcConfig, GrpcServer, Readiness, bind};
+use flotilla_runtime::server::GrpcConfig;
+use flotilla_runtime::testing::grpc::{serve_mtls_loopback, serve_runtime_loopback};
 use flotilla_runtime::{AuthTokens, Shutdown};
 use tonic::Code;
 use tonic::transport::Channel;
@@ -32,18 +33,7 @@ fn dev_certs(name: &str) -> PathBuf {
 fn dev_certs_for(name: &str, principals: &[&str]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("flotilla-certs-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/dev-certs.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(&dir)
-        .args(principals)
-        .output()
-        .expect("bash runs scripts/dev-certs.sh");
-    assert!(
-        out.status.success(),
-        "scripts/dev-certs.sh failed (is openssl installed? apt-get install -y openssl): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    flotilla_runtime::testing::grpc::dev_certs(&dir, principals);
     dir
 }
 
@@ -59,21 +49,14 @@ fn security(dir: &Path, who: &str) -> SecurityArgs {
 
 async fn serve(certs: &Path, shutdown: &Shutdown) -> SocketAddr {
     let server_security = security(certs, "scheduler");
-    let server = GrpcServer::new(
-        &[flotilla_proto::FILE_DESCRIPTOR_SET],
+    serve_runtime_loopback(
         GrpcConfig::default()
             .tls(server_security.server_tls().unwrap())
             .auth_tokens(Some(AuthTokens::from_tokens(["right-token"])))
             .client_certs(true),
-        Readiness::new(),
         shutdown,
     )
     .await
-    .unwrap();
-    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(server.serve(listener, shutdown.clone()));
-    addr
 }
 
 /// A client certificate of `dir`'s CA with CN `flotilla-client` (as dev-certs.sh made them
@@ -300,29 +283,8 @@ async fn a_server_follows_its_rotated_certificate_and_client_ca_without_restart(
         }
     };
     install(&old);
-    let server_security = SecurityArgs {
-        tls_cert: Some(live.join("server.pem")),
-        tls_key: Some(live.join("server-key.pem")),
-        tls_client_ca: Some(live.join("client-ca.pem")),
-        ..SecurityArgs::default()
-    };
-    let shutdown = Shutdown::new();
-    let server = GrpcServer::new(
-        &[flotilla_proto::FILE_DESCRIPTOR_SET],
-        GrpcConfig::default()
-            .tls(server_security.server_tls().unwrap())
-            .client_certs(true),
-        Readiness::new(),
-        &shutdown,
-    )
-    .await
-    .unwrap();
-    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let url = format!(
-        "https://localhost:{}",
-        listener.local_addr().unwrap().port()
-    );
-    tokio::spawn(server.serve(listener, shutdown.clone()));
+    let (addr, shutdown) = serve_mtls_loopback(&live, "server", "client-ca.pem").await;
+    let url = format!("https://localhost:{}", addr.port());
 
     let old_client = security(&old, "cli");
     let new_client = security(&new, "cli");

@@ -210,21 +210,19 @@ pub async fn run(store: Arc<dyn Store>, opts: &BenchOptions) -> Result<BenchRepo
     // Concurrent puts.
     let workers = opts.concurrency.max(1);
     let per_worker = opts.concurrent_puts / workers;
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(workers);
-    for w in 0..workers {
+    let elapsed = timed_workers(workers, |w| {
         let (store, value, p) = (store.clone(), value.clone(), p.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             for i in 0..per_worker {
                 store
                     .put(&format!("{p}conc/{w:03}/{i:06}"), value.clone(), None)
                     .await?;
             }
-            Ok::<_, StoreError>(())
-        }));
-    }
-    join_all(tasks).await?;
-    let concurrent_puts_per_sec = per_sec(per_worker * workers, start.elapsed());
+            Ok(())
+        }
+    })
+    .await?;
+    let concurrent_puts_per_sec = per_sec(per_worker * workers, elapsed);
 
     // Single-key CAS.
     let key = format!("{p}cas");
@@ -237,30 +235,26 @@ pub async fn run(store: Arc<dyn Store>, opts: &BenchOptions) -> Result<BenchRepo
 
     // Concurrent CAS: one chain of compare-and-swaps per key, `concurrency` keys.
     let per_worker = (opts.cas_ops * 4) / workers;
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(workers);
-    for w in 0..workers {
+    let elapsed = timed_workers(workers, |w| {
         let (store, value, p) = (store.clone(), value.clone(), p.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             let key = format!("{p}ccas/{w:03}");
             let mut rev = 0;
             for _ in 0..per_worker {
                 rev = store.compare_and_put(&key, rev, value.clone()).await?;
             }
             Ok(())
-        }));
-    }
-    join_all(tasks).await?;
-    let concurrent_cas_per_sec = per_sec(per_worker * workers, start.elapsed());
+        }
+    })
+    .await?;
+    let concurrent_cas_per_sec = per_sec(per_worker * workers, elapsed);
 
     // Transactions of 64 guarded puts.
     let txn_workers = opts.txn_concurrency.max(1);
     let per_worker = opts.guarded_txns / txn_workers;
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(txn_workers);
-    for w in 0..txn_workers {
+    let elapsed = timed_workers(txn_workers, |w| {
         let (store, value, p) = (store.clone(), value.clone(), p.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             let keys: Vec<String> = (0..64).map(|i| format!("{p}g/{w:03}/{i:03}")).collect();
             let mut rev = 0;
             for _ in 0..per_worker {
@@ -284,18 +278,16 @@ pub async fn run(store: Arc<dyn Store>, opts: &BenchOptions) -> Result<BenchRepo
                 }
             }
             Ok(())
-        }));
-    }
-    join_all(tasks).await?;
-    let guarded_txn_keys_per_sec = per_sec(per_worker * txn_workers * 64, start.elapsed());
+        }
+    })
+    .await?;
+    let guarded_txn_keys_per_sec = per_sec(per_worker * txn_workers * 64, elapsed);
 
     // Transactions of 128 puts.
     let per_worker = opts.txns_128 / txn_workers;
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(txn_workers);
-    for w in 0..txn_workers {
+    let elapsed = timed_workers(txn_workers, |w| {
         let (store, value, p) = (store.clone(), value.clone(), p.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             let keys: Vec<String> = (0..128).map(|i| format!("{p}t/{w:03}/{i:03}")).collect();
             for _ in 0..per_worker {
                 let txn = Txn {
@@ -308,10 +300,10 @@ pub async fn run(store: Arc<dyn Store>, opts: &BenchOptions) -> Result<BenchRepo
                 store.txn(txn).await?;
             }
             Ok(())
-        }));
-    }
-    join_all(tasks).await?;
-    let txn128_keys_per_sec = per_sec(per_worker * txn_workers * 128, start.elapsed());
+        }
+    })
+    .await?;
+    let txn128_keys_per_sec = per_sec(per_worker * txn_workers * 128, elapsed);
 
     // Watch latency: put → delivered.
     let wp = format!("{p}watch/");
@@ -371,21 +363,19 @@ pub async fn etcd_floor(client: etcd_client::Client, opts: &BenchOptions) -> Res
 
     let workers = opts.concurrency.max(1);
     let per_worker = opts.concurrent_puts / workers;
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(workers);
-    for w in 0..workers {
+    let elapsed = timed_workers(workers, |w| {
         let (mut kv, value, p) = (client.kv_client(), value.clone(), p.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             for i in 0..per_worker {
                 kv.put(format!("{p}conc/{w:03}/{i:06}"), value.clone(), None)
                     .await
                     .map_err(map)?;
             }
             Ok(())
-        }));
-    }
-    join_all(tasks).await?;
-    let concurrent_puts_per_sec = per_sec(per_worker * workers, start.elapsed());
+        }
+    })
+    .await?;
+    let concurrent_puts_per_sec = per_sec(per_worker * workers, elapsed);
 
     let key = format!("{p}cas");
     let mut rev = kv
@@ -396,48 +386,24 @@ pub async fn etcd_floor(client: etcd_client::Client, opts: &BenchOptions) -> Res
         .map_or(0, |h| h.revision());
     let start = Instant::now();
     for _ in 0..opts.cas_ops {
-        let txn = ec::Txn::new()
-            .when([ec::Compare::mod_revision(
-                key.clone(),
-                ec::CompareOp::Equal,
-                rev,
-            )])
-            .and_then([ec::TxnOp::put(key.clone(), value.clone(), None)]);
-        let resp = kv.txn(txn).await.map_err(map)?;
-        if !resp.succeeded() {
-            return Err(StoreError::Internal("floor CAS lost".into()));
-        }
-        rev = resp.header().map_or(0, |h| h.revision());
+        rev = floor_cas(&mut kv, &key, &value, rev).await?;
     }
     let cas_per_sec = per_sec(opts.cas_ops, start.elapsed());
 
     let per_worker = (opts.cas_ops * 4) / workers;
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(workers);
-    for w in 0..workers {
+    let elapsed = timed_workers(workers, |w| {
         let (mut kv, value, p) = (client.kv_client(), value.clone(), p.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             let key = format!("{p}ccas/{w:03}");
             let mut rev = 0;
             for _ in 0..per_worker {
-                let txn = ec::Txn::new()
-                    .when([ec::Compare::mod_revision(
-                        key.clone(),
-                        ec::CompareOp::Equal,
-                        rev,
-                    )])
-                    .and_then([ec::TxnOp::put(key.clone(), value.clone(), None)]);
-                let resp = kv.txn(txn).await.map_err(map)?;
-                if !resp.succeeded() {
-                    return Err(StoreError::Internal("floor CAS lost".into()));
-                }
-                rev = resp.header().map_or(0, |h| h.revision());
+                rev = floor_cas(&mut kv, &key, &value, rev).await?;
             }
             Ok(())
-        }));
-    }
-    join_all(tasks).await?;
-    let concurrent_cas_per_sec = per_sec(per_worker * workers, start.elapsed());
+        }
+    })
+    .await?;
+    let concurrent_cas_per_sec = per_sec(per_worker * workers, elapsed);
 
     let txn_workers = opts.txn_concurrency.max(1);
     let mut figures = [0.0f64; 2];
@@ -449,11 +415,9 @@ pub async fn etcd_floor(client: etcd_client::Client, opts: &BenchOptions) -> Res
     .enumerate()
     {
         let per_worker = count / txn_workers;
-        let start = Instant::now();
-        let mut tasks = Vec::with_capacity(txn_workers);
-        for w in 0..txn_workers {
+        let elapsed = timed_workers(txn_workers, |w| {
             let (mut kv, value, p) = (client.kv_client(), value.clone(), p.clone());
-            tasks.push(tokio::spawn(async move {
+            async move {
                 let keys: Vec<String> = (0..width)
                     .map(|i| format!("{p}{slot}/{w:03}/{i:03}"))
                     .collect();
@@ -481,10 +445,10 @@ pub async fn etcd_floor(client: etcd_client::Client, opts: &BenchOptions) -> Res
                     rev = resp.header().map_or(0, |h| h.revision());
                 }
                 Ok(())
-            }));
-        }
-        join_all(tasks).await?;
-        figures[slot] = per_sec(per_worker * txn_workers * width, start.elapsed());
+            }
+        })
+        .await?;
+        figures[slot] = per_sec(per_worker * txn_workers * width, elapsed);
     }
 
     let wp = format!("{p}watch/");
@@ -538,12 +502,38 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-async fn join_all(tasks: Vec<tokio::task::JoinHandle<Result<()>>>) -> Result<()> {
+/// Runs `worker(w)` for `workers` workers at once, each on its own task; how long until the
+/// last one was done (the first error, if any).
+async fn timed_workers<F, Fut>(workers: usize, worker: F) -> Result<Duration>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..workers).map(|w| tokio::spawn(worker(w))).collect();
     for t in tasks {
         t.await
             .map_err(|e| StoreError::Internal(format!("benchmark task failed: {e}")))??;
     }
-    Ok(())
+    Ok(start.elapsed())
+}
+
+/// One compare-and-put of `key` at `rev` straight on etcd; the new revision.
+async fn floor_cas(
+    kv: &mut etcd_client::KvClient,
+    key: &str,
+    value: &[u8],
+    rev: i64,
+) -> Result<i64> {
+    use etcd_client as ec;
+    let txn = ec::Txn::new()
+        .when([ec::Compare::mod_revision(key, ec::CompareOp::Equal, rev)])
+        .and_then([ec::TxnOp::put(key, value, None)]);
+    let resp = kv.txn(txn).await.map_err(crate::etcd::map_err)?;
+    if !resp.succeeded() {
+        return Err(StoreError::Internal("floor CAS lost".into()));
+    }
+    Ok(resp.header().map_or(0, |h| h.revision()))
 }
 
 #[cfg(test)]

@@ -61,20 +61,14 @@ pub async fn router(sim: Arc<Sim>) -> Result<axum::Router, ServerError> {
         .set_serving::<MemberSimServer<MemberSimService>>()
         .await;
     // Reflection lists what this port serves only (the member, health, reflection).
-    let reflection = |itself: &str| {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(flotilla_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .with_service_name("flotilla.v1.MemberSim")
-            .with_service_name("grpc.health.v1.Health")
-            .with_service_name(itself)
-    };
-    let v1 = reflection("grpc.reflection.v1.ServerReflection")
-        .build_v1()
-        .map_err(ServerError::Reflection)?;
-    let v1alpha = reflection("grpc.reflection.v1alpha.ServerReflection")
-        .build_v1alpha()
-        .map_err(ServerError::Reflection)?;
+    let (v1, v1alpha) = flotilla_runtime::server::reflection_services(
+        &[flotilla_proto::FILE_DESCRIPTOR_SET],
+        &[
+            "flotilla.v1.MemberSim".into(),
+            "grpc.health.v1.Health".into(),
+        ],
+    )
+    .map_err(ServerError::Reflection)?;
     let member =
         flotilla_runtime::decode_limited!(MemberSimServer::new(MemberSimService::new(sim.clone())));
     let mut routes = Routes::builder();

@@ -4,7 +4,9 @@
 //!
 //! ```text
 //!   cluster(name, healthy)            v1::Cluster with Ready True/False
+//!   member_cluster(name, mode, url)   v1::Cluster with a sync mode and endpoint, no status
 //!   binding(name, targets, tolerations)  scheduled v1::ResourceBinding in NS (A3 placement)
+//!   modify                            read-modify-CAS any stored object, retried on conflicts
 //!   set_taints / set_ready            CAS a cluster, as the api / cluster-health would
 //!   get_binding                       the domain ResourceBinding under binding_key(name)
 //!   create_clusters                   create clusters (name, healthy)
@@ -27,7 +29,7 @@ use flotilla_core::types::{
     TaintEffect, TargetCluster, Toleration, TolerationOperator,
 };
 use flotilla_proto::v1;
-use flotilla_store::typed::Typed;
+use flotilla_store::typed::{Stored, Typed};
 use flotilla_store::{MemStore, StoreRef};
 
 use super::Interpose;
@@ -65,6 +67,23 @@ pub fn cluster(name: &str, healthy: bool) -> v1::Cluster {
         ..Default::default()
     }
     .into()
+}
+
+/// A cluster synced in `mode` whose API server is at `endpoint` (empty for Pull), without
+/// status.
+pub fn member_cluster(name: &str, mode: v1::SyncMode, endpoint: &str) -> v1::Cluster {
+    v1::Cluster {
+        metadata: Some(v1::ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(v1::ClusterSpec {
+            sync_mode: mode as i32,
+            api_endpoint: endpoint.into(),
+            ..Default::default()
+        }),
+        status: None,
+    }
 }
 
 /// A NoExecute taint `key`, added at `added`.
@@ -139,46 +158,53 @@ pub async fn get_binding(typed: &Typed, name: &str) -> ResourceBinding {
     ResourceBinding::try_from(wire).expect("a valid binding")
 }
 
-/// Sets the taints of a cluster (read-modify-CAS, as the api / cluster-health would).
-pub async fn set_taints(typed: &Typed, name: &str, taints: Vec<Taint>) {
+/// Read-modify-CAS of the object stored under `key` (it must exist), retried on conflicts as
+/// every Flotilla writer does; the object as written.
+pub async fn modify<R, F>(typed: &Typed, key: &str, f: F) -> R
+where
+    R: Stored,
+    F: Fn(&mut R),
+{
     loop {
-        let old = get_cluster(typed, name).await;
+        let old: R = typed
+            .get(key)
+            .await
+            .expect("read the object")
+            .expect("the object exists");
         let mut new = old.clone();
-        new.spec.get_or_insert_with(Default::default).taints =
-            taints.iter().cloned().map(Into::into).collect();
+        f(&mut new);
         match typed.update(&old, new).await {
-            Ok(_) => return,
+            Ok(written) => return written,
             Err(e) if e.is_conflict() => continue,
-            Err(e) => panic!("{e}"),
+            Err(e) => panic!("update {key}: {e}"),
         }
     }
+}
+
+/// Sets the taints of a cluster (read-modify-CAS, as the api / cluster-health would).
+pub async fn set_taints(typed: &Typed, name: &str, taints: Vec<Taint>) {
+    modify(typed, &cluster_key(name), |c: &mut v1::Cluster| {
+        c.spec.get_or_insert_with(Default::default).taints =
+            taints.iter().cloned().map(Into::into).collect();
+    })
+    .await;
 }
 
 /// Sets a cluster's Ready condition.
 pub async fn set_ready(typed: &Typed, name: &str, healthy: bool) {
-    loop {
-        let old = get_cluster(typed, name).await;
-        let mut new = old.clone();
-        let status = if healthy {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::False
-        };
-        new.status.get_or_insert_with(Default::default).conditions = vec![ready(status).into()];
-        match typed.update(&old, new).await {
-            Ok(_) => return,
-            Err(e) if e.is_conflict() => continue,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let status = if healthy {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    modify(typed, &cluster_key(name), |c: &mut v1::Cluster| {
+        c.status.get_or_insert_with(Default::default).conditions = vec![ready(status).into()];
+    })
+    .await;
 }
 
-async fn get_cluster(typed: &Typed, name: &str) -> v1::Cluster {
-    typed
-        .get(&format!("clusters/{name}"))
-        .await
-        .expect("read the cluster")
-        .expect("the cluster exists")
+fn cluster_key(name: &str) -> String {
+    format!("clusters/{name}")
 }
 
 /// The `cluster.karmada.io/not-ready` NoExecute taint, added at `added`.

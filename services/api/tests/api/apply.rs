@@ -206,14 +206,11 @@ async fn apply_writes_a_large_file_in_transactions_of_128() {
     );
     assert_eq!(snapshot(&store).await, before);
     objects.pop();
-    let done = client
-        .apply(v1::ApplyRequest {
-            objects,
-            dry_run: false,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let done = accepted(client.apply(v1::ApplyRequest {
+        objects,
+        dry_run: false,
+    }))
+    .await;
     assert_eq!(done.outcomes.len(), 200);
     assert!(done.outcomes.iter().all(|o| o.action == "created"));
     let revisions: std::collections::BTreeSet<i64> = snapshot(&store)

@@ -9,41 +9,30 @@ async fn crud_round_trips_for_every_kind() {
     let typed = Typed::new(store.clone());
 
     // Cluster
-    let c = client
-        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
-        .await
-        .unwrap()
-        .into_inner();
+    let c =
+        accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1"))))
+            .await;
     let m = c.metadata.clone().unwrap();
     assert!(m.resource_version > 0 && !m.uid.is_empty() && m.creation_timestamp.is_some());
     assert_eq!(m.generation, 1);
-    let got = client
-        .get_cluster(v1::GetClusterRequest {
-            name: "member1".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = accepted(client.get_cluster(v1::GetClusterRequest {
+        name: "member1".into(),
+    }))
+    .await;
     assert_eq!(got, c);
-    let list = client
-        .list_clusters(v1::ListClustersRequest {
-            label_selector: "env=test".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let list = accepted(client.list_clusters(v1::ListClustersRequest {
+        label_selector: "env=test".into(),
+        ..Default::default()
+    }))
+    .await;
     assert_eq!(list.items, vec![c.clone()]);
     assert!(list.resource_version >= m.resource_version);
     let mut changed = c.clone();
     changed.spec.as_mut().unwrap().region = "us".into();
-    let updated = client
-        .update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(changed),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let updated = accepted(client.update_cluster(v1::UpdateClusterRequest {
+        cluster: Some(changed),
+    }))
+    .await;
     assert_eq!(updated.spec.as_ref().unwrap().region, "us");
     assert_eq!(
         updated.generation(),
@@ -51,14 +40,11 @@ async fn crud_round_trips_for_every_kind() {
         "a spec change bumps the generation"
     );
     assert_eq!(updated.metadata.as_ref().unwrap().uid, m.uid, "uid is kept");
-    let deleted = client
-        .delete_cluster(v1::DeleteClusterRequest {
-            name: "member1".into(),
-            preconditions: None,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let deleted = accepted(client.delete_cluster(v1::DeleteClusterRequest {
+        name: "member1".into(),
+        preconditions: None,
+    }))
+    .await;
     assert!(deleted.deleted);
     let err = client
         .get_cluster(v1::GetClusterRequest {
@@ -69,11 +55,7 @@ async fn crud_round_trips_for_every_kind() {
     assert_eq!(err.code(), Code::NotFound);
 
     // PropagationPolicy: defaulted (PD-1, A1) and given a permanent id (PD-1.6)
-    let p = client
-        .create_propagation_policy(create_pp(seed_policy()))
-        .await
-        .unwrap()
-        .into_inner();
+    let p = accepted(client.create_propagation_policy(create_pp(seed_policy()))).await;
     let spec = p.spec.as_ref().unwrap();
     assert_eq!(spec.scheduler_name, "default-scheduler");
     assert_eq!(spec.resource_selectors[0].namespace, "default");
@@ -105,61 +87,56 @@ async fn crud_round_trips_for_every_kind() {
         ]
     );
     let id = p.metadata.as_ref().unwrap().labels[PERMANENT_ID_LABEL_POLICY].clone();
-    let list = client
-        .list_propagation_policies(v1::ListPropagationPoliciesRequest {
+    let list = accepted(
+        client.list_propagation_policies(v1::ListPropagationPoliciesRequest {
             namespace: "default".into(),
             ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert_eq!(list.items, vec![p.clone()]);
-    let other_ns = client
-        .list_propagation_policies(v1::ListPropagationPoliciesRequest {
+    let other_ns = accepted(
+        client.list_propagation_policies(v1::ListPropagationPoliciesRequest {
             namespace: "other".into(),
             ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert!(other_ns.items.is_empty());
     // An update that leaves the labels out keeps the permanent id.
     let mut changed = p.clone();
     changed.metadata.as_mut().unwrap().labels.clear();
     changed.spec.as_mut().unwrap().priority = 3;
-    let updated = client
-        .update_propagation_policy(v1::UpdatePropagationPolicyRequest {
+    let updated = accepted(
+        client.update_propagation_policy(v1::UpdatePropagationPolicyRequest {
             propagation_policy: Some(changed),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert_eq!(updated.spec.as_ref().unwrap().priority, 3);
     assert_eq!(
         updated.metadata.as_ref().unwrap().labels[PERMANENT_ID_LABEL_POLICY],
         id
     );
     assert_eq!(updated.generation(), 2);
-    let got = client
-        .get_propagation_policy(v1::GetPropagationPolicyRequest {
+    let got = accepted(
+        client.get_propagation_policy(v1::GetPropagationPolicyRequest {
             namespace: "default".into(),
             name: "nginx-propagation".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert_eq!(got, updated);
     assert!(
-        client
-            .delete_propagation_policy(v1::DeletePropagationPolicyRequest {
+        accepted(
+            client.delete_propagation_policy(v1::DeletePropagationPolicyRequest {
                 namespace: "default".into(),
                 name: "nginx-propagation".into(),
                 preconditions: None,
             })
-            .await
-            .unwrap()
-            .into_inner()
-            .deleted
+        )
+        .await
+        .deleted
     );
 
     // ClusterPropagationPolicy
@@ -167,48 +144,45 @@ async fn crud_round_trips_for_every_kind() {
         metadata: named("all-deployments"),
         spec: Some(kind_only("cpp", 0)),
     };
-    let created = client
-        .create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
+    let created = accepted(client.create_cluster_propagation_policy(
+        v1::CreateClusterPropagationPolicyRequest {
             cluster_propagation_policy: Some(cpp),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        },
+    ))
+    .await;
     assert_eq!(
         created.spec.as_ref().unwrap().scheduler_name,
         "default-scheduler"
     );
     let mut changed = created.clone();
     changed.spec.as_mut().unwrap().priority = 7;
-    let updated = client
-        .update_cluster_propagation_policy(v1::UpdateClusterPropagationPolicyRequest {
+    let updated = accepted(client.update_cluster_propagation_policy(
+        v1::UpdateClusterPropagationPolicyRequest {
             cluster_propagation_policy: Some(changed),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        },
+    ))
+    .await;
     assert_eq!(updated.spec.as_ref().unwrap().priority, 7);
-    let listed = client
-        .list_cluster_propagation_policies(v1::ListClusterPropagationPoliciesRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let listed =
+        accepted(client.list_cluster_propagation_policies(
+            v1::ListClusterPropagationPoliciesRequest::default(),
+        ))
+        .await;
     assert_eq!(listed.items, vec![updated.clone()]);
-    let got = client
-        .get_cluster_propagation_policy(v1::GetClusterPropagationPolicyRequest {
+    let got = accepted(client.get_cluster_propagation_policy(
+        v1::GetClusterPropagationPolicyRequest {
             name: "all-deployments".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        },
+    ))
+    .await;
     assert_eq!(got, updated);
-    client
-        .delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
+    accepted(
+        client.delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
             name: "all-deployments".into(),
             preconditions: None,
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
 
     // ClusterTaintPolicy
     let ctp = flotilla_runtime::testing::bindings::taint_policy_on_not_ready(
@@ -216,51 +190,43 @@ async fn crud_round_trips_for_every_kind() {
         "example.com/not-ready",
         v1::TaintEffect::NoSchedule,
     );
-    let created = client
-        .create_cluster_taint_policy(v1::CreateClusterTaintPolicyRequest {
+    let created = accepted(client.create_cluster_taint_policy(
+        v1::CreateClusterTaintPolicyRequest {
             cluster_taint_policy: Some(ctp),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        },
+    ))
+    .await;
     let mut changed = created.clone();
     changed.spec.as_mut().unwrap().taints[0].value = "v".into();
-    let updated = client
-        .update_cluster_taint_policy(v1::UpdateClusterTaintPolicyRequest {
+    let updated = accepted(client.update_cluster_taint_policy(
+        v1::UpdateClusterTaintPolicyRequest {
             cluster_taint_policy: Some(changed),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        },
+    ))
+    .await;
     assert_eq!(updated.spec.as_ref().unwrap().taints[0].value, "v");
-    let got = client
-        .get_cluster_taint_policy(v1::GetClusterTaintPolicyRequest {
+    let got = accepted(
+        client.get_cluster_taint_policy(v1::GetClusterTaintPolicyRequest {
             name: "maintenance".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert_eq!(got, updated);
-    let listed = client
-        .list_cluster_taint_policies(v1::ListClusterTaintPoliciesRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = accepted(
+        client.list_cluster_taint_policies(v1::ListClusterTaintPoliciesRequest::default()),
+    )
+    .await;
     assert_eq!(listed.items.len(), 1);
-    client
-        .delete_cluster_taint_policy(v1::DeleteClusterTaintPolicyRequest {
+    accepted(
+        client.delete_cluster_taint_policy(v1::DeleteClusterTaintPolicyRequest {
             name: "maintenance".into(),
             preconditions: None,
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
 
     // Workload: identity, labels, replicas and requests read from the manifest
-    let w = client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap()
-        .into_inner();
+    let w = accepted(client.create_workload(create_workload(nginx_workload()))).await;
     assert_eq!(
         (
             w.api_version.as_str(),
@@ -278,40 +244,20 @@ async fn crud_round_trips_for_every_kind() {
         .unwrap();
     assert_eq!((req.cpu_millis, req.memory_bytes), (100, 128 << 20));
     assert_eq!(w.metadata.as_ref().unwrap().labels["app"], "nginx");
-    let mut changed = w.clone();
-    changed.manifest = changed
-        .manifest
-        .replace("\"replicas\": 3", "\"replicas\": 5");
-    let updated = client
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(changed),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let updated = scale(&mut client, &w, 5).await;
     assert_eq!(updated.replicas, 5);
     assert_eq!(updated.generation(), 2);
-    let got = client
-        .get_workload(flotilla_api::testing::get_nginx())
-        .await
-        .unwrap()
-        .into_inner();
+    let got = accepted(client.get_workload(flotilla_api::testing::get_nginx())).await;
     assert_eq!(got, updated);
     for (kind, count) in [("Deployment", 1), ("StatefulSet", 0), ("", 1)] {
-        let listed = client
-            .list_workloads(v1::ListWorkloadsRequest {
-                kind: kind.into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let listed = accepted(client.list_workloads(v1::ListWorkloadsRequest {
+            kind: kind.into(),
+            ..Default::default()
+        }))
+        .await;
         assert_eq!(listed.items.len(), count, "kind {kind:?}");
     }
-    client
-        .delete_workload(flotilla_api::testing::delete_nginx())
-        .await
-        .unwrap();
+    accepted(client.delete_workload(flotilla_api::testing::delete_nginx())).await;
 
     // Works and events are written by controllers; the api reads them.
     typed
@@ -322,34 +268,25 @@ async fn crud_round_trips_for_every_kind() {
         .create(work("member2", "nginx-2"), None)
         .await
         .unwrap();
-    let works = client
-        .list_works(v1::ListWorksRequest {
-            cluster: "member1".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let works = accepted(client.list_works(v1::ListWorksRequest {
+        cluster: "member1".into(),
+        ..Default::default()
+    }))
+    .await;
     assert_eq!(works.items.len(), 1);
     assert_eq!(works.items[0].name(), "nginx-1");
-    let all = client
-        .list_works(v1::ListWorksRequest {
-            namespace: "default".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let all = accepted(client.list_works(v1::ListWorksRequest {
+        namespace: "default".into(),
+        ..Default::default()
+    }))
+    .await;
     assert_eq!(all.items.len(), 2);
-    let got = client
-        .get_work(v1::GetWorkRequest {
-            cluster: "member2".into(),
-            namespace: "default".into(),
-            name: "nginx-2".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = accepted(client.get_work(v1::GetWorkRequest {
+        cluster: "member2".into(),
+        namespace: "default".into(),
+        name: "nginx-2".into(),
+    }))
+    .await;
     assert_eq!(got.spec.unwrap().cluster, "member2");
     let event = v1::Event {
         metadata: Some(v1::ObjectMeta {
@@ -367,24 +304,18 @@ async fn crud_round_trips_for_every_kind() {
     };
     typed.create(event, None).await.unwrap();
     for (kind, count) in [("Cluster", 1), ("ResourceBinding", 0)] {
-        let events = client
-            .list_events(v1::ListEventsRequest {
-                involved_object_kind: kind.into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let events = accepted(client.list_events(v1::ListEventsRequest {
+            involved_object_kind: kind.into(),
+            ..Default::default()
+        }))
+        .await;
         assert_eq!(events.items.len(), count, "{kind}");
     }
-    let got = client
-        .get_event(v1::GetEventRequest {
-            namespace: "default".into(),
-            name: "member1.1".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = accepted(client.get_event(v1::GetEventRequest {
+        namespace: "default".into(),
+        name: "member1.1".into(),
+    }))
+    .await;
     assert_eq!(got.reason, "TaintClusterSucceed");
     api.stop().await;
 }
@@ -397,10 +328,7 @@ async fn crud_round_trips_for_every_kind() {
 async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() {
     let (store, api, mut client) = setup().await;
     let ok = cluster("member1", "https://127.0.0.1:6443");
-    client
-        .create_cluster(create_cluster(ok.clone()))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(ok.clone()))).await;
 
     let mut c = cluster(&"a".repeat(49), "https://127.0.0.1:6443");
     expect_invalid(
@@ -537,11 +465,7 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
     )
     .await;
     // schedulerName is immutable (an existing policy)
-    let created = client
-        .create_propagation_policy(create_pp(seed_policy()))
-        .await
-        .unwrap()
-        .into_inner();
+    let created = accepted(client.create_propagation_policy(create_pp(seed_policy()))).await;
     let mut p = created.clone();
     p.spec.as_mut().unwrap().scheduler_name = "other-scheduler".into();
     expect_invalid(
@@ -599,10 +523,8 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
         client.create_cluster_taint_policy(create_ctp(empty)),
     )
     .await;
-    client
-        .create_cluster_taint_policy(create_ctp(ctp("a", v1::TaintEffect::NoSchedule)))
-        .await
-        .unwrap();
+    accepted(client.create_cluster_taint_policy(create_ctp(ctp("a", v1::TaintEffect::NoSchedule))))
+        .await;
     expect_invalid(
         &store,
         "spec.taints[0]",
@@ -708,11 +630,9 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
 #[tokio::test]
 async fn optimistic_concurrency_and_existence() {
     let (_store, api, mut client) = setup().await;
-    let c = client
-        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
-        .await
-        .unwrap()
-        .into_inner();
+    let c =
+        accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1"))))
+            .await;
     let err = client
         .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:2")))
         .await
@@ -720,13 +640,10 @@ async fn optimistic_concurrency_and_existence() {
     assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
 
     let first = labelled(&c, "a", "1");
-    let updated = client
-        .update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(first),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let updated = accepted(client.update_cluster(v1::UpdateClusterRequest {
+        cluster: Some(first),
+    }))
+    .await;
     // a second writer with the old resourceVersion loses
     let mut stale = labelled(&c, "b", "2");
     let err = client
@@ -760,13 +677,10 @@ async fn optimistic_concurrency_and_existence() {
     assert_eq!(err.code(), Code::Aborted);
     // resourceVersion 0 = unconditional
     stale.metadata.as_mut().unwrap().resource_version = 0;
-    let forced = client
-        .update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(stale),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let forced = accepted(client.update_cluster(v1::UpdateClusterRequest {
+        cluster: Some(stale),
+    }))
+    .await;
     assert!(forced.resource_version() > updated.resource_version());
     assert_eq!(
         forced.metadata.as_ref().unwrap().labels.get("a"),
@@ -798,10 +712,7 @@ async fn optimistic_concurrency_and_existence() {
 async fn cluster_updates_keep_controller_taints_and_status() {
     let (store, api, mut client) = setup().await;
     let typed = Typed::new(store.clone());
-    client
-        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))).await;
     // cluster-health writes a controller taint and the status
     let stored: v1::Cluster = typed.get("clusters/member1").await.unwrap().unwrap();
     let mut health = stored.clone();
@@ -823,13 +734,10 @@ async fn cluster_updates_keep_controller_taints_and_status() {
         ..Default::default()
     }];
     user.status = None;
-    let updated = client
-        .update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(user),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let updated = accepted(client.update_cluster(v1::UpdateClusterRequest {
+        cluster: Some(user),
+    }))
+    .await;
     let keys: Vec<_> = updated
         .spec
         .as_ref()
@@ -854,33 +762,23 @@ async fn cluster_updates_keep_controller_taints_and_status() {
     };
     let mut with_evict = updated.clone();
     with_evict.spec.as_mut().unwrap().taints = vec![evict.clone()];
-    let first = client
-        .update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(with_evict),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let first = accepted(client.update_cluster(v1::UpdateClusterRequest {
+        cluster: Some(with_evict),
+    }))
+    .await;
     let stamped = first.spec.as_ref().unwrap().taints[0].time_added;
     assert!(stamped.is_some(), "timeAdded stamped");
     let mut again = first.clone();
     again.spec.as_mut().unwrap().taints = vec![evict];
-    let second = client
-        .update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(again),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let second = accepted(client.update_cluster(v1::UpdateClusterRequest {
+        cluster: Some(again),
+    }))
+    .await;
     assert_eq!(second.spec.as_ref().unwrap().taints[0].time_added, stamped);
     // status given on create is cluster-health's, not the user's
     let mut with_status = cluster("member2", "http://127.0.0.1:1");
     with_status.status = health.status.clone();
-    let created = client
-        .create_cluster(create_cluster(with_status))
-        .await
-        .unwrap()
-        .into_inner();
+    let created = accepted(client.create_cluster(create_cluster(with_status))).await;
     assert!(created.status.is_none());
     api.stop().await;
 }
@@ -889,10 +787,7 @@ async fn cluster_updates_keep_controller_taints_and_status() {
 async fn cluster_delete_only_marks_while_works_reference_it() {
     let (store, api, mut client) = setup().await;
     let typed = Typed::new(store.clone());
-    client
-        .create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))).await;
     let w = typed
         .create(work("member1", "nginx-1"), None)
         .await
@@ -902,11 +797,7 @@ async fn cluster_delete_only_marks_while_works_reference_it() {
         preconditions: None,
     };
     for _ in 0..2 {
-        let resp = client
-            .delete_cluster(delete.clone())
-            .await
-            .unwrap()
-            .into_inner();
+        let resp = accepted(client.delete_cluster(delete.clone())).await;
         assert!(!resp.deleted, "a Work still targets member1 (A2/CH-15)");
         assert!(
             resp.cluster
@@ -918,7 +809,7 @@ async fn cluster_delete_only_marks_while_works_reference_it() {
         );
     }
     typed.delete(&w.key(), None).await.unwrap();
-    let resp = client.delete_cluster(delete).await.unwrap().into_inner();
+    let resp = accepted(client.delete_cluster(delete)).await;
     assert!(resp.deleted);
     api.stop().await;
 }

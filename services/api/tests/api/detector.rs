@@ -13,25 +13,37 @@ async fn binding(client: &mut Client) -> Option<v1::ResourceBinding> {
         .map(Response::into_inner)
 }
 
+/// Waits until the nginx binding exists and `holds` for it (`what` names the wait); the
+/// binding.
+async fn binding_where(
+    client: &Client,
+    what: &str,
+    holds: impl Fn(&v1::ResourceBinding) -> bool,
+) -> v1::ResourceBinding {
+    let holds = &holds;
+    eventually(what, || {
+        let mut c = client.clone();
+        async move { binding(&mut c).await.filter(|b| holds(b)) }
+    })
+    .await
+}
+
+/// Waits until the nginx binding is gone (`what` names the wait).
+async fn binding_gone(client: &Client, what: &str) {
+    eventually(what, || {
+        let mut c = client.clone();
+        async move { binding(&mut c).await.is_none().then_some(()) }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn detector_binds_the_seed_workload_and_follows_changes() {
     let (store, api, mut client) = setup().await;
     let typed = Typed::new(store.clone());
-    let policy = client
-        .create_propagation_policy(create_pp(seed_policy()))
-        .await
-        .unwrap()
-        .into_inner();
-    let workload = client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap()
-        .into_inner();
-    let b = eventually("the binding", || {
-        let mut c = client.clone();
-        async move { binding(&mut c).await }
-    })
-    .await;
+    let policy = accepted(client.create_propagation_policy(create_pp(seed_policy()))).await;
+    let workload = accepted(client.create_workload(create_workload(nginx_workload()))).await;
+    let b = binding_where(&client, "the binding", |_| true).await;
     let spec = b.spec.clone().unwrap();
     assert_eq!(
         spec.resource,
@@ -110,33 +122,28 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
     let list = static_weights(changed.spec.as_mut().unwrap().placement.as_mut().unwrap());
     list[0].weight = 2;
     list[1].weight = 1;
-    client
-        .update_propagation_policy(v1::UpdatePropagationPolicyRequest {
+    accepted(
+        client.update_propagation_policy(v1::UpdatePropagationPolicyRequest {
             propagation_policy: Some(changed),
-        })
-        .await
-        .unwrap();
-    let b = eventually("the new weights", || {
-        let mut c = client.clone();
-        async move {
-            binding(&mut c).await.filter(|b| {
-                b.spec
-                    .as_ref()
-                    .unwrap()
-                    .placement
-                    .as_ref()
-                    .unwrap()
-                    .replica_scheduling
-                    .as_ref()
-                    .unwrap()
-                    .weight_preference
-                    .as_ref()
-                    .unwrap()
-                    .static_weight_list[0]
-                    .weight
-                    == 2
-            })
-        }
+        }),
+    )
+    .await;
+    let b = binding_where(&client, "the new weights", |b| {
+        b.spec
+            .as_ref()
+            .unwrap()
+            .placement
+            .as_ref()
+            .unwrap()
+            .replica_scheduling
+            .as_ref()
+            .unwrap()
+            .weight_preference
+            .as_ref()
+            .unwrap()
+            .static_weight_list[0]
+            .weight
+            == 2
     })
     .await;
     assert_eq!(b.generation(), 3);
@@ -152,50 +159,26 @@ async fn detector_binds_the_seed_workload_and_follows_changes() {
     );
 
     // A workload change (replicas) too.
-    let mut scaled = workload.clone();
-    scaled.manifest = scaled
-        .manifest
-        .replace("\"replicas\": 3", "\"replicas\": 5");
-    client
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(scaled),
-        })
-        .await
-        .unwrap();
-    let b = eventually("5 replicas", || {
-        let mut c = client.clone();
-        async move {
-            binding(&mut c)
-                .await
-                .filter(|b| b.spec.as_ref().unwrap().replicas == 5)
-        }
+    scale(&mut client, &workload, 5).await;
+    let b = binding_where(&client, "5 replicas", |b| {
+        b.spec.as_ref().unwrap().replicas == 5
     })
     .await;
     assert_eq!(b.generation(), 4);
     assert_eq!(b.spec.as_ref().unwrap().clusters.len(), 2);
 
     // The workload goes: so does its binding.
-    client
-        .delete_workload(flotilla_api::testing::delete_nginx())
-        .await
-        .unwrap();
-    eventually("the binding deleted", || {
-        let mut c = client.clone();
-        async move { binding(&mut c).await.is_none().then_some(()) }
-    })
-    .await;
+    accepted(client.delete_workload(flotilla_api::testing::delete_nginx())).await;
+    binding_gone(&client, "the binding deleted").await;
     // the claim was recorded as an event on the binding (events are written in batches)
     eventually("the ApplyPolicySucceed event", || {
         let mut c = client.clone();
         async move {
-            let events = c
-                .list_events(v1::ListEventsRequest {
-                    involved_object_name: "nginx-deployment".into(),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner();
+            let events = accepted(c.list_events(v1::ListEventsRequest {
+                involved_object_name: "nginx-deployment".into(),
+                ..Default::default()
+            }))
+            .await;
             events
                 .items
                 .iter()
@@ -216,23 +199,17 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
     let observer = client.clone();
     let claimed_by = move |want: &'static str| {
         let client = observer.clone();
-        async move {
-            eventually(want, || {
-                let mut c = client.clone();
-                async move { binding(&mut c).await.filter(|b| policy_label(b) == want) }
-            })
-            .await
-        }
+        async move { binding_where(&client, want, |b| policy_label(b) == want).await }
     };
-    client
-        .create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
+    accepted(
+        client.create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
             cluster_propagation_policy: Some(v1::ClusterPropagationPolicy {
                 metadata: named("all-deployments"),
                 spec: Some(kind_only("cpp", 100)),
             }),
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let mut by_label = kind_only("b-label", 0);
     by_label.resource_selectors[0].label_selector = Some(v1::LabelSelector {
         match_labels: [("app".to_owned(), "nginx".to_owned())].into(),
@@ -246,15 +223,9 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         ("z-name", by_name),
         ("high", kind_only("high", 10)),
     ] {
-        client
-            .create_propagation_policy(create_pp(pp(name, spec)))
-            .await
-            .unwrap();
+        accepted(client.create_propagation_policy(create_pp(pp(name, spec)))).await;
     }
-    client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap();
+    accepted(client.create_workload(create_workload(nginx_workload()))).await;
     // the highest priority wins over specificity
     let b = claimed_by("high").await;
     assert_eq!(
@@ -275,14 +246,14 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         ("b-label", "a-kind"),
         ("a-kind", "all-deployments"),
     ] {
-        client
-            .delete_propagation_policy(v1::DeletePropagationPolicyRequest {
+        accepted(
+            client.delete_propagation_policy(v1::DeletePropagationPolicyRequest {
                 namespace: "default".into(),
                 name: delete.into(),
                 preconditions: None,
-            })
-            .await
-            .unwrap();
+            }),
+        )
+        .await;
         claimed_by(next).await;
     }
     let b = binding(&mut client).await.unwrap();
@@ -295,13 +266,13 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         "no stale namespaced policy label"
     );
     // no policy at all: the binding stays, detached (PL-1), until the workload goes (PL-2)
-    client
-        .delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
+    accepted(
+        client.delete_cluster_propagation_policy(v1::DeleteClusterPropagationPolicyRequest {
             name: "all-deployments".into(),
             preconditions: None,
-        })
-        .await
-        .unwrap();
+        }),
+    )
+    .await;
     let detached = claimed_by("").await;
     assert_eq!(
         detached
@@ -315,15 +286,8 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
         ["cpp-cluster"],
         "the last placement is kept"
     );
-    client
-        .delete_workload(flotilla_api::testing::delete_nginx())
-        .await
-        .unwrap();
-    eventually("the binding deleted with its workload", || {
-        let mut c = client.clone();
-        async move { binding(&mut c).await.is_none().then_some(()) }
-    })
-    .await;
+    accepted(client.delete_workload(flotilla_api::testing::delete_nginx())).await;
+    binding_gone(&client, "the binding deleted with its workload").await;
     api.stop().await;
 }
 
@@ -588,24 +552,12 @@ async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
     let (_store, api, mut client) = setup().await;
     let mut lazy = seed_policy();
     lazy.spec.as_mut().unwrap().activation_preference = v1::ActivationPreference::Lazy as i32;
-    let lazy = client
-        .create_propagation_policy(create_pp(lazy))
-        .await
-        .unwrap()
-        .into_inner();
+    let lazy = accepted(client.create_propagation_policy(create_pp(lazy))).await;
     let mut eager = seed_policy();
     eager.metadata.as_mut().unwrap().name = "web-propagation".into();
     eager.spec.as_mut().unwrap().resource_selectors[0].name = "web".into();
-    let eager = client
-        .create_propagation_policy(create_pp(eager))
-        .await
-        .unwrap()
-        .into_inner();
-    let nginx = client
-        .create_workload(create_workload(nginx_workload()))
-        .await
-        .unwrap()
-        .into_inner();
+    let eager = accepted(client.create_propagation_policy(create_pp(eager))).await;
+    let nginx = accepted(client.create_workload(create_workload(nginx_workload()))).await;
     let web = v1::Workload {
         manifest: NGINX_MANIFEST.replace(
             "\"name\": \"nginx\", \"namespace\"",
@@ -613,7 +565,7 @@ async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
         ),
         ..Default::default()
     };
-    client.create_workload(create_workload(web)).await.unwrap();
+    accepted(client.create_workload(create_workload(web))).await;
     let reader = client.clone();
     let named = |name: &'static str, weight: i64| {
         let client = reader.clone();
@@ -640,12 +592,12 @@ async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
     for policy in [lazy, eager] {
         let mut changed = policy;
         static_weights(changed.spec.as_mut().unwrap().placement.as_mut().unwrap())[0].weight = 5;
-        client
-            .update_propagation_policy(v1::UpdatePropagationPolicyRequest {
+        accepted(
+            client.update_propagation_policy(v1::UpdatePropagationPolicyRequest {
                 propagation_policy: Some(changed),
-            })
-            .await
-            .unwrap();
+            }),
+        )
+        .await;
     }
     named("web", 5).await;
     let held = named("nginx", 1).await;
@@ -656,16 +608,7 @@ async fn detector_pl6_a_lazy_policy_change_waits_for_the_template_to_change() {
     );
 
     // the template changes: now the policy as it is reaches it
-    let mut scaled = nginx;
-    scaled.manifest = scaled
-        .manifest
-        .replace("\"replicas\": 3", "\"replicas\": 4");
-    client
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(scaled),
-        })
-        .await
-        .unwrap();
+    scale(&mut client, &nginx, 4).await;
     let b = named("nginx", 5).await;
     assert_eq!(b.spec.unwrap().replicas, 4);
     api.stop().await;

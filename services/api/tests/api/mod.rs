@@ -43,6 +43,27 @@ where
     flotilla_runtime::testing::eventually(Duration::from_secs(10), what, f).await
 }
 
+/// The answer to `call`, which must succeed (the counterpart of [`expect_invalid`]).
+async fn accepted<T>(call: impl Future<Output = Result<Response<T>, Status>>) -> T {
+    call.await.unwrap().into_inner()
+}
+
+/// Updates workload `w` (a manifest of 3 replicas, as the seed's) to `replicas`; the
+/// workload as stored.
+async fn scale(client: &mut Client, w: &v1::Workload, replicas: i32) -> v1::Workload {
+    let mut scaled = w.clone();
+    scaled.manifest = scaled
+        .manifest
+        .replace("\"replicas\": 3", &format!("\"replicas\": {replicas}"));
+    client
+        .update_workload(v1::UpdateWorkloadRequest {
+            workload: Some(scaled),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 /// Every key except the election's, with its mod revision.
 async fn snapshot(store: &StoreRef) -> Vec<(String, i64)> {
     let (kvs, _) = store.list("", 0).await.unwrap();

@@ -50,19 +50,14 @@ async fn stored_binding_at(
 async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_bindings() {
     let (store, _api, mut client) = setup().await;
     let typed = Typed::new(store.clone());
-    client
-        .create_cluster_propagation_policy(cpp_for(
-            "deployments",
-            &[("apps/v1", "Deployment"), ("example.com/v1", "Deployment")],
-        ))
-        .await
-        .unwrap();
+    accepted(client.create_cluster_propagation_policy(cpp_for(
+        "deployments",
+        &[("apps/v1", "Deployment"), ("example.com/v1", "Deployment")],
+    )))
+    .await;
     let apps = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"clash","namespace":"default"},"spec":{"replicas":2}}"#;
     let custom = r#"{"apiVersion":"example.com/v1","kind":"Deployment","metadata":{"name":"clash","namespace":"default"},"spec":{"size":9}}"#;
-    client
-        .create_workload(manifest_workload(apps))
-        .await
-        .unwrap();
+    accepted(client.create_workload(manifest_workload(apps))).await;
     let first = stored_binding_at(&typed, "bindings/default/clash-deployment", |_| true).await;
     // the other group's template is created beside it, not in its place
     client
@@ -125,28 +120,23 @@ async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_binding
         "example.com/v1"
     );
     // List by a bare kind finds both groups' Deployments
-    let listed = client
-        .list_workloads(v1::ListWorkloadsRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .items;
+    let listed = accepted(client.list_workloads(v1::ListWorkloadsRequest {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        ..Default::default()
+    }))
+    .await
+    .items;
     assert_eq!(listed.len(), 2);
 
     // deleting one group's template removes its binding only
-    client
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment.example.com".into(),
-            name: "clash".into(),
-            preconditions: None,
-        })
-        .await
-        .unwrap();
+    accepted(client.delete_workload(v1::DeleteWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Deployment.example.com".into(),
+        name: "clash".into(),
+        preconditions: None,
+    }))
+    .await;
     eventually("the custom template's binding deleted", || async {
         stored_binding_or_none(&typed, &suffixed)
             .await
@@ -172,40 +162,28 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
         kind: "Namespace".into(),
         ..Default::default()
     };
-    client
-        .create_propagation_policy(create_pp(pp("namespaced", namespaced)))
-        .await
-        .unwrap();
-    client
-        .create_cluster_propagation_policy(cpp_for(
-            "platform",
-            &[
-                ("v1", "Namespace"),
-                ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-            ],
-        ))
-        .await
-        .unwrap();
+    accepted(client.create_propagation_policy(create_pp(pp("namespaced", namespaced)))).await;
+    accepted(client.create_cluster_propagation_policy(cpp_for(
+        "platform",
+        &[
+            ("v1", "Namespace"),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+        ],
+    )))
+    .await;
     // a namespace given to a cluster-scoped object is dropped, from the manifest too (CR-4)
-    let ns = client
-        .create_workload(manifest_workload(
+    let ns = accepted(client.create_workload(manifest_workload(
             r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","namespace":"default"}}"#,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+        ))).await;
     assert_eq!(ns.metadata.as_ref().unwrap().namespace, "");
     assert!(
         !ns.manifest.contains("namespace\":\"default"),
         "{}",
         ns.manifest
     );
-    client
-        .create_workload(manifest_workload(
+    accepted(client.create_workload(manifest_workload(
             r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"viewer"},"rules":[]}"#,
-        ))
-        .await
-        .unwrap();
+        ))).await;
     let keys: Vec<String> = snapshot(&store)
         .await
         .into_iter()
@@ -234,35 +212,28 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
         );
     }
     // Get with an empty namespace names a ClusterResourceBinding; no ResourceBinding exists
-    let crb = client
-        .get_resource_binding(v1::GetResourceBindingRequest {
-            namespace: String::new(),
-            name: "team-a-namespace".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let crb = accepted(client.get_resource_binding(v1::GetResourceBindingRequest {
+        namespace: String::new(),
+        name: "team-a-namespace".into(),
+    }))
+    .await;
     assert_eq!(crb.metadata.unwrap().name, "team-a-namespace");
-    let in_default = client
-        .list_resource_bindings(v1::ListResourceBindingsRequest {
+    let in_default = accepted(
+        client.list_resource_bindings(v1::ListResourceBindingsRequest {
             namespace: "default".into(),
             ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .items;
+        }),
+    )
+    .await
+    .items;
     assert!(in_default.is_empty(), "{in_default:?}");
     // a cluster-scoped kind is found whatever namespace the request names (kubectl's -n)
-    let got = client
-        .get_workload(v1::GetWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Namespace".into(),
-            name: "team-a".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = accepted(client.get_workload(v1::GetWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Namespace".into(),
+        name: "team-a".into(),
+    }))
+    .await;
     assert_eq!(got.metadata.unwrap().name, "team-a");
     // a namespaced kind still needs its namespace
     let err = client
@@ -340,24 +311,14 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
     let mut spec = kind_only("web", 0);
     spec.resource_selectors[0].name = "web".into();
     spec.propagate_deps = true;
-    client
-        .create_propagation_policy(create_pp(pp("web", spec)))
-        .await
-        .unwrap();
+    accepted(client.create_propagation_policy(create_pp(pp("web", spec)))).await;
     for manifest in [
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-config","namespace":"default"},"data":{"a":"b"}}"#,
         r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"web-secret","namespace":"default"},"data":{"token":"eA=="}}"#,
     ] {
-        client
-            .create_workload(manifest_workload(manifest))
-            .await
-            .unwrap();
+        accepted(client.create_workload(manifest_workload(manifest))).await;
     }
-    let parent = client
-        .create_workload(manifest_workload(&web_deployment(true)))
-        .await
-        .unwrap()
-        .into_inner();
+    let parent = accepted(client.create_workload(manifest_workload(&web_deployment(true)))).await;
     let parent_key = "bindings/default/web-deployment";
     let b = stored_binding_at(&typed, parent_key, |_| true).await;
     assert!(
@@ -423,12 +384,10 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
     // DEP-3: the parent stops referring to the Secret: its attached binding goes
     let mut changed = parent.clone();
     changed.manifest = web_deployment(false);
-    client
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(changed),
-        })
-        .await
-        .unwrap();
+    accepted(client.update_workload(v1::UpdateWorkloadRequest {
+        workload: Some(changed),
+    }))
+    .await;
     eventually("the Secret's attached binding deleted", || async {
         stored_binding_or_none(&typed, "bindings/default/web-secret-secret")
             .await
@@ -445,10 +404,7 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
         name: "web-config".into(),
         ..Default::default()
     };
-    client
-        .create_propagation_policy(create_pp(pp("config", own)))
-        .await
-        .unwrap();
+    accepted(client.create_propagation_policy(create_pp(pp("config", own)))).await;
     let claimed = stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
         policy_label(b) == "config"
     })
@@ -457,15 +413,13 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
 
     // the parent template is deleted: its binding goes, and with it the requirement; the
     // claimed dependency keeps its binding (its own policy), with an empty requiredBy
-    client
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "web".into(),
-            preconditions: None,
-        })
-        .await
-        .unwrap();
+    accepted(client.delete_workload(v1::DeleteWorkloadRequest {
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: "web".into(),
+        preconditions: None,
+    }))
+    .await;
     let kept = stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
         required_by_of(b).is_empty()
     })
@@ -508,13 +462,12 @@ async fn ov_1_override_policies_crud_and_admission() {
         "regional",
         vec![replace_rule("member1", "/spec/replicas", "5")],
     );
-    let created = client
-        .create_override_policy(v1::CreateOverridePolicyRequest {
+    let created = accepted(
+        client.create_override_policy(v1::CreateOverridePolicyRequest {
             override_policy: Some(op.clone()),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert_eq!(created.metadata.as_ref().unwrap().generation, 1);
     let selector = &created.spec.as_ref().unwrap().resource_selectors[0];
     assert_eq!(
@@ -529,25 +482,21 @@ async fn ov_1_override_policies_crud_and_admission() {
             .is_some(),
         "stored under its key"
     );
-    let got = client
-        .get_override_policy(v1::GetOverridePolicyRequest {
-            namespace: "default".into(),
-            name: "regional".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = accepted(client.get_override_policy(v1::GetOverridePolicyRequest {
+        namespace: "default".into(),
+        name: "regional".into(),
+    }))
+    .await;
     assert_eq!(got, created);
     let mut changed = created.clone();
     changed.spec.as_mut().unwrap().override_rules[0] =
         replace_rule("member2", "/spec/replicas", "7");
-    let updated = client
-        .update_override_policy(v1::UpdateOverridePolicyRequest {
+    let updated = accepted(
+        client.update_override_policy(v1::UpdateOverridePolicyRequest {
             override_policy: Some(changed),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert_eq!(updated.metadata.as_ref().unwrap().generation, 2);
 
     // OV-1 admission: each mistake named at its field, nothing written
@@ -605,27 +554,25 @@ async fn ov_1_override_policies_crud_and_admission() {
             override_rules: vec![replace_rule("member1", "/spec/replicas", "1")],
         }),
     };
-    client
-        .create_cluster_override_policy(v1::CreateClusterOverridePolicyRequest {
+    accepted(
+        client.create_cluster_override_policy(v1::CreateClusterOverridePolicyRequest {
             cluster_override_policy: Some(cop),
-        })
-        .await
-        .unwrap();
-    let list = client
-        .list_cluster_override_policies(v1::ListClusterOverridePoliciesRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
+    let list = accepted(
+        client.list_cluster_override_policies(v1::ListClusterOverridePoliciesRequest::default()),
+    )
+    .await;
     assert_eq!(list.items.len(), 1);
-    let deleted = client
-        .delete_override_policy(v1::DeleteOverridePolicyRequest {
+    let deleted = accepted(
+        client.delete_override_policy(v1::DeleteOverridePolicyRequest {
             namespace: "default".into(),
             name: "regional".into(),
             preconditions: None,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+        }),
+    )
+    .await;
     assert!(deleted.deleted);
     assert!(
         store

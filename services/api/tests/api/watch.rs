@@ -6,36 +6,29 @@ use super::*;
 async fn list_pages_are_read_at_one_revision() {
     let (_store, api, mut client) = setup().await;
     for i in 0..5 {
-        client
-            .create_cluster(create_cluster(cluster(
-                &format!("m{i}"),
-                "http://127.0.0.1:1",
-            )))
-            .await
-            .unwrap();
+        accepted(client.create_cluster(create_cluster(cluster(
+            &format!("m{i}"),
+            "http://127.0.0.1:1",
+        ))))
+        .await;
     }
     let mut names = vec![];
     let mut token = String::new();
     let mut revisions = vec![];
     loop {
-        let page = client
-            .list_clusters(v1::ListClustersRequest {
-                page_size: 2,
-                page_token: token.clone(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let page = accepted(client.list_clusters(v1::ListClustersRequest {
+            page_size: 2,
+            page_token: token.clone(),
+            ..Default::default()
+        }))
+        .await;
         assert!(page.items.len() <= 2);
         names.extend(page.items.iter().map(|c| c.name().to_owned()));
         revisions.push(page.resource_version);
         if revisions.len() == 1 {
             // created after the first page: not part of this list
-            client
-                .create_cluster(create_cluster(cluster("m9", "http://127.0.0.1:1")))
-                .await
-                .unwrap();
+            accepted(client.create_cluster(create_cluster(cluster("m9", "http://127.0.0.1:1"))))
+                .await;
         }
         if page.next_page_token.is_empty() {
             break;
@@ -54,11 +47,8 @@ async fn list_pages_are_read_at_one_revision() {
 #[tokio::test]
 async fn watch_sees_added_modified_deleted_in_order() {
     let (store, api, mut client) = setup().await;
-    let a = client
-        .create_cluster(create_cluster(cluster("a", "http://127.0.0.1:1")))
-        .await
-        .unwrap()
-        .into_inner();
+    let a =
+        accepted(client.create_cluster(create_cluster(cluster("a", "http://127.0.0.1:1")))).await;
     let mut stream = testing::watch_clusters(&mut client).await;
     let first = next(&mut stream).await;
     assert_eq!(first.r#type, WatchEventType::Added as i32);
@@ -67,24 +57,16 @@ async fn watch_sees_added_modified_deleted_in_order() {
     assert_eq!(bookmark.r#type, WatchEventType::Bookmark as i32);
     assert!(bookmark.object.is_none() && bookmark.resource_version >= a.resource_version());
 
-    let b = client
-        .create_cluster(create_cluster(cluster("b", "http://127.0.0.1:1")))
-        .await
-        .unwrap()
-        .into_inner();
+    let b =
+        accepted(client.create_cluster(create_cluster(cluster("b", "http://127.0.0.1:1")))).await;
     let mut b2 = b.clone();
     b2.spec.as_mut().unwrap().region = "us".into();
-    client
-        .update_cluster(v1::UpdateClusterRequest { cluster: Some(b2) })
-        .await
-        .unwrap();
-    client
-        .delete_cluster(v1::DeleteClusterRequest {
-            name: "b".into(),
-            preconditions: None,
-        })
-        .await
-        .unwrap();
+    accepted(client.update_cluster(v1::UpdateClusterRequest { cluster: Some(b2) })).await;
+    accepted(client.delete_cluster(v1::DeleteClusterRequest {
+        name: "b".into(),
+        preconditions: None,
+    }))
+    .await;
     let mut seen = vec![];
     let mut last = 0;
     for _ in 0..3 {
@@ -108,23 +90,13 @@ async fn watch_sees_added_modified_deleted_in_order() {
     );
 
     // From a List's resourceVersion: only what changed after it.
-    let list = client
-        .list_clusters(v1::ListClustersRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
-    client
-        .create_cluster(create_cluster(cluster("c", "http://127.0.0.1:1")))
-        .await
-        .unwrap();
-    let mut from_list = client
-        .watch_clusters(v1::WatchClustersRequest {
-            resource_version: list.resource_version,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let list = accepted(client.list_clusters(v1::ListClustersRequest::default())).await;
+    accepted(client.create_cluster(create_cluster(cluster("c", "http://127.0.0.1:1")))).await;
+    let mut from_list = accepted(client.watch_clusters(v1::WatchClustersRequest {
+        resource_version: list.resource_version,
+        ..Default::default()
+    }))
+    .await;
     let e = next(&mut from_list).await;
     assert_eq!(
         (e.r#type, e.object.unwrap().name().to_owned()),
@@ -132,14 +104,11 @@ async fn watch_sees_added_modified_deleted_in_order() {
     );
 
     // A label-selected view: an object that stops matching leaves it as DELETED.
-    let mut gold = client
-        .watch_clusters(v1::WatchClustersRequest {
-            label_selector: "tier=gold".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut gold = accepted(client.watch_clusters(v1::WatchClustersRequest {
+        label_selector: "tier=gold".into(),
+        ..Default::default()
+    }))
+    .await;
     assert_eq!(
         next(&mut gold).await.r#type,
         WatchEventType::Bookmark as i32
@@ -150,19 +119,13 @@ async fn watch_sees_added_modified_deleted_in_order() {
         .unwrap()
         .labels
         .insert("tier".into(), "gold".into());
-    let d = client
-        .create_cluster(create_cluster(d))
-        .await
-        .unwrap()
-        .into_inner();
+    let d = accepted(client.create_cluster(create_cluster(d))).await;
     let mut plain = d.clone();
     plain.metadata.as_mut().unwrap().labels.remove("tier");
-    client
-        .update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(plain),
-        })
-        .await
-        .unwrap();
+    accepted(client.update_cluster(v1::UpdateClusterRequest {
+        cluster: Some(plain),
+    }))
+    .await;
     let types: Vec<i32> = vec![next(&mut gold).await.r#type, next(&mut gold).await.r#type];
     assert_eq!(
         types,
@@ -172,14 +135,11 @@ async fn watch_sees_added_modified_deleted_in_order() {
     // A compacted revision: OUT_OF_RANGE, the client must re-list.
     let now = store.current_revision().await.unwrap();
     store.compact(now).await.unwrap();
-    let mut old = client
-        .watch_clusters(v1::WatchClustersRequest {
-            resource_version: 2,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut old = accepted(client.watch_clusters(v1::WatchClustersRequest {
+        resource_version: 2,
+        ..Default::default()
+    }))
+    .await;
     let err = tokio::time::timeout(Duration::from_secs(5), old.message())
         .await
         .unwrap()
@@ -194,15 +154,12 @@ async fn watch_works_filters_by_cluster_and_sends_bookmarks() {
     let typed = Typed::new(store.clone());
     typed.create(work("member1", "w1"), None).await.unwrap();
     typed.create(work("member2", "w2"), None).await.unwrap();
-    let mut stream = client
-        .watch_works(v1::WatchWorksRequest {
-            cluster: "member1".into(),
-            allow_bookmarks: true,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = accepted(client.watch_works(v1::WatchWorksRequest {
+        cluster: "member1".into(),
+        allow_bookmarks: true,
+        ..Default::default()
+    }))
+    .await;
     let e = next(&mut stream).await;
     assert_eq!(e.object.unwrap().name(), "w1");
     assert_eq!(
@@ -251,10 +208,7 @@ async fn watches_outlive_the_request_timeout() {
         WatchEventType::Bookmark as i32
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    client
-        .create_cluster(create_cluster(cluster("late", "http://127.0.0.1:1")))
-        .await
-        .unwrap();
+    accepted(client.create_cluster(create_cluster(cluster("late", "http://127.0.0.1:1")))).await;
     let e = next(&mut stream).await;
     assert_eq!(e.object.unwrap().name(), "late");
     api.stop().await;

@@ -156,20 +156,7 @@ impl Drop for Member {
     }
 }
 
-pub fn cluster(name: &str, mode: v1::SyncMode, endpoint: &str) -> v1::Cluster {
-    v1::Cluster {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            ..Default::default()
-        }),
-        spec: Some(v1::ClusterSpec {
-            sync_mode: mode as i32,
-            api_endpoint: endpoint.into(),
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
+pub use flotilla_runtime::testing::bindings::member_cluster as cluster;
 
 pub async fn create(store: &StoreRef, c: v1::Cluster) -> v1::Cluster {
     Typed::new(store.clone()).create(c, None).await.unwrap()

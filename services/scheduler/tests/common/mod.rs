@@ -149,22 +149,7 @@ pub async fn read_binding(typed: &Typed, key: &str) -> ResourceBinding {
 }
 
 /// Read-modify-CAS a stored object, retrying on conflicts (as every Flotilla writer does).
-pub async fn modify<R, F>(typed: &Typed, key: &str, f: F) -> R
-where
-    R: flotilla_store::typed::Stored,
-    F: Fn(&mut R),
-{
-    loop {
-        let old: R = typed.get(key).await.unwrap().expect("object exists");
-        let mut new = old.clone();
-        f(&mut new);
-        match typed.update(&old, new).await {
-            Ok(written) => return written,
-            Err(e) if e.is_conflict() => continue,
-            Err(e) => panic!("update {key}: {e}"),
-        }
-    }
-}
+pub use flotilla_runtime::testing::bindings::modify;
 
 /// The taint manager's eviction (TM-11): in one CAS, remove `cluster` from `spec.clusters`
 /// and append its task (with the replicas it had).

@@ -287,19 +287,11 @@ pub fn ready_condition(ready: bool) -> v1::Condition {
 
 pub fn cluster(name: &str, endpoint: &str, ready: bool, mode: v1::SyncMode) -> v1::Cluster {
     v1::Cluster {
-        metadata: Some(v1::ObjectMeta {
-            name: name.into(),
-            ..Default::default()
-        }),
-        spec: Some(v1::ClusterSpec {
-            sync_mode: mode as i32,
-            api_endpoint: endpoint.into(),
-            ..Default::default()
-        }),
         status: Some(v1::ClusterStatus {
             conditions: vec![ready_condition(ready)],
             ..Default::default()
         }),
+        ..flotilla_runtime::testing::bindings::member_cluster(name, mode, endpoint)
     }
 }
 
