@@ -27,59 +27,75 @@ use tonic::server::NamedService;
 use tonic::transport::Channel;
 use tower::{Service, ServiceExt as _};
 
-/// One forwarded gRPC service: [`FORWARDED`]`[S]` (the index names it for the router).
+/// One forwarded gRPC service (the type parameter names it for the router).
 #[derive(Clone, Debug)]
-pub struct Forward<const S: usize> {
+pub struct Forward<N> {
     channel: Channel,
     peer: String,
+    _name: std::marker::PhantomData<N>,
 }
 
-/// A forwarded service: which `--peer` serves it, its name, and the method forwarded.
-#[derive(Clone, Copy, Debug)]
-pub struct Forwarded {
+/// Names a forwarded service for [`NamedService`], says which method is forwarded and which
+/// `--peer` serves it.
+pub trait Forwarded: Clone + Send + Sync + 'static {
     /// The peer's name in `--peer NAME=ADDRESS`: `scheduler`.
-    pub peer: &'static str,
+    const PEER: &'static str;
     /// The gRPC service: `flotilla.v1.Scheduler`.
-    pub name: &'static str,
+    const NAME: &'static str;
     /// Its one forwarded (dry-run) method: `Simulate`.
-    pub method: &'static str,
+    const METHOD: &'static str;
 }
 
-/// The dry runs the api forwards: the scheduler's `Simulate`, the taint manager's `Explain`,
-/// graceful eviction's `Assess`, the work executor's `Plan` and cluster health's `Assess`.
-pub const FORWARDED: [Forwarded; 5] = [
-    Forwarded {
-        peer: "scheduler",
-        name: "flotilla.v1.Scheduler",
-        method: "Simulate",
-    },
-    Forwarded {
-        peer: "taint-manager",
-        name: "flotilla.v1.TaintManager",
-        method: "Explain",
-    },
-    Forwarded {
-        peer: "graceful-eviction",
-        name: "flotilla.v1.GracefulEviction",
-        method: "Assess",
-    },
-    Forwarded {
-        peer: "work-executor",
-        name: "flotilla.v1.WorkExecutor",
-        method: "Plan",
-    },
-    Forwarded {
-        peer: "cluster-health",
-        name: "flotilla.v1.ClusterHealth",
-        method: "Assess",
-    },
-];
-
-impl<const S: usize> NamedService for Forward<S> {
-    const NAME: &'static str = FORWARDED[S].name;
+/// The scheduler's `Simulate`.
+#[derive(Clone, Copy, Debug)]
+pub struct Scheduler;
+impl Forwarded for Scheduler {
+    const PEER: &'static str = "scheduler";
+    const NAME: &'static str = "flotilla.v1.Scheduler";
+    const METHOD: &'static str = "Simulate";
 }
 
-impl<const S: usize> Service<http::Request<Body>> for Forward<S> {
+/// The taint manager's `Explain`.
+#[derive(Clone, Copy, Debug)]
+pub struct TaintManager;
+impl Forwarded for TaintManager {
+    const PEER: &'static str = "taint-manager";
+    const NAME: &'static str = "flotilla.v1.TaintManager";
+    const METHOD: &'static str = "Explain";
+}
+
+/// Graceful eviction's `Assess`.
+#[derive(Clone, Copy, Debug)]
+pub struct GracefulEviction;
+impl Forwarded for GracefulEviction {
+    const PEER: &'static str = "graceful-eviction";
+    const NAME: &'static str = "flotilla.v1.GracefulEviction";
+    const METHOD: &'static str = "Assess";
+}
+
+/// The work executor's `Plan`.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkExecutor;
+impl Forwarded for WorkExecutor {
+    const PEER: &'static str = "work-executor";
+    const NAME: &'static str = "flotilla.v1.WorkExecutor";
+    const METHOD: &'static str = "Plan";
+}
+
+/// Cluster health's `Assess`.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterHealth;
+impl Forwarded for ClusterHealth {
+    const PEER: &'static str = "cluster-health";
+    const NAME: &'static str = "flotilla.v1.ClusterHealth";
+    const METHOD: &'static str = "Assess";
+}
+
+impl<N: Forwarded> NamedService for Forward<N> {
+    const NAME: &'static str = N::NAME;
+}
+
+impl<N: Forwarded> Service<http::Request<Body>> for Forward<N> {
     type Response = http::Response<Body>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
@@ -99,14 +115,11 @@ impl<const S: usize> Service<http::Request<Body>> for Forward<S> {
             .next()
             .unwrap_or_default()
             .to_owned();
-        let Forwarded {
-            name,
-            method: forwarded,
-            ..
-        } = FORWARDED[S];
-        if method != forwarded {
+        if method != N::METHOD {
             let status = tonic::Status::unimplemented(format!(
-                "the api forwards only {name}/{forwarded} (a dry run); call {method} on the service itself"
+                "the api forwards only {}/{} (a dry run); call {method} on the service itself",
+                N::NAME,
+                N::METHOD
             ));
             return Box::pin(async move { Ok(status.into_http()) });
         }
@@ -121,9 +134,10 @@ impl<const S: usize> Service<http::Request<Body>> for Forward<S> {
             match answer {
                 Ok(response) => Ok(response.map(Body::new)),
                 Err(e) => {
-                    tracing::warn!(service = name, %peer, error = %e, "forwarding a dry run failed");
+                    tracing::warn!(service = N::NAME, %peer, error = %e, "forwarding a dry run failed");
                     Ok(tonic::Status::unavailable(format!(
-                        "the api could not reach {name} at {peer}: {e}"
+                        "the api could not reach {} at {peer}: {e}",
+                        N::NAME
                     ))
                     .into_http())
                 }
@@ -162,12 +176,12 @@ pub fn check_peers(
     }
 }
 
-fn forward<const S: usize>(
+fn forward<N: Forwarded>(
     router: Router,
     peers: &BTreeMap<String, String>,
     security: &SecurityArgs,
 ) -> Router {
-    let peer_name = FORWARDED[S].peer;
+    let peer_name = N::PEER;
     let Some(addr) = peers.get(peer_name) else {
         return router;
     };
@@ -179,17 +193,18 @@ fn forward<const S: usize>(
             return router;
         }
     };
-    router.add_service(Forward::<S> {
+    router.add_service(Forward::<N> {
         channel,
         peer: addr.clone(),
+        _name: std::marker::PhantomData,
     })
 }
 
 /// `router` with a forwarder for every dry-run service that `peers` names.
 pub fn routes(router: Router, peers: &BTreeMap<String, String>, security: &SecurityArgs) -> Router {
-    let router = forward::<0>(router, peers, security);
-    let router = forward::<1>(router, peers, security);
-    let router = forward::<2>(router, peers, security);
-    let router = forward::<3>(router, peers, security);
-    forward::<4>(router, peers, security)
+    let router = forward::<Scheduler>(router, peers, security);
+    let router = forward::<TaintManager>(router, peers, security);
+    let router = forward::<GracefulEviction>(router, peers, security);
+    let router = forward::<WorkExecutor>(router, peers, security);
+    forward::<ClusterHealth>(router, peers, security)
 }
