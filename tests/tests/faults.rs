@@ -24,6 +24,7 @@
 //! | `f8_replacement_never_healthy` | F8: the replacement never turns healthy (pods never Ready, status unreadable) or there is none | the old copy goes at the grace period, not before (I1, I5); with no replacement it stays and the cluster is scheduled again (A6); no task outlives its grace (I6) |
 //! | `f1_etcd_member_lost_mid_failover` | one of three etcd members SIGKILLed mid-failover | the failover completes; no API call fails meanwhile; I9 for the healthy members, I3 |
 //! | `f1_etcd_member_name_gone_mid_failover` | the same, members reached by host name and the lost one's name gone (as in compose) | the same |
+//! | `f1_a_killed_member_that_refuses_connections_is_taken_out_of_use` | one of three etcd members SIGKILLed, requests going on | the client takes the member out of its balancer |
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -487,6 +488,41 @@ async fn f1_etcd_member_lost_mid_failover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f1_etcd_member_name_gone_mid_failover() {
     etcd_member_lost_mid_failover("f1_etcd_member_name_gone_mid_failover", true).await;
+}
+
+/// Regression (the member-loss scenario under `stress-ng --cpu 2`, seed 393355757): a killed
+/// member reached by address refuses connections, and the client's balancer kept choosing it,
+/// because it fails at once and so never has a request pending: a write's sixteen attempts all
+/// went to it 6 s after the loss, and the API call failed. Now a refused connection has every
+/// endpoint probed at once, and the killed member is taken out of use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f1_a_killed_member_that_refuses_connections_is_taken_out_of_use() {
+    let mut etcd = flotilla_tests::EtcdCluster::start(3).await;
+    let config = flotilla_store::etcd::EtcdConfig::new(etcd.endpoints.clone());
+    let store = flotilla_store::etcd::EtcdStore::connect(config)
+        .await
+        .expect("connect to the cluster");
+    assert!(store.endpoints_out().is_empty(), "every member is usable");
+    etcd.kill(2);
+    let killed = etcd.endpoints[2].clone();
+    // requests keep going; one the balancer sends to the killed member cannot connect
+    eventually(
+        Duration::from_secs(20),
+        "the killed member is out of use",
+        || async {
+            store
+                .current_revision()
+                .await
+                .expect("with a quorum left, every request is answered");
+            store.endpoints_out().contains(&killed).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        store.endpoints_out(),
+        vec![killed],
+        "only the killed member"
+    );
 }
 
 /// The member-loss scenario on `etcd`: besides the history's invariants, steady API use (reads

@@ -110,9 +110,9 @@ pub struct EtcdStore {
     client: ec::Client,
     ns: String,
     watch_prev_kv: bool,
-    /// The endpoint-resolution task ([`keep_endpoints_resolvable`]), stopped with the last
-    /// clone.
-    _endpoints: Option<Arc<AbortOnDrop>>,
+    /// With several endpoints: what keeps the balancer to the usable ones
+    /// ([`keep_endpoints_usable`]), stopped with the last clone.
+    endpoints: Option<Arc<EndpointKeeper>>,
 }
 
 /// Aborts a task when dropped.
@@ -124,8 +124,10 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// How often [`keep_endpoints_resolvable`] resolves every endpoint's name.
+/// How often [`keep_endpoints_usable`] resolves every endpoint's name.
 const ENDPOINT_CHECK_PERIOD: Duration = Duration::from_secs(1);
+/// How long [`keep_endpoints_usable`]'s connection probe waits.
+const ENDPOINT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long after its first attempt [`EtcdStore::send`] still starts a new attempt of a
 /// request: longer than an election (etcd's default election timeout is 1 s; the first one
 /// after a leader's loss takes up to twice that). See [`may_resend`].
@@ -203,24 +205,33 @@ impl EtcdStore {
             ns.push('/');
         }
         let endpoints = (config.endpoints.len() > 1).then(|| {
-            Arc::new(AbortOnDrop(tokio::spawn(keep_endpoints_resolvable(
+            Arc::new(EndpointKeeper::start(
                 client.clone(),
                 config.endpoints.clone(),
-            ))))
+            ))
         });
         Ok(Self {
             client,
             ns,
             watch_prev_kv: config.watch_prev_kv,
-            _endpoints: endpoints,
+            endpoints,
         })
+    }
+
+    /// The endpoints out of the client's balancer now: their name does not resolve or they
+    /// refuse connections ([`keep_endpoints_usable`]). Empty with one endpoint.
+    pub fn endpoints_out(&self) -> Vec<String> {
+        self.endpoints
+            .as_ref()
+            .and_then(|k| k.out.lock().ok().map(|out| out.iter().cloned().collect()))
+            .unwrap_or_default()
     }
 
     /// Runs one unary request (`attempt` makes it afresh), observed as `op`, and sends it
     /// again on another endpoint when `retry` allows it for the failure (see [`Retry`]), with a
     /// short doubling back-off, for at most [`RETRY_WINDOW`] (one retry at least). The
     /// balancer picks the endpoint, and an endpoint whose name stopped resolving is not in it
-    /// ([`keep_endpoints_resolvable`]). Returns the result and whether an attempt that may
+    /// ([`keep_endpoints_usable`], told at once of an attempt that could not connect). Returns the result and whether an attempt that may
     /// have been applied was sent again (only under [`Retry::Unavailable`]).
     async fn send<T, Fut>(
         &self,
@@ -242,7 +253,12 @@ impl EtcdStore {
                 return (result, resent_applied);
             };
             let why = match failure_kind(e) {
-                Failure::NeverApplied => "unsent",
+                Failure::NeverApplied => {
+                    if let Some(keeper) = &self.endpoints {
+                        keeper.suspect.notify_one();
+                    }
+                    "unsent"
+                }
                 Failure::MaybeApplied if retry == Retry::Unavailable => "unavailable",
                 _ => return (result, resent_applied),
             };
@@ -476,31 +492,95 @@ fn failure_kind(e: &ec::Error) -> Failure {
     }
 }
 
-/// Keeps the client's balancer to the endpoints whose name resolves: a dead member's DNS
-/// name disappears (in compose and in a Kubernetes StatefulSet alike), and a balanced
-/// request sent to it fails at once. Every [`ENDPOINT_CHECK_PERIOD`] each endpoint's name is
-/// resolved; one that does not resolve leaves the balancer (never the last one) and comes back
-/// when it resolves again. IP addresses always resolve: a member that refuses connections is
-/// covered by [`EtcdStore::unary`]'s retry instead.
-async fn keep_endpoints_resolvable(client: ec::Client, endpoints: Vec<String>) {
+/// The endpoints a multi-member client balances over, kept to those that can take a request
+/// ([`keep_endpoints_usable`]).
+struct EndpointKeeper {
+    /// The keeping task, stopped with the last clone of the store.
+    _task: AbortOnDrop,
+    /// Woken by a request that could not connect: every endpoint is probed at once.
+    suspect: Arc<tokio::sync::Notify>,
+    /// The endpoints out of the balancer now.
+    out: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+}
+
+impl EndpointKeeper {
+    fn start(client: ec::Client, endpoints: Vec<String>) -> Self {
+        let suspect = Arc::new(tokio::sync::Notify::new());
+        let out = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+        let task = tokio::spawn(keep_endpoints_usable(
+            client,
+            endpoints,
+            suspect.clone(),
+            out.clone(),
+        ));
+        EndpointKeeper {
+            _task: AbortOnDrop(task),
+            suspect,
+            out,
+        }
+    }
+}
+
+/// Why an endpoint cannot take a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unusable {
+    /// Its host name does not resolve.
+    Unresolved,
+    /// Nothing accepts a connection on it.
+    Refused,
+}
+
+impl Unusable {
+    fn as_str(self) -> &'static str {
+        match self {
+            Unusable::Unresolved => "its name does not resolve",
+            Unusable::Refused => "it refuses connections",
+        }
+    }
+}
+
+/// Keeps the client's balancer to the endpoints that can take a request. A dead member
+/// either loses its DNS name (in compose and in a Kubernetes StatefulSet alike) or, reached by
+/// address, refuses connections; a balanced request sent to it fails at once, and the
+/// balancer keeps choosing it: an endpoint that fails at once has no requests pending, so it
+/// looks the least loaded (found by the fault suite under load: a request's sixteen retries
+/// all went to the killed member, 6 s after it died).
+///
+/// Every [`ENDPOINT_CHECK_PERIOD`] each endpoint's name is resolved. When a request could not
+/// connect ([`EndpointKeeper::suspect`]), every endpoint is also probed with a TCP connect at
+/// once, and so is every endpoint that is out, each period, until it accepts again. An
+/// unusable endpoint leaves the balancer (never the last one) and comes back when it is
+/// usable again. Healthy endpoints are not probed by connection in steady state, so a TLS
+/// member's log gets no handshake-less connections.
+async fn keep_endpoints_usable(
+    client: ec::Client,
+    endpoints: Vec<String>,
+    suspect: Arc<tokio::sync::Notify>,
+    out: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+) {
     let mut removed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut suspicious = false;
     loop {
         for endpoint in &endpoints {
-            let resolves = resolves(endpoint).await;
-            if !resolves && !removed.contains(endpoint) && removed.len() + 1 < endpoints.len() {
+            let probe = suspicious || removed.contains(endpoint);
+            let unusable = usable(endpoint, probe).await.err();
+            if let Some(why) = unusable
+                && !removed.contains(endpoint)
+                && removed.len() + 1 < endpoints.len()
+            {
                 match client.remove_endpoint(endpoint).await {
                     Ok(()) => {
-                        tracing::warn!(%endpoint, "etcd endpoint's name does not resolve; no request goes to it until it does");
+                        tracing::warn!(%endpoint, why = why.as_str(), "etcd endpoint taken out of use; no request goes to it until it is usable again");
                         removed.insert(endpoint.clone());
                     }
                     Err(error) => {
                         tracing::warn!(%endpoint, %error, "cannot take the etcd endpoint out")
                     }
                 }
-            } else if resolves && removed.contains(endpoint) {
+            } else if unusable.is_none() && removed.contains(endpoint) {
                 match client.add_endpoint(endpoint).await {
                     Ok(()) => {
-                        tracing::info!(%endpoint, "etcd endpoint's name resolves again; in use");
+                        tracing::info!(%endpoint, "etcd endpoint usable again; in use");
                         removed.remove(endpoint);
                     }
                     Err(error) => {
@@ -509,24 +589,41 @@ async fn keep_endpoints_resolvable(client: ec::Client, endpoints: Vec<String>) {
                 }
             }
         }
-        tokio::time::sleep(ENDPOINT_CHECK_PERIOD).await;
+        if let Ok(mut out) = out.lock() {
+            out.clone_from(&removed);
+        }
+        suspicious = tokio::select! {
+            () = tokio::time::sleep(ENDPOINT_CHECK_PERIOD) => false,
+            () = suspect.notified() => true,
+        };
     }
 }
 
-/// Whether the host of `endpoint` (`http(s)://host:port`) resolves to an address.
-async fn resolves(endpoint: &str) -> bool {
-    let Ok(uri) = endpoint.parse::<tonic::codegen::http::Uri>() else {
-        return true;
+/// Whether `endpoint` (`http(s)://host:port`) can take a request: its host resolves and,
+/// when `probe`, a TCP connection to it opens within [`ENDPOINT_PROBE_TIMEOUT`] (a slow
+/// answer counts as usable: only a refusal or an unreachable address is judged).
+async fn usable(endpoint: &str, probe: bool) -> std::result::Result<(), Unusable> {
+    let Some((host, port)) = host_port(endpoint) else {
+        return Ok(());
     };
-    let Some(host) = uri.host() else {
-        return true;
+    let addr = match tokio::net::lookup_host((host.as_str(), port)).await {
+        Ok(mut addrs) => addrs.next().ok_or(Unusable::Unresolved)?,
+        Err(_) => return Err(Unusable::Unresolved),
     };
-    let port = uri.port_u16().unwrap_or(2379);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    match tokio::net::lookup_host((host, port)).await {
-        Ok(mut addrs) => addrs.next().is_some(),
-        Err(_) => false,
+    if !probe {
+        return Ok(());
     }
+    match tokio::time::timeout(ENDPOINT_PROBE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Err(_)) => Err(Unusable::Refused),
+        Ok(Ok(_)) | Err(_) => Ok(()),
+    }
+}
+
+/// The host (without IPv6 brackets) and port (default 2379) of `http(s)://host:port`.
+fn host_port(endpoint: &str) -> Option<(String, u16)> {
+    let uri = endpoint.parse::<tonic::codegen::http::Uri>().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_owned(), uri.port_u16().unwrap_or(2379)))
 }
 
 /// Maps an etcd-client error to a [`StoreError`]: transport failures, timeouts, "no leader"
@@ -1171,6 +1268,32 @@ mod tests {
         assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
         assert_eq!(prefix_end(b"\xff\xff"), vec![0]);
         assert_eq!(prefix_end(b""), vec![0]);
+    }
+
+    /// An endpoint is judged by its name, and by a connection only when probed: a listening
+    /// address is usable, a refusing one is not, a name that does not resolve is not.
+    #[tokio::test]
+    async fn endpoints_are_judged_by_name_and_by_a_probe() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let endpoint = format!("http://{}", listener.local_addr().expect("address"));
+        assert_eq!(usable(&endpoint, true).await, Ok(()));
+        drop(listener);
+        assert_eq!(usable(&endpoint, true).await, Err(Unusable::Refused));
+        assert_eq!(usable(&endpoint, false).await, Ok(()), "not probed");
+        assert_eq!(
+            usable("http://flotilla-no-such-host.invalid:2379", false).await,
+            Err(Unusable::Unresolved)
+        );
+        assert_eq!(
+            host_port("https://[::1]:2380"),
+            Some(("::1".to_owned(), 2380))
+        );
+        assert_eq!(
+            host_port("http://etcd-0"),
+            Some(("etcd-0".to_owned(), 2379))
+        );
     }
 
     #[test]
