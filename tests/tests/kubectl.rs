@@ -62,6 +62,18 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
             .unwrap_or_else(|| panic!("{member}: no nginx row in\n{out}"));
         assert!(row.starts_with("default"), "{member}: {row}");
 
+        // short names and categories, as from a real API server's discovery
+        for (args, want) in [
+            (["get", "deploy", "-A"], "nginx"),
+            (["get", "all", "-A"], "deployment.apps/nginx"),
+        ] {
+            let (ok, out, err) = kubectl(&addr, &args).await;
+            assert!(
+                ok && out.contains(want),
+                "{member}: kubectl {args:?}: {out}{err}"
+            );
+        }
+
         let (ok, out, err) = kubectl(
             &addr,
             &[

@@ -693,6 +693,51 @@ async fn member_behaviour(side: &Side) -> Vec<String> {
     let (probe, message) = side.member.probe().await;
     assert!(probe.online && probe.healthy, "{w}: {message}");
 
+    // discovery as kubectl reads it: `kubectl get deploy`, `kubectl get all`
+    for (gv, plurals) in [
+        (
+            "v1",
+            &[
+                "configmaps",
+                "secrets",
+                "services",
+                "namespaces",
+                "serviceaccounts",
+                "persistentvolumeclaims",
+                "pods",
+                "nodes",
+            ][..],
+        ),
+        (
+            "apps/v1",
+            &["deployments", "statefulsets", "replicasets", "daemonsets"],
+        ),
+        ("batch/v1", &["jobs"]),
+        ("apiextensions.k8s.io/v1", &["customresourcedefinitions"]),
+        ("rbac.authorization.k8s.io/v1", &["clusterroles", "roles"]),
+    ] {
+        let list = if gv == "v1" {
+            side.raw.list_core_api_resources(gv).await
+        } else {
+            side.raw.list_api_group_resources(gv).await
+        }
+        .unwrap_or_else(|e| panic!("{w}: discovery of {gv}: {e}"));
+        for plural in plurals {
+            let r = list
+                .resources
+                .iter()
+                .find(|r| r.name == *plural)
+                .unwrap_or_else(|| panic!("{w}: {gv} lacks {plural}"));
+            seen.push(format!(
+                "{gv} {plural}: kind {}, namespaced {}, short names {:?}, categories {:?}",
+                r.kind,
+                r.namespaced,
+                r.short_names.clone().unwrap_or_default(),
+                r.categories.clone().unwrap_or_default()
+            ));
+        }
+    }
+
     // Flotilla's apply, then the object as the member keeps it
     let applied = side
         .member
@@ -821,8 +866,21 @@ async fn member_sim_answers_like_a_real_api_server() {
     let on_real = member_behaviour(&side("kube-apiserver", real_target)).await;
     assert_eq!(on_sim, on_real, "member-sim differs from a real API server");
     // and what they both said is what a real server says
+    let discovery = on_real
+        .iter()
+        .filter(|l| l.contains(" short names "))
+        .count();
+    assert_eq!(discovery, 16, "one line per resource looked up");
+    assert!(
+        on_real.contains(
+            &"apps/v1 deployments: kind Deployment, namespaced true, short names [\"deploy\"], \
+              categories [\"all\"]"
+                .to_owned()
+        ),
+        "{on_real:#?}"
+    );
     assert_eq!(
-        on_real,
+        on_real[discovery..],
         [
             "managedFields: 400",
             "wrong uid: 422",

@@ -117,6 +117,47 @@ struct Served {
     plural: String,
     kind: String,
     namespaced: bool,
+    /// `kubectl get deploy`: the short names a real API server lists in discovery.
+    short_names: Vec<String>,
+    /// `kubectl get all`: the categories it belongs to.
+    categories: Vec<String>,
+}
+
+/// The short names and categories a real kube-apiserver lists for the built-in resources
+/// member-sim serves (the same from 1.20 to 1.33; `member_sim_answers_like_a_real_api_server`
+/// compares them with a real server's).
+fn built_in_names(plural: &str) -> (&'static [&'static str], &'static [&'static str]) {
+    const ALL: &[&str] = &["all"];
+    match plural {
+        "deployments" => (&["deploy"], ALL),
+        "statefulsets" => (&["sts"], ALL),
+        "replicasets" => (&["rs"], ALL),
+        "daemonsets" => (&["ds"], ALL),
+        "jobs" => (&[], ALL),
+        "services" => (&["svc"], ALL),
+        "pods" => (&["po"], ALL),
+        "configmaps" => (&["cm"], &[]),
+        "namespaces" => (&["ns"], &[]),
+        "serviceaccounts" => (&["sa"], &[]),
+        "persistentvolumeclaims" => (&["pvc"], &[]),
+        "nodes" => (&["no"], &[]),
+        "customresourcedefinitions" => (&["crd", "crds"], &["api-extensions"]),
+        _ => (&[], &[]),
+    }
+}
+
+/// The strings of the array at `pointer` in `value` (none when absent).
+fn strings_at(value: &Value, pointer: &str) -> Vec<String> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The group versions of the CustomResourceDefinitions applied on the member, with their
@@ -137,6 +178,8 @@ fn custom_resources(sim: &Sim) -> Vec<(String, Served)> {
             plural: plural.to_owned(),
             kind: kind.to_owned(),
             namespaced: s("/spec/scope") != "Cluster",
+            short_names: strings_at(&crd, "/spec/names/shortNames"),
+            categories: strings_at(&crd, "/spec/names/categories"),
         };
         for v in crd
             .pointer("/spec/versions")
@@ -185,10 +228,16 @@ fn resources(sim: &Sim, group_version: &str) -> Option<Vec<Served>> {
     if let Some((_, list)) = API_ENABLEMENTS.iter().find(|(gv, _)| *gv == group_version) {
         return Some(
             list.iter()
-                .map(|(plural, kind)| Served {
-                    plural: (*plural).to_owned(),
-                    kind: (*kind).to_owned(),
-                    namespaced: scope_of(group_version, kind) == Scope::Namespaced,
+                .map(|(plural, kind)| {
+                    let (short_names, categories) = built_in_names(plural);
+                    let owned = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect();
+                    Served {
+                        plural: (*plural).to_owned(),
+                        kind: (*kind).to_owned(),
+                        namespaced: scope_of(group_version, kind) == Scope::Namespaced,
+                        short_names: owned(short_names),
+                        categories: owned(categories),
+                    }
                 })
                 .collect(),
         );
@@ -208,13 +257,21 @@ fn resource_list(sim: &Sim, group_version: &str) -> Response {
     let resources: Vec<Value> = list
         .iter()
         .map(|r| {
-            json!({
+            let mut resource = json!({
                 "name": r.plural,
                 "singularName": r.kind.to_ascii_lowercase(),
                 "namespaced": r.namespaced,
                 "kind": r.kind,
                 "verbs": ["get", "list", "watch", "patch", "delete"],
-            })
+            });
+            // a real server leaves the lists out when they are empty
+            if !r.short_names.is_empty() {
+                resource["shortNames"] = json!(r.short_names);
+            }
+            if !r.categories.is_empty() {
+                resource["categories"] = json!(r.categories);
+            }
+            resource
         })
         .collect();
     ok(&json!({
