@@ -49,11 +49,13 @@ pub struct NamespacedServerArgs {
 #[derive(Debug, clap::Args)]
 #[command(after_help = GET_EXAMPLES)]
 pub struct GetArgs {
-    /// What to list. One of: clusters, propagationpolicies (pp), clusterpropagationpolicies
-    /// (cpp), clustertaintpolicies (ctp), workloads (or deployments, configmaps, ...),
-    /// resourcebindings (bindings, rb), works, events (ev).
-    #[arg(value_parser = Kind::parse, value_name = "KIND")]
-    pub kind: Kind,
+    /// What to list, or a comma list of kinds as kubectl takes (`pp,op`). One of: clusters,
+    /// propagationpolicies (pp), clusterpropagationpolicies (cpp), clustertaintpolicies (ctp),
+    /// overridepolicies (op), clusteroverridepolicies (cop), workloads (or a workload kind:
+    /// deployments, configmaps, namespaces, clusterroles, ...), resourcebindings (bindings,
+    /// rb), clusterresourcebindings (crb), works, events (ev).
+    #[arg(value_parser = KindList::parse, value_name = "KIND[,KIND...]")]
+    pub kind: KindList,
 
     /// Names to show; every object when none is given. Workloads may be named `Kind/name`,
     /// Works `CLUSTER/name`.
@@ -93,8 +95,19 @@ Examples:
   flotilla get rb                         # bindings in `default`: where each one runs
   flotilla get rb nginx-deployment -w     # watch a binding move during a failover
   flotilla get pp -A -o yaml              # every propagation policy, as YAML
+  flotilla get pp,op                      # two kinds, one table each
   flotilla get works --cluster member1    # the Works on one member
   flotilla get events -A";
+
+/// The kinds `get` lists, in the order given.
+#[derive(Clone, Debug)]
+pub struct KindList(pub Vec<Kind>);
+
+impl KindList {
+    fn parse(text: &str) -> Result<KindList, String> {
+        Kind::parse_list(text).map(KindList)
+    }
+}
 
 /// Arguments of `flotilla describe`.
 #[derive(Debug, clap::Args)]
@@ -136,6 +149,7 @@ fn scope(kind: &Kind, ns: &NamespaceArgs, selector: &str, cluster: Option<String
             _ => None,
         },
         cluster_scoped: matches!(kind, Kind::ClusterResourceBinding),
+        namespaced_only: matches!(kind, Kind::ResourceBinding),
     }
 }
 
@@ -163,15 +177,30 @@ macro_rules! by_kind {
     };
 }
 
-/// Runs `flotilla get`.
+/// Runs `flotilla get`: each kind of the list in turn, as kubectl does (tables apart by a
+/// blank line; `-o yaml` documents apart by `---`; `-o json` one object per kind). `-w`
+/// watches one kind.
 pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
-    let scope = scope(
-        &args.kind,
-        &args.on.ns,
-        &args.selector,
-        args.cluster.clone(),
-    );
-    by_kind!(args.kind, get_kind(&args, &scope))
+    let kinds = &args.kind.0;
+    if args.watch && kinds.len() > 1 {
+        anyhow::bail!("-w watches one kind at a time; {} were given", kinds.len());
+    }
+    let mut code = ExitCode::SUCCESS;
+    for (i, kind) in kinds.iter().enumerate() {
+        if i > 0 {
+            match args.output {
+                Format::Table | Format::Wide => println!(),
+                Format::Yaml => println!("---"),
+                Format::Json | Format::Name => {}
+            }
+        }
+        let scope = scope(kind, &args.on.ns, &args.selector, args.cluster.clone());
+        let this = by_kind!(kind, get_kind(&args, &scope))?;
+        if this != ExitCode::SUCCESS {
+            code = this;
+        }
+    }
+    Ok(code)
 }
 
 /// Runs `flotilla describe`.
@@ -324,7 +353,7 @@ async fn get_kind<T: ApiObject>(args: &GetArgs, scope: &Scope) -> anyhow::Result
             let Some(object) = change.object else {
                 continue;
             };
-            if !names.is_empty() && !names.contains(object.name()) {
+            if !names.is_empty() && !names.contains(object.name()) || !scope.shows(&object) {
                 continue;
             }
             if matches!(args.output, Format::Table | Format::Wide) {

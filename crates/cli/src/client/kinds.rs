@@ -46,9 +46,12 @@ pub enum Kind {
 
 /// The accepted spellings, for help texts.
 pub const KIND_HELP: &str = "clusters, propagationpolicies (pp, policies), clusterpropagationpolicies \
-    (cpp), clustertaintpolicies (ctp), overridepolicies (op), clusteroverridepolicies (cop), workloads (or a workload kind: deployments, \
-    statefulsets, configmaps, ...), resourcebindings (bindings, rb), clusterresourcebindings \
-    (crb), works, events (ev)";
+    (cpp), clustertaintpolicies (ctp), overridepolicies (op), clusteroverridepolicies (cop), \
+    workloads (or a workload kind: deployments (deploy), statefulsets (sts), daemonsets (ds), \
+    replicasets (rs), jobs, configmaps (cm), secrets, services (svc), namespaces (ns), \
+    serviceaccounts (sa), persistentvolumeclaims (pvc), roles, rolebindings, clusterroles, \
+    clusterrolebindings, customresourcedefinitions (crd)), resourcebindings (bindings, rb), \
+    clusterresourcebindings (crb), works, events (ev)";
 
 // === impl Kind ===
 
@@ -86,20 +89,58 @@ impl Kind {
             "configmap" | "configmaps" | "cm" => Kind::Workload(Some("ConfigMap".into())),
             "secret" | "secrets" => Kind::Workload(Some("Secret".into())),
             "service" | "services" | "svc" => Kind::Workload(Some("Service".into())),
+            "namespace" | "namespaces" | "ns" => Kind::Workload(Some("Namespace".into())),
+            "serviceaccount" | "serviceaccounts" | "sa" => {
+                Kind::Workload(Some("ServiceAccount".into()))
+            }
+            "persistentvolumeclaim" | "persistentvolumeclaims" | "pvc" => {
+                Kind::Workload(Some("PersistentVolumeClaim".into()))
+            }
+            "role" | "roles" => Kind::Workload(Some("Role".into())),
+            "rolebinding" | "rolebindings" => Kind::Workload(Some("RoleBinding".into())),
+            "clusterrole" | "clusterroles" => Kind::Workload(Some("ClusterRole".into())),
+            "clusterrolebinding" | "clusterrolebindings" => {
+                Kind::Workload(Some("ClusterRoleBinding".into()))
+            }
+            "customresourcedefinition" | "customresourcedefinitions" | "crd" | "crds" => {
+                Kind::Workload(Some("CustomResourceDefinition".into()))
+            }
             _ => return Err(format!("unknown kind {text:?}; one of: {KIND_HELP}")),
         })
     }
 
-    /// Whether objects of the kind live in a namespace.
+    /// Parses kubectl's comma list of kinds (`pp,op`), in the order given, each once.
+    pub fn parse_list(text: &str) -> Result<Vec<Kind>, String> {
+        let mut kinds: Vec<Kind> = Vec::new();
+        for part in text.split(',') {
+            if part.is_empty() {
+                return Err(format!("{text:?}: an empty kind in the list"));
+            }
+            let kind = Kind::parse(part)?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        Ok(kinds)
+    }
+
+    /// Whether objects of the kind live in a namespace (a workload kind: as Kubernetes
+    /// scopes it, so `get namespaces` and `get clusterroles` list the cluster-wide ones).
     pub fn namespaced(&self) -> bool {
-        !matches!(
-            self,
+        match self {
             Kind::Cluster
-                | Kind::ClusterPropagationPolicy
-                | Kind::ClusterTaintPolicy
-                | Kind::ClusterOverridePolicy
-                | Kind::ClusterResourceBinding
-        )
+            | Kind::ClusterPropagationPolicy
+            | Kind::ClusterTaintPolicy
+            | Kind::ClusterOverridePolicy
+            | Kind::ClusterResourceBinding => false,
+            Kind::Workload(Some(kind)) => {
+                let segment = flotilla_core::resource::resolve_kind_segment(kind);
+                let (kind, group) = flotilla_core::resource::split_kind_segment(&segment);
+                flotilla_core::resource::scope(group, kind)
+                    == flotilla_core::resource::Scope::Namespaced
+            }
+            _ => true,
+        }
     }
 }
 
@@ -116,11 +157,21 @@ pub struct Scope {
     pub workload_kind: Option<String>,
     /// Bindings: only ClusterResourceBindings (`get crb`).
     pub cluster_scoped: bool,
+    /// Only objects in a namespace: `get rb -A` lists ResourceBindings, not the
+    /// ClusterResourceBindings the same list call returns, as kubectl's `-A` lists only the
+    /// namespaced kind.
+    pub namespaced_only: bool,
 }
 
 impl Scope {
     fn ns(&self) -> String {
         self.namespace.clone().unwrap_or_default()
+    }
+
+    /// Whether an object the server returned for this scope is shown
+    /// ([`Scope::namespaced_only`]).
+    pub fn shows<T: Resource>(&self, object: &T) -> bool {
+        !self.namespaced_only || !object.namespace().is_empty()
     }
 }
 
@@ -308,7 +359,7 @@ pub async fn list_all<T: ApiObject>(api: &mut Api, scope: &Scope) -> Result<(Vec
         if revision == 0 {
             revision = page.revision;
         }
-        items.extend(page.items);
+        items.extend(page.items.into_iter().filter(|o| scope.shows(o)));
         if page.next.is_empty() {
             return Ok((items, revision));
         }
@@ -858,5 +909,54 @@ impl Columns for v1::Event {
             object,
             format!("{}{count}", self.message),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kind;
+
+    /// kubectl's spellings of the kinds Karmada's guide lists, with their scopes: a
+    /// cluster-wide workload kind lists without a namespace.
+    #[test]
+    fn kubectl_kind_names_and_their_scopes() {
+        let cases = [
+            ("ns", "Namespace", false),
+            ("namespaces", "Namespace", false),
+            ("clusterroles", "ClusterRole", false),
+            ("clusterrolebinding", "ClusterRoleBinding", false),
+            ("crd", "CustomResourceDefinition", false),
+            ("roles", "Role", true),
+            ("sa", "ServiceAccount", true),
+            ("pvc", "PersistentVolumeClaim", true),
+            ("deploy", "Deployment", true),
+        ];
+        for (typed, kind, namespaced) in cases {
+            let parsed = Kind::parse(typed).expect(typed);
+            assert_eq!(parsed, Kind::Workload(Some(kind.into())), "{typed}");
+            assert_eq!(parsed.namespaced(), namespaced, "{typed}");
+        }
+        assert!(!Kind::Cluster.namespaced());
+        assert!(Kind::Workload(None).namespaced());
+    }
+
+    /// `get pp,op`: a comma list, in order, each kind once; an empty or unknown entry is
+    /// refused by name.
+    #[test]
+    fn comma_lists_of_kinds() {
+        assert_eq!(
+            Kind::parse_list("pp,op").unwrap(),
+            [Kind::PropagationPolicy, Kind::OverridePolicy]
+        );
+        assert_eq!(
+            Kind::parse_list("rb,bindings,crb").unwrap(),
+            [Kind::ResourceBinding, Kind::ClusterResourceBinding]
+        );
+        assert!(Kind::parse_list("pp,").unwrap_err().contains("empty"));
+        assert!(
+            Kind::parse_list("pp,nope")
+                .unwrap_err()
+                .contains("unknown kind \"nope\"")
+        );
     }
 }
