@@ -30,6 +30,8 @@ pub mod taint;
 pub mod taint_policy;
 #[cfg(test)]
 mod test_support;
+#[cfg(feature = "test-util")]
+pub mod testing;
 pub mod time;
 pub mod toleration;
 pub mod types;

@@ -388,15 +388,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::test_runner::Config {
-            cases: std::env::var("FLOTILLA_PROPTEST_CASES")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(256),
-            failure_persistence: None,
-            rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
-            ..proptest::test_runner::Config::default()
-        })]
+        #![proptest_config(flotilla_core::testing::proptest_config(256))]
 
         /// Whatever a member returns, reading its status neither panics nor yields a negative
         /// count, and the kept `status` is JSON.

@@ -89,6 +89,19 @@ impl crate::v1::TargetCluster {
     }
 }
 
+impl crate::v1::GracefulEvictionTask {
+    /// Bare tasks (no reason, producer or timestamps), one evicting from each cluster.
+    pub fn from_clusters(clusters: &[&str]) -> Vec<Self> {
+        clusters
+            .iter()
+            .map(|&cluster| Self {
+                from_cluster: cluster.to_owned(),
+                ..Self::default()
+            })
+            .collect()
+    }
+}
+
 impl crate::v1::ResourceBinding {
     /// `spec.clusters` as (name, replicas), sorted by name: a binding's placement at a glance.
     pub fn target_pairs(&self) -> Vec<(String, i32)> {

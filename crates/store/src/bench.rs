@@ -112,37 +112,34 @@ impl BenchReport {
             let _ = write!(out, "{name:>14}");
         }
         out.push('\n');
-        type Row = (&'static str, fn(&BenchReport) -> String);
+        // (label, the figure, its decimal places)
+        type Row = (&'static str, fn(&BenchReport) -> f64, usize);
         let rows: [Row; 8] = [
-            ("sequential puts/s", |r| {
-                format!("{:.0}", r.seq_puts_per_sec)
-            }),
-            ("concurrent puts/s (64 in flight)", |r| {
-                format!("{:.0}", r.concurrent_puts_per_sec)
-            }),
-            ("single-key CAS/s (sequential)", |r| {
-                format!("{:.0}", r.cas_per_sec)
-            }),
-            ("CAS/s (64 keys in flight)", |r| {
-                format!("{:.0}", r.concurrent_cas_per_sec)
-            }),
-            ("guarded-64 txn keys/s", |r| {
-                format!("{:.0}", r.guarded_txn_keys_per_sec)
-            }),
-            ("128-op txn keys/s", |r| {
-                format!("{:.0}", r.txn128_keys_per_sec)
-            }),
-            ("watch latency p50 (ms)", |r| {
-                format!("{:.3}", r.watch_p50.as_secs_f64() * 1e3)
-            }),
-            ("watch latency p99 (ms)", |r| {
-                format!("{:.3}", r.watch_p99.as_secs_f64() * 1e3)
-            }),
+            ("sequential puts/s", |r| r.seq_puts_per_sec, 0),
+            (
+                "concurrent puts/s (64 in flight)",
+                |r| r.concurrent_puts_per_sec,
+                0,
+            ),
+            ("single-key CAS/s (sequential)", |r| r.cas_per_sec, 0),
+            ("CAS/s (64 keys in flight)", |r| r.concurrent_cas_per_sec, 0),
+            ("guarded-64 txn keys/s", |r| r.guarded_txn_keys_per_sec, 0),
+            ("128-op txn keys/s", |r| r.txn128_keys_per_sec, 0),
+            (
+                "watch latency p50 (ms)",
+                |r| r.watch_p50.as_secs_f64() * 1e3,
+                3,
+            ),
+            (
+                "watch latency p99 (ms)",
+                |r| r.watch_p99.as_secs_f64() * 1e3,
+                3,
+            ),
         ];
-        for (label, get) in rows {
+        for (label, get, places) in rows {
             let _ = write!(out, "{label:<34}");
             for (_, report) in columns {
-                let cell = get(report);
+                let cell = format!("{:.*}", places, get(report));
                 // A zero is "not measured" (e.g. no reference figure).
                 let cell = if cell.trim_start_matches(['0', '.']).is_empty() {
                     "-".to_owned()

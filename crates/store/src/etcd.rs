@@ -287,6 +287,20 @@ impl EtcdStore {
         self.send(op, retry, attempt).await.0
     }
 
+    /// A read of `key` with `opts` (`op` names it), sent again while etcd is unavailable.
+    async fn kv_get(
+        &self,
+        op: &'static str,
+        key: Vec<u8>,
+        opts: Option<ec::GetOptions>,
+    ) -> std::result::Result<ec::GetResponse, ec::Error> {
+        self.unary(op, Retry::Unavailable, || {
+            let (mut kv, key, opts) = (self.client.kv_client(), key.clone(), opts.clone());
+            async move { kv.get(key, opts).await }
+        })
+        .await
+    }
+
     /// The server's version string (e.g. `3.4.23`): a cheap liveness check.
     pub async fn status(&self) -> Result<String> {
         let resp = self
@@ -729,13 +743,7 @@ impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         validate_key(key)?;
         let full = self.full(key);
-        let mut resp = self
-            .unary("get", Retry::Unavailable, || {
-                let (mut kv, full) = (self.client.kv_client(), full.clone());
-                async move { kv.get(full, None).await }
-            })
-            .await
-            .map_err(map_err)?;
+        let mut resp = self.kv_get("get", full, None).await.map_err(map_err)?;
         resp.take_kvs()
             .into_iter()
             .next()
@@ -762,19 +770,16 @@ impl Store for EtcdStore {
         if let Some(rev) = req.revision.filter(|r| *r > 0) {
             opts = opts.with_revision(rev);
         }
-        let mut resp = self
-            .unary("range", Retry::Unavailable, || {
-                let (mut kv, start, opts) = (self.client.kv_client(), start.clone(), opts.clone());
-                async move { kv.get(start, Some(opts)).await }
-            })
-            .await
-            .map_err(|e| match map_err(e) {
-                StoreError::FutureRevision { .. } => StoreError::FutureRevision {
-                    revision: req.revision.unwrap_or(0),
-                    current: 0,
-                },
-                other => other,
-            })?;
+        let mut resp =
+            self.kv_get("range", start, Some(opts))
+                .await
+                .map_err(|e| match map_err(e) {
+                    StoreError::FutureRevision { .. } => StoreError::FutureRevision {
+                        revision: req.revision.unwrap_or(0),
+                        current: 0,
+                    },
+                    other => other,
+                })?;
         let revision = req
             .revision
             .filter(|r| *r > 0)
@@ -972,14 +977,9 @@ impl Store for EtcdStore {
         } else {
             self.full("")
         };
+        let count_only = ec::GetOptions::new().with_count_only();
         let resp = self
-            .unary("current_revision", Retry::Unavailable, || {
-                let (mut kv, key) = (self.client.kv_client(), key.clone());
-                async move {
-                    kv.get(key, Some(ec::GetOptions::new().with_count_only()))
-                        .await
-                }
-            })
+            .kv_get("current_revision", key, Some(count_only))
             .await
             .map_err(map_err)?;
         Ok(header_rev(resp.header()))
@@ -1339,51 +1339,49 @@ mod tests {
 
     #[test]
     fn failures_are_classified_for_retry() {
-        let status = |s: tonic::Status| failure_kind(&ec::Error::GRpcStatus(s));
+        use tonic::Code;
         let cases = [
             (
-                status(tonic::Status::unavailable("etcdserver: no leader")),
+                Code::Unavailable,
+                "etcdserver: no leader",
                 Failure::NeverApplied,
             ),
             (
-                status(tonic::Status::unavailable("etcdserver: leader changed")),
+                Code::Unavailable,
+                "etcdserver: leader changed",
                 Failure::MaybeApplied,
             ),
             (
-                status(tonic::Status::unavailable("etcdserver: request timed out")),
+                Code::Unavailable,
+                "etcdserver: request timed out",
+                Failure::MaybeApplied,
+            ),
+            (Code::DeadlineExceeded, "timeout", Failure::MaybeApplied),
+            (
+                Code::Unknown,
+                "error reading a body from connection",
                 Failure::MaybeApplied,
             ),
             (
-                status(tonic::Status::deadline_exceeded("timeout")),
-                Failure::MaybeApplied,
-            ),
-            (
-                status(tonic::Status::unknown(
-                    "error reading a body from connection",
-                )),
-                Failure::MaybeApplied,
-            ),
-            (
-                status(tonic::Status::invalid_argument(
-                    "etcdserver: duplicate key given in txn request",
-                )),
+                Code::InvalidArgument,
+                "etcdserver: duplicate key given in txn request",
                 Failure::Answered,
             ),
             (
-                status(tonic::Status::permission_denied(
-                    "etcdserver: permission denied",
-                )),
+                Code::PermissionDenied,
+                "etcdserver: permission denied",
                 Failure::Answered,
             ),
             (
-                status(tonic::Status::out_of_range(
-                    "etcdserver: mvcc: required revision has been compacted",
-                )),
+                Code::OutOfRange,
+                "etcdserver: mvcc: required revision has been compacted",
                 Failure::Answered,
             ),
         ];
-        for (i, (got, want)) in cases.into_iter().enumerate() {
-            assert_eq!(got, want, "case {i}");
+        for (code, message, want) in cases {
+            let status = tonic::Status::new(code, message);
+            let got = failure_kind(&ec::Error::GRpcStatus(status));
+            assert_eq!(got, want, "{code:?}: {message}");
         }
     }
 

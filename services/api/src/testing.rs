@@ -133,10 +133,15 @@ pub fn get_nginx() -> v1::GetWorkloadRequest {
 
 /// A Delete of the seed workload, without preconditions.
 pub fn delete_nginx() -> v1::DeleteWorkloadRequest {
+    delete_workload("default", "Deployment", "nginx")
+}
+
+/// A Delete of the workload `namespace`/`kind`/`name`, without preconditions.
+pub fn delete_workload(namespace: &str, kind: &str, name: &str) -> v1::DeleteWorkloadRequest {
     v1::DeleteWorkloadRequest {
-        namespace: "default".into(),
-        kind: "Deployment".into(),
-        name: "nginx".into(),
+        namespace: namespace.into(),
+        kind: kind.into(),
+        name: name.into(),
         preconditions: None,
     }
 }

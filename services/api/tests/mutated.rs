@@ -16,7 +16,7 @@ use flotilla_api::testing::{self, cluster, nginx_workload, seed_policy};
 use flotilla_proto::v1::{self, api_client::ApiClient};
 use flotilla_store::{MemStore, StoreRef};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
 use prost::Message;
 use prost_reflect::{
     DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, ReflectMessage, Value,
@@ -194,13 +194,6 @@ fn clear(code: Code) -> bool {
     )
 }
 
-fn cases() -> u32 {
-    std::env::var("FLOTILLA_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(48)
-}
-
 /// Runs mutated copies of `valid` (a `flotilla.v1.<name>Request`) through `call` on a
 /// blocking runtime; returns how many were sent.
 fn fuzz<R, F, Fut>(rt: &tokio::runtime::Runtime, name: &str, valid: R, call: F) -> usize
@@ -209,11 +202,7 @@ where
     F: Fn(R) -> Fut,
     Fut: std::future::Future<Output = Result<(), tonic::Status>>,
 {
-    let config = Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    };
+    let config = flotilla_core::testing::proptest_config(48);
     // a fixed seed per RPC: a failure is replayed by running the test again
     let mut seed = [0u8; 32];
     for (i, b) in name.bytes().enumerate() {

@@ -310,13 +310,7 @@ fn binding(clusters: &[&str], tasks: &[&str]) -> v1::ResourceBinding {
                     replicas: 1,
                 })
                 .collect(),
-            graceful_eviction_tasks: tasks
-                .iter()
-                .map(|c| v1::GracefulEvictionTask {
-                    from_cluster: (*c).into(),
-                    ..Default::default()
-                })
-                .collect(),
+            graceful_eviction_tasks: v1::GracefulEvictionTask::from_clusters(tasks),
             ..Default::default()
         }),
         status: None,

@@ -806,15 +806,26 @@ pub(crate) mod tests {
         w
     }
 
-    fn replicas_of(d: &Decision) -> Vec<(String, i32)> {
-        let mut out: Vec<(String, i32)> = d
+    /// The decision for `works` under `after` (the seed workload, no overrides) at `moves`.
+    fn decide_moves(
+        after: &v1::ResourceBinding,
+        works: &[v1::Work],
+        moves: &MoveSettings,
+    ) -> Decision {
+        decide_with(
+            Some(after),
+            &spec_of(after),
+            Some(&workload()),
+            works,
+            &Overrides::default(),
+            moves,
+        )
+    }
+
+    fn replicas_of(d: &Decision) -> Vec<(&str, i32)> {
+        let mut out: Vec<(&str, i32)> = d
             .desired()
-            .map(|w| {
-                (
-                    work_cluster(w).to_owned(),
-                    w.spec.as_ref().unwrap().replicas.unwrap(),
-                )
-            })
+            .map(|w| (work_cluster(w), w.spec.as_ref().unwrap().replicas.unwrap()))
             .collect();
         out.sort();
         out
@@ -836,25 +847,11 @@ pub(crate) mod tests {
             .into_iter()
             .map(|w| with_ready(w, 3))
             .collect();
-        let decide = |works: &[v1::Work], moves: &MoveSettings| {
-            decide_with(
-                Some(&after),
-                &spec_of(&after),
-                Some(&workload()),
-                works,
-                &Overrides::default(),
-                moves,
-            )
-        };
         // member1 not there yet: member2 and member3 keep 3 each; member1 is created with 2
-        let d = decide(&old_works, &moves);
+        let d = decide_moves(&after, &old_works, &moves);
         assert_eq!(
             replicas_of(&d),
-            vec![
-                ("member1".into(), 2),
-                ("member2".into(), 3),
-                ("member3".into(), 3)
-            ]
+            [("member1", 2), ("member2", 3), ("member3", 3)]
         );
         assert!(d.moves.holds());
         assert!(
@@ -868,29 +865,25 @@ pub(crate) mod tests {
             works_for(&after, &[("member1", 2)]).remove(0),
             1,
         ));
-        let d = decide(&works, &moves);
+        let d = decide_moves(&after, &works, &moves);
         assert_eq!(
             replicas_of(&d),
-            vec![
-                ("member1".into(), 2),
-                ("member2".into(), 3),
-                ("member3".into(), 2)
-            ]
+            [("member1", 2), ("member2", 3), ("member3", 2)]
         );
         // both Ready: the new split
         works[2] = with_ready(works[2].clone(), 2);
-        let d = decide(&works, &moves);
+        let d = decide_moves(&after, &works, &moves);
         assert!(!d.moves.holds());
         assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
         // the hold is off: Karmada's at-once split
-        let d = decide(&old_works, &MoveSettings::OFF);
+        let d = decide_moves(&after, &old_works, &MoveSettings::OFF);
         assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
         // past the timeout: the split proceeds, and the reason says why
         let late = MoveSettings {
             now: t0 + std::time::Duration::from_secs(600),
             ..moves
         };
-        let d = decide(&old_works, &late);
+        let d = decide_moves(&after, &old_works, &late);
         assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
         assert!(d.reasons.iter().any(|r| r.contains("WE-10.4")));
     }
@@ -908,14 +901,7 @@ pub(crate) mod tests {
             .into_iter()
             .map(|w| with_ready(w, 3))
             .collect();
-        let d = decide_with(
-            Some(&after),
-            &spec_of(&after),
-            Some(&workload()),
-            &works,
-            &Overrides::default(),
-            &moves,
-        );
+        let d = decide_moves(&after, &works, &moves);
         // (it may be a cluster whose eviction task just timed out: holding it again would
         // undo that timeout)
         assert!(!d.moves.holds(), "{:?}", d.moves);
@@ -926,12 +912,9 @@ pub(crate) mod tests {
     fn we_10_failover_holds_nothing_for_the_evicted_cluster() {
         let (works, mut after) = evicted(PurgeMode::Gracefully);
         after = scheduled_at(after, Time::from_secs(1_000));
-        let d = decide_with(
-            Some(&after),
-            &spec_of(&after),
-            Some(&workload()),
+        let d = decide_moves(
+            &after,
             &works,
-            &Overrides::default(),
             &MoveSettings {
                 now: Time::from_secs(1_001),
                 timeout: std::time::Duration::from_secs(600),

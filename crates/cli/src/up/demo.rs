@@ -721,13 +721,7 @@ mod tests {
             }),
             spec: Some(v1::ResourceBindingSpec {
                 clusters: v1::TargetCluster::from_pairs(targets),
-                graceful_eviction_tasks: tasks
-                    .iter()
-                    .map(|c| v1::GracefulEvictionTask {
-                        from_cluster: (*c).into(),
-                        ..Default::default()
-                    })
-                    .collect(),
+                graceful_eviction_tasks: v1::GracefulEvictionTask::from_clusters(tasks),
                 ..Default::default()
             }),
             status: Some(v1::ResourceBindingStatus {

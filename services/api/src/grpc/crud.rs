@@ -55,18 +55,17 @@ impl AsyncHold<v1::Cluster> for ClusterHold {
     }
 }
 
-/// OverridePolicy and ClusterOverridePolicy: stored kinds that convert to the one domain type.
-pub(super) trait OverrideKind:
-    ApiKind
-    + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
-    + From<OverridePolicy>
+/// A policy kind and its cluster-wide twin, each a stored kind that converts to the one
+/// domain type `D`: `PolicyKind<OverridePolicy>` for OverridePolicy and
+/// ClusterOverridePolicy, `PolicyKind<PropagationPolicy>` for PropagationPolicy and
+/// ClusterPropagationPolicy.
+pub(super) trait PolicyKind<D>:
+    ApiKind + TryInto<D, Error = flotilla_proto::convert::ConvertError> + From<D>
 {
 }
 
-impl<K> OverrideKind for K where
-    K: ApiKind
-        + TryInto<OverridePolicy, Error = flotilla_proto::convert::ConvertError>
-        + From<OverridePolicy>
+impl<K, D> PolicyKind<D> for K where
+    K: ApiKind + TryInto<D, Error = flotilla_proto::convert::ConvertError> + From<D>
 {
 }
 
@@ -204,7 +203,7 @@ impl ApiService {
     }
 
     /// Create of an OverridePolicy or ClusterOverridePolicy (OV-1 admission).
-    pub(super) async fn create_override<K: OverrideKind>(
+    pub(super) async fn create_override<K: PolicyKind<OverridePolicy>>(
         &self,
         policy: Option<K>,
         cluster_wide: bool,
@@ -228,17 +227,27 @@ impl ApiService {
     }
 
     /// Update of an OverridePolicy or ClusterOverridePolicy.
-    pub(super) async fn update_override<K: OverrideKind>(
+    pub(super) async fn update_override<K: PolicyKind<OverridePolicy>>(
         &self,
         policy: Option<K>,
         cluster_wide: bool,
     ) -> Result<K, Error> {
-        let field = if cluster_wide {
-            "clusterOverridePolicy"
-        } else {
-            "overridePolicy"
-        };
         let admit = |_: &K, new| self.admission().override_policy(Some(new), cluster_wide);
+        let fields = ["overridePolicy", "clusterOverridePolicy"];
+        self.update_policy(policy, cluster_wide, fields, admit)
+            .await
+    }
+
+    /// Update of a policy (`cluster_wide == false`; the request's field `fields[0]`) or of
+    /// its cluster-wide twin (`fields[1]`).
+    pub(super) async fn update_policy<K: ApiKind>(
+        &self,
+        policy: Option<K>,
+        cluster_wide: bool,
+        [field, cluster_field]: [&str; 2],
+        admit: impl Fn(&K, K) -> Result<K, Error>,
+    ) -> Result<K, Error> {
+        let field = if cluster_wide { cluster_field } else { field };
         self.update(policy, field, !cluster_wide, admit).await
     }
 

@@ -2,11 +2,13 @@
 //! admission for creates and updates, redaction of Secrets (always) and of Secret templates
 //! (for a viewer), and the confinement of an agent to its own cluster's Works.
 
+use flotilla_core::types::PropagationPolicy;
 use flotilla_proto::v1;
 use flotilla_runtime::authz::confine;
 use futures::StreamExt as _;
 use tonic::{Request, Status};
 
+use super::crud::PolicyKind;
 use super::{ApiService, redact, redact_workload, viewer};
 use crate::error::Error;
 use crate::objects::NoHold;
@@ -24,46 +26,29 @@ impl ApiService {
 
     /// Create of a PropagationPolicy (`cluster_wide == false`) or ClusterPropagationPolicy
     /// (PD-1/PD-2 admission).
-    pub(super) async fn create_propagation_admitted<K>(
+    pub(super) async fn create_propagation_admitted<K: PolicyKind<PropagationPolicy>>(
         &self,
         policy: Option<K>,
         cluster_wide: bool,
-    ) -> Result<K, Error>
-    where
-        K: crate::kinds::ApiKind
-            + TryInto<
-                flotilla_core::types::PropagationPolicy,
-                Error = flotilla_proto::convert::ConvertError,
-            > + From<flotilla_core::types::PropagationPolicy>,
-    {
+    ) -> Result<K, Error> {
         let admit = |p| self.admission().propagation_policy(p, None, cluster_wide);
         self.create_with(policy, admit).await
     }
 
     /// Update of a PropagationPolicy or ClusterPropagationPolicy, admitted against the stored
     /// one.
-    pub(super) async fn update_propagation_admitted<K>(
+    pub(super) async fn update_propagation_admitted<K: PolicyKind<PropagationPolicy>>(
         &self,
         policy: Option<K>,
         cluster_wide: bool,
-    ) -> Result<K, Error>
-    where
-        K: crate::kinds::ApiKind
-            + TryInto<
-                flotilla_core::types::PropagationPolicy,
-                Error = flotilla_proto::convert::ConvertError,
-            > + From<flotilla_core::types::PropagationPolicy>,
-    {
-        let field = if cluster_wide {
-            "clusterPropagationPolicy"
-        } else {
-            "propagationPolicy"
-        };
+    ) -> Result<K, Error> {
         let admit = |current: &K, new| {
             self.admission()
                 .propagation_policy(Some(new), Some(current), cluster_wide)
         };
-        self.update(policy, field, !cluster_wide, admit).await
+        let fields = ["propagationPolicy", "clusterPropagationPolicy"];
+        self.update_policy(policy, cluster_wide, fields, admit)
+            .await
     }
 
     /// Create of a Secret; the answer carries its keys, not its values.
@@ -181,8 +166,7 @@ impl ApiService {
         &self,
         request: Request<v1::GetWorkRequest>,
     ) -> Result<v1::Work, Status> {
-        confine(request.extensions(), &request.get_ref().cluster)?;
-        Ok(self.get(request.into_inner()).await?)
+        Ok(self.get(confined(request, |r| &r.cluster)?).await?)
     }
 
     /// List of Works, confined as [`ApiService::get_work_confined`].
@@ -190,8 +174,7 @@ impl ApiService {
         &self,
         request: Request<v1::ListWorksRequest>,
     ) -> Result<v1::ListWorksResponse, Status> {
-        confine(request.extensions(), &request.get_ref().cluster)?;
-        Ok(self.list(request.into_inner()).await?)
+        Ok(self.list(confined(request, |r| &r.cluster)?).await?)
     }
 
     /// Watch of Works, confined as [`ApiService::get_work_confined`].
@@ -199,8 +182,7 @@ impl ApiService {
         &self,
         request: Request<v1::WatchWorksRequest>,
     ) -> Result<WatchResponseStream<v1::WatchWorksResponse>, Status> {
-        confine(request.extensions(), &request.get_ref().cluster)?;
-        Ok(self.watch(request.into_inner()).await?)
+        Ok(self.watch(confined(request, |r| &r.cluster)?).await?)
     }
 
     /// The other services' addresses (`--peer`).
@@ -212,4 +194,11 @@ impl ApiService {
             peers: self.inner.peers.clone().into_iter().collect(),
         })
     }
+}
+
+/// The message of `request`, once [`confine`] lets its caller act for the request's
+/// `cluster`.
+fn confined<Q>(request: Request<Q>, cluster: impl FnOnce(&Q) -> &str) -> Result<Q, Status> {
+    confine(request.extensions(), cluster(request.get_ref()))?;
+    Ok(request.into_inner())
 }

@@ -696,12 +696,7 @@ async fn optimistic_concurrency_and_existence() {
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
     let err = client
-        .delete_workload(v1::DeleteWorkloadRequest {
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: "ghost".into(),
-            preconditions: None,
-        })
+        .delete_workload(testing::delete_workload("default", "Deployment", "ghost"))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);

@@ -229,13 +229,7 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
     // the highest priority wins over specificity
     let b = claimed_by("high").await;
     assert_eq!(
-        b.spec
-            .unwrap()
-            .placement
-            .unwrap()
-            .cluster_affinity
-            .unwrap()
-            .cluster_names,
+        testing::affinity_names(b.spec.unwrap().placement),
         ["high-cluster"]
     );
     // then, one deletion at a time: a name is more specific than a label selector, which is
@@ -275,14 +269,7 @@ async fn detector_pl4_precedence_and_pl1_detach_on_each_policy_deletion() {
     .await;
     let detached = claimed_by("").await;
     assert_eq!(
-        detached
-            .spec
-            .unwrap()
-            .placement
-            .unwrap()
-            .cluster_affinity
-            .unwrap()
-            .cluster_names,
+        testing::affinity_names(detached.spec.unwrap().placement),
         ["cpp-cluster"],
         "the last placement is kept"
     );
@@ -410,11 +397,7 @@ async fn detector_pl3_a_claimed_workload_stays_with_its_policy() {
     let mut by_name = kind_only("high", 50);
     by_name.resource_selectors[0].name = "nginx".into();
     let high = create_policy(&typed, &admission, pp("high", by_name)).await;
-    writers.policies.apply_watcher_event(&Event::Apply(Object {
-        key: high.key(),
-        revision: high.resource_version(),
-        value: Arc::new(high.clone()),
-    }));
+    apply_stored(&mut writers.policies, &high);
     reconcile(workload.key(), ctx.clone()).await.unwrap();
     let after: v1::ResourceBinding = stored_binding(&typed).await;
     assert_eq!(policy_label(&after), "low", "not preempted");
@@ -452,26 +435,27 @@ async fn detector_pl3_preemption_always_takes_a_claimed_workload() {
     let mut preempting = kind_only("high", 50);
     preempting.preemption = v1::Preemption::Always as i32;
     let high = create_policy(&typed, &admission, pp("high", preempting)).await;
-    writers.policies.apply_watcher_event(&Event::Apply(Object {
-        key: high.key(),
-        revision: high.resource_version(),
-        value: Arc::new(high.clone()),
-    }));
+    apply_stored(&mut writers.policies, &high);
     reconcile(workload.key(), ctx).await.unwrap();
     let taken: v1::ResourceBinding = stored_binding(&typed).await;
     assert_eq!(policy_label(&taken), "high", "preempted");
     assert_eq!(
-        taken
-            .spec
-            .unwrap()
-            .placement
-            .unwrap()
-            .cluster_affinity
-            .unwrap()
-            .cluster_names,
+        testing::affinity_names(taken.spec.unwrap().placement),
         ["high-cluster"],
         "the new policy's placement"
     );
+}
+
+/// Tells the cache `writer` feeds that `object` was written, as its watch would.
+fn apply_stored<K: Stored + Clone + Send + Sync + 'static>(
+    writer: &mut flotilla_runtime::Writer<K>,
+    object: &K,
+) {
+    writer.apply_watcher_event(&Event::Apply(Object {
+        key: object.key(),
+        revision: object.resource_version(),
+        value: Arc::new(object.clone()),
+    }));
 }
 
 fn apply_list<K: Send + Sync + 'static>(
@@ -522,11 +506,7 @@ async fn detector_rereads_after_a_conflict_and_loses_no_update() {
         .cluster_names
         .push("member3".into());
     let changed = typed.update(&policy, changed).await.unwrap();
-    writers.policies.apply_watcher_event(&Event::Apply(Object {
-        key: changed.key(),
-        revision: changed.resource_version(),
-        value: Arc::new(changed.clone()),
-    }));
+    apply_stored(&mut writers.policies, &changed);
     reconcile(workload.key(), ctx).await.unwrap();
     let b3: v1::ResourceBinding = stored_binding(&typed).await;
     let spec = b3.spec.unwrap();

@@ -73,6 +73,16 @@ async fn snapshot(store: &StoreRef) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// The stored keys under `prefix` (e.g. `"workloads/"`), in key order.
+async fn keys_under(store: &StoreRef, prefix: &str) -> Vec<String> {
+    snapshot(store)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with(prefix))
+        .collect()
+}
+
 fn bad_fields(status: &Status) -> Vec<String> {
     status
         .get_details_bad_request()

@@ -64,12 +64,7 @@ async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_binding
         .create_workload(manifest_workload(custom))
         .await
         .expect("another group's Deployment of the same name is another template");
-    let keys: Vec<String> = snapshot(&store)
-        .await
-        .into_iter()
-        .map(|(k, _)| k)
-        .filter(|k| k.starts_with("workloads/"))
-        .collect();
+    let keys = keys_under(&store, "workloads/").await;
     assert_eq!(
         keys,
         [
@@ -130,12 +125,11 @@ async fn rm_1_one_kind_and_name_in_two_groups_are_two_templates_with_two_binding
     assert_eq!(listed.len(), 2);
 
     // deleting one group's template removes its binding only
-    accepted(client.delete_workload(v1::DeleteWorkloadRequest {
-        namespace: "default".into(),
-        kind: "Deployment.example.com".into(),
-        name: "clash".into(),
-        preconditions: None,
-    }))
+    accepted(client.delete_workload(testing::delete_workload(
+        "default",
+        "Deployment.example.com",
+        "clash",
+    )))
     .await;
     eventually("the custom template's binding deleted", || async {
         stored_binding_or_none(&typed, &suffixed)
@@ -184,12 +178,7 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
     accepted(client.create_workload(manifest_workload(
             r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"viewer"},"rules":[]}"#,
         ))).await;
-    let keys: Vec<String> = snapshot(&store)
-        .await
-        .into_iter()
-        .map(|(k, _)| k)
-        .filter(|k| k.starts_with("workloads/"))
-        .collect();
+    let keys = keys_under(&store, "workloads/").await;
     assert_eq!(
         keys,
         [
@@ -413,13 +402,8 @@ async fn dep_1_to_3_dependencies_follow_their_parent_through_a_failover() {
 
     // the parent template is deleted: its binding goes, and with it the requirement; the
     // claimed dependency keeps its binding (its own policy), with an empty requiredBy
-    accepted(client.delete_workload(v1::DeleteWorkloadRequest {
-        namespace: "default".into(),
-        kind: "Deployment".into(),
-        name: "web".into(),
-        preconditions: None,
-    }))
-    .await;
+    accepted(client.delete_workload(testing::delete_workload("default", "Deployment", "web")))
+        .await;
     let kept = stored_binding_at(&typed, "bindings/default/web-config-configmap", |b| {
         required_by_of(b).is_empty()
     })
@@ -500,38 +484,30 @@ async fn ov_1_override_policies_crud_and_admission() {
     assert_eq!(updated.metadata.as_ref().unwrap().generation, 2);
 
     // OV-1 admission: each mistake named at its field, nothing written
-    let mut no_value = override_policy(
-        "default",
-        "bad",
-        vec![replace_rule("member1", "/spec/replicas", "")],
-    );
-    expect_invalid(
-        &store,
-        "spec.overrideRules[0].overriders.plaintext[0].value",
-        client.create_override_policy(v1::CreateOverridePolicyRequest {
-            override_policy: Some(no_value.clone()),
-        }),
-    )
-    .await;
-    no_value.spec.as_mut().unwrap().override_rules = vec![replace_rule("member1", "spec", "1")];
-    expect_invalid(
-        &store,
-        "spec.overrideRules[0].overriders.plaintext[0].path",
-        client.create_override_policy(v1::CreateOverridePolicyRequest {
-            override_policy: Some(no_value.clone()),
-        }),
-    )
-    .await;
-    no_value.spec.as_mut().unwrap().override_rules =
-        vec![replace_rule("member1", "/a", "{not json")];
-    expect_invalid(
-        &store,
-        "spec.overrideRules[0].overriders.plaintext[0].valueJson",
-        client.create_override_policy(v1::CreateOverridePolicyRequest {
-            override_policy: Some(no_value.clone()),
-        }),
-    )
-    .await;
+    for (rule, field) in [
+        (
+            replace_rule("member1", "/spec/replicas", ""),
+            "spec.overrideRules[0].overriders.plaintext[0].value",
+        ),
+        (
+            replace_rule("member1", "spec", "1"),
+            "spec.overrideRules[0].overriders.plaintext[0].path",
+        ),
+        (
+            replace_rule("member1", "/a", "{not json"),
+            "spec.overrideRules[0].overriders.plaintext[0].valueJson",
+        ),
+    ] {
+        let bad = override_policy("default", "bad", vec![rule]);
+        expect_invalid(
+            &store,
+            field,
+            client.create_override_policy(v1::CreateOverridePolicyRequest {
+                override_policy: Some(bad),
+            }),
+        )
+        .await;
+    }
     let mut other_ns = override_policy("default", "bad", vec![]);
     other_ns.spec.as_mut().unwrap().resource_selectors[0].namespace = "prod".into();
     expect_invalid(

@@ -623,15 +623,7 @@ fn mutate_yaml(text: &str, edits: &[(u8, usize, u8)]) -> String {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::test_runner::Config {
-        cases: std::env::var("FLOTILLA_PROPTEST_CASES")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(256),
-        failure_persistence: None,
-        rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
-        ..proptest::test_runner::Config::default()
-    })]
+    #![proptest_config(flotilla_core::testing::proptest_config(256))]
 
     /// Random and mutated YAML never panics the reader, and every problem it reports names
     /// its source and says what is wrong.
