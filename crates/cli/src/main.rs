@@ -111,8 +111,47 @@ fn hoist_connection_flags(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsStri
     out
 }
 
+/// The exit code of a command whose standard output was closed under it: 128 + SIGPIPE, what
+/// a shell reports for a Unix tool that a closed pipe ended (`set -o pipefail` sees it).
+const CLOSED_STDOUT: u8 = 141;
+
+/// Whether `message` is the panic of Rust's `print!` on a closed standard output.
+fn is_closed_stdout_panic(message: &str) -> bool {
+    message.starts_with("failed printing to stdout") && message.contains("Broken pipe")
+}
+
+/// A closed standard output (`flotilla describe … | head`) ends the command quietly, as it
+/// ends any Unix tool. Rust's `print!` panics on it, so the panic hook recognises that one
+/// panic and exits with [`CLOSED_STDOUT`]; every other panic keeps the default report.
+fn exit_quietly_on_a_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if is_closed_stdout_panic(message) {
+            std::process::exit(i32::from(CLOSED_STDOUT));
+        }
+        default(info);
+    }));
+}
+
+/// Whether a command failed because its standard output was closed (an explicit write or
+/// flush that returned the error instead of panicking).
+fn closed_stdout(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> ExitCode {
+    exit_quietly_on_a_closed_stdout();
     let cli = Cli::parse_from(hoist_connection_flags(std::env::args_os().collect()));
     let result = match cli.command {
         Command::Up(args) => up::run(args).await,
@@ -123,6 +162,7 @@ async fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e) if closed_stdout(&e) => ExitCode::from(CLOSED_STDOUT),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -132,7 +172,24 @@ async fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::hoist_connection_flags;
+    use super::{closed_stdout, hoist_connection_flags, is_closed_stdout_panic};
+
+    /// What print! panics with on a closed pipe, and an error chain holding EPIPE, are
+    /// recognised; other panics and errors are not.
+    #[test]
+    fn a_closed_stdout_is_recognised() {
+        assert!(is_closed_stdout_panic(
+            "failed printing to stdout: Broken pipe (os error 32)"
+        ));
+        assert!(!is_closed_stdout_panic(
+            "failed printing to stdout: No space left on device (os error 28)"
+        ));
+        assert!(!is_closed_stdout_panic("index out of bounds"));
+        let epipe = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("writing to stdout");
+        assert!(closed_stdout(&epipe));
+        assert!(!closed_stdout(&anyhow::anyhow!("listing clusters")));
+    }
 
     fn hoist(args: &[&str]) -> Vec<String> {
         hoist_connection_flags(args.iter().map(Into::into).collect())

@@ -713,6 +713,27 @@ fn cluster_scoped_templates_and_api_groups_through_the_cli() {
         !rbs.contains("team-a-namespace"),
         "not a namespaced binding: {rbs}"
     );
+    // kubectl's -A lists the namespaced kind only
+    let all = up.ok(&["get", "rb", "-A"]);
+    assert!(
+        !all.contains("team-a-namespace"),
+        "get rb -A lists no ClusterResourceBinding: {all}"
+    );
+    // kubectl's names for built-in kinds; a cluster-wide one lists without a namespace
+    let namespaces = up.ok(&["get", "ns"]);
+    assert!(namespaces.contains("team-a"), "{namespaces}");
+    // a comma list: one table per kind, in the order given
+    let both = up.ok(&["get", "ns,crb"]);
+    let (ns_at, crb_at) = (
+        both.find("team-a").expect("the Namespace row"),
+        both.find("team-a-namespace").expect("the binding row"),
+    );
+    assert!(ns_at < crb_at, "{both}");
+    assert_eq!(
+        both.trim_end().split("\n\n").count(),
+        2,
+        "two tables apart by a blank line: {both}"
+    );
     let workloads = up.ok(&["get", "deployments"]);
     assert_eq!(
         workloads.matches("clash").count(),
@@ -786,6 +807,19 @@ fn kubectl_habits() {
     );
     let out = up.cli(&["get", "pp", "nginx-propagation"]);
     assert!(!out.status.success(), "the policy is gone");
+
+    // `flotilla describe … | head`: a closed stdout ends the command quietly (no panic),
+    // with what a shell reports for a tool a closed pipe ended
+    let mut child = up
+        .command(&["describe", "cluster", "member1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "quietly: {}", stderr(&out));
 }
 
 /// One object of every kind `apply` takes, in Karmada's YAML.
