@@ -537,6 +537,23 @@ fn invalid_input_applies_nothing_and_edits_are_compare_and_swap() {
         (up.cli(&["get", "cluster", "member9"]).status.code() == Some(1)).then_some(())
     });
 
+    // describe names a cluster's credentials Secret (never its values)
+    let member8 = up.write(
+        "member8.yaml",
+        "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: member8}\n\
+         spec:\n  apiEndpoint: http://127.0.0.1:9\n  syncMode: Push\n  \
+         secretRef: {namespace: karmada-cluster, name: member8}\n",
+    );
+    up.ok(&["apply", "-f", member8.to_str().unwrap()]);
+    let described = up.ok(&["describe", "cluster", "member8"]);
+    assert!(
+        described
+            .lines()
+            .any(|l| l.starts_with("Secret Ref:") && l.ends_with("karmada-cluster/member8")),
+        "{described}"
+    );
+    up.ok(&["unjoin", "member8"]);
+
     // A workload that may only run on member1 would have nowhere to go if member1 failed.
     let solo = up.write(
         "solo.yaml",

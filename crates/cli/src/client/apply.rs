@@ -43,12 +43,16 @@ pub struct ApplyArgs {
 
 const APPLY_EXAMPLES: &str = "\
 Accepted documents:
-  policy.karmada.io/v1alpha1   PropagationPolicy, ClusterPropagationPolicy, ClusterTaintPolicy
-                               (Karmada's fields and spellings: NoExecute, Divided, Weighted,
-                               Gracefully, Exists, In, ...)
+  policy.karmada.io/v1alpha1   PropagationPolicy, ClusterPropagationPolicy, ClusterTaintPolicy,
+                               OverridePolicy, ClusterOverridePolicy (Karmada's fields and
+                               spellings: NoExecute, Divided, Weighted, Gracefully, Exists, In,
+                               ...; fields Flotilla does not carry yet are refused by name)
   flotilla.io/v1alpha1 or cluster.karmada.io/v1alpha1   Cluster (spec.apiEndpoint, syncMode,
-                               region, zones, provider, taints; metadata.labels)
-  anything else, e.g. apps/v1 Deployment   a workload (resource template)
+                               region, zones, provider, taints, secretRef; metadata.labels)
+  v1 Secret in namespace karmada-cluster   a member's credentials (write-only: never read back)
+  v1 List                      its items, each as above (what `flotilla get -o yaml` prints)
+  anything else, e.g. apps/v1 Deployment, v1 Namespace, a custom resource
+                               a workload (resource template)
 
 Every document is checked before anything is applied: a file with a problem applies nothing.
 

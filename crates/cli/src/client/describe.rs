@@ -317,6 +317,24 @@ impl Describe for v1::Cluster {
         let spec = self.spec.clone().unwrap_or_default();
         b.field(0, "Sync Mode", words::sync_mode(spec.sync_mode));
         b.field(0, "API Endpoint", &spec.api_endpoint);
+        // which Secret holds the credentials, never what it holds (S4)
+        let secret = |r: &Option<v1::SecretReference>| {
+            r.as_ref().filter(|r| !r.name.is_empty()).map_or_else(
+                || "<none>".to_owned(),
+                |r| format!("{}/{}", r.namespace, r.name),
+            )
+        };
+        b.field(0, "Secret Ref", secret(&spec.secret_ref));
+        if spec.impersonator_secret_ref.is_some() {
+            b.field(
+                0,
+                "Impersonator Secret Ref",
+                secret(&spec.impersonator_secret_ref),
+            );
+        }
+        if spec.insecure_skip_tls_verification {
+            b.field(0, "Insecure Skip TLS Verification", "true");
+        }
         b.field(0, "Provider", &spec.provider);
         b.field(0, "Region", &spec.region);
         b.field(0, "Zones", words::list_or_none(&spec.zones));

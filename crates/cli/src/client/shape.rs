@@ -168,15 +168,19 @@ fn reshape(short: &str, mut value: Value) -> Value {
             } else {
                 "ResourceBinding"
             };
+            // a member's status is an object in Karmada's aggregatedStatus, not JSON text
+            if let Some(items) = value
+                .pointer_mut("/status/aggregatedStatus")
+                .and_then(Value::as_array_mut)
+            {
+                for item in items {
+                    json_text_as_object(item.get_mut("status"));
+                }
+            }
             ("work.karmada.io/v1alpha2", kind)
         }
         "Work" => {
-            if let Some(slot) = value.pointer_mut("/spec/manifest")
-                && let Some(text) = slot.as_str()
-                && let Ok(object) = serde_json::from_str::<Value>(text)
-            {
-                *slot = object;
-            }
+            json_text_as_object(value.pointer_mut("/spec/manifest"));
             ("work.karmada.io/v1alpha1", "Work")
         }
         "Event" => ("v1", "Event"),
@@ -188,6 +192,18 @@ fn reshape(short: &str, mut value: Value) -> Value {
         map.insert("kind".into(), kind.into());
     }
     value
+}
+
+/// Replaces a string holding a JSON object or array (a Work's manifest, a member's status,
+/// both kept as JSON text on the wire) with what it holds; anything else stays as it is.
+fn json_text_as_object(slot: Option<&mut Value>) {
+    if let Some(slot) = slot
+        && let Some(text) = slot.as_str()
+        && let Ok(object) = serde_json::from_str::<Value>(text)
+        && (object.is_object() || object.is_array())
+    {
+        *slot = object;
+    }
 }
 
 /// Flotilla's trace contexts are internal plumbing, not part of what a user applies.
@@ -275,6 +291,39 @@ mod tests {
         ] {
             assert_eq!(enum_spelling(enum_name, value), want, "{value}");
         }
+    }
+
+    /// Karmada's `aggregatedStatus[].status` is the member's status object; the wire keeps
+    /// it as JSON text, and `get -o yaml` prints the object.
+    #[test]
+    fn a_binding_prints_each_members_status_as_an_object() {
+        let binding = flotilla_proto::v1::ResourceBinding {
+            metadata: Some(flotilla_proto::v1::ObjectMeta {
+                name: "nginx-deployment".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            status: Some(flotilla_proto::v1::ResourceBindingStatus {
+                aggregated_status: vec![flotilla_proto::v1::AggregatedStatusItem {
+                    cluster_name: "member1".into(),
+                    status: r#"{"readyReplicas":2,"replicas":2}"#.into(),
+                    applied: true,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let json = kubernetes(&binding).unwrap();
+        assert_eq!(json["kind"], "ResourceBinding");
+        assert_eq!(
+            json["status"]["aggregatedStatus"][0]["status"],
+            serde_json::json!({"readyReplicas": 2, "replicas": 2})
+        );
+        assert_eq!(
+            json["status"]["aggregatedStatus"][0]["clusterName"],
+            "member1"
+        );
     }
 
     #[test]
