@@ -541,6 +541,24 @@ pub async fn command_output(command: &mut tokio::process::Command) -> (bool, Str
     )
 }
 
+/// The real `kubectl` against a member-sim's Kubernetes API at `addr` (no kubeconfig, plain
+/// HTTP): (success, stdout, stderr).
+pub async fn member_kubectl(addr: &str, args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new("kubectl")
+        .env("KUBECONFIG", "/dev/null")
+        .env("HOME", std::env::temp_dir())
+        .arg(format!("--server=http://{addr}"))
+        .args(args)
+        .output()
+        .await
+        .expect("kubectl is installed (scripts/test.sh installs Debian's kubectl)");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// An `Api` client of the stack.
 pub async fn api_client(stack: &Stack) -> ApiClient {
     let channel = tonic::transport::Endpoint::from_shared(stack.api_url())

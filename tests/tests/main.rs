@@ -11,6 +11,7 @@ mod failback;
 mod faults;
 mod grpcurl;
 mod history_checker;
+mod interpreter;
 mod kubectl;
 mod least_privilege;
 mod no_replacement;

@@ -76,6 +76,39 @@ pub fn health(object: &Value) -> ResourceHealth {
     }
 }
 
+/// IN-1: the field of `spec` Karmada's default interpreter reads and revises a kind's
+/// replicas in, keyed by apiVersion and kind as Karmada registers its hooks: `apps/v1`
+/// Deployment, StatefulSet and ReplicaSet (`replicas`), `batch/v1` Job (`parallelism`). A kind
+/// of the same name in another group (a custom resource whose kind is `Deployment`) has none.
+pub fn replica_field(api_version: &str, kind: &str) -> Option<&'static str> {
+    match (api_version, kind) {
+        ("apps/v1", "Deployment" | "StatefulSet" | "ReplicaSet") => Some("replicas"),
+        ("batch/v1", "Job") => Some("parallelism"),
+        _ => None,
+    }
+}
+
+/// WE-4.2: the completions of a `batch/v1` Job divided over its target clusters, as Karmada's
+/// binding controller does (`divideReplicasByJobCompletions`): `completions` spread with the
+/// targets' replicas as weights by the dispenser (SC-15.5, smaller name first on a tie). Each
+/// cluster then runs its share instead of the whole count. Only for a binding that divides
+/// its replicas (Divided, replicas > 0); the caller decides that.
+pub fn divide_job_completions(completions: i32, targets: &[(&str, i32)]) -> Vec<(String, i32)> {
+    let weights: Vec<(String, i64)> = targets
+        .iter()
+        .map(|(name, replicas)| ((*name).to_owned(), i64::from(*replicas)))
+        .collect();
+    crate::scheduler::webster::dispense(
+        completions,
+        &weights,
+        &[],
+        crate::scheduler::webster::TieBreak::NameAscending,
+    )
+    .into_iter()
+    .map(|t| (t.name, t.replicas))
+    .collect()
+}
+
 /// Ready replicas the object reports (`status.readyReplicas`; 0 when absent or unreadable).
 pub fn ready_replicas(object: &Value) -> i32 {
     Fields(object)
@@ -157,6 +190,55 @@ mod tests {
         json!({"apiVersion": api_version, "kind": kind,
                "metadata": {"name": "x", "generation": generation},
                "spec": spec, "status": status})
+    }
+
+    /// IN-1: the replica field by apiVersion and kind; another group's kind of the same name
+    /// has none.
+    #[test]
+    fn in_1_replica_fields_by_api_version_and_kind() {
+        let cases = [
+            ("apps/v1", "Deployment", Some("replicas")),
+            ("apps/v1", "StatefulSet", Some("replicas")),
+            ("apps/v1", "ReplicaSet", Some("replicas")),
+            ("batch/v1", "Job", Some("parallelism")),
+            ("apps/v1", "DaemonSet", None),
+            ("v1", "ConfigMap", None),
+            ("example.com/v1", "Deployment", None),
+            ("example.com/v1", "Job", None),
+            ("apps/v1beta1", "Deployment", None),
+        ];
+        for (api_version, kind, field) in cases {
+            assert_eq!(
+                replica_field(api_version, kind),
+                field,
+                "{api_version} {kind}"
+            );
+        }
+    }
+
+    /// WE-4.2: completions divided by the targets' replicas as weights (the dispenser, ties to
+    /// the smaller name); the shares add up to the completions.
+    #[test]
+    fn we_4_2_job_completions_divided_by_the_targets_replicas() {
+        let cases: [(i32, &[(&str, i32)], &[(&str, i32)]); 5] = [
+            (10, &[("m1", 1), ("m2", 2)], &[("m1", 3), ("m2", 7)]),
+            (
+                6,
+                &[("m1", 2), ("m2", 2), ("m3", 2)],
+                &[("m1", 2), ("m2", 2), ("m3", 2)],
+            ),
+            (1, &[("m1", 1), ("m2", 1)], &[("m1", 1), ("m2", 0)]),
+            (5, &[("m2", 1), ("m1", 1)], &[("m1", 3), ("m2", 2)]),
+            (4, &[("m1", 3)], &[("m1", 4)]),
+        ];
+        for (completions, targets, want) in cases {
+            let mut got = divide_job_completions(completions, targets);
+            got.sort();
+            let want: Vec<(String, i32)> =
+                want.iter().map(|(n, c)| ((*n).to_owned(), *c)).collect();
+            assert_eq!(got, want, "{completions} over {targets:?}");
+            assert_eq!(got.iter().map(|(_, c)| c).sum::<i32>(), completions);
+        }
     }
 
     #[test]

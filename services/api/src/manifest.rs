@@ -10,24 +10,17 @@
 
 use std::collections::BTreeMap;
 
+// IN-1, Karmada's default replica interpreter: the field each kind's replicas are read from
+// (group/version and kind, as Karmada keys it). Every other kind has 0 replicas and no
+// per-replica requirements (IN-2: not divided, it goes to every selected cluster), whatever
+// its `spec.replicas` says (Karmada reads one only through a customised interpreter, which
+// Flotilla does not have).
+use flotilla_core::interpret::replica_field;
 use flotilla_core::types::ReplicaRequirements;
 use flotilla_core::validation::{FieldError, FieldErrors, FieldPath};
 use serde_json::{Map, Value};
 
 use crate::quantity;
-
-/// IN-1, Karmada's default replica interpreter: the field each kind's replicas are read from
-/// (group/version and kind, as Karmada keys it) and its default when absent. Every other kind
-/// has 0 replicas and no per-replica requirements (IN-2: not divided, it goes to every
-/// selected cluster), whatever its `spec.replicas` says (Karmada reads one only through a
-/// customised interpreter, which Flotilla does not have).
-fn replica_field(api_version: &str, kind: &str) -> Option<&'static str> {
-    match (api_version, kind) {
-        ("apps/v1", "Deployment" | "StatefulSet" | "ReplicaSet") => Some("replicas"),
-        ("batch/v1", "Job") => Some("parallelism"),
-        _ => None,
-    }
-}
 
 /// `text` (a manifest `inspect` accepted) without `metadata.namespace` (CR-4: a cluster-scoped
 /// object's manifest has none).

@@ -391,11 +391,13 @@ impl WorkExecutorApi {
             },
         );
         let explained = match req.workload.as_ref() {
-            Some(w) if !overrides.policies.is_empty() => spec
-                .clusters
-                .iter()
-                .map(|t| explain_overrides(w, &resource.kind, t, &overrides))
-                .collect(),
+            Some(w) if !overrides.policies.is_empty() => {
+                let wire = binding.spec.clone().unwrap_or_default();
+                spec.clusters
+                    .iter()
+                    .map(|t| explain_overrides(w, &wire, t, &overrides))
+                    .collect()
+            }
             _ => Vec::new(),
         };
         let previous = binding

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use flotilla_core::Time;
 use flotilla_core::overrides::{Applied, OverridePolicy, PolicyError, Template, apply_policies};
-use flotilla_core::resource;
 use flotilla_core::types::Cluster;
 use flotilla_core::types::{ResourceHealth, TargetCluster};
 use flotilla_core::work::{WorkObservation, work_name};
+use flotilla_core::{interpret, resource};
 use flotilla_proto::Resource;
 use flotilla_proto::convert::time_to_timestamp;
 use flotilla_proto::v1;
@@ -37,9 +37,6 @@ pub const REASON_APPLIED_FAILED: &str = "AppliedFailed";
 /// `Applied` reason when status collection no longer finds the manifest on the member: the
 /// execution controller applies it again.
 pub const REASON_MANIFEST_MISSING: &str = "ManifestMissing";
-/// Kinds whose `spec.replicas` is revised to the target's replicas (Karmada's default
-/// `ReviseReplica` interpreter, WE-4.1). Jobs (`parallelism`, WE-4.2) are not revised yet.
-pub const REPLICA_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "ReplicaSet"];
 
 /// The annotation recording the OverridePolicies applied to a Work (Karmada's): a JSON list
 /// of `{policyName, overriders}` in the order applied.
@@ -128,7 +125,7 @@ pub fn apply_overrides(
 /// or why they cannot apply.
 pub fn explain_overrides(
     workload: &v1::Workload,
-    kind: &str,
+    spec: &v1::ResourceBindingSpec,
     target: &TargetCluster,
     overrides: &Overrides,
 ) -> v1::ClusterOverrides {
@@ -136,7 +133,16 @@ pub fn explain_overrides(
         cluster: target.name.clone(),
         ..Default::default()
     };
-    let base = match revise_replicas(&workload.manifest, kind, target.replicas) {
+    let resource = spec.resource.clone().unwrap_or_default();
+    let divided = divided_targets(spec);
+    let revision = Revision {
+        api_version: &resource.api_version,
+        kind: &resource.kind,
+        cluster: &target.name,
+        replicas: target.replicas,
+        divided_among: divided.as_deref(),
+    };
+    let base = match revise_replicas(&workload.manifest, &revision) {
         Ok((m, _)) => m,
         Err(e) => {
             out.error = e.to_string();
@@ -243,25 +249,58 @@ pub fn expected_work_key(binding: &v1::ResourceBinding, cluster: &str) -> String
     )
 }
 
+/// What a Work's manifest is revised with (WE-4.1, IN-1, WE-4.2): the target's replicas and,
+/// for a binding that divides its replicas, every target's, by which a Job's completions are
+/// divided.
+#[derive(Clone, Copy, Debug)]
+pub struct Revision<'a> {
+    /// The template's `apiVersion`.
+    pub api_version: &'a str,
+    /// The template's kind.
+    pub kind: &'a str,
+    /// The target cluster.
+    pub cluster: &'a str,
+    /// Its replicas.
+    pub replicas: i32,
+    /// Every target with its replicas when the binding divides them (Divided, replicas > 0);
+    /// `None` when it does not.
+    pub divided_among: Option<&'a [(&'a str, i32)]>,
+}
+
+/// The binding's targets with their replicas when it divides them (Divided and replicas > 0,
+/// Karmada's `needReviseJobCompletions`): what a Job's completions are divided by (WE-4.2).
+pub fn divided_targets(spec: &v1::ResourceBindingSpec) -> Option<Vec<(&str, i32)>> {
+    let divided = spec.replicas > 0
+        && spec
+            .placement
+            .as_ref()
+            .and_then(|p| p.replica_scheduling.as_ref())
+            .is_some_and(|r| {
+                r.replica_scheduling_type == v1::ReplicaSchedulingType::Divided as i32
+            });
+    divided.then(|| {
+        spec.clusters
+            .iter()
+            .map(|t| (t.name.as_str(), t.replicas))
+            .collect()
+    })
+}
+
 /// WE-4.1: the template manifest with `spec.replicas` (a Job: `spec.parallelism`, IN-1) set
-/// to the target's replicas for kinds with replicas; other kinds are passed through
-/// (normalised JSON) with no replicas.
+/// to the target's replicas for kinds with replicas, keyed by apiVersion and kind (a custom
+/// resource whose kind is `Deployment` is passed through), and a Job's `spec.completions`
+/// divided over the targets (WE-4.2); other kinds are passed through (normalised JSON) with no
+/// replicas.
 pub fn revise_replicas(
     manifest: &str,
-    kind: &str,
-    replicas: i32,
+    revision: &Revision<'_>,
 ) -> Result<(String, Option<i32>), RenderError> {
     let mut value: serde_json::Value =
         serde_json::from_str(manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
     let Some(object) = value.as_object_mut() else {
         return Err(RenderError::Manifest("not an object".into()));
     };
-    // the field Karmada's default interpreter revises (IN-1): a Job's parallelism
-    let field = if REPLICA_KINDS.contains(&kind) {
-        "replicas"
-    } else if kind == "Job" {
-        "parallelism"
-    } else {
+    let Some(field) = interpret::replica_field(revision.api_version, revision.kind) else {
         return Ok((value.to_string(), None));
     };
     let spec = object
@@ -270,8 +309,22 @@ pub fn revise_replicas(
     let Some(spec) = spec.as_object_mut() else {
         return Err(RenderError::Manifest("spec is not an object".into()));
     };
-    spec.insert(field.into(), serde_json::Value::from(replicas));
-    Ok((value.to_string(), Some(replicas)))
+    spec.insert(field.into(), serde_json::Value::from(revision.replicas));
+    // WE-4.2: a divided Job runs its share of the completions on each cluster
+    if field == "parallelism"
+        && let Some(targets) = revision.divided_among
+        && let Some(completions) = spec
+            .get("completions")
+            .and_then(serde_json::Value::as_i64)
+            .and_then(|c| i32::try_from(c).ok())
+    {
+        let share = interpret::divide_job_completions(completions, targets)
+            .into_iter()
+            .find(|(name, _)| name == revision.cluster)
+            .map_or(0, |(_, share)| share);
+        spec.insert("completions".into(), serde_json::Value::from(share));
+    }
+    Ok((value.to_string(), Some(revision.replicas)))
 }
 
 /// Labels the manifest with its binding's permanent id, as Karmada's binding controller does
@@ -353,8 +406,15 @@ pub fn render_work_with(
         .get(LABEL_PERMANENT_ID)
         .cloned()
         .unwrap_or_else(|| meta.uid.clone());
-    let (manifest, replicas) =
-        revise_replicas(&workload.manifest, &resource.kind, target.replicas)?;
+    let divided = binding.spec.as_ref().and_then(divided_targets);
+    let revision = Revision {
+        api_version: &resource.api_version,
+        kind: &resource.kind,
+        cluster: &target.name,
+        replicas: target.replicas,
+        divided_among: divided.as_deref(),
+    };
+    let (manifest, replicas) = revise_replicas(&workload.manifest, &revision)?;
     let (manifest, annotations) = apply_overrides(manifest, workload, &target.name, overrides)?;
     let manifest = label_manifest(&manifest, resource.namespace.is_empty(), &permanent_id)?;
     let labels = BTreeMap::from([
@@ -690,31 +750,95 @@ mod tests {
         assert_eq!(w.key(), expected_work_key(&binding(), "member2"));
     }
 
+    /// A revision of `kind` in `api_version` to `replicas` on member1, not divided.
+    fn to(api_version: &'static str, kind: &'static str, replicas: i32) -> Revision<'static> {
+        Revision {
+            api_version,
+            kind,
+            cluster: "member1",
+            replicas,
+            divided_among: None,
+        }
+    }
+
     #[test]
     fn non_workload_kinds_are_not_revised() {
-        let (m, r) = revise_replicas(r#"{"data":{"a":"b"}}"#, "ConfigMap", 4).unwrap();
+        let (m, r) = revise_replicas(r#"{"data":{"a":"b"}}"#, &to("v1", "ConfigMap", 4)).unwrap();
         assert_eq!(r, None);
         assert!(!m.contains("replicas"), "{m}");
-        assert!(revise_replicas("[1]", "Deployment", 1).is_err());
-        assert!(revise_replicas("{", "Deployment", 1).is_err());
-        let (m, r) = revise_replicas(r#"{"spec":{"template":{}}}"#, "DaemonSet", 2).unwrap();
+        let deployment = to("apps/v1", "Deployment", 1);
+        assert!(revise_replicas("[1]", &deployment).is_err());
+        assert!(revise_replicas("{", &deployment).is_err());
+        let (m, r) = revise_replicas(
+            r#"{"spec":{"template":{}}}"#,
+            &to("apps/v1", "DaemonSet", 2),
+        )
+        .unwrap();
         assert_eq!(r, None, "IN-2: a DaemonSet is not revised");
         assert!(!m.contains("replicas"), "{m}");
+    }
+
+    /// Regression (#30): a custom resource whose kind is `Deployment` in another group gained
+    /// `spec.replicas` on the member. The interpreter keys on apiVersion and kind.
+    #[test]
+    fn in_1_a_custom_resource_named_like_a_built_in_is_not_revised() {
+        let manifest = r#"{"apiVersion":"example.com/v1","kind":"Deployment","spec":{"size":3}}"#;
+        let (m, r) = revise_replicas(manifest, &to("example.com/v1", "Deployment", 2)).unwrap();
+        assert_eq!(r, None);
+        let m: serde_json::Value = serde_json::from_str(&m).unwrap();
+        assert_eq!(m["spec"], serde_json::json!({"size": 3}), "untouched");
+        let (m, r) = revise_replicas(r#"{"spec":{}}"#, &to("apps/v1", "Deployment", 2)).unwrap();
+        assert_eq!(r, Some(2));
+        assert!(m.contains(r#""replicas":2"#), "{m}");
     }
 
     #[test]
     fn in_1_a_jobs_share_is_its_parallelism() {
         let (m, r) = revise_replicas(
             r#"{"kind":"Job","spec":{"parallelism":5,"completions":5}}"#,
-            "Job",
-            2,
+            &to("batch/v1", "Job", 2),
         )
         .unwrap();
         assert_eq!(r, Some(2));
         let m: serde_json::Value = serde_json::from_str(&m).unwrap();
         assert_eq!(m["spec"]["parallelism"], 2);
-        assert_eq!(m["spec"]["completions"], 5, "completions are the Job's own");
+        assert_eq!(
+            m["spec"]["completions"], 5,
+            "not divided: completions are the Job's own"
+        );
         assert!(m["spec"].get("replicas").is_none());
+    }
+
+    /// WE-4.2 (Karmada's divideReplicasByJobCompletions): a Divided Job runs a share of its
+    /// completions on each target, by the targets' replicas; a Job without completions keeps
+    /// none.
+    #[test]
+    fn we_4_2_a_divided_jobs_completions_are_divided() {
+        let targets = [("member1", 1), ("member2", 2)];
+        let job = r#"{"kind":"Job","spec":{"parallelism":3,"completions":10}}"#;
+        let shares: Vec<(i64, i64)> = ["member1", "member2"]
+            .iter()
+            .map(|cluster| {
+                let revision = Revision {
+                    cluster,
+                    divided_among: Some(&targets),
+                    ..to("batch/v1", "Job", if *cluster == "member1" { 1 } else { 2 })
+                };
+                let (m, _) = revise_replicas(job, &revision).unwrap();
+                let m: serde_json::Value = serde_json::from_str(&m).unwrap();
+                (
+                    m["spec"]["parallelism"].as_i64().unwrap(),
+                    m["spec"]["completions"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(shares, [(1, 3), (2, 7)], "10 completions by 1:2");
+        let endless = Revision {
+            divided_among: Some(&targets),
+            ..to("batch/v1", "Job", 1)
+        };
+        let (m, _) = revise_replicas(r#"{"spec":{"parallelism":3}}"#, &endless).unwrap();
+        assert!(!m.contains("completions"), "{m}");
     }
 
     #[test]
