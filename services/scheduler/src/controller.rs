@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use flotilla_core::Time;
 use flotilla_core::scheduler::trigger::{
-    binding_affected_by_cluster_change, cluster_change_relevant,
+    binding_affected_by_cluster_change, cluster_change_relevant, cluster_status_may_fit_more,
 };
 use flotilla_core::scheduler::{ScheduleOptions, ScheduleTrigger};
 use flotilla_core::types::{Cluster, DEFAULT_SCHEDULER_NAME, Placement, ResourceBinding};
@@ -612,13 +612,48 @@ fn observed(b: &v1::ResourceBinding) -> bool {
         .is_some_and(|s| s.scheduler_observed_generation == b.generation())
 }
 
+/// Why a cluster event queues bindings (logged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    /// SC-2.3: deletion requested, labels or spec changed.
+    Changed,
+    /// SC-2.6: its status may let an unschedulable binding fit.
+    MayFitMore,
+    /// Added after the first sync.
+    Added,
+    /// The object is gone.
+    Removed,
+}
+
+impl Why {
+    fn as_str(self) -> &'static str {
+        match self {
+            Why::Changed => "cluster changed",
+            Why::MayFitMore => "cluster may fit more (API enablements or capacity)",
+            Why::Added => "cluster added",
+            Why::Removed => "cluster removed",
+        }
+    }
+}
+
+/// Whether the scheduler's last attempt on the binding failed (`Scheduled=False`: no cluster
+/// fit, or not enough capacity).
+fn unschedulable(b: &v1::ResourceBinding) -> bool {
+    b.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == "Scheduled" && c.status == v1::ConditionStatus::False as i32)
+    })
+}
+
 /// SC-2.3/SC-2.4: a cluster whose deletion was newly requested, whose labels changed or whose
 /// generation changed (any spec change, taints included) queues every binding whose affinity
 /// in use matches the old or the new cluster. Status changes (Ready flips) queue nothing.
 ///
 /// Flotilla additions (Karmada's scheduler does not react to them): a cluster added after the
 /// first sync, and a cluster object removed outright, are treated as relevant changes too, so
-/// that a new cluster is considered and a vanished target is replaced (SC-3.6).
+/// that a new cluster is considered and a vanished target is replaced (SC-3.6); and SC-2.6,
+/// a status change that may let an unschedulable binding fit queues the unschedulable ones.
 struct ClusterTrigger {
     scheduler_name: String,
     bindings: Cache<v1::ResourceBinding>,
@@ -643,18 +678,21 @@ impl ClusterTrigger {
                 Event::InitApply(o) | Event::Apply(o) => {
                     match seen.insert(o.key.clone(), o.value.clone()) {
                         Some(old) if cluster_change_relevant(&old, &o.value) => {
-                            Some((old, o.value.clone(), "cluster changed"))
+                            Some((old, o.value.clone(), Why::Changed))
+                        }
+                        Some(old) if cluster_status_may_fit_more(&old, &o.value) => {
+                            Some((old, o.value.clone(), Why::MayFitMore))
                         }
                         Some(_) => None,
                         None if self.synced.load(Ordering::Relaxed) => {
-                            Some((o.value.clone(), o.value.clone(), "cluster added"))
+                            Some((o.value.clone(), o.value.clone(), Why::Added))
                         }
                         None => None,
                     }
                 }
-                Event::Delete { key, .. } => seen
-                    .remove(key)
-                    .map(|old| (old.clone(), old, "cluster removed")),
+                Event::Delete { key, .. } => {
+                    seen.remove(key).map(|old| (old.clone(), old, Why::Removed))
+                }
                 Event::InitDone { .. } => {
                     self.synced.store(true, Ordering::Relaxed);
                     None
@@ -665,9 +703,27 @@ impl ClusterTrigger {
         let Some((old, new, why)) = change else {
             return Vec::new();
         };
-        let keys = self.affected(&old, &new);
-        tracing::debug!(cluster = %new.name(), why, bindings = keys.len(), "cluster change queues bindings");
+        let keys = if why == Why::MayFitMore {
+            self.unschedulable_affected(&old, &new)
+        } else {
+            self.affected(&old, &new)
+        };
+        if !keys.is_empty() {
+            tracing::debug!(cluster = %new.name(), why = why.as_str(), bindings = keys.len(), "cluster change queues bindings");
+        }
         keys
+    }
+
+    /// SC-2.6: the responsible bindings that could not be scheduled (`Scheduled=False`) and
+    /// whose affinity in use matches the cluster: a status change that may let them fit now.
+    fn unschedulable_affected(&self, old: &Cluster, new: &Cluster) -> Vec<ObjectKey> {
+        self.bindings
+            .objects()
+            .into_iter()
+            .filter(|o| unschedulable(&o.value) && responsible(&o.value, &self.scheduler_name))
+            .filter(|o| wire_affected(&o.value, old, new))
+            .map(|o| o.key.into())
+            .collect()
     }
 
     /// The responsible bindings the change of `old` → `new` concerns (SC-2.3), plus those

@@ -223,6 +223,48 @@ async fn sc_4_3_fit_error_empties_the_result_with_a_condition_and_no_observed_bu
     );
 }
 
+/// Regression (#30, the guestbook sample applied in its README's order): a custom resource
+/// applied right after its CRD found no member serving its kind (NoClusterFit), and stayed so
+/// after the members' API enablements listed the kind, a status change SC-2.4 ignores. SC-2.6:
+/// such a status change requeues the unschedulable bindings it may let fit.
+#[tokio::test]
+async fn sc_2_6_a_kind_served_later_schedules_the_binding_that_did_not_fit() {
+    let h = start().await;
+    create_cluster(&h.typed, cluster("member1")).await;
+    let mut rb = binding("guestbook", divided_static_placement(), 0);
+    rb.spec.resource.api_version = "webapp.my.domain/v1".into();
+    rb.spec.resource.kind = "Guestbook".into();
+    let key = create_binding_key(&h.typed, rb).await;
+    wait_binding(&h.typed, &key, "NoClusterFit", |rb| {
+        scheduled(rb).is_some_and(|(_, r)| r == "NoClusterFit")
+    })
+    .await;
+    // the CRD reached the member: its status now lists the kind (no spec change)
+    let served = modify(&h.typed, "clusters/member1", |c: &mut v1::Cluster| {
+        c.status
+            .get_or_insert_with(Default::default)
+            .api_enablements
+            .push(v1::ApiEnablement {
+                group_version: "webapp.my.domain/v1".into(),
+                resources: vec![v1::ApiResource {
+                    name: "guestbooks".into(),
+                    kind: "Guestbook".into(),
+                }],
+            });
+    })
+    .await;
+    assert_eq!(
+        served.metadata.as_ref().map(|m| m.generation),
+        Some(1),
+        "a status change: the generation did not move"
+    );
+    let placed = wait_binding(&h.typed, &key, "scheduled once the kind is served", |rb| {
+        scheduled(rb).is_some_and(|(s, _)| s == "True")
+    })
+    .await;
+    assert_eq!(placed.spec.clusters, targets(&[("member1", 0)]));
+}
+
 #[tokio::test]
 async fn sc_4_2_unschedulable_keeps_the_result_and_retries_with_backoff() {
     let h = start().await;

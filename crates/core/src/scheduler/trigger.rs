@@ -85,6 +85,24 @@ pub fn cluster_change_relevant(old: &Cluster, new: &Cluster) -> bool {
         || old.meta.generation != new.meta.generation
 }
 
+/// SC-2.6 (Flotilla; Karmada's scheduling queue moves its unschedulable bindings back to the
+/// active queue on cluster events): a cluster status change that can make an unschedulable
+/// binding fit, although SC-2.4 enqueues nothing for status: the cluster's API enablements
+/// changed (a custom resource's kind became served after its CRD reached the member) or its
+/// allocatable replicas became known or grew. Less capacity, or a Ready flip, cannot make a
+/// binding fit.
+pub fn cluster_status_may_fit_more(old: &Cluster, new: &Cluster) -> bool {
+    old.status.api_enablements != new.status.api_enablements
+        || match (
+            old.status.allocatable_replicas,
+            new.status.allocatable_replicas,
+        ) {
+            (Some(before), Some(now)) => now > before,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        }
+}
+
 /// SC-2.3: whether a relevant cluster change enqueues `binding`: a ClusterAffinities binding
 /// whose observed generation lags is enqueued unconditionally; otherwise the affinity in use
 /// (clusterAffinity, or the term named by the observed affinity name) must match the old or
@@ -247,6 +265,67 @@ mod tests {
 
     fn cluster(name: &str) -> Cluster {
         Cluster::named(name)
+    }
+
+    /// SC-2.6: which status changes may make an unschedulable binding fit.
+    #[test]
+    fn sc_2_6_status_changes_that_may_make_a_binding_fit() {
+        let with = |kinds: &[&str], allocatable: Option<i64>| {
+            let mut c = cluster("member1");
+            c.status.allocatable_replicas = allocatable;
+            c.status.api_enablements = vec![crate::types::ApiEnablement {
+                group_version: "example.com/v1".into(),
+                kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
+            }];
+            c
+        };
+        let cases = [
+            (
+                "a kind became served",
+                with(&[], Some(5)),
+                with(&["Guestbook"], Some(5)),
+                true,
+            ),
+            (
+                "a kind went away",
+                with(&["Guestbook"], Some(5)),
+                with(&[], Some(5)),
+                true,
+            ),
+            (
+                "capacity grew",
+                with(&[], Some(5)),
+                with(&[], Some(6)),
+                true,
+            ),
+            (
+                "capacity became known",
+                with(&[], None),
+                with(&[], Some(0)),
+                true,
+            ),
+            (
+                "capacity shrank",
+                with(&[], Some(5)),
+                with(&[], Some(4)),
+                false,
+            ),
+            (
+                "capacity became unknown",
+                with(&[], Some(5)),
+                with(&[], None),
+                false,
+            ),
+            (
+                "nothing that fits more",
+                with(&["A"], Some(5)),
+                with(&["A"], Some(5)),
+                false,
+            ),
+        ];
+        for (what, old, new, want) in cases {
+            assert_eq!(cluster_status_may_fit_more(&old, &new), want, "{what}");
+        }
     }
 
     fn divided() -> Placement {
