@@ -870,7 +870,24 @@ const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 6] = [
     ),
 ];
 
-/// Refuses (and removes) the [`UNSUPPORTED_POLICY_FIELDS`] of a policy document.
+/// The same for `spec.placement`.
+const UNSUPPORTED_PLACEMENT_FIELDS: [Unsupported; 1] = [(
+    "workloadAffinity",
+    serde_norway::Value::is_null,
+    "affinity and anti-affinity between workload groups are not supported yet; place the \
+     workloads with clusterAffinity or spreadConstraints instead",
+)];
+
+/// The same for each term of `spec.placement.clusterAffinities`.
+const UNSUPPORTED_AFFINITY_TERM_FIELDS: [Unsupported; 1] = [(
+    "overflowAffinities",
+    |v| v.is_null() || v.as_sequence().is_some_and(Vec::is_empty),
+    "overflow affinities are not supported yet; list the clusters to fall back on as a later \
+     clusterAffinities term",
+)];
+
+/// Refuses (and removes) the [`UNSUPPORTED_POLICY_FIELDS`] of a policy document, and those of
+/// its placement and its placement's affinity terms.
 fn unsupported_policy_fields(ctx: &mut Ctx<'_>, document: &mut serde_norway::Value) {
     let Some(spec) = document
         .get_mut("spec")
@@ -879,8 +896,36 @@ fn unsupported_policy_fields(ctx: &mut Ctx<'_>, document: &mut serde_norway::Val
         return;
     };
     let path = FieldPath::new("spec");
-    for (field, accepted, why) in UNSUPPORTED_POLICY_FIELDS {
-        let Some(value) = spec.remove(field) else {
+    refuse_unsupported(ctx, spec, &path, &UNSUPPORTED_POLICY_FIELDS);
+    let Some(placement) = spec
+        .get_mut("placement")
+        .and_then(serde_norway::Value::as_mapping_mut)
+    else {
+        return;
+    };
+    let path = path.child("placement");
+    refuse_unsupported(ctx, placement, &path, &UNSUPPORTED_PLACEMENT_FIELDS);
+    let terms = placement
+        .get_mut("clusterAffinities")
+        .and_then(serde_norway::Value::as_sequence_mut);
+    for (i, term) in terms.into_iter().flatten().enumerate() {
+        if let Some(term) = term.as_mapping_mut() {
+            let at = path.child("clusterAffinities").index(i);
+            refuse_unsupported(ctx, term, &at, &UNSUPPORTED_AFFINITY_TERM_FIELDS);
+        }
+    }
+}
+
+/// Removes the fields of `table` from `mapping` (at `path`), refusing by name each one whose
+/// value is not its default.
+fn refuse_unsupported(
+    ctx: &mut Ctx<'_>,
+    mapping: &mut serde_norway::Mapping,
+    path: &FieldPath,
+    table: &[Unsupported],
+) {
+    for (field, accepted, why) in table {
+        let Some(value) = mapping.remove(*field) else {
             continue;
         };
         if !accepted(&value) {

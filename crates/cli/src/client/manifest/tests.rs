@@ -439,6 +439,77 @@ fn unknown_and_unsupported_fields_are_errors() {
     assert!(errs[0].contains("not valid YAML"), "{errs:#?}");
 }
 
+/// Karmada fields Flotilla does not carry yet are refused by name as "not supported yet",
+/// with what to use instead where there is something; their default values are accepted.
+#[test]
+fn karmada_fields_not_carried_yet_are_refused_by_name() {
+    let policy = |spec: &str| {
+        format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: p}}\n\
+             spec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment}}]\n{spec}"
+        )
+    };
+    let cases = [
+        (
+            "  placement:\n    workloadAffinity: {affinity: {groupByLabelKey: app}}\n",
+            "spec.placement.workloadAffinity",
+            "not supported yet",
+        ),
+        (
+            "  placement:\n    clusterAffinities:\n    - affinityName: primary\n      \
+             clusterNames: [member1]\n      overflowAffinities: [{clusterNames: [member2]}]\n",
+            "spec.placement.clusterAffinities[0].overflowAffinities",
+            "not supported yet",
+        ),
+        (
+            "  conflictResolution: Overwrite\n",
+            "spec.conflictResolution",
+            "not supported yet",
+        ),
+        (
+            "  suspension: {dispatching: true}\n",
+            "spec.suspension",
+            "not supported yet",
+        ),
+        (
+            "  preserveResourcesOnDeletion: true\n",
+            "spec.preserveResourcesOnDeletion",
+            "not supported yet",
+        ),
+        (
+            "  schedulePriority: {priorityClassSource: KubePriorityClass, priorityClassName: high}\n",
+            "spec.schedulePriority",
+            "not supported yet",
+        ),
+        (
+            "  dependentOverrides: [an-override]\n",
+            "spec.dependentOverrides",
+            "waiting for dependent OverridePolicies is not supported yet",
+        ),
+        ("  association: true\n", "spec.association", "propagateDeps"),
+    ];
+    for (spec, field, why) in cases {
+        let errs = errors(&policy(spec));
+        assert_eq!(errs.len(), 1, "{spec}: {errs:#?}");
+        assert!(
+            errs[0].contains(field) && errs[0].contains(why),
+            "{spec}: {}",
+            errs[0]
+        );
+        assert!(
+            !errs[0].contains("unknown field"),
+            "not a typo: {}",
+            errs[0]
+        );
+    }
+    // their defaults are taken
+    read_ok(&policy(
+        "  conflictResolution: Abort\n  preserveResourcesOnDeletion: false\n  \
+         dependentOverrides: []\n  placement:\n    clusterAffinities:\n    - affinityName: a\n      \
+         clusterNames: [member1]\n      overflowAffinities: []\n",
+    ));
+}
+
 #[test]
 fn every_document_is_checked_and_namespaces_follow_kubectl() {
     let text = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: a, namespace: other}\n\
