@@ -136,10 +136,8 @@ pub fn explain_overrides(
     let resource = spec.resource.clone().unwrap_or_default();
     let divided = divided_targets(spec);
     let revision = Revision {
-        api_version: &resource.api_version,
-        kind: &resource.kind,
-        cluster: &target.name,
-        replicas: target.replicas,
+        resource: &resource,
+        target,
         divided_among: divided.as_deref(),
     };
     let base = match revise_replicas(&workload.manifest, &revision) {
@@ -249,21 +247,14 @@ pub fn expected_work_key(binding: &v1::ResourceBinding, cluster: &str) -> String
     )
 }
 
-/// What a Work's manifest is revised with (WE-4.1, IN-1, WE-4.2): the target's replicas and,
-/// for a binding that divides its replicas, every target's, by which a Job's completions are
-/// divided.
+/// What a Work's manifest is revised with (WE-4.1, IN-1, WE-4.2).
 #[derive(Clone, Copy, Debug)]
 pub struct Revision<'a> {
-    /// The template's `apiVersion`.
-    pub api_version: &'a str,
-    /// The template's kind.
-    pub kind: &'a str,
-    /// The target cluster.
-    pub cluster: &'a str,
-    /// Its replicas.
-    pub replicas: i32,
-    /// Every target with its replicas when the binding divides them (Divided, replicas > 0);
-    /// `None` when it does not.
+    /// The template (`apiVersion` and kind pick the field, IN-1).
+    pub resource: &'a v1::ObjectReference,
+    /// The cluster and its replicas.
+    pub target: &'a TargetCluster,
+    /// Every target's replicas, when the binding divides them.
     pub divided_among: Option<&'a [(&'a str, i32)]>,
 }
 
@@ -300,7 +291,8 @@ pub fn revise_replicas(
     let Some(object) = value.as_object_mut() else {
         return Err(RenderError::Manifest("not an object".into()));
     };
-    let Some(field) = interpret::replica_field(revision.api_version, revision.kind) else {
+    let (resource, target) = (revision.resource, revision.target);
+    let Some(field) = interpret::replica_field(&resource.api_version, &resource.kind) else {
         return Ok((value.to_string(), None));
     };
     let spec = object
@@ -309,7 +301,7 @@ pub fn revise_replicas(
     let Some(spec) = spec.as_object_mut() else {
         return Err(RenderError::Manifest("spec is not an object".into()));
     };
-    spec.insert(field.into(), serde_json::Value::from(revision.replicas));
+    spec.insert(field.into(), serde_json::Value::from(target.replicas));
     // WE-4.2: a divided Job runs its share of the completions on each cluster
     if field == "parallelism"
         && let Some(targets) = revision.divided_among
@@ -320,11 +312,11 @@ pub fn revise_replicas(
     {
         let share = interpret::divide_job_completions(completions, targets)
             .into_iter()
-            .find(|(name, _)| name == revision.cluster)
+            .find(|(name, _)| *name == target.name)
             .map_or(0, |(_, share)| share);
         spec.insert("completions".into(), serde_json::Value::from(share));
     }
-    Ok((value.to_string(), Some(revision.replicas)))
+    Ok((value.to_string(), Some(target.replicas)))
 }
 
 /// Labels the manifest with its binding's permanent id, as Karmada's binding controller does
@@ -407,14 +399,14 @@ pub fn render_work_with(
         .cloned()
         .unwrap_or_else(|| meta.uid.clone());
     let divided = binding.spec.as_ref().and_then(divided_targets);
-    let revision = Revision {
-        api_version: &resource.api_version,
-        kind: &resource.kind,
-        cluster: &target.name,
-        replicas: target.replicas,
-        divided_among: divided.as_deref(),
-    };
-    let (manifest, replicas) = revise_replicas(&workload.manifest, &revision)?;
+    let (manifest, replicas) = revise_replicas(
+        &workload.manifest,
+        &Revision {
+            resource: &resource,
+            target,
+            divided_among: divided.as_deref(),
+        },
+    )?;
     let (manifest, annotations) = apply_overrides(manifest, workload, &target.name, overrides)?;
     let manifest = label_manifest(&manifest, resource.namespace.is_empty(), &permanent_id)?;
     let labels = BTreeMap::from([
@@ -750,30 +742,46 @@ mod tests {
         assert_eq!(w.key(), expected_work_key(&binding(), "member2"));
     }
 
-    /// A revision of `kind` in `api_version` to `replicas` on member1, not divided.
-    fn to(api_version: &'static str, kind: &'static str, replicas: i32) -> Revision<'static> {
-        Revision {
-            api_version,
-            kind,
-            cluster: "member1",
-            replicas,
-            divided_among: None,
-        }
+    /// The manifest revised for `replicas` of `kind` in `api_version` on `cluster`, divided
+    /// among `divided` when given: (manifest, replicas).
+    fn revised(
+        manifest: &str,
+        (api_version, kind): (&str, &str),
+        (cluster, replicas): (&str, i32),
+        divided: Option<&[(&str, i32)]>,
+    ) -> Result<(String, Option<i32>), RenderError> {
+        let resource = v1::ObjectReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            ..Default::default()
+        };
+        let target = TargetCluster::new(cluster, replicas);
+        let revision = Revision {
+            resource: &resource,
+            target: &target,
+            divided_among: divided,
+        };
+        revise_replicas(manifest, &revision)
+    }
+
+    /// [`revised`] on member1, not divided.
+    fn to(
+        manifest: &str,
+        api_version: &str,
+        kind: &str,
+        replicas: i32,
+    ) -> Result<(String, Option<i32>), RenderError> {
+        revised(manifest, (api_version, kind), ("member1", replicas), None)
     }
 
     #[test]
     fn non_workload_kinds_are_not_revised() {
-        let (m, r) = revise_replicas(r#"{"data":{"a":"b"}}"#, &to("v1", "ConfigMap", 4)).unwrap();
+        let (m, r) = to(r#"{"data":{"a":"b"}}"#, "v1", "ConfigMap", 4).unwrap();
         assert_eq!(r, None);
         assert!(!m.contains("replicas"), "{m}");
-        let deployment = to("apps/v1", "Deployment", 1);
-        assert!(revise_replicas("[1]", &deployment).is_err());
-        assert!(revise_replicas("{", &deployment).is_err());
-        let (m, r) = revise_replicas(
-            r#"{"spec":{"template":{}}}"#,
-            &to("apps/v1", "DaemonSet", 2),
-        )
-        .unwrap();
+        assert!(to("[1]", "apps/v1", "Deployment", 1).is_err());
+        assert!(to("{", "apps/v1", "Deployment", 1).is_err());
+        let (m, r) = to(r#"{"spec":{"template":{}}}"#, "apps/v1", "DaemonSet", 2).unwrap();
         assert_eq!(r, None, "IN-2: a DaemonSet is not revised");
         assert!(!m.contains("replicas"), "{m}");
     }
@@ -783,22 +791,19 @@ mod tests {
     #[test]
     fn in_1_a_custom_resource_named_like_a_built_in_is_not_revised() {
         let manifest = r#"{"apiVersion":"example.com/v1","kind":"Deployment","spec":{"size":3}}"#;
-        let (m, r) = revise_replicas(manifest, &to("example.com/v1", "Deployment", 2)).unwrap();
+        let (m, r) = to(manifest, "example.com/v1", "Deployment", 2).unwrap();
         assert_eq!(r, None);
         let m: serde_json::Value = serde_json::from_str(&m).unwrap();
         assert_eq!(m["spec"], serde_json::json!({"size": 3}), "untouched");
-        let (m, r) = revise_replicas(r#"{"spec":{}}"#, &to("apps/v1", "Deployment", 2)).unwrap();
+        let (m, r) = to(r#"{"spec":{}}"#, "apps/v1", "Deployment", 2).unwrap();
         assert_eq!(r, Some(2));
         assert!(m.contains(r#""replicas":2"#), "{m}");
     }
 
     #[test]
     fn in_1_a_jobs_share_is_its_parallelism() {
-        let (m, r) = revise_replicas(
-            r#"{"kind":"Job","spec":{"parallelism":5,"completions":5}}"#,
-            &to("batch/v1", "Job", 2),
-        )
-        .unwrap();
+        let job = r#"{"kind":"Job","spec":{"parallelism":5,"completions":5}}"#;
+        let (m, r) = to(job, "batch/v1", "Job", 2).unwrap();
         assert_eq!(r, Some(2));
         let m: serde_json::Value = serde_json::from_str(&m).unwrap();
         assert_eq!(m["spec"]["parallelism"], 2);
@@ -816,28 +821,21 @@ mod tests {
     fn we_4_2_a_divided_jobs_completions_are_divided() {
         let targets = [("member1", 1), ("member2", 2)];
         let job = r#"{"kind":"Job","spec":{"parallelism":3,"completions":10}}"#;
-        let shares: Vec<(i64, i64)> = ["member1", "member2"]
+        let shares: Vec<serde_json::Value> = targets
             .iter()
-            .map(|cluster| {
-                let revision = Revision {
-                    cluster,
-                    divided_among: Some(&targets),
-                    ..to("batch/v1", "Job", if *cluster == "member1" { 1 } else { 2 })
-                };
-                let (m, _) = revise_replicas(job, &revision).unwrap();
+            .map(|target| {
+                let (m, _) = revised(job, ("batch/v1", "Job"), *target, Some(&targets)).unwrap();
                 let m: serde_json::Value = serde_json::from_str(&m).unwrap();
-                (
-                    m["spec"]["parallelism"].as_i64().unwrap(),
-                    m["spec"]["completions"].as_i64().unwrap(),
-                )
+                serde_json::json!([m["spec"]["parallelism"], m["spec"]["completions"]])
             })
             .collect();
-        assert_eq!(shares, [(1, 3), (2, 7)], "10 completions by 1:2");
-        let endless = Revision {
-            divided_among: Some(&targets),
-            ..to("batch/v1", "Job", 1)
-        };
-        let (m, _) = revise_replicas(r#"{"spec":{"parallelism":3}}"#, &endless).unwrap();
+        assert_eq!(
+            shares,
+            [serde_json::json!([1, 3]), serde_json::json!([2, 7])],
+            "10 completions by 1:2"
+        );
+        let endless = r#"{"spec":{"parallelism":3}}"#;
+        let (m, _) = revised(endless, ("batch/v1", "Job"), ("member1", 1), Some(&targets)).unwrap();
         assert!(!m.contains("completions"), "{m}");
     }
 

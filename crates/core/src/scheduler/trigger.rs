@@ -279,51 +279,29 @@ mod tests {
             }];
             c
         };
+        // (what, kinds and capacity before, after, whether it may fit more)
+        let g: &[&str] = &["Guestbook"];
         let cases = [
             (
                 "a kind became served",
-                with(&[], Some(5)),
-                with(&["Guestbook"], Some(5)),
+                (&[][..], Some(5)),
+                (g, Some(5)),
                 true,
             ),
-            (
-                "a kind went away",
-                with(&["Guestbook"], Some(5)),
-                with(&[], Some(5)),
-                true,
-            ),
-            (
-                "capacity grew",
-                with(&[], Some(5)),
-                with(&[], Some(6)),
-                true,
-            ),
-            (
-                "capacity became known",
-                with(&[], None),
-                with(&[], Some(0)),
-                true,
-            ),
-            (
-                "capacity shrank",
-                with(&[], Some(5)),
-                with(&[], Some(4)),
-                false,
-            ),
+            ("a kind went away", (g, Some(5)), (&[], Some(5)), true),
+            ("capacity grew", (&[], Some(5)), (&[], Some(6)), true),
+            ("capacity became known", (&[], None), (&[], Some(0)), true),
+            ("capacity shrank", (&[], Some(5)), (&[], Some(4)), false),
             (
                 "capacity became unknown",
-                with(&[], Some(5)),
-                with(&[], None),
+                (&[], Some(5)),
+                (&[], None),
                 false,
             ),
-            (
-                "nothing that fits more",
-                with(&["A"], Some(5)),
-                with(&["A"], Some(5)),
-                false,
-            ),
+            ("nothing that fits more", (g, Some(5)), (g, Some(5)), false),
         ];
-        for (what, old, new, want) in cases {
+        for (what, (k0, a0), (k1, a1), want) in cases {
+            let (old, new) = (with(k0, a0), with(k1, a1));
             assert_eq!(cluster_status_may_fit_more(&old, &new), want, "{what}");
         }
     }

@@ -453,46 +453,35 @@ fn karmada_fields_not_carried_yet_are_refused_by_name() {
         (
             "  placement:\n    workloadAffinity: {affinity: {groupByLabelKey: app}}\n",
             "spec.placement.workloadAffinity",
-            "not supported yet",
         ),
         (
             "  placement:\n    clusterAffinities:\n    - affinityName: primary\n      \
              clusterNames: [member1]\n      overflowAffinities: [{clusterNames: [member2]}]\n",
             "spec.placement.clusterAffinities[0].overflowAffinities",
-            "not supported yet",
         ),
         (
             "  conflictResolution: Overwrite\n",
             "spec.conflictResolution",
-            "not supported yet",
         ),
-        (
-            "  suspension: {dispatching: true}\n",
-            "spec.suspension",
-            "not supported yet",
-        ),
+        ("  suspension: {dispatching: true}\n", "spec.suspension"),
         (
             "  preserveResourcesOnDeletion: true\n",
             "spec.preserveResourcesOnDeletion",
-            "not supported yet",
         ),
         (
             "  schedulePriority: {priorityClassSource: KubePriorityClass, priorityClassName: high}\n",
             "spec.schedulePriority",
-            "not supported yet",
         ),
         (
             "  dependentOverrides: [an-override]\n",
             "spec.dependentOverrides",
-            "waiting for dependent OverridePolicies is not supported yet",
         ),
-        ("  association: true\n", "spec.association", "propagateDeps"),
     ];
-    for (spec, field, why) in cases {
+    for (spec, field) in cases {
         let errs = errors(&policy(spec));
         assert_eq!(errs.len(), 1, "{spec}: {errs:#?}");
         assert!(
-            errs[0].contains(field) && errs[0].contains(why),
+            errs[0].contains(field) && errs[0].contains("not supported yet"),
             "{spec}: {}",
             errs[0]
         );
@@ -502,6 +491,17 @@ fn karmada_fields_not_carried_yet_are_refused_by_name() {
             errs[0]
         );
     }
+    let errs = errors(&policy("  association: true\n"));
+    assert!(
+        errs[0].contains("spec.association") && errs[0].contains("use `propagateDeps: true`"),
+        "{errs:#?}"
+    );
+    let errs = errors(&policy("  dependentOverrides: [an-override]\n"));
+    assert!(
+        !errs[0].contains("OverridePolicies are not supported"),
+        "OverridePolicies are: {}",
+        errs[0]
+    );
     // their defaults are taken
     read_ok(&policy(
         "  conflictResolution: Abort\n  preserveResourcesOnDeletion: false\n  \
