@@ -695,6 +695,9 @@ pub struct PropagationSpec {
     /// PL-6: when policy changes reach the templates it claimed; `None`: at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activation_preference: Option<ActivationPreference>,
+    /// PL-2, WE-6.1: member objects stay when their Works are deleted.
+    #[serde(default, skip_serializing_if = "shape::is_false")]
+    pub preserve_resources_on_deletion: bool,
 }
 
 /// When a policy's changes reach the templates it already claimed (PL-6).
@@ -908,6 +911,8 @@ pub struct ResourceBindingSpec {
     pub scheduler_name: String,
     /// Dependencies follow the template (`propagateDeps`, DEP-2).
     pub propagate_deps: bool,
+    /// Copy of the policy's `preserveResourcesOnDeletion` (PL-2, WE-6.1).
+    pub preserve_resources_on_deletion: bool,
 }
 
 /// A binding's status.

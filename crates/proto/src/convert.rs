@@ -1239,8 +1239,10 @@ impl From<domain::PropagationSpec> for v1::PropagationSpec {
             scheduler_name,
             preemption,
             activation_preference,
+            preserve_resources_on_deletion,
         } = spec;
         v1::PropagationSpec {
+            preserve_resources_on_deletion,
             preemption: enc::<_, v1::Preemption>(preemption),
             activation_preference: enc_opt::<_, v1::ActivationPreference>(activation_preference),
             resource_selectors: to_wire(resource_selectors),
@@ -1266,8 +1268,10 @@ impl TryFrom<v1::PropagationSpec> for domain::PropagationSpec {
             scheduler_name,
             preemption,
             activation_preference,
+            preserve_resources_on_deletion,
         } = spec;
         Ok(domain::PropagationSpec {
+            preserve_resources_on_deletion,
             preemption: WireEnum::from_wire_or_default(preemption, "preemption")?,
             activation_preference: WireEnum::from_wire(
                 activation_preference,
@@ -1613,6 +1617,7 @@ impl From<domain::ResourceBindingSpec> for v1::ResourceBindingSpec {
             failover,
             scheduler_name,
             propagate_deps,
+            preserve_resources_on_deletion,
         } = spec;
         // The domain flattens `requiredBy[].clusters`; write them back as one unnamed entry.
         let required_by = if required_by_clusters.is_empty() {
@@ -1639,6 +1644,7 @@ impl From<domain::ResourceBindingSpec> for v1::ResourceBindingSpec {
             failover: failover.map(Into::into),
             scheduler_name,
             propagate_deps,
+            preserve_resources_on_deletion,
         }
     }
 }
@@ -1659,8 +1665,10 @@ impl TryFrom<v1::ResourceBindingSpec> for domain::ResourceBindingSpec {
             failover,
             scheduler_name,
             propagate_deps,
+            preserve_resources_on_deletion,
         } = spec;
         Ok(domain::ResourceBindingSpec {
+            preserve_resources_on_deletion,
             resource: msg(resource, "resource")?,
             replicas,
             replica_requirements: opt(replica_requirements, "replicaRequirements")?,

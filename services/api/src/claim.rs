@@ -387,7 +387,7 @@ pub fn binding_keys_of(workload: &v1::Workload) -> [String; 2] {
 
 /// The binding `workload` should have under `claim`: `base` (the stored binding, if any)
 /// with the detector's fields set — spec.resource, replicas, replicaRequirements, placement,
-/// failover, schedulerName, the policy labels and (once) the binding's permanent id. Every
+/// failover, schedulerName, propagateDeps, preserveResourcesOnDeletion, the policy labels and (once) the binding's permanent id. Every
 /// other field (spec.clusters, eviction tasks, status, ...) is kept as it is.
 pub fn desired_binding(
     workload: &v1::Workload,
@@ -437,6 +437,7 @@ pub fn desired_binding(
     spec.failover = claim.spec.failover.clone();
     spec.scheduler_name = claim.spec.scheduler_name.clone();
     spec.propagate_deps = claim.spec.propagate_deps;
+    spec.preserve_resources_on_deletion = claim.spec.preserve_resources_on_deletion;
     binding
 }
 
@@ -942,6 +943,7 @@ mod tests {
             .labels
             .insert(PERMANENT_ID_LABEL_POLICY.into(), "pp-id".into());
         let mut pspec = spec(0, vec![selector("nginx", None)]);
+        pspec.preserve_resources_on_deletion = true;
         pspec.placement = Some(v1::Placement {
             cluster_tolerations: vec![v1::Toleration {
                 key: "k".into(),
@@ -992,6 +994,10 @@ mod tests {
         assert_eq!(spec.replicas, 3);
         assert_eq!(spec.resource.as_ref().unwrap().uid, "w-uid");
         assert_eq!(spec.placement, pspec.placement);
+        assert!(
+            spec.preserve_resources_on_deletion,
+            "PL-2: the policy's choice"
+        );
         assert_eq!(b.status, stored.status);
         assert_eq!(b.metadata.as_ref().unwrap().name, "nginx-deployment");
         // idempotent: applying again changes nothing

@@ -494,7 +494,8 @@ fn detector_digest(b: &v1::ResourceBinding) -> u64 {
             .message(spec.placement.as_ref())
             .message(spec.failover.as_ref())
             .add(&spec.scheduler_name)
-            .add(&spec.propagate_deps);
+            .add(&spec.propagate_deps)
+            .add(&spec.preserve_resources_on_deletion);
         for r in &spec.required_by {
             d.message(Some(r));
         }

@@ -439,7 +439,11 @@ pub fn render_work_with(
             manifest,
             replicas,
             suspend_dispatching: false,
-            preserve_resources_on_deletion: false,
+            // PL-2, WE-6.1: the policy's choice, through the binding
+            preserve_resources_on_deletion: binding
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.preserve_resources_on_deletion),
             trace_context: trace_context(binding),
         }),
         status: None,
@@ -772,6 +776,22 @@ mod tests {
         replicas: i32,
     ) -> Result<(String, Option<i32>), RenderError> {
         revised(manifest, (api_version, kind), ("member1", replicas), None)
+    }
+
+    /// PL-2, WE-6.1: a policy's `preserveResourcesOnDeletion`, copied onto its binding, reaches
+    /// every Work, so deleting a Work leaves the member object.
+    #[test]
+    fn we_6_1_preserve_resources_on_deletion_reaches_the_work() {
+        let wl = workload(r#"{"spec":{"replicas":3}}"#);
+        let target = TargetCluster::new("member1", 1);
+        let kept = |b: &v1::ResourceBinding| {
+            let w = render_work(b, &wl, &target).unwrap();
+            w.spec.unwrap().preserve_resources_on_deletion
+        };
+        let mut b = binding();
+        assert!(!kept(&b), "not asked for");
+        b.spec.as_mut().unwrap().preserve_resources_on_deletion = true;
+        assert!(kept(&b));
     }
 
     #[test]

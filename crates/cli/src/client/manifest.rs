@@ -837,7 +837,7 @@ struct CapacityDoc {
 /// A field, whether a value is its default (accepted), and why another value is refused.
 type Unsupported = (&'static str, fn(&serde_norway::Value) -> bool, &'static str);
 
-const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 6] = [
+const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 5] = [
     (
         "association",
         |v| v.is_null() || v.as_bool() == Some(false),
@@ -857,11 +857,6 @@ const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 6] = [
         "suspension",
         serde_norway::Value::is_null,
         "suspending dispatching is not supported yet",
-    ),
-    (
-        "preserveResourcesOnDeletion",
-        |v| v.is_null() || v.as_bool() == Some(false),
-        "keeping member resources after deletion is not supported yet",
     ),
     (
         "schedulePriority",

@@ -247,6 +247,7 @@ fn propagation_policy(namespace: &str) -> domain::PropagationPolicy {
             scheduler_name: domain::DEFAULT_SCHEDULER_NAME.into(),
             preemption: domain::Preemption::Always,
             activation_preference: Some(domain::ActivationPreference::Lazy),
+            preserve_resources_on_deletion: true,
         },
     }
 }
@@ -328,6 +329,7 @@ fn binding() -> domain::ResourceBinding {
             failover: Some(failover()),
             scheduler_name: "default-scheduler".into(),
             propagate_deps: true,
+            preserve_resources_on_deletion: true,
         },
         status: domain::ResourceBindingStatus {
             conditions: vec![condition("Scheduled", domain::ConditionStatus::True)],

@@ -465,10 +465,6 @@ fn karmada_fields_not_carried_yet_are_refused_by_name() {
         ),
         ("  suspension: {dispatching: true}\n", "spec.suspension"),
         (
-            "  preserveResourcesOnDeletion: true\n",
-            "spec.preserveResourcesOnDeletion",
-        ),
-        (
             "  schedulePriority: {priorityClassSource: KubePriorityClass, priorityClassName: high}\n",
             "spec.schedulePriority",
         ),
@@ -504,7 +500,7 @@ fn karmada_fields_not_carried_yet_are_refused_by_name() {
     );
     // their defaults are taken
     read_ok(&policy(
-        "  conflictResolution: Abort\n  preserveResourcesOnDeletion: false\n  \
+        "  conflictResolution: Abort\n  \
          dependentOverrides: []\n  placement:\n    clusterAffinities:\n    - affinityName: a\n      \
          clusterNames: [member1]\n      overflowAffinities: []\n",
     ));
@@ -715,6 +711,18 @@ proptest::proptest! {
 
 /// PL-6's field, carried by the one model: read, sent to the server, printed back by
 /// `get -o yaml`, and read again the same.
+/// PL-2, WE-6.1: Karmada's `preserveResourcesOnDeletion` is read into the policy's spec
+/// (and so reaches the binding and its Works).
+#[test]
+fn preserve_resources_on_deletion_is_carried() {
+    let docs = read_ok(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\n\
+         spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  \
+         preserveResourcesOnDeletion: true\n",
+    );
+    assert!(pp_spec(&docs[0]).preserve_resources_on_deletion);
+}
+
 #[test]
 fn activation_preference_is_carried_and_printed_back() {
     let text = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\nspec:\n  \

@@ -142,6 +142,7 @@ fn binding() -> ResourceBinding {
             failover: Some(FailoverBehavior::default()),
             scheduler_name: DEFAULT_SCHEDULER_NAME.to_owned(),
             propagate_deps: false,
+            preserve_resources_on_deletion: true,
         },
         status: ResourceBindingStatus::default(),
     }
