@@ -630,6 +630,40 @@ pub struct ApplicationFailoverBehavior {
     pub state_preservation: Vec<StatePreservationRule>,
 }
 
+/// Suspension of a policy / binding (WE-6.5): Works are kept but not applied to the members
+/// it names.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Suspension {
+    /// Stop applying to every cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatching: Option<bool>,
+    /// Stop applying to these clusters only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatching_on_clusters: Option<SuspendClusters>,
+}
+
+/// The clusters dispatching is suspended on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SuspendClusters {
+    /// Cluster names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_names: Vec<String>,
+}
+
+impl Suspension {
+    /// WE-6.5: whether dispatching to `cluster` is suspended (Karmada's
+    /// `GetSuspendDispatching` and its per-cluster list).
+    pub fn suspends(&self, cluster: &str) -> bool {
+        self.dispatching == Some(true)
+            || self
+                .dispatching_on_clusters
+                .as_ref()
+                .is_some_and(|c| c.cluster_names.iter().any(|n| n == cluster))
+    }
+}
+
 /// Failover behaviour of a policy / binding.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -698,6 +732,9 @@ pub struct PropagationSpec {
     /// PL-2, WE-6.1: member objects stay when their Works are deleted.
     #[serde(default, skip_serializing_if = "shape::is_false")]
     pub preserve_resources_on_deletion: bool,
+    /// WE-6.5: dispatching suspended, everywhere or on named clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspension: Option<Suspension>,
 }
 
 /// When a policy's changes reach the templates it already claimed (PL-6).
@@ -913,6 +950,8 @@ pub struct ResourceBindingSpec {
     pub propagate_deps: bool,
     /// Copy of the policy's `preserveResourcesOnDeletion` (PL-2, WE-6.1).
     pub preserve_resources_on_deletion: bool,
+    /// Copy of the policy's `suspension` (WE-6.5).
+    pub suspension: Option<Suspension>,
 }
 
 /// A binding's status.

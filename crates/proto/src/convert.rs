@@ -1184,6 +1184,36 @@ impl TryFrom<v1::FailoverBehavior> for domain::FailoverBehavior {
     }
 }
 
+impl From<domain::Suspension> for v1::Suspension {
+    fn from(suspension: domain::Suspension) -> Self {
+        let domain::Suspension {
+            dispatching,
+            dispatching_on_clusters,
+        } = suspension;
+        v1::Suspension {
+            dispatching,
+            dispatching_on_clusters: dispatching_on_clusters.map(|c| v1::SuspendClusters {
+                cluster_names: c.cluster_names,
+            }),
+        }
+    }
+}
+
+impl From<v1::Suspension> for domain::Suspension {
+    fn from(suspension: v1::Suspension) -> Self {
+        let v1::Suspension {
+            dispatching,
+            dispatching_on_clusters,
+        } = suspension;
+        domain::Suspension {
+            dispatching,
+            dispatching_on_clusters: dispatching_on_clusters.map(|c| domain::SuspendClusters {
+                cluster_names: c.cluster_names,
+            }),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Policies
 // ---------------------------------------------------------------------------------------
@@ -1240,9 +1270,11 @@ impl From<domain::PropagationSpec> for v1::PropagationSpec {
             preemption,
             activation_preference,
             preserve_resources_on_deletion,
+            suspension,
         } = spec;
         v1::PropagationSpec {
             preserve_resources_on_deletion,
+            suspension: suspension.map(Into::into),
             preemption: enc::<_, v1::Preemption>(preemption),
             activation_preference: enc_opt::<_, v1::ActivationPreference>(activation_preference),
             resource_selectors: to_wire(resource_selectors),
@@ -1269,9 +1301,11 @@ impl TryFrom<v1::PropagationSpec> for domain::PropagationSpec {
             preemption,
             activation_preference,
             preserve_resources_on_deletion,
+            suspension,
         } = spec;
         Ok(domain::PropagationSpec {
             preserve_resources_on_deletion,
+            suspension: suspension.map(Into::into),
             preemption: WireEnum::from_wire_or_default(preemption, "preemption")?,
             activation_preference: WireEnum::from_wire(
                 activation_preference,
@@ -1618,6 +1652,7 @@ impl From<domain::ResourceBindingSpec> for v1::ResourceBindingSpec {
             scheduler_name,
             propagate_deps,
             preserve_resources_on_deletion,
+            suspension,
         } = spec;
         // The domain flattens `requiredBy[].clusters`; write them back as one unnamed entry.
         let required_by = if required_by_clusters.is_empty() {
@@ -1645,6 +1680,7 @@ impl From<domain::ResourceBindingSpec> for v1::ResourceBindingSpec {
             scheduler_name,
             propagate_deps,
             preserve_resources_on_deletion,
+            suspension: suspension.map(Into::into),
         }
     }
 }
@@ -1666,9 +1702,11 @@ impl TryFrom<v1::ResourceBindingSpec> for domain::ResourceBindingSpec {
             scheduler_name,
             propagate_deps,
             preserve_resources_on_deletion,
+            suspension,
         } = spec;
         Ok(domain::ResourceBindingSpec {
             preserve_resources_on_deletion,
+            suspension: suspension.map(Into::into),
             resource: msg(resource, "resource")?,
             replicas,
             replica_requirements: opt(replica_requirements, "replicaRequirements")?,

@@ -438,6 +438,7 @@ pub fn desired_binding(
     spec.scheduler_name = claim.spec.scheduler_name.clone();
     spec.propagate_deps = claim.spec.propagate_deps;
     spec.preserve_resources_on_deletion = claim.spec.preserve_resources_on_deletion;
+    spec.suspension = claim.spec.suspension.clone();
     binding
 }
 

@@ -495,7 +495,8 @@ fn detector_digest(b: &v1::ResourceBinding) -> u64 {
             .message(spec.failover.as_ref())
             .add(&spec.scheduler_name)
             .add(&spec.propagate_deps)
-            .add(&spec.preserve_resources_on_deletion);
+            .add(&spec.preserve_resources_on_deletion)
+            .message(spec.suspension.as_ref());
         for r in &spec.required_by {
             d.message(Some(r));
         }

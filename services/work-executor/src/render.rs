@@ -438,7 +438,12 @@ pub fn render_work_with(
             resource: Some(resource),
             manifest,
             replicas,
-            suspend_dispatching: false,
+            // WE-6.5: the policy's suspension, through the binding, for this cluster
+            suspend_dispatching: binding
+                .spec
+                .as_ref()
+                .and_then(|s| s.suspension.clone())
+                .is_some_and(|s| flotilla_core::types::Suspension::from(s).suspends(&target.name)),
             // PL-2, WE-6.1: the policy's choice, through the binding
             preserve_resources_on_deletion: binding
                 .spec
@@ -792,6 +797,32 @@ mod tests {
         assert!(!kept(&b), "not asked for");
         b.spec.as_mut().unwrap().preserve_resources_on_deletion = true;
         assert!(kept(&b));
+    }
+
+    /// WE-6.5: a policy's `suspension`, copied onto its binding, suspends the Works of every
+    /// cluster (`dispatching`) or of the clusters it names (`dispatchingOnClusters`).
+    #[test]
+    fn we_6_5_suspension_reaches_the_works_of_the_clusters_it_names() {
+        let wl = workload(r#"{"spec":{"replicas":3}}"#);
+        let suspended = |b: &v1::ResourceBinding, cluster: &str| {
+            let w = render_work(b, &wl, &TargetCluster::new(cluster, 1)).unwrap();
+            w.spec.unwrap().suspend_dispatching
+        };
+        let mut b = binding();
+        assert!(!suspended(&b, "member1"), "not asked for");
+        b.spec.as_mut().unwrap().suspension = Some(v1::Suspension {
+            dispatching: None,
+            dispatching_on_clusters: Some(v1::SuspendClusters {
+                cluster_names: vec!["member2".into()],
+            }),
+        });
+        assert!(!suspended(&b, "member1"));
+        assert!(suspended(&b, "member2"));
+        b.spec.as_mut().unwrap().suspension = Some(v1::Suspension {
+            dispatching: Some(true),
+            dispatching_on_clusters: None,
+        });
+        assert!(suspended(&b, "member1") && suspended(&b, "member2"));
     }
 
     #[test]

@@ -837,7 +837,7 @@ struct CapacityDoc {
 /// A field, whether a value is its default (accepted), and why another value is refused.
 type Unsupported = (&'static str, fn(&serde_norway::Value) -> bool, &'static str);
 
-const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 5] = [
+const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 4] = [
     (
         "association",
         |v| v.is_null() || v.as_bool() == Some(false),
@@ -852,11 +852,6 @@ const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 5] = [
         "dependentOverrides",
         |v| v.is_null() || v.as_sequence().is_some_and(Vec::is_empty),
         "waiting for dependent OverridePolicies is not supported yet",
-    ),
-    (
-        "suspension",
-        serde_norway::Value::is_null,
-        "suspending dispatching is not supported yet",
     ),
     (
         "schedulePriority",

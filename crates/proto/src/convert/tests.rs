@@ -248,6 +248,12 @@ fn propagation_policy(namespace: &str) -> domain::PropagationPolicy {
             preemption: domain::Preemption::Always,
             activation_preference: Some(domain::ActivationPreference::Lazy),
             preserve_resources_on_deletion: true,
+            suspension: Some(domain::Suspension {
+                dispatching: Some(false),
+                dispatching_on_clusters: Some(domain::SuspendClusters {
+                    cluster_names: vec!["member2".into()],
+                }),
+            }),
         },
     }
 }
@@ -330,6 +336,7 @@ fn binding() -> domain::ResourceBinding {
             scheduler_name: "default-scheduler".into(),
             propagate_deps: true,
             preserve_resources_on_deletion: true,
+            suspension: None,
         },
         status: domain::ResourceBindingStatus {
             conditions: vec![condition("Scheduled", domain::ConditionStatus::True)],

@@ -463,7 +463,6 @@ fn karmada_fields_not_carried_yet_are_refused_by_name() {
             "  conflictResolution: Overwrite\n",
             "spec.conflictResolution",
         ),
-        ("  suspension: {dispatching: true}\n", "spec.suspension"),
         (
             "  schedulePriority: {priorityClassSource: KubePriorityClass, priorityClassName: high}\n",
             "spec.schedulePriority",
@@ -711,16 +710,24 @@ proptest::proptest! {
 
 /// PL-6's field, carried by the one model: read, sent to the server, printed back by
 /// `get -o yaml`, and read again the same.
-/// PL-2, WE-6.1: Karmada's `preserveResourcesOnDeletion` is read into the policy's spec
-/// (and so reaches the binding and its Works).
+/// PL-2, WE-6.1, WE-6.5: Karmada's `preserveResourcesOnDeletion` and `suspension` are read
+/// into the policy's spec (and so reach the binding and its Works).
 #[test]
-fn preserve_resources_on_deletion_is_carried() {
+fn preserve_resources_on_deletion_and_suspension_are_carried() {
     let docs = read_ok(
         "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p}\n\
          spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  \
-         preserveResourcesOnDeletion: true\n",
+         preserveResourcesOnDeletion: true\n  \
+         suspension: {dispatchingOnClusters: {clusterNames: [member2]}}\n",
     );
-    assert!(pp_spec(&docs[0]).preserve_resources_on_deletion);
+    let spec = pp_spec(&docs[0]);
+    assert!(spec.preserve_resources_on_deletion);
+    let suspension = spec.suspension.clone().unwrap();
+    assert_eq!(suspension.dispatching, None);
+    assert_eq!(
+        suspension.dispatching_on_clusters.unwrap().cluster_names,
+        ["member2"]
+    );
 }
 
 #[test]

@@ -143,6 +143,7 @@ fn binding() -> ResourceBinding {
             scheduler_name: DEFAULT_SCHEDULER_NAME.to_owned(),
             propagate_deps: false,
             preserve_resources_on_deletion: true,
+            suspension: None,
         },
         status: ResourceBindingStatus::default(),
     }
