@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use flotilla_store::Wrapper;
 use flotilla_store::{
     DeleteResponse, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResponse, Result, Revision,
     Store, StoreError, StoreRef, Txn, TxnResponse, WatchStream,
@@ -295,21 +296,9 @@ impl Interpose {
 }
 
 #[async_trait]
-impl Store for Interpose {
-    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        self.inner.get(key).await
-    }
-
-    async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
-        self.inner.range(req).await
-    }
-
-    async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
-        self.inner.put(key, value, lease).await
-    }
-
-    async fn delete(&self, key: &str) -> Result<DeleteResponse> {
-        self.inner.delete(key).await
+impl Wrapper for Interpose {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
@@ -339,30 +328,6 @@ impl Store for Interpose {
             }
         }
         self.inner.txn(txn).await
-    }
-
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
-    }
-
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.current_revision().await
-    }
-
-    async fn watch(&self, prefix: &str, from: Option<Revision>) -> Result<WatchStream> {
-        self.inner.watch(prefix, from).await
-    }
-
-    async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
-        self.inner.lease_grant(ttl).await
-    }
-
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
-        self.inner.lease_keep_alive(lease).await
-    }
-
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner.lease_revoke(lease).await
     }
 }
 
