@@ -1,5 +1,6 @@
 //! `Wrapper`: a [`Store`] in front of another that changes only some calls (a key prefix, a
-//! fence, a test's hook) and hands every other call to the store behind it unchanged.
+//! fence, a test's hook or partition) and hands every other call to the store behind it
+//! unchanged.
 
 use std::time::Duration;
 
@@ -21,59 +22,72 @@ pub trait Wrapper: Send + Sync + 'static {
     /// The store behind this one.
     fn inner(&self) -> &dyn Store;
 
+    /// What every forwarded call goes through first (default: nothing): an error fails the
+    /// call before it reaches [`Wrapper::inner`]. A method that is overridden calls it itself
+    /// if it should.
+    async fn admit(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// [`Wrapper::inner`], once [`Wrapper::admit`] let the call through.
+    async fn admitted(&self) -> Result<&dyn Store> {
+        self.admit().await?;
+        Ok(self.inner())
+    }
+
     /// [`Store::get`].
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        self.inner().get(key).await
+        self.admitted().await?.get(key).await
     }
 
     /// [`Store::range`].
     async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
-        self.inner().range(req).await
+        self.admitted().await?.range(req).await
     }
 
     /// [`Store::put`].
     async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
-        self.inner().put(key, value, lease).await
+        self.admitted().await?.put(key, value, lease).await
     }
 
     /// [`Store::delete`].
     async fn delete(&self, key: &str) -> Result<DeleteResponse> {
-        self.inner().delete(key).await
+        self.admitted().await?.delete(key).await
     }
 
     /// [`Store::txn`].
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        self.inner().txn(txn).await
+        self.admitted().await?.txn(txn).await
     }
 
     /// [`Store::compact`].
     async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner().compact(revision).await
+        self.admitted().await?.compact(revision).await
     }
 
     /// [`Store::current_revision`].
     async fn current_revision(&self) -> Result<Revision> {
-        self.inner().current_revision().await
+        self.admitted().await?.current_revision().await
     }
 
     /// [`Store::watch`].
     async fn watch(&self, prefix: &str, from_revision: Option<Revision>) -> Result<WatchStream> {
-        self.inner().watch(prefix, from_revision).await
+        self.admitted().await?.watch(prefix, from_revision).await
     }
 
     /// [`Store::lease_grant`].
     async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
-        self.inner().lease_grant(ttl).await
+        self.admitted().await?.lease_grant(ttl).await
     }
 
     /// [`Store::lease_keep_alive`].
     async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
-        self.inner().lease_keep_alive(lease).await
+        self.admitted().await?.lease_keep_alive(lease).await
     }
 
     /// [`Store::lease_revoke`].
     async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner().lease_revoke(lease).await
+        self.admitted().await?.lease_revoke(lease).await
     }
 }
 
