@@ -505,18 +505,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), Error> {
 /// The heartbeat the agent sends now: its probe of the member (CH-2) and, when healthy, the
 /// status it collected (CH-5.2).
 pub async fn heartbeat_request(cluster: &str, member: &Member) -> v1::HeartbeatRequest {
-    let (outcome, message) = member.probe().await;
-    let status = if outcome.online && outcome.healthy {
-        match member.cluster_status().await {
-            Ok(s) => Some(s),
-            Err(error) => {
-                tracing::debug!(cluster, %error, "cannot collect the member's status");
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let (outcome, message, status) = member.probe_with_status(cluster).await;
     v1::HeartbeatRequest {
         cluster_name: cluster.to_owned(),
         cluster_uid: String::new(),
