@@ -1,5 +1,6 @@
 //! Creating the seed objects: the nginx workload, its policy, clusters.
 
+use flotilla_core::testing::deployment_yaml;
 use flotilla_proto::v1;
 
 use crate::*;
@@ -113,18 +114,9 @@ pub fn weighted_yaml(name: &str, weights: &[(&str, i64)], policy_tail: &str) -> 
             format!("        - targetCluster: {{clusterNames: [{c}]}}\n          weight: {w}\n")
         })
         .collect();
+    let deployment = deployment_yaml(name, Some("default"), 6, name, "nginx");
     format!(
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}, namespace: default}}
-spec:
-  replicas: 6
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-      containers: [{{name: {name}, image: nginx}}]
----
+        r#"{deployment}---
 apiVersion: policy.karmada.io/v1alpha1
 kind: PropagationPolicy
 metadata: {{name: {name}, namespace: default}}

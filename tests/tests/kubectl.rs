@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use flotilla_core::testing::deployment_yaml;
 use flotilla_tests::{
     EtcdServer, Stack, Timers, binding_healthy, eventually, nginx_binding, targets,
 };
@@ -110,7 +111,11 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
     // server-side apply and delete (member-sim serves no OpenAPI: --validate=false)
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("api.yaml");
-    std::fs::write(&file, API).unwrap();
+    std::fs::write(
+        &file,
+        deployment_yaml("api", Some("shop"), 2, "api", "nginx"),
+    )
+    .unwrap();
     let file = file.to_str().unwrap();
     // `get -w` lists, then follows the watch: the apply below shows up in it
     let watching = tokio::process::Command::new("kubectl")
@@ -176,17 +181,3 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
     let (ok, out, err) = kubectl(&addr, &["get", "deployments", "-A", "-o", "name"]).await;
     assert!(ok && out.trim().is_empty(), "{out}{err}");
 }
-
-const API: &str = "apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: api
-  namespace: shop
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: api}}
-  template:
-    metadata: {labels: {app: api}}
-    spec:
-      containers: [{name: api, image: nginx}]
-";

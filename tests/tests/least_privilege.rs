@@ -20,6 +20,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use flotilla_core::testing::{deployment_yaml, policy_yaml};
 use flotilla_proto::v1;
 use flotilla_tests::{Stack, Timers, eventually, get_cluster, ready_status};
 use tonic::Code;
@@ -49,6 +50,21 @@ fn authed<T>(message: T, token: &str) -> tonic::Request<T> {
     request
 }
 
+/// A default `T` by `token`: a request whose contents do not matter for the check.
+fn by<T: Default>(token: &str) -> tonic::Request<T> {
+    authed(T::default(), token)
+}
+
+/// `result` is PERMISSION_DENIED with a message naming `principal`, who tried `what`.
+fn assert_denied(principal: &str, what: &str, (code, message): (Code, String)) {
+    assert_eq!(
+        code,
+        Code::PermissionDenied,
+        "{principal} {what}: {message}"
+    );
+    assert!(message.contains(principal), "{what}: {message}");
+}
+
 /// The code of a failed call, `Code::Ok` for a success.
 fn code<T>(result: Result<tonic::Response<T>, tonic::Status>) -> (Code, String) {
     match result {
@@ -67,7 +83,10 @@ async fn channel(addr: &str) -> tonic::transport::Channel {
         .unwrap()
 }
 
-const SETUP: &str = "
+/// Pull clusters edge1 and edge2, and nginx (`replicas` of it) with Secret db Duplicated on
+/// both.
+fn setup_yaml(replicas: u32) -> String {
+    let clusters = "\
 apiVersion: cluster.karmada.io/v1alpha1
 kind: Cluster
 metadata: {name: edge1}
@@ -77,36 +96,23 @@ apiVersion: cluster.karmada.io/v1alpha1
 kind: Cluster
 metadata: {name: edge2}
 spec: {syncMode: Pull}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: nginx, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: nginx}}
-  template:
-    metadata: {labels: {app: nginx}}
-    spec:
-      containers:
-      - {name: nginx, image: nginx}
----
+";
+    let secret = "\
 apiVersion: v1
 kind: Secret
 metadata: {name: db, namespace: default}
 type: Opaque
 stringData: {password: hunter2}
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: nginx, namespace: default}
-spec:
-  resourceSelectors:
-  - {apiVersion: apps/v1, kind: Deployment, name: nginx}
-  - {apiVersion: v1, kind: Secret, name: db}
-  placement:
-    clusterAffinity: {clusterNames: [edge1, edge2]}
-    replicaScheduling: {replicaSchedulingType: Duplicated}
 ";
+    let policy = policy_yaml(
+        "nginx",
+        &[["apps/v1", "Deployment", "nginx"], ["v1", "Secret", "db"]],
+        &["edge1", "edge2"],
+        "{replicaSchedulingType: Duplicated}",
+    );
+    let nginx = deployment_yaml("nginx", Some("default"), replicas, "nginx", "nginx");
+    [clusters, nginx.as_str(), secret, policy.as_str()].join("---\n")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
@@ -141,7 +147,7 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
             .await;
     }
     let setup = dir.path().join("setup.yaml");
-    std::fs::write(&setup, SETUP).unwrap();
+    std::fs::write(&setup, setup_yaml(2)).unwrap();
     let setup = setup.display().to_string();
     // no token: nothing but health
     let (ok, out) = stack.cli(&["apply", "-f", &setup]).await;
@@ -198,118 +204,77 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     let edge2_meta = edge2_work.metadata.clone().unwrap();
 
     // --- agent:edge1 against edge2 and the rest of the fleet
-    let denied = |what: &str, (code, message): (Code, String)| {
-        assert_eq!(
-            code,
-            Code::PermissionDenied,
-            "agent:edge1 {what}: {message}"
-        );
-        assert!(message.contains("agent:edge1"), "{what}: {message}");
-    };
     let watch = v1::WatchWorksRequest {
         cluster: "edge2".into(),
         ..Default::default()
     };
-    denied(
-        "watches edge2's Works",
-        code(api.watch_works(authed(watch, &edge1)).await),
-    );
-    denied(
-        "watches every cluster's Works",
-        code(
-            api.watch_works(authed(v1::WatchWorksRequest::default(), &edge1))
-                .await,
-        ),
-    );
-    denied(
-        "lists edge2's Works",
-        code(api.list_works(authed(works_of("edge2"), &edge1)).await),
-    );
-    denied(
-        "gets edge2's Work",
-        code(
-            api.get_work(authed(
-                v1::GetWorkRequest {
-                    cluster: "edge2".into(),
-                    namespace: edge2_meta.namespace.clone(),
-                    name: edge2_meta.name.clone(),
-                },
-                &edge1,
-            ))
-            .await,
-        ),
-    );
+    let get = v1::GetWorkRequest {
+        cluster: "edge2".into(),
+        namespace: edge2_meta.namespace.clone(),
+        name: edge2_meta.name.clone(),
+    };
+    let status = v1::ReportWorkStatusRequest {
+        work: Some(v1::WorkKey {
+            cluster: "edge2".into(),
+            namespace: edge2_meta.namespace.clone(),
+            name: edge2_meta.name.clone(),
+        }),
+        manifest_deleted: true,
+        ..Default::default()
+    };
+    let heartbeat = v1::HeartbeatRequest {
+        cluster_name: "edge2".into(),
+        probe: Some(v1::ProbeResult {
+            online: true,
+            healthy: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let delete = v1::DeleteClusterRequest {
+        name: "edge2".into(),
+        ..Default::default()
+    };
     let mut reporter = v1::work_executor_client::WorkExecutorClient::new(executor.clone());
-    denied(
-        "reports edge2's Work status",
-        code(
-            reporter
-                .report_work_status(authed(
-                    v1::ReportWorkStatusRequest {
-                        work: Some(v1::WorkKey {
-                            cluster: "edge2".into(),
-                            namespace: edge2_meta.namespace.clone(),
-                            name: edge2_meta.name.clone(),
-                        }),
-                        manifest_deleted: true,
-                        ..Default::default()
-                    },
-                    &edge1,
-                ))
-                .await,
-        ),
-    );
     let mut heart = v1::cluster_health_client::ClusterHealthClient::new(health.clone());
-    denied(
-        "heartbeats as edge2",
-        code(
-            heart
-                .heartbeat(authed(
-                    v1::HeartbeatRequest {
-                        cluster_name: "edge2".into(),
-                        probe: Some(v1::ProbeResult {
-                            online: true,
-                            healthy: true,
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    },
-                    &edge1,
-                ))
-                .await,
+    for (what, result) in [
+        (
+            "watches edge2's Works",
+            code(api.watch_works(authed(watch, &edge1)).await),
         ),
-    );
-    denied(
-        "deletes a cluster",
-        code(
-            api.delete_cluster(authed(
-                v1::DeleteClusterRequest {
-                    name: "edge2".into(),
-                    ..Default::default()
-                },
-                &edge1,
-            ))
-            .await,
+        (
+            "watches every cluster's Works",
+            code(api.watch_works(by(&edge1)).await),
         ),
-    );
-    denied(
-        "applies",
-        code(api.apply(authed(v1::ApplyRequest::default(), &edge1)).await),
-    );
-    denied(
-        "reads Secrets",
-        code(
-            api.list_secrets(authed(v1::ListSecretsRequest::default(), &edge1))
-                .await,
+        (
+            "lists edge2's Works",
+            code(api.list_works(authed(works_of("edge2"), &edge1)).await),
         ),
-    );
-    denied(
-        "lists Clusters (their credentials' names among them)",
-        code(
-            api.list_clusters(authed(v1::ListClustersRequest::default(), &edge1))
-                .await,
+        (
+            "gets edge2's Work",
+            code(api.get_work(authed(get, &edge1)).await),
         ),
-    );
+        (
+            "reports edge2's Work status",
+            code(reporter.report_work_status(authed(status, &edge1)).await),
+        ),
+        (
+            "heartbeats as edge2",
+            code(heart.heartbeat(authed(heartbeat, &edge1)).await),
+        ),
+        (
+            "deletes a cluster",
+            code(api.delete_cluster(authed(delete, &edge1)).await),
+        ),
+        ("applies", code(api.apply(by(&edge1)).await)),
+        ("reads Secrets", code(api.list_secrets(by(&edge1)).await)),
+        (
+            "lists Clusters (their credentials' names among them)",
+            code(api.list_clusters(by(&edge1)).await),
+        ),
+    ] {
+        assert_denied("agent:edge1", what, result);
+    }
     // what it may do: its own Works
     let own = api
         .list_works(authed(works_of("edge1"), &edge1))
@@ -320,7 +285,7 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
 
     // --- viewer
     let reads = api
-        .list_clusters(authed(v1::ListClustersRequest::default(), &viewer))
+        .list_clusters(by(&viewer))
         .await
         .expect("a viewer lists clusters")
         .into_inner();
@@ -337,40 +302,16 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     for (what, result) in [
         (
             "creates a Secret",
-            code(
-                api.create_secret(authed(v1::CreateSecretRequest::default(), &viewer))
-                    .await,
-            ),
+            code(api.create_secret(by(&viewer)).await),
         ),
-        (
-            "applies",
-            code(
-                api.apply(authed(v1::ApplyRequest::default(), &viewer))
-                    .await,
-            ),
-        ),
+        ("applies", code(api.apply(by(&viewer)).await)),
         (
             "lists Works (manifests may be Secrets)",
-            code(
-                api.list_works(authed(v1::ListWorksRequest::default(), &viewer))
-                    .await,
-            ),
+            code(api.list_works(by(&viewer)).await),
         ),
-        (
-            "reads Secrets",
-            code(
-                api.list_secrets(authed(v1::ListSecretsRequest::default(), &viewer))
-                    .await,
-            ),
-        ),
+        ("reads Secrets", code(api.list_secrets(by(&viewer)).await)),
     ] {
-        assert_eq!(
-            result.0,
-            Code::PermissionDenied,
-            "viewer {what}: {}",
-            result.1
-        );
-        assert!(result.1.contains("viewer"), "{}", result.1);
+        assert_denied("viewer", what, result);
     }
     // a Secret template: its keys, not its values, for a viewer; the admin sees them
     let secret_api = api.clone();
@@ -397,7 +338,7 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
         "a viewer sees the Secret's keys only: {seen}"
     );
     let listed = api
-        .list_workloads(authed(v1::ListWorkloadsRequest::default(), &viewer))
+        .list_workloads(by(&viewer))
         .await
         .expect("a viewer lists workloads")
         .into_inner();
@@ -426,15 +367,8 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     eventually(Duration::from_secs(10), "the revoked token refused", || {
         let (mut api, mut assess, viewer) = (api.clone(), assess.clone(), viewer.clone());
         async move {
-            let a = code(
-                api.list_clusters(authed(v1::ListClustersRequest::default(), &viewer))
-                    .await,
-            );
-            let h = code(
-                assess
-                    .assess(authed(v1::ClusterHealthAssessRequest::default(), &viewer))
-                    .await,
-            );
+            let a = code(api.list_clusters(by(&viewer)).await);
+            let h = code(assess.assess(by(&viewer)).await);
             (a.0 == Code::Unauthenticated && h.0 == Code::Unauthenticated).then_some(())
         }
     })
@@ -469,7 +403,7 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     // edge1 heartbeats with the new token: it stays Ready past several grace periods,
     // and a change still reaches it
     let scaled = dir.path().join("scaled.yaml");
-    std::fs::write(&scaled, SETUP.replace("replicas: 2", "replicas: 3")).unwrap();
+    std::fs::write(&scaled, setup_yaml(3)).unwrap();
     stack
         .cli_ok(&["apply", "-f", scaled.to_str().unwrap(), "--token", &admin])
         .await;
@@ -534,20 +468,24 @@ async fn join_issues_an_agent_token_and_unjoin_revokes_it() {
         tokens.display().to_string(),
         token_file.display().to_string(),
     );
-    let joined = stack
-        .cli_ok(&[
+    let (t, f, a) = (t.as_str(), f.as_str(), admin.as_str());
+    let join = |name, endpoint| {
+        [
             "join",
-            "edge3",
+            name,
             "--pull",
             "--endpoint",
-            "https://edge3.invalid:6443",
+            endpoint,
             "--agent-token-file",
-            &f,
+            f,
             "--auth-tokens-file",
-            &t,
+            t,
             "--token",
-            &admin,
-        ])
+            a,
+        ]
+    };
+    let joined = stack
+        .cli_ok(&join("edge3", "https://edge3.invalid:6443"))
         .await;
     assert!(joined.contains("agent:edge3: token written"), "{joined}");
     let token = std::fs::read_to_string(&token_file).unwrap();
@@ -562,21 +500,7 @@ async fn join_issues_an_agent_token_and_unjoin_revokes_it() {
         assert_eq!(mode & 0o777, 0o600, "the token file is the owner's only");
     }
     // a second join never overwrites a token
-    let (ok, out) = stack
-        .cli(&[
-            "join",
-            "edge4",
-            "--pull",
-            "--endpoint",
-            "https://x.invalid",
-            "--agent-token-file",
-            &f,
-            "--auth-tokens-file",
-            &t,
-            "--token",
-            &admin,
-        ])
-        .await;
+    let (ok, out) = stack.cli(&join("edge4", "https://x.invalid")).await;
     assert!(!ok && out.contains("exists already"), "{out}");
 
     let mut api = v1::api_client::ApiClient::new(channel(&stack.addrs["api"]).await);
@@ -589,14 +513,7 @@ async fn join_issues_an_agent_token_and_unjoin_revokes_it() {
     assert_eq!(denied, Code::PermissionDenied, "{message}");
 
     let unjoined = stack
-        .cli_ok(&[
-            "unjoin",
-            "edge3",
-            "--auth-tokens-file",
-            &t,
-            "--token",
-            &admin,
-        ])
+        .cli_ok(&["unjoin", "edge3", "--auth-tokens-file", t, "--token", a])
         .await;
     assert!(unjoined.contains("1 token(s) revoked"), "{unjoined}");
     eventually(Duration::from_secs(10), "the revoked token refused", || {
@@ -608,7 +525,7 @@ async fn join_issues_an_agent_token_and_unjoin_revokes_it() {
     })
     .await;
     // the admin's token is untouched
-    api.list_clusters(authed(v1::ListClustersRequest::default(), &admin))
+    api.list_clusters(by(&admin))
         .await
         .expect("the admin token still works");
 

@@ -36,6 +36,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use flotilla_core::testing::policy_yaml;
 use flotilla_proto::v1;
 use flotilla_tests::kube::RealMember;
 use flotilla_tests::{
@@ -284,7 +285,18 @@ spec:
 }
 
 /// Deployment `api` on member3 (Pull) first: Aggregated over member3 and member2.
-const API: &str = r#"apiVersion: apps/v1
+fn api_yaml() -> String {
+    let policy = policy_yaml(
+        "api",
+        &[["apps/v1", "Deployment", "api"]],
+        &["member3", "member2"],
+        "{replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}",
+    );
+    format!("{API_DEPLOYMENT}---\n{policy}")
+}
+
+/// The Deployment of [`api_yaml`].
+const API_DEPLOYMENT: &str = r#"apiVersion: apps/v1
 kind: Deployment
 metadata: {name: api, namespace: default, labels: {app: api}}
 spec:
@@ -297,19 +309,6 @@ spec:
     spec:
       containers:
         - {name: api, image: docker.io/library/nginx:1.27}
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: api, namespace: default}
-spec:
-  resourceSelectors:
-    - {apiVersion: apps/v1, kind: Deployment, name: api}
-  placement:
-    clusterAffinity:
-      clusterNames: [member3, member2]
-    replicaScheduling:
-      replicaSchedulingType: Divided
-      replicaDivisionPreference: Aggregated
 "#;
 
 /// A CRD (cluster-scoped) for every member.
@@ -346,21 +345,22 @@ spec:
 "#;
 
 /// A custom resource of the CRD, for member3.
-const CRONTAB: &str = r#"apiVersion: stable.example.com/v1
+fn crontab() -> String {
+    let policy = policy_yaml(
+        "nightly",
+        &[["stable.example.com/v1", "CronTab", "nightly"]],
+        &["member3"],
+        "",
+    );
+    format!(
+        r#"apiVersion: stable.example.com/v1
 kind: CronTab
-metadata: {name: nightly, namespace: default}
-spec: {cronSpec: "0 3 * * *", image: backup:1}
+metadata: {{name: nightly, namespace: default}}
+spec: {{cronSpec: "0 3 * * *", image: backup:1}}
 ---
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: nightly, namespace: default}
-spec:
-  resourceSelectors:
-    - {apiVersion: stable.example.com/v1, kind: CronTab, name: nightly}
-  placement:
-    clusterAffinity:
-      clusterNames: [member3]
-"#;
+{policy}"#
+    )
+}
 
 /// Whether the member serves `kind` in `group_version`, as the Cluster's status says.
 async fn serves(api: &ApiClient, cluster: &str, group_version: &str, kind: &str) -> bool {
@@ -529,7 +529,7 @@ async fn flotilla_on_real_kubernetes_members() {
             .then_some(())
     })
     .await;
-    apply(&stack, d, "crontab.yaml", CRONTAB).await;
+    apply(&stack, d, "crontab.yaml", &crontab()).await;
     let ct = eventually(
         T,
         "the CronTab on member3 (applied by the agent)",
@@ -594,7 +594,7 @@ async fn flotilla_on_real_kubernetes_members() {
     .await;
 
     // 6. the Pull cluster fails over
-    apply(&stack, d, "api.yaml", API).await;
+    apply(&stack, d, "api.yaml", &api_yaml()).await;
     eventually(T, "api on member3 (Pull), healthy", || async {
         let b = get_binding(&api, "default", "api-deployment").await?;
         (targets(&b) == [("member3".into(), 2)] && binding_healthy(&b)).then_some(())

@@ -18,6 +18,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use flotilla_core::testing::{deployment_yaml, log_level_field_overrider};
+
 use crate::assert_has;
 
 const BIN: &str = env!("CARGO_BIN_EXE_flotilla");
@@ -663,29 +665,24 @@ fn usage_errors_exit_2_and_unreachable_servers_exit_1() {
     }
 }
 
-const PLATFORM: &str = "\
+/// A Namespace, and two Deployments `clash` of different API groups.
+fn platform() -> String {
+    [
+        "\
 apiVersion: v1
 kind: Namespace
 metadata:
   name: team-a
   namespace: default
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: clash}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: clash}}
-  template:
-    metadata: {labels: {app: clash}}
-    spec:
-      containers: [{name: app, image: nginx}]
----
+",
+        deployment_yaml("clash", None, 1, "app", "nginx").as_str(),
+        "\
 apiVersion: example.com/v1
 kind: Deployment
 metadata: {name: clash}
 spec: {size: 3}
----
+",
+        "\
 apiVersion: policy.karmada.io/v1alpha1
 kind: ClusterPropagationPolicy
 metadata: {name: namespaces}
@@ -694,14 +691,17 @@ spec:
   - {apiVersion: v1, kind: Namespace}
   placement:
     clusterAffinity: {clusterNames: [member1, member2]}
-";
+",
+    ]
+    .join("---\n")
+}
 
 /// RM-1 and CR-2 through the CLI: a Namespace becomes a ClusterResourceBinding (`get crb`),
 /// and two groups' Deployments of one name are two templates.
 #[test]
 fn cluster_scoped_templates_and_api_groups_through_the_cli() {
     let up = Up::start();
-    let file = up.write("platform.yaml", PLATFORM);
+    let file = up.write("platform.yaml", &platform());
     let out = up.cli(&["apply", "-f", file.to_str().unwrap()]);
     let (stdout, err) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
     assert!(out.status.success(), "{stdout}\n{err}");
@@ -930,16 +930,15 @@ spec:
       kind: ConfigMap
   overrideRules:
     - overriders:
-        fieldOverrider:
-          - fieldPath: /data/config.yaml
-            yaml:
-              - subPath: /log/level
-                operator: replace
-                value: debug
         labelsOverrider:
           - operator: add
             value: {mesh: eu}
 "#;
+
+/// Every kind the CLI applies: [`EVERY_KIND`] and the last overrider of its last policy.
+fn every_kind() -> String {
+    format!("{EVERY_KIND}{}", log_level_field_overrider(8))
+}
 
 /// `get -o yaml` (and `-o json`) of every kind applies back unchanged; a listing (kubectl's
 /// `kind: List`) too. Bindings and Works print in Karmada's shape but are the controllers'.
@@ -948,7 +947,7 @@ fn get_output_applies_back_for_every_kind() {
     let up = Up::start();
     let seed = up.write("seed.yaml", SEED);
     up.ok(&["apply", "-f", seed.to_str().unwrap()]);
-    let every = up.write("every.yaml", EVERY_KIND);
+    let every = up.write("every.yaml", &every_kind());
     let out = up.ok(&["apply", "-f", every.to_str().unwrap()]);
     assert!(out.contains("overridepolicy/regional created"), "{out}");
     let mut n = 0;

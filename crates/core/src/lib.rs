@@ -30,7 +30,7 @@ pub mod taint;
 pub mod taint_policy;
 #[cfg(test)]
 mod test_support;
-#[cfg(feature = "test-util")]
+#[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod time;
 pub mod toleration;

@@ -849,6 +849,31 @@ impl Member {
         Ok(out)
     }
 
+    /// What a heartbeat reports of `cluster` (this member): its [`Member::probe`] (CH-2) and,
+    /// when it is online and healthy, its [`Member::cluster_status`] (CH-5.2; `None`, logged
+    /// at debug, when that cannot be collected).
+    pub async fn probe_with_status(
+        &self,
+        cluster: &str,
+    ) -> (
+        flotilla_core::health::ProbeOutcome,
+        String,
+        Option<flotilla_proto::v1::ClusterStatus>,
+    ) {
+        let (outcome, message) = self.probe().await;
+        if !(outcome.online && outcome.healthy) {
+            return (outcome, message, None);
+        }
+        let status = match self.cluster_status().await {
+            Ok(status) => Some(status),
+            Err(error) => {
+                tracing::debug!(cluster, %error, "cannot collect the member's status");
+                None
+            }
+        };
+        (outcome, message, status)
+    }
+
     /// CH-2: `GET /readyz`, then `/healthz` if that answered 404; the outcome and what the
     /// last answer was (`{url}: HTTP 500`, `{url}: no answer within 1s`, ...).
     pub async fn probe(&self) -> (flotilla_core::health::ProbeOutcome, String) {

@@ -14,10 +14,10 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use crate::admin::serve_admin;
-use crate::args::{CommonArgs, ConnectError};
+use crate::args::{ArgError, CommonArgs, ConnectError};
 use crate::server::{GrpcConfig, GrpcServer, Readiness, ServerError, bind};
 use crate::shutdown::Shutdown;
-use crate::telemetry::{TelemetryError, init_tracing, install_metrics};
+use crate::telemetry::{LogFormat, TelemetryError, init_tracing, install_metrics};
 
 /// Why a service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +34,41 @@ pub enum BootstrapError {
     /// A TLS or tokens file could not be used.
     #[error(transparent)]
     Security(#[from] crate::security::SecurityError),
+}
+
+/// Why a process that runs without a [`Runtime`] (the agent, the member simulator) could
+/// not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// Flags that do not make sense.
+    #[error("invalid flags: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Args(Vec<ArgError>),
+    /// Logging could not be set up.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+}
+
+/// Starts such a process: its flags as validated (every problem found), logging at `log`
+/// in `format` (unless a subscriber is already installed, as when several share a process),
+/// and a [`Shutdown`] hooked to SIGTERM and SIGINT.
+pub fn start_process<C>(
+    validated: Result<C, Vec<ArgError>>,
+    log: &str,
+    format: LogFormat,
+) -> Result<(C, Shutdown), ProcessError> {
+    let config = validated.map_err(ProcessError::Args)?;
+    init_logging(log, format)?;
+    let shutdown = Shutdown::new();
+    shutdown.trigger_on_signals();
+    Ok((config, shutdown))
+}
+
+/// [`init_tracing`], where a subscriber installed already is no error.
+fn init_logging(log: &str, format: LogFormat) -> Result<(), TelemetryError> {
+    match init_tracing(log, format) {
+        Ok(()) | Err(TelemetryError::SubscriberInstalled(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// What a started service shares between its parts.
@@ -63,10 +98,7 @@ impl Runtime {
     pub async fn start(args: &CommonArgs) -> Result<Self, BootstrapError> {
         args.validate()
             .map_err(|e| BootstrapError::Connect(ConnectError::Args(e)))?;
-        match init_tracing(&args.log, args.log_format) {
-            Ok(()) | Err(TelemetryError::SubscriberInstalled(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        init_logging(&args.log, args.log_format)?;
         let metrics = install_metrics()?;
         let shutdown = Shutdown::new();
         shutdown.trigger_on_signals();

@@ -20,9 +20,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use flotilla_store::{
-    Compare, DeleteResponse, Election, Event as StoreEvent, KeyValue, Leadership, Lease, LeaseId,
-    Op, OpResult, RangeRequest, RangeResponse, Revision, Store, StoreError, Txn, TxnResponse,
-    WatchEvent, WatchStream,
+    Compare, DeleteResponse, Election, Event as StoreEvent, Leadership, Lease, LeaseId, Op,
+    OpResult, Revision, Store, StoreError, Txn, TxnResponse, WatchEvent, WatchStream, Wrapper,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -545,13 +544,9 @@ impl FencedStore {
 }
 
 #[async_trait]
-impl Store for FencedStore {
-    async fn get(&self, key: &str) -> flotilla_store::Result<Option<KeyValue>> {
-        self.inner.get(key).await
-    }
-
-    async fn range(&self, req: RangeRequest) -> flotilla_store::Result<RangeResponse> {
-        self.inner.range(req).await
+impl Wrapper for FencedStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
 
     async fn put(
@@ -593,33 +588,5 @@ impl Store for FencedStore {
 
     async fn txn(&self, txn: Txn) -> flotilla_store::Result<TxnResponse> {
         self.fence()?.txn(&*self.inner, txn).await
-    }
-
-    async fn compact(&self, revision: Revision) -> flotilla_store::Result<()> {
-        self.inner.compact(revision).await
-    }
-
-    async fn current_revision(&self) -> flotilla_store::Result<Revision> {
-        self.inner.current_revision().await
-    }
-
-    async fn watch(
-        &self,
-        prefix: &str,
-        from_revision: Option<Revision>,
-    ) -> flotilla_store::Result<WatchStream> {
-        self.inner.watch(prefix, from_revision).await
-    }
-
-    async fn lease_grant(&self, ttl: Duration) -> flotilla_store::Result<Lease> {
-        self.inner.lease_grant(ttl).await
-    }
-
-    async fn lease_keep_alive(&self, lease: LeaseId) -> flotilla_store::Result<Duration> {
-        self.inner.lease_keep_alive(lease).await
-    }
-
-    async fn lease_revoke(&self, lease: LeaseId) -> flotilla_store::Result<()> {
-        self.inner.lease_revoke(lease).await
     }
 }

@@ -35,6 +35,7 @@ use subtle::ConstantTimeEq as _;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 use crate::authz::{self, Access, Caller, NotAPrincipal, Principal};
+use crate::shutdown::keep_reloaded;
 
 /// TLS and authentication flags (flattened into [`crate::CommonArgs`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
@@ -331,29 +332,15 @@ impl AuthTokens {
     /// revoked and rotated tokens take effect without a restart. A file that cannot be used
     /// keeps the tokens in use (logged once per change, never the content).
     pub async fn keep_reloaded(self, shutdown: crate::Shutdown) {
-        let mut failing = false;
-        loop {
-            tokio::select! {
-                () = shutdown.triggered() => return,
-                () = tokio::time::sleep(TOKENS_RELOAD_PERIOD) => {}
-            }
-            match self.reload() {
-                Ok(changed) => {
-                    if changed || failing {
-                        tracing::info!(
-                            tokens = self.current().len(),
-                            "tokens file read again; its tokens are in use now"
-                        );
-                    }
-                    failing = false;
-                }
-                Err(error) if !failing => {
-                    failing = true;
-                    tracing::error!(%error, "tokens file cannot be used; keeping the tokens read before");
-                }
-                Err(_) => {}
-            }
-        }
+        let reloaded = || {
+            let tokens = self.current().len();
+            tracing::info!(tokens, "tokens file read again; its tokens are in use now");
+        };
+        let failed = |error: SecurityError| {
+            tracing::error!(%error, "tokens file cannot be used; keeping the tokens read before");
+        };
+        let reload = || self.reload();
+        keep_reloaded(&shutdown, TOKENS_RELOAD_PERIOD, reload, reloaded, failed).await;
     }
 
     /// The principal `token` authenticates, if it is accepted. Every digest is compared,

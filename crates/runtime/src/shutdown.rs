@@ -80,6 +80,39 @@ async fn wait_for_signal() -> &'static str {
     "Ctrl-C"
 }
 
+/// Until `shutdown` fires, calls `reload` every `period` (files read again, say): `reloaded`
+/// runs when it took in something new, or succeeded again after failing; `failed` runs once
+/// per run of failures, so that a file that stays unusable is reported once, not every
+/// period. What was in use stays in use meanwhile.
+pub(crate) async fn keep_reloaded<E>(
+    shutdown: &Shutdown,
+    period: std::time::Duration,
+    reload: impl Fn() -> Result<bool, E>,
+    reloaded: impl Fn(),
+    failed: impl Fn(E),
+) {
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            () = shutdown.triggered() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        match reload() {
+            Ok(changed) => {
+                if changed || failing {
+                    reloaded();
+                }
+                failing = false;
+            }
+            Err(error) if !failing => {
+                failing = true;
+                failed(error);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,14 +19,12 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use flotilla_store::{
-    DeleteResponse, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResponse, Result, Revision,
-    Store, StoreError, StoreRef, Txn, TxnResponse, WatchStream,
+    Op, RangeRequest, RangeResponse, Result, Revision, Store, StoreError, StoreRef, Txn,
+    TxnResponse, WatchStream, Wrapper,
 };
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -37,6 +35,11 @@ pub mod grpc;
 pub mod harness;
 
 pub use self::harness::{Harness, env_or, eventually, stop_task};
+
+/// `mutex` locked, whether or not a panicking test poisoned it.
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The flags that a validation which must fail names, in its order.
 pub fn rejected_flags<T: std::fmt::Debug>(
@@ -123,10 +126,7 @@ impl FlakyStore {
 
     /// The next `watch` call fails with `error` (queue several for several calls).
     pub fn inject_watch_error(&self, error: StoreError) {
-        self.watch_errors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_back(error);
+        locked(&self.watch_errors).push_back(error);
     }
 
     /// The next `n` ranges that do not ask for a revision are read at `revision` instead of
@@ -164,10 +164,13 @@ impl FlakyStore {
 }
 
 #[async_trait]
-impl Store for FlakyStore {
-    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        self.ready().await?;
-        self.inner.get(key).await
+impl Wrapper for FlakyStore {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
+    }
+
+    async fn admit(&self) -> Result<()> {
+        self.ready().await
     }
 
     async fn range(&self, mut req: RangeRequest) -> Result<RangeResponse> {
@@ -184,60 +187,16 @@ impl Store for FlakyStore {
         self.inner.range(req).await
     }
 
-    async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
-        self.ready().await?;
-        self.inner.put(key, value, lease).await
-    }
-
-    async fn delete(&self, key: &str) -> Result<DeleteResponse> {
-        self.ready().await?;
-        self.inner.delete(key).await
-    }
-
-    async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        self.ready().await?;
-        self.inner.txn(txn).await
-    }
-
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.ready().await?;
-        self.inner.compact(revision).await
-    }
-
-    async fn current_revision(&self) -> Result<Revision> {
-        self.ready().await?;
-        self.inner.current_revision().await
-    }
-
     async fn watch(&self, prefix: &str, from_revision: Option<Revision>) -> Result<WatchStream> {
         self.watch_calls.fetch_add(1, Ordering::SeqCst);
         self.ready().await?;
-        let injected = self
-            .watch_errors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front();
+        let injected = locked(&self.watch_errors).pop_front();
         if let Some(e) = injected {
             return Err(e);
         }
         let rewind = self.rewind.load(Ordering::SeqCst);
         let from = from_revision.map(|r| (r - rewind).max(1));
         self.inner.watch(prefix, from).await
-    }
-
-    async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
-        self.ready().await?;
-        self.inner.lease_grant(ttl).await
-    }
-
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
-        self.ready().await?;
-        self.inner.lease_keep_alive(lease).await
-    }
-
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.ready().await?;
-        self.inner.lease_revoke(lease).await
     }
 }
 
@@ -295,21 +254,9 @@ impl Interpose {
 }
 
 #[async_trait]
-impl Store for Interpose {
-    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        self.inner.get(key).await
-    }
-
-    async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
-        self.inner.range(req).await
-    }
-
-    async fn put(&self, key: &str, value: Bytes, lease: Option<LeaseId>) -> Result<Revision> {
-        self.inner.put(key, value, lease).await
-    }
-
-    async fn delete(&self, key: &str) -> Result<DeleteResponse> {
-        self.inner.delete(key).await
+impl Wrapper for Interpose {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
@@ -328,41 +275,13 @@ impl Store for Interpose {
         }
         if writes_key {
             self.key_txns.fetch_add(1, Ordering::SeqCst);
-            let hook = self
-                .hook
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
+            let hook = locked(&self.hook).take();
             if let Some(hook) = hook {
                 hook().await;
                 self.fired.fetch_add(1, Ordering::SeqCst);
             }
         }
         self.inner.txn(txn).await
-    }
-
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
-    }
-
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.current_revision().await
-    }
-
-    async fn watch(&self, prefix: &str, from: Option<Revision>) -> Result<WatchStream> {
-        self.inner.watch(prefix, from).await
-    }
-
-    async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
-        self.inner.lease_grant(ttl).await
-    }
-
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
-        self.inner.lease_keep_alive(lease).await
-    }
-
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner.lease_revoke(lease).await
     }
 }
 

@@ -26,6 +26,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::Shutdown;
+use crate::shutdown::keep_reloaded;
 
 /// How often [`ServerTls::keep_reloaded`] reads the certificate, key and client CA again.
 pub const TLS_RELOAD_PERIOD: Duration = Duration::from_secs(2);
@@ -133,30 +134,18 @@ impl ServerTls {
 
     /// Reads the files again every [`TLS_RELOAD_PERIOD`] until `shutdown`.
     pub async fn keep_reloaded(self, shutdown: Shutdown) {
-        let mut failing = false;
-        loop {
-            tokio::select! {
-                () = shutdown.triggered() => return,
-                () = tokio::time::sleep(TLS_RELOAD_PERIOD) => {}
-            }
-            match self.reload() {
-                Ok(changed) => {
-                    if changed || failing {
-                        tracing::info!(
-                            cert = %self.files.cert.display(),
-                            client_ca = ?self.files.client_ca,
-                            "TLS files read again; new connections use them"
-                        );
-                    }
-                    failing = false;
-                }
-                Err(error) if !failing => {
-                    failing = true;
-                    tracing::error!(%error, "TLS files cannot be used; keeping the configuration read before");
-                }
-                Err(_) => {}
-            }
-        }
+        let reloaded = || {
+            tracing::info!(
+                cert = %self.files.cert.display(),
+                client_ca = ?self.files.client_ca,
+                "TLS files read again; new connections use them"
+            );
+        };
+        let failed = |error: TlsError| {
+            tracing::error!(%error, "TLS files cannot be used; keeping the configuration read before");
+        };
+        let reload = || self.reload();
+        keep_reloaded(&shutdown, TLS_RELOAD_PERIOD, reload, reloaded, failed).await;
     }
 
     /// The accepted, handshaken connections on `listener`, for tonic's

@@ -155,6 +155,28 @@ impl BenchReport {
 }
 
 impl BenchReport {
+    /// The report of the throughputs `puts` (one at a time, concurrent), `cas` (one after
+    /// another, concurrent) and `txn_keys` (guarded transactions of 64, transactions of 128),
+    /// and of the put → watch latencies `samples`.
+    fn new(
+        [seq_puts_per_sec, concurrent_puts_per_sec]: [f64; 2],
+        [cas_per_sec, concurrent_cas_per_sec]: [f64; 2],
+        [guarded_txn_keys_per_sec, txn128_keys_per_sec]: [f64; 2],
+        mut samples: Vec<Duration>,
+    ) -> Self {
+        samples.sort();
+        BenchReport {
+            seq_puts_per_sec,
+            concurrent_puts_per_sec,
+            cas_per_sec,
+            concurrent_cas_per_sec,
+            guarded_txn_keys_per_sec,
+            txn128_keys_per_sec,
+            watch_p50: percentile(&samples, 0.50),
+            watch_p99: percentile(&samples, 0.99),
+        }
+    }
+
     /// The best figure of each measure over several runs (highest throughput, lowest
     /// latency): on a shared 2-core machine the best run is the least disturbed one.
     pub fn best_of(runs: &[BenchReport]) -> Option<BenchReport> {
@@ -323,17 +345,12 @@ pub async fn run(store: Arc<dyn Store>, opts: &BenchOptions) -> Result<BenchRepo
         }
         samples.push(start.elapsed());
     }
-    samples.sort();
-    Ok(BenchReport {
-        seq_puts_per_sec,
-        concurrent_puts_per_sec,
-        cas_per_sec,
-        concurrent_cas_per_sec,
-        guarded_txn_keys_per_sec,
-        txn128_keys_per_sec,
-        watch_p50: percentile(&samples, 0.50),
-        watch_p99: percentile(&samples, 0.99),
-    })
+    Ok(BenchReport::new(
+        [seq_puts_per_sec, concurrent_puts_per_sec],
+        [cas_per_sec, concurrent_cas_per_sec],
+        [guarded_txn_keys_per_sec, txn128_keys_per_sec],
+        samples,
+    ))
 }
 
 /// The same workload straight on `etcd-client`, without the [`Store`] layer: the floor our
@@ -478,17 +495,12 @@ pub async fn etcd_floor(client: etcd_client::Client, opts: &BenchOptions) -> Res
         }
         samples.push(start.elapsed());
     }
-    samples.sort();
-    Ok(BenchReport {
-        seq_puts_per_sec,
-        concurrent_puts_per_sec,
-        cas_per_sec,
-        concurrent_cas_per_sec,
-        guarded_txn_keys_per_sec: figures[0],
-        txn128_keys_per_sec: figures[1],
-        watch_p50: percentile(&samples, 0.50),
-        watch_p99: percentile(&samples, 0.99),
-    })
+    Ok(BenchReport::new(
+        [seq_puts_per_sec, concurrent_puts_per_sec],
+        [cas_per_sec, concurrent_cas_per_sec],
+        figures,
+        samples,
+    ))
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> Duration {

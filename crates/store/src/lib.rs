@@ -45,6 +45,7 @@ pub mod prefixed;
 pub mod typed;
 pub mod types;
 pub mod watch;
+pub mod wrapper;
 
 #[cfg(feature = "bench")]
 pub mod bench;
@@ -73,6 +74,7 @@ pub use crate::types::{
     WatchEvent,
 };
 pub use crate::watch::WatchStream;
+pub use crate::wrapper::Wrapper;
 
 /// The shared handle every service holds.
 pub type StoreRef = Arc<dyn Store>;

@@ -3,7 +3,6 @@
 //! visible. Tests use it to share one store; services use it to nest namespaces.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -12,10 +11,11 @@ use futures::StreamExt;
 use crate::Store;
 use crate::error::{Result, StoreError};
 use crate::types::{
-    Compare, DeleteResponse, Event, KeyValue, Lease, LeaseId, Op, OpResult, RangeRequest,
-    RangeResponse, Revision, Txn, TxnResponse, WatchBatch, WatchEvent,
+    Compare, DeleteResponse, Event, KeyValue, LeaseId, Op, OpResult, RangeRequest, RangeResponse,
+    Revision, Txn, TxnResponse, WatchBatch, WatchEvent,
 };
 use crate::watch::WatchStream;
+use crate::wrapper::Wrapper;
 
 /// A [`Store`] that prepends `prefix` to every key of `inner`.
 #[derive(Clone, derive_more::Debug)]
@@ -84,7 +84,11 @@ fn validate_relative(key: &str) -> Result<()> {
 }
 
 #[async_trait]
-impl Store for Prefixed {
+impl Wrapper for Prefixed {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
+    }
+
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         validate_relative(key)?;
         let kv = self.inner.get(&self.full(key)).await?;
@@ -177,14 +181,6 @@ impl Store for Prefixed {
         })
     }
 
-    async fn compact(&self, revision: Revision) -> Result<()> {
-        self.inner.compact(revision).await
-    }
-
-    async fn current_revision(&self) -> Result<Revision> {
-        self.inner.current_revision().await
-    }
-
     async fn watch(&self, prefix: &str, from_revision: Option<Revision>) -> Result<WatchStream> {
         let inner = self.inner.watch(&self.full(prefix), from_revision).await?;
         let progress = inner.progress_sender();
@@ -203,17 +199,5 @@ impl Store for Prefixed {
             })
         });
         Ok(WatchStream::from_stream(mapped, progress))
-    }
-
-    async fn lease_grant(&self, ttl: Duration) -> Result<Lease> {
-        self.inner.lease_grant(ttl).await
-    }
-
-    async fn lease_keep_alive(&self, lease: LeaseId) -> Result<Duration> {
-        self.inner.lease_keep_alive(lease).await
-    }
-
-    async fn lease_revoke(&self, lease: LeaseId) -> Result<()> {
-        self.inner.lease_revoke(lease).await
     }
 }

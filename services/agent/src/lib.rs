@@ -36,7 +36,8 @@ use flotilla_member::{Member, MemberError, Target};
 use flotilla_proto::v1;
 use flotilla_proto::v1::cluster_health_client::ClusterHealthClient;
 use flotilla_runtime::args::ArgError;
-use flotilla_runtime::telemetry::{LogFormat, TelemetryError, init_tracing};
+use flotilla_runtime::bootstrap::{ProcessError, start_process};
+use flotilla_runtime::telemetry::LogFormat;
 use flotilla_runtime::{SecurityArgs, Shutdown};
 use flotilla_store::typed::now_timestamp;
 use tonic::metadata::MetadataValue;
@@ -235,12 +236,9 @@ impl Token {
 /// Why the agent could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Flags that do not make sense.
-    #[error("invalid flags: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    Args(Vec<ArgError>),
-    /// Logging could not be set up.
+    /// Its flags or logging.
     #[error(transparent)]
-    Telemetry(#[from] TelemetryError),
+    Start(#[from] ProcessError),
     /// A control-plane address cannot be used.
     #[error("invalid address {addr:?}: {message}")]
     Address {
@@ -354,13 +352,8 @@ impl Args {
 
     /// Runs the agent until SIGTERM/SIGINT.
     pub async fn run(self) -> anyhow::Result<()> {
-        let config = self.validate().map_err(Error::Args)?;
-        match init_tracing(&self.log, self.log_format) {
-            Ok(()) | Err(TelemetryError::SubscriberInstalled(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let shutdown = Shutdown::new();
-        shutdown.trigger_on_signals();
+        let (config, shutdown) =
+            start_process(self.validate(), &self.log, self.log_format).map_err(Error::Start)?;
         run(config, shutdown).await?;
         Ok(())
     }
@@ -512,18 +505,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), Error> {
 /// The heartbeat the agent sends now: its probe of the member (CH-2) and, when healthy, the
 /// status it collected (CH-5.2).
 pub async fn heartbeat_request(cluster: &str, member: &Member) -> v1::HeartbeatRequest {
-    let (outcome, message) = member.probe().await;
-    let status = if outcome.online && outcome.healthy {
-        match member.cluster_status().await {
-            Ok(s) => Some(s),
-            Err(error) => {
-                tracing::debug!(cluster, %error, "cannot collect the member's status");
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let (outcome, message, status) = member.probe_with_status(cluster).await;
     v1::HeartbeatRequest {
         cluster_name: cluster.to_owned(),
         cluster_uid: String::new(),

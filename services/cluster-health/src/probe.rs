@@ -129,18 +129,7 @@ impl Prober {
                 };
             }
         };
-        let (outcome, message) = member.probe().await;
-        let collected = if outcome.online && outcome.healthy {
-            match member.cluster_status().await {
-                Ok(status) => Some(status),
-                Err(error) => {
-                    tracing::debug!(cluster, %error, "cannot collect the member's status");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let (outcome, message, collected) = member.probe_with_status(cluster).await;
         Observation {
             outcome,
             message,

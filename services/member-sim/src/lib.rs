@@ -40,7 +40,8 @@ use std::time::Duration;
 
 use flotilla_runtime::Shutdown;
 use flotilla_runtime::args::ArgError;
-use flotilla_runtime::telemetry::{LogFormat, TelemetryError, init_tracing};
+use flotilla_runtime::bootstrap::{ProcessError, start_process};
+use flotilla_runtime::telemetry::LogFormat;
 use tokio::net::TcpListener;
 
 pub use crate::sim::{Fault, Sim, SimConfig};
@@ -175,12 +176,9 @@ impl std::fmt::Debug for Config {
 /// Why the simulator could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Flags that do not make sense.
-    #[error("invalid flags: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    Args(Vec<ArgError>),
-    /// Logging could not be set up.
+    /// Its flags or logging.
     #[error(transparent)]
-    Telemetry(#[from] TelemetryError),
+    Start(#[from] ProcessError),
     /// An address could not be bound.
     #[error("cannot listen on {addr}")]
     Bind {
@@ -320,13 +318,8 @@ impl Args {
 
     /// Runs the simulator until SIGTERM/SIGINT.
     pub async fn run(self) -> anyhow::Result<()> {
-        let config = self.validate().map_err(Error::Args)?;
-        match init_tracing(&self.log, self.log_format) {
-            Ok(()) | Err(TelemetryError::SubscriberInstalled(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let shutdown = Shutdown::new();
-        shutdown.trigger_on_signals();
+        let (config, shutdown) =
+            start_process(self.validate(), &self.log, self.log_format).map_err(Error::Start)?;
         let listeners = Listeners::bind(&config).await?;
         let sim = Arc::new(Sim::new(config.sim.clone()));
         if let Some(token) = config.token.clone() {

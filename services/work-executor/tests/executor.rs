@@ -325,27 +325,11 @@ struct Interleaving {
 }
 
 #[async_trait]
-impl flotilla_store::Store for Interleaving {
-    async fn get(&self, key: &str) -> flotilla_store::Result<Option<flotilla_store::KeyValue>> {
-        self.inner.get(key).await
+impl flotilla_store::Wrapper for Interleaving {
+    fn inner(&self) -> &dyn flotilla_store::Store {
+        &*self.inner
     }
-    async fn range(
-        &self,
-        req: flotilla_store::RangeRequest,
-    ) -> flotilla_store::Result<flotilla_store::RangeResponse> {
-        self.inner.range(req).await
-    }
-    async fn put(
-        &self,
-        key: &str,
-        value: Bytes,
-        lease: Option<flotilla_store::LeaseId>,
-    ) -> flotilla_store::Result<flotilla_store::Revision> {
-        self.inner.put(key, value, lease).await
-    }
-    async fn delete(&self, key: &str) -> flotilla_store::Result<flotilla_store::DeleteResponse> {
-        self.inner.delete(key).await
-    }
+
     async fn txn(
         &self,
         txn: flotilla_store::Txn,
@@ -362,31 +346,6 @@ impl flotilla_store::Store for Interleaving {
             (self.hook)(Typed::new(self.inner.clone())).await;
         }
         self.inner.txn(txn).await
-    }
-    async fn compact(&self, revision: flotilla_store::Revision) -> flotilla_store::Result<()> {
-        self.inner.compact(revision).await
-    }
-    async fn current_revision(&self) -> flotilla_store::Result<flotilla_store::Revision> {
-        self.inner.current_revision().await
-    }
-    async fn watch(
-        &self,
-        prefix: &str,
-        from: Option<flotilla_store::Revision>,
-    ) -> flotilla_store::Result<flotilla_store::WatchStream> {
-        self.inner.watch(prefix, from).await
-    }
-    async fn lease_grant(&self, ttl: Duration) -> flotilla_store::Result<flotilla_store::Lease> {
-        self.inner.lease_grant(ttl).await
-    }
-    async fn lease_keep_alive(
-        &self,
-        lease: flotilla_store::LeaseId,
-    ) -> flotilla_store::Result<Duration> {
-        self.inner.lease_keep_alive(lease).await
-    }
-    async fn lease_revoke(&self, lease: flotilla_store::LeaseId) -> flotilla_store::Result<()> {
-        self.inner.lease_revoke(lease).await
     }
 }
 

@@ -725,14 +725,9 @@ labelsOverrider:
 annotationsOverrider:
   - operator: replace
     value: {owner: team-eu}
-fieldOverrider:
-  - fieldPath: /data/config.yaml
-    yaml:
-      - subPath: /log/level
-        operator: replace
-        value: debug
 "#;
-    let o: Overriders = serde_norway::from_str(yaml).unwrap();
+    let yaml = format!("{yaml}{}", crate::testing::log_level_field_overrider(0));
+    let o: Overriders = serde_norway::from_str(&yaml).unwrap();
     assert_eq!(o.plaintext.len(), 2);
     assert_eq!(o.plaintext[1].value, None);
     assert_eq!(

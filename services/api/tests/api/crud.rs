@@ -327,68 +327,56 @@ async fn crud_round_trips_for_every_kind() {
 #[tokio::test]
 async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() {
     let (store, api, mut client) = setup().await;
-    let ok = cluster("member1", "https://127.0.0.1:6443");
+    const URL: &str = "https://127.0.0.1:6443";
+    let ok = cluster("member1", URL);
     accepted(client.create_cluster(create_cluster(ok.clone()))).await;
 
-    let mut c = cluster(&"a".repeat(49), "https://127.0.0.1:6443");
-    expect_invalid(
-        &store,
-        "metadata.name",
-        client.create_cluster(create_cluster(c)),
-    )
-    .await;
-
-    c = cluster("member2", "https://127.0.0.1:6443");
-    c.spec.as_mut().unwrap().taints = vec![v1::Taint {
-        key: "example.com/soft".into(),
-        effect: v1::TaintEffect::PreferNoSchedule as i32,
-        ..Default::default()
-    }];
-    expect_invalid(
-        &store,
-        "spec.taints[0].effect",
-        client.create_cluster(create_cluster(c.clone())),
-    )
-    .await;
-    // the same on an update of an existing cluster
+    // Clusters
+    let member2 = |f: &dyn Fn(&mut v1::Cluster)| {
+        let mut c = cluster("member2", URL);
+        f(&mut c);
+        c
+    };
+    let soft_taint = member2(&|c| {
+        c.spec.as_mut().unwrap().taints = vec![v1::Taint {
+            key: "example.com/soft".into(),
+            effect: v1::TaintEffect::PreferNoSchedule as i32,
+            ..Default::default()
+        }];
+    });
+    let clusters = [
+        ("metadata.name", Some(cluster(&"a".repeat(49), URL))),
+        ("spec.taints[0].effect", Some(soft_taint.clone())),
+        (
+            "spec.apiEndpoint",
+            Some(cluster("member2", "https://admin:secret@127.0.0.1:6443")),
+        ),
+        (
+            "spec.syncMode",
+            Some(member2(&|c| c.spec.as_mut().unwrap().sync_mode = 0)),
+        ),
+        (
+            "metadata.resourceVersion",
+            Some(member2(&|c| {
+                c.metadata.as_mut().unwrap().resource_version = 5
+            })),
+        ),
+        ("cluster", None),
+    ];
+    for (field, c) in clusters {
+        let create = v1::CreateClusterRequest { cluster: c };
+        expect_invalid(&store, field, client.create_cluster(create)).await;
+    }
+    // the same taint on an update of an existing cluster
     let mut existing = ok.clone();
-    existing.spec = c.spec.clone();
+    existing.spec = soft_taint.spec;
+    let update = v1::UpdateClusterRequest {
+        cluster: Some(existing),
+    };
     expect_invalid(
         &store,
         "spec.taints[0].effect",
-        client.update_cluster(v1::UpdateClusterRequest {
-            cluster: Some(existing),
-        }),
-    )
-    .await;
-
-    c = cluster("member2", "https://admin:secret@127.0.0.1:6443");
-    expect_invalid(
-        &store,
-        "spec.apiEndpoint",
-        client.create_cluster(create_cluster(c)),
-    )
-    .await;
-    c = cluster("member2", "https://127.0.0.1:6443");
-    c.spec.as_mut().unwrap().sync_mode = 0;
-    expect_invalid(
-        &store,
-        "spec.syncMode",
-        client.create_cluster(create_cluster(c)),
-    )
-    .await;
-    c = cluster("member2", "https://127.0.0.1:6443");
-    c.metadata.as_mut().unwrap().resource_version = 5;
-    expect_invalid(
-        &store,
-        "metadata.resourceVersion",
-        client.create_cluster(create_cluster(c)),
-    )
-    .await;
-    expect_invalid(
-        &store,
-        "cluster",
-        client.create_cluster(v1::CreateClusterRequest { cluster: None }),
+        client.update_cluster(update),
     )
     .await;
 
@@ -398,82 +386,76 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
         f(p.spec.as_mut().unwrap().placement.as_mut().unwrap());
         p
     };
-    let p = with_placement(&|pl| {
-        pl.cluster_tolerations = vec![v1::Toleration {
-            key: "example.com/x".into(),
-            operator: v1::TolerationOperator::Exists as i32,
-            value: "v".into(),
-            ..Default::default()
-        }];
-    });
-    expect_invalid(
-        &store,
-        "spec.placement.clusterTolerations[0].operator",
-        client.create_propagation_policy(create_pp(p)),
-    )
-    .await;
-    let p = with_placement(&|pl| {
-        pl.cluster_tolerations = vec![v1::Toleration {
-            key: "example.com/x".into(),
-            operator: 9,
-            ..Default::default()
-        }];
-    });
-    expect_invalid(
-        &store,
-        "spec.placement.clusterTolerations[0].operator",
-        client.create_propagation_policy(create_pp(p)),
-    )
-    .await;
-    let p = with_placement(&|pl| {
-        pl.spread_constraints = vec![v1::SpreadConstraint {
-            spread_by_field: v1::SpreadField::Cluster as i32,
-            min_groups: 3,
-            max_groups: 2,
-            ..Default::default()
-        }];
-    });
-    expect_invalid(
-        &store,
-        "spec.placement.spreadConstraints[0].maxGroups",
-        client.create_propagation_policy(create_pp(p)),
-    )
-    .await;
-    let p = with_placement(&|pl| static_weights(pl)[0].weight = 0);
-    expect_invalid(
-        &store,
-        "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight",
-        client.create_propagation_policy(create_pp(p)),
-    )
-    .await;
-    let mut p = seed_policy();
-    let spec = p.spec.as_mut().unwrap();
-    spec.propagate_deps = true;
-    spec.failover = Some(application_directly(Some(60)));
-    expect_invalid(
-        &store,
-        "spec.failover.application.gracePeriodSeconds",
-        client.create_propagation_policy(create_pp(p)),
-    )
-    .await;
-    let mut p = seed_policy();
-    p.spec.as_mut().unwrap().resource_selectors.clear();
-    expect_invalid(
-        &store,
-        "spec.resourceSelectors",
-        client.create_propagation_policy(create_pp(p)),
-    )
-    .await;
+    let with_spec = |f: &dyn Fn(&mut v1::PropagationSpec)| {
+        let mut p = seed_policy();
+        f(p.spec.as_mut().unwrap());
+        p
+    };
+    let toleration = |operator: i32, value: &str| {
+        with_placement(&|pl| {
+            pl.cluster_tolerations = vec![v1::Toleration {
+                key: "example.com/x".into(),
+                operator,
+                value: value.into(),
+                ..Default::default()
+            }];
+        })
+    };
+    let policies = [
+        (
+            "spec.placement.clusterTolerations[0].operator",
+            toleration(v1::TolerationOperator::Exists as i32, "v"),
+        ),
+        (
+            "spec.placement.clusterTolerations[0].operator",
+            toleration(9, ""),
+        ),
+        (
+            "spec.placement.spreadConstraints[0].maxGroups",
+            with_placement(&|pl| {
+                pl.spread_constraints = vec![v1::SpreadConstraint {
+                    spread_by_field: v1::SpreadField::Cluster as i32,
+                    min_groups: 3,
+                    max_groups: 2,
+                    ..Default::default()
+                }];
+            }),
+        ),
+        (
+            "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight",
+            with_placement(&|pl| static_weights(pl)[0].weight = 0),
+        ),
+        (
+            "spec.failover.application.gracePeriodSeconds",
+            with_spec(&|spec| {
+                spec.propagate_deps = true;
+                spec.failover = Some(application_directly(Some(60)));
+            }),
+        ),
+        (
+            "spec.resourceSelectors",
+            with_spec(&|spec| spec.resource_selectors.clear()),
+        ),
+    ];
+    for (field, p) in policies {
+        expect_invalid(
+            &store,
+            field,
+            client.create_propagation_policy(create_pp(p)),
+        )
+        .await;
+    }
     // schedulerName is immutable (an existing policy)
     let created = accepted(client.create_propagation_policy(create_pp(seed_policy()))).await;
     let mut p = created.clone();
     p.spec.as_mut().unwrap().scheduler_name = "other-scheduler".into();
+    let req = v1::UpdatePropagationPolicyRequest {
+        propagation_policy: Some(p),
+    };
     expect_invalid(
         &store,
         "spec.schedulerName",
-        client.update_propagation_policy(v1::UpdatePropagationPolicyRequest {
-            propagation_policy: Some(p),
-        }),
+        client.update_propagation_policy(req),
     )
     .await;
     let cpp = v1::ClusterPropagationPolicy {
@@ -484,146 +466,124 @@ async fn invalid_objects_are_rejected_naming_the_field_and_nothing_is_written() 
         }),
         spec: Some(kind_only("cpp", 0)),
     };
+    let create = v1::CreateClusterPropagationPolicyRequest {
+        cluster_propagation_policy: Some(cpp),
+    };
     expect_invalid(
         &store,
         "metadata.namespace",
-        client.create_cluster_propagation_policy(v1::CreateClusterPropagationPolicyRequest {
-            cluster_propagation_policy: Some(cpp),
-        }),
+        client.create_cluster_propagation_policy(create),
     )
     .await;
 
     // ClusterTaintPolicies: NoExecute needs the admin switch (CH-16.1); taints required;
     // no two policies manage the same taint.
-    let ctp = |name: &str, effect: v1::TaintEffect| v1::ClusterTaintPolicy {
-        metadata: named(name),
-        spec: Some(v1::ClusterTaintPolicySpec {
-            taints: vec![v1::TaintSpec {
-                key: "example.com/down".into(),
-                value: String::new(),
-                effect: effect as i32,
-            }],
-            ..Default::default()
+    let ctp = |name: &str, effect: v1::TaintEffect| v1::CreateClusterTaintPolicyRequest {
+        cluster_taint_policy: Some(v1::ClusterTaintPolicy {
+            metadata: named(name),
+            spec: Some(v1::ClusterTaintPolicySpec {
+                taints: vec![v1::TaintSpec {
+                    key: "example.com/down".into(),
+                    value: String::new(),
+                    effect: effect as i32,
+                }],
+                ..Default::default()
+            }),
         }),
     };
-    let create_ctp = |p: v1::ClusterTaintPolicy| v1::CreateClusterTaintPolicyRequest {
-        cluster_taint_policy: Some(p),
-    };
-    expect_invalid(
-        &store,
-        "spec.taints[0].effect",
-        client.create_cluster_taint_policy(create_ctp(ctp("a", v1::TaintEffect::NoExecute))),
-    )
-    .await;
     let mut empty = ctp("a", v1::TaintEffect::NoSchedule);
-    empty.spec.as_mut().unwrap().taints.clear();
-    expect_invalid(
-        &store,
-        "spec.taints",
-        client.create_cluster_taint_policy(create_ctp(empty)),
-    )
-    .await;
-    accepted(client.create_cluster_taint_policy(create_ctp(ctp("a", v1::TaintEffect::NoSchedule))))
-        .await;
+    let spec = empty.cluster_taint_policy.as_mut().unwrap().spec.as_mut();
+    spec.unwrap().taints.clear();
+    let taint_policies = [
+        (
+            "spec.taints[0].effect",
+            ctp("a", v1::TaintEffect::NoExecute),
+        ),
+        ("spec.taints", empty),
+    ];
+    for (field, create) in taint_policies {
+        expect_invalid(&store, field, client.create_cluster_taint_policy(create)).await;
+    }
+    accepted(client.create_cluster_taint_policy(ctp("a", v1::TaintEffect::NoSchedule))).await;
+    let second = ctp("b", v1::TaintEffect::NoSchedule);
     expect_invalid(
         &store,
         "spec.taints[0]",
-        client.create_cluster_taint_policy(create_ctp(ctp("b", v1::TaintEffect::NoSchedule))),
+        client.create_cluster_taint_policy(second),
     )
     .await;
 
     // Workloads
-    let mut w = nginx_workload();
-    w.manifest = "{\"apiVersion\": \"apps/v1\", \"kind\": ".into();
-    expect_invalid(
-        &store,
-        "manifest",
-        client.create_workload(create_workload(w)),
-    )
-    .await;
-    let mut w = nginx_workload();
-    w.kind = "StatefulSet".into();
-    expect_invalid(&store, "kind", client.create_workload(create_workload(w))).await;
-    let mut w = nginx_workload();
-    w.manifest = w.manifest.replace("\"replicas\": 3", "\"replicas\": -1");
-    expect_invalid(
-        &store,
-        "spec.replicas",
-        client.create_workload(create_workload(w)),
-    )
-    .await;
-    let mut w = nginx_workload();
-    w.manifest = w.manifest.replace("\"100m\"", "\"lots\"");
-    expect_invalid(
-        &store,
-        "manifest.spec.template.spec.containers[0].resources.requests.cpu",
-        client.create_workload(create_workload(w)),
-    )
-    .await;
-    let mut w = nginx_workload();
-    w.manifest = w.manifest.replace(
-        "\"image\": \"nginx\"",
-        &format!("\"image\": \"{}\"", "x".repeat(1 << 20)),
-    );
-    expect_invalid(
-        &store,
-        "manifest",
-        client.create_workload(create_workload(w)),
-    )
-    .await;
+    let manifest = |f: &dyn Fn(&str) -> String| {
+        let mut w = nginx_workload();
+        w.manifest = f(&w.manifest);
+        w
+    };
+    let mut stateful = nginx_workload();
+    stateful.kind = "StatefulSet".into();
+    let huge_image = format!("\"image\": \"{}\"", "x".repeat(1 << 20));
+    let workloads = [
+        (
+            "manifest",
+            manifest(&|_| "{\"apiVersion\": \"apps/v1\", \"kind\": ".into()),
+        ),
+        ("kind", stateful),
+        (
+            "spec.replicas",
+            manifest(&|m| m.replace("\"replicas\": 3", "\"replicas\": -1")),
+        ),
+        (
+            "manifest.spec.template.spec.containers[0].resources.requests.cpu",
+            manifest(&|m| m.replace("\"100m\"", "\"lots\"")),
+        ),
+        (
+            "manifest",
+            manifest(&|m| m.replace("\"image\": \"nginx\"", &huge_image)),
+        ),
+    ];
+    for (field, w) in workloads {
+        expect_invalid(&store, field, client.create_workload(create_workload(w))).await;
+    }
 
     // Requests
-    expect_invalid(
-        &store,
-        "pageSize",
-        client.list_clusters(v1::ListClustersRequest {
-            page_size: 501,
-            ..Default::default()
-        }),
-    )
-    .await;
-    expect_invalid(
-        &store,
-        "labelSelector",
-        client.list_clusters(v1::ListClustersRequest {
-            label_selector: "tier in (web".into(),
-            ..Default::default()
-        }),
-    )
-    .await;
-    expect_invalid(
-        &store,
-        "pageToken",
-        client.list_clusters(v1::ListClustersRequest {
-            page_token: "garbage".into(),
-            ..Default::default()
-        }),
-    )
-    .await;
-    expect_invalid(
-        &store,
-        "resourceVersion",
-        client.watch_clusters(v1::WatchClustersRequest {
-            resource_version: -1,
-            ..Default::default()
-        }),
-    )
-    .await;
-    expect_invalid(
-        &store,
-        "cluster",
-        client.watch_works(v1::WatchWorksRequest {
-            cluster: "Not_A_Cluster".into(),
-            ..Default::default()
-        }),
-    )
-    .await;
-    expect_invalid(
-        &store,
-        "name",
-        client.get_cluster(v1::GetClusterRequest { name: "a/b".into() }),
-    )
-    .await;
+    let lists = [
+        (
+            "pageSize",
+            v1::ListClustersRequest {
+                page_size: 501,
+                ..Default::default()
+            },
+        ),
+        (
+            "labelSelector",
+            v1::ListClustersRequest {
+                label_selector: "tier in (web".into(),
+                ..Default::default()
+            },
+        ),
+        (
+            "pageToken",
+            v1::ListClustersRequest {
+                page_token: "garbage".into(),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (field, list) in lists {
+        expect_invalid(&store, field, client.list_clusters(list)).await;
+    }
+    let watch = v1::WatchClustersRequest {
+        resource_version: -1,
+        ..Default::default()
+    };
+    expect_invalid(&store, "resourceVersion", client.watch_clusters(watch)).await;
+    let watch_works = v1::WatchWorksRequest {
+        cluster: "Not_A_Cluster".into(),
+        ..Default::default()
+    };
+    expect_invalid(&store, "cluster", client.watch_works(watch_works)).await;
+    let get = v1::GetClusterRequest { name: "a/b".into() };
+    expect_invalid(&store, "name", client.get_cluster(get)).await;
     api.stop().await;
 }
 
@@ -703,11 +663,16 @@ async fn optimistic_concurrency_and_existence() {
     api.stop().await;
 }
 
+/// [`setup`] with cluster member1 created, the store seen through [`Typed`].
+async fn setup_with_member1() -> (Typed, TestApi, Client) {
+    let (store, api, mut client) = setup().await;
+    accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))).await;
+    (Typed::new(store), api, client)
+}
+
 #[tokio::test]
 async fn cluster_updates_keep_controller_taints_and_status() {
-    let (store, api, mut client) = setup().await;
-    let typed = Typed::new(store.clone());
-    accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))).await;
+    let (typed, api, mut client) = setup_with_member1().await;
     // cluster-health writes a controller taint and the status
     let stored: v1::Cluster = typed.get("clusters/member1").await.unwrap().unwrap();
     let mut health = stored.clone();
@@ -780,9 +745,7 @@ async fn cluster_updates_keep_controller_taints_and_status() {
 
 #[tokio::test]
 async fn cluster_delete_only_marks_while_works_reference_it() {
-    let (store, api, mut client) = setup().await;
-    let typed = Typed::new(store.clone());
-    accepted(client.create_cluster(create_cluster(cluster("member1", "http://127.0.0.1:1")))).await;
+    let (typed, api, mut client) = setup_with_member1().await;
     let w = typed
         .create(work("member1", "nginx-1"), None)
         .await
