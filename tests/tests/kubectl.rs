@@ -13,27 +13,10 @@ use std::time::Duration;
 
 use flotilla_core::testing::deployment_yaml;
 use flotilla_tests::{
-    EtcdServer, Stack, Timers, binding_healthy, eventually, nginx_binding, targets,
+    EtcdServer, Stack, Timers, binding_healthy, eventually, member_kubectl, nginx_binding, targets,
 };
 
 const T: Duration = Duration::from_secs(45);
-
-/// `kubectl --server http://ADDR ARGS…` with no kubeconfig; (exit success, stdout, stderr).
-async fn kubectl(addr: &str, args: &[&str]) -> (bool, String, String) {
-    let out = tokio::process::Command::new("kubectl")
-        .env("KUBECONFIG", "/dev/null")
-        .env("HOME", std::env::temp_dir())
-        .arg(format!("--server=http://{addr}"))
-        .args(args)
-        .output()
-        .await
-        .expect("kubectl is installed (scripts/test.sh installs Debian's kubectl)");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_what_flotilla_applied_to_a_member() {
@@ -49,13 +32,13 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
 
     for (member, replicas) in [("member1", "1"), ("member2", "2")] {
         let addr = stack.members[member].addr.clone();
-        let (ok, out, err) = kubectl(&addr, &["get", "namespaces", "-o", "name"]).await;
+        let (ok, out, err) = member_kubectl(&addr, &["get", "namespaces", "-o", "name"]).await;
         assert!(
             ok && out.contains("namespace/default"),
             "{member}: {out}{err}"
         );
 
-        let (ok, out, err) = kubectl(&addr, &["get", "deployments", "-A"]).await;
+        let (ok, out, err) = member_kubectl(&addr, &["get", "deployments", "-A"]).await;
         assert!(ok, "{member}: {err}");
         let row = out
             .lines()
@@ -68,14 +51,14 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
             (["get", "deploy", "-A"], "nginx"),
             (["get", "all", "-A"], "deployment.apps/nginx"),
         ] {
-            let (ok, out, err) = kubectl(&addr, &args).await;
+            let (ok, out, err) = member_kubectl(&addr, &args).await;
             assert!(
                 ok && out.contains(want),
                 "{member}: kubectl {args:?}: {out}{err}"
             );
         }
 
-        let (ok, out, err) = kubectl(
+        let (ok, out, err) = member_kubectl(
             &addr,
             &[
                 "get",
@@ -95,7 +78,8 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
             "{member}: the replicas Flotilla divided to it, all Ready"
         );
 
-        let (ok, _, err) = kubectl(&addr, &["get", "deployment", "missing", "-n", "default"]).await;
+        let (ok, _, err) =
+            member_kubectl(&addr, &["get", "deployment", "missing", "-n", "default"]).await;
         assert!(
             !ok && (err.contains("NotFound") || err.contains("not found")),
             "{member}: {err}"
@@ -105,7 +89,7 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
     let addr = stack
         .start_member("member3", &["--pod-startup-delay=0s"])
         .await;
-    let (ok, out, err) = kubectl(&addr, &["get", "deployments", "-A", "-o", "name"]).await;
+    let (ok, out, err) = member_kubectl(&addr, &["get", "deployments", "-A", "-o", "name"]).await;
     assert!(ok && out.trim().is_empty(), "{out}{err}");
 
     // server-side apply and delete (member-sim serves no OpenAPI: --validate=false)
@@ -128,7 +112,7 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
         .spawn()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (ok, out, err) = kubectl(
+    let (ok, out, err) = member_kubectl(
         &addr,
         &["apply", "--server-side", "--validate=false", "-f", file],
     )
@@ -160,7 +144,7 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
         watched.contains("deployment.apps/api"),
         "kubectl get -w saw the apply: {watched:?}"
     );
-    let (ok, out, err) = kubectl(
+    let (ok, out, err) = member_kubectl(
         &addr,
         &[
             "get",
@@ -174,10 +158,10 @@ async fn kubectl_reads_what_flotilla_applied_to_a_member() {
     )
     .await;
     assert!(ok && out == "2/1", "{out}{err}");
-    let (ok, out, err) = kubectl(&addr, &["get", "namespaces", "-o", "name"]).await;
+    let (ok, out, err) = member_kubectl(&addr, &["get", "namespaces", "-o", "name"]).await;
     assert!(ok && out.contains("namespace/shop"), "{out}{err}");
-    let (ok, out, err) = kubectl(&addr, &["delete", "-f", file]).await;
+    let (ok, out, err) = member_kubectl(&addr, &["delete", "-f", file]).await;
     assert!(ok && out.contains("deleted"), "{out}{err}");
-    let (ok, out, err) = kubectl(&addr, &["get", "deployments", "-A", "-o", "name"]).await;
+    let (ok, out, err) = member_kubectl(&addr, &["get", "deployments", "-A", "-o", "name"]).await;
     assert!(ok && out.trim().is_empty(), "{out}{err}");
 }

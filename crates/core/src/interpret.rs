@@ -196,21 +196,22 @@ mod tests {
     /// has none.
     #[test]
     fn in_1_replica_fields_by_api_version_and_kind() {
-        let cases = [
-            ("apps/v1", "Deployment", Some("replicas")),
-            ("apps/v1", "StatefulSet", Some("replicas")),
-            ("apps/v1", "ReplicaSet", Some("replicas")),
-            ("batch/v1", "Job", Some("parallelism")),
-            ("apps/v1", "DaemonSet", None),
-            ("v1", "ConfigMap", None),
-            ("example.com/v1", "Deployment", None),
-            ("example.com/v1", "Job", None),
-            ("apps/v1beta1", "Deployment", None),
+        for kind in ["Deployment", "StatefulSet", "ReplicaSet"] {
+            assert_eq!(replica_field("apps/v1", kind), Some("replicas"), "{kind}");
+        }
+        assert_eq!(replica_field("batch/v1", "Job"), Some("parallelism"));
+        // no replicas: other kinds, and the same kinds in another group or version
+        let none = [
+            ("apps/v1", "DaemonSet"),
+            ("v1", "ConfigMap"),
+            ("example.com/v1", "Deployment"),
+            ("example.com/v1", "Job"),
+            ("apps/v1beta1", "Deployment"),
         ];
-        for (api_version, kind, field) in cases {
+        for (api_version, kind) in none {
             assert_eq!(
                 replica_field(api_version, kind),
-                field,
+                None,
                 "{api_version} {kind}"
             );
         }

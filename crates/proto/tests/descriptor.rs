@@ -124,54 +124,42 @@ fn descriptor_set_is_self_contained_for_reflection() {
 #[test]
 fn json_names_read_like_karmada() {
     let set = descriptor_set();
+    // `Message.field` → the JSON name Karmada's YAML uses
     let cases = [
-        ("GracefulEvictionTask", "from_cluster", "fromCluster"),
+        ("GracefulEvictionTask.from_cluster", "fromCluster"),
         (
-            "GracefulEvictionTask",
-            "grace_period_seconds",
+            "GracefulEvictionTask.grace_period_seconds",
             "gracePeriodSeconds",
         ),
-        ("Taint", "time_added", "timeAdded"),
-        ("Toleration", "toleration_seconds", "tolerationSeconds"),
+        ("Taint.time_added", "timeAdded"),
+        ("Toleration.toleration_seconds", "tolerationSeconds"),
         (
-            "ResourceBindingStatus",
-            "scheduler_observed_generation",
+            "ResourceBindingStatus.scheduler_observed_generation",
             "schedulerObservedGeneration",
         ),
         (
-            "ResourceBindingStatus",
-            "scheduler_observing_affinity_name",
+            "ResourceBindingStatus.scheduler_observing_affinity_name",
             "schedulerObservingAffinityName",
         ),
         (
-            "ResourceBindingSpec",
-            "graceful_eviction_tasks",
+            "ResourceBindingSpec.graceful_eviction_tasks",
             "gracefulEvictionTasks",
         ),
         (
-            "ResourceBindingSpec",
-            "reschedule_triggered_at",
+            "ResourceBindingSpec.reschedule_triggered_at",
             "rescheduleTriggeredAt",
         ),
-        ("ClusterStatus", "api_enablements", "apiEnablements"),
+        ("ClusterStatus.api_enablements", "apiEnablements"),
         (
-            "ReplicaSchedulingStrategy",
-            "replica_division_preference",
+            "ReplicaSchedulingStrategy.replica_division_preference",
             "replicaDivisionPreference",
         ),
-        (
-            "ClusterPreferences",
-            "static_weight_list",
-            "staticWeightList",
-        ),
-        ("ObjectMeta", "resource_version", "resourceVersion"),
+        ("ClusterPreferences.static_weight_list", "staticWeightList"),
+        ("ObjectMeta.resource_version", "resourceVersion"),
     ];
-    for (message_name, field, want) in cases {
-        assert_eq!(
-            json_name(&set, message_name, field),
-            want,
-            "{message_name}.{field}"
-        );
+    for (path, want) in cases {
+        let (message_name, field) = path.split_once('.').unwrap();
+        assert_eq!(json_name(&set, message_name, field), want, "{path}");
     }
 }
 
