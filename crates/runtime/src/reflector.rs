@@ -338,6 +338,23 @@ impl<K> Cache<K> {
             .collect()
     }
 
+    /// The cached objects `keep` accepts, with their keys and revisions, in key order. `keep`
+    /// runs under the cache's read lock, so it must be cheap; only what it keeps is cloned (a
+    /// scan for the few objects in some state copies no key of the others).
+    pub fn objects_where(&self, keep: impl Fn(&K) -> bool) -> Vec<Object<K>> {
+        self.shared
+            .read()
+            .objects
+            .iter()
+            .filter(|(_, e)| keep(&e.value))
+            .map(|(key, e)| Object {
+                key: key.clone(),
+                revision: e.revision,
+                value: e.value.clone(),
+            })
+            .collect()
+    }
+
     /// Every cached object with its key and revision, in key order.
     pub fn objects(&self) -> Vec<Object<K>> {
         self.shared

@@ -717,10 +717,11 @@ impl ClusterTrigger {
     /// SC-2.6: the responsible bindings that could not be scheduled (`Scheduled=False`) and
     /// whose affinity in use matches the cluster: a status change that may let them fit now.
     fn unschedulable_affected(&self, old: &Cluster, new: &Cluster) -> Vec<ObjectKey> {
+        // a capacity change is frequent and unschedulable bindings are few: pick them out
+        // under the cache's lock, then match their affinities
         self.bindings
-            .objects()
+            .objects_where(|b| unschedulable(b) && responsible(b, &self.scheduler_name))
             .into_iter()
-            .filter(|o| unschedulable(&o.value) && responsible(&o.value, &self.scheduler_name))
             .filter(|o| wire_affected(&o.value, old, new))
             .map(|o| o.key.into())
             .collect()

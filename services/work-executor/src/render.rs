@@ -134,11 +134,10 @@ pub fn explain_overrides(
         ..Default::default()
     };
     let resource = spec.resource.clone().unwrap_or_default();
-    let divided = divided_targets(spec);
     let revision = Revision {
         resource: &resource,
         target,
-        divided_among: divided.as_deref(),
+        binding: Some(spec),
     };
     let base = match revise_replicas(&workload.manifest, &revision) {
         Ok((m, _)) => m,
@@ -254,13 +253,14 @@ pub struct Revision<'a> {
     pub resource: &'a v1::ObjectReference,
     /// The cluster and its replicas.
     pub target: &'a TargetCluster,
-    /// Every target's replicas, when the binding divides them.
-    pub divided_among: Option<&'a [(&'a str, i32)]>,
+    /// The binding's spec: its targets divide a Job's completions when it divides its
+    /// replicas ([`divided_targets`]).
+    pub binding: Option<&'a v1::ResourceBindingSpec>,
 }
 
 /// The binding's targets with their replicas when it divides them (Divided and replicas > 0,
 /// Karmada's `needReviseJobCompletions`): what a Job's completions are divided by (WE-4.2).
-pub fn divided_targets(spec: &v1::ResourceBindingSpec) -> Option<Vec<(&str, i32)>> {
+fn divided_targets(spec: &v1::ResourceBindingSpec) -> Option<Vec<(&str, i32)>> {
     let divided = spec.replicas > 0
         && spec
             .placement
@@ -302,15 +302,16 @@ pub fn revise_replicas(
         return Err(RenderError::Manifest("spec is not an object".into()));
     };
     spec.insert(field.into(), serde_json::Value::from(target.replicas));
-    // WE-4.2: a divided Job runs its share of the completions on each cluster
+    // WE-4.2: a divided Job runs its share of the completions on each cluster (the targets
+    // are listed only for a Job)
     if field == "parallelism"
-        && let Some(targets) = revision.divided_among
+        && let Some(targets) = revision.binding.and_then(divided_targets)
         && let Some(completions) = spec
             .get("completions")
             .and_then(serde_json::Value::as_i64)
             .and_then(|c| i32::try_from(c).ok())
     {
-        let share = interpret::divide_job_completions(completions, targets)
+        let share = interpret::divide_job_completions(completions, &targets)
             .into_iter()
             .find(|(name, _)| *name == target.name)
             .map_or(0, |(_, share)| share);
@@ -398,13 +399,12 @@ pub fn render_work_with(
         .get(LABEL_PERMANENT_ID)
         .cloned()
         .unwrap_or_else(|| meta.uid.clone());
-    let divided = binding.spec.as_ref().and_then(divided_targets);
     let (manifest, replicas) = revise_replicas(
         &workload.manifest,
         &Revision {
             resource: &resource,
             target,
-            divided_among: divided.as_deref(),
+            binding: binding.spec.as_ref(),
         },
     )?;
     let (manifest, annotations) = apply_overrides(manifest, workload, &target.name, overrides)?;
@@ -765,10 +765,23 @@ mod tests {
             ..Default::default()
         };
         let target = TargetCluster::new(cluster, replicas);
+        // a binding that divides its replicas over `divided`
+        let spec = divided.map(|targets| v1::ResourceBindingSpec {
+            replicas: targets.iter().map(|(_, r)| r).sum(),
+            placement: Some(v1::Placement {
+                replica_scheduling: Some(v1::ReplicaSchedulingStrategy {
+                    replica_scheduling_type: v1::ReplicaSchedulingType::Divided as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            clusters: v1::TargetCluster::from_pairs(targets),
+            ..Default::default()
+        });
         let revision = Revision {
             resource: &resource,
             target: &target,
-            divided_among: divided,
+            binding: spec.as_ref(),
         };
         revise_replicas(manifest, &revision)
     }
