@@ -1,6 +1,7 @@
 //! The integration tests of this crate, linked into one test binary (one binary per crate
 //! instead of one per file keeps the build's disk use and link time down).
 
+mod application_failover;
 mod availability;
 mod bad_input;
 mod compose;

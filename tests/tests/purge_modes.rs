@@ -15,22 +15,22 @@
 //!     pod (`--capacity 1`), so its Deployment stays 1/2 Ready = Unhealthy. After the
 //!     application toleration (3 s) graceful eviction evicts member1 with
 //!     `suppressDeletion: true` (GE-8.6) and the scheduler refills member2:3; member1's Work
-//!     is kept (neither deleted nor updated, WE-3.5) while the task is suppressed. There is no
-//!     RPC to edit a binding's spec, so the test plays the operator and flips
-//!     `suppressDeletion` to false directly in the store (a CAS on the binding): the task is
-//!     released (GE-4.1) and member1's Work is deleted.
+//!     is kept (neither deleted nor updated, WE-3.5) while the task is suppressed. The operator
+//!     releases it as Karmada's guide says, by editing the binding's task to
+//!     `suppressDeletion: false`: `flotilla get rb -o yaml`, the edit, `flotilla apply -f`
+//!     (GE-9.1). The task is released (GE-4.1), member1's Work is deleted, and the release
+//!     is recorded as an event.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
 use flotilla_proto::v1;
-use flotilla_store::typed::Typed;
 use flotilla_tests::{
     Stack, Timers, binding_healthy, cluster_names, cluster_work, create_nginx,
     divided_over_members, eventually, eviction_tasks, member_status, nginx_binding, nginx_policy,
-    record_works, resource_version, set_fault, targets, tasks, wait_nginx, wait_nginx_healthy,
-    work_cluster, work_clusters, work_deleting,
+    record_bindings, record_works, resource_version, set_fault, targets, tasks, wait_nginx,
+    wait_nginx_healthy, work_cluster, work_clusters, work_deleting,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -241,26 +241,34 @@ async fn never_keeps_the_old_work_until_released() {
     .await;
     assert_eq!(member_status(&stack.members["member1"]).await.replicas, 2);
 
-    // The operator releases it: suppressDeletion=false (no RPC edits a binding's spec, so
-    // through the store, with a CAS like every writer).
-    let typed = Typed::new(std::sync::Arc::new(stack.store().await));
-    let key = "bindings/default/nginx-deployment";
-    let released_at = loop {
-        let old: v1::ResourceBinding = typed.get(key).await.unwrap().expect("the binding");
-        let mut new = old.clone();
-        let spec = new.spec.as_mut().unwrap();
-        let t = spec
-            .graceful_eviction_tasks
-            .iter_mut()
-            .find(|t| t.from_cluster == "member1")
-            .expect("member1's task");
-        t.suppress_deletion = Some(false);
-        match typed.update(&old, new).await {
-            Ok(b) => break resource_version(b.metadata.as_ref()),
-            Err(e) if e.is_conflict() => continue,
-            Err(e) => panic!("update the binding: {e}"),
-        }
-    };
+    // The operator releases it as Karmada's guide says: the binding's task edited to
+    // suppressDeletion: false, and applied (GE-9.1).
+    let bindings = record_bindings(&api).await;
+    let yaml = stack
+        .cli_ok(&["get", "rb", "nginx-deployment", "-o", "yaml"])
+        .await;
+    assert!(yaml.contains("suppressDeletion: true"), "{yaml}");
+    let edited = yaml.replace("suppressDeletion: true", "suppressDeletion: false");
+    let file = std::env::temp_dir().join(format!("release-{}.yaml", std::process::id()));
+    std::fs::write(&file, edited).unwrap();
+    let out = stack.cli_ok(&["apply", "-f", file.to_str().unwrap()]).await;
+    assert!(
+        out.contains("resourcebinding/nginx-deployment eviction task of cluster member1 released"),
+        "{out}"
+    );
+    let _ = std::fs::remove_file(&file);
+    let released_at = eventually(T, "the release recorded", || async {
+        bindings
+            .seen()
+            .into_iter()
+            .find(|s| {
+                eviction_tasks(&s.object)
+                    .iter()
+                    .any(|t| t.suppress_deletion == Some(false))
+            })
+            .map(|s| resource_version(s.object.metadata.as_ref()))
+    })
+    .await;
 
     eventually(T, "task released and member1's Work deleted", || async {
         let b = nginx_binding(&api).await?;
@@ -268,6 +276,12 @@ async fn never_keeps_the_old_work_until_released() {
     })
     .await;
     assert_eq!(member_status(&stack.members["member1"]).await.manifests, 0);
+    // The release is an event on the binding, naming who released what.
+    let events = stack.cli_ok(&["get", "events"]).await;
+    assert!(
+        events.contains("EvictionTaskReleased") && events.contains("member1"),
+        "{events}"
+    );
     // The Work was deleted only after the release, never before.
     let deletions: Vec<i64> = works
         .seen()

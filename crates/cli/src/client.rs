@@ -59,6 +59,9 @@ pub enum ClientCommand {
     /// Allow new placements on a cordoned cluster again.
     #[command(after_help = "Example:\n  flotilla uncordon member1")]
     Uncordon(mutate::CordonArgs),
+    /// Release a graceful eviction task that `suppressDeletion: true` holds (purge mode
+    /// Never), so that the old copy on that cluster is deleted.
+    Release(mutate::ReleaseArgs),
     /// Register a member cluster (Push by default, `--pull` for an agent).
     Join(mutate::JoinArgs),
     /// Remove a member cluster (its workloads are evicted first).
@@ -85,6 +88,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Untaint(args) => mutate::untaint(args).await,
         ClientCommand::Cordon(args) => mutate::cordon(args, true).await,
         ClientCommand::Uncordon(args) => mutate::cordon(args, false).await,
+        ClientCommand::Release(args) => mutate::release(args).await,
         ClientCommand::Join(args) => mutate::join(args).await,
         ClientCommand::Unjoin(args) => mutate::unjoin(args).await,
         ClientCommand::Cluster(cmd) => fault::run(cmd).await,

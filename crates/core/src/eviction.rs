@@ -1,6 +1,7 @@
 //! The taint manager's decisions (TM-3, TM-6, TM-7, TM-9, TM-11) and the eviction rate
 //! with its mass-failure brake (A8).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -144,6 +145,8 @@ pub struct EvictOptions {
     pub suppress_deletion: Option<bool>,
     /// Record the current targets in `clusters_before_failover`.
     pub record_clusters_before_failover: bool,
+    /// TM-10: the preserved label state to record on the task.
+    pub preserved_label_state: BTreeMap<String, String>,
     /// W3C trace context to carry to the next service.
     pub trace_context: String,
     /// The task's creation time. Flotilla: the producer stamps it when it appends the task
@@ -165,6 +168,7 @@ impl EvictOptions {
             grace_period_seconds: None,
             suppress_deletion: None,
             record_clusters_before_failover: false,
+            preserved_label_state: BTreeMap::new(),
             trace_context: String::new(),
             created: Some(now),
         }
@@ -215,7 +219,7 @@ pub fn graceful_evict_cluster(
         producer: opts.producer.clone(),
         grace_period_seconds: opts.grace_period_seconds,
         suppress_deletion: opts.suppress_deletion,
-        preserved_label_state: Default::default(),
+        preserved_label_state: opts.preserved_label_state.clone(),
         clusters_before_failover: before,
         creation_timestamp: opts.created,
         trace_context: opts.trace_context.clone(),

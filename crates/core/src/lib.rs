@@ -23,6 +23,7 @@ pub mod health;
 pub mod interpret;
 pub mod moves;
 pub mod overrides;
+pub mod preserve;
 pub mod quantity;
 pub mod resource;
 pub mod scheduler;

@@ -900,6 +900,9 @@ pub struct AggregatedStatusItem {
     pub health: ResourceHealth,
     /// Ready replicas reported by the member.
     pub ready_replicas: i32,
+    /// The resource's `status` on the member as JSON text (empty when none was collected):
+    /// what state preservation reads (TM-10).
+    pub status: String,
 }
 
 impl AggregatedStatusItem {

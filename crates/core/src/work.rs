@@ -157,6 +157,7 @@ pub fn aggregate_status(
                 applied_message: w.applied_message.clone(),
                 health: ResourceHealth::Unknown,
                 ready_replicas: 0,
+                status: String::new(),
             },
         })
         .collect();

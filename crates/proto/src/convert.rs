@@ -1570,10 +1570,11 @@ impl From<domain::AggregatedStatusItem> for v1::AggregatedStatusItem {
             applied_message,
             health,
             ready_replicas,
+            status,
         } = item;
         v1::AggregatedStatusItem {
             cluster_name,
-            status: String::new(),
+            status,
             applied,
             applied_message,
             health: enc::<_, v1::ResourceHealth>(health),
@@ -1588,13 +1589,14 @@ impl TryFrom<v1::AggregatedStatusItem> for domain::AggregatedStatusItem {
     fn try_from(item: v1::AggregatedStatusItem) -> Result<Self, ConvertError> {
         let v1::AggregatedStatusItem {
             cluster_name,
-            status: _,
+            status,
             applied,
             applied_message,
             health,
             ready_replicas,
         } = item;
         Ok(domain::AggregatedStatusItem {
+            status,
             cluster_name,
             applied,
             applied_message,

@@ -207,6 +207,7 @@ pub fn rule(path: &str) -> Option<Access> {
             | "CreateWorkload"
             | "UpdateWorkload"
             | "DeleteWorkload"
+            | "ReleaseEvictionTask"
             | "Apply",
         ) => Admin,
         ("flotilla.v1.ClusterHealth", "Heartbeat") => OwnCluster,

@@ -44,6 +44,8 @@ pub struct ApiParts {
     pub bookmark_interval: Duration,
     /// Other services' addresses (`--peer`), for `GetPeers`.
     pub peers: std::collections::BTreeMap<String, String>,
+    /// Records the events of the api's own writes (a released eviction task).
+    pub recorder: flotilla_runtime::events::Recorder,
 }
 
 mod apply;
@@ -224,6 +226,9 @@ api_service! {
         get_resource_binding(GetResourceBindingRequest) -> ResourceBinding => get(req);
         list_resource_bindings(ListResourceBindingsRequest) -> ListResourceBindingsResponse =>
             list(req);
+        // GE-9.1: the one field of a binding a person may change
+        release_eviction_task(ReleaseEvictionTaskRequest) -> ResourceBinding =>
+            release_eviction_task(request);
         get_event(GetEventRequest) -> Event => get(req);
         list_events(ListEventsRequest) -> ListEventsResponse => list(req);
 

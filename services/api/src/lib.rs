@@ -258,6 +258,7 @@ pub fn start(
 ) -> Started {
     let detector = detector::spawn(store.clone(), &config.detector, readiness, shutdown);
     let api = ApiService::new(ApiParts {
+        recorder: flotilla_runtime::events::Recorder::spawn(store.clone(), "api", shutdown.clone()),
         objects: objects::Objects::new(store, config.admission.limits.clone()),
         admission: config.admission.clone(),
         bindings: detector.caches.bindings.clone(),

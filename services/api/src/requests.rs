@@ -422,9 +422,18 @@ delete!(v1::DeleteWorkloadRequest => DeleteWorkloadResponse.workload);
 covers!(ListWorkloadsRequest, ListWorkloadsResponse, WatchWorkloadsRequest => v1::Workload,
     |r| workloads(&r.namespace, &r.kind));
 
-// An empty namespace names a ClusterResourceBinding (the binding of a cluster-scoped template).
+/// The key of a binding; an empty namespace names a ClusterResourceBinding (the binding of a
+/// cluster-scoped template).
+pub fn binding_key(namespace: &str, name: &str) -> Result<String, Error> {
+    Ok(namespaced_key(
+        v1::ResourceBinding::PREFIX,
+        namespace,
+        key_part(name, "name")?,
+    ))
+}
+
 named!(v1::GetResourceBindingRequest => v1::ResourceBinding,
-    |r| Ok(namespaced_key(v1::ResourceBinding::PREFIX, &r.namespace, key_part(&r.name, "name")?)));
+    |r| binding_key(&r.namespace, &r.name));
 covers!(ListResourceBindingsRequest, ListResourceBindingsResponse,
     WatchResourceBindingsRequest => v1::ResourceBinding,
     |r| bindings(&r.namespace, &r.cluster, r.cluster_scoped));

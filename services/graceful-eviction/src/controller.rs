@@ -258,6 +258,12 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
         }
         let memory = ctx.memory().get(key.as_str()).cloned().unwrap_or_default();
         let step = plan(&binding, Some(&memory), ctx.config.default_timeout, now);
+        for (cluster, why) in &step.app_postponed {
+            tracing::info!(
+                cluster = %cluster, binding = %key, %why,
+                "application failover: eviction postponed until the state can be preserved (TM-10.2)"
+            );
+        }
         if !step.changed() {
             ctx.remember(&key, step.app_memory.clone());
             return Ok(action(step.requeue));

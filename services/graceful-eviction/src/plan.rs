@@ -19,6 +19,7 @@ use flotilla_core::graceful::{
     next_retry,
 };
 use flotilla_core::health::set_condition;
+use flotilla_core::preserve::state_for_eviction;
 use flotilla_core::types::{
     CONDITION_REPLACEMENT_PENDING, Condition, ConditionStatus, GracefulEvictionTask,
     PRODUCER_APPLICATION_FAILOVER, PurgeMode, REASON_APPLICATION_FAILURE, ResourceBinding,
@@ -36,6 +37,8 @@ pub const REASON_NO_EVICTION_PENDING: &str = "NoEvictionPending";
 const DEFAULT_APP_TOLERATION_SECONDS: i64 = 300;
 /// PD-1.5: application failover `gracePeriodSeconds` for Gracefully when unset.
 const DEFAULT_APP_GRACE_PERIOD_SECONDS: i64 = 600;
+/// TM-10.2: how soon an eviction postponed for its preserved state is tried again.
+pub const STATE_RETRY: Duration = Duration::from_secs(1);
 /// The shortest timed requeue, so that a deadline of "now" never spins.
 const MIN_REQUEUE: Duration = Duration::from_millis(10);
 
@@ -52,6 +55,9 @@ pub struct Plan {
     pub assessment: Assessment,
     /// GE-8: clusters evicted by application failover in this step.
     pub app_evicted: Vec<String>,
+    /// TM-10.2 / GE-8.6: clusters whose eviction is due but postponed because their state
+    /// cannot be preserved yet, with why (looked at again after [`STATE_RETRY`]).
+    pub app_postponed: Vec<(String, String)>,
     /// GE-8: the memory to keep for this binding (`None`: drop it).
     pub app_memory: Option<BTreeMap<String, Time>>,
     /// When to run again for a timeout or an application failover deadline.
@@ -126,6 +132,7 @@ fn app_failover_options(
         }),
         suppress_deletion: (purge_mode == PurgeMode::Never).then_some(true),
         record_clusters_before_failover: !app.state_preservation.is_empty(),
+        preserved_label_state: BTreeMap::new(),
         trace_context: String::new(),
         // GE-3.1 stamps it in the very write that appends it (the assessment runs after)
         created: None,
@@ -147,6 +154,7 @@ pub fn plan(
 
     // GE-8 (A10): application failover, for bindings that ask for it and report status.
     let mut app_evicted = Vec::new();
+    let mut app_postponed = Vec::new();
     let mut app_requeue = None;
     let mut new_memory = None;
     if let Some(memory) = app_memory
@@ -169,17 +177,32 @@ pub fn plan(
             toleration,
             now,
         );
-        for cluster in &decision.evict {
-            let opts = app_failover_options(&app, cluster, toleration);
-            graceful_evict_cluster(&mut spec, cluster, &opts);
+        let mut kept_memory = decision.memory;
+        app_requeue = decision.requeue_after;
+        for cluster in decision.evict {
+            let mut opts = app_failover_options(&app, &cluster, toleration);
+            // TM-10 / GE-8.6: the state is read from the status collected from the cluster;
+            // without it the eviction waits (Karmada returns an error and retries).
+            match state_for_eviction(&app.state_preservation, &status.aggregated_status, &cluster) {
+                Ok(state) => {
+                    opts.preserved_label_state = state;
+                    graceful_evict_cluster(&mut spec, &cluster, &opts);
+                    app_evicted.push(cluster);
+                }
+                Err(e) => {
+                    if let Some(first) = memory.get(&cluster) {
+                        kept_memory.insert(cluster.clone(), *first);
+                    }
+                    app_postponed.push((cluster, e.to_string()));
+                    app_requeue = min_opt(app_requeue, Some(STATE_RETRY));
+                }
+            }
         }
-        if !decision.evict.is_empty() {
+        if !app_evicted.is_empty() {
             // The write bumps the generation: the scheduler has not seen it yet.
             has_scheduled = false;
         }
-        app_evicted = decision.evict;
-        app_requeue = decision.requeue_after;
-        new_memory = Some(decision.memory).filter(|m| !m.is_empty());
+        new_memory = Some(kept_memory).filter(|m| !m.is_empty());
     }
 
     // GE-3 / GE-4 with A6.
@@ -262,6 +285,7 @@ pub fn plan(
         conditions,
         assessment,
         app_evicted,
+        app_postponed,
         app_memory: new_memory,
         requeue,
         replacement_pending,
@@ -431,5 +455,45 @@ mod tests {
             ),
             (PurgeMode::Gracefully, Some(600), None)
         );
+    }
+
+    #[test]
+    fn ge_8_6_state_is_preserved_on_the_task_or_the_eviction_waits_for_it() {
+        let mut b = binding(
+            &["m1", "m2"],
+            vec![],
+            vec![
+                item("m1", ResourceHealth::Unhealthy),
+                item("m2", ResourceHealth::Healthy),
+            ],
+        );
+        b.spec.failover = Some(FailoverBehavior {
+            cluster: None,
+            application: Some(ApplicationFailoverBehavior {
+                toleration_seconds: Some(30),
+                purge_mode: Some(PurgeMode::Directly),
+                state_preservation: vec![flotilla_core::types::StatePreservationRule {
+                    alias_label_name: "app.io/epoch".into(),
+                    json_path: "{ .epoch }".into(),
+                }],
+                ..Default::default()
+            }),
+        });
+        let memory = BTreeMap::from([("m1".to_owned(), Time::from_secs(0))]);
+        // TM-10.2: m1's status was never collected: due, but postponed, memory kept
+        let p = plan(&b, Some(&memory), TIMEOUT, Time::from_secs(31));
+        assert!(p.app_evicted.is_empty());
+        assert_eq!(p.app_postponed.len(), 1, "{:?}", p.app_postponed);
+        assert!(p.app_postponed[0].1.contains("not yet been collected"));
+        assert_eq!(p.app_memory, Some(memory.clone()));
+        assert_eq!(p.requeue, Some(STATE_RETRY));
+        assert!(!p.spec_changed);
+        // collected: evicted, the task carries the state and the targets before
+        b.status.aggregated_status[0].status = r#"{"epoch":"7","replicas":1}"#.into();
+        let p = plan(&b, Some(&memory), TIMEOUT, Time::from_secs(32));
+        assert_eq!(p.app_evicted, vec!["m1".to_string()]);
+        let t = &p.tasks[0];
+        assert_eq!(t.preserved_label_state["app.io/epoch"], "7");
+        assert_eq!(t.clusters_before_failover, ["m1", "m2"]);
     }
 }

@@ -23,6 +23,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flotilla_core::Time;
+use flotilla_core::preserve::cluster_failover_state;
+
+/// TM-10.2: how soon an eviction postponed for its preserved state is tried again.
+const STATE_RETRY: Duration = Duration::from_secs(1);
 use flotilla_core::eviction::{
     BrakeMemory, EvictOptions, EvictOutcome, EvictionDecision, EvictionError, EvictionRate,
     TokenBucket, effective_rate, enqueue_delay, eviction_rate, graceful_evict_cluster,
@@ -584,6 +588,18 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
             EvictionDecision::EvictAfter(d) => return Ok(Action::requeue(d)),
             EvictionDecision::EvictNow => {}
         }
+        // TM-10.2: the state to preserve is read from the status collected from the cluster;
+        // without it the eviction waits, as Karmada's does (it returns an error and retries).
+        let preserved = match cluster_failover_state(&binding, &key.cluster) {
+            Ok(state) => state,
+            Err(why) => {
+                tracing::info!(
+                    cluster = %key.cluster, binding = %key.binding, %why,
+                    "eviction postponed until the state can be preserved (TM-10.2)"
+                );
+                return Ok(Action::requeue(STATE_RETRY));
+            }
+        };
         // A8: one token per eviction (not per conflict retry).
         if races.attempt() == 0
             && let Err(wait) = ctx.take_token(&key, now)
@@ -600,6 +616,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
         let mut opts = EvictOptions::taint_manager(purge_mode, message.clone(), now);
         // the task carries this span's context: the reschedule continues the trace
         opts.trace_context = flotilla_runtime::trace::current();
+        opts.preserved_label_state = preserved;
         let reason = if explanation.untolerated.is_some() {
             "taint_untolerated"
         } else {

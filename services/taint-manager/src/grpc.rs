@@ -247,7 +247,13 @@ fn explain(input: ExplainInput) -> Result<v1::ExplainResponse, Error> {
                 }
             };
             let message = format!("evicted from cluster {}: {why}", cluster.name());
-            let opts = EvictOptions::taint_manager(purge_mode, message, now);
+            let mut opts = EvictOptions::taint_manager(purge_mode, message, now);
+            match flotilla_core::preserve::cluster_failover_state(&binding, cluster.name()) {
+                Ok(state) => opts.preserved_label_state = state,
+                Err(why) => resp.reasons.push(format!(
+                    "TM-10.2: the eviction waits until the state can be preserved: {why}"
+                )),
+            }
             let mut spec = binding.spec.clone();
             match graceful_evict_cluster(&mut spec, cluster.name(), &opts) {
                 EvictOutcome::Evicted => {

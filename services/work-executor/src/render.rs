@@ -351,6 +351,38 @@ pub fn label_manifest(
     Ok(value.to_string())
 }
 
+/// WE-4.5: the newest task's preserved label state, when it goes into the manifest for
+/// `target` ([`flotilla_core::preserve::injects`]).
+fn preserved_labels<'a>(
+    spec: &'a v1::ResourceBindingSpec,
+    target: &str,
+) -> Option<&'a BTreeMap<String, String>> {
+    let task = spec.graceful_eviction_tasks.last()?;
+    (!task.preserved_label_state.is_empty()
+        && flotilla_core::preserve::injects(
+            spec.clusters.len(),
+            task.purge_mode == v1::PurgeMode::Directly as i32,
+            &task.clusters_before_failover,
+            target,
+        ))
+    .then_some(&task.preserved_label_state)
+}
+
+/// The manifest with `labels` merged into `metadata.labels` (Karmada's `MergeLabel`: a
+/// preserved label wins over the template's).
+fn merge_labels(manifest: &str, labels: &BTreeMap<String, String>) -> Result<String, RenderError> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
+    let target = value
+        .pointer_mut("/metadata/labels")
+        .and_then(serde_json::Value::as_object_mut)
+        .ok_or_else(|| RenderError::Manifest("metadata.labels is not an object".into()))?;
+    for (k, v) in labels {
+        target.insert(k.clone(), serde_json::Value::String(v.clone()));
+    }
+    Ok(value.to_string())
+}
+
 /// The trace context a Work carries: during a failover (the binding has an eviction task)
 /// that of the span rendering it — the work executor's reconcile, which continues the
 /// failover's trace — so that its apply continues the trace in turn; empty otherwise (and
@@ -408,7 +440,14 @@ pub fn render_work_with(
         },
     )?;
     let (manifest, annotations) = apply_overrides(manifest, workload, &target.name, overrides)?;
-    let manifest = label_manifest(&manifest, resource.namespace.is_empty(), &permanent_id)?;
+    let mut manifest = label_manifest(&manifest, resource.namespace.is_empty(), &permanent_id)?;
+    if let Some(state) = binding
+        .spec
+        .as_ref()
+        .and_then(|s| preserved_labels(s, &target.name))
+    {
+        manifest = merge_labels(&manifest, state)?;
+    }
     let labels = BTreeMap::from([
         (LABEL_PERMANENT_ID.to_owned(), permanent_id.clone()),
         (LABEL_BINDING_NAMESPACE.to_owned(), meta.namespace.clone()),
@@ -749,6 +788,58 @@ mod tests {
         assert_eq!(meta.finalizers, vec![EXECUTION_FINALIZER.to_string()]);
         assert_eq!(w.key(), "works/member2/default/nginx-687f7fb96f");
         assert_eq!(w.key(), expected_work_key(&binding(), "member2"));
+    }
+
+    #[test]
+    fn we_4_5_preserved_state_is_injected_into_the_new_copy_only() {
+        let manifest = r#"{"kind":"Deployment","metadata":{"name":"nginx","labels":{"app":"nginx"}},"spec":{"replicas":1}}"#;
+        let moved = |targets: &[&str], mode: v1::PurgeMode| {
+            let mut b = binding();
+            let spec = b.spec.as_mut().unwrap();
+            spec.clusters = targets
+                .iter()
+                .map(|c| v1::TargetCluster {
+                    name: (*c).into(),
+                    replicas: 1,
+                })
+                .collect();
+            spec.graceful_eviction_tasks = vec![v1::GracefulEvictionTask {
+                from_cluster: "member1".into(),
+                purge_mode: mode as i32,
+                preserved_label_state: [("app.io/epoch".to_owned(), "7".to_owned())].into(),
+                clusters_before_failover: vec!["member1".into()],
+                ..Default::default()
+            }];
+            b
+        };
+        let labels = |b: &v1::ResourceBinding, cluster: &str| {
+            let w = render_work(b, &workload(manifest), &TargetCluster::new(cluster, 1)).unwrap();
+            let m: serde_json::Value = serde_json::from_str(&w.spec.unwrap().manifest).unwrap();
+            m["metadata"]["labels"].clone()
+        };
+        let injected = labels(&moved(&["member2"], v1::PurgeMode::Directly), "member2");
+        assert_eq!(injected["app.io/epoch"], "7");
+        assert_eq!(injected["app"], "nginx");
+        assert_eq!(injected[flotilla_member::managed_label(true)], "b-uid");
+        for (what, b, cluster) in [
+            (
+                "Gracefully",
+                moved(&["member2"], v1::PurgeMode::Gracefully),
+                "member2",
+            ),
+            (
+                "two targets",
+                moved(&["member2", "member3"], v1::PurgeMode::Directly),
+                "member2",
+            ),
+            (
+                "ran it before",
+                moved(&["member1"], v1::PurgeMode::Directly),
+                "member1",
+            ),
+        ] {
+            assert!(labels(&b, cluster).get("app.io/epoch").is_none(), "{what}");
+        }
     }
 
     /// The manifest revised for `replicas` of `kind` in `api_version` on `cluster`, divided

@@ -51,6 +51,9 @@ Accepted documents:
                                region, zones, provider, taints, secretRef; metadata.labels)
   v1 Secret in namespace karmada-cluster   a member's credentials (write-only: never read back)
   v1 List                      its items, each as above (what `flotilla get -o yaml` prints)
+  work.karmada.io/v1alpha2     ResourceBinding, ClusterResourceBinding: only to release a held
+                               eviction task (gracefulEvictionTasks[].suppressDeletion: false),
+                               as Karmada's guide edits it; in a file of their own
   anything else, e.g. apps/v1 Deployment, v1 Namespace, a custom resource
                                a workload (resource template)
 
@@ -62,6 +65,36 @@ Examples:
   flotilla apply -f manifests/ -n staging
   flotilla apply -f nginx.yaml --dry-run        # only validate";
 
+/// GE-9.1: the releases that binding documents ask for, in order (each one a
+/// compare-and-swap of its own); stops at the first refusal.
+async fn release_tasks(
+    args: &ApplyArgs,
+    releases: &[manifest::Release],
+) -> anyhow::Result<ExitCode> {
+    let mut api = if args.dry_run {
+        None
+    } else {
+        Some(args.server.api().await?)
+    };
+    for release in releases {
+        for cluster in &release.clusters {
+            let what = format!(
+                "{}/{} eviction task of cluster {cluster}",
+                release.word, release.name
+            );
+            match api.as_mut() {
+                None => println!("{what} released (dry run)"),
+                Some(api) => {
+                    super::mutate::release_task(api, &release.namespace, &release.name, cluster, 0)
+                        .await?;
+                    println!("{what} released");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs `flotilla apply`.
 pub async fn run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let opts = ReadOptions {
@@ -72,6 +105,7 @@ pub async fn run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         namespace_explicit: args.namespace.is_some(),
     };
     let mut documents = Vec::new();
+    let mut releases = Vec::new();
     let mut errors = Vec::new();
     for (source, text) in read_sources(&args.files)? {
         let parsed = manifest::read(&source, &text, &opts);
@@ -79,11 +113,22 @@ pub async fn run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
             eprintln!("warning: {w}");
         }
         documents.extend(parsed.documents);
+        releases.extend(parsed.releases);
         errors.extend(parsed.errors);
     }
     errors.extend(manifest::cross_check(&documents));
     if !errors.is_empty() {
         return Err(invalid(&errors, "applied"));
+    }
+    if !releases.is_empty() {
+        if !documents.is_empty() {
+            anyhow::bail!(
+                "apply bindings in a file of their own: releasing an eviction task is not \
+                 part of the transaction that writes the other {} objects",
+                documents.len()
+            );
+        }
+        return release_tasks(&args, &releases).await;
     }
     if documents.is_empty() {
         anyhow::bail!("no objects found in {}", args.files.join(", "));

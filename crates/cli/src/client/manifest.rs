@@ -192,6 +192,98 @@ pub struct Parsed {
     pub errors: Vec<DocError>,
     /// Things that were ignored.
     pub warnings: Vec<String>,
+    /// Bindings applied to release held eviction tasks (GE-9.1), in order.
+    pub releases: Vec<Release>,
+}
+
+/// A ResourceBinding or ClusterResourceBinding document whose tasks say
+/// `suppressDeletion: false`: what Karmada's guide has a user edit to release a task of purge
+/// mode Never (GE-9.1). Nothing else of a binding is applied: the controllers write it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// Where the document came from.
+    pub source: String,
+    /// Its index in the source.
+    pub index: usize,
+    /// `resourcebinding` or `clusterresourcebinding`.
+    pub word: &'static str,
+    /// The binding's namespace (empty for a ClusterResourceBinding).
+    pub namespace: String,
+    /// The binding's name.
+    pub name: String,
+    /// The clusters whose tasks to release.
+    pub clusters: Vec<String>,
+}
+
+/// GE-9.1: reads a binding document as a [`Release`]; errors on `ctx` when it releases
+/// nothing.
+fn read_release(
+    ctx: &mut Ctx<'_>,
+    value: &serde_norway::Value,
+    kind: &str,
+    opts: &ReadOptions,
+) -> Option<Release> {
+    let cluster_scoped = kind == "ClusterResourceBinding";
+    let meta = value.get("metadata");
+    let name = meta
+        .and_then(|m| str_field(m, "name"))
+        .unwrap_or_default()
+        .to_owned();
+    if name.is_empty() {
+        ctx.error("metadata.name", "Required value: the binding's name");
+        return None;
+    }
+    let namespace = if cluster_scoped {
+        String::new()
+    } else {
+        meta.and_then(|m| str_field(m, "namespace"))
+            .map_or_else(|| opts.namespace.clone(), str::to_owned)
+    };
+    let tasks = value
+        .get("spec")
+        .and_then(|s| s.get("gracefulEvictionTasks"))
+        .and_then(serde_norway::Value::as_sequence)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let clusters: Vec<String> = tasks
+        .iter()
+        .filter(|t| {
+            t.get("suppressDeletion")
+                .and_then(serde_norway::Value::as_bool)
+                == Some(false)
+        })
+        .filter_map(|t| str_field(t, "fromCluster").map(str::to_owned))
+        .collect();
+    if clusters.is_empty() {
+        ctx.error(
+            "spec.gracefulEvictionTasks",
+            "Forbidden: a binding is written by Flotilla's controllers; applying one only \
+             releases a held eviction task, so set suppressDeletion: false on that task \
+             (or run `flotilla release rb NAME --cluster CLUSTER`)",
+        );
+        return None;
+    }
+    ctx.warnings.push(format!(
+        "{kind} {}: only gracefulEvictionTasks[].suppressDeletion: false is applied; the \
+         other fields of a binding are the controllers' and are left as stored",
+        if cluster_scoped {
+            name.clone()
+        } else {
+            format!("{namespace}/{name}")
+        }
+    ));
+    Some(Release {
+        source: ctx.source.to_owned(),
+        index: ctx.index,
+        word: if cluster_scoped {
+            "clusterresourcebinding"
+        } else {
+            "resourcebinding"
+        },
+        namespace,
+        name,
+        clusters,
+    })
 }
 
 /// How documents are read.
@@ -266,7 +358,17 @@ fn read_one(
         errors: vec![],
         warnings: vec![],
     };
-    if let Some(object) = read_document(&mut ctx, value, opts) {
+    let api_version = str_field(&value, "apiVersion").unwrap_or_default();
+    if let (
+        Some(("work.karmada.io", _)),
+        Some(kind @ ("ResourceBinding" | "ClusterResourceBinding")),
+    ) = (api_version.split_once('/'), str_field(&value, "kind"))
+    {
+        let kind = kind.to_owned();
+        if let Some(release) = read_release(&mut ctx, &value, &kind, opts) {
+            parsed.releases.push(release);
+        }
+    } else if let Some(object) = read_document(&mut ctx, value, opts) {
         parsed.documents.push(Document {
             source: source.into(),
             index,
@@ -506,8 +608,9 @@ fn read_document(
             ctx.error(
                 "kind",
                 format!(
-                    "Unsupported value: {kind:?}: bindings and Works are written by Flotilla's \
-                     controllers and cannot be applied"
+                    "Unsupported value: {kind:?}: Works are written by Flotilla's controllers \
+                     and cannot be applied (a binding can be, only to release a held eviction \
+                     task)"
                 ),
             );
             None

@@ -224,6 +224,37 @@ pub struct CordonArgs {
     pub server: ServerArgs,
 }
 
+/// Arguments of `flotilla release`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  flotilla release rb nginx-deployment --cluster member1
+  flotilla release crb default-ns --cluster member1     # a ClusterResourceBinding
+
+A task of purge mode Never (application failover's `purgeMode: Never`) keeps the old copy
+on its cluster with `suppressDeletion: true` until someone releases it. Karmada's guide says
+to edit the binding's task to `suppressDeletion: false`; this command makes that one change
+(a compare-and-swap on the binding), and so does `flotilla apply -f` of a binding whose only
+change is that edit. The release is recorded as an EvictionTaskReleased event on the
+binding; graceful eviction then ends the task and the old copy is deleted.")]
+pub struct ReleaseArgs {
+    /// `rb` (resourcebindings) or `crb` (clusterresourcebindings).
+    #[arg(value_parser = Kind::parse, value_name = "KIND")]
+    pub kind: Kind,
+
+    /// The binding's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The cluster whose task to release (`gracefulEvictionTasks[].fromCluster`); repeat it
+    /// to release several.
+    #[arg(long, value_name = "CLUSTER", required = true)]
+    pub cluster: Vec<String>,
+
+    #[command(flatten)]
+    pub on: NamespacedServerArgs,
+}
+
 /// Arguments of `flotilla join`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -679,6 +710,50 @@ pub async fn untaint(args: UntaintArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs `flotilla cordon` (`cordon` true) or `flotilla uncordon`.
+/// `flotilla release`: one `ReleaseEvictionTask` per cluster, in order; stops at the first
+/// refusal (the earlier releases stay, each being complete on its own).
+pub async fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
+    let (namespace, word) = match args.kind {
+        Kind::ResourceBinding => (args.on.ns.namespace.clone(), "resourcebinding"),
+        Kind::ClusterResourceBinding => (String::new(), "clusterresourcebinding"),
+        other => anyhow::bail!("only a binding's task can be released (rb or crb), not {other:?}"),
+    };
+    let mut api = args.on.server.api().await?;
+    for cluster in &args.cluster {
+        release_task(&mut api, &namespace, &args.name, cluster, 0).await?;
+        println!(
+            "{word}/{} released the eviction task of cluster {cluster}",
+            args.name
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Releases `cluster`'s task of the binding (`namespace` empty: a ClusterResourceBinding),
+/// at `resource_version` if it is not 0.
+pub async fn release_task(
+    api: &mut ApiClient<Conn>,
+    namespace: &str,
+    name: &str,
+    cluster: &str,
+    resource_version: i64,
+) -> anyhow::Result<v1::ResourceBinding> {
+    api.release_eviction_task(v1::ReleaseEvictionTaskRequest {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        cluster: cluster.to_owned(),
+        resource_version,
+    })
+    .await
+    .map(tonic::Response::into_inner)
+    .map_err(|s| {
+        status_error(
+            format!("releasing the task of cluster {cluster:?} of {name:?}"),
+            &s,
+        )
+    })
+}
+
 pub async fn cordon(args: CordonArgs, cordon: bool) -> anyhow::Result<ExitCode> {
     let name = match &args.cluster {
         Some(name) => {

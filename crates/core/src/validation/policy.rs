@@ -184,6 +184,15 @@ fn check_state_preservation(
             JSON_PATH_MAX_LEN,
             "a JSONPath into the status is required",
         );
+        // TM-10.1: only the subset that names one value is evaluated
+        if !rule.json_path.is_empty()
+            && let Err(reason) = crate::preserve::parse_json_path(&rule.json_path)
+        {
+            errs.push(FieldError::invalid(
+                &p.child("jsonPath"),
+                format!("not a supported JSONPath: {reason}"),
+            ));
+        }
     }
 }
 

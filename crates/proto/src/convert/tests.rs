@@ -353,6 +353,7 @@ fn binding() -> domain::ResourceBinding {
                     applied_message: String::new(),
                     health: domain::ResourceHealth::Healthy,
                     ready_replicas: 8,
+                    status: r#"{"readyReplicas":8}"#.into(),
                 },
                 domain::AggregatedStatusItem {
                     cluster_name: "member3".into(),
@@ -360,6 +361,7 @@ fn binding() -> domain::ResourceBinding {
                     applied_message: "Failed to apply all manifests (0/1)".into(),
                     health: domain::ResourceHealth::Unhealthy,
                     ready_replicas: 0,
+                    status: String::new(),
                 },
             ],
         },

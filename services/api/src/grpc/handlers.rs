@@ -5,6 +5,7 @@
 use flotilla_core::types::PropagationPolicy;
 use flotilla_proto::v1;
 use flotilla_runtime::authz::confine;
+use flotilla_runtime::events::{EventType, Regarding};
 use futures::StreamExt as _;
 use tonic::{Request, Status};
 
@@ -185,6 +186,61 @@ impl ApiService {
         Ok(self.watch(confined(request, |r| &r.cluster)?).await?)
     }
 
+    /// GE-9.1 (Flotilla): releases the task of `cluster` that
+    /// `suppressDeletion: true` holds, by setting it to false, with a compare-and-swap on the
+    /// binding as read (re-read on a lost race unless the caller named a resourceVersion).
+    /// Only that one field changes; the release is recorded as an event on the binding.
+    pub(super) async fn release_eviction_task(
+        &self,
+        request: Request<v1::ReleaseEvictionTaskRequest>,
+    ) -> Result<v1::ResourceBinding, Error> {
+        let who = request
+            .extensions()
+            .get::<flotilla_runtime::Caller>()
+            .map_or_else(|| "an in-process caller".to_owned(), |c| c.0.to_string());
+        let req = request.into_inner();
+        let key = crate::requests::binding_key(&req.namespace, &req.name)?;
+        let cluster = crate::requests::key_part(&req.cluster, "cluster")?.to_owned();
+        // released already: answered as it is, nothing written
+        let current: v1::ResourceBinding = self.inner.objects.get(&key).await?;
+        if !release_task(&mut current.clone(), &cluster)? {
+            return Ok(current);
+        }
+        let mut released = false;
+        let binding = self
+            .inner
+            .objects
+            .update(
+                &key,
+                req.resource_version,
+                "",
+                |current: &v1::ResourceBinding| {
+                    let mut new = current.clone();
+                    released = release_task(&mut new, &cluster)?;
+                    Ok(new)
+                },
+            )
+            .await?;
+        if released {
+            let meta = binding.metadata.clone().unwrap_or_default();
+            tracing::info!(
+                binding = %key, %cluster, by = %who,
+                "eviction task released: suppressDeletion set to false (GE-9.1)"
+            );
+            self.inner.recorder.record(
+                Regarding::binding(&meta.namespace, &meta.name),
+                EventType::Normal,
+                REASON_EVICTION_TASK_RELEASED,
+                format!(
+                    "the graceful eviction task of cluster {cluster} was released by {who}: \
+                     suppressDeletion set to false, so its old copy will be deleted"
+                ),
+                "",
+            );
+        }
+        Ok(binding)
+    }
+
     /// The other services' addresses (`--peer`).
     pub(super) async fn peers(
         &self,
@@ -193,6 +249,44 @@ impl ApiService {
         Ok(v1::GetPeersResponse {
             peers: self.inner.peers.clone().into_iter().collect(),
         })
+    }
+}
+
+/// Reason of the event a release records.
+pub const REASON_EVICTION_TASK_RELEASED: &str = "EvictionTaskReleased";
+
+/// Sets `suppressDeletion: false` on `binding`'s task for `cluster`. `Ok(false)` when it is
+/// released already (nothing to write); INVALID_ARGUMENT on `cluster` when there is no such
+/// task or nothing holds it.
+fn release_task(binding: &mut v1::ResourceBinding, cluster: &str) -> Result<bool, Error> {
+    let task = binding
+        .spec
+        .as_mut()
+        .and_then(|s| {
+            s.graceful_eviction_tasks
+                .iter_mut()
+                .find(|t| t.from_cluster == cluster)
+        })
+        .ok_or_else(|| {
+            Error::invalid(
+                "cluster",
+                format!("the binding has no graceful eviction task for cluster {cluster:?}"),
+            )
+        })?;
+    match task.suppress_deletion {
+        Some(true) => {
+            task.suppress_deletion = Some(false);
+            Ok(true)
+        }
+        Some(false) => Ok(false),
+        None => Err(Error::invalid(
+            "cluster",
+            format!(
+                "the task of cluster {cluster:?} is not held by suppressDeletion (only a task \
+                 of purge mode Never is; others end when the new copy is healthy or their \
+                 grace period ends)"
+            ),
+        )),
     }
 }
 

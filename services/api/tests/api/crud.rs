@@ -771,3 +771,130 @@ async fn cluster_delete_only_marks_while_works_reference_it() {
     assert!(resp.deleted);
     api.stop().await;
 }
+
+#[tokio::test]
+async fn ge_9_1_release_sets_only_suppress_deletion_of_a_held_task() {
+    let (store, api, mut client) = setup().await;
+    let typed = Typed::new(store);
+    let task = |cluster: &str, suppress: Option<bool>| v1::GracefulEvictionTask {
+        from_cluster: cluster.into(),
+        purge_mode: if suppress.is_some() {
+            v1::PurgeMode::Never
+        } else {
+            v1::PurgeMode::Gracefully
+        } as i32,
+        suppress_deletion: suppress,
+        reason: "ApplicationFailure".into(),
+        producer: "resource-binding-application-failover-controller".into(),
+        ..Default::default()
+    };
+    let stored = typed
+        .create(
+            v1::ResourceBinding {
+                metadata: Some(v1::ObjectMeta {
+                    name: "nginx-deployment".into(),
+                    namespace: "default".into(),
+                    ..Default::default()
+                }),
+                spec: Some(v1::ResourceBindingSpec {
+                    clusters: vec![v1::TargetCluster {
+                        name: "member3".into(),
+                        replicas: 3,
+                    }],
+                    graceful_eviction_tasks: vec![
+                        task("member1", Some(true)),
+                        task("member2", None),
+                    ],
+                    ..Default::default()
+                }),
+                status: None,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let release = |cluster: &str, resource_version: i64| v1::ReleaseEvictionTaskRequest {
+        namespace: "default".into(),
+        name: "nginx-deployment".into(),
+        cluster: cluster.into(),
+        resource_version,
+    };
+    // a stale resourceVersion: nothing written
+    let stale = stored.metadata.as_ref().unwrap().resource_version - 1;
+    let err = client
+        .release_eviction_task(release("member1", stale))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Aborted, "{err:?}");
+    // released: that one field changes, and the spec's generation with it
+    let released = accepted(client.release_eviction_task(release("member1", 0))).await;
+    let mut want = stored.clone();
+    want.spec.as_mut().unwrap().graceful_eviction_tasks[0].suppress_deletion = Some(false);
+    assert_eq!(released.spec, want.spec);
+    assert_eq!(released.metadata.as_ref().unwrap().generation, 2);
+    // again: answered unchanged, nothing written
+    let again = accepted(client.release_eviction_task(release("member1", 0))).await;
+    assert_eq!(
+        again.metadata.as_ref().unwrap().resource_version,
+        released.metadata.as_ref().unwrap().resource_version
+    );
+    // a task nothing holds, no task, no binding
+    for (cluster, name, code, says) in [
+        (
+            "member2",
+            "nginx-deployment",
+            Code::InvalidArgument,
+            "not held by suppressDeletion",
+        ),
+        (
+            "member9",
+            "nginx-deployment",
+            Code::InvalidArgument,
+            "no graceful eviction task",
+        ),
+        ("", "nginx-deployment", Code::InvalidArgument, "cluster"),
+        ("member1", "absent", Code::NotFound, "absent"),
+    ] {
+        let err = client
+            .release_eviction_task(v1::ReleaseEvictionTaskRequest {
+                name: name.into(),
+                ..release(cluster, 0)
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), code, "{cluster}/{name}: {err:?}");
+        assert!(
+            err.message().contains(says),
+            "{cluster}/{name}: {}",
+            err.message()
+        );
+    }
+    let after: v1::ResourceBinding = typed
+        .get("bindings/default/nginx-deployment")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        after.spec, released.spec,
+        "a refused release wrote something"
+    );
+    // the release is an event on the binding
+    let event = eventually("the EvictionTaskReleased event", || {
+        let mut client = client.clone();
+        async move {
+            let events = client
+                .list_events(v1::ListEventsRequest::default())
+                .await
+                .ok()?
+                .into_inner()
+                .items;
+            events
+                .into_iter()
+                .find(|e| e.reason == "EvictionTaskReleased")
+        }
+    })
+    .await;
+    assert!(event.message.contains("member1"), "{}", event.message);
+    assert_eq!(event.involved_object.unwrap().name, "nginx-deployment");
+    api.stop().await;
+}

@@ -754,3 +754,65 @@ fn activation_preference_is_carried_and_printed_back() {
         "{errs:#?}"
     );
 }
+
+#[test]
+fn ge_9_1_a_binding_applies_only_to_release_a_held_task() {
+    // what `get rb -o yaml` prints, with the guide's edit made to one task
+    let binding = "apiVersion: work.karmada.io/v1alpha2\nkind: ResourceBinding\nmetadata:\n  \
+                   name: nginx-deployment\n  namespace: apps\nspec:\n  clusters:\n  - name: \
+                   member2\n    replicas: 3\n  gracefulEvictionTasks:\n  - fromCluster: member1\n    \
+                   purgeMode: Never\n    suppressDeletion: false\n  - fromCluster: member3\n    \
+                   purgeMode: Never\n    suppressDeletion: true\n";
+    let parsed = read("rb.yaml", binding, &opts());
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    assert!(parsed.documents.is_empty());
+    assert_eq!(
+        parsed.releases,
+        [Release {
+            source: "rb.yaml".into(),
+            index: 1,
+            word: "resourcebinding",
+            namespace: "apps".into(),
+            name: "nginx-deployment".into(),
+            clusters: vec!["member1".into()],
+        }]
+    );
+    // the rest of the binding is not applied, and the reader says so
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.contains("only gracefulEvictionTasks")),
+        "{:?}",
+        parsed.warnings
+    );
+    // a ClusterResourceBinding has no namespace
+    let crb = binding
+        .replace("kind: ResourceBinding", "kind: ClusterResourceBinding")
+        .replace("  namespace: apps\n", "");
+    let parsed = read("crb.yaml", &crb, &opts());
+    assert_eq!(
+        (
+            parsed.releases[0].word,
+            parsed.releases[0].namespace.as_str()
+        ),
+        ("clusterresourcebinding", "")
+    );
+    // nothing released: refused, naming the field and the way to release
+    let held = binding.replace("suppressDeletion: false", "suppressDeletion: true");
+    let errs = errors(&held);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_has(
+        &errs[0],
+        &[
+            "spec.gracefulEvictionTasks",
+            "suppressDeletion: false",
+            "flotilla release",
+        ],
+    );
+    // Works stay the controllers' own
+    let errs = errors(
+        "apiVersion: work.karmada.io/v1alpha1\nkind: Work\nmetadata:\n  name: w\n  namespace: x\n",
+    );
+    assert_has(&errs[0], &["Works are written by Flotilla's controllers"]);
+}

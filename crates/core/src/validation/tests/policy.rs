@@ -181,7 +181,11 @@ fn pd_3_3_state_preservation_alias_label_names() {
     }
     both.cluster = Some(ClusterFailoverBehavior {
         purge_mode: None,
-        state_preservation: vec![rule("", "{ .a }"), rule("ok", "{ .b\n }")],
+        state_preservation: vec![
+            rule("", "{ .a }"),
+            rule("ok", "{ .b\n }"),
+            rule("wildcard", "{ .items[*].id }"),
+        ],
         failback_stabilization_window_seconds: None,
     });
     run(&[(
@@ -206,6 +210,11 @@ fn pd_3_3_state_preservation_alias_label_names() {
             ),
             (
                 "spec.failover.cluster.statePreservation.rules[1].jsonPath",
+                Invalid,
+            ),
+            // TM-10.1: only paths that name one value
+            (
+                "spec.failover.cluster.statePreservation.rules[2].jsonPath",
                 Invalid,
             ),
         ],

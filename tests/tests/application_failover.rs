@@ -1,0 +1,107 @@
+//! Application failover (GE-8) on the real services and members.
+//!
+//! (a) State preservation (TM-10, GE-8.6, WE-4.5): Divided + Aggregated puts all 3 replicas on
+//!     member1 (allocatable 100 beats member2's 50), whose pods never become Ready, so the
+//!     Deployment stays Unhealthy. After the application toleration (2 s) graceful eviction
+//!     evicts member1 with purge mode Directly, its task preserves `{ .replicas }` of
+//!     member1's collected status under `failover.flotilla.io/replicas`, and the new copy on
+//!     member2 — the one cluster the application moves to, which did not run it before —
+//!     carries that label on the member, as Karmada's `injectReservedLabelState` does. As in
+//!     Karmada, the label belongs to the move: once the task ends (member2 healthy) the next
+//!     render no longer injects it, so the test looks while member2's pods start (5 s).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use flotilla_proto::v1;
+use flotilla_tests::{
+    Stack, Timers, cluster_work, create_nginx, divided_over_members, eventually, eviction_tasks,
+    member_kubectl, member_status, nginx_policy, record_bindings, wait_nginx,
+};
+
+const T: Duration = Duration::from_secs(30);
+const LABEL: &str = "failover.flotilla.io/replicas";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tm_10_state_is_preserved_and_injected_into_the_new_copy() {
+    let mut stack = Stack::start(Timers::fast()).await;
+    // member1's pods never become Ready; member2's do
+    stack
+        .start_member("member1", &["--pod-startup-delay=1h", "--capacity=100"])
+        .await;
+    stack
+        .start_member("member2", &["--pod-startup-delay=5s", "--capacity=50"])
+        .await;
+    let api = stack
+        .register_push_members(&["member1", "member2"], T)
+        .await;
+    let failover = v1::FailoverBehavior {
+        application: Some(v1::ApplicationFailoverBehavior {
+            decision_conditions: Some(v1::DecisionConditions {
+                toleration_seconds: Some(2),
+            }),
+            purge_mode: v1::PurgeMode::Directly as i32,
+            state_preservation: Some(v1::StatePreservation {
+                rules: vec![v1::StatePreservationRule {
+                    alias_label_name: LABEL.into(),
+                    json_path: "{ .replicas }".into(),
+                }],
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let placement = divided_over_members(v1::ReplicaDivisionPreference::Aggregated);
+    let bindings = record_bindings(&api).await;
+    create_nginx(&api, nginx_policy(placement, Some(failover))).await;
+    let b = wait_nginx(&api, T, "member1 evicted, member2 the target", |b| {
+        flotilla_tests::tasks(b) == ["member1"]
+            && flotilla_tests::targets(b) == [("member2".into(), 3)]
+    })
+    .await;
+    // (on the history: the first placement, too short-lived for a poll, was member1's)
+    assert!(
+        bindings
+            .seen()
+            .iter()
+            .any(|s| flotilla_tests::targets(&s.object) == [("member1".into(), 3)]),
+        "the replicas were never all on member1"
+    );
+    let m1 = member_status(&stack.members["member1"]).await;
+    assert_eq!(m1.ready_replicas, 0, "member1's pods must never be Ready");
+    let task = &eviction_tasks(&b)[0];
+    assert_eq!(task.purge_mode, v1::PurgeMode::Directly as i32);
+    assert_eq!(
+        task.preserved_label_state.get(LABEL).map(String::as_str),
+        Some("3"),
+        "{task:?}"
+    );
+    assert_eq!(task.clusters_before_failover, ["member1"]);
+
+    // member2's Work carries the preserved state as a label of its manifest from its
+    // creation (the task lives until member2's pods are Ready, 5 s later)…
+    let work = eventually(T, "member2's Work", || cluster_work(&api, "member2")).await;
+    let manifest: serde_json::Value =
+        serde_json::from_str(&work.spec.as_ref().unwrap().manifest).unwrap();
+    assert_eq!(
+        manifest["metadata"]["labels"][LABEL], "3",
+        "member2's Work: {manifest}"
+    );
+    // …and so does the copy on the member itself
+    let addr = stack.members["member2"].addr.clone();
+    let label = eventually(T, "the Deployment on member2 with the label", || async {
+        let (ok, out, _) = member_kubectl(
+            &addr,
+            &["get", "deploy", "nginx", "-n", "default", "-o", "json"],
+        )
+        .await;
+        if !ok {
+            return None;
+        }
+        let d: serde_json::Value = serde_json::from_str(&out).ok()?;
+        d["metadata"]["labels"][LABEL].as_str().map(str::to_owned)
+    })
+    .await;
+    assert_eq!(label, "3");
+}
