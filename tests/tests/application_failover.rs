@@ -9,6 +9,14 @@
 //!     carries that label on the member, as Karmada's `injectReservedLabelState` does. As in
 //!     Karmada, the label belongs to the move: once the task ends (member2 healthy) the next
 //!     render no longer injects it, so the test looks while member2's pods start (5 s).
+//!
+//! (b) No churn (SC-6.7): Duplicated over member1 and member2, member1 able to run only one
+//!     of the three pods (Unhealthy), application toleration 2 s, Gracefully with an 8 s
+//!     grace period. member1 is evicted; member2 already serves, so the task ends at once
+//!     (GE-4.3). Before SC-6.7 the scheduler placed member1 back right then (Duplicated is
+//!     always rescheduled) and application failover evicted it again, every 3-4 s, for ever.
+//!     Checked on the binding's whole history for 12 s after the eviction: member1 is never
+//!     a target again, its copy is deleted, and the binding remembers it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,8 +24,9 @@ use std::time::Duration;
 
 use flotilla_proto::v1;
 use flotilla_tests::{
-    Stack, Timers, cluster_work, create_nginx, divided_over_members, eventually, eviction_tasks,
-    member_kubectl, member_status, nginx_policy, record_bindings, wait_nginx,
+    Stack, Timers, cluster_names, cluster_work, create_nginx, divided_over_members, eventually,
+    eviction_tasks, member_kubectl, member_status, nginx_policy, record_bindings, wait_nginx,
+    work_clusters,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -104,4 +113,79 @@ async fn tm_10_state_is_preserved_and_injected_into_the_new_copy() {
     })
     .await;
     assert_eq!(label, "3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sc_6_7_an_application_failed_over_from_a_cluster_is_not_placed_back() {
+    let mut stack = Stack::start(Timers::fast()).await;
+    stack
+        .start_member("member1", &["--pod-startup-delay=200ms", "--capacity=1"])
+        .await;
+    stack
+        .start_member("member2", &["--pod-startup-delay=100ms"])
+        .await;
+    let api = stack
+        .register_push_members(&["member1", "member2"], T)
+        .await;
+    let placement = v1::Placement {
+        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
+        ..Default::default()
+    };
+    let failover = v1::FailoverBehavior {
+        application: Some(v1::ApplicationFailoverBehavior {
+            decision_conditions: Some(v1::DecisionConditions {
+                toleration_seconds: Some(2),
+            }),
+            purge_mode: v1::PurgeMode::Gracefully as i32,
+            grace_period_seconds: Some(8),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bindings = record_bindings(&api).await;
+    create_nginx(&api, nginx_policy(placement, Some(failover))).await;
+    // (on the history: the task may end before a poll could see it)
+    let evicted_at = eventually(T, "member1 evicted", || async {
+        bindings
+            .seen()
+            .iter()
+            .find(|s| flotilla_tests::tasks(&s.object) == ["member1"])
+            .map(|s| s.revision)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let back: Vec<i64> = bindings
+        .seen()
+        .iter()
+        .filter(|s| {
+            s.revision > evicted_at
+                && flotilla_tests::targets(&s.object)
+                    .iter()
+                    .any(|(c, _)| c == "member1")
+        })
+        .map(|s| s.revision)
+        .collect();
+    assert!(
+        back.is_empty(),
+        "member1 was placed back after application failover evicted it, at revisions {back:?}"
+    );
+    let evictions = bindings
+        .seen()
+        .windows(2)
+        .filter(|w| {
+            flotilla_tests::tasks(&w[0].object).is_empty()
+                && flotilla_tests::tasks(&w[1].object) == ["member1"]
+        })
+        .count();
+    assert_eq!(evictions, 1, "member1 was evicted more than once");
+    let b = flotilla_tests::nginx_binding(&api).await.unwrap();
+    assert_eq!(flotilla_tests::targets(&b), [("member2".into(), 3)]);
+    assert_eq!(
+        b.status.as_ref().unwrap().application_failover_clusters,
+        ["member1"]
+    );
+    eventually(T, "member1's copy deleted", || async {
+        (work_clusters(&api).await == ["member2"]).then_some(())
+    })
+    .await;
 }

@@ -40,7 +40,7 @@ pub use divide::{AssignmentMode, AssignmentStrategy, DivideError};
 pub use filter::{FilterPlugin, FilterVerdict, UnfitReason};
 pub use schedule::{
     ClusterDiagnostic, FitError, ScheduleError, ScheduleInput, ScheduleOptions, ScheduleOutcome,
-    schedule,
+    application_failover_clusters_after, forgets_failed_over, schedule,
 };
 pub use spread::SpreadError;
 pub use trigger::{ScheduleDecision, ScheduleTrigger, needs_scheduling};

@@ -977,6 +977,9 @@ pub struct ResourceBindingStatus {
     pub aggregated_status_observed_generation: i64,
     /// A11: clusters evicted by the taint manager that the binding may fail back to.
     pub failback_clusters: Vec<String>,
+    /// SC-6.7: clusters application failover evicted the binding from, kept out of its
+    /// placement.
+    pub application_failover_clusters: Vec<String>,
 }
 
 /// A ResourceBinding: a template, its placement and where it runs.

@@ -1739,9 +1739,11 @@ impl From<domain::ResourceBindingStatus> for v1::ResourceBindingStatus {
             aggregated_status,
             aggregated_status_observed_generation,
             failback_clusters,
+            application_failover_clusters,
         } = status;
         v1::ResourceBindingStatus {
             failback_clusters,
+            application_failover_clusters,
             aggregated_status_observed_generation,
             conditions: to_wire(conditions),
             scheduler_observed_generation,
@@ -1769,10 +1771,12 @@ impl TryFrom<v1::ResourceBindingStatus> for domain::ResourceBindingStatus {
             aggregated_status_observed_generation,
             trace_context: _,
             failback_clusters,
+            application_failover_clusters,
         } = status;
         Ok(domain::ResourceBindingStatus {
             aggregated_status_observed_generation,
             failback_clusters,
+            application_failover_clusters,
             conditions: list(conditions, "conditions")?,
             scheduler_observed_generation,
             scheduler_observing_affinity_name,

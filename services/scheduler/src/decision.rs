@@ -24,7 +24,8 @@ use flotilla_core::scheduler::failback::{
 };
 use flotilla_core::scheduler::{
     ScheduleDecision, ScheduleError, ScheduleInput, ScheduleOptions, ScheduleOutcome,
-    ScheduleTrigger, needs_scheduling, schedule,
+    ScheduleTrigger, application_failover_clusters_after, forgets_failed_over, needs_scheduling,
+    schedule,
 };
 use flotilla_core::types::{
     CONDITION_SCHEDULED, Cluster, Condition, ConditionStatus, ResourceBinding, TargetCluster,
@@ -131,6 +132,10 @@ pub fn decide(
     };
     input.options = options;
     input.fresh = matches!(trigger, Some(ScheduleTrigger::Failback { .. }));
+    // SC-6.7: a changed placement or a requested reschedule forgets them
+    if forgets_failed_over(trigger.as_ref()) {
+        input.failed_over = &[];
+    }
     let result = schedule(&input);
     let replaced = matches!(&result, Ok(outcome) if !outcome.targets.is_empty());
     if !replaced {
@@ -393,6 +398,11 @@ pub fn plan_write(
                 }
             }
             let remembered = failback_clusters_after(domain, &outcome.targets, failed_back);
+            let failed_over = application_failover_clusters_after(
+                domain,
+                &outcome.targets,
+                forgets_failed_over(trigger.as_ref()),
+            );
             // The generation this write will carry: observed == generation exactly when the
             // written result reflects the written spec (SC-4.1, GE-2 hasScheduled).
             prepare_generation(old, &mut new);
@@ -403,6 +413,7 @@ pub fn plan_write(
                 outcome.affinity_name.clone().unwrap_or_default();
             status.scheduler_observed_generation = generation;
             status.failback_clusters = remembered;
+            status.application_failover_clusters = failed_over;
             if let Some(condition) = scheduled_condition(decision, now) {
                 set_condition(&mut status.conditions, condition);
             }

@@ -65,6 +65,8 @@ pub enum UnfitReason {
     MissingSpreadProperty(SpreadField),
     /// SC-6.6: the cluster is the `fromCluster` of one of the binding's eviction tasks.
     InEviction,
+    /// SC-6.7 (Flotilla): application failover evicted the binding from the cluster.
+    FailedOver,
 }
 
 impl fmt::Display for UnfitReason {
@@ -91,6 +93,9 @@ impl fmt::Display for UnfitReason {
                 write!(f, "cluster(s) did not have {property} property")
             }
             UnfitReason::InEviction => f.write_str("cluster(s) is in the process of eviction"),
+            UnfitReason::FailedOver => {
+                f.write_str("cluster(s) had the application fail over from them")
+            }
         }
     }
 }
@@ -144,6 +149,8 @@ pub struct FilterContext<'a> {
     pub spread_constraints: &'a [SpreadConstraint],
     /// `spec.gracefulEvictionTasks`.
     pub eviction_tasks: &'a [GracefulEvictionTask],
+    /// SC-6.7: `status.applicationFailoverClusters` (empty when the run forgets them).
+    pub failed_over: &'a [String],
 }
 
 // === impl FilterContext ===
@@ -248,7 +255,8 @@ pub fn filter_spread_constraint(
 }
 
 /// SC-6.6 ClusterEviction (≥v1.6): a cluster being evicted for this binding is never picked
-/// again while its task exists (without it an evicted cluster could be re-picked).
+/// again while its task exists (without it an evicted cluster could be re-picked). SC-6.7
+/// (Flotilla): nor, after its task ends, a cluster application failover evicted it from.
 pub fn filter_cluster_eviction(
     ctx: &FilterContext<'_>,
     cluster: &Cluster,
@@ -259,6 +267,8 @@ pub fn filter_cluster_eviction(
         .any(|t| t.from_cluster == cluster.name())
     {
         Err(UnfitReason::InEviction)
+    } else if ctx.failed_over.iter().any(|c| c == cluster.name()) {
+        Err(UnfitReason::FailedOver)
     } else {
         Ok(())
     }
@@ -304,6 +314,7 @@ mod tests {
             affinity: None,
             spread_constraints: &[],
             eviction_tasks: &[],
+            failed_over: &[],
         }
     }
 
@@ -632,5 +643,24 @@ mod tests {
             ..Default::default()
         }];
         assert!(filter_cluster(&fc, &not_ready).is_fit());
+    }
+
+    #[test]
+    fn sc_6_7_a_cluster_the_application_failed_over_from_stays_out() {
+        let failed = ["member1".to_owned()];
+        let mut fc = ctx(&[]);
+        fc.failed_over = &failed;
+        assert_eq!(
+            filter_cluster(&fc, &cluster("member1")),
+            FilterVerdict::Unfit {
+                plugin: FilterPlugin::ClusterEviction,
+                reason: UnfitReason::FailedOver
+            }
+        );
+        assert!(filter_cluster(&fc, &cluster("member2")).is_fit());
+        assert_eq!(
+            UnfitReason::FailedOver.to_string(),
+            "cluster(s) had the application fail over from them"
+        );
     }
 }

@@ -48,6 +48,9 @@ pub struct ScheduleInput<'a> {
     pub previous: &'a [TargetCluster],
     /// `spec.gracefulEvictionTasks` (SC-6.6).
     pub eviction_tasks: &'a [GracefulEvictionTask],
+    /// `status.applicationFailoverClusters` (SC-6.7); empty when the run forgets them
+    /// ([`application_failover_clusters_after`]).
+    pub failed_over: &'a [String],
     /// The UID behind the Webster tie-break (SC-15.3); the template's `spec.resource.uid`.
     pub uid: &'a str,
     /// `spec.rescheduleTriggeredAt` (SC-3.4, SC-17.1, SC-19.1).
@@ -87,6 +90,7 @@ impl<'a> ScheduleInput<'a> {
             has_replica_requirements: binding.spec.replica_requirements.is_some(),
             previous: &binding.spec.clusters,
             eviction_tasks: &binding.spec.graceful_eviction_tasks,
+            failed_over: &binding.status.application_failover_clusters,
             uid: &binding.spec.resource.uid,
             reschedule_triggered_at: binding.spec.reschedule_triggered_at,
             last_scheduled_time: binding.status.last_scheduled_time,
@@ -107,6 +111,49 @@ impl<'a> ScheduleInput<'a> {
             AssignmentMode::Steady
         }
     }
+}
+
+/// SC-6.7: whether a run for `trigger` forgets the clusters application failover evicted the
+/// binding from: a changed placement or a requested reschedule gives them another chance.
+pub fn forgets_failed_over(trigger: Option<&super::ScheduleTrigger>) -> bool {
+    matches!(
+        trigger,
+        Some(
+            super::ScheduleTrigger::PlacementChanged | super::ScheduleTrigger::RescheduleRequested
+        )
+    )
+}
+
+/// SC-6.7: `status.applicationFailoverClusters` after a run of `binding` that results in
+/// `targets`: the clusters remembered before (none when the run `forget`s them, see
+/// [`forgets_failed_over`]) and those application failover's tasks name, minus the targets.
+/// Sorted.
+pub fn application_failover_clusters_after(
+    binding: &crate::types::ResourceBinding,
+    targets: &[TargetCluster],
+    forget: bool,
+) -> Vec<String> {
+    let remembered: &[String] = if forget {
+        &[]
+    } else {
+        &binding.status.application_failover_clusters
+    };
+    let mut out: Vec<String> = remembered
+        .iter()
+        .cloned()
+        .chain(
+            binding
+                .spec
+                .graceful_eviction_tasks
+                .iter()
+                .filter(|t| t.producer == crate::types::PRODUCER_APPLICATION_FAILOVER)
+                .map(|t| t.from_cluster.clone()),
+        )
+        .filter(|c| !targets.iter().any(|t| &t.name == c))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// What the scheduler knows about one cluster of the snapshot after a run, for explanation
@@ -259,6 +306,7 @@ fn schedule_once(
         affinity: effective_affinity(placement, observed),
         spread_constraints: &placement.spread_constraints,
         eviction_tasks: input.eviction_tasks,
+        failed_over: input.failed_over,
     };
 
     // SC-5/SC-6.

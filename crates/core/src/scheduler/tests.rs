@@ -560,6 +560,52 @@ fn sc_6_3_single_affinity_has_no_affinity_name() {
     assert_eq!(outcome.strategy, AssignmentStrategy::Duplicated);
 }
 
+#[test]
+fn sc_6_7_application_failover_clusters_are_remembered_until_forgotten() {
+    use crate::types::{GracefulEvictionTask, PRODUCER_APPLICATION_FAILOVER, ResourceBinding};
+    let mut b = ResourceBinding::default();
+    b.status.application_failover_clusters = vec!["member3".to_owned()];
+    b.spec.graceful_eviction_tasks = vec![
+        GracefulEvictionTask {
+            from_cluster: "member1".to_owned(),
+            producer: PRODUCER_APPLICATION_FAILOVER.to_owned(),
+            ..Default::default()
+        },
+        GracefulEvictionTask {
+            from_cluster: "member4".to_owned(),
+            producer: "TaintManager".to_owned(),
+            ..Default::default()
+        },
+    ];
+    let targets = [TargetCluster::new("member2", 3)];
+    // remembered and added; a taint eviction is not the application's failure
+    assert_eq!(
+        application_failover_clusters_after(&b, &targets, false),
+        ["member1", "member3"]
+    );
+    // a placement change or a requested reschedule forgets what was remembered
+    assert_eq!(
+        application_failover_clusters_after(&b, &targets, true),
+        ["member1"]
+    );
+    // a cluster in the result is not remembered
+    let back = [TargetCluster::new("member3", 3)];
+    assert_eq!(
+        application_failover_clusters_after(&b, &back, false),
+        ["member1"]
+    );
+    assert!(forgets_failed_over(Some(
+        &ScheduleTrigger::PlacementChanged
+    )));
+    assert!(forgets_failed_over(Some(
+        &ScheduleTrigger::RescheduleRequested
+    )));
+    assert!(!forgets_failed_over(Some(
+        &ScheduleTrigger::NonWorkloadOrDuplicated
+    )));
+    assert!(!forgets_failed_over(None));
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;

@@ -343,6 +343,7 @@ fn binding() -> domain::ResourceBinding {
             scheduler_observed_generation: 7,
             aggregated_status_observed_generation: 7,
             failback_clusters: strings(&["member9"]),
+            application_failover_clusters: strings(&["member8"]),
             scheduler_observing_affinity_name: "primary".into(),
             last_scheduled_time: t(1_700_000_450),
             applied_placement: Some(placement()),
