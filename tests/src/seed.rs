@@ -132,3 +132,28 @@ spec:
 {weights}{policy_tail}"#
     )
 }
+
+/// Changes the nginx template's replicas from `from` to `to` through the api.
+pub async fn scale_nginx(api: &ApiClient, from: i32, to: i32) {
+    let w = api
+        .clone()
+        .get_workload(flotilla_api::testing::get_nginx())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut changed = w.clone();
+    changed.manifest = changed.manifest.replace(
+        &format!("\"replicas\": {from}"),
+        &format!("\"replicas\": {to}"),
+    );
+    assert_ne!(
+        changed.manifest, w.manifest,
+        "the template had {from} replicas"
+    );
+    api.clone()
+        .update_workload(v1::UpdateWorkloadRequest {
+            workload: Some(changed),
+        })
+        .await
+        .unwrap();
+}

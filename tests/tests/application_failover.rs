@@ -25,8 +25,8 @@ use std::time::Duration;
 use flotilla_proto::v1;
 use flotilla_tests::{
     Stack, Timers, cluster_names, cluster_work, create_nginx, divided_over_members, eventually,
-    eviction_tasks, member_kubectl, member_status, nginx_policy, record_bindings, wait_nginx,
-    work_clusters,
+    eviction_tasks, member_kubectl, member_status, nginx_policy, record_bindings, scale_nginx,
+    wait_nginx, work_clusters,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -188,4 +188,77 @@ async fn sc_6_7_an_application_failed_over_from_a_cluster_is_not_placed_back() {
         (work_clusters(&api).await == ["member2"]).then_some(())
     })
     .await;
+}
+
+/// (c) Blindness is not the workload's fault (GE-8.7): Duplicated over member1 and member2,
+///     pods starting in 1.5 s, application toleration 2 s. The Deployment is scaled from 3 to
+///     5 replicas; once the binding says member1 is Unhealthy (3 of 5 Ready) the work
+///     executor is SIGKILLed, and it stays down for 4 s while member1's new pods become
+///     Ready. Its last written "Unhealthy" outlives the toleration, but nobody collected it
+///     during the period, so graceful eviction must not evict: checked on the binding's
+///     whole history, through the restart and until the status says Healthy again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_8_7_stale_unhealthy_status_evicts_nothing() {
+    let mut stack = Stack::start(Timers::fast()).await;
+    for member in ["member1", "member2"] {
+        stack
+            .start_member(member, &["--pod-startup-delay=1500ms"])
+            .await;
+    }
+    let api = stack
+        .register_push_members(&["member1", "member2"], T)
+        .await;
+    let placement = v1::Placement {
+        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
+        ..Default::default()
+    };
+    let failover = v1::FailoverBehavior {
+        application: Some(v1::ApplicationFailoverBehavior {
+            decision_conditions: Some(v1::DecisionConditions {
+                toleration_seconds: Some(2),
+            }),
+            purge_mode: v1::PurgeMode::Gracefully as i32,
+            grace_period_seconds: Some(30),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    create_nginx(&api, nginx_policy(placement, Some(failover))).await;
+    let health = |b: &v1::ResourceBinding, cluster: &str| {
+        b.status.as_ref().and_then(|s| {
+            s.aggregated_status
+                .iter()
+                .find(|i| i.cluster_name == cluster)
+                .map(|i| i.health)
+        })
+    };
+    let healthy = v1::ResourceHealth::Healthy as i32;
+    wait_nginx(&api, T, "healthy on both members", |b| {
+        health(b, "member1") == Some(healthy) && health(b, "member2") == Some(healthy)
+    })
+    .await;
+    let bindings = record_bindings(&api).await;
+    scale_nginx(&api, 3, 5).await;
+    wait_nginx(&api, T, "member1 Unhealthy (scaling up)", |b| {
+        health(b, "member1") == Some(v1::ResourceHealth::Unhealthy as i32)
+    })
+    .await;
+    stack.kill_service("work-executor").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stack.start_service("work-executor");
+    wait_nginx(&api, T, "healthy on both members again", |b| {
+        health(b, "member1") == Some(healthy) && health(b, "member2") == Some(healthy)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let evicted: Vec<i64> = bindings
+        .seen()
+        .iter()
+        .filter(|s| !flotilla_tests::tasks(&s.object).is_empty())
+        .map(|s| s.revision)
+        .collect();
+    assert!(
+        evicted.is_empty(),
+        "application failover evicted on a status nobody collected, at revisions {evicted:?}"
+    );
 }

@@ -37,7 +37,8 @@ use flotilla_store::testing::EtcdServer;
 use flotilla_tests::history::{Expect, HistoryRecorder, check};
 use flotilla_tests::{
     ApiClient, ApiLoad, Stack, Timers, api_client, binding_healthy, cluster_names, create_nginx,
-    eventually, nginx_binding, nginx_policy, set_fault, target_names, tasks, wait_clusters_ready,
+    eventually, nginx_binding, nginx_policy, scale_nginx, set_fault, target_names, tasks,
+    wait_clusters_ready,
 };
 use rand::{Rng, SeedableRng};
 
@@ -146,31 +147,6 @@ async fn healthy_on(api: &ApiClient, want: &[&str]) {
         }
     })
     .await;
-}
-
-/// Changes the nginx template's replicas from `from` to `to` through the api.
-async fn scale_nginx(api: &ApiClient, from: i32, to: i32) {
-    let w = api
-        .clone()
-        .get_workload(flotilla_api::testing::get_nginx())
-        .await
-        .unwrap()
-        .into_inner();
-    let mut changed = w.clone();
-    changed.manifest = changed.manifest.replace(
-        &format!("\"replicas\": {from}"),
-        &format!("\"replicas\": {to}"),
-    );
-    assert_ne!(
-        changed.manifest, w.manifest,
-        "the template had {from} replicas"
-    );
-    api.clone()
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(changed),
-        })
-        .await
-        .unwrap();
 }
 
 /// A MemberSim client of the member's control address (faults, status).

@@ -261,11 +261,173 @@ pub fn assess_application_failover(
     out
 }
 
+/// A status collector's last pass over a cluster (`statuscollections/<cluster>`, GE-8.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Collection {
+    /// When the pass began asking the member.
+    pub started: Time,
+    /// When it had written every status it changed.
+    pub finished: Time,
+    /// How often the collector passes (`--status-sync-period`).
+    pub period: Duration,
+}
+
+/// GE-8.7: how long after a pass graceful eviction trusts that the bindings show what it
+/// wrote (the work executor aggregates a Work's status into its binding within
+/// milliseconds of writing it; this is that step's allowance), at most half a period, so
+/// that passes in quick succession still leave a moment when the last one has settled.
+pub const COLLECTION_SETTLE: Duration = Duration::from_millis(500);
+/// GE-8.7: how soon a postponed application failover looks again.
+pub const COLLECTION_RETRY: Duration = Duration::from_secs(1);
+
+impl Collection {
+    /// Whether the collector is still watching at `now`: its last pass finished within two
+    /// periods (and a second).
+    pub fn current(&self, now: Time) -> bool {
+        now <= self.finished + self.period * 2 + Duration::from_secs(1)
+    }
+
+    /// When the bindings show what this pass wrote: [`COLLECTION_SETTLE`] (at most half a
+    /// period) after it finished.
+    pub fn settled(&self) -> Time {
+        self.finished + COLLECTION_SETTLE.min(self.period / 2)
+    }
+}
+
+/// GE-8.7 (Flotilla): application failover acts only on status collected during the
+/// unhealthy period. Applied to a [`assess_application_failover`] decision (whose `previous`
+/// memory it was made from), with `collected` answering the last pass over a cluster:
+/// - a tracked cluster whose collector is not current (no pass within two periods) is
+///   forgotten: its period counts again from when observation resumes, as Unknown resets it
+///   (GE-8.5) and as A13 has it for clusters;
+/// - a due eviction waits for a pass that began after the toleration ran out and has
+///   [`Collection::settled`], keeping its first-seen time meanwhile.
+///
+/// Returns the clusters held back, with why; the decision's requeue is brought forward to
+/// [`COLLECTION_RETRY`] when any is.
+pub fn confirm_by_collection(
+    decision: &mut AppFailoverDecision,
+    previous: &BTreeMap<String, Time>,
+    collected: impl Fn(&str) -> Option<Collection>,
+    toleration_seconds: i64,
+    now: Time,
+) -> Vec<(String, String)> {
+    let toleration = Duration::from_secs(u64::try_from(toleration_seconds).unwrap_or(0));
+    let mut held = Vec::new();
+    let blind = |cluster: &str| {
+        format!(
+            "no status has been collected from cluster {cluster} lately (is the work executor \
+             running?); the unhealthy period counts again from when it is"
+        )
+    };
+    decision.memory.retain(|cluster, _| {
+        let current = collected(cluster).is_some_and(|c| c.current(now));
+        if !current {
+            held.push((cluster.clone(), blind(cluster)));
+        }
+        current
+    });
+    let mut evict = Vec::new();
+    for cluster in std::mem::take(&mut decision.evict) {
+        let first = previous.get(&cluster).copied().unwrap_or(now);
+        let deadline = first + toleration;
+        match collected(&cluster) {
+            Some(c) if !c.current(now) => held.push((cluster.clone(), blind(&cluster))),
+            Some(c) if c.started > deadline && now >= c.settled() => {
+                evict.push(cluster);
+            }
+            Some(c) if c.started > deadline => {
+                // look again the moment it has settled
+                let wait = c.settled().saturating_since(now);
+                decision.requeue_after = Some(decision.requeue_after.map_or(wait, |r| r.min(wait)));
+                held.push((
+                    cluster.clone(),
+                    format!(
+                        "waiting for the last status collected from cluster {cluster} to settle"
+                    ),
+                ));
+                decision.memory.insert(cluster, first);
+            }
+            found => {
+                held.push((
+                    cluster.clone(),
+                    format!(
+                        "waiting for status collected from cluster {cluster} after the \
+                         toleration ran out{}",
+                        if found.is_none() {
+                            " (none collected yet)"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+                if found.is_some() {
+                    decision.memory.insert(cluster, first);
+                }
+            }
+        }
+    }
+    decision.evict = evict;
+    if !held.is_empty() {
+        decision.requeue_after = Some(
+            decision
+                .requeue_after
+                .map_or(COLLECTION_RETRY, |r| r.min(COLLECTION_RETRY)),
+        );
+    }
+    held
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::types::PurgeMode;
     use proptest::prelude::*;
+
+    #[test]
+    fn ge_8_7_application_failover_acts_only_on_status_collected_during_the_period() {
+        let targets = [TargetCluster::new("m1", 1), TargetCluster::new("m2", 1)];
+        let t = Time::from_secs;
+        let unhealthy = [item("m1", ResourceHealth::Unhealthy)];
+        let first = BTreeMap::from([("m1".to_owned(), t(10))]);
+        let pass = |started: i64, finished: i64| Collection {
+            started: t(started),
+            finished: t(finished),
+            period: Duration::from_secs(2),
+        };
+        let run = |memory: &BTreeMap<String, Time>, now: i64, c: Option<Collection>| {
+            let mut d = assess_application_failover(memory, &unhealthy, &targets, &[], 3, t(now));
+            let held = confirm_by_collection(&mut d, memory, |_| c, 3, t(now));
+            (d, held)
+        };
+        // due (first seen 10, toleration 3) with a pass that began after 13 and settled
+        let (d, held) = run(&first, 15, Some(pass(14, 14)));
+        assert_eq!(
+            (d.evict.as_slice(), held.len()),
+            (&["m1".to_owned()][..], 0)
+        );
+        // the last pass began before the deadline: wait, first-seen kept, look again soon
+        let (d, held) = run(&first, 15, Some(pass(12, 13)));
+        assert!(d.evict.is_empty());
+        assert_eq!(d.memory.get("m1"), Some(&t(10)));
+        assert_eq!(d.requeue_after, Some(COLLECTION_RETRY));
+        assert!(held[0].1.contains("after the toleration"), "{held:?}");
+        // a pass after the deadline but not settled yet: wait
+        let (d, _) = run(&first, 15, Some(pass(14, 15)));
+        assert!(d.evict.is_empty());
+        // the collector stopped (last pass long ago): forgotten, not evicted
+        let (d, held) = run(&first, 20, Some(pass(11, 11)));
+        assert!(d.evict.is_empty() && d.memory.is_empty());
+        assert!(held[0].1.contains("lately"), "{held:?}");
+        // nothing ever collected: not evicted
+        let (d, _) = run(&first, 15, None);
+        assert!(d.evict.is_empty());
+        // tracking while blind: forgotten, so the period restarts when observation resumes
+        let (d, _) = run(&first, 12, Some(pass(4, 5)));
+        assert!(d.memory.is_empty());
+        let (d, _) = run(&BTreeMap::new(), 12, Some(pass(11, 11)));
+        assert_eq!(d.memory.get("m1"), Some(&t(12)));
+    }
 
     fn task(cluster: &str, created: Option<i64>) -> GracefulEvictionTask {
         GracefulEvictionTask {

@@ -73,6 +73,7 @@ impl_resource! {
     ResourceBinding => "ResourceBinding", namespaced: true;
     Work => "Work", namespaced: true;
     Event => "Event", namespaced: true;
+    StatusCollection => "StatusCollection", namespaced: false;
 }
 
 impl crate::v1::TargetCluster {

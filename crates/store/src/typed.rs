@@ -151,6 +151,7 @@ stored!(
 stored!(Secret, "secrets/", namespaced, none);
 stored!(ResourceBinding, "bindings/", namespaced, status);
 stored!(Event, "events/", namespaced, none);
+stored!(StatusCollection, "statuscollections/", cluster, none);
 
 impl Stored for v1::Workload {
     const PREFIX: &'static str = "workloads/";

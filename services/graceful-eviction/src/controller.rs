@@ -28,7 +28,9 @@ use crate::Config;
 use flotilla_store::ObjectKey;
 
 use crate::error::Error;
-use crate::plan::{Plan, describe, plan};
+use crate::plan::{AppInputs, Plan, describe, plan};
+use flotilla_core::graceful::Collection;
+use flotilla_store::typed::Stored as _;
 
 /// The parent of a binding's reconcile span while it has an eviction task: the span that
 /// last wrote `status.traceContext` (scheduler, then work executor) when it belongs to the
@@ -53,6 +55,8 @@ pub fn failover_trace(key: &ObjectKey, ctx: &Context) -> Option<String> {
 pub struct Context {
     pub(crate) config: Config,
     pub(crate) bindings: Cache<v1::ResourceBinding>,
+    /// GE-8.7: the status collector's last pass over each cluster.
+    pub(crate) collections: Cache<v1::StatusCollection>,
     pub(crate) writes: Writes<v1::ResourceBinding>,
     /// GE-8.2: per binding, `{cluster → first time seen Unhealthy}`. In memory only, as in
     /// Karmada: a restart starts the toleration over.
@@ -75,6 +79,7 @@ impl Context {
     pub(crate) fn new(
         config: Config,
         bindings: Cache<v1::ResourceBinding>,
+        collections: Cache<v1::StatusCollection>,
         writes: Writes<v1::ResourceBinding>,
         clock: flotilla_runtime::Clock,
     ) -> Self {
@@ -82,6 +87,7 @@ impl Context {
             clock,
             config,
             bindings,
+            collections,
             writes,
             app_memory: Mutex::new(HashMap::new()),
         }
@@ -120,6 +126,23 @@ pub fn interesting(binding: &v1::ResourceBinding) -> bool {
                     && c.status == v1::ConditionStatus::True as i32
             })
         })
+}
+
+/// GE-8.7: the last pass the status collector recorded over `cluster`, if any.
+fn collection(cache: &Cache<v1::StatusCollection>, cluster: &str) -> Option<Collection> {
+    let mark = cache.get(&format!("{}{cluster}", v1::StatusCollection::PREFIX))?;
+    let time = |t: &Option<prost_types::Timestamp>| {
+        t.as_ref()
+            .and_then(|t| flotilla_proto::convert::timestamp_to_time(t).ok())
+    };
+    Some(Collection {
+        started: time(&mark.started_at)?,
+        finished: time(&mark.finished_at)?,
+        period: mark
+            .period
+            .and_then(|p| Duration::try_from(p).ok())
+            .unwrap_or_default(),
+    })
 }
 
 /// The queue keys for a watcher event: create AND update events of interesting bindings
@@ -257,7 +280,12 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
             return Ok(Action::await_change());
         }
         let memory = ctx.memory().get(key.as_str()).cloned().unwrap_or_default();
-        let step = plan(&binding, Some(&memory), ctx.config.default_timeout, now);
+        let collected = |cluster: &str| collection(&ctx.collections, cluster);
+        let app = AppInputs {
+            memory: &memory,
+            collected: &collected,
+        };
+        let step = plan(&binding, Some(app), ctx.config.default_timeout, now);
         for (cluster, why) in &step.app_postponed {
             tracing::info!(
                 cluster = %cluster, binding = %key, %why,

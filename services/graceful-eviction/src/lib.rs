@@ -152,9 +152,19 @@ async fn run(
     let batches = BatchConfig::group_commit(config.workers, "graceful_eviction");
     let writes = elected.writes(batches, &shutdown);
     let bindings = bindings_writer.cache();
+    // GE-8.7: the status collector's passes (read when an application failover is due; a
+    // postponed one looks again by itself, so their events queue nothing)
+    let collections_writer: Writer<v1::StatusCollection> = Writer::new();
+    let collections = collections_writer.cache();
+    let collection_events = collections_writer.reflect_prefix(
+        store.clone(),
+        "statuscollections",
+        decode::<v1::StatusCollection>,
+    );
     let ctx = Arc::new(Context::new(
         config.clone(),
         bindings.clone(),
+        collections,
         writes,
         clock,
     ));
@@ -172,6 +182,7 @@ async fn run(
         .leader(elected.leader())
         .barrier(CacheBarrier::new(store.clone()).cache("bindings/", &bindings))
         .watches(events, move |ev| controller::keys_for(&cache, ev))
+        .watches(collection_events, |_| Vec::new())
         .run(ctx, shutdown.clone())
         .await;
     elected.resign().await;

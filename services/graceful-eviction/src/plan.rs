@@ -15,8 +15,8 @@ use std::time::Duration;
 use flotilla_core::Time;
 use flotilla_core::eviction::{EvictOptions, graceful_evict_cluster};
 use flotilla_core::graceful::{
-    AssessOptions, Assessment, TaskVerdict, Timeouts, assess_application_failover, assess_tasks,
-    next_retry,
+    AssessOptions, Assessment, Collection, TaskVerdict, Timeouts, assess_application_failover,
+    assess_tasks, confirm_by_collection, next_retry,
 };
 use flotilla_core::health::set_condition;
 use flotilla_core::preserve::state_for_eviction;
@@ -139,11 +139,20 @@ fn app_failover_options(
     }
 }
 
-/// One graceful-eviction step for `binding` at `now`. `app_memory` is the application
-/// failover memory of the binding (`None`: skip application failover, as the dry run does).
+/// What application failover (GE-8) reads besides the binding.
+#[derive(Clone, Copy)]
+pub struct AppInputs<'a> {
+    /// The binding's memory: cluster → first seen Unhealthy.
+    pub memory: &'a BTreeMap<String, Time>,
+    /// GE-8.7: the status collector's last pass over a cluster.
+    pub collected: &'a dyn Fn(&str) -> Option<Collection>,
+}
+
+/// One graceful-eviction step for `binding` at `now`. `app` is what application failover
+/// reads (`None`: skip application failover, as the dry run does).
 pub fn plan(
     binding: &ResourceBinding,
-    app_memory: Option<&BTreeMap<String, Time>>,
+    app: Option<AppInputs<'_>>,
     default_timeout: Duration,
     now: Time,
 ) -> Plan {
@@ -157,7 +166,7 @@ pub fn plan(
     let mut app_postponed = Vec::new();
     let mut app_requeue = None;
     let mut new_memory = None;
-    if let Some(memory) = app_memory
+    if let Some(AppInputs { memory, collected }) = app
         && let Some(app) = spec.failover.as_ref().and_then(|f| f.application.clone())
         && !status.aggregated_status.is_empty()
     {
@@ -169,7 +178,7 @@ pub fn plan(
             .iter()
             .map(|t| t.from_cluster.clone())
             .collect();
-        let decision = assess_application_failover(
+        let mut decision = assess_application_failover(
             memory,
             &status.aggregated_status,
             &spec.clusters,
@@ -177,6 +186,8 @@ pub fn plan(
             toleration,
             now,
         );
+        // GE-8.7: only on status collected during the period
+        app_postponed = confirm_by_collection(&mut decision, memory, collected, toleration, now);
         let mut kept_memory = decision.memory;
         app_requeue = decision.requeue_after;
         for cluster in decision.evict {
@@ -360,6 +371,22 @@ mod tests {
 
     const TIMEOUT: Duration = Duration::from_secs(600);
 
+    /// A pass that began just after 30 s and is current until 33.3 s (GE-8.7).
+    fn collected(_: &str) -> Option<Collection> {
+        Some(Collection {
+            started: Time::from_millis(30_200),
+            finished: Time::from_millis(30_300),
+            period: Duration::from_secs(1),
+        })
+    }
+
+    fn app(memory: &BTreeMap<String, Time>) -> Option<AppInputs<'_>> {
+        Some(AppInputs {
+            memory,
+            collected: &collected,
+        })
+    }
+
     #[test]
     fn ge_3_1_stamps_and_requeues_at_the_deadline() {
         let b = binding(&["m2"], vec![task("m1", None)], vec![]);
@@ -416,11 +443,11 @@ mod tests {
                 ..Default::default()
             }),
         });
-        let first = plan(&b, Some(&BTreeMap::new()), TIMEOUT, Time::from_secs(0));
+        let first = plan(&b, app(&BTreeMap::new()), TIMEOUT, Time::from_secs(0));
         assert!(first.app_evicted.is_empty());
         assert_eq!(first.requeue, Some(Duration::from_secs(30)));
         let memory = first.app_memory.clone().unwrap();
-        let p = plan(&b, Some(&memory), TIMEOUT, Time::from_secs(31));
+        let p = plan(&b, app(&memory), TIMEOUT, Time::from_secs(31));
         assert_eq!(p.app_evicted, vec!["m1".to_string()]);
         assert_eq!(p.clusters, vec![TargetCluster::new("m2", 1)]);
         let t = &p.tasks[0];
@@ -481,7 +508,7 @@ mod tests {
         });
         let memory = BTreeMap::from([("m1".to_owned(), Time::from_secs(0))]);
         // TM-10.2: m1's status was never collected: due, but postponed, memory kept
-        let p = plan(&b, Some(&memory), TIMEOUT, Time::from_secs(31));
+        let p = plan(&b, app(&memory), TIMEOUT, Time::from_secs(31));
         assert!(p.app_evicted.is_empty());
         assert_eq!(p.app_postponed.len(), 1, "{:?}", p.app_postponed);
         assert!(p.app_postponed[0].1.contains("not yet been collected"));
@@ -490,7 +517,7 @@ mod tests {
         assert!(!p.spec_changed);
         // collected: evicted, the task carries the state and the targets before
         b.status.aggregated_status[0].status = r#"{"epoch":"7","replicas":1}"#.into();
-        let p = plan(&b, Some(&memory), TIMEOUT, Time::from_secs(32));
+        let p = plan(&b, app(&memory), TIMEOUT, Time::from_secs(32));
         assert_eq!(p.app_evicted, vec!["m1".to_string()]);
         let t = &p.tasks[0];
         assert_eq!(t.preserved_label_state["app.io/epoch"], "7");

@@ -205,30 +205,88 @@ async fn ge_suppress_deletion_true_keeps_the_task_ge_4_1() {
     h.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ge_application_failover_evicts_unhealthy_cluster_ge_8_a10() {
-    let (store, typed) = mem();
+/// GE-8.7: plays the work executor's status collector for `cluster`: a pass every 200 ms,
+/// recorded as it records them, until the task is aborted.
+fn collect_status(typed: &Typed, cluster: &str) -> tokio::task::JoinHandle<()> {
+    let (typed, cluster) = (typed.clone(), cluster.to_owned());
+    tokio::spawn(async move {
+        let key = format!("statuscollections/{cluster}");
+        loop {
+            let at = flotilla_proto::convert::time_to_timestamp(now());
+            let mark = v1::StatusCollection {
+                metadata: Some(v1::ObjectMeta {
+                    name: cluster.clone(),
+                    ..Default::default()
+                }),
+                started_at: Some(at),
+                finished_at: Some(at),
+                period: prost_types::Duration::try_from(Duration::from_millis(200)).ok(),
+            };
+            match typed.get::<v1::StatusCollection>(&key).await.unwrap() {
+                Some(old) => drop(typed.update(&old, mark).await.unwrap()),
+                None => drop(typed.create(mark, None).await.unwrap()),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// The binding of [`ge_application_failover_evicts_unhealthy_cluster_ge_8_a10`]: member1
+/// Unhealthy, application failover after 1 s with purge mode Never.
+fn unhealthy_on_member1() -> v1::ResourceBinding {
     let mut wire = evicting(
         "b",
         &["member1", "member2"],
         vec![],
         vec![item("member1", Unhealthy), item("member2", Healthy)],
     );
-    {
-        let spec = wire.spec.as_mut().unwrap();
-        spec.failover = Some(
-            FailoverBehavior {
-                cluster: None,
-                application: Some(ApplicationFailoverBehavior {
-                    toleration_seconds: Some(1),
-                    purge_mode: Some(PurgeMode::Never),
-                    ..Default::default()
-                }),
-            }
-            .into(),
-        );
-    }
-    typed.create(wire, None).await.unwrap();
+    let spec = wire.spec.as_mut().unwrap();
+    spec.failover = Some(
+        FailoverBehavior {
+            cluster: None,
+            application: Some(ApplicationFailoverBehavior {
+                toleration_seconds: Some(1),
+                purge_mode: Some(PurgeMode::Never),
+                ..Default::default()
+            }),
+        }
+        .into(),
+    );
+    wire
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_8_7_no_application_failover_on_status_nobody_collects() {
+    let (store, typed) = mem();
+    typed.create(unhealthy_on_member1(), None).await.unwrap();
+    let h = Harness::start::<GracefulEviction>(store, config(Duration::from_secs(600)));
+    // the work executor is down: the last status it wrote says Unhealthy, but nobody has
+    // looked since, so 3 s (three tolerations) pass without an eviction
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        get_binding(&typed, "b").await.targets("member1"),
+        "evicted on a status nobody collected"
+    );
+    // collection resumes and still finds it Unhealthy: the period counts from then
+    let resumed = now();
+    let collector = collect_status(&typed, "member1");
+    eventually(WAIT, "member1 evicted", || async {
+        (!get_binding(&typed, "b").await.targets("member1")).then_some(())
+    })
+    .await;
+    assert!(
+        now().saturating_since(resumed) >= Duration::from_secs(1),
+        "the unhealthy period must count from when collection resumed"
+    );
+    collector.abort();
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ge_application_failover_evicts_unhealthy_cluster_ge_8_a10() {
+    let (store, typed) = mem();
+    let collector = collect_status(&typed, "member1");
+    typed.create(unhealthy_on_member1(), None).await.unwrap();
     let start = now();
     let h = Harness::start::<GracefulEviction>(store, config(Duration::from_secs(600)));
     eventually(WAIT, "member1 evicted", || async {
@@ -249,6 +307,7 @@ async fn ge_application_failover_evicts_unhealthy_cluster_ge_8_a10() {
     assert_eq!(t.purge_mode, PurgeMode::Never);
     assert_eq!(t.suppress_deletion, Some(true));
     assert!(t.creation_timestamp.is_some(), "stamped in the same write");
+    collector.abort();
     h.stop().await;
 }
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
 use flotilla_store::Leadership;
-use flotilla_store::typed::Update;
+use flotilla_store::typed::{Stored as _, Update, namespaced_key};
 use futures::StreamExt;
 use tokio::sync::watch;
 
@@ -69,8 +69,73 @@ pub async fn run(
     }
 }
 
+/// GE-8.7: whether any of `works` belongs to a binding with application failover, whose
+/// graceful eviction needs to know when the cluster's status was last collected.
+fn watched_for_application_failover(ctx: &Context, works: &[Arc<v1::Work>]) -> bool {
+    works.iter().any(|w| {
+        w.spec
+            .as_ref()
+            .and_then(|s| s.binding.as_ref())
+            .and_then(|b| {
+                ctx.bindings.get(&namespaced_key(
+                    v1::ResourceBinding::PREFIX,
+                    &b.namespace,
+                    &b.name,
+                ))
+            })
+            .is_some_and(|b| {
+                b.spec
+                    .as_ref()
+                    .and_then(|s| s.failover.as_ref())
+                    .is_some_and(|f| f.application.is_some())
+            })
+    })
+}
+
+/// GE-8.7: records a pass over `cluster` that began at `started` and has written what it
+/// changed (`statuscollections/<cluster>`, a compare-and-swap through the leader-fenced
+/// store). A failure is left to the next pass: graceful eviction then only waits longer.
+async fn record_collection(ctx: &Context, cluster: &str, started: flotilla_core::Time) {
+    use flotilla_proto::convert::time_to_timestamp;
+    let key = format!("{}{cluster}", v1::StatusCollection::PREFIX);
+    let mark = |meta: Option<v1::ObjectMeta>| v1::StatusCollection {
+        metadata: Some(meta.unwrap_or_else(|| v1::ObjectMeta {
+            name: cluster.to_owned(),
+            ..Default::default()
+        })),
+        started_at: Some(time_to_timestamp(started)),
+        finished_at: Some(time_to_timestamp(ctx.clock.now())),
+        period: prost_types::Duration::try_from(ctx.config.status_sync_period).ok(),
+    };
+    let written = match ctx.typed.get::<v1::StatusCollection>(&key).await {
+        Ok(Some(old)) => {
+            let new = mark(old.metadata.clone());
+            ctx.typed.update(&old, new).await.map(drop)
+        }
+        Ok(None) => ctx.typed.create(mark(None), None).await.map(drop),
+        Err(e) => Err(e),
+    };
+    if let Err(error) = written {
+        tracing::debug!(cluster, %error, "status collection not recorded");
+    }
+}
+
 /// One pass over every Ready Push cluster.
 pub async fn sync_all(ctx: &Context) -> SyncReport {
+    // GE-8.7: a Ready Pull cluster's agent reports as its watches see changes: its status
+    // is being collected while the work executor takes the reports
+    let started = ctx.clock.now();
+    for pull in ctx
+        .clusters
+        .list()
+        .into_iter()
+        .filter(|c| cluster_is_pull(c) && cluster_ready(c) && !is_deleting(c.metadata.as_ref()))
+    {
+        let name = pull.metadata.as_ref().map_or("", |m| m.name.as_str());
+        if watched_for_application_failover(ctx, &ctx.works.by_index(INDEX_CLUSTER, name)) {
+            record_collection(ctx, name, started).await;
+        }
+    }
     let clusters: Vec<Arc<v1::Cluster>> = ctx
         .clusters
         .list()
@@ -107,6 +172,8 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
     if works.is_empty() {
         return report;
     }
+    let started = ctx.clock.now();
+    let watched = watched_for_application_failover(ctx, &works);
     let target = crate::member::target_of(&ctx.secrets, cluster);
     let member = match target.and_then(|t| ctx.members.member(name, &t)) {
         Ok(m) => m,
@@ -193,6 +260,10 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
                 report.conflicts += 1;
             }
         }
+    }
+    // GE-8.7: only a pass whose every status landed counts as a collection
+    if report.conflicts == 0 && watched {
+        record_collection(ctx, name, started).await;
     }
     report
 }
