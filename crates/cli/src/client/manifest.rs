@@ -18,7 +18,7 @@
 //!   document as JSON.
 //!
 //! Karmada fields that Flotilla does not implement are rejected unless they hold their
-//! default value (`preemption: Never`, `conflictResolution: Abort`, ...). A Cluster's
+//! default value (`dependentOverrides: []`, ...). A Cluster's
 //! `secretRef` names the Secret with its credentials; a `v1` Secret in `karmada-cluster` is
 //! such a credential (stored by the api, never printed), any other Secret a template. `status`
 //! and server-set metadata (uid, resourceVersion, ...) are ignored, so that the output of
@@ -946,20 +946,27 @@ const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 4] = [
         |v| v.is_null() || v.as_bool() == Some(false),
         "deprecated in Karmada; use `propagateDeps: true`",
     ),
+    // Flotilla's apply takes over an object that already exists on a member, which is what
+    // `Overwrite` asks for; the default `Abort` check is not made (docs/rules.md PL-7)
     (
         "conflictResolution",
-        |v| v.is_null() || matches!(v.as_str(), Some("" | "Abort")),
-        "Flotilla supports only \"Abort\" (taking over existing member resources is not supported yet)",
+        |v| v.is_null() || matches!(v.as_str(), Some("" | "Abort" | "Overwrite")),
+        "supported values: \"Abort\", \"Overwrite\"",
     ),
     (
         "dependentOverrides",
         |v| v.is_null() || v.as_sequence().is_some_and(Vec::is_empty),
-        "waiting for dependent OverridePolicies is not supported yet",
+        "not supported yet: Flotilla does not hold a workload back until the named \
+         OverridePolicies exist; apply the OverridePolicies and this policy in one file \
+         instead (`flotilla apply -f` writes a file in one transaction, so no workload is \
+         propagated without its overrides)",
     ),
     (
         "schedulePriority",
         serde_norway::Value::is_null,
-        "scheduling priority is not supported yet",
+        "not supported yet: Flotilla's scheduler does not order its queue by priority class \
+         (a backlog is scheduled in arrival order); remove the field, and use `priority` with \
+         `preemption` to decide which policy claims a workload",
     ),
 ];
 
@@ -967,16 +974,18 @@ const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 4] = [
 const UNSUPPORTED_PLACEMENT_FIELDS: [Unsupported; 1] = [(
     "workloadAffinity",
     serde_norway::Value::is_null,
-    "affinity and anti-affinity between workload groups are not supported yet; place the \
-     workloads with clusterAffinity or spreadConstraints instead",
+    "not supported yet: the scheduler places each binding on its own and does not look at \
+     where the other workloads of a group run; place the workloads with clusterAffinity or \
+     spreadConstraints instead",
 )];
 
 /// The same for each term of `spec.placement.clusterAffinities`.
 const UNSUPPORTED_AFFINITY_TERM_FIELDS: [Unsupported; 1] = [(
     "overflowAffinities",
     |v| v.is_null() || v.as_sequence().is_some_and(Vec::is_empty),
-    "overflow affinities are not supported yet; list the clusters to fall back on as a later \
-     clusterAffinities term",
+    "not supported yet: Flotilla fills one affinity term at a time and does not spill the \
+     replicas that do not fit onto overflow clusters; list the clusters to fall back on as a \
+     later clusterAffinities term instead",
 )];
 
 /// Refuses (and removes) the [`UNSUPPORTED_POLICY_FIELDS`] of a policy document, and those of

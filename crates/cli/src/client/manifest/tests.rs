@@ -460,10 +460,6 @@ fn karmada_fields_not_carried_yet_are_refused_by_name() {
             "spec.placement.clusterAffinities[0].overflowAffinities",
         ),
         (
-            "  conflictResolution: Overwrite\n",
-            "spec.conflictResolution",
-        ),
-        (
             "  schedulePriority: {priorityClassSource: KubePriorityClass, priorityClassName: high}\n",
             "spec.schedulePriority",
         ),
@@ -496,6 +492,28 @@ fn karmada_fields_not_carried_yet_are_refused_by_name() {
         !errs[0].contains("OverridePolicies are not supported"),
         "OverridePolicies are: {}",
         errs[0]
+    );
+    // each refusal says why and what to use instead
+    for (spec, instead) in [
+        ("  dependentOverrides: [o]\n", "in one file"),
+        (
+            "  schedulePriority: {priorityClassName: high}\n",
+            "`preemption`",
+        ),
+        (
+            "  placement:\n    workloadAffinity: {}\n",
+            "spreadConstraints instead",
+        ),
+    ] {
+        let errs = errors(&policy(spec));
+        assert!(errs[0].contains(instead), "{spec}: {}", errs[0]);
+    }
+    // PL-7: Overwrite is what Flotilla's apply does; an unknown value is refused
+    read_ok(&policy("  conflictResolution: Overwrite\n"));
+    let errs = errors(&policy("  conflictResolution: Replace\n"));
+    assert!(
+        errs[0].contains("spec.conflictResolution") && errs[0].contains("\"Overwrite\""),
+        "{errs:#?}"
     );
     // their defaults are taken
     read_ok(&policy(
