@@ -5,6 +5,7 @@ mod application_failover;
 mod availability;
 mod bad_input;
 mod compose;
+mod conflict_resolution;
 mod credentials;
 mod dependencies;
 mod docs_ids;

@@ -550,6 +550,24 @@ pub enum Preemption {
     Always,
 }
 
+/// PL-7: what happens when a template's object already exists on a member and Flotilla did
+/// not create it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConflictResolution {
+    /// The Work fails; the member's object is left alone (Karmada's default).
+    #[default]
+    Abort,
+    /// The object is taken over.
+    Overwrite,
+}
+
+impl ConflictResolution {
+    /// Whether this is the default (not printed).
+    pub fn is_abort(&self) -> bool {
+        *self == ConflictResolution::Abort
+    }
+}
+
 /// How the old copy is removed on eviction (A4). The deprecated spellings `Immediately` and
 /// `Graciously` read as `Directly` and `Gracefully`, as Karmada ≤ v1.18 does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -735,6 +753,9 @@ pub struct PropagationSpec {
     /// WE-6.5: dispatching suspended, everywhere or on named clusters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspension: Option<Suspension>,
+    /// PL-7: what to do with a member object Flotilla did not create.
+    #[serde(default, skip_serializing_if = "ConflictResolution::is_abort")]
+    pub conflict_resolution: ConflictResolution,
 }
 
 /// When a policy's changes reach the templates it already claimed (PL-6).
@@ -955,6 +976,8 @@ pub struct ResourceBindingSpec {
     pub preserve_resources_on_deletion: bool,
     /// Copy of the policy's `suspension` (WE-6.5).
     pub suspension: Option<Suspension>,
+    /// Copy of the policy's `conflictResolution` (PL-7).
+    pub conflict_resolution: ConflictResolution,
 }
 
 /// A binding's status.

@@ -341,6 +341,20 @@ pub enum MemberError {
         /// The Status message.
         message: String,
     },
+    /// PL-7: `conflictResolution: Abort` and the member already has the object, not made by
+    /// Flotilla for this binding (it lacks the manifest's permanent-id label).
+    #[error(
+        "{kind} {name} already exists on member {endpoint} and Flotilla did not create it; \
+         it is left alone (conflictResolution: Abort; Overwrite takes it over)"
+    )]
+    NotOurs {
+        /// The endpoint.
+        endpoint: String,
+        /// The object's kind.
+        kind: String,
+        /// The object's namespace/name.
+        name: String,
+    },
     /// The member does not serve the object's kind (discovery found no resource for it).
     #[error("member {endpoint} serves no resource for {api_version} {kind}")]
     UnknownKind {
@@ -654,6 +668,42 @@ impl Member {
         } else {
             Api::all_with(self.client(), &resource)
         })
+    }
+
+    /// PL-7: [`Member::apply`], unless the member already has the object and it is not
+    /// Flotilla's for this binding: its permanent-id label (namespaced or cluster-scoped
+    /// form) is not the manifest's. Then [`MemberError::NotOurs`], and nothing is written.
+    /// One read more than `apply`: callers check only before a Work's first apply.
+    pub async fn apply_if_ours(&self, manifest: &Value) -> Result<Value, MemberError> {
+        let r = ObjectRef::of(manifest)?;
+        let label = |o: &Value, key: &str| {
+            o.pointer("/metadata/labels")
+                .and_then(|l| l.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let key = [MANAGED_LABEL, MANAGED_LABEL_CLUSTER]
+            .into_iter()
+            .find(|k| label(manifest, k).is_some());
+        let existing = match self.get(&r).await {
+            Ok(existing) => existing,
+            Err(MemberError::UnknownKind { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(on_member) = existing
+            && key.is_none_or(|k| label(&on_member, k) != label(manifest, k))
+        {
+            return Err(MemberError::NotOurs {
+                endpoint: self.endpoint.clone(),
+                kind: r.kind.clone(),
+                name: if r.namespace.is_empty() {
+                    r.name.clone()
+                } else {
+                    format!("{}/{}", r.namespace, r.name)
+                },
+            });
+        }
+        self.apply(manifest).await
     }
 
     /// Server-side apply of `manifest` as field manager `flotilla`, forcing conflicts (the

@@ -226,6 +226,7 @@ wire_enum!(ReplicaDivisionPreference {
 });
 wire_enum!(DynamicWeightFactor { AvailableReplicas });
 wire_enum!(Preemption { Never, Always });
+wire_enum!(ConflictResolution { Abort, Overwrite });
 wire_enum!(ActivationPreference { Lazy });
 wire_enum!(PurgeMode {
     Directly,
@@ -1271,8 +1272,10 @@ impl From<domain::PropagationSpec> for v1::PropagationSpec {
             activation_preference,
             preserve_resources_on_deletion,
             suspension,
+            conflict_resolution,
         } = spec;
         v1::PropagationSpec {
+            conflict_resolution: enc::<_, v1::ConflictResolution>(conflict_resolution),
             preserve_resources_on_deletion,
             suspension: suspension.map(Into::into),
             preemption: enc::<_, v1::Preemption>(preemption),
@@ -1302,8 +1305,13 @@ impl TryFrom<v1::PropagationSpec> for domain::PropagationSpec {
             activation_preference,
             preserve_resources_on_deletion,
             suspension,
+            conflict_resolution,
         } = spec;
         Ok(domain::PropagationSpec {
+            conflict_resolution: WireEnum::from_wire_or_default(
+                conflict_resolution,
+                "conflictResolution",
+            )?,
             preserve_resources_on_deletion,
             suspension: suspension.map(Into::into),
             preemption: WireEnum::from_wire_or_default(preemption, "preemption")?,
@@ -1655,6 +1663,7 @@ impl From<domain::ResourceBindingSpec> for v1::ResourceBindingSpec {
             propagate_deps,
             preserve_resources_on_deletion,
             suspension,
+            conflict_resolution,
         } = spec;
         // The domain flattens `requiredBy[].clusters`; write them back as one unnamed entry.
         let required_by = if required_by_clusters.is_empty() {
@@ -1683,6 +1692,7 @@ impl From<domain::ResourceBindingSpec> for v1::ResourceBindingSpec {
             propagate_deps,
             preserve_resources_on_deletion,
             suspension: suspension.map(Into::into),
+            conflict_resolution: enc::<_, v1::ConflictResolution>(conflict_resolution),
         }
     }
 }
@@ -1705,8 +1715,13 @@ impl TryFrom<v1::ResourceBindingSpec> for domain::ResourceBindingSpec {
             propagate_deps,
             preserve_resources_on_deletion,
             suspension,
+            conflict_resolution,
         } = spec;
         Ok(domain::ResourceBindingSpec {
+            conflict_resolution: WireEnum::from_wire_or_default(
+                conflict_resolution,
+                "conflictResolution",
+            )?,
             preserve_resources_on_deletion,
             suspension: suspension.map(Into::into),
             resource: msg(resource, "resource")?,

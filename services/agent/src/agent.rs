@@ -49,6 +49,9 @@ struct Tracked {
     manifest: String,
     resource: Option<ObjectRef>,
     preserve: bool,
+    /// PL-7: `conflictResolution: Abort`: a member object Flotilla did not create is left
+    /// alone.
+    only_ours: bool,
     outcome: Outcome,
     since: prost_types::Timestamp,
     reported: Option<Report>,
@@ -224,16 +227,19 @@ impl WorkAgent {
         }
     }
 
-    /// Applies `manifest` on the member: the object it names, or why not.
-    async fn apply_manifest(&self, manifest: &str) -> Result<ObjectRef, String> {
+    /// Applies `manifest` on the member: the object it names, or why not. With `only_ours`
+    /// (PL-7) an object the member has that Flotilla did not create is left alone (the
+    /// agent keeps no record across restarts, so it checks before every apply).
+    async fn apply_manifest(&self, manifest: &str, only_ours: bool) -> Result<ObjectRef, String> {
         let object: Value = serde_json::from_str(manifest)
             .map_err(|e| format!("the Work's manifest is not JSON: {e}"))?;
         let r = ObjectRef::of(&object).map_err(|e| e.to_string())?;
-        self.member
-            .apply(&object)
-            .await
-            .map(|_| r)
-            .map_err(|e| e.to_string())
+        let applied = if only_ours {
+            self.member.apply_if_ours(&object).await
+        } else {
+            self.member.apply(&object).await
+        };
+        applied.map(|_| r).map_err(|e| e.to_string())
     }
 
     /// The object `manifest` names when the member holds it as applied by Flotilla for this
@@ -303,6 +309,7 @@ impl WorkAgent {
             manifest: spec.manifest.clone(),
             resource: previous.as_ref().and_then(|p| p.resource.clone()),
             preserve: spec.preserve_resources_on_deletion,
+            only_ours: spec.conflict_resolution != v1::ConflictResolution::Overwrite as i32,
             outcome: Outcome::Suspended,
             since: now_timestamp(),
             reported: previous.as_ref().and_then(|p| p.reported.clone()),
@@ -333,7 +340,7 @@ impl WorkAgent {
         } else if spec.suspend_dispatching {
             tracked.outcome = Outcome::Suspended;
         } else {
-            match self.apply_manifest(&spec.manifest).await {
+            match self.apply_manifest(&spec.manifest, tracked.only_ours).await {
                 Ok(r) => {
                     if let Some(old) = tracked.resource.take()
                         && old != r
@@ -370,7 +377,7 @@ impl WorkAgent {
                 continue;
             };
             let outcome = match &t.outcome {
-                Outcome::Failed(_) => match self.apply_manifest(&t.manifest).await {
+                Outcome::Failed(_) => match self.apply_manifest(&t.manifest, t.only_ours).await {
                     Ok(r) => {
                         if let Some(w) = self.works.get_mut(&id) {
                             w.resource = Some(r);

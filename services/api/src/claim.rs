@@ -439,6 +439,7 @@ pub fn desired_binding(
     spec.propagate_deps = claim.spec.propagate_deps;
     spec.preserve_resources_on_deletion = claim.spec.preserve_resources_on_deletion;
     spec.suspension = claim.spec.suspension.clone();
+    spec.conflict_resolution = claim.spec.conflict_resolution;
     binding
 }
 

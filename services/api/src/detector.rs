@@ -496,6 +496,7 @@ fn detector_digest(b: &v1::ResourceBinding) -> u64 {
             .add(&spec.scheduler_name)
             .add(&spec.propagate_deps)
             .add(&spec.preserve_resources_on_deletion)
+            .add(&spec.conflict_resolution)
             .message(spec.suspension.as_ref());
         for r in &spec.required_by {
             d.message(Some(r));

@@ -190,7 +190,23 @@ async fn step(
     let now = ctx.clock.now();
     let outcome = match applied.take() {
         Some((g, resp)) if g == generation => Ok(resp),
-        _ => crate::member::apply(&ctx.members, &ctx.secrets, &cluster, &spec.manifest).await,
+        _ => {
+            // PL-7: with Abort, a Work never applied yet must not take over a member object
+            // Flotilla did not create (once applied, the object carries its label)
+            let only_ours = spec.conflict_resolution != v1::ConflictResolution::Overwrite as i32
+                && work
+                    .status
+                    .as_ref()
+                    .is_none_or(|s| crate::render::applied_state(s) != Some(true));
+            crate::member::apply(
+                &ctx.members,
+                &ctx.secrets,
+                &cluster,
+                &spec.manifest,
+                only_ours,
+            )
+            .await
+        }
     };
     let (status, failure) = match &outcome {
         Ok(member) => (

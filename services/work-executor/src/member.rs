@@ -27,18 +27,25 @@ pub fn object_ref(resource: &v1::ObjectReference) -> ObjectRef {
 }
 
 /// Applies a Work's manifest (JSON text) on `cluster` by server-side apply and reads back
-/// the member's view of it.
+/// the member's view of it. With `only_ours` (PL-7: `conflictResolution: Abort`, before the
+/// Work's first apply) an object the member has that Flotilla did not create is left alone:
+/// [`MemberError::NotOurs`].
 pub async fn apply(
     members: &Members,
     secrets: &Cache<v1::Secret>,
     cluster: &v1::Cluster,
     manifest: &str,
+    only_ours: bool,
 ) -> Result<v1::ManifestStatus, MemberError> {
     let name = cluster.metadata.as_ref().map_or("", |m| m.name.as_str());
     let object: Value = serde_json::from_str(manifest)
         .map_err(|e| MemberError::BadObject(format!("the Work's manifest: {e}")))?;
     let member = members.member(name, &target_of(secrets, cluster)?)?;
-    let applied = member.apply(&object).await?;
+    let applied = if only_ours {
+        member.apply_if_ours(&object).await?
+    } else {
+        member.apply(&object).await?
+    };
     Ok(flotilla_member::status::manifest_status(&applied))
 }
 

@@ -488,6 +488,8 @@ pub fn render_work_with(
                 .spec
                 .as_ref()
                 .is_some_and(|s| s.preserve_resources_on_deletion),
+            // PL-7: the policy's choice, through the binding
+            conflict_resolution: binding.spec.as_ref().map_or(0, |s| s.conflict_resolution),
             trace_context: trace_context(binding),
         }),
         status: None,

@@ -940,18 +940,11 @@ struct CapacityDoc {
 /// A field, whether a value is its default (accepted), and why another value is refused.
 type Unsupported = (&'static str, fn(&serde_norway::Value) -> bool, &'static str);
 
-const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 4] = [
+const UNSUPPORTED_POLICY_FIELDS: [Unsupported; 3] = [
     (
         "association",
         |v| v.is_null() || v.as_bool() == Some(false),
         "deprecated in Karmada; use `propagateDeps: true`",
-    ),
-    // Flotilla's apply takes over an object that already exists on a member, which is what
-    // `Overwrite` asks for; the default `Abort` check is not made (docs/rules.md PL-7)
-    (
-        "conflictResolution",
-        |v| v.is_null() || matches!(v.as_str(), Some("" | "Abort" | "Overwrite")),
-        "supported values: \"Abort\", \"Overwrite\"",
     ),
     (
         "dependentOverrides",

@@ -248,6 +248,7 @@ fn propagation_policy(namespace: &str) -> domain::PropagationPolicy {
             preemption: domain::Preemption::Always,
             activation_preference: Some(domain::ActivationPreference::Lazy),
             preserve_resources_on_deletion: true,
+            conflict_resolution: domain::ConflictResolution::Overwrite,
             suspension: Some(domain::Suspension {
                 dispatching: Some(false),
                 dispatching_on_clusters: Some(domain::SuspendClusters {
@@ -337,6 +338,7 @@ fn binding() -> domain::ResourceBinding {
             propagate_deps: true,
             preserve_resources_on_deletion: true,
             suspension: None,
+            conflict_resolution: domain::ConflictResolution::Overwrite,
         },
         status: domain::ResourceBindingStatus {
             conditions: vec![condition("Scheduled", domain::ConditionStatus::True)],

@@ -508,11 +508,15 @@ fn karmada_fields_not_carried_yet_are_refused_by_name() {
         let errs = errors(&policy(spec));
         assert!(errs[0].contains(instead), "{spec}: {}", errs[0]);
     }
-    // PL-7: Overwrite is what Flotilla's apply does; an unknown value is refused
-    read_ok(&policy("  conflictResolution: Overwrite\n"));
+    // PL-7: Overwrite is carried; an unknown value is refused
+    let docs = read_ok(&policy("  conflictResolution: Overwrite\n"));
+    assert_eq!(
+        pp_spec(&docs[0]).conflict_resolution,
+        v1::ConflictResolution::Overwrite as i32
+    );
     let errs = errors(&policy("  conflictResolution: Replace\n"));
     assert!(
-        errs[0].contains("spec.conflictResolution") && errs[0].contains("\"Overwrite\""),
+        errs[0].contains("spec.conflictResolution") && errs[0].contains("`Overwrite`"),
         "{errs:#?}"
     );
     // their defaults are taken

@@ -144,6 +144,7 @@ fn binding() -> ResourceBinding {
             propagate_deps: false,
             preserve_resources_on_deletion: true,
             suspension: None,
+            conflict_resolution: Default::default(),
         },
         status: ResourceBindingStatus::default(),
     }
