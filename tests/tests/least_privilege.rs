@@ -267,6 +267,10 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
             code(api.delete_cluster(authed(delete, &edge1)).await),
         ),
         ("applies", code(api.apply(by(&edge1)).await)),
+        (
+            "releases an eviction task (GE-9.1)",
+            code(api.release_eviction_task(by(&edge1)).await),
+        ),
         ("reads Secrets", code(api.list_secrets(by(&edge1)).await)),
         (
             "lists Clusters (their credentials' names among them)",
@@ -305,6 +309,10 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
             code(api.create_secret(by(&viewer)).await),
         ),
         ("applies", code(api.apply(by(&viewer)).await)),
+        (
+            "releases an eviction task (GE-9.1)",
+            code(api.release_eviction_task(by(&viewer)).await),
+        ),
         (
             "lists Works (manifests may be Secrets)",
             code(api.list_works(by(&viewer)).await),

@@ -292,6 +292,11 @@ mod tests {
                 [true, false, false, false],
             ),
             ("/flotilla.v1.Api/Apply", [true, false, false, false]),
+            // GE-9.1: only an admin releases a held eviction task
+            (
+                "/flotilla.v1.Api/ReleaseEvictionTask",
+                [true, false, false, false],
+            ),
             ("/flotilla.v1.Api/ListClusters", [true, true, true, false]),
             ("/flotilla.v1.Api/GetSecret", [true, false, true, false]),
             ("/flotilla.v1.Api/WatchWorks", [true, false, true, true]),
