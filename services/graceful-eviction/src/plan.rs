@@ -371,6 +371,23 @@ mod tests {
 
     const TIMEOUT: Duration = Duration::from_secs(600);
 
+    /// A binding on m1 (Unhealthy) and m2 (Healthy) with application failover `app`.
+    fn unhealthy_m1(app: ApplicationFailoverBehavior) -> ResourceBinding {
+        let mut b = binding(
+            &["m1", "m2"],
+            vec![],
+            vec![
+                item("m1", ResourceHealth::Unhealthy),
+                item("m2", ResourceHealth::Healthy),
+            ],
+        );
+        b.spec.failover = Some(FailoverBehavior {
+            cluster: None,
+            application: Some(app),
+        });
+        b
+    }
+
     /// A pass that began just after 30 s and is current until 33.3 s (GE-8.7).
     fn collected(_: &str) -> Option<Collection> {
         Some(Collection {
@@ -427,21 +444,10 @@ mod tests {
 
     #[test]
     fn ge_8_application_failover_evicts_with_producer_and_purge_mode() {
-        let mut b = binding(
-            &["m1", "m2"],
-            vec![],
-            vec![
-                item("m1", ResourceHealth::Unhealthy),
-                item("m2", ResourceHealth::Healthy),
-            ],
-        );
-        b.spec.failover = Some(FailoverBehavior {
-            cluster: None,
-            application: Some(ApplicationFailoverBehavior {
-                toleration_seconds: Some(30),
-                purge_mode: Some(PurgeMode::Never),
-                ..Default::default()
-            }),
+        let b = unhealthy_m1(ApplicationFailoverBehavior {
+            toleration_seconds: Some(30),
+            purge_mode: Some(PurgeMode::Never),
+            ..Default::default()
         });
         let first = plan(&b, app(&BTreeMap::new()), TIMEOUT, Time::from_secs(0));
         assert!(first.app_evicted.is_empty());
@@ -486,25 +492,14 @@ mod tests {
 
     #[test]
     fn ge_8_6_state_is_preserved_on_the_task_or_the_eviction_waits_for_it() {
-        let mut b = binding(
-            &["m1", "m2"],
-            vec![],
-            vec![
-                item("m1", ResourceHealth::Unhealthy),
-                item("m2", ResourceHealth::Healthy),
-            ],
-        );
-        b.spec.failover = Some(FailoverBehavior {
-            cluster: None,
-            application: Some(ApplicationFailoverBehavior {
-                toleration_seconds: Some(30),
-                purge_mode: Some(PurgeMode::Directly),
-                state_preservation: vec![flotilla_core::types::StatePreservationRule {
-                    alias_label_name: "app.io/epoch".into(),
-                    json_path: "{ .epoch }".into(),
-                }],
-                ..Default::default()
-            }),
+        let mut b = unhealthy_m1(ApplicationFailoverBehavior {
+            toleration_seconds: Some(30),
+            purge_mode: Some(PurgeMode::Directly),
+            state_preservation: vec![flotilla_core::types::StatePreservationRule {
+                alias_label_name: "app.io/epoch".into(),
+                json_path: "{ .epoch }".into(),
+            }],
+            ..Default::default()
         });
         let memory = BTreeMap::from([("m1".to_owned(), Time::from_secs(0))]);
         // TM-10.2: m1's status was never collected: due, but postponed, memory kept

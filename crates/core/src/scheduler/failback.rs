@@ -113,9 +113,27 @@ pub fn failback_clusters_after(
     if window_seconds(binding).is_none() {
         return Vec::new();
     }
-    let mut out: Vec<String> = binding
-        .status
-        .failback_clusters
+    remembered_evictions(
+        &binding.status.failback_clusters,
+        binding,
+        PRODUCER_TAINT_MANAGER,
+        targets,
+        failed_back,
+    )
+}
+
+/// A list of clusters a binding was evicted from, after a schedule that results in
+/// `targets`: `remembered` and the clusters of the binding's tasks made by `producer`, minus
+/// the targets and minus `excluded`. Sorted, without repeats. What A11 (failback) and SC-6.7
+/// (application failover) keep.
+pub(crate) fn remembered_evictions(
+    remembered: &[String],
+    binding: &ResourceBinding,
+    producer: &str,
+    targets: &[TargetCluster],
+    excluded: &[String],
+) -> Vec<String> {
+    let mut out: Vec<String> = remembered
         .iter()
         .cloned()
         .chain(
@@ -123,10 +141,10 @@ pub fn failback_clusters_after(
                 .spec
                 .graceful_eviction_tasks
                 .iter()
-                .filter(|t| t.producer == PRODUCER_TAINT_MANAGER)
+                .filter(|t| t.producer == producer)
                 .map(|t| t.from_cluster.clone()),
         )
-        .filter(|c| !targets.iter().any(|t| &t.name == c) && !failed_back.contains(c))
+        .filter(|c| !targets.iter().any(|t| &t.name == c) && !excluded.contains(c))
         .collect();
     out.sort();
     out.dedup();

@@ -138,22 +138,13 @@ pub fn application_failover_clusters_after(
     } else {
         &binding.status.application_failover_clusters
     };
-    let mut out: Vec<String> = remembered
-        .iter()
-        .cloned()
-        .chain(
-            binding
-                .spec
-                .graceful_eviction_tasks
-                .iter()
-                .filter(|t| t.producer == crate::types::PRODUCER_APPLICATION_FAILOVER)
-                .map(|t| t.from_cluster.clone()),
-        )
-        .filter(|c| !targets.iter().any(|t| &t.name == c))
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+    super::failback::remembered_evictions(
+        remembered,
+        binding,
+        crate::types::PRODUCER_APPLICATION_FAILOVER,
+        targets,
+        &[],
+    )
 }
 
 /// What the scheduler knows about one cluster of the snapshot after a run, for explanation
