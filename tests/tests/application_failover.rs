@@ -32,6 +32,27 @@ use flotilla_tests::{
 const T: Duration = Duration::from_secs(30);
 const LABEL: &str = "failover.flotilla.io/replicas";
 
+/// Application failover `app` with a 2 s toleration.
+fn after_two_seconds(app: v1::ApplicationFailoverBehavior) -> v1::FailoverBehavior {
+    v1::FailoverBehavior {
+        application: Some(v1::ApplicationFailoverBehavior {
+            decision_conditions: Some(v1::DecisionConditions {
+                toleration_seconds: Some(2),
+            }),
+            ..app
+        }),
+        ..Default::default()
+    }
+}
+
+/// Duplicated (the default) over member1 and member2.
+fn on_both_members() -> v1::Placement {
+    v1::Placement {
+        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
+        ..Default::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tm_10_state_is_preserved_and_injected_into_the_new_copy() {
     let mut stack = Stack::start(Timers::fast()).await;
@@ -45,22 +66,16 @@ async fn tm_10_state_is_preserved_and_injected_into_the_new_copy() {
     let api = stack
         .register_push_members(&["member1", "member2"], T)
         .await;
-    let failover = v1::FailoverBehavior {
-        application: Some(v1::ApplicationFailoverBehavior {
-            decision_conditions: Some(v1::DecisionConditions {
-                toleration_seconds: Some(2),
-            }),
-            purge_mode: v1::PurgeMode::Directly as i32,
-            state_preservation: Some(v1::StatePreservation {
-                rules: vec![v1::StatePreservationRule {
-                    alias_label_name: LABEL.into(),
-                    json_path: "{ .replicas }".into(),
-                }],
-            }),
-            ..Default::default()
+    let failover = after_two_seconds(v1::ApplicationFailoverBehavior {
+        purge_mode: v1::PurgeMode::Directly as i32,
+        state_preservation: Some(v1::StatePreservation {
+            rules: vec![v1::StatePreservationRule {
+                alias_label_name: LABEL.into(),
+                json_path: "{ .replicas }".into(),
+            }],
         }),
         ..Default::default()
-    };
+    });
     let placement = divided_over_members(v1::ReplicaDivisionPreference::Aggregated);
     let bindings = record_bindings(&api).await;
     create_nginx(&api, nginx_policy(placement, Some(failover))).await;
@@ -127,21 +142,12 @@ async fn sc_6_7_an_application_failed_over_from_a_cluster_is_not_placed_back() {
     let api = stack
         .register_push_members(&["member1", "member2"], T)
         .await;
-    let placement = v1::Placement {
-        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
+    let placement = on_both_members();
+    let failover = after_two_seconds(v1::ApplicationFailoverBehavior {
+        purge_mode: v1::PurgeMode::Gracefully as i32,
+        grace_period_seconds: Some(8),
         ..Default::default()
-    };
-    let failover = v1::FailoverBehavior {
-        application: Some(v1::ApplicationFailoverBehavior {
-            decision_conditions: Some(v1::DecisionConditions {
-                toleration_seconds: Some(2),
-            }),
-            purge_mode: v1::PurgeMode::Gracefully as i32,
-            grace_period_seconds: Some(8),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    });
     let bindings = record_bindings(&api).await;
     create_nginx(&api, nginx_policy(placement, Some(failover))).await;
     // (on the history: the task may end before a poll could see it)
@@ -208,21 +214,12 @@ async fn ge_8_7_stale_unhealthy_status_evicts_nothing() {
     let api = stack
         .register_push_members(&["member1", "member2"], T)
         .await;
-    let placement = v1::Placement {
-        cluster_affinity: Some(cluster_names(&["member1", "member2"])),
+    let placement = on_both_members();
+    let failover = after_two_seconds(v1::ApplicationFailoverBehavior {
+        purge_mode: v1::PurgeMode::Gracefully as i32,
+        grace_period_seconds: Some(30),
         ..Default::default()
-    };
-    let failover = v1::FailoverBehavior {
-        application: Some(v1::ApplicationFailoverBehavior {
-            decision_conditions: Some(v1::DecisionConditions {
-                toleration_seconds: Some(2),
-            }),
-            purge_mode: v1::PurgeMode::Gracefully as i32,
-            grace_period_seconds: Some(30),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    });
     create_nginx(&api, nginx_policy(placement, Some(failover))).await;
     let health = |b: &v1::ResourceBinding, cluster: &str| {
         b.status.as_ref().and_then(|s| {
