@@ -9,6 +9,7 @@ mod conflict_resolution;
 mod credentials;
 mod dependencies;
 mod docs_ids;
+mod every_rpc;
 mod failback;
 mod faults;
 mod grpcurl;

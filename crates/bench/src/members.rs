@@ -266,7 +266,7 @@ async fn heartbeats(clusters: usize, url: String, shutdown: Shutdown) -> anyhow:
             match c.heartbeat(request).await {
                 Ok(r) => {
                     if let Some(d) = r.into_inner().renew_interval
-                        && let Ok(d) = Duration::try_from(d)
+                        && let Ok(d) = flotilla_proto::convert::duration_from_wire(&d)
                         && !d.is_zero()
                     {
                         interval = d;

@@ -99,6 +99,21 @@ pub fn time_to_timestamp(time: Time) -> Timestamp {
     }
 }
 
+/// A wire duration as a `std::time::Duration`: negative durations and nanos outside
+/// `[0, 999999999]` are refused. prost-types' own `TryFrom` panics on `seconds: i64::MIN`
+/// (it negates it), which a caller can send; every service converts through this instead.
+pub fn duration_from_wire(d: &prost_types::Duration) -> Result<std::time::Duration, ConvertError> {
+    if !(0..1_000_000_000).contains(&d.nanos) {
+        return Err(ConvertError::new(
+            "",
+            format!("nanos {} outside [0, 999999999]", d.nanos),
+        ));
+    }
+    let seconds = u64::try_from(d.seconds)
+        .map_err(|_| ConvertError::new("", format!("seconds {} is negative", d.seconds)))?;
+    Ok(std::time::Duration::new(seconds, d.nanos.unsigned_abs()))
+}
+
 /// A wire timestamp as a domain time, truncated to the millisecond. Rejects nanos outside
 /// `0..1e9` and seconds outside the years 1..=9999, as the Timestamp specification requires.
 pub fn timestamp_to_time(ts: &Timestamp) -> Result<Time, ConvertError> {

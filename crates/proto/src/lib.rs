@@ -16,6 +16,8 @@
 //! timestamps); see [`convert`].
 
 pub mod convert;
+#[cfg(feature = "test-util")]
+pub mod fuzz;
 pub mod resource;
 
 pub use convert::ConvertError;

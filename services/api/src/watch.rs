@@ -144,7 +144,14 @@ pub async fn watch<R: ApiKind>(
                 }
             }
         }
-        resource_version + 1
+        // i64::MAX has no next revision (found by the every-RPC test: it overflowed)
+        resource_version.checked_add(1).ok_or_else(|| {
+            Error::field(
+                "resourceVersion",
+                flotilla_core::validation::FieldErrorKind::OutOfRange,
+                "is past any revision the store can reach",
+            )
+        })?
     };
     let watch = store.watch(&prefix, Some(from)).await?;
     let last = from - 1;

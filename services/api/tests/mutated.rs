@@ -13,186 +13,16 @@
 use std::sync::Arc;
 
 use flotilla_api::testing::{self, cluster, nginx_workload, seed_policy};
+use flotilla_proto::fuzz::{clear, mutate, mutate_field};
 use flotilla_proto::v1::{self, api_client::ApiClient};
 use flotilla_store::{MemStore, StoreRef};
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
 use prost::Message;
-use prost_reflect::{
-    DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, ReflectMessage, Value,
-};
-use rand::{Rng, SeedableRng};
+use prost_reflect::{DescriptorPool, DynamicMessage};
+use rand::SeedableRng;
 use tonic::Code;
 use tonic::transport::Channel;
-
-/// One byte-level mutation: (kind, position, byte).
-type Mutation = (u8, usize, u8);
-
-/// Applies `mutations` to `bytes`.
-fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
-    for &(kind, at, byte) in mutations {
-        let len = bytes.len().max(1);
-        let at = at % len;
-        match kind % 5 {
-            0 if !bytes.is_empty() => bytes[at] ^= byte | 1,
-            1 => bytes.truncate(at),
-            2 => bytes.insert(at.min(bytes.len()), byte),
-            3 if !bytes.is_empty() => {
-                bytes.remove(at);
-            }
-            _ => {
-                // repeat a slice: a field given twice, a list grown
-                let end = (at + usize::from(byte % 16) + 1).min(bytes.len());
-                let slice = bytes[at.min(end)..end].to_vec();
-                bytes.splice(end..end, slice);
-            }
-        }
-    }
-    bytes
-}
-
-/// Odd strings: empty, blank, huge, non-ASCII, path-like, control characters, upper case.
-const STRINGS: &[&str] = &[
-    "",
-    " ",
-    "UPPER_case",
-    "名前",
-    "../../etc/passwd",
-    "a\u{0}b",
-    "-leading-dash",
-    "x.y/z:w",
-    "key=value,other!=x",
-    "💥",
-];
-
-/// A random value of `kind` (one element, for a list or map value): the kind's default,
-/// then set through the typed accessors.
-fn random_value(kind: &Kind, rng: &mut impl Rng) -> Value {
-    let mut value = Value::default_value(kind);
-    let pick = |rng: &mut dyn rand::RngCore, n: usize| rng.random_range(0..n);
-    if let Some(s) = value.as_string_mut() {
-        *s = random_string(rng);
-    } else if let Some(b) = value.as_bytes_mut() {
-        *b = (0..rng.random_range(0..300))
-            .map(|_| rng.random::<u8>())
-            .collect::<Vec<u8>>()
-            .into();
-    } else if let Some(b) = value.as_bool_mut() {
-        *b = rng.random();
-    } else if let Some(n) = value.as_i32_mut() {
-        *n = [0, -1, 1, i32::MAX, i32::MIN, rng.random()][pick(rng, 6)];
-    } else if let Some(n) = value.as_i64_mut() {
-        *n = [0, -1, 1, i64::MAX, i64::MIN, rng.random()][pick(rng, 6)];
-    } else if let Some(n) = value.as_u32_mut() {
-        *n = [0, 1, u32::MAX, rng.random()][pick(rng, 4)];
-    } else if let Some(n) = value.as_u64_mut() {
-        *n = [0, 1, u64::MAX, rng.random()][pick(rng, 4)];
-    } else if let Some(x) = value.as_f32_mut() {
-        *x = [0.0, -1.0, f32::NAN, f32::INFINITY, 1e38][pick(rng, 5)];
-    } else if let Some(x) = value.as_f64_mut() {
-        *x = [0.0, -1.0, f64::NAN, f64::INFINITY, 1e308][pick(rng, 5)];
-    } else if let Some(n) = value.as_enum_number_mut() {
-        *n = [0, 1, 2, 99, -1][pick(rng, 5)];
-    }
-    value
-}
-
-/// A random string: an odd one, a random ASCII one, or one far too long.
-fn random_string(rng: &mut impl Rng) -> String {
-    match rng.random_range(0..4) {
-        0 => "a".repeat(rng.random_range(64..70_000)),
-        1 => (0..rng.random_range(1..40))
-            .map(|_| char::from(rng.random_range(32u8..127)))
-            .collect(),
-        _ => STRINGS[rng.random_range(0..STRINGS.len())].to_owned(),
-    }
-}
-
-/// A map key of `kind`.
-fn random_key(kind: &Kind, rng: &mut impl Rng) -> MapKey {
-    let mut key = MapKey::default_value(kind);
-    if let Some(s) = key.as_string_mut() {
-        *s = random_string(rng);
-    } else if let Some(b) = key.as_bool_mut() {
-        *b = rng.random();
-    } else if let Some(n) = key.as_i32_mut() {
-        *n = rng.random();
-    } else if let Some(n) = key.as_i64_mut() {
-        *n = rng.random();
-    }
-    key
-}
-
-/// Changes one field somewhere in `msg` (descending into set messages at random).
-fn mutate_field(msg: &mut DynamicMessage, rng: &mut impl Rng, depth: usize) {
-    let fields: Vec<FieldDescriptor> = msg.descriptor().fields().collect();
-    if fields.is_empty() {
-        return;
-    }
-    let field = fields[rng.random_range(0..fields.len())].clone();
-    let kind = field.kind();
-    // descend into a message that is there
-    if depth < 8 && rng.random_bool(0.6) && msg.has_field(&field) {
-        let pick = rng.random_range(0..usize::MAX);
-        let value: &mut Value = msg.get_field_mut(&field);
-        let inner: Option<&mut DynamicMessage> = match value {
-            Value::Message(inner) => Some(inner),
-            Value::List(items) if !items.is_empty() => {
-                let i = pick % items.len();
-                match &mut items[i] {
-                    Value::Message(inner) => Some(inner),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        if let Some(inner) = inner {
-            return mutate_field(inner, rng, depth + 1);
-        }
-    }
-    if field.is_map() {
-        let Kind::Message(entry) = &kind else { return };
-        let (k, v) = (
-            entry.map_entry_key_field().kind(),
-            entry.map_entry_value_field().kind(),
-        );
-        if let Value::Map(map) = msg.get_field_mut(&field) {
-            for _ in 0..rng.random_range(1..4) {
-                map.insert(random_key(&k, rng), random_value(&v, rng));
-            }
-        }
-    } else if field.is_list() {
-        if let Value::List(items) = msg.get_field_mut(&field) {
-            match rng.random_range(0..3) {
-                0 => items.clear(),
-                1 => {
-                    let n = rng.random_range(1..300);
-                    items.extend((0..n).map(|_| random_value(&kind, rng)));
-                }
-                _ => items.push(random_value(&kind, rng)),
-            }
-        }
-    } else if matches!(kind, Kind::Message(_)) && rng.random_bool(0.5) {
-        msg.clear_field(&field);
-    } else {
-        msg.set_field(&field, random_value(&kind, rng));
-    }
-}
-
-/// The codes a bad request may get: a clear answer about it, never a server fault.
-fn clear(code: Code) -> bool {
-    matches!(
-        code,
-        Code::Ok
-            | Code::InvalidArgument
-            | Code::AlreadyExists
-            | Code::NotFound
-            | Code::FailedPrecondition
-            | Code::Aborted
-            | Code::OutOfRange
-            | Code::ResourceExhausted
-    )
-}
 
 /// Runs mutated copies of `valid` (a `flotilla.v1.<name>Request`) through `call` on a
 /// blocking runtime; returns how many were sent.
@@ -354,6 +184,85 @@ fn mutated_requests_get_clear_answers() {
     // and it still serves
     let mut c = client.clone();
     rt.block_on(c.list_clusters(v1::ListClustersRequest::default()))
+        .expect("the api still answers");
+    rt.block_on(api.stop());
+}
+
+/// Oversized and deeply nested inputs are refused early and clearly: a manifest nested past
+/// the JSON reader's depth limit, a request over the gRPC size limit, and a huge label
+/// selector. None reaches the store, and the api keeps serving.
+#[test]
+fn oversized_and_deeply_nested_inputs_are_refused_early() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store: StoreRef = Arc::new(MemStore::new());
+    let api = rt.block_on(testing::serve(store.clone(), testing::config()));
+    let mut client: ApiClient<Channel> = rt.block_on(api.client());
+    let deep = |open: &str, close: &str| {
+        format!(
+            r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"deep","namespace":"default"}},"spec":{{"x":{}{}}}}}"#,
+            open.repeat(50_000),
+            close.repeat(50_000)
+        )
+    };
+    for (what, manifest) in [
+        ("nested lists", deep("[", "]")),
+        ("nested objects", deep(r#"{"a":"#, "}")),
+    ] {
+        let status = rt
+            .block_on(client.create_workload(v1::CreateWorkloadRequest {
+                workload: Some(v1::Workload {
+                    manifest,
+                    ..Default::default()
+                }),
+            }))
+            .expect_err(what);
+        assert_eq!(status.code(), Code::InvalidArgument, "{what}: {status:?}");
+        assert!(
+            status.message().contains("recursion") || status.message().contains("nest"),
+            "{what}: {}",
+            status.message()
+        );
+        assert!(status.message().len() <= 2048, "{what}: message not cut");
+    }
+    // over the gRPC limit (1.5 MiB): refused by the server before decoding, with tonic's
+    // OUT_OF_RANGE
+    let status = rt
+        .block_on(client.create_workload(v1::CreateWorkloadRequest {
+            workload: Some(v1::Workload {
+                manifest: "x".repeat(2 * 1024 * 1024),
+                ..Default::default()
+            }),
+        }))
+        .expect_err("2 MiB");
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    let status = rt
+        .block_on(client.list_workloads(v1::ListWorkloadsRequest {
+            namespace: "default".into(),
+            label_selector: "a=b,".repeat(200_000),
+            ..Default::default()
+        }))
+        .expect_err("huge selector");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    // a watch from the last revision there can be (it overflowed the next one's number)
+    let status = rt
+        .block_on(client.watch_clusters(v1::WatchClustersRequest {
+            resource_version: i64::MAX,
+            ..Default::default()
+        }))
+        .expect_err("a watch past every revision");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("resourceVersion"), "{status:?}");
+    // nothing was written, and the api still serves
+    let (kvs, _) = rt.block_on(store.list("", 0)).unwrap();
+    assert!(
+        kvs.iter().all(|kv| !kv.key.contains("deep")),
+        "a refused manifest reached the store"
+    );
+    rt.block_on(client.list_clusters(v1::ListClustersRequest::default()))
         .expect("the api still answers");
     rt.block_on(api.stop());
 }

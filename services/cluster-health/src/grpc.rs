@@ -56,14 +56,10 @@ fn duration_from_wire(
     field: &str,
     default: Duration,
 ) -> Result<Duration, Error> {
-    let Some(d) = d else { return Ok(default) };
-    if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
-        return Err(Error::invalid(field, "must be a non-negative duration"));
-    }
-    Ok(Duration::new(
-        u64::try_from(d.seconds).unwrap_or(0),
-        u32::try_from(d.nanos).unwrap_or(0),
-    ))
+    d.map_or(Ok(default), |d| {
+        flotilla_proto::convert::duration_from_wire(d)
+            .map_err(|_| Error::invalid(field, "must be a non-negative duration"))
+    })
 }
 
 fn time_from_wire(ts: Option<&prost_types::Timestamp>, field: &str) -> Result<Option<Time>, Error> {

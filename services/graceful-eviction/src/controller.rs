@@ -140,7 +140,7 @@ fn collection(cache: &Cache<v1::StatusCollection>, cluster: &str) -> Option<Coll
         finished: time(&mark.finished_at)?,
         period: mark
             .period
-            .and_then(|p| Duration::try_from(p).ok())
+            .and_then(|p| flotilla_proto::convert::duration_from_wire(&p).ok())
             .unwrap_or_default(),
     })
 }

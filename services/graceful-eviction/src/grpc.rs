@@ -103,7 +103,7 @@ fn assess(
     let mut errs = validate_binding(&binding, limits);
     let timeout = match graceful_eviction_timeout {
         None => server_default,
-        Some(d) => match Duration::try_from(d) {
+        Some(d) => match flotilla_proto::convert::duration_from_wire(&d) {
             Ok(d) if !d.is_zero() && d.as_secs() <= ONE_YEAR_SECONDS.unsigned_abs() => d,
             _ => {
                 errs.push(FieldError::out_of_range(

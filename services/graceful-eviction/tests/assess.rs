@@ -198,6 +198,13 @@ async fn assess_rejects_bad_requests_naming_the_field() {
         nanos: 0,
     });
     cases.push(("negative timeout", r, "gracefulEvictionTimeout"));
+    // prost-types' own conversion panics negating i64::MIN (found by the every-RPC test)
+    let mut r = good();
+    r.graceful_eviction_timeout = Some(prost_types::Duration {
+        seconds: i64::MIN,
+        nanos: -1,
+    });
+    cases.push(("the most negative timeout", r, "gracefulEvictionTimeout"));
     let mut r = good();
     r.binding
         .as_mut()

@@ -838,3 +838,44 @@ fn ge_9_1_a_binding_applies_only_to_release_a_held_task() {
     );
     assert_has(&errs[0], &["Works are written by Flotilla's controllers"]);
 }
+
+/// Oversized and deeply nested YAML is refused early with a clear error: nesting past the
+/// parser's depth limit (flow and block style), and an alias bomb (each level refers to the
+/// one before nine times, 9^12 nodes if expanded) — no stack overflow, no hang, no memory
+/// blow-up.
+#[test]
+fn deeply_nested_and_expanding_yaml_is_refused_early() {
+    let flow = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: deep}}\ndata: {}{}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let mut block = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\nx:\n");
+    for depth in 1..1_000 {
+        block.push_str(&" ".repeat(depth));
+        block.push_str("- \n");
+    }
+    let mut bomb = String::from(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\na0: &a0 [x, x, x, x, x, x, x, x, x]\n",
+    );
+    for i in 1..12 {
+        let refs = vec![format!("*a{}", i - 1); 9].join(", ");
+        bomb.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+    }
+    for (what, text) in [("flow", flow), ("block", block), ("alias bomb", bomb)] {
+        let parsed = read("deep.yaml", &text, &opts());
+        assert!(parsed.documents.is_empty(), "{what}: read as a document");
+        let e = parsed
+            .errors
+            .first()
+            .unwrap_or_else(|| panic!("{what}: no error"));
+        assert_eq!(e.source, "deep.yaml", "{what}");
+        assert!(
+            e.reason.contains("recursion")
+                || e.reason.contains("nest")
+                || e.reason.contains("repetition")
+                || e.reason.contains("alias"),
+            "{what}: {e:?}"
+        );
+    }
+}
