@@ -9,6 +9,12 @@
 //! - **weight change**: weights 1:2:3: member1 goes 2 -> 1 while member3 grows 2 -> 3; the
 //!   plan is 6 throughout;
 //! - **weight change back** to 1:1:1: member3 shrinks, member1 grows.
+//! - **to dynamic weights** (`dynamicWeight: AvailableReplicas`): the placement changed, but
+//!   the scheduler keeps a split whose clusters are all still candidates (SC-17.4), so
+//!   nothing moves;
+//! - **dynamic rebalance**: `flotilla reschedule` (SC-3.4) divides the replicas again from
+//!   the members' allocatable replicas (capacities 20, 20, 6): member3 shrinks, and a member
+//!   with more room grows.
 //!
 //! With `--replica-move-timeout` at its default the least Ready total of every move stays at
 //! the plan. The figures (least Ready, time until the full count again) are printed for the
@@ -30,11 +36,20 @@ use flotilla_tests::{
 const T: Duration = Duration::from_secs(60);
 const MEMBERS: [&str; 3] = ["member1", "member2", "member3"];
 
+const FAILOVER: &str =
+    "  failover:\n    cluster:\n      failback: {stabilizationWindowSeconds: 2}\n";
+
 fn manifest(weights: &[(&str, i64)]) -> String {
-    flotilla_tests::weighted_yaml(
-        "web",
-        weights,
-        "  failover:\n    cluster:\n      failback: {stabilizationWindowSeconds: 2}\n",
+    flotilla_tests::weighted_yaml("web", weights, FAILOVER)
+}
+
+/// The same policy dividing by the members' available replicas instead of static weights.
+fn dynamic_manifest() -> String {
+    let statics = manifest(&[("member1", 1), ("member2", 1), ("member3", 1)]);
+    let at = statics.find("        staticWeightList:").unwrap();
+    format!(
+        "{}        dynamicWeight: AvailableReplicas\n{FAILOVER}",
+        &statics[..at]
     )
 }
 
@@ -43,15 +58,23 @@ fn manifest(weights: &[(&str, i64)]) -> String {
 type PhasePlan<'a> = (
     &'static str,
     Move<'a>,
-    &'a [(&'a str, i32)],
+    Settle<'a>,
     &'a [&'a str],
     &'a [&'a str],
 );
 
-/// What starts a phase: member1's fault mode, or a policy file applied.
+/// Where a phase's binding settles: at a known split, or wherever a rebalance moved it.
+enum Settle<'a> {
+    At(&'a [(&'a str, i32)]),
+    Moved,
+}
+
+/// What starts a phase: member1's fault mode, a policy file applied, or a reschedule
+/// request.
 enum Move<'a> {
     Fault(v1::FaultMode),
     Apply(&'a str),
+    Reschedule,
 }
 
 /// One sample: when, and each member's Ready replicas.
@@ -182,14 +205,19 @@ async fn settled(
     .await;
 }
 
-/// Runs the four moves; returns (move, phase) figures. `hold`: the work executor's
+/// Runs the six moves; returns (move, phase) figures. `hold`: the work executor's
 /// `--replica-move-timeout` (`0s` turns holding off).
 async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     let timers = Timers::fast().set("work-executor", "replica-move-timeout", hold);
     let (mut stack, recorder) = Stack::start_recorded(EtcdServer::start().await, timers).await;
-    let api = stack
-        .ready_push_members(&MEMBERS, &["--pod-startup-delay=1s"], T)
-        .await;
+    // member3 has the least room, so that dividing by available replicas moves from it
+    for (name, capacity) in [("member1", "20"), ("member2", "20"), ("member3", "6")] {
+        let capacity = format!("--capacity={capacity}");
+        stack
+            .start_member(name, &["--pod-startup-delay=1s", &capacity])
+            .await;
+    }
+    let api = stack.register_push_members(&MEMBERS, T).await;
     let dir = tempfile::tempdir().unwrap();
     let apply = |weights: &[(&str, i64)], name: &str| {
         let path = dir.path().join(name);
@@ -204,6 +232,11 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
         &[("member1", 1), ("member2", 2), ("member3", 3)],
         "shifted.yaml",
     );
+    let dynamic = {
+        let path = dir.path().join("dynamic.yaml");
+        std::fs::write(&path, dynamic_manifest()).unwrap();
+        path.display().to_string()
+    };
     stack.cli_ok(&["apply", "-f", &even]).await;
     settled(
         &stack,
@@ -223,12 +256,12 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     let evenly = [("member1", 2), ("member2", 2), ("member3", 2)];
     // (phase, what starts it, where the binding settles, members left unhealthy, members
     // whose Ready replicas must total 6)
-    let phases: [PhasePlan<'_>; 4] = [
+    let phases: [PhasePlan<'_>; 6] = [
         // member1's share is gone; member2 + member3 must keep their 4
         (
             "failover",
             Move::Fault(v1::FaultMode::Unhealthy),
-            &[("member2", 3), ("member3", 3)],
+            Settle::At(&[("member2", 3), ("member3", 3)]),
             &["member1"],
             &["member2", "member3"],
         ),
@@ -236,7 +269,7 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
         (
             "failback",
             Move::Fault(v1::FaultMode::Healthy),
-            &evenly,
+            Settle::At(&evenly),
             &[],
             &all,
         ),
@@ -244,11 +277,33 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
         (
             "weight change",
             Move::Apply(&shifted),
-            &[("member1", 1), ("member2", 2), ("member3", 3)],
+            Settle::At(&[("member1", 1), ("member2", 2), ("member3", 3)]),
             &[],
             &all,
         ),
-        ("weight change back", Move::Apply(&even), &evenly, &[], &all),
+        (
+            "weight change back",
+            Move::Apply(&even),
+            Settle::At(&evenly),
+            &[],
+            &all,
+        ),
+        // the kept split stays (SC-17.4)
+        (
+            "to dynamic weights",
+            Move::Apply(&dynamic),
+            Settle::At(&evenly),
+            &[],
+            &all,
+        ),
+        // by available replicas (allocatable + kept: 20, 20, 6): member3 gives one away
+        (
+            "dynamic rebalance",
+            Move::Reschedule,
+            Settle::Moved,
+            &[],
+            &all,
+        ),
     ];
     for (name, step, want, unhealthy, counted) in phases {
         let start = Instant::now();
@@ -257,8 +312,54 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
             Move::Apply(file) => {
                 stack.cli_ok(&["apply", "-f", file]).await;
             }
+            Move::Reschedule => {
+                stack
+                    .cli_ok(&["reschedule", "rb", "web-deployment", "-n", "default"])
+                    .await;
+            }
         }
-        settled(&stack, &api, want, unhealthy).await;
+        if name == "to dynamic weights" {
+            // nothing is to move: wait until the scheduler has seen the new placement, and
+            // keep sampling a second after it
+            eventually(T, "the dynamic placement scheduled", || async {
+                let b = web(&api).await?;
+                let observed = b.status.as_ref()?.scheduler_observed_generation;
+                let dynamic = b
+                    .spec
+                    .as_ref()?
+                    .placement
+                    .as_ref()?
+                    .replica_scheduling
+                    .as_ref()?
+                    .weight_preference
+                    .as_ref()?
+                    .dynamic_weight
+                    != 0;
+                (dynamic && observed >= b.metadata.as_ref()?.generation).then_some(())
+            })
+            .await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let want = match want {
+            Settle::At(want) => want.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect(),
+            Settle::Moved => {
+                // the split divided by available replicas: member3 (least room) shrank; which
+                // of the equal members grows depends on their summaries at that moment
+                let b = eventually(T, "the rebalance scheduled", || async {
+                    let b = web(&api).await?;
+                    let t = targets(&b);
+                    let m3 = t
+                        .iter()
+                        .find(|(c, _)| c == "member3")
+                        .map_or(0, |(_, n)| *n);
+                    (m3 < 2 && t.iter().map(|(_, n)| n).sum::<i32>() == 6).then_some(b)
+                })
+                .await;
+                targets(&b)
+            }
+        };
+        let want: Vec<(&str, i32)> = want.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+        settled(&stack, &api, &want, unhealthy).await;
         let end = samples.until_full(counted, 6).await;
         figures.push((name, samples.phase(start, end, counted, 6)));
     }
@@ -275,7 +376,10 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
         converged: true,
         ..Default::default()
     };
-    let faults = ["member1 unhealthy, then healthy; weights changed twice".to_owned()];
+    let faults = [
+        "member1 unhealthy, then healthy; weights changed twice; dynamic weights, rescheduled"
+            .to_owned(),
+    ];
     stack
         .verdict(
             recorder,
@@ -321,7 +425,7 @@ async fn we_10_no_move_drops_ready_replicas_below_the_plan() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn we_10_4_with_holding_off_moves_split_at_once() {
     let figures = run("0s").await;
-    assert_eq!(figures.len(), 4);
+    assert_eq!(figures.len(), 6);
     for (name, p) in figures {
         assert!(p.full_after.is_some(), "{name}: never full again: {p:?}");
     }

@@ -62,6 +62,9 @@ pub enum ClientCommand {
     /// Release a graceful eviction task that `suppressDeletion: true` holds (purge mode
     /// Never), so that the old copy on that cluster is deleted.
     Release(mutate::ReleaseArgs),
+    /// Ask the scheduler to divide a binding's replicas again from scratch (Karmada's
+    /// WorkloadRebalancer); moved replicas are moved make before break.
+    Reschedule(mutate::RescheduleArgs),
     /// Register a member cluster (Push by default, `--pull` for an agent).
     Join(mutate::JoinArgs),
     /// Remove a member cluster (its workloads are evicted first).
@@ -89,6 +92,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Cordon(args) => mutate::cordon(args, true).await,
         ClientCommand::Uncordon(args) => mutate::cordon(args, false).await,
         ClientCommand::Release(args) => mutate::release(args).await,
+        ClientCommand::Reschedule(args) => mutate::reschedule(args).await,
         ClientCommand::Join(args) => mutate::join(args).await,
         ClientCommand::Unjoin(args) => mutate::unjoin(args).await,
         ClientCommand::Cluster(cmd) => fault::run(cmd).await,

@@ -208,6 +208,7 @@ pub fn rule(path: &str) -> Option<Access> {
             | "UpdateWorkload"
             | "DeleteWorkload"
             | "ReleaseEvictionTask"
+            | "RescheduleBinding"
             | "Apply",
         ) => Admin,
         ("flotilla.v1.ClusterHealth", "Heartbeat") => OwnCluster,
@@ -295,6 +296,11 @@ mod tests {
             // GE-9.1: only an admin releases a held eviction task
             (
                 "/flotilla.v1.Api/ReleaseEvictionTask",
+                [true, false, false, false],
+            ),
+            // SC-3.4: only an admin requests a fresh schedule
+            (
+                "/flotilla.v1.Api/RescheduleBinding",
                 [true, false, false, false],
             ),
             ("/flotilla.v1.Api/ListClusters", [true, true, true, false]),

@@ -229,6 +229,8 @@ api_service! {
         // GE-9.1: the one field of a binding a person may change
         release_eviction_task(ReleaseEvictionTaskRequest) -> ResourceBinding =>
             release_eviction_task(request);
+        reschedule_binding(RescheduleBindingRequest) -> ResourceBinding =>
+            reschedule_binding(request);
         get_event(GetEventRequest) -> Event => get(req);
         list_events(ListEventsRequest) -> ListEventsResponse => list(req);
 

@@ -604,6 +604,17 @@ fn read_document(
             let doc: Envelope<ClusterSpecDoc> = ctx.typed(value)?;
             cluster(ctx, doc)
         }
+        // Flotilla keeps no rebalancer object; its one action is the reschedule request
+        ("apps.karmada.io", "WorkloadRebalancer") => {
+            ctx.error(
+                "kind",
+                "not supported yet: Flotilla keeps no WorkloadRebalancer object. Request the \
+                 fresh schedule it would trigger with `flotilla reschedule rb NAME` for each \
+                 workload's binding"
+                    .to_owned(),
+            );
+            None
+        }
         ("work.karmada.io", _) | ("flotilla.io", _) => {
             ctx.error(
                 "kind",

@@ -255,6 +255,55 @@ pub struct ReleaseArgs {
     pub on: NamespacedServerArgs,
 }
 
+/// Arguments of `flotilla reschedule`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  flotilla reschedule rb nginx-deployment
+  flotilla reschedule crb default-ns          # a ClusterResourceBinding
+
+The scheduler keeps a binding's current split while its clusters stay candidates (dynamic
+weights only place the difference). A reschedule request sets the binding's
+`rescheduleTriggeredAt`, and the scheduler divides the replicas again from scratch, from the
+clusters' allocatable replicas now: what Karmada's WorkloadRebalancer does for each workload
+it names. Replicas that move are moved make before break: a shrinking cluster keeps its
+replicas until the growing ones are Ready (see `flotilla explain binding`). The request is
+recorded as a RescheduleRequested event on the binding.")]
+pub struct RescheduleArgs {
+    /// `rb` (resourcebindings) or `crb` (clusterresourcebindings).
+    #[arg(value_parser = Kind::parse, value_name = "KIND")]
+    pub kind: Kind,
+
+    /// The bindings' names.
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
+
+    #[command(flatten)]
+    pub on: NamespacedServerArgs,
+}
+
+/// `flotilla reschedule`: one `RescheduleBinding` per name, in order; stops at the first
+/// refusal (the earlier requests stay, each being complete on its own).
+pub async fn reschedule(args: RescheduleArgs) -> anyhow::Result<ExitCode> {
+    let (namespace, word) = match args.kind {
+        Kind::ResourceBinding => (args.on.ns.namespace.clone(), "resourcebinding"),
+        Kind::ClusterResourceBinding => (String::new(), "clusterresourcebinding"),
+        other => anyhow::bail!("only a binding can be rescheduled (rb or crb), not {other:?}"),
+    };
+    let mut api = args.on.server.api().await?;
+    for name in &args.names {
+        api.reschedule_binding(v1::RescheduleBindingRequest {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            resource_version: 0,
+        })
+        .await
+        .map_err(|s| status_error(format!("requesting a reschedule of {name:?}"), &s))?;
+        println!("{word}/{name} reschedule requested");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Arguments of `flotilla join`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

@@ -194,10 +194,7 @@ impl ApiService {
         &self,
         request: Request<v1::ReleaseEvictionTaskRequest>,
     ) -> Result<v1::ResourceBinding, Error> {
-        let who = request
-            .extensions()
-            .get::<flotilla_runtime::Caller>()
-            .map_or_else(|| "an in-process caller".to_owned(), |c| c.0.to_string());
+        let who = caller(&request);
         let req = request.into_inner();
         let key = crate::requests::binding_key(&req.namespace, &req.name)?;
         let cluster = crate::requests::key_part(&req.cluster, "cluster")?.to_owned();
@@ -241,6 +238,57 @@ impl ApiService {
         Ok(binding)
     }
 
+    /// SC-3.4 (Flotilla's stand-in for Karmada's WorkloadRebalancer): sets
+    /// `spec.rescheduleTriggeredAt` to the api's clock with a compare-and-swap on the binding
+    /// as read, so the scheduler recomputes the binding's placement from scratch (Fresh
+    /// mode). Only that field changes. The request is recorded as an event on the binding.
+    ///
+    /// The scheduler compares the time with its own `lastScheduledTime`; a scheduler whose
+    /// clock runs ahead of the api's by more than the time since the last schedule ignores
+    /// the request, as Karmada's does with the rebalancer's creation time.
+    pub(super) async fn reschedule_binding(
+        &self,
+        request: Request<v1::RescheduleBindingRequest>,
+    ) -> Result<v1::ResourceBinding, Error> {
+        let who = caller(&request);
+        let req = request.into_inner();
+        let key = crate::requests::binding_key(&req.namespace, &req.name)?;
+        let at = crate::objects::now_timestamp();
+        let binding = self
+            .inner
+            .objects
+            .update(
+                &key,
+                req.resource_version,
+                "",
+                |current: &v1::ResourceBinding| {
+                    let mut new = current.clone();
+                    new.spec
+                        .get_or_insert_with(Default::default)
+                        .reschedule_triggered_at = Some(at);
+                    Ok(new)
+                },
+            )
+            .await?;
+        let meta = binding.metadata.clone().unwrap_or_default();
+        tracing::info!(
+            binding = %key, by = %who,
+            "reschedule requested: rescheduleTriggeredAt set, the scheduler divides the \
+             replicas again from scratch (SC-3.4)"
+        );
+        self.inner.recorder.record(
+            Regarding::binding(&meta.namespace, &meta.name),
+            EventType::Normal,
+            REASON_RESCHEDULE_REQUESTED,
+            format!(
+                "{who} requested a fresh schedule: the replicas are divided again from the \
+                 clusters' current state, and replicas that move are moved make before break"
+            ),
+            "",
+        );
+        Ok(binding)
+    }
+
     /// The other services' addresses (`--peer`).
     pub(super) async fn peers(
         &self,
@@ -251,6 +299,17 @@ impl ApiService {
         })
     }
 }
+
+/// The principal that made `request`, for logs and events.
+fn caller<Q>(request: &Request<Q>) -> String {
+    request
+        .extensions()
+        .get::<flotilla_runtime::Caller>()
+        .map_or_else(|| "an in-process caller".to_owned(), |c| c.0.to_string())
+}
+
+/// Reason of the event a reschedule request records.
+pub const REASON_RESCHEDULE_REQUESTED: &str = "RescheduleRequested";
 
 /// Reason of the event a release records.
 pub const REASON_EVICTION_TASK_RELEASED: &str = "EvictionTaskReleased";

@@ -898,3 +898,83 @@ async fn ge_9_1_release_sets_only_suppress_deletion_of_a_held_task() {
     assert_eq!(event.involved_object.unwrap().name, "nginx-deployment");
     api.stop().await;
 }
+
+#[tokio::test]
+async fn sc_3_4_reschedule_sets_only_the_trigger_time_and_records_it() {
+    let (store, api, mut client) = setup().await;
+    let typed = Typed::new(store);
+    let stored = typed
+        .create(
+            v1::ResourceBinding {
+                metadata: Some(v1::ObjectMeta {
+                    name: "web".into(),
+                    namespace: "default".into(),
+                    ..Default::default()
+                }),
+                spec: Some(v1::ResourceBindingSpec {
+                    clusters: vec![v1::TargetCluster {
+                        name: "member1".into(),
+                        replicas: 3,
+                    }],
+                    ..Default::default()
+                }),
+                status: None,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let request = |name: &str, resource_version: i64| v1::RescheduleBindingRequest {
+        namespace: "default".into(),
+        name: name.into(),
+        resource_version,
+    };
+    let stale = stored.metadata.as_ref().unwrap().resource_version - 1;
+    let err = client
+        .reschedule_binding(request("web", stale))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Aborted, "{err:?}");
+    let err = client
+        .reschedule_binding(request("absent", 0))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = client.reschedule_binding(request("", 0)).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+    let before = flotilla_runtime::now().as_millis();
+    let rescheduled = accepted(client.reschedule_binding(request("web", 0))).await;
+    let at = rescheduled
+        .spec
+        .as_ref()
+        .unwrap()
+        .reschedule_triggered_at
+        .expect("rescheduleTriggeredAt set");
+    let at_ms = at.seconds * 1000 + i64::from(at.nanos / 1_000_000);
+    assert!(
+        i128::from(at_ms) >= i128::from(before) - 1,
+        "{at_ms} before the request at {before}"
+    );
+    // only that field changed
+    let mut want = stored.spec.clone().unwrap();
+    want.reschedule_triggered_at = Some(at);
+    assert_eq!(rescheduled.spec, Some(want));
+    let event = eventually("the RescheduleRequested event", || {
+        let mut client = client.clone();
+        async move {
+            let events = client
+                .list_events(v1::ListEventsRequest::default())
+                .await
+                .ok()?
+                .into_inner()
+                .items;
+            events
+                .into_iter()
+                .find(|e| e.reason == "RescheduleRequested")
+        }
+    })
+    .await;
+    assert_eq!(event.involved_object.unwrap().name, "web");
+    api.stop().await;
+}

@@ -879,3 +879,19 @@ fn deeply_nested_and_expanding_yaml_is_refused_early() {
         );
     }
 }
+
+/// SC-3.4: a WorkloadRebalancer is refused by name with the command that does its work,
+/// not read as a resource template to propagate.
+#[test]
+fn a_workload_rebalancer_is_refused_with_the_way_instead() {
+    let parsed = read(
+        "rebalancer.yaml",
+        "apiVersion: apps.karmada.io/v1alpha1\nkind: WorkloadRebalancer\nmetadata: {name: demo}\n\
+         spec:\n  workloads:\n  - {apiVersion: apps/v1, kind: Deployment, name: web, namespace: default}\n",
+        &opts(),
+    );
+    assert!(parsed.documents.is_empty(), "{:?}", parsed.documents);
+    let e = &parsed.errors[0];
+    assert_eq!(e.field, "kind");
+    assert!(e.reason.contains("flotilla reschedule"), "{e:?}");
+}
