@@ -15,6 +15,9 @@
 //! - **dynamic rebalance**: `flotilla reschedule` (SC-3.4) divides the replicas again from
 //!   the members' allocatable replicas (capacities 20, 20, 6): member3 shrinks, and a member
 //!   with more room grows.
+//! - **member3 leaves the affinity** (static weights 1:1 over member1 and member2): member3's
+//!   copy serves through a departure task until the others' new replicas are Ready
+//!   (WE-10.7); the plan is 6 throughout.
 //!
 //! With `--replica-move-timeout` at its default the least Ready total of every move stays at
 //! the plan. The figures (least Ready, time until the full count again) are printed for the
@@ -205,7 +208,7 @@ async fn settled(
     .await;
 }
 
-/// Runs the six moves; returns (move, phase) figures. `hold`: the work executor's
+/// Runs the seven moves; returns (move, phase) figures. `hold`: the work executor's
 /// `--replica-move-timeout` (`0s` turns holding off).
 async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     let timers = Timers::fast().set("work-executor", "replica-move-timeout", hold);
@@ -232,6 +235,7 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
         &[("member1", 1), ("member2", 2), ("member3", 3)],
         "shifted.yaml",
     );
+    let without_member3 = apply(&[("member1", 1), ("member2", 1)], "without3.yaml");
     let dynamic = {
         let path = dir.path().join("dynamic.yaml");
         std::fs::write(&path, dynamic_manifest()).unwrap();
@@ -256,7 +260,7 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
     let evenly = [("member1", 2), ("member2", 2), ("member3", 2)];
     // (phase, what starts it, where the binding settles, members left unhealthy, members
     // whose Ready replicas must total 6)
-    let phases: [PhasePlan<'_>; 6] = [
+    let phases: [PhasePlan<'_>; 7] = [
         // member1's share is gone; member2 + member3 must keep their 4
         (
             "failover",
@@ -301,6 +305,14 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
             "dynamic rebalance",
             Move::Reschedule,
             Settle::Moved,
+            &[],
+            &all,
+        ),
+        // member3 leaves: its copy serves until member1's and member2's are Ready
+        (
+            "member3 leaves the affinity",
+            Move::Apply(&without_member3),
+            Settle::At(&[("member1", 3), ("member2", 3)]),
             &[],
             &all,
         ),
@@ -377,7 +389,8 @@ async fn run(hold: &str) -> Vec<(&'static str, Phase)> {
         ..Default::default()
     };
     let faults = [
-        "member1 unhealthy, then healthy; weights changed twice; dynamic weights, rescheduled"
+        "member1 unhealthy, then healthy; weights changed twice; dynamic weights, rescheduled; \
+         member3 left"
             .to_owned(),
     ];
     stack
@@ -425,7 +438,7 @@ async fn we_10_no_move_drops_ready_replicas_below_the_plan() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn we_10_4_with_holding_off_moves_split_at_once() {
     let figures = run("0s").await;
-    assert_eq!(figures.len(), 6);
+    assert_eq!(figures.len(), 7);
     for (name, p) in figures {
         assert!(p.full_after.is_some(), "{name}: never full again: {p:?}");
     }

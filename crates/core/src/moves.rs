@@ -19,10 +19,11 @@
 //!   once (WE-10.3).
 //! - A timeout bounds the hold, counted from the placement's last scheduling (WE-10.4).
 //! - Failover keeps its own rule: an evicted cluster is an eviction task, not a target, and
-//!   its Work is held (or deleted) by graceful eviction; nothing here waits for it. The same
-//!   holds for any cluster that leaves the placement entirely: only clusters that stay
-//!   targets are held (WE-10.1), because a cluster that is no target any more may be one
-//!   whose eviction task just timed out, and holding it again would undo that timeout.
+//!   its Work is held (or deleted) by graceful eviction; nothing here waits for it. Only
+//!   clusters that stay targets are held here (WE-10.1): a cluster that is no target any
+//!   more may be one whose eviction task just timed out, and holding it again would undo
+//!   that timeout. A cluster that a schedule drops gets a graceful task from the scheduler
+//!   in the same write instead (WE-10.7), so its departure is make before break too.
 //!
 //! Pure: the caller passes the clock reading and every observation.
 

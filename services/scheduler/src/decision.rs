@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use flotilla_core::Time;
 use flotilla_core::graceful::{AssessOptions, TaskVerdict, Timeouts, task_verdict};
 use flotilla_core::scheduler::failback::{
-    Failback, failback, failback_clusters_after, failback_tasks,
+    Failback, departure_tasks_for, failback, failback_clusters_after,
 };
 use flotilla_core::scheduler::{
     ScheduleDecision, ScheduleError, ScheduleInput, ScheduleOptions, ScheduleOutcome,
@@ -377,17 +377,14 @@ pub fn plan_write(
             debug_assert!(reinstated.iter().all(|c| ended.contains(&c.as_str())));
             spec.graceful_eviction_tasks
                 .retain(|t| !ended.contains(&t.from_cluster.as_str()));
-            // A11: a failback leaves no cluster at once: each one the result drops keeps its
-            // copy through a graceful task (I4: it is no longer a target).
+            // A11, WE-10.7: no schedule drops a serving cluster at once: each one the result
+            // leaves keeps its copy through a graceful task (I4: it is no longer a target)
             let failed_back: &[String] = match trigger {
                 Some(ScheduleTrigger::Failback { clusters }) => clusters,
                 _ => &[],
             };
-            let new_tasks = if failed_back.is_empty() {
-                Vec::new()
-            } else {
-                failback_tasks(&domain.spec.clusters, &outcome.targets, failed_back)
-            };
+            let new_tasks =
+                departure_tasks_for(trigger.as_ref(), &domain.spec.clusters, &outcome.targets);
             for task in new_tasks {
                 if !spec
                     .graceful_eviction_tasks
@@ -792,10 +789,10 @@ mod tests {
         assert_eq!(new.status.as_ref().unwrap().failback_clusters, ["member1"]);
     }
 
-    /// Regression: only a Failback schedule adds tasks; any other reschedule that drops a
-    /// cluster (here SC-3.6, a deleting target) drops it as before.
+    /// Regression: a schedule caused by a deleting target (SC-3.6) drops that cluster at once;
+    /// only a failback (A11) or another placement change (WE-10.7) adds departure tasks.
     #[test]
-    fn a11_no_task_outside_a_failback() {
+    fn a11_no_task_when_a_deleting_target_is_dropped() {
         let (mut rb, mut clusters) = evicted_with_failback();
         rb.spec.failover = None;
         rb.status.failback_clusters.clear();
@@ -812,5 +809,53 @@ mod tests {
         let old = v1::ResourceBinding::from(rb.clone());
         let new = plan_write(&old, &rb, &decision, now).expect("writes");
         assert!(new.spec.unwrap().graceful_eviction_tasks.is_empty());
+    }
+
+    /// WE-10.7: a placement change that leaves a serving cluster gives it a graceful task in
+    /// the same write, so its copy serves until the new targets are healthy; before, its
+    /// Work was deleted at once (break before make).
+    #[test]
+    fn we_10_7_a_cluster_leaving_the_affinity_keeps_its_copy_through_a_task() {
+        let mut rb = duplicated(3, &["member1", "member2"]);
+        rb.spec.placement.as_mut().unwrap().cluster_affinity =
+            Some(flotilla_core::types::ClusterAffinity {
+                cluster_names: vec!["member1".to_owned()],
+                ..Default::default()
+            });
+        let clusters = [cluster("member1"), cluster("member2")];
+        let now = Time::from_secs(100);
+        let decision = decide_at(&rb, &clusters, now);
+        let old = v1::ResourceBinding::from(rb.clone());
+        let new = plan_write(&old, &rb, &decision, now).expect("writes");
+        let spec = new.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.clusters,
+            [v1::TargetCluster {
+                name: "member1".into(),
+                replicas: 3
+            }]
+        );
+        let tasks: Vec<(&str, &str, &str, Option<i32>)> = spec
+            .graceful_eviction_tasks
+            .iter()
+            .map(|t| {
+                (
+                    t.from_cluster.as_str(),
+                    t.producer.as_str(),
+                    t.reason.as_str(),
+                    t.replicas,
+                )
+            })
+            .collect();
+        assert_eq!(
+            tasks,
+            [("member2", "Scheduler", "PlacementChanged", Some(3))]
+        );
+        // written again on the result: member2 is no target, and nothing more is added
+        let rb2 = domain(&new);
+        let again = decide_at(&rb2, &clusters, Time::from_secs(200));
+        if let Some(newer) = plan_write(&new, &rb2, &again, Time::from_secs(200)) {
+            assert_eq!(newer.spec.unwrap().graceful_eviction_tasks.len(), 1);
+        }
     }
 }

@@ -19,7 +19,7 @@ use crate::types::{
     ResourceBinding, TargetCluster,
 };
 
-/// Producer of a failback task.
+/// Producer of a failback task, and of a departure task (WE-10.7).
 pub const PRODUCER_FAILBACK: &str = "Scheduler";
 /// Reason of a failback task.
 pub const REASON_FAILBACK: &str = "Failback";
@@ -151,6 +151,9 @@ pub(crate) fn remembered_evictions(
     out
 }
 
+/// Reason of a departure task (WE-10.7): the cluster left the placement's result.
+pub const REASON_PLACEMENT_CHANGED: &str = "PlacementChanged";
+
 /// A11: the graceful tasks a Failback schedule adds for the clusters its result leaves, so
 /// that their copies serve until the new targets are healthy (graceful eviction's rules then
 /// end them, GE-4). A cluster that only loses some replicas keeps its target entry and needs
@@ -160,6 +163,65 @@ pub fn failback_tasks(
     targets: &[TargetCluster],
     failed_back: &[String],
 ) -> Vec<GracefulEvictionTask> {
+    departure_tasks(
+        previous,
+        targets,
+        REASON_FAILBACK,
+        &format!(
+            "failback to {} after its stabilisation window (A11)",
+            failed_back.join(", ")
+        ),
+    )
+}
+
+/// WE-10.7 (Flotilla): the graceful tasks a schedule adds for the clusters it drops from
+/// the result while they still run replicas: a cluster leaving the affinity, one a
+/// rebalance or a spread change gives nothing, one a Duplicated workload's new placement
+/// leaves. Each keeps its copy until the new targets are healthy or graceful eviction's
+/// timeout ends the task (GE-4), so a departure is make before break like a shrink
+/// (WE-10.1). `trigger` decides:
+/// - a failback uses its own reason (A11, [`failback_tasks`]);
+/// - a target cluster being deleted or gone (SC-3.6) adds none: that cluster's copy goes
+///   with it, and a schedule caused by it moves nothing else;
+/// - every other trigger adds one per dropped cluster that had replicas. A cluster with no
+///   replicas (a non-workload) serves nothing that a later copy would replace.
+pub fn departure_tasks_for(
+    trigger: Option<&crate::scheduler::trigger::ScheduleTrigger>,
+    previous: &[TargetCluster],
+    targets: &[TargetCluster],
+) -> Vec<GracefulEvictionTask> {
+    use crate::scheduler::trigger::ScheduleTrigger;
+    match trigger {
+        Some(ScheduleTrigger::Failback { clusters }) => failback_tasks(previous, targets, clusters),
+        Some(
+            ScheduleTrigger::TargetClusterDeleting { .. }
+            | ScheduleTrigger::TargetClusterMissing { .. },
+        ) => Vec::new(),
+        _ => {
+            let serving: Vec<TargetCluster> = previous
+                .iter()
+                .filter(|p| p.replicas > 0)
+                .cloned()
+                .collect();
+            departure_tasks(
+                &serving,
+                targets,
+                REASON_PLACEMENT_CHANGED,
+                "the new placement leaves this cluster; its copy serves until the new \
+                 targets are healthy (WE-10.7)",
+            )
+        }
+    }
+}
+
+/// A Gracefully-purged task, produced by the scheduler, for each cluster of `previous` that
+/// `targets` leaves.
+fn departure_tasks(
+    previous: &[TargetCluster],
+    targets: &[TargetCluster],
+    reason: &str,
+    message: &str,
+) -> Vec<GracefulEvictionTask> {
     let before: Vec<String> = previous.iter().map(|t| t.name.clone()).collect();
     previous
         .iter()
@@ -168,11 +230,8 @@ pub fn failback_tasks(
             from_cluster: p.name.clone(),
             purge_mode: PurgeMode::Gracefully,
             replicas: Some(p.replicas),
-            reason: REASON_FAILBACK.to_owned(),
-            message: format!(
-                "failback to {} after its stabilisation window (A11)",
-                failed_back.join(", ")
-            ),
+            reason: reason.to_owned(),
+            message: message.to_owned(),
             producer: PRODUCER_FAILBACK.to_owned(),
             clusters_before_failover: before.clone(),
             ..Default::default()
@@ -350,5 +409,67 @@ mod tests {
             ("Scheduler", "Failback")
         );
         assert_eq!(t.clusters_before_failover, ["member2", "member3"]);
+    }
+
+    #[test]
+    fn we_10_7_a_schedule_that_drops_a_serving_cluster_gives_it_a_task() {
+        use crate::scheduler::trigger::ScheduleTrigger;
+        let previous = [
+            TargetCluster::new("member1", 2),
+            TargetCluster::new("member2", 2),
+            TargetCluster::new("member3", 0),
+        ];
+        let targets = [TargetCluster::new("member1", 4)];
+        let deleting = ScheduleTrigger::TargetClusterDeleting {
+            cluster: "member2".to_owned(),
+        };
+        let failback = ScheduleTrigger::Failback {
+            clusters: vec!["member1".to_owned()],
+        };
+        // (trigger, the tasks' (cluster, reason, replicas))
+        let table: [(Option<&ScheduleTrigger>, &[(&str, &str, Option<i32>)]); 6] = [
+            (
+                Some(&ScheduleTrigger::PlacementChanged),
+                &[("member2", REASON_PLACEMENT_CHANGED, Some(2))],
+            ),
+            (
+                Some(&ScheduleTrigger::RescheduleRequested),
+                &[("member2", REASON_PLACEMENT_CHANGED, Some(2))],
+            ),
+            (
+                Some(&ScheduleTrigger::NonWorkloadOrDuplicated),
+                &[("member2", REASON_PLACEMENT_CHANGED, Some(2))],
+            ),
+            // the failback's own reason, and every dropped cluster (A11 as before)
+            (
+                Some(&failback),
+                &[
+                    ("member2", REASON_FAILBACK, Some(2)),
+                    ("member3", REASON_FAILBACK, Some(0)),
+                ],
+            ),
+            // a deleting target's schedule moves nothing else: no task
+            (Some(&deleting), &[]),
+            (None, &[("member2", REASON_PLACEMENT_CHANGED, Some(2))]),
+        ];
+        for (trigger, want) in table {
+            let tasks = departure_tasks_for(trigger, &previous, &targets);
+            let got: Vec<(&str, &str, Option<i32>)> = tasks
+                .iter()
+                .map(|t| (t.from_cluster.as_str(), t.reason.as_str(), t.replicas))
+                .collect();
+            assert_eq!(got, want, "{trigger:?}");
+            for t in &tasks {
+                assert_eq!(t.producer, PRODUCER_FAILBACK);
+                assert_eq!(t.purge_mode, PurgeMode::Gracefully);
+                assert!(t.clusters_before_failover.contains(&"member1".to_owned()));
+            }
+        }
+        // a cluster that stays, with fewer replicas, is a shrink (WE-10.1), not a departure
+        let shrink = [
+            TargetCluster::new("member1", 3),
+            TargetCluster::new("member2", 1),
+        ];
+        assert!(departure_tasks_for(None, &previous, &shrink).is_empty());
     }
 }
