@@ -1107,15 +1107,27 @@ async fn status_by_list_and_by_watch_measured() {
     }
 }
 
-/// Deployment `moving` (6 replicas) Divided by static weights over member1 and member2.
-fn moving(w1: i64, w2: i64) -> String {
-    flotilla_tests::weighted_yaml("moving", &[("member1", w1), ("member2", w2)], "")
+/// Deployment `moving` (6 replicas) Divided by static weights (`(cluster, weight)`), with
+/// failback after 2 s.
+fn moving(weights: &[(&str, i64)]) -> String {
+    flotilla_tests::weighted_yaml(
+        "moving",
+        weights,
+        "  failover:\n    cluster:\n      failback: {stabilizationWindowSeconds: 2}\n",
+    )
+}
+
+/// What starts a phase of the real-member availability test.
+enum RealMove {
+    Weights(&'static [(&'static str, i64)]),
+    Fault(v1::FaultMode),
 }
 
 /// Make before break (WE-10) on REAL API servers: the Ready replicas the real Deployment
-/// controllers report never fall below the plan's 6 while weight changes move replicas
-/// between the members (3:3 -> 2:4 -> 4:2 -> 3:3), each member's `readyReplicas` sampled
-/// with the real kubectl throughout. The history is checked too.
+/// controllers report, each member's `readyReplicas` sampled with the real kubectl
+/// throughout, never fall below the plan while replicas move: weight changes (3:3 -> 2:4 ->
+/// 4:2 -> 3:3), a failover of member1 (the plan: member2's share), its failback, and member2
+/// leaving the affinity (WE-10.7). The history is checked too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn we_10_weight_changes_keep_the_real_ready_replicas_at_the_plan() {
     let (stack, recorder, etcd_endpoints) = real_stack().await;
@@ -1130,6 +1142,7 @@ async fn we_10_weight_changes_keep_the_real_ready_replicas_at_the_plan() {
     readme_join(&stack, d, &m2).await;
     wait_clusters_ready(&api, &["member1", "member2"], T).await;
 
+    // (spec.replicas, readyReplicas) of `moving` on a member, None when it is not there
     let ready = |m: &RealMember| {
         let m = (m.name.clone(), m.direct_kubeconfig.clone());
         async move {
@@ -1155,57 +1168,140 @@ async fn we_10_weight_changes_keep_the_real_ready_replicas_at_the_plan() {
             Some((replicas, ready))
         }
     };
-    let settled = |w: (i32, i32)| {
-        let (m1, m2) = (&m1, &m2);
-        let api = api.clone();
-        async move {
-            eventually(T, &format!("moving settled at {w:?}"), || async {
-                let b = get_binding(&api, "default", "moving-deployment").await?;
-                let want = vec![("member1".to_owned(), w.0), ("member2".to_owned(), w.1)];
-                let (a, b2) = (ready(m1).await?, ready(m2).await?);
-                (targets(&b) == want && binding_healthy(&b) && a == (w.0, w.0) && b2 == (w.1, w.1))
-                    .then_some(())
+    let members = [&m1, &m2];
+    // settled: the binding targets `want`, healthy with no task, every member in `want`
+    // runs exactly its share Ready, and a reachable member out of it runs no copy
+    let settled = |want: &[(&str, i32)], cut_off: Option<&str>, sample: &[Option<(i32, i32)>]| {
+        members
+            .iter()
+            .zip(sample)
+            .all(|(m, got)| match want.iter().find(|(c, _)| *c == m.name) {
+                Some((_, n)) => *got == Some((*n, *n)),
+                None => cut_off == Some(m.name.as_str()) || got.is_none(),
             })
-            .await;
-        }
     };
-    apply(&stack, d, "moving.yaml", &moving(1, 1)).await;
-    settled((3, 3)).await;
+    apply(
+        &stack,
+        d,
+        "moving.yaml",
+        &moving(&[("member1", 1), ("member2", 1)]),
+    )
+    .await;
+    eventually(T, "moving at 3:3", || async {
+        let (a, b) = tokio::join!(ready(&m1), ready(&m2));
+        settled(&[("member1", 3), ("member2", 3)], None, &[a, b]).then_some(())
+    })
+    .await;
 
-    let mut least = i32::MAX;
-    let mut samples = 0;
-    for (w, want) in [((1, 2), (2, 4)), ((2, 1), (4, 2)), ((1, 1), (3, 3))] {
-        apply(&stack, d, "moving.yaml", &moving(w.0, w.1)).await;
-        let deadline = std::time::Instant::now() + T;
+    let both: &[&str] = &["member1", "member2"];
+    // (phase, what starts it, where it settles, the member cut off, members counted, plan)
+    let phases: [(&str, RealMove, &[(&str, i32)], Option<&str>, &[&str], i32); 6] = [
+        (
+            "weight 2:4",
+            RealMove::Weights(&[("member1", 1), ("member2", 2)]),
+            &[("member1", 2), ("member2", 4)],
+            None,
+            both,
+            6,
+        ),
+        (
+            "weight 4:2",
+            RealMove::Weights(&[("member1", 2), ("member2", 1)]),
+            &[("member1", 4), ("member2", 2)],
+            None,
+            both,
+            6,
+        ),
+        (
+            "weight 3:3",
+            RealMove::Weights(&[("member1", 1), ("member2", 1)]),
+            &[("member1", 3), ("member2", 3)],
+            None,
+            both,
+            6,
+        ),
+        // member1's share is gone: member2 must keep its 3
+        (
+            "failover",
+            RealMove::Fault(v1::FaultMode::Unreachable),
+            &[("member2", 6)],
+            Some("member1"),
+            &["member2"],
+            3,
+        ),
+        (
+            "failback",
+            RealMove::Fault(v1::FaultMode::Healthy),
+            &[("member1", 3), ("member2", 3)],
+            None,
+            both,
+            6,
+        ),
+        (
+            "member2 leaves",
+            RealMove::Weights(&[("member1", 1)]),
+            &[("member1", 6)],
+            None,
+            both,
+            6,
+        ),
+    ];
+    let mut figures = Vec::new();
+    for (name, step, want, cut_off, counted, plan) in phases {
+        let started = std::time::Instant::now();
+        match step {
+            RealMove::Weights(w) => {
+                apply(&stack, d, "moving.yaml", &moving(w)).await;
+            }
+            RealMove::Fault(mode) => set_fault_at(&m1.control_addr, mode).await,
+        }
+        let (mut least, mut samples) = (i32::MAX, 0);
         loop {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "never settled at {want:?}"
-            );
+            assert!(started.elapsed() < T, "{name}: never settled at {want:?}");
             let (a, b) = tokio::join!(ready(&m1), ready(&m2));
-            let (Some(a), Some(b)) = (a, b) else { continue };
+            let sample = [a, b];
             samples += 1;
-            least = least.min(a.1 + b.1);
-            if a == (want.0, want.0) && b == (want.1, want.1) {
-                break;
+            let total: i32 = members
+                .iter()
+                .zip(&sample)
+                .filter(|(m, _)| counted.contains(&m.name.as_str()))
+                .map(|(_, got)| got.map_or(0, |g| g.1))
+                .sum();
+            least = least.min(total);
+            if settled(want, cut_off, &sample) {
+                let b = get_binding(&api, "default", "moving-deployment").await;
+                let want_targets: Vec<(String, i32)> =
+                    want.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect();
+                if b.is_some_and(|b| {
+                    targets(&b) == want_targets && binding_healthy(&b) && tasks(&b).is_empty()
+                }) {
+                    break;
+                }
             }
         }
-        settled(want).await;
+        println!(
+            "real members, {name}: least Ready {least} (plan {plan}) over {samples} samples, \
+             settled after {:?}",
+            started.elapsed()
+        );
+        figures.push((name, least, plan, samples));
     }
-    println!("real members, weight changes: least Ready {least} of 6 over {samples} samples");
-    assert!(samples >= 6, "too few samples: {samples}");
-    assert!(
-        least >= 6,
-        "the real Ready replicas fell to {least}, below the plan's 6"
-    );
+    for (name, least, plan, samples) in figures {
+        assert!(samples >= 3, "{name}: too few samples: {samples}");
+        assert!(
+            least >= plan,
+            "{name}: the real Ready replicas fell to {least}, below the plan's {plan}"
+        );
+    }
 
     let expect = history::Expect {
-        healthy_members: vec!["member1".into(), "member2".into()],
+        healthy_members: vec!["member2".into()],
         converged: true,
         ..Default::default()
     };
+    let faults = ["member1 unreachable, then healthy".to_owned()];
     stack
-        .verdict(recorder, "real_members weight changes", 0, &[], &expect)
+        .verdict(recorder, "real_members moves", 0, &faults, &expect)
         .await;
     drop((m1, m2));
 }
