@@ -1117,6 +1117,17 @@ fn moving(weights: &[(&str, i64)]) -> String {
     )
 }
 
+/// A phase of the real-member availability test: its name, what starts it, where it
+/// settles, the member cut off, the members counted, and the plan's Ready replicas.
+type RealPhase<'a> = (
+    &'static str,
+    RealMove,
+    &'a [(&'a str, i32)],
+    Option<&'a str>,
+    &'a [&'a str],
+    i32,
+);
+
 /// What starts a phase of the real-member availability test.
 enum RealMove {
     Weights(&'static [(&'static str, i64)]),
@@ -1195,7 +1206,7 @@ async fn we_10_weight_changes_keep_the_real_ready_replicas_at_the_plan() {
 
     let both: &[&str] = &["member1", "member2"];
     // (phase, what starts it, where it settles, the member cut off, members counted, plan)
-    let phases: [(&str, RealMove, &[(&str, i32)], Option<&str>, &[&str], i32); 6] = [
+    let phases: [RealPhase<'_>; 6] = [
         (
             "weight 2:4",
             RealMove::Weights(&[("member1", 1), ("member2", 2)]),
