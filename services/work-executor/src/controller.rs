@@ -344,7 +344,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         now,
         timeout: ctx.config.replica_move_timeout,
     };
-    let decision = decide_with(
+    let mut decision = decide_with(
         binding_ref,
         &spec,
         workload.as_deref(),
@@ -368,18 +368,19 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         });
     }
     let marked = writes.len();
-    // WE-3.4: create and update (none while blocked, WE-3.2).
-    for w in &decision.create {
-        writes.push(create_update(w.clone(), now));
+    // WE-3.4: create and update (none while blocked, WE-3.2); moved out of the decision,
+    // which is not read for them again
+    let (created, updated) = (decision.create.len(), decision.update.len());
+    for w in std::mem::take(&mut decision.create) {
+        writes.push(create_update(w, now));
     }
-    for (old, new) in &decision.update {
+    for (old, new) in std::mem::take(&mut decision.update) {
         writes.push(Update {
-            old: old.clone(),
-            new: new.clone(),
+            old,
+            new,
             guards: Vec::new(),
         });
     }
-    let (created, updated) = (decision.create.len(), decision.update.len());
     // WE-3.5: every Work write is derived from this binding revision (absent: 0) and commits
     // only while the binding is still at it, so a Work is never written from a superseded
     // placement (e.g. scaled up after a newer revision added an eviction task for its

@@ -444,7 +444,7 @@ impl WorkExecutorApi {
                     name: w.name().to_owned(),
                 })
                 .collect(),
-            works: d.desired().cloned().collect(),
+            works: d.desired(&req.works).cloned().collect(),
             blocked: d.blocked(),
             aggregated_status,
             fully_applied: Some(fully_applied),

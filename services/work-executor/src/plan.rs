@@ -51,8 +51,9 @@ pub struct Decision {
     pub create: Vec<v1::Work>,
     /// WE-3.4: Works to update: (as stored, as it should be).
     pub update: Vec<(v1::Work, v1::Work)>,
-    /// WE-3.4: Works already as they should be.
-    pub unchanged: Vec<v1::Work>,
+    /// WE-3.4: the keys of the Works already as they should be (#31: named, not cloned:
+    /// the controller only counts them; the dry run looks them up in its own Works).
+    pub unchanged: Vec<String>,
     /// Targets whose Work is still being deleted: created once it is gone.
     pub waiting_deletion: Vec<String>,
     /// WE-3.3: the template is missing: nothing ensured, no retry until it appears.
@@ -102,12 +103,20 @@ impl Decision {
         !self.blocked()
     }
 
-    /// Every Work that should exist after this sync (created, updated, unchanged).
-    pub fn desired(&self) -> impl Iterator<Item = &v1::Work> {
+    /// Every Work that should exist after this sync (created, updated, and the unchanged
+    /// ones among `works`, the Works the decision was made on).
+    pub fn desired<'a, W: Borrow<v1::Work>>(
+        &'a self,
+        works: &'a [W],
+    ) -> impl Iterator<Item = &'a v1::Work> {
+        let unchanged = works
+            .iter()
+            .map(Borrow::borrow)
+            .filter(|w| self.unchanged.iter().any(|k| *k == w.key()));
         self.create
             .iter()
             .chain(self.update.iter().map(|(_, new)| new))
-            .chain(self.unchanged.iter())
+            .chain(unchanged)
     }
 }
 
@@ -242,7 +251,7 @@ pub fn decide_with<W: Borrow<v1::Work>>(
                 d.update
                     .push(((*existing).clone(), merge_update(existing, &desired)));
             }
-            Some(existing) => d.unchanged.push((*existing).clone()),
+            Some(existing) => d.unchanged.push(existing.key()),
         }
     }
     if !ensure.is_empty() {
@@ -822,9 +831,9 @@ pub(crate) mod tests {
         )
     }
 
-    fn replicas_of(d: &Decision) -> Vec<(&str, i32)> {
+    fn replicas_of<'a>(d: &'a Decision, works: &'a [v1::Work]) -> Vec<(&'a str, i32)> {
         let mut out: Vec<(&str, i32)> = d
-            .desired()
+            .desired(works)
             .map(|w| (work_cluster(w), w.spec.as_ref().unwrap().replicas.unwrap()))
             .collect();
         out.sort();
@@ -850,7 +859,7 @@ pub(crate) mod tests {
         // member1 not there yet: member2 and member3 keep 3 each; member1 is created with 2
         let d = decide_moves(&after, &old_works, &moves);
         assert_eq!(
-            replicas_of(&d),
+            replicas_of(&d, &old_works),
             [("member1", 2), ("member2", 3), ("member3", 3)]
         );
         assert!(d.moves.holds());
@@ -867,24 +876,24 @@ pub(crate) mod tests {
         ));
         let d = decide_moves(&after, &works, &moves);
         assert_eq!(
-            replicas_of(&d),
+            replicas_of(&d, &works),
             [("member1", 2), ("member2", 3), ("member3", 2)]
         );
         // both Ready: the new split
         works[2] = with_ready(works[2].clone(), 2);
         let d = decide_moves(&after, &works, &moves);
         assert!(!d.moves.holds());
-        assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
+        assert!(replicas_of(&d, &works).iter().all(|(_, n)| *n == 2));
         // the hold is off: Karmada's at-once split
         let d = decide_moves(&after, &old_works, &MoveSettings::OFF);
-        assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
+        assert!(replicas_of(&d, &old_works).iter().all(|(_, n)| *n == 2));
         // past the timeout: the split proceeds, and the reason says why
         let late = MoveSettings {
             now: t0 + std::time::Duration::from_secs(600),
             ..moves
         };
         let d = decide_moves(&after, &old_works, &late);
-        assert!(replicas_of(&d).iter().all(|(_, n)| *n == 2));
+        assert!(replicas_of(&d, &old_works).iter().all(|(_, n)| *n == 2));
         assert!(d.reasons.iter().any(|r| r.contains("WE-10.4")));
     }
 

@@ -105,19 +105,23 @@ impl Overrides {
 /// OV-1..OV-3: `manifest` (JSON text) adapted for `cluster` by the policies of `overrides`,
 /// with the annotations recording what applied. Without policies the text is passed through.
 pub fn apply_overrides(
-    manifest: String,
+    value: &mut serde_json::Value,
     workload: &v1::Workload,
     cluster: &str,
     overrides: &Overrides,
-) -> Result<(String, BTreeMap<String, String>), RenderError> {
+) -> Result<BTreeMap<String, String>, RenderError> {
     if overrides.policies.is_empty() {
-        return Ok((manifest, BTreeMap::new()));
+        return Ok(BTreeMap::new());
     }
-    let mut value: serde_json::Value =
-        serde_json::from_str(&manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
     let template = template_of(workload);
-    let applied = overrides.apply(&mut value, &template, cluster)?;
-    Ok((value.to_string(), applied_annotations(&applied)))
+    let applied = overrides.apply(value, &template, cluster)?;
+    Ok(applied_annotations(&applied))
+}
+
+/// The template's manifest as JSON (parsed once per render: every step below edits the
+/// value, and it is serialised once at the end).
+fn parse_manifest(manifest: &str) -> Result<serde_json::Value, RenderError> {
+    serde_json::from_str(manifest).map_err(|e| RenderError::Manifest(e.to_string()))
 }
 
 /// For `explain binding` (OV-2..OV-4): what the policies of `overrides` do to `target`'s
@@ -286,14 +290,22 @@ pub fn revise_replicas(
     manifest: &str,
     revision: &Revision<'_>,
 ) -> Result<(String, Option<i32>), RenderError> {
-    let mut value: serde_json::Value =
-        serde_json::from_str(manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
+    let mut value = parse_manifest(manifest)?;
+    let replicas = revise_replicas_in(&mut value, revision)?;
+    Ok((value.to_string(), replicas))
+}
+
+/// [`revise_replicas`] on a parsed manifest, in place; returns the Work's replicas.
+fn revise_replicas_in(
+    value: &mut serde_json::Value,
+    revision: &Revision<'_>,
+) -> Result<Option<i32>, RenderError> {
     let Some(object) = value.as_object_mut() else {
         return Err(RenderError::Manifest("not an object".into()));
     };
     let (resource, target) = (revision.resource, revision.target);
     let Some(field) = interpret::replica_field(&resource.api_version, &resource.kind) else {
-        return Ok((value.to_string(), None));
+        return Ok(None);
     };
     let spec = object
         .entry("spec")
@@ -317,7 +329,7 @@ pub fn revise_replicas(
             .map_or(0, |(_, share)| share);
         spec.insert("completions".into(), serde_json::Value::from(share));
     }
-    Ok((value.to_string(), Some(target.replicas)))
+    Ok(Some(target.replicas))
 }
 
 /// Labels the manifest with its binding's permanent id, as Karmada's binding controller does
@@ -325,12 +337,10 @@ pub fn revise_replicas(
 /// cluster-scoped object): the member's objects say whose they are, and status collection
 /// lists them by it.
 pub fn label_manifest(
-    manifest: &str,
+    value: &mut serde_json::Value,
     cluster_scoped: bool,
     permanent_id: &str,
-) -> Result<String, RenderError> {
-    let mut value: serde_json::Value =
-        serde_json::from_str(manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
+) -> Result<(), RenderError> {
     let meta = value
         .as_object_mut()
         .ok_or_else(|| RenderError::Manifest("not an object".into()))?
@@ -348,7 +358,7 @@ pub fn label_manifest(
         flotilla_member::managed_label(!cluster_scoped).to_owned(),
         permanent_id.into(),
     );
-    Ok(value.to_string())
+    Ok(())
 }
 
 /// WE-4.5: the newest task's preserved label state, when it goes into the manifest for
@@ -370,9 +380,10 @@ fn preserved_labels<'a>(
 
 /// The manifest with `labels` merged into `metadata.labels` (Karmada's `MergeLabel`: a
 /// preserved label wins over the template's).
-fn merge_labels(manifest: &str, labels: &BTreeMap<String, String>) -> Result<String, RenderError> {
-    let mut value: serde_json::Value =
-        serde_json::from_str(manifest).map_err(|e| RenderError::Manifest(e.to_string()))?;
+fn merge_labels(
+    value: &mut serde_json::Value,
+    labels: &BTreeMap<String, String>,
+) -> Result<(), RenderError> {
     let target = value
         .pointer_mut("/metadata/labels")
         .and_then(serde_json::Value::as_object_mut)
@@ -380,7 +391,7 @@ fn merge_labels(manifest: &str, labels: &BTreeMap<String, String>) -> Result<Str
     for (k, v) in labels {
         target.insert(k.clone(), serde_json::Value::String(v.clone()));
     }
-    Ok(value.to_string())
+    Ok(())
 }
 
 /// The trace context a Work carries: during a failover (the binding has an eviction task)
@@ -431,23 +442,27 @@ pub fn render_work_with(
         .get(LABEL_PERMANENT_ID)
         .cloned()
         .unwrap_or_else(|| meta.uid.clone());
-    let (manifest, replicas) = revise_replicas(
-        &workload.manifest,
+    // #31: one parse and one serialisation per render (each step used to parse the text
+    // and write it out again)
+    let mut value = parse_manifest(&workload.manifest)?;
+    let replicas = revise_replicas_in(
+        &mut value,
         &Revision {
             resource: &resource,
             target,
             binding: binding.spec.as_ref(),
         },
     )?;
-    let (manifest, annotations) = apply_overrides(manifest, workload, &target.name, overrides)?;
-    let mut manifest = label_manifest(&manifest, resource.namespace.is_empty(), &permanent_id)?;
+    let annotations = apply_overrides(&mut value, workload, &target.name, overrides)?;
+    label_manifest(&mut value, resource.namespace.is_empty(), &permanent_id)?;
     if let Some(state) = binding
         .spec
         .as_ref()
         .and_then(|s| preserved_labels(s, &target.name))
     {
-        manifest = merge_labels(&manifest, state)?;
+        merge_labels(&mut value, state)?;
     }
+    let manifest = value.to_string();
     let labels = BTreeMap::from([
         (LABEL_PERMANENT_ID.to_owned(), permanent_id.clone()),
         (LABEL_BINDING_NAMESPACE.to_owned(), meta.namespace.clone()),
