@@ -87,16 +87,27 @@ where
     sent.get()
 }
 
-#[test]
-fn mutated_requests_get_clear_answers() {
+/// A blocking runtime and the api on an in-memory store in it, with a client.
+fn serve() -> (
+    tokio::runtime::Runtime,
+    StoreRef,
+    testing::TestApi,
+    ApiClient<Channel>,
+) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let store: StoreRef = Arc::new(MemStore::new());
-    let api = rt.block_on(testing::serve(store, testing::config()));
-    let client: ApiClient<Channel> = rt.block_on(api.client());
+    let api = rt.block_on(testing::serve(store.clone(), testing::config()));
+    let client = rt.block_on(api.client());
+    (rt, store, api, client)
+}
+
+#[test]
+fn mutated_requests_get_clear_answers() {
+    let (rt, _, api, client) = serve();
 
     let mut sent = Vec::new();
     sent.push(fuzz(
@@ -193,14 +204,7 @@ fn mutated_requests_get_clear_answers() {
 /// selector. None reaches the store, and the api keeps serving.
 #[test]
 fn oversized_and_deeply_nested_inputs_are_refused_early() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let store: StoreRef = Arc::new(MemStore::new());
-    let api = rt.block_on(testing::serve(store.clone(), testing::config()));
-    let mut client: ApiClient<Channel> = rt.block_on(api.client());
+    let (rt, store, api, mut client) = serve();
     let deep = |open: &str, close: &str| {
         format!(
             r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"deep","namespace":"default"}},"spec":{{"x":{}{}}}}}"#,

@@ -503,6 +503,21 @@ mod tests {
         }
     }
 
+    /// Each task's (cluster, producer, reason, replicas).
+    fn task_origins(spec: &v1::ResourceBindingSpec) -> Vec<(&str, &str, &str, Option<i32>)> {
+        spec.graceful_eviction_tasks
+            .iter()
+            .map(|t| {
+                (
+                    t.from_cluster.as_str(),
+                    t.producer.as_str(),
+                    t.reason.as_str(),
+                    t.replicas,
+                )
+            })
+            .collect()
+    }
+
     fn domain(b: &v1::ResourceBinding) -> ResourceBinding {
         ResourceBinding::try_from(b.clone()).expect("a valid binding")
     }
@@ -732,18 +747,10 @@ mod tests {
         assert_eq!(spec.clusters.len(), 1);
         assert_eq!(spec.clusters[0].name, "member1");
         // member2 keeps its copy until member1's is healthy: a graceful task, not a drop
-        let tasks: Vec<(&str, &str, &str)> = spec
-            .graceful_eviction_tasks
-            .iter()
-            .map(|t| {
-                (
-                    t.from_cluster.as_str(),
-                    t.producer.as_str(),
-                    t.reason.as_str(),
-                )
-            })
-            .collect();
-        assert_eq!(tasks, [("member2", "Scheduler", "Failback")]);
+        assert_eq!(
+            task_origins(spec),
+            [("member2", "Scheduler", "Failback", Some(3))]
+        );
         assert_eq!(
             spec.graceful_eviction_tasks[0].purge_mode,
             v1::PurgeMode::Gracefully as i32
@@ -835,20 +842,8 @@ mod tests {
                 replicas: 3
             }]
         );
-        let tasks: Vec<(&str, &str, &str, Option<i32>)> = spec
-            .graceful_eviction_tasks
-            .iter()
-            .map(|t| {
-                (
-                    t.from_cluster.as_str(),
-                    t.producer.as_str(),
-                    t.reason.as_str(),
-                    t.replicas,
-                )
-            })
-            .collect();
         assert_eq!(
-            tasks,
+            task_origins(spec),
             [("member2", "Scheduler", "PlacementChanged", Some(3))]
         );
         // written again on the result: member2 is no target, and nothing more is added

@@ -205,37 +205,61 @@ impl ApiService {
         }
         let mut released = false;
         let binding = self
-            .inner
-            .objects
-            .update(
-                &key,
-                req.resource_version,
-                "",
-                |current: &v1::ResourceBinding| {
-                    let mut new = current.clone();
-                    released = release_task(&mut new, &cluster)?;
-                    Ok(new)
-                },
-            )
+            .edit_binding(&key, req.resource_version, |new| {
+                released = release_task(new, &cluster)?;
+                Ok(())
+            })
             .await?;
         if released {
-            let meta = binding.metadata.clone().unwrap_or_default();
             tracing::info!(
                 binding = %key, %cluster, by = %who,
                 "eviction task released: suppressDeletion set to false (GE-9.1)"
             );
-            self.inner.recorder.record(
-                Regarding::binding(&meta.namespace, &meta.name),
-                EventType::Normal,
+            self.binding_event(
+                &binding,
                 REASON_EVICTION_TASK_RELEASED,
                 format!(
                     "the graceful eviction task of cluster {cluster} was released by {who}: \
                      suppressDeletion set to false, so its old copy will be deleted"
                 ),
-                "",
             );
         }
         Ok(binding)
+    }
+
+    /// `edit` applied to the binding at `key` with a compare-and-swap on it as read (re-read
+    /// on a lost race unless the caller named a `resource_version`).
+    async fn edit_binding(
+        &self,
+        key: &str,
+        resource_version: i64,
+        mut edit: impl FnMut(&mut v1::ResourceBinding) -> Result<(), Error>,
+    ) -> Result<v1::ResourceBinding, Error> {
+        self.inner
+            .objects
+            .update(
+                key,
+                resource_version,
+                "",
+                |current: &v1::ResourceBinding| {
+                    let mut new = current.clone();
+                    edit(&mut new)?;
+                    Ok(new)
+                },
+            )
+            .await
+    }
+
+    /// Records a Normal event on `binding`.
+    fn binding_event(&self, binding: &v1::ResourceBinding, reason: &str, message: String) {
+        let meta = binding.metadata.clone().unwrap_or_default();
+        self.inner.recorder.record(
+            Regarding::binding(&meta.namespace, &meta.name),
+            EventType::Normal,
+            reason,
+            message,
+            "",
+        );
     }
 
     /// SC-3.4 (Flotilla's stand-in for Karmada's WorkloadRebalancer): sets
@@ -255,36 +279,25 @@ impl ApiService {
         let key = crate::requests::binding_key(&req.namespace, &req.name)?;
         let at = crate::objects::now_timestamp();
         let binding = self
-            .inner
-            .objects
-            .update(
-                &key,
-                req.resource_version,
-                "",
-                |current: &v1::ResourceBinding| {
-                    let mut new = current.clone();
-                    new.spec
-                        .get_or_insert_with(Default::default)
-                        .reschedule_triggered_at = Some(at);
-                    Ok(new)
-                },
-            )
+            .edit_binding(&key, req.resource_version, |new| {
+                new.spec
+                    .get_or_insert_with(Default::default)
+                    .reschedule_triggered_at = Some(at);
+                Ok(())
+            })
             .await?;
-        let meta = binding.metadata.clone().unwrap_or_default();
         tracing::info!(
             binding = %key, by = %who,
             "reschedule requested: rescheduleTriggeredAt set, the scheduler divides the \
              replicas again from scratch (SC-3.4)"
         );
-        self.inner.recorder.record(
-            Regarding::binding(&meta.namespace, &meta.name),
-            EventType::Normal,
+        self.binding_event(
+            &binding,
             REASON_RESCHEDULE_REQUESTED,
             format!(
                 "{who} requested a fresh schedule: the replicas are divided again from the \
                  clusters' current state, and replicas that move are moved make before break"
             ),
-            "",
         );
         Ok(binding)
     }

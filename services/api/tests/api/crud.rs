@@ -788,31 +788,13 @@ async fn ge_9_1_release_sets_only_suppress_deletion_of_a_held_task() {
         producer: "resource-binding-application-failover-controller".into(),
         ..Default::default()
     };
-    let stored = typed
-        .create(
-            v1::ResourceBinding {
-                metadata: Some(v1::ObjectMeta {
-                    name: "nginx-deployment".into(),
-                    namespace: "default".into(),
-                    ..Default::default()
-                }),
-                spec: Some(v1::ResourceBindingSpec {
-                    clusters: vec![v1::TargetCluster {
-                        name: "member3".into(),
-                        replicas: 3,
-                    }],
-                    graceful_eviction_tasks: vec![
-                        task("member1", Some(true)),
-                        task("member2", None),
-                    ],
-                    ..Default::default()
-                }),
-                status: None,
-            },
-            None,
-        )
-        .await
-        .unwrap();
+    let stored = stored_binding(
+        &typed,
+        "nginx-deployment",
+        "member3",
+        vec![task("member1", Some(true)), task("member2", None)],
+    )
+    .await;
     let release = |cluster: &str, resource_version: i64| v1::ReleaseEvictionTaskRequest {
         namespace: "default".into(),
         name: "nginx-deployment".into(),
@@ -879,21 +861,7 @@ async fn ge_9_1_release_sets_only_suppress_deletion_of_a_held_task() {
         "a refused release wrote something"
     );
     // the release is an event on the binding
-    let event = eventually("the EvictionTaskReleased event", || {
-        let mut client = client.clone();
-        async move {
-            let events = client
-                .list_events(v1::ListEventsRequest::default())
-                .await
-                .ok()?
-                .into_inner()
-                .items;
-            events
-                .into_iter()
-                .find(|e| e.reason == "EvictionTaskReleased")
-        }
-    })
-    .await;
+    let event = event_with_reason(&client, "EvictionTaskReleased").await;
     assert!(event.message.contains("member1"), "{}", event.message);
     assert_eq!(event.involved_object.unwrap().name, "nginx-deployment");
     api.stop().await;
@@ -903,27 +871,7 @@ async fn ge_9_1_release_sets_only_suppress_deletion_of_a_held_task() {
 async fn sc_3_4_reschedule_sets_only_the_trigger_time_and_records_it() {
     let (store, api, mut client) = setup().await;
     let typed = Typed::new(store);
-    let stored = typed
-        .create(
-            v1::ResourceBinding {
-                metadata: Some(v1::ObjectMeta {
-                    name: "web".into(),
-                    namespace: "default".into(),
-                    ..Default::default()
-                }),
-                spec: Some(v1::ResourceBindingSpec {
-                    clusters: vec![v1::TargetCluster {
-                        name: "member1".into(),
-                        replicas: 3,
-                    }],
-                    ..Default::default()
-                }),
-                status: None,
-            },
-            None,
-        )
-        .await
-        .unwrap();
+    let stored = stored_binding(&typed, "web", "member1", Vec::new()).await;
     let request = |name: &str, resource_version: i64| v1::RescheduleBindingRequest {
         namespace: "default".into(),
         name: name.into(),
@@ -960,7 +908,32 @@ async fn sc_3_4_reschedule_sets_only_the_trigger_time_and_records_it() {
     let mut want = stored.spec.clone().unwrap();
     want.reschedule_triggered_at = Some(at);
     assert_eq!(rescheduled.spec, Some(want));
-    let event = eventually("the RescheduleRequested event", || {
+    let event = event_with_reason(&client, "RescheduleRequested").await;
+    assert_eq!(event.involved_object.unwrap().name, "web");
+    api.stop().await;
+}
+
+/// A ResourceBinding `default/<name>` with 3 replicas on `cluster` and `tasks`, written
+/// straight to the store (the controllers' part).
+async fn stored_binding(
+    typed: &Typed,
+    name: &str,
+    cluster: &str,
+    tasks: Vec<v1::GracefulEvictionTask>,
+) -> v1::ResourceBinding {
+    let mut binding = flotilla_store::testing::binding(name, 0);
+    let spec = binding.spec.get_or_insert_with(Default::default);
+    spec.clusters = vec![v1::TargetCluster {
+        name: cluster.into(),
+        replicas: 3,
+    }];
+    spec.graceful_eviction_tasks = tasks;
+    typed.create(binding, None).await.unwrap()
+}
+
+/// The first event with `reason`, once the api lists one.
+async fn event_with_reason(client: &ApiClient<Channel>, reason: &str) -> v1::Event {
+    eventually(&format!("the {reason} event"), || {
         let mut client = client.clone();
         async move {
             let events = client
@@ -969,12 +942,8 @@ async fn sc_3_4_reschedule_sets_only_the_trigger_time_and_records_it() {
                 .ok()?
                 .into_inner()
                 .items;
-            events
-                .into_iter()
-                .find(|e| e.reason == "RescheduleRequested")
+            events.into_iter().find(|e| e.reason == reason)
         }
     })
-    .await;
-    assert_eq!(event.involved_object.unwrap().name, "web");
-    api.stop().await;
+    .await
 }
