@@ -21,17 +21,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tonic::transport::Channel;
 
-/// The stack's process serving `service` (a `flotilla.v1` service name).
+/// The stack's process serving `service` (a full gRPC service name), from the services'
+/// registry.
 fn process_of(service: &str) -> Option<&'static str> {
-    Some(match service {
-        "Api" => "api",
-        "ClusterHealth" => "cluster-health",
-        "GracefulEviction" => "graceful-eviction",
-        "Scheduler" => "scheduler",
-        "TaintManager" => "taint-manager",
-        "WorkExecutor" => "work-executor",
-        _ => return None,
-    })
+    flotilla_suite::Service::ALL
+        .into_iter()
+        .find(|s| s.grpc_service() == service)
+        .map(flotilla_suite::Service::name)
 }
 
 /// Sends `body` to `method` and returns the status of a refusal (`None` when it was answered,
@@ -75,7 +71,7 @@ async fn every_rpc_of_every_service_answers_bad_input_clearly() {
     let mut sent: BTreeMap<String, usize> = BTreeMap::new();
     let mut refused = 0usize;
     for service in pool.services() {
-        let Some(process) = process_of(service.name()) else {
+        let Some(process) = process_of(service.full_name()) else {
             assert_eq!(
                 service.name(),
                 "MemberSim",

@@ -271,6 +271,10 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
             "releases an eviction task (GE-9.1)",
             code(api.release_eviction_task(by(&edge1)).await),
         ),
+        (
+            "requests a reschedule (SC-3.4)",
+            code(api.reschedule_binding(by(&edge1)).await),
+        ),
         ("reads Secrets", code(api.list_secrets(by(&edge1)).await)),
         (
             "lists Clusters (their credentials' names among them)",
@@ -312,6 +316,10 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
         (
             "releases an eviction task (GE-9.1)",
             code(api.release_eviction_task(by(&viewer)).await),
+        ),
+        (
+            "requests a reschedule (SC-3.4)",
+            code(api.reschedule_binding(by(&viewer)).await),
         ),
         (
             "lists Works (manifests may be Secrets)",
