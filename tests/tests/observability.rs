@@ -482,6 +482,17 @@ async fn one_failover_is_one_trace_and_metrics_move() {
             );
         }
     }
+    // Event filters count what they drop. The work executor's execution queue lets through
+    // the Work writes that change what it reads (a new spec, an apply) and drops those that
+    // only bring the member's status (the pods turning Ready 500 ms after their apply).
+    let we = &after["work-executor"];
+    for outcome in ["queued", "skipped"] {
+        let labels = [("filter", "work_executor_works"), ("outcome", outcome)];
+        assert!(
+            sum(we, "flotilla_filter_events_total", &labels) >= 1.0,
+            "work-executor: no Work event was {outcome} by its execution filter"
+        );
+    }
     let tm = (&before["taint-manager"], &after["taint-manager"]);
     assert_eq!(
         sum(

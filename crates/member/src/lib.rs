@@ -757,6 +757,23 @@ impl Member {
         api_version: &str,
         kind: &str,
     ) -> Result<Vec<Value>, MemberError> {
+        Ok(self
+            .list_managed_lazily(api_version, kind)
+            .await?
+            .into_iter()
+            .map(|o| o.into_value())
+            .collect())
+    }
+
+    /// As [`Member::list_managed`], but each object's `spec` and `status` are kept as the
+    /// JSON text the member sent, parsed only when [`Listed::value`] asks for them: status
+    /// collection reads the identity and `resourceVersion` of every object and parses only
+    /// the ones that changed since its last pass (docs/design.md §7).
+    pub async fn list_managed_lazily(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Vec<Listed>, MemberError> {
         let (resource, namespaced) = self.resource_for(api_version, kind).await?;
         let params = ListParams::default().labels(managed_label(namespaced));
         self.list_slim(&resource, &params, api_version, kind).await
@@ -786,13 +803,17 @@ impl Member {
         params: &ListParams,
         api_version: &str,
         kind: &str,
-    ) -> Result<Vec<Value>, MemberError> {
+    ) -> Result<Vec<Listed>, MemberError> {
         let list: TypedList<SlimItem> = self.list_request(resource, params).await?;
         // list items carry no apiVersion/kind of their own
         Ok(list
             .items
             .into_iter()
-            .map(|item| item.into_value(api_version, kind))
+            .map(|item| Listed {
+                item,
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
             .collect())
     }
 
@@ -1002,16 +1023,17 @@ struct ListMeta {
     continue_token: Option<String>,
 }
 
-/// One item of a [`SlimList`]: every other field is skipped by the parser.
+/// One item of a [`SlimList`]: every other field is skipped by the parser, and `spec` and
+/// `status` are only checked to be JSON and kept as text until asked for.
 #[derive(serde::Deserialize)]
 struct SlimItem {
     #[serde(default)]
     metadata: SlimMeta,
-    spec: Option<Value>,
-    status: Option<Value>,
+    spec: Option<Box<serde_json::value::RawValue>>,
+    status: Option<Box<serde_json::value::RawValue>>,
 }
 
-#[derive(Default, serde::Deserialize)]
+#[derive(Clone, Default, serde::Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct SlimMeta {
     name: Option<String>,
@@ -1022,17 +1044,65 @@ struct SlimMeta {
     labels: Option<std::collections::BTreeMap<String, String>>,
 }
 
-impl SlimItem {
-    /// The item as the JSON object [`into_value`] makes of a whole object.
-    fn into_value(self, api_version: &str, kind: &str) -> Value {
+/// One object of a managed list ([`Member::list_managed_lazily`]): its identity and
+/// `resourceVersion` at hand, its `spec` and `status` parsed on demand.
+pub struct Listed {
+    item: SlimItem,
+    api_version: String,
+    kind: String,
+}
+
+impl Listed {
+    /// `metadata.namespace` ("" for a cluster-scoped object).
+    pub fn namespace(&self) -> &str {
+        self.item.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.item.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The kind the list was of.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// `metadata.resourceVersion` ("" when the member sent none): it changes whenever the
+    /// object does, so an unchanged one means unchanged `spec` and `status`.
+    pub fn resource_version(&self) -> &str {
+        self.item
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default()
+    }
+
+    /// `spec` and `status`, parsed. The text was checked to be JSON when the list was read;
+    /// only a nesting past serde_json's depth limit could fail here, and such a part reads
+    /// as absent.
+    fn fields(&self) -> serde_json::Map<String, Value> {
+        let parse = |raw: &serde_json::value::RawValue| serde_json::from_str(raw.get()).ok();
         let mut fields = serde_json::Map::new();
-        if let Some(spec) = self.spec {
+        if let Some(spec) = self.item.spec.as_deref().and_then(parse) {
             fields.insert("spec".into(), spec);
         }
-        if let Some(status) = self.status {
+        if let Some(status) = self.item.status.as_deref().and_then(parse) {
             fields.insert("status".into(), status);
         }
-        object_value(fields, self.metadata, api_version, kind)
+        fields
+    }
+
+    /// The object as the JSON the rules read (what [`Member::list_managed`] returns).
+    pub fn value(&self) -> Value {
+        let metadata = self.item.metadata.clone();
+        object_value(self.fields(), metadata, &self.api_version, &self.kind)
+    }
+
+    /// [`Listed::value`], consuming the object.
+    pub fn into_value(self) -> Value {
+        let fields = self.fields();
+        object_value(fields, self.item.metadata, &self.api_version, &self.kind)
     }
 }
 

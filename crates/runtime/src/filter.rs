@@ -6,6 +6,10 @@
 //! otherwise reconcile once per write and find nothing to do. [`ChangeFilter`] remembers
 //! the fields that matter (or a [`Digest`] of them) per key, so a trigger can drop the events that leave
 //! them as they were (kube-rs' `predicates::generation` is the same idea, keyed on one field).
+//! Every filter is named, and counts what it let through and what it dropped in
+//! `flotilla_filter_events_total{filter, outcome = queued | skipped}`: a filter that skips
+//! nothing costs a digest per event for nothing, and one that skips what it should not shows
+//! up as a controller that stops reacting.
 //!
 //! ```text
 //!   event ─► digest(fields the controller reads) ─► same as last time? ─► drop
@@ -105,19 +109,34 @@ impl<'a> Change<'a> {
 pub struct ChangeFilter<K, V> {
     state: fn(&K) -> V,
     seen: HashMap<String, V>,
+    queued: metrics::Counter,
+    skipped: metrics::Counter,
 }
 
 impl<K, V: PartialEq> ChangeFilter<K, V> {
-    /// A filter on `state(object)`.
-    pub fn new(state: fn(&K) -> V) -> Self {
+    /// A filter named `name` (the `filter` label of its metric) on `state(object)`.
+    pub fn new(name: &'static str, state: fn(&K) -> V) -> Self {
+        let counter = |outcome: &'static str| metrics::counter!("flotilla_filter_events_total", "filter" => name, "outcome" => outcome);
         Self {
             state,
             seen: HashMap::new(),
+            queued: counter("queued"),
+            skipped: counter("skipped"),
         }
     }
 
     /// Records the event and says what it changed.
     pub fn observe<'e>(&mut self, event: &'e Event<K>) -> Change<'e> {
+        let change = self.classify(event);
+        match change {
+            Change::None => {}
+            c if c.is_change() => self.queued.increment(1),
+            _ => self.skipped.increment(1),
+        }
+        change
+    }
+
+    fn classify<'e>(&mut self, event: &'e Event<K>) -> Change<'e> {
         match event {
             Event::InitApply(o) | Event::Apply(o) => {
                 let state = (self.state)(&o.value);
@@ -216,7 +235,7 @@ mod tests {
                 revision: 1,
             })
         };
-        let mut f: ChangeFilter<(i64, &'static str), i64> = ChangeFilter::new(|v| v.0);
+        let mut f: ChangeFilter<(i64, &'static str), i64> = ChangeFilter::new("test", |v| v.0);
         assert_eq!(f.observe(&apply("a", (1, "x"))), Change::Added("a"));
         assert_eq!(
             f.observe(&apply("a", (1, "y"))),

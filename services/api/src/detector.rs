@@ -304,7 +304,7 @@ pub fn spawn(
     .barrier(barrier)
     .watches(workload_events, move |e| workload_trigger(&c0, e))
     .watches(binding_events, {
-        let seen = Mutex::new(ChangeFilter::new(trigger_digest));
+        let seen = Mutex::new(ChangeFilter::new("api_detector", trigger_digest));
         move |e| binding_trigger(&c1, &seen, e)
     })
     .watches(policy_events, move |e| policy_trigger(&c2, e))

@@ -505,7 +505,7 @@ fn cluster_trigger(
     probes: WorkQueue<String>,
 ) -> impl FnMut(&Event<v1::Cluster>) + Send + 'static {
     // what the prober reads of a cluster: its sync mode and endpoint
-    let mut targets = ChangeFilter::new(|c: &v1::Cluster| {
+    let mut targets = ChangeFilter::new("cluster_health_probes", |c: &v1::Cluster| {
         c.spec
             .as_ref()
             .map(|s| (s.sync_mode, s.api_endpoint.clone()))

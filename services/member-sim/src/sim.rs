@@ -313,6 +313,10 @@ struct Manifest {
     created_at: SystemTime,
     /// `metadata.resourceVersion`: the member's write counter at the last write.
     resource_version: u64,
+    /// The ready pods the status showed at that write: when the clock makes more (or fewer)
+    /// Ready, [`State::settle`] records the status change as a write, as a real Deployment
+    /// controller's status update moves the object's `resourceVersion`.
+    reported_ready: usize,
     /// The field manager of the last server-side apply.
     manager: String,
 }
@@ -399,6 +403,29 @@ fn clamp_i32(n: i64) -> i32 {
 // === impl State ===
 
 impl State {
+    /// Records, as writes, the status changes the clock made since the objects `which`
+    /// selects were last written: each object whose ready pods changed gets a new
+    /// `resourceVersion`, so that a client comparing `resourceVersion`s (status collection
+    /// does) sees every status change, as on a real API server. Returns whether any moved.
+    fn settle(&mut self, now: Instant, delay: Duration, which: impl Fn(&Manifest) -> bool) -> bool {
+        let mut moved = false;
+        for m in self.manifests.values_mut().filter(|m| which(m)) {
+            moved |= settle_one(m, &mut self.writes, now, delay);
+        }
+        moved
+    }
+
+    /// [`State::settle`] for the objects at `keys`.
+    fn settle_keys(&mut self, keys: &[ResourceKey], now: Instant, delay: Duration) -> bool {
+        let mut moved = false;
+        for key in keys {
+            if let Some(m) = self.manifests.get_mut(key) {
+                moved |= settle_one(m, &mut self.writes, now, delay);
+            }
+        }
+        moved
+    }
+
     /// Binds pending pods, oldest manifest first, while there is capacity.
     fn schedule(&mut self, capacity: u64, now: Instant) {
         if self.pending == 0 || self.bound >= capacity {
@@ -760,6 +787,7 @@ impl Sim {
                         uid: format!("{}-{seq:08x}-{rv:08x}", self.config.name),
                         created_at: SystemTime::now(),
                         resource_version: rv,
+                        reported_ready: 0,
                         manager: manager.to_owned(),
                     },
                 );
@@ -768,6 +796,11 @@ impl Sim {
         };
         st.resize(&key, spec.replicas);
         st.schedule(capacity, now);
+        st.settle_keys(
+            std::slice::from_ref(&key),
+            now,
+            self.config.pod_startup_delay,
+        );
         let object = st
             .manifests
             .get(&key)
@@ -802,8 +835,11 @@ impl Sim {
     /// One object's status.
     pub fn get(&self, key: &ResourceKey) -> Result<v1::ManifestStatus, LookupError> {
         let now = Instant::now();
-        let st = self.lock();
+        let mut st = self.lock();
         let keys = st.matching(key);
+        if st.settle_keys(&keys, now, self.config.pod_startup_delay) {
+            self.changed();
+        }
         match keys.as_slice() {
             [] => Err(LookupError::NotFound(key.clone())),
             [k] => st
@@ -844,7 +880,10 @@ impl Sim {
     /// Every object's status, ordered by (namespace, kind, name).
     pub fn list(&self) -> Vec<v1::ManifestStatus> {
         let now = Instant::now();
-        let st = self.lock();
+        let mut st = self.lock();
+        if st.settle(now, self.config.pod_startup_delay, |_| true) {
+            self.changed();
+        }
         st.manifests
             .values()
             .map(|m| self.status_of(m, now))
@@ -1045,14 +1084,18 @@ impl Sim {
     /// the Kubernetes API returns them.
     pub fn objects(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
         let now = Instant::now();
-        let st = self.lock();
+        let selected = |m: &Manifest| {
+            m.resource.api_version == api_version
+                && m.resource.kind == kind
+                && namespace.is_none_or(|ns| m.resource.namespace == ns)
+        };
+        let mut st = self.lock();
+        if st.settle(now, self.config.pod_startup_delay, selected) {
+            self.changed();
+        }
         st.manifests
             .values()
-            .filter(|m| {
-                m.resource.api_version == api_version
-                    && m.resource.kind == kind
-                    && namespace.is_none_or(|ns| m.resource.namespace == ns)
-            })
+            .filter(|m| selected(m))
             .map(|m| self.object_of(m, now))
             .collect()
     }
@@ -1129,6 +1172,22 @@ fn rfc3339(t: SystemTime) -> String {
         nanos: 0,
     };
     ts.to_string()
+}
+
+/// [`State::settle`] for one object: a workload whose ready pods changed since its last write
+/// is written again (the write counter `writes` moves).
+fn settle_one(m: &mut Manifest, writes: &mut u64, now: Instant, delay: Duration) -> bool {
+    if !m.workload {
+        return false;
+    }
+    let ready = ready_pods(m, now, delay);
+    if ready == m.reported_ready {
+        return false;
+    }
+    *writes += 1;
+    m.resource_version = *writes;
+    m.reported_ready = ready;
+    true
 }
 
 fn ready_pods(m: &Manifest, now: Instant, delay: Duration) -> usize {

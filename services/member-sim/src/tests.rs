@@ -343,6 +343,24 @@ async fn apply_then_pods_turn_ready_after_the_startup_delay() {
     assert_eq!(st.health, v1::ResourceHealth::Healthy as i32);
     let json: serde_json::Value = serde_json::from_str(&st.status).unwrap();
     assert_eq!(json["readyReplicas"], 3);
+    // the pods turning Ready is a status write, as on a real API server: the object's
+    // resourceVersion moved, and it stays put while nothing changes (status collection
+    // parses only the objects whose resourceVersion moved)
+    let listed = k
+        .list_managed_lazily("apps/v1", "Deployment")
+        .await
+        .unwrap();
+    let ready_version = listed[0].resource_version().to_owned();
+    assert_ne!(
+        Some(ready_version.as_str()),
+        object["metadata"]["resourceVersion"].as_str()
+    );
+    let listed = k
+        .list_managed_lazily("apps/v1", "Deployment")
+        .await
+        .unwrap();
+    assert_eq!(listed[0].resource_version(), ready_version);
+    assert_eq!(listed[0].value()["status"]["readyReplicas"], 3);
 
     // re-apply with more replicas: a new generation; the new pods start again
     let object = k.apply(&deployment("web", 5)).await.unwrap();

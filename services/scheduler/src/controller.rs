@@ -574,7 +574,9 @@ impl BindingTrigger {
     fn new(scheduler_name: String) -> Self {
         Self {
             scheduler_name,
-            generations: Mutex::new(ChangeFilter::new(|b: &v1::ResourceBinding| b.generation())),
+            generations: Mutex::new(ChangeFilter::new("scheduler", |b: &v1::ResourceBinding| {
+                b.generation()
+            })),
         }
     }
 

@@ -105,6 +105,9 @@ pub struct Context {
     /// The wall clock decisions read.
     #[debug(skip)]
     pub clock: flotilla_runtime::Clock,
+    /// Status collection's memory of what it already read (`status::Seen`), per cluster.
+    #[debug(skip)]
+    pub status_seen: crate::status::SeenByCluster,
 }
 
 impl Context {

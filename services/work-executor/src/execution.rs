@@ -80,7 +80,8 @@ pub fn work_trace(key: &ObjectKey, ctx: &Context) -> Option<String> {
 
 /// Reconciles one Work key (`works/<cluster>/<ns>/<name>`).
 pub async fn reconcile_work(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
-    let first = ctx.works.get(&key).map(|w| (*w).clone());
+    // shared with the cache: cloned only to write
+    let first = ctx.works.get(&key);
     // The generation whose manifest this reconcile already applied (not re-applied after a
     // lost status write for the same generation).
     let mut applied: Option<(i64, v1::ManifestStatus)> = None;
@@ -94,7 +95,7 @@ pub async fn reconcile_work(key: ObjectKey, ctx: Arc<Context>) -> Result<Action,
             Step::Done(action) => return Ok(action),
             Step::Conflict => {
                 races.lost()?;
-                work = ctx.typed.get(&key).await?;
+                work = ctx.typed.get(&key).await?.map(Arc::new);
             }
         }
     }
@@ -102,7 +103,7 @@ pub async fn reconcile_work(key: ObjectKey, ctx: Arc<Context>) -> Result<Action,
 
 async fn step(
     ctx: &Context,
-    work: v1::Work,
+    work: Arc<v1::Work>,
     applied: &mut Option<(i64, v1::ManifestStatus)>,
 ) -> Result<Step, Error> {
     let cluster_name = work_cluster(&work).to_owned();
@@ -172,7 +173,8 @@ async fn step(
         // The cluster's creation queues its Works.
         return Ok(Step::Done(Action::await_change()));
     };
-    let spec = work.spec.clone().unwrap_or_default();
+    let default_spec = v1::WorkSpec::default();
+    let spec = work.spec.as_ref().unwrap_or(&default_spec);
     if spec.suspend_dispatching
         || cluster_is_pull(&cluster)
         || is_deleting(cluster.metadata.as_ref())
@@ -218,9 +220,9 @@ async fn step(
             Some(e.to_string()),
         ),
     };
-    let mut new = work.clone();
+    let mut new = (*work).clone();
     new.status = Some(status);
-    match ctx.work_writer.update(work.clone(), new).await {
+    match ctx.work_writer.update((*work).clone(), new).await {
         Ok(_) => {}
         Err(e) if e.is_conflict() => {
             if let Ok(resp) = outcome {

@@ -46,7 +46,7 @@ use flotilla_runtime::queue::{QueueConfig, by_key};
 use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CacheBarrier, ChangeFilter, CommonArgs, Controller, Elected,
+    BatchConfig, BatchWriter, CacheBarrier, ChangeFilter, CommonArgs, Controller, Digest, Elected,
     Readiness, Shutdown, WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
@@ -330,6 +330,22 @@ struct ClusterState {
     access: (Option<String>, bool),
 }
 
+/// What the execution controller reads of a Work (`execution::step`): its generation (the
+/// spec), deletion and finalizers, and whether and for which generation it was applied. A
+/// status write that only brings the member's status (status collection, every period for
+/// every Work that changed on its member) leaves it as it was.
+fn execution_state(w: &v1::Work) -> u64 {
+    let meta = w.metadata.as_ref();
+    let status = w.status.as_ref();
+    Digest::new()
+        .add(&w.generation())
+        .add(&meta.is_some_and(|m| m.deletion_timestamp.is_some()))
+        .add(&meta.map(|m| m.finalizers.as_slice()))
+        .add(&status.map(|s| s.observed_generation))
+        .add(&status.and_then(render::applied_state))
+        .finish()
+}
+
 /// The [`ClusterState`] of a cluster.
 fn cluster_state(c: &v1::Cluster) -> ClusterState {
     ClusterState {
@@ -409,6 +425,7 @@ impl WorkExecutor {
             recorder: following.recorder,
             config: config.clone(),
             clock: clock.clone(),
+            status_seen: Default::default(),
         });
         readiness.add_cache("bindings", &ctx.bindings);
         readiness.add_cache("works", &ctx.works);
@@ -431,20 +448,26 @@ impl WorkExecutor {
             .cache(v1::OverridePolicy::PREFIX, &ctx.overrides)
             .cache(v1::ClusterOverridePolicy::PREFIX, &ctx.cluster_overrides);
 
-        // works → their binding (remembered for deletions) and themselves
+        // works → their binding (remembered for deletions) and themselves, when what the
+        // execution controller reads changed (a status write by status collection does not
+        // wake it: `execution_state`)
         let works_trigger = {
             let bq = binding_queue.clone();
             let wq = work_queue.clone();
             let mut owners: HashMap<String, String> = HashMap::new();
+            let mut execution = ChangeFilter::new("work_executor_works", execution_state);
             move |ev: &Event<v1::Work>| match ev {
                 Event::Apply(o) | Event::InitApply(o) => {
                     if let Some(b) = binding_of_work(&o.value) {
                         owners.insert(o.key.clone(), b.clone());
                         bq.add(b.into());
                     }
-                    wq.add(o.key.as_str().into());
+                    if execution.observe(ev).is_change() {
+                        wq.add(o.key.as_str().into());
+                    }
                 }
                 Event::Delete { key, .. } => {
+                    execution.observe(ev);
                     if let Some(b) = owners.remove(key) {
                         bq.add(b.into());
                     }
@@ -478,7 +501,7 @@ impl WorkExecutor {
         let clusters_trigger = {
             let wq = work_queue.clone();
             let works = ctx.works.clone();
-            let mut seen = ChangeFilter::new(cluster_state);
+            let mut seen = ChangeFilter::new("work_executor_clusters", cluster_state);
             move |ev: &Event<v1::Cluster>| {
                 let change = seen.observe(ev);
                 if let Some(key) = change.key().filter(|_| change.is_change()) {

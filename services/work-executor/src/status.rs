@@ -13,10 +13,20 @@
 //!
 //! The Works are read *before* the call, so "applied but missing on the member" is judged on
 //! a state that was applied before the member answered (no race with a concurrent apply).
+//!
+//! A pass parses and compares only what moved (#31). Every member object carries a
+//! `resourceVersion` that changes whenever it does; the collector remembers, per Work, the
+//! member's `resourceVersion` and the Work's own revision at which the two last agreed
+//! ([`Seen`]). When neither moved, the object's `spec` and `status` are not even parsed
+//! (the list keeps them as text, `Member::list_managed_lazily`). Any write to the Work, by
+//! anyone, moves its revision and so makes the next pass look again. Every
+//! [`FULL_PASS_EVERY`]th pass reads everything regardless. The memory is per process: a new
+//! leader starts with a full pass.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use flotilla_proto::Resource as _;
 use flotilla_proto::v1;
 use flotilla_runtime::Shutdown;
 use flotilla_store::Leadership;
@@ -30,6 +40,24 @@ use crate::render::{
     merge_member_status, missing_status, work_resource,
 };
 
+/// The state at which a Work's status and its member object last agreed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// The member object's `metadata.resourceVersion`.
+    member: String,
+    /// The Work's revision (`metadata.resourceVersion`) then.
+    work: i64,
+}
+
+/// Every this many passes over a cluster, everything is read again whatever the memory says:
+/// a member that moved an object's status without moving its `resourceVersion` (which a
+/// Kubernetes API server never does) is corrected within this many periods.
+pub const FULL_PASS_EVERY: u64 = 10;
+
+/// [`Seen`] per cluster, then per Work key, with the cluster's pass count: each cluster's pass
+/// replaces its own map, so Works that went away are forgotten with the next pass.
+pub type SeenByCluster = Mutex<HashMap<String, (u64, HashMap<String, Seen>)>>;
+
 /// What one pass did, for logs and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyncReport {
@@ -41,6 +69,9 @@ pub struct SyncReport {
     pub updated: usize,
     /// Works whose write lost a CAS (retried next tick).
     pub conflicts: usize,
+    /// Works skipped because neither they nor their member object changed since they last
+    /// agreed (nothing parsed).
+    pub unchanged: usize,
 }
 
 /// Runs status collection every `config.status_sync_period` while this replica leads.
@@ -147,6 +178,14 @@ pub async fn sync_all(ctx: &Context) -> SyncReport {
                 && !cluster_endpoint(c).is_empty()
         })
         .collect();
+    {
+        // forget the clusters no longer collected
+        let mut seen = ctx
+            .status_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        seen.retain(|name, _| clusters.iter().any(|c| c.name() == name));
+    }
     let reports: Vec<SyncReport> = futures::stream::iter(clusters)
         .map(|c| async move { sync_cluster(ctx, &c).await })
         .buffer_unordered(ctx.config.member_concurrency.max(1))
@@ -159,6 +198,7 @@ pub async fn sync_all(ctx: &Context) -> SyncReport {
             failed: a.failed + r.failed,
             updated: a.updated + r.updated,
             conflicts: a.conflicts + r.conflicts,
+            unchanged: a.unchanged + r.unchanged,
         })
 }
 
@@ -191,7 +231,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
         .collect();
     let mut objects = Vec::new();
     for (api_version, kind) in &kinds {
-        match member.list_managed(api_version, kind).await {
+        match member.list_managed_lazily(api_version, kind).await {
             Ok(list) => objects.extend(list),
             // the member stopped serving the kind: its objects are gone
             Err(flotilla_member::MemberError::UnknownKind { .. }) => {}
@@ -202,19 +242,24 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
             }
         }
     }
-    let statuses: Vec<v1::ManifestStatus> = objects
+    let by_identity: HashMap<(&str, &str, &str), &flotilla_member::Listed> = objects
         .iter()
-        .map(flotilla_member::status::manifest_status)
+        .map(|o| ((o.namespace(), o.kind(), o.name()), o))
         .collect();
-    let by_identity: HashMap<(&str, &str, &str), &v1::ManifestStatus> = statuses
-        .iter()
-        .filter_map(|m| {
-            let r = m.resource.as_ref()?;
-            Some(((r.namespace.as_str(), r.kind.as_str(), r.name.as_str()), m))
-        })
-        .collect();
+    let (passes, mut before) = ctx
+        .status_seen
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(name)
+        .unwrap_or_default();
+    if passes % FULL_PASS_EVERY == FULL_PASS_EVERY - 1 {
+        before.clear();
+    }
+    let mut seen: HashMap<String, Seen> = HashMap::with_capacity(before.len());
     let now = ctx.clock.now();
     let mut updates = Vec::new();
+    // per update, what the Work will have seen once it lands
+    let mut landing: Vec<Option<String>> = Vec::new();
     for work in works {
         if is_deleting(work.metadata.as_ref()) {
             continue;
@@ -233,15 +278,34 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
                 resource.name.as_str(),
             ))
             .copied();
+        let key = work.key();
         let new_status = match found {
-            Some(m) => {
-                let mut s = status.clone();
-                if !merge_member_status(&mut s, m) {
+            Some(object) => {
+                let now_seen = Seen {
+                    member: object.resource_version().to_owned(),
+                    work: work.resource_version(),
+                };
+                // a member that sends no resourceVersion is read every time
+                if !now_seen.member.is_empty() && before.get(&key) == Some(&now_seen) {
+                    report.unchanged += 1;
+                    seen.insert(key, now_seen);
                     continue;
                 }
+                let member_status = flotilla_member::status::manifest_status(&object.value());
+                let mut s = status.clone();
+                if !merge_member_status(&mut s, &member_status) {
+                    if !now_seen.member.is_empty() {
+                        seen.insert(key, now_seen);
+                    }
+                    continue;
+                }
+                landing.push(Some(now_seen.member).filter(|m| !m.is_empty()));
                 s
             }
-            None => missing_status(status, now),
+            None => {
+                landing.push(None);
+                missing_status(status, now)
+            }
         };
         let mut new = (*work).clone();
         new.status = Some(new_status);
@@ -251,9 +315,21 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
             guards: Vec::new(),
         });
     }
-    for result in ctx.work_writer.update_all(updates).await {
+    for (result, member) in ctx
+        .work_writer
+        .update_all(updates)
+        .await
+        .into_iter()
+        .zip(landing)
+    {
         match result {
-            Ok(_) => report.updated += 1,
+            Ok(written) => {
+                report.updated += 1;
+                if let Some(member) = member {
+                    let work = written.resource_version();
+                    seen.insert(written.key(), Seen { member, work });
+                }
+            }
             Err(e) if e.is_conflict() => report.conflicts += 1,
             Err(e) => {
                 tracing::debug!(cluster = name, error = %e, "status write failed");
@@ -261,6 +337,10 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
             }
         }
     }
+    ctx.status_seen
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(name.to_owned(), (passes.wrapping_add(1), seen));
     // GE-8.7: only a pass whose every status landed counts as a collection
     if report.conflicts == 0 && watched {
         record_collection(ctx, name, started).await;

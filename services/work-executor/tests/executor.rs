@@ -16,12 +16,18 @@ use bytes::Bytes;
 use flotilla_proto::v1;
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
+use flotilla_work_executor::Config;
 use harness::*;
 
 /// Two Ready Push clusters with fake members, a Deployment template and a binding
 /// {member1: 1, member2: 2}, converged: both Works applied.
 async fn converged(store: StoreRef) -> (Running, FakeMember, FakeMember) {
-    let run = Running::start(store).await;
+    converged_with(store, test_config()).await
+}
+
+/// [`converged`] with `config`.
+async fn converged_with(store: StoreRef, config: Config) -> (Running, FakeMember, FakeMember) {
+    let run = Running::start_with(store, config).await;
     let (m1, e1) = FakeMember::start().await;
     let (m2, e2) = FakeMember::start().await;
     run.seed_nginx(
@@ -245,6 +251,81 @@ async fn we_7_we_8_status_collection_makes_the_binding_healthy_and_fully_applied
     m1.with(|s| s.manifests.clear());
     until("member1 re-applied", || m1.replicas("nginx") == Some(1)).await;
     assert!(m1.applies() >= 2);
+}
+
+/// Waits until the executor's Works cache holds what the store holds for `keys`: the next
+/// status pass judges the Works as they are.
+async fn works_cached(run: &Running, keys: &[String]) {
+    let ctx = run.executor.context().clone();
+    for key in keys {
+        let stored = run.work(key).await.unwrap();
+        eventually(&format!("{key} cached"), WAIT, || async {
+            let cached = ctx.works.get(key)?;
+            (cached.metadata.as_ref()?.resource_version
+                == stored.metadata.as_ref()?.resource_version)
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn we_7_status_collection_parses_only_what_moved_since_its_last_pass() {
+    use flotilla_work_executor::status::sync_all;
+    // passes run only when the test calls them
+    let config = Config {
+        status_sync_period: Duration::from_secs(3600),
+        ..test_config()
+    };
+    let (run, m1, m2) = converged_with(mem(), config).await;
+    let keys = [work_key("member1", "nginx"), work_key("member2", "nginx")];
+    let ctx = run.executor.context().clone();
+    works_cached(&run, &keys).await;
+    let first = sync_all(&ctx).await;
+    assert_eq!(first.unchanged, 0, "nothing remembered yet: {first:?}");
+    let second = sync_all(&ctx).await;
+    assert_eq!(
+        (second.unchanged, second.updated),
+        (2, 0),
+        "neither the Works nor the member objects moved: {second:?}"
+    );
+
+    // the member objects move (their pods turn Ready, and their resourceVersion with them)
+    m1.with(|s| s.pods_ready = true);
+    m2.with(|s| s.pods_ready = true);
+    let moved = sync_all(&ctx).await;
+    assert_eq!((moved.unchanged, moved.updated), (0, 2), "{moved:?}");
+    works_cached(&run, &keys).await;
+    let w = run.work(&keys[1]).await.unwrap();
+    assert_eq!(w.status.as_ref().unwrap().ready_replicas, 2);
+    let still = sync_all(&ctx).await;
+    assert_eq!((still.unchanged, still.updated), (2, 0), "{still:?}");
+
+    // someone else writes a Work: its revision moves, so the next pass reads its object again
+    // and puts the member's status back
+    modify::<v1::Work>(&run.typed, &keys[0], |w| {
+        w.status.as_mut().unwrap().ready_replicas = 0;
+    })
+    .await;
+    works_cached(&run, &keys).await;
+    let repaired = sync_all(&ctx).await;
+    assert_eq!(
+        (repaired.unchanged, repaired.updated),
+        (1, 1),
+        "{repaired:?}"
+    );
+    let w = run.work(&keys[0]).await.unwrap();
+    assert_eq!(w.status.as_ref().unwrap().ready_replicas, 1);
+
+    // and every FULL_PASS_EVERY passes, everything is read again regardless
+    works_cached(&run, &keys).await;
+    let mut full = 0;
+    for _ in 0..flotilla_work_executor::status::FULL_PASS_EVERY {
+        let pass = sync_all(&ctx).await;
+        assert_eq!(pass.updated, 0, "{pass:?}");
+        full += usize::from(pass.unchanged == 0);
+    }
+    assert_eq!(full, 1, "one full pass in every FULL_PASS_EVERY");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1079,7 +1160,7 @@ async fn throughput_of_a_failover_of_many_bindings() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
     // The service's defaults (workers, member concurrency), status collection every second.
-    let config = flotilla_work_executor::Config {
+    let config = Config {
         status_sync_period: Duration::from_secs(1),
         ..Default::default()
     };

@@ -136,7 +136,16 @@ impl FakeMember {
         let mut object: Value = serde_json::from_str(&m.manifest).unwrap_or(json!({}));
         let ready_replicas = if ready { m.replicas } else { 0 };
         object["metadata"]["generation"] = json!(1);
-        object["metadata"]["resourceVersion"] = json!("1");
+        // as on a real API server, the resourceVersion moves whenever the object does (its
+        // manifest, or its status with the pods' readiness): status collection skips the
+        // objects whose resourceVersion it has already read
+        let revision = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&m.manifest, m.replicas, ready).hash(&mut h);
+            h.finish()
+        };
+        object["metadata"]["resourceVersion"] = json!(revision.to_string());
         if m.resource.kind == "Deployment" {
             object["status"] = json!({"observedGeneration": 1, "replicas": m.replicas,
                 "updatedReplicas": m.replicas, "readyReplicas": ready_replicas,
