@@ -137,6 +137,13 @@ struct FailoverFlags {
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     failover_timeout: Duration,
 
+    /// Run each service as its own process (the binaries `flotilla-<service>` beside this
+    /// one, as production runs them) instead of all six in this process, and report the CPU
+    /// and memory of each. Needs `--store etcd`: separate processes share state only there.
+    /// Without it, services in one process share one decoded copy of each object.
+    #[arg(long)]
+    processes: bool,
+
     /// Any other service flag, as SERVICE:--flag=value (repeatable), e.g.
     /// `scheduler:--workers=128`.
     #[arg(long, value_name = "SERVICE:--FLAG=VALUE")]
@@ -193,6 +200,8 @@ pub(crate) struct EtcdBench {
     store: EtcdStore,
     namespace: String,
     temporary: Option<TempEtcd>,
+    /// The store flags a service process needs to use this same store and namespace.
+    service_flags: Vec<String>,
 }
 
 impl BenchStore {
@@ -223,7 +232,22 @@ impl BenchStore {
                     .await
                     .map_err(|_| anyhow!("etcd did not answer within 10s"))?
                     .context("etcd does not answer")?;
-                let etcd = EtcdBench::new(store, namespace, temporary);
+                let mut service_flags = vec![
+                    "--store=etcd".to_owned(),
+                    format!("--etcd-endpoints={}", common.etcd_endpoints.join(",")),
+                    format!("--etcd-prefix={namespace}"),
+                ];
+                for (flag, file) in [
+                    ("--etcd-ca", &common.etcd_ca),
+                    ("--etcd-cert", &common.etcd_cert),
+                    ("--etcd-key", &common.etcd_key),
+                ] {
+                    if let Some(f) = file {
+                        service_flags.push(format!("{flag}={}", f.display()));
+                    }
+                }
+                let mut etcd = EtcdBench::new(store, namespace, temporary);
+                etcd.service_flags = service_flags;
                 Ok(BenchStore::Etcd(Box::new(etcd)))
             }
         }
@@ -233,6 +257,14 @@ impl BenchStore {
         match self {
             BenchStore::Mem(m) => m.clone(),
             BenchStore::Etcd(e) => Arc::new(e.store.clone()),
+        }
+    }
+
+    /// The store flags that give a service process this same store (etcd only).
+    pub(crate) fn service_flags(&self) -> Option<&[String]> {
+        match self {
+            BenchStore::Etcd(e) => Some(&e.service_flags),
+            BenchStore::Mem(_) => None,
         }
     }
 
@@ -297,6 +329,7 @@ impl EtcdBench {
             store,
             namespace,
             temporary,
+            service_flags: Vec::new(),
         }
     }
 
@@ -401,6 +434,7 @@ pub(crate) fn suite_config(flags: BTreeMap<Service, Vec<String>>) -> SuiteConfig
             .collect(),
         flags,
         members: vec![],
+        hosting: flotilla_suite::Hosting::InProcess,
     }
 }
 
@@ -533,7 +567,17 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         }
     };
     let clusters = member_clusters(&external);
-    let config = suite_config(flags);
+    let mut config = suite_config(flags);
+    if args.processes {
+        config.hosting = match processes_hosting(&bench_store, &args.log) {
+            Ok(h) => h,
+            Err(e) => {
+                external.stop().await;
+                bench_store.finish().await;
+                return Err(e);
+            }
+        };
+    }
     let tracker = track::spawn(store.clone(), shutdown.clone());
     let suite = Suite::start(config, store, shutdown.clone()).await?;
     let run = Run {
@@ -547,6 +591,39 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     };
     let result = run.measure(clusters).await;
     wind_down(suite, Some(external), bench_store, result, args.json).await
+}
+
+/// `--processes`: every service as the binary beside this one, on the run's etcd.
+fn processes_hosting(
+    bench_store: &BenchStore,
+    log: &str,
+) -> anyhow::Result<flotilla_suite::Hosting> {
+    let store_flags = bench_store
+        .service_flags()
+        .ok_or_else(|| {
+            anyhow!("--processes needs --store etcd: separate processes share state only there")
+        })?
+        .to_vec();
+    let exe = std::env::current_exe().context("finding the flotilla executable")?;
+    let bin_dir = exe
+        .parent()
+        .ok_or_else(|| anyhow!("{} has no directory", exe.display()))?
+        .to_path_buf();
+    for service in Service::ALL {
+        if flotilla_suite::Hosting::binary(&bin_dir, service).is_none() {
+            anyhow::bail!(
+                "--processes runs the service binaries beside {}, and flotilla-{} is not there: \
+                 build them with `cargo build --release --workspace --bins`",
+                exe.display(),
+                service.name()
+            );
+        }
+    }
+    Ok(flotilla_suite::Hosting::Processes {
+        bin_dir,
+        store_flags,
+        log: log.to_owned(),
+    })
 }
 
 /// Ends a bench run: stops the suite (what went wrong stopping it is printed as warnings),
@@ -724,10 +801,21 @@ impl Run<'_> {
             .addr(failed)
             .ok_or_else(|| anyhow!("no member {failed}"))?;
         let revision_before = suite_store.current_revision().await.unwrap_or(0);
-        let helpers = cpu::helpers([
+        let mut helpers = cpu::helpers([
             ("members", external.pid()),
             ("etcd", bench_store.helper_pid()),
         ]);
+        // --processes: each service is a helper of its own
+        let service_pids: Vec<(&'static str, u32)> = suite
+            .services
+            .iter()
+            .filter_map(|s| Some((s.service.name(), s.pid?)))
+            .collect();
+        helpers.extend(
+            service_pids
+                .iter()
+                .map(|&(name, pid)| cpu::Helper { name, pid }),
+        );
         let cpu_before = cpu::Sample::now(&helpers);
         let fault = match args.fault {
             FaultArg::Unreachable => Fault::Unreachable,
@@ -766,7 +854,11 @@ impl Run<'_> {
         waited?;
         let outcome = track::lock(tracker).outcome();
         let usage = cpu_before.until(&cpu::Sample::now(&helpers));
-        let memory = cpu::memory(None);
+        let per_service = ServiceUsage::read(&usage, &service_pids);
+        let memory = match &per_service {
+            Some(p) => Some(p.memory),
+            None => cpu::memory(None),
+        };
         let members_memory = external.pid().and_then(|p| cpu::memory(Some(p)));
         let revisions = suite_store
             .current_revision()
@@ -793,13 +885,29 @@ impl Run<'_> {
             outcome.binding_versions as f64 / affected,
             outcome.work_versions as f64 / affected
         ));
-        if let Some(line) = usage.describe("control plane (this process)") {
-            out.line(format!("  {line}"));
-        }
-        if let Some(cpu) = usage.process_cpu {
+        let control_plane_cpu = match &per_service {
+            Some(p) => {
+                if let Some(line) = usage.describe("the bench itself (its tracker)") {
+                    out.line(format!("  {line}"));
+                }
+                out.line(format!("  {}", p.describe(usage.wall)));
+                Some(p.cpu)
+            }
+            None => {
+                if let Some(line) = usage.describe("control plane (this process)") {
+                    out.line(format!("  {line}"));
+                }
+                usage.process_cpu
+            }
+        };
+        if let Some(cpu) = control_plane_cpu {
+            let what = if per_service.is_some() {
+                "the six service processes"
+            } else {
+                "includes the bench's own watch of every binding"
+            };
             out.line(format!(
-                "  control-plane CPU per failed-over binding: {:.0} µs (goal ≤ 250 µs; includes \
-                 the bench's own watch of every binding)",
+                "  control-plane CPU per failed-over binding: {:.0} µs (goal ≤ 250 µs; {what})",
                 cpu * 1e6 / affected
             ));
         }
@@ -851,8 +959,11 @@ impl Run<'_> {
                 "cpu".into(),
                 serde_json::json!({
                     "wall_s": usage.wall.as_secs_f64(),
-                    "control_plane_s": usage.process_cpu,
-                    "control_plane_us_per_binding": usage.process_cpu.map(|c| c * 1e6 / affected),
+                    "control_plane_s": control_plane_cpu,
+                    "control_plane_us_per_binding": control_plane_cpu.map(|c| c * 1e6 / affected),
+                    "processes": per_service.is_some(),
+                    "services_s": per_service.as_ref().map(|p| p.json()),
+                    "bench_s": per_service.as_ref().and(usage.process_cpu),
                     "members_s": usage.helper("members"),
                     "etcd_s": usage.helper("etcd"),
                     "machine_busy_cores": usage.machine_busy_cores,
@@ -878,6 +989,74 @@ impl Run<'_> {
             out.line(format!("  metrics: {}", path.display()));
         }
         Ok(report)
+    }
+}
+
+/// `--processes`: what each service process used during the failover.
+struct ServiceUsage {
+    /// (service, CPU seconds, resident bytes), in registry order.
+    services: Vec<(&'static str, f64, u64)>,
+    /// Their CPU seconds together.
+    cpu: f64,
+    /// Their resident and peak resident bytes together.
+    memory: (u64, u64),
+}
+
+impl ServiceUsage {
+    /// `None` unless the services ran as processes (`pids`).
+    fn read(usage: &cpu::Usage, pids: &[(&'static str, u32)]) -> Option<Self> {
+        if pids.is_empty() {
+            return None;
+        }
+        let mut services = Vec::new();
+        let mut memory = (0, 0);
+        for &(name, pid) in pids {
+            let (rss, peak) = cpu::memory(Some(pid)).unwrap_or((0, 0));
+            memory = (memory.0 + rss, memory.1 + peak);
+            services.push((name, usage.helper(name).unwrap_or(0.0), rss));
+        }
+        let cpu = services.iter().map(|(_, c, _)| c).sum();
+        Some(Self {
+            services,
+            cpu,
+            memory,
+        })
+    }
+
+    /// One report line: the total and each service's share.
+    fn describe(&self, wall: Duration) -> String {
+        let wall = wall.as_secs_f64().max(1e-9);
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let each: Vec<String> = self
+            .services
+            .iter()
+            .map(|(name, cpu, rss)| {
+                format!(
+                    "{name} {cpu:.1} ({:.2} cores, {:.0} MiB)",
+                    cpu / wall,
+                    mib(*rss)
+                )
+            })
+            .collect();
+        format!(
+            "control plane (6 processes): {:.1} CPU-seconds ({:.2} cores): {}",
+            self.cpu,
+            self.cpu / wall,
+            each.join(", ")
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        self.services
+            .iter()
+            .map(|(name, cpu, rss)| {
+                (
+                    (*name).to_owned(),
+                    serde_json::json!({"cpu_s": cpu, "rss_mib": *rss as f64 / (1024.0 * 1024.0)}),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     }
 }
 

@@ -325,6 +325,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             .collect(),
         flags,
         members,
+        hosting: flotilla_suite::Hosting::InProcess,
     };
     let suite = Suite::start(config, store, shutdown.clone()).await?;
     let started = async {

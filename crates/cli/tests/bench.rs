@@ -285,6 +285,65 @@ fn failover_bench_json_carries_every_figure() {
     }
 }
 
+/// `--processes`: the six service binaries (built beside `flotilla` by `cargo build
+/// --workspace --bins`) run as processes of their own on the run's etcd, and the report gives
+/// each one's CPU and memory; afterwards none of them is left running. On MemStore the flag is
+/// refused: separate processes share state only through etcd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_bench_runs_each_service_as_its_own_process() {
+    let refused = run(
+        &["bench", "failover", "--processes", "--store", "mem"],
+        Duration::from_secs(60),
+    );
+    assert!(!refused.status.success());
+    assert_has(
+        &String::from_utf8_lossy(&refused.stderr),
+        &["--processes needs --store etcd"],
+    );
+
+    let (_etcd, out) = ok_on_etcd(
+        &[
+            "bench",
+            "failover",
+            "--clusters",
+            "3",
+            "--bindings",
+            "10",
+            "--processes",
+            "--json",
+        ],
+        "/flotilla-cli-test-processes",
+    )
+    .await;
+    let report = json_report(&out);
+    assert_eq!(report["completed"], 10, "{report}");
+    assert_eq!(report["cpu"]["processes"], true, "{report}");
+    let services = report["cpu"]["services_s"].as_object().unwrap();
+    for name in [
+        "api",
+        "cluster-health",
+        "taint-manager",
+        "scheduler",
+        "graceful-eviction",
+        "work-executor",
+    ] {
+        let s = &services[name];
+        assert!(number(&s["cpu_s"]), "{name}: {report}");
+        assert!(positive(&s["rss_mib"]), "{name}: {report}");
+    }
+    assert!(positive(&report["cpu"]["control_plane_s"]), "{report}");
+    let ps = Command::new("pgrep")
+        .args(["-f", "etcd-prefix=/flotilla-cli-test-processes"])
+        .output();
+    if let Ok(ps) = ps {
+        assert!(
+            ps.stdout.is_empty(),
+            "left behind: {}",
+            String::from_utf8_lossy(&ps.stdout)
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedule_bench_reports_decisions_and_the_service_on_etcd() {
     let (_etcd, out) = ok_on_etcd(

@@ -1,6 +1,8 @@
 //! The whole Flotilla suite in one process: the six control-plane services, each on its own
 //! loopback gRPC port (+ an admin port), on one shared store, and simulated member clusters
 //! served in-process. Used by `flotilla up` (fixed ports) and `flotilla bench` (port 0).
+//! `flotilla bench failover --processes` runs each service as its own process instead
+//! ([`Hosting::Processes`]), as production does, sharing only etcd.
 //!
 //! ```text
 //!   StoreRef (MemStore or etcd) ─┬─ api               grpc + admin   (detector + Api)
@@ -218,6 +220,36 @@ pub struct SuiteConfig {
     pub flags: BTreeMap<Service, Vec<String>>,
     /// The member clusters.
     pub members: Vec<MemberSpec>,
+    /// Where the services run: in this process (the default), or each in its own.
+    pub hosting: Hosting,
+}
+
+/// Where [`Suite::start`] runs the services.
+#[derive(Clone, Debug, Default)]
+pub enum Hosting {
+    /// Every service in this process, on the store handed to [`Suite::start`] (`flotilla
+    /// up`, the default bench).
+    #[default]
+    InProcess,
+    /// Every service as its own process, the binary `flotilla-<name>` from `bin_dir`, as in
+    /// production: they share nothing but the store, which `store_flags` name (an etcd's
+    /// endpoints and prefix; the store handed to [`Suite::start`] must be that same one).
+    Processes {
+        /// The directory holding the service binaries.
+        bin_dir: std::path::PathBuf,
+        /// The store flags of every service (`--store=etcd`, `--etcd-endpoints=…`, …).
+        store_flags: Vec<String>,
+        /// Their log filter (`FLOTILLA_LOG`).
+        log: String,
+    },
+}
+
+impl Hosting {
+    /// The binary of `service` in `bin_dir`, if it is there.
+    pub fn binary(bin_dir: &std::path::Path, service: Service) -> Option<std::path::PathBuf> {
+        let path = bin_dir.join(format!("flotilla-{}", service.name()));
+        path.is_file().then_some(path)
+    }
 }
 
 /// A running service's addresses.
@@ -229,6 +261,8 @@ pub struct RunningService {
     pub grpc: SocketAddr,
     /// Its admin address, if any.
     pub admin: Option<SocketAddr>,
+    /// Its process id, when it runs as a process of its own ([`Hosting::Processes`]).
+    pub pid: Option<u32>,
 }
 
 /// A running member-sim.
@@ -357,14 +391,47 @@ impl Suite {
             })
             .collect();
         for (service, grpc, admin) in listeners {
-            let addrs = RunningService {
+            let mut addrs = RunningService {
                 service,
                 grpc: grpc.local_addr()?,
                 admin: admin.as_ref().and_then(|a| a.local_addr().ok()),
+                pid: None,
             };
             let mut flags = config.flags.get(&service).cloned().unwrap_or_default();
             if service == Service::API {
                 flags.extend(peers.iter().cloned());
+            }
+            if let Hosting::Processes {
+                bin_dir,
+                store_flags,
+                log,
+            } = &config.hosting
+            {
+                // the child binds the addresses itself: hand them over
+                drop(grpc);
+                let admin = match admin {
+                    Some(a) => a.local_addr()?,
+                    None => bind(SocketAddr::from(([127, 0, 0, 1], 0)), "an admin port")
+                        .await?
+                        .local_addr()?,
+                };
+                addrs.admin = Some(admin);
+                let child = match spawn_process(bin_dir, service, store_flags, log, &addrs, &flags)
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        shutdown.trigger();
+                        return Err(e);
+                    }
+                };
+                addrs.pid = child.id();
+                let (name, sd) = (service.name().to_owned(), shutdown.clone());
+                set.spawn(async move {
+                    let result = supervise_process(child, &sd).await;
+                    (name, result)
+                });
+                services.push(addrs);
+                continue;
             }
             let task = service
                 .spawn(
@@ -577,6 +644,58 @@ async fn register(mut api: ApiClient<Channel>, cluster: v1::Cluster) -> anyhow::
             status.code(),
             status.message()
         )),
+    }
+}
+
+/// Starts `service` as the process `bin_dir/flotilla-<name>` on the store `store_flags` name,
+/// listening where `addrs` says.
+fn spawn_process(
+    bin_dir: &std::path::Path,
+    service: Service,
+    store_flags: &[String],
+    log: &str,
+    addrs: &RunningService,
+    flags: &[String],
+) -> anyhow::Result<tokio::process::Child> {
+    let binary = Hosting::binary(bin_dir, service).ok_or_else(|| {
+        anyhow!(
+            "no flotilla-{} in {}: build the service binaries beside this one \
+             (`cargo build --release --workspace --bins`)",
+            service.name(),
+            bin_dir.display()
+        )
+    })?;
+    let admin = addrs
+        .admin
+        .ok_or_else(|| anyhow!("{} has no admin address", service.name()))?;
+    tokio::process::Command::new(&binary)
+        .args(store_flags)
+        .arg(format!("--grpc-addr={}", addrs.grpc))
+        .arg(format!("--admin-addr={admin}"))
+        .args(flags)
+        .env("FLOTILLA_LOG", log)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))
+}
+
+/// Waits for a service's process: its exit is a failure unless the suite is shutting down,
+/// in which case it is stopped (killed: its leases expire, as after a crash).
+async fn supervise_process(
+    mut child: tokio::process::Child,
+    shutdown: &Shutdown,
+) -> anyhow::Result<()> {
+    tokio::select! {
+        status = child.wait() => match status {
+            Ok(s) => Err(anyhow!("exited: {s}")),
+            Err(e) => Err(anyhow!("cannot wait for it: {e}")),
+        },
+        () = shutdown.triggered() => {
+            child.kill().await.map_err(|e| anyhow!("cannot stop it: {e}"))
+        }
     }
 }
 
