@@ -227,11 +227,9 @@ impl Ports {
     }
 }
 
-/// The allocator of the whole `flotilla` binary: `flotilla up` and `flotilla bench` run every
-/// service in this one process, where glibc malloc's arena locks and consolidation took about
-/// a third of the CPU of a 10,000-binding failover (perf, `flotilla bench failover`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The allocator of the whole `flotilla` binary (`flotilla up` and `flotilla bench` run every
+// service in this one process): mimalloc, as in every service binary.
+flotilla_runtime::global_allocator!();
 
 /// Regions given to the members in turn.
 const REGIONS: [&str; 3] = ["eu-west-1", "us-east-1", "ap-southeast-1"];
