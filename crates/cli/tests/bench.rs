@@ -319,14 +319,7 @@ async fn failover_bench_runs_each_service_as_its_own_process() {
     assert_eq!(report["completed"], 10, "{report}");
     assert_eq!(report["cpu"]["processes"], true, "{report}");
     let services = report["cpu"]["services_s"].as_object().unwrap();
-    for name in [
-        "api",
-        "cluster-health",
-        "taint-manager",
-        "scheduler",
-        "graceful-eviction",
-        "work-executor",
-    ] {
+    for name in flotilla_suite::Service::ALL.map(|s| s.name()) {
         let s = &services[name];
         assert!(number(&s["cpu_s"]), "{name}: {report}");
         assert!(positive(&s["rss_mib"]), "{name}: {report}");
