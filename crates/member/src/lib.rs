@@ -757,12 +757,11 @@ impl Member {
         api_version: &str,
         kind: &str,
     ) -> Result<Vec<Value>, MemberError> {
-        Ok(self
-            .list_managed_lazily(api_version, kind)
+        self.list_managed_lazily(api_version, kind)
             .await?
             .into_iter()
-            .map(|o| o.into_value())
-            .collect())
+            .map(Listed::into_value)
+            .collect()
     }
 
     /// As [`Member::list_managed`], but each object's `spec` and `status` are kept as the
@@ -1078,31 +1077,55 @@ impl Listed {
             .unwrap_or_default()
     }
 
+    /// `metadata.uid` ("" when the member sent none).
+    pub fn uid(&self) -> &str {
+        self.item.metadata.uid.as_deref().unwrap_or_default()
+    }
+
     /// `spec` and `status`, parsed. The text was checked to be JSON when the list was read;
-    /// only a nesting past serde_json's depth limit could fail here, and such a part reads
-    /// as absent.
-    fn fields(&self) -> serde_json::Map<String, Value> {
-        let parse = |raw: &serde_json::value::RawValue| serde_json::from_str(raw.get()).ok();
+    /// only a nesting past serde_json's depth limit can fail here (the check has none), and
+    /// that object is refused, as a list holding it was before the parse was deferred.
+    fn fields(&self) -> Result<serde_json::Map<String, Value>, MemberError> {
+        let parse = |part: &str, raw: &serde_json::value::RawValue| {
+            serde_json::from_str::<Value>(raw.get()).map_err(|e| {
+                MemberError::BadObject(format!(
+                    "{} {}/{}: {part}: {e}",
+                    self.kind,
+                    self.namespace(),
+                    self.name()
+                ))
+            })
+        };
         let mut fields = serde_json::Map::new();
-        if let Some(spec) = self.item.spec.as_deref().and_then(parse) {
-            fields.insert("spec".into(), spec);
+        if let Some(spec) = self.item.spec.as_deref() {
+            fields.insert("spec".into(), parse("spec", spec)?);
         }
-        if let Some(status) = self.item.status.as_deref().and_then(parse) {
-            fields.insert("status".into(), status);
+        if let Some(status) = self.item.status.as_deref() {
+            fields.insert("status".into(), parse("status", status)?);
         }
-        fields
+        Ok(fields)
     }
 
     /// The object as the JSON the rules read (what [`Member::list_managed`] returns).
-    pub fn value(&self) -> Value {
+    pub fn value(&self) -> Result<Value, MemberError> {
         let metadata = self.item.metadata.clone();
-        object_value(self.fields(), metadata, &self.api_version, &self.kind)
+        Ok(object_value(
+            self.fields()?,
+            metadata,
+            &self.api_version,
+            &self.kind,
+        ))
     }
 
     /// [`Listed::value`], consuming the object.
-    pub fn into_value(self) -> Value {
-        let fields = self.fields();
-        object_value(fields, self.item.metadata, &self.api_version, &self.kind)
+    pub fn into_value(self) -> Result<Value, MemberError> {
+        let fields = self.fields()?;
+        Ok(object_value(
+            fields,
+            self.item.metadata,
+            &self.api_version,
+            &self.kind,
+        ))
     }
 }
 

@@ -382,3 +382,34 @@ fn bad_targets_are_refused_clearly() {
     let err = Member::new(&t, Duration::from_secs(1), sem).expect_err("bad CA");
     assert!(err.to_string().contains("CA bundle"), "{err}");
 }
+
+/// A listed object keeps its `spec` and `status` as text until asked; one nested past the
+/// JSON reader's depth limit is refused when it is parsed, never read as an object without
+/// that part (which status collection would record as an empty status).
+#[test]
+fn a_listed_object_too_deep_to_parse_is_refused_not_emptied() {
+    let listed = |status: &str| {
+        let text = format!(
+            r#"{{"metadata":{{"name":"web","namespace":"default","uid":"u1",
+                 "resourceVersion":"7"}},"spec":{{"replicas":2}},"status":{status}}}"#
+        );
+        Listed {
+            item: serde_json::from_str(&text).unwrap(),
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+        }
+    };
+    let shallow = listed(r#"{"readyReplicas":2}"#);
+    assert_eq!(
+        (shallow.uid(), shallow.resource_version(), shallow.name()),
+        ("u1", "7", "web")
+    );
+    let value = shallow.value().unwrap();
+    assert_eq!(value["status"]["readyReplicas"], 2);
+    assert_eq!(value["metadata"]["resourceVersion"], "7");
+    assert_eq!(value["kind"], "Deployment");
+
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let error = listed(&deep).value().unwrap_err().to_string();
+    assert!(error.contains("Deployment default/web: status"), "{error}");
+}

@@ -837,10 +837,8 @@ impl Sim {
         let now = Instant::now();
         let mut st = self.lock();
         let keys = st.matching(key);
-        if st.settle_keys(&keys, now, self.config.pod_startup_delay) {
-            self.changed();
-        }
-        match keys.as_slice() {
+        let moved = st.settle_keys(&keys, now, self.config.pod_startup_delay);
+        let result = match keys.as_slice() {
             [] => Err(LookupError::NotFound(key.clone())),
             [k] => st
                 .manifests
@@ -851,7 +849,12 @@ impl Sim {
                 key: key.clone(),
                 count: more.len(),
             }),
+        };
+        drop(st);
+        if moved {
+            self.changed();
         }
+        result
     }
 
     /// The `uid` and `resourceVersion` of the object at exactly `key`, if it exists: one
@@ -881,13 +884,17 @@ impl Sim {
     pub fn list(&self) -> Vec<v1::ManifestStatus> {
         let now = Instant::now();
         let mut st = self.lock();
-        if st.settle(now, self.config.pod_startup_delay, |_| true) {
-            self.changed();
-        }
-        st.manifests
+        let moved = st.settle(now, self.config.pod_startup_delay, |_| true);
+        let list = st
+            .manifests
             .values()
             .map(|m| self.status_of(m, now))
-            .collect()
+            .collect();
+        drop(st);
+        if moved {
+            self.changed();
+        }
+        list
     }
 
     /// Totals over every manifest.
@@ -1090,14 +1097,18 @@ impl Sim {
                 && namespace.is_none_or(|ns| m.resource.namespace == ns)
         };
         let mut st = self.lock();
-        if st.settle(now, self.config.pod_startup_delay, selected) {
-            self.changed();
-        }
-        st.manifests
+        let moved = st.settle(now, self.config.pod_startup_delay, selected);
+        let objects = st
+            .manifests
             .values()
             .filter(|m| selected(m))
             .map(|m| self.object_of(m, now))
-            .collect()
+            .collect();
+        drop(st);
+        if moved {
+            self.changed();
+        }
+        objects
     }
 
     /// The simulated node: its allocatable pods are `--capacity`, with one CPU and 1 GiB of

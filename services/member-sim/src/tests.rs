@@ -360,7 +360,7 @@ async fn apply_then_pods_turn_ready_after_the_startup_delay() {
         .await
         .unwrap();
     assert_eq!(listed[0].resource_version(), ready_version);
-    assert_eq!(listed[0].value()["status"]["readyReplicas"], 3);
+    assert_eq!(listed[0].value().unwrap()["status"]["readyReplicas"], 3);
 
     // re-apply with more replicas: a new generation; the new pods start again
     let object = k.apply(&deployment("web", 5)).await.unwrap();

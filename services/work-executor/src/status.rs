@@ -43,6 +43,9 @@ use crate::render::{
 /// The state at which a Work's status and its member object last agreed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
+    /// The member object's `metadata.uid`: another object of the same name (re-created, or
+    /// on another member the cluster now points at) is another object.
+    uid: String,
     /// The member object's `metadata.resourceVersion`.
     member: String,
     /// The Work's revision (`metadata.resourceVersion`) then.
@@ -259,7 +262,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
     let now = ctx.clock.now();
     let mut updates = Vec::new();
     // per update, what the Work will have seen once it lands
-    let mut landing: Vec<Option<String>> = Vec::new();
+    let mut landing: Vec<Option<Seen>> = Vec::new();
     for work in works {
         if is_deleting(work.metadata.as_ref()) {
             continue;
@@ -282,6 +285,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
         let new_status = match found {
             Some(object) => {
                 let now_seen = Seen {
+                    uid: object.uid().to_owned(),
                     member: object.resource_version().to_owned(),
                     work: work.resource_version(),
                 };
@@ -291,7 +295,14 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
                     seen.insert(key, now_seen);
                     continue;
                 }
-                let member_status = flotilla_member::status::manifest_status(&object.value());
+                let member_status = match object.value() {
+                    Ok(value) => flotilla_member::status::manifest_status(&value),
+                    Err(error) => {
+                        // left as it was, and looked at again next pass
+                        tracing::debug!(cluster = name, work = %key, %error, "member object unreadable");
+                        continue;
+                    }
+                };
                 let mut s = status.clone();
                 if !merge_member_status(&mut s, &member_status) {
                     if !now_seen.member.is_empty() {
@@ -299,7 +310,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
                     }
                     continue;
                 }
-                landing.push(Some(now_seen.member).filter(|m| !m.is_empty()));
+                landing.push(Some(now_seen).filter(|s| !s.member.is_empty()));
                 s
             }
             None => {
@@ -325,9 +336,9 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
         match result {
             Ok(written) => {
                 report.updated += 1;
-                if let Some(member) = member {
-                    let work = written.resource_version();
-                    seen.insert(written.key(), Seen { member, work });
+                if let Some(mut agreed) = member {
+                    agreed.work = written.resource_version();
+                    seen.insert(written.key(), agreed);
                 }
             }
             Err(e) if e.is_conflict() => report.conflicts += 1,
