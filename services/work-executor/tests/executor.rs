@@ -204,14 +204,16 @@ async fn we_6_3_orphan_on_an_unreachable_member_stays_until_the_member_answers()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn we_7_we_8_status_collection_makes_the_binding_healthy_and_fully_applied() {
     let (run, m1, m2) = converged(mem()).await;
-    // applied, pods not Ready yet: applied items, Unhealthy, FullyApplied
+    // applied, pods not Ready yet: applied items, Unhealthy, FullyApplied. (The Works are
+    // applied before the binding's status says so: wait for the write that follows the
+    // applies, not the first status with two items, which CI once caught mid-way.)
     let b = eventually("aggregated status written", WAIT, || async {
         let b = run.binding(&binding_key("nginx")).await;
-        (b.status.as_ref()?.aggregated_status.len() == 2).then_some(b)
+        let items = &b.status.as_ref()?.aggregated_status;
+        (items.len() == 2 && items.iter().all(|i| i.applied)).then_some(b)
     })
     .await;
     let status = b.status.unwrap();
-    assert!(status.aggregated_status.iter().all(|i| i.applied));
     assert!(
         status
             .aggregated_status
