@@ -462,7 +462,11 @@ impl WorkExecutor {
                         owners.insert(o.key.clone(), b.clone());
                         bq.add(b.into());
                     }
-                    if execution.observe(ev).is_change() {
+                    // a Work not applied (yet, or its apply failed) is queued on every
+                    // write, as before the filter: its own failure write retries it at once
+                    let applied =
+                        o.value.status.as_ref().and_then(render::applied_state) == Some(true);
+                    if execution.observe(ev).is_change() || !applied {
                         wq.add(o.key.as_str().into());
                     }
                 }
