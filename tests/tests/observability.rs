@@ -493,6 +493,15 @@ async fn one_failover_is_one_trace_and_metrics_move() {
             "work-executor: no Work event was {outcome} by its execution filter"
         );
     }
+    // The render memory (WE-4.7): the Work syncs that follow a Work's own writes (its status,
+    // the member's) take it as unchanged without rendering it.
+    for outcome in ["rendered", "remembered"] {
+        let labels = [("outcome", outcome)];
+        assert!(
+            sum(we, "flotilla_work_executor_renders_total", &labels) >= 1.0,
+            "work-executor: no Work was {outcome} by the binding controller"
+        );
+    }
     let tm = (&before["taint-manager"], &after["taint-manager"]);
     assert_eq!(
         sum(

@@ -10,8 +10,8 @@
 //!   conflict on any write → re-read the losers from the store and decide again (bounded)
 //! ```
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flotilla_core::Time;
@@ -31,9 +31,9 @@ use flotilla_store::typed::{Stored, Typed, Update, workload_key};
 use crate::Config;
 use crate::member::Members;
 use crate::plan::{
-    CONDITION_REPLICAS_HELD, MoveSettings, REASON_OVERRIDE_FAILED, aggregate, decide_with,
-    end_healthy_tasks, hold_status, moves_condition, overrides_condition, with_aggregated_status,
-    with_condition, with_overrides_condition,
+    CONDITION_REPLICAS_HELD, MoveSettings, REASON_OVERRIDE_FAILED, RenderMemo, Rendered, aggregate,
+    decide_remembering, end_healthy_tasks, hold_status, moves_condition, overrides_condition,
+    with_aggregated_status, with_condition, with_overrides_condition,
 };
 use crate::render::{
     BINDING_FINALIZER, Overrides, binding_key, cluster_ready, is_deleting, parse_binding_key,
@@ -108,7 +108,15 @@ pub struct Context {
     /// Status collection's memory of what it already read (`status::Seen`), per cluster.
     #[debug(skip)]
     pub status_seen: crate::status::SeenByCluster,
+    /// The binding controller's render memory (`plan::Rendered`), per binding key.
+    #[debug(skip)]
+    pub rendered: RenderMemory,
 }
+
+/// [`RenderMemo`] per binding key. Each sync of a binding replaces its own entry, so Works
+/// that went away are forgotten with it; a binding that is gone or deleting drops its entry.
+/// Per process: a new leader starts empty and renders everything once.
+pub type RenderMemory = Mutex<HashMap<String, RenderMemo>>;
 
 impl Context {
     /// Resolves once every cache holds a full list.
@@ -347,13 +355,21 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         now,
         timeout: ctx.config.replica_move_timeout,
     };
-    let mut decision = decide_with(
+    let memo = ctx
+        .rendered
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&view.key)
+        .cloned()
+        .unwrap_or_default();
+    let mut decision = decide_remembering(
         binding_ref,
         &spec,
         workload.as_deref(),
         &works,
         &overrides,
         &moves,
+        &memo,
     );
 
     // WE-3.1 / WE-1: mark orphans deleting; the execution controller removes them once the
@@ -414,6 +430,22 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
             tracing::debug!(binding = %view.key, ?conflicts, "Work writes lost a CAS; re-reading");
             return Ok(Step::Conflict(conflicts));
         }
+    }
+    remember_rendered(ctx, view, &decision.rendered);
+    // every target's Work rendered, whatever came of it, and those taken from the memory
+    let rendered = (created
+        + updated
+        + decision.unchanged.len()
+        + decision.waiting_deletion.len()
+        + decision.render_errors.len())
+    .saturating_sub(decision.remembered);
+    if rendered > 0 {
+        metrics::counter!("flotilla_work_executor_renders_total", "outcome" => "rendered")
+            .increment(rendered as u64);
+    }
+    if decision.remembered > 0 {
+        metrics::counter!("flotilla_work_executor_renders_total", "outcome" => "remembered")
+            .increment(decision.remembered as u64);
     }
     if marked > 0 {
         let clusters: Vec<&str> = decision.mark_deleting.iter().map(work_cluster).collect();
@@ -582,6 +614,25 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         Action::await_change()
     };
     Ok(Step::Done(action))
+}
+
+/// #31: remembers, once every Work write of the sync committed, which Works are as their
+/// rendering inputs render them ([`Rendered`]), replacing what was remembered of the binding.
+fn remember_rendered(ctx: &Context, view: &View, rendered: &[(String, u64)]) {
+    let memo: RenderMemo = rendered
+        .iter()
+        .filter_map(|(key, inputs)| {
+            let work = view.works.get(key)?;
+            (!is_deleting(work.metadata.as_ref()))
+                .then(|| (key.clone(), Rendered::of(work, *inputs)))
+        })
+        .collect();
+    let mut all = ctx.rendered.lock().unwrap_or_else(PoisonError::into_inner);
+    if memo.is_empty() {
+        all.remove(&view.key);
+    } else {
+        all.insert(view.key.clone(), memo);
+    }
 }
 
 /// Logs, counts and records the eviction tasks a status write ended (WE-8.6), as graceful

@@ -426,6 +426,7 @@ impl WorkExecutor {
             config: config.clone(),
             clock: clock.clone(),
             status_seen: Default::default(),
+            rendered: Default::default(),
         });
         readiness.add_cache("bindings", &ctx.bindings);
         readiness.add_cache("works", &ctx.works);

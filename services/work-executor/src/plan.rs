@@ -16,7 +16,7 @@ use flotilla_store::typed::{Stored, prepare_generation};
 
 use crate::render::{
     Overrides, RenderError, expected_work_key, is_deleting, merge_update, needs_update,
-    observation, render_work_with, set_condition, work_cluster,
+    observation, owned_meta_current, render_inputs, render_work_with, set_condition, work_cluster,
 };
 
 /// The binding condition saying whether the override policies applied to every target
@@ -67,6 +67,55 @@ pub struct Decision {
     pub moves: MoveHold,
     /// Why, one line per rule that applied.
     pub reasons: Vec<String>,
+    /// #31: the Work key and rendering inputs ([`render_inputs`]) of every target whose Work
+    /// is (unchanged) or is about to be (created, updated) as those inputs render it; the
+    /// controller remembers them once the Works are written ([`Rendered`]). Targets rendered
+    /// with override policies in scope are not listed: they are always rendered.
+    pub rendered: Vec<(String, u64)>,
+    /// #31: of the targets, how many were taken as unchanged from the render memory without
+    /// rendering them.
+    pub remembered: usize,
+}
+
+/// #31, render memory: what the binding controller remembers of one Work it rendered, or
+/// found as rendered. The digest of the rendering inputs, and the Work at which it matched
+/// them, named by its uid and generation. Each write of a Work's spec moves its generation,
+/// whoever writes it. Status writes, which status collection makes all through a failover,
+/// leave the generation alone. So while neither the inputs nor the generation moved, the
+/// Work's spec is still what those inputs render, and the sync skips the render (parse,
+/// revise, label, serialise) and the comparison. The metadata the binding controller owns
+/// (labels, finalizer, the applied-overrides annotations) is not covered by the generation;
+/// it is checked directly ([`owned_meta_current`]), which is cheap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// [`render_inputs`] when the Work matched.
+    pub inputs: u64,
+    /// A digest of the Work's `metadata.uid` (a re-created Work is another Work).
+    pub work_uid: u64,
+    /// The Work's `metadata.generation`.
+    pub work_generation: i64,
+}
+
+impl Rendered {
+    /// The memory of `work` as rendered from `inputs`.
+    pub fn of(work: &v1::Work, inputs: u64) -> Self {
+        let meta = work.metadata.as_ref();
+        Rendered {
+            inputs,
+            work_uid: digest(meta.map_or("", |m| m.uid.as_str())),
+            work_generation: meta.map_or(0, |m| m.generation),
+        }
+    }
+}
+
+/// One binding's render memory, by Work key.
+pub type RenderMemo = BTreeMap<String, Rendered>;
+
+fn digest(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
 }
 
 /// How replica moves between clusters are made before they break (WE-10).
@@ -140,7 +189,7 @@ pub fn decide<W: Borrow<v1::Work>>(
 /// Decides a binding's sync. `binding` is `None` when it no longer exists; `works` are the
 /// Works found for it (any cluster, deleting ones included); `spec` is its converted spec;
 /// `overrides` adapt each target's Work (OV-1..OV-3); `moves` says how shrinks wait for the
-/// growing side (WE-10).
+/// growing side (WE-10). Every target is rendered (no render memory).
 pub fn decide_with<W: Borrow<v1::Work>>(
     binding: Option<&v1::ResourceBinding>,
     spec: &domain::ResourceBindingSpec,
@@ -148,6 +197,29 @@ pub fn decide_with<W: Borrow<v1::Work>>(
     works: &[W],
     overrides: &Overrides,
     moves: &MoveSettings,
+) -> Decision {
+    decide_remembering(
+        binding,
+        spec,
+        workload,
+        works,
+        overrides,
+        moves,
+        &RenderMemo::new(),
+    )
+}
+
+/// [`decide_with`], skipping the render of a target whose Work `memo` says is still as its
+/// unchanged inputs render it ([`Rendered`]). The decision is the same as without the memory
+/// as long as the memory is true; the test `render_memory_…` holds the two side by side.
+pub fn decide_remembering<W: Borrow<v1::Work>>(
+    binding: Option<&v1::ResourceBinding>,
+    spec: &domain::ResourceBindingSpec,
+    workload: Option<&v1::Workload>,
+    works: &[W],
+    overrides: &Overrides,
+    moves: &MoveSettings,
+    memo: &RenderMemo,
 ) -> Decision {
     // the caller's Works are shared (cache `Arc`s) or owned; only those a decision names
     // are cloned
@@ -232,6 +304,21 @@ pub fn decide_with<W: Borrow<v1::Work>>(
         }
     }
     for target in &ensure {
+        let inputs = render_inputs(binding, workload, target, overrides);
+        if let Some(inputs) = inputs {
+            let key = expected_work_key(binding, &target.name);
+            let remembered = by_key.get(&key).is_some_and(|existing| {
+                !is_deleting(existing.metadata.as_ref())
+                    && memo.get(&key) == Some(&Rendered::of(existing, inputs))
+                    && owned_meta_current(existing, binding)
+            });
+            if remembered {
+                d.remembered += 1;
+                d.unchanged.push(key.clone());
+                d.rendered.push((key, inputs));
+                continue;
+            }
+        }
         let desired = match render_work_with(binding, workload, target, overrides) {
             Ok(w) => w,
             Err(e) => {
@@ -242,16 +329,21 @@ pub fn decide_with<W: Borrow<v1::Work>>(
                 continue;
             }
         };
-        match by_key.get(&desired.key()) {
+        let key = desired.key();
+        match by_key.get(&key) {
             None => d.create.push(desired),
             Some(existing) if is_deleting(existing.metadata.as_ref()) => {
                 d.waiting_deletion.push(target.name.clone());
+                continue;
             }
             Some(existing) if needs_update(existing, &desired) => {
                 d.update
                     .push(((*existing).clone(), merge_update(existing, &desired)));
             }
             Some(existing) => d.unchanged.push(existing.key()),
+        }
+        if let Some(inputs) = inputs {
+            d.rendered.push((key, inputs));
         }
     }
     if !ensure.is_empty() {
@@ -1400,5 +1492,211 @@ pub(crate) mod tests {
         let fixed = overrides_condition(&[cond], &[], Time::from_millis(2)).unwrap();
         assert_eq!(fixed.status, v1::ConditionStatus::True as i32);
         assert!(overrides_condition(&[], &[], Time::from_millis(2)).is_none());
+    }
+
+    /// `d`'s creates as the store keeps them once written (a uid, generation 1).
+    fn committed(d: &Decision) -> Vec<v1::Work> {
+        d.create
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let mut w = w.clone();
+                let m = w.metadata.get_or_insert_with(Default::default);
+                m.uid = format!("work-{i}");
+                m.generation = 1;
+                m.resource_version = 10 + i as i64;
+                w
+            })
+            .collect()
+    }
+
+    /// What the controller remembers after `d` committed as `works`.
+    fn memo_of(d: &Decision, works: &[v1::Work]) -> RenderMemo {
+        d.rendered
+            .iter()
+            .filter_map(|(k, inputs)| {
+                let w = works.iter().find(|w| w.key() == *k)?;
+                Some((k.clone(), Rendered::of(w, *inputs)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn render_memory_renders_again_exactly_when_an_input_or_the_work_moved() {
+        let mut b = binding(&[("member1", 1), ("member2", 2)], &[]);
+        b.metadata.as_mut().unwrap().generation = 1;
+        let wl = workload();
+        let first = decide(Some(&b), &spec_of(&b), Some(&wl), &Vec::<v1::Work>::new());
+        assert_eq!((first.create.len(), first.rendered.len()), (2, 2));
+        let works = committed(&first);
+        let memo = memo_of(&first, &works);
+        // A template that cannot render, at the same revision: a target the memory covers is
+        // not rendered at all, so the error shows exactly which targets were rendered.
+        let mut broken = wl.clone();
+        broken.manifest = "[]".into();
+        let rendered = |b: &v1::ResourceBinding,
+                        wl: &v1::Workload,
+                        works: &[v1::Work],
+                        overrides: &Overrides| {
+            let d = decide_remembering(
+                Some(b),
+                &spec_of(b),
+                Some(wl),
+                works,
+                overrides,
+                &MoveSettings::OFF,
+                &memo,
+            );
+            let mut clusters: Vec<String> = d.render_errors.into_iter().map(|(c, _)| c).collect();
+            clusters.sort();
+            clusters
+        };
+        type Edit =
+            fn(&mut v1::ResourceBinding, &mut v1::Workload, &mut Vec<v1::Work>, &mut Overrides);
+        let cases: Vec<(&str, Edit, &[&str])> = vec![
+            ("nothing moved", |_, _, _, _| {}, &[]),
+            (
+                "status collection wrote member1's status (revision, not generation)",
+                |_, _, w, _| {
+                    let m = w[0].metadata.as_mut().unwrap();
+                    m.resource_version += 100;
+                    w[0].status = Some(applied_healthy(Time::from_millis(5)));
+                },
+                &[],
+            ),
+            (
+                "the binding's status was written (revision, not generation)",
+                |b, _, _, _| {
+                    b.metadata.as_mut().unwrap().resource_version = 77;
+                    b.status = Some(v1::ResourceBindingStatus {
+                        scheduler_observed_generation: 1,
+                        ..Default::default()
+                    });
+                },
+                &[],
+            ),
+            (
+                "the binding's spec moved (generation 2)",
+                |b, _, _, _| {
+                    b.metadata.as_mut().unwrap().generation = 2;
+                },
+                &["member1", "member2"],
+            ),
+            (
+                "the template was written (its revision)",
+                |_, wl, _, _| {
+                    wl.metadata
+                        .get_or_insert_with(Default::default)
+                        .resource_version = 9;
+                },
+                &["member1", "member2"],
+            ),
+            (
+                "member2's replicas changed",
+                |b, _, _, _| {
+                    b.spec.as_mut().unwrap().clusters[1].replicas = 3;
+                },
+                &["member2"],
+            ),
+            (
+                "someone wrote member1's Work spec (its generation)",
+                |_, _, w, _| {
+                    w[0].metadata.as_mut().unwrap().generation = 2;
+                },
+                &["member1"],
+            ),
+            (
+                "member1's Work was re-created (its uid)",
+                |_, _, w, _| {
+                    w[0].metadata.as_mut().unwrap().uid = "work-again".into();
+                },
+                &["member1"],
+            ),
+            (
+                "member1's Work lost its binding label (metadata only)",
+                |_, _, w, _| {
+                    w[0].metadata
+                        .as_mut()
+                        .unwrap()
+                        .labels
+                        .remove(crate::render::LABEL_BINDING_NAME);
+                },
+                &["member1"],
+            ),
+            (
+                "member2's Work lost the execution finalizer",
+                |_, _, w, _| {
+                    w[1].metadata.as_mut().unwrap().finalizers.clear();
+                },
+                &["member2"],
+            ),
+            (
+                "an override policy is in scope: always rendered",
+                |_, _, _, o| {
+                    *o = replace_policy("/spec/replicas", 5);
+                },
+                &["member1", "member2"],
+            ),
+        ];
+        for (name, edit, want) in cases {
+            let (mut b, mut wl, mut works, mut overrides) = (
+                b.clone(),
+                broken.clone(),
+                works.clone(),
+                Overrides::default(),
+            );
+            edit(&mut b, &mut wl, &mut works, &mut overrides);
+            assert_eq!(
+                rendered(&b, &wl, &works, &overrides),
+                want,
+                "{name}: targets rendered"
+            );
+            // with a template that renders, the memory never changes the decision
+            let mut wl = wl.clone();
+            wl.manifest.clone_from(&workload().manifest);
+            let with = decide_remembering(
+                Some(&b),
+                &spec_of(&b),
+                Some(&wl),
+                &works,
+                &overrides,
+                &MoveSettings::OFF,
+                &memo,
+            );
+            let without = decide_with(
+                Some(&b),
+                &spec_of(&b),
+                Some(&wl),
+                &works,
+                &overrides,
+                &MoveSettings::OFF,
+            );
+            let remembered = 2 - want.len();
+            assert_eq!(with.remembered, remembered, "{name}: taken from the memory");
+            assert_eq!(
+                Decision {
+                    remembered: 0,
+                    ..with
+                },
+                without,
+                "{name}: same decision as without the memory"
+            );
+        }
+        // A Work being deleted is never taken as rendered: its target waits for it to go.
+        let mut deleting = works.clone();
+        deleting[0].metadata.as_mut().unwrap().deletion_timestamp = Some(
+            flotilla_proto::convert::time_to_timestamp(Time::from_millis(1)),
+        );
+        let d = decide_remembering(
+            Some(&b),
+            &spec_of(&b),
+            Some(&wl),
+            &deleting,
+            &Overrides::default(),
+            &MoveSettings::OFF,
+            &memo,
+        );
+        assert_eq!(d.waiting_deletion, vec!["member1".to_owned()]);
+        assert_eq!(d.rendered.len(), 1, "only member2's Work is remembered");
     }
 }

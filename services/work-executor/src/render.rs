@@ -463,11 +463,10 @@ pub fn render_work_with(
         merge_labels(&mut value, state)?;
     }
     let manifest = value.to_string();
-    let labels = BTreeMap::from([
-        (LABEL_PERMANENT_ID.to_owned(), permanent_id.clone()),
-        (LABEL_BINDING_NAMESPACE.to_owned(), meta.namespace.clone()),
-        (LABEL_BINDING_NAME.to_owned(), meta.name.clone()),
-    ]);
+    let labels: BTreeMap<String, String> = binding_labels(meta)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
     Ok(v1::Work {
         metadata: Some(v1::ObjectMeta {
             name: work_name(
@@ -509,6 +508,72 @@ pub fn render_work_with(
         }),
         status: None,
     })
+}
+
+/// The labels a binding's Works carry (§1.10): its permanent id (its uid when it has none)
+/// and its namespace and name.
+fn binding_labels(meta: &v1::ObjectMeta) -> [(&'static str, &str); 3] {
+    let permanent_id = meta
+        .labels
+        .get(LABEL_PERMANENT_ID)
+        .map_or(meta.uid.as_str(), String::as_str);
+    [
+        (LABEL_PERMANENT_ID, permanent_id),
+        (LABEL_BINDING_NAMESPACE, meta.namespace.as_str()),
+        (LABEL_BINDING_NAME, meta.name.as_str()),
+    ]
+}
+
+/// #31: a digest of everything [`render_work_with`] reads to render `target`'s Work, the
+/// trace context aside (which alone never rewrites a Work, [`needs_update`]): the binding's
+/// identity, labels and generation (every spec write moves it: resource, placement, targets,
+/// eviction tasks with their preserved labels, suspension, deletion and conflict choices),
+/// the template's revision and the target with its replicas. `None` while override policies
+/// are in scope: their inputs (policies, the clusters their affinities match) are not
+/// digested, so such Works are always rendered.
+pub fn render_inputs(
+    binding: &v1::ResourceBinding,
+    workload: &v1::Workload,
+    target: &TargetCluster,
+    overrides: &Overrides,
+) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    if !overrides.policies.is_empty() {
+        return None;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let default_meta = v1::ObjectMeta::default();
+    let meta = binding.metadata.as_ref().unwrap_or(&default_meta);
+    binding_labels(meta).hash(&mut h);
+    meta.uid.hash(&mut h);
+    meta.generation.hash(&mut h);
+    let template = workload.metadata.as_ref().unwrap_or(&default_meta);
+    template.uid.hash(&mut h);
+    template.resource_version.hash(&mut h);
+    target.name.hash(&mut h);
+    target.replicas.hash(&mut h);
+    Some(h.finish())
+}
+
+/// Whether `existing` carries the metadata its binding's Work is rendered with when no
+/// override policy is in scope ([`needs_update`]'s metadata half, without rendering): the
+/// binding's labels, the execution finalizer, and no applied-overrides annotation.
+pub fn owned_meta_current(existing: &v1::Work, binding: &v1::ResourceBinding) -> bool {
+    let Some(em) = existing.metadata.as_ref() else {
+        return false;
+    };
+    let default_meta = v1::ObjectMeta::default();
+    let meta = binding.metadata.as_ref().unwrap_or(&default_meta);
+    binding_labels(meta)
+        .iter()
+        .all(|(k, v)| em.labels.get(*k).map(String::as_str) == Some(*v))
+        && em.finalizers.iter().any(|f| f == EXECUTION_FINALIZER)
+        && [
+            ANNOTATION_APPLIED_OVERRIDES,
+            ANNOTATION_APPLIED_CLUSTER_OVERRIDES,
+        ]
+        .iter()
+        .all(|k| !em.annotations.contains_key(*k))
 }
 
 /// Whether `existing` differs from `desired` in what the binding controller owns: its labels,
