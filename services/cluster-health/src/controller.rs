@@ -356,6 +356,14 @@ impl Context {
     }
 }
 
+/// Whether the cluster's Ready condition is True and it is not being deleted.
+pub fn ready_and_kept(c: &v1::Cluster) -> bool {
+    ready_of(c).is_some_and(|(status, _)| status == v1::ConditionStatus::True as i32)
+        && c.metadata
+            .as_ref()
+            .is_none_or(|m| m.deletion_timestamp.is_none())
+}
+
 fn ready_of(c: &v1::Cluster) -> Option<(i32, String)> {
     c.status.as_ref().and_then(|s| {
         s.conditions

@@ -35,6 +35,8 @@ struct Inner {
     options: Options,
     clusters: Cache<v1::Cluster>,
     policies: Cache<ClusterTaintPolicy>,
+    /// The heartbeat records as this replica last saw them: where a write starts from.
+    heartbeats: Option<Cache<v1::HeartbeatRecord>>,
     store: StoreRef,
     clock: flotilla_runtime::Clock,
 }
@@ -138,20 +140,31 @@ impl ClusterHealthService {
                 options,
                 clusters,
                 policies,
+                heartbeats: None,
                 store,
                 clock,
             }),
         }
     }
 
-    async fn cluster(&self, name: &str) -> Result<Option<v1::Cluster>, Error> {
+    /// Starts each heartbeat's write from the record in `heartbeats` (the service's watch of
+    /// `heartbeats/`) instead of reading it from the store first (#31).
+    pub fn with_heartbeats(mut self, heartbeats: Cache<v1::HeartbeatRecord>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.heartbeats = Some(heartbeats);
+        }
+        self
+    }
+
+    async fn cluster(&self, name: &str) -> Result<Option<Arc<v1::Cluster>>, Error> {
         if let Some(c) = self.inner.clusters.get(&cluster_key(name)) {
-            return Ok(Some((*c).clone()));
+            return Ok(Some(c));
         }
         // not (yet) in the cache: the store decides
         Ok(Typed::new(self.inner.store.clone())
             .get(&cluster_key(name))
-            .await?)
+            .await?
+            .map(Arc::new))
     }
 
     /// Validates and records one heartbeat (from the cluster named by [`CLUSTER_METADATA`],
@@ -190,23 +203,22 @@ impl ClusterHealthService {
         let Some(cluster) = self.cluster(&cluster_name).await? else {
             return Err(Error::NotFound(format!("cluster {cluster_name} not found")));
         };
-        let meta = cluster.metadata.clone().unwrap_or_default();
+        let uid = cluster.metadata.as_ref().map_or("", |m| m.uid.as_str());
         let sync_mode = cluster.spec.as_ref().map_or(0, |s| s.sync_mode);
         if sync_mode != v1::SyncMode::Pull as i32 {
             return Err(Error::FailedPrecondition(format!(
                 "cluster {cluster_name} is not a Pull cluster: its health is probed, not heartbeated"
             )));
         }
-        if !cluster_uid.is_empty() && cluster_uid != meta.uid {
+        if !cluster_uid.is_empty() && cluster_uid != uid {
             return Err(Error::FailedPrecondition(format!(
-                "cluster {cluster_name} has uid {}, not {cluster_uid}: it was re-created",
-                meta.uid
+                "cluster {cluster_name} has uid {uid}, not {cluster_uid}: it was re-created"
             )));
         }
         let now = self.inner.clock.now();
         let record = v1::HeartbeatRecord {
             cluster_name: cluster_name.clone(),
-            cluster_uid: meta.uid,
+            cluster_uid: uid.to_owned(),
             renew_time: Some(time_to_timestamp(now)),
             probe: Some(probe),
             status: status.map(|mut s| {
@@ -215,7 +227,19 @@ impl ClusterHealthService {
             }),
             sent_at,
         };
-        heartbeat::record(&*self.inner.store, &record).await?;
+        match &self.inner.heartbeats {
+            Some(cache) => {
+                let known =
+                    cache
+                        .get_object(&heartbeat::key(&cluster_name))
+                        .map(|o| heartbeat::Known {
+                            revision: o.revision,
+                            renew_time: heartbeat::renew_time(&o.value),
+                        });
+                heartbeat::record_over(&*self.inner.store, &record, known).await?
+            }
+            None => heartbeat::record(&*self.inner.store, &record).await?,
+        };
         let lease = self.inner.options.grace.monitor;
         Ok(v1::HeartbeatResponse {
             renew_time: record.renew_time,

@@ -92,8 +92,10 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_CLUSTER_FAILURE_THRESHOLD", default_value = "30s", value_parser = humantime::parse_duration)]
     pub cluster_failure_threshold: Duration,
 
-    /// The longest a Pull cluster waits to be looked at again (Karmada
-    /// `--cluster-monitor-period`, 5s, CH-8); deadlines are also met exactly.
+    /// How often the store's own health is checked (at most every second), so that a
+    /// control plane blind to etcd judges no cluster (Karmada `--cluster-monitor-period`, 5s,
+    /// CH-8). Clusters are looked at their deadlines, exactly, and on every change of what
+    /// they are judged from; a Pull cluster also at least once per monitor grace period.
     #[arg(long, env = "FLOTILLA_CLUSTER_MONITOR_PERIOD", default_value = "5s", value_parser = humantime::parse_duration)]
     pub cluster_monitor_period: Duration,
 
@@ -392,7 +394,8 @@ pub fn start(
         policies.clone(),
         store.clone(),
         clock,
-    );
+    )
+    .with_heartbeats(heartbeats.clone());
 
     let watch = |prefix: &str, name: &str| {
         (
@@ -443,10 +446,13 @@ pub fn start(
         )
         .watches_with(
             cluster_events,
-            cluster_trigger(ctx.clone(), health_queue, probe_queue.clone()),
+            cluster_trigger(ctx.clone(), health_queue.clone(), probe_queue.clone()),
         )
         .watches(policy_events, move |ev| all_clusters(&c1, ev))
-        .watches(heartbeat_events, heartbeat_cluster)
+        .watches_with(
+            heartbeat_events,
+            heartbeat_trigger(ctx.clone(), health_queue.clone()),
+        )
         .watches(binding_events, move |ev| deleting_clusters(&c2, ev))
         // one failover = one trace: while a Push cluster fails, its reconciles (and the
         // taints they write) continue the probe span that first saw the failure
@@ -549,13 +555,24 @@ fn all_clusters(ctx: &Context, ev: &Event<ClusterTaintPolicy>) -> Vec<String> {
         .collect()
 }
 
-/// Heartbeat record changes: that cluster.
-fn heartbeat_cluster(ev: &Event<v1::HeartbeatRecord>) -> Vec<String> {
-    ev.key()
-        .and_then(heartbeat::cluster_of)
-        .map(str::to_owned)
-        .into_iter()
-        .collect()
+/// Heartbeat record changes: that cluster, unless the heartbeat only renewed the lease of a
+/// Ready cluster ([`heartbeat::RenewalFilter`]; a gap of half the monitor grace period between
+/// two records queues it too).
+fn heartbeat_trigger(
+    ctx: Arc<Context>,
+    health: WorkQueue<String>,
+) -> impl FnMut(&Event<v1::HeartbeatRecord>) + Send + 'static {
+    let mut filter = heartbeat::RenewalFilter::new(ctx.options.grace.monitor / 2);
+    move |ev| {
+        let ready = |name: &str| {
+            ctx.clusters
+                .get(&cluster_key(name))
+                .is_some_and(|c| controller::ready_and_kept(&c))
+        };
+        if let Some(name) = filter.cluster_to_queue(ev, ready) {
+            health.add(name.to_owned());
+        }
+    }
 }
 
 /// Binding changes: the clusters being deleted, which go once no binding references them.

@@ -279,11 +279,12 @@ async fn assess_table() {
             ready: (Unknown, "ClusterStatusUnknown"),
             added: vec!["cluster.karmada.io/unreachable:TAINT_EFFECT_NO_SCHEDULE"],
             removed: vec![],
-            requeue_ms: Some(5_000),
+            // CH-10.2 is due at 59 + 300 s; the CH-8 safety net (the grace period) comes first
+            requeue_ms: Some(40_000),
             reason_prefix: "CH-9",
         },
         Case {
-            name: "CH-9: within the grace nothing changes; look again at the CH-8 period",
+            name: "CH-9: within the grace nothing changes; look again when the grace ends (CH-8)",
             req: v1::ClusterHealthAssessRequest {
                 last_heartbeat_time: at(90),
                 probe: probe(true, true),
@@ -293,7 +294,7 @@ async fn assess_table() {
             ready: (True, "ClusterReady"),
             added: vec![],
             removed: vec![],
-            requeue_ms: Some(5_000),
+            requeue_ms: Some(30_001),
             reason_prefix: "CH-3",
         },
     ];

@@ -385,7 +385,11 @@ fn ch_9_pull_heartbeats_stop_then_unknown_then_unreachable_no_execute() {
     // heartbeat at 100, looked at 110: fine; next look due at 100 + 40s grace
     let d = run(&c, Some(&healthy), Some(100), mem(True, None), 110, &o);
     assert!(!d.status_changed);
-    assert_eq!(d.requeue_after, Some(Duration::from_secs(5)), "CH-8 period");
+    assert_eq!(
+        d.requeue_after,
+        Some(Duration::from_millis(30_001)),
+        "CH-8: at the grace deadline, not every monitor period"
+    );
     let entry = d.memory.monitor.clone().unwrap();
     assert_eq!(entry.probe_timestamp, t(100), "seeded from the heartbeat");
 
@@ -415,8 +419,8 @@ fn ch_9_pull_heartbeats_stop_then_unknown_then_unreachable_no_execute() {
         }),
         "A9: silence restarts the success window"
     );
-    // NoExecute 5m after the last heartbeat (CH-10.2)
-    assert_eq!(d.requeue_after, Some(Duration::from_secs(5)));
+    // NoExecute 5m after the last heartbeat (CH-10.2); the CH-8 safety net comes first
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(40)));
 
     // stored Unknown; at 100 + 300 + 0.001 the unreachable NoExecute taint is added
     let mut stored: Cluster = c.clone().try_into().unwrap();
