@@ -860,10 +860,23 @@ impl Sim {
     /// The `uid` and `resourceVersion` of the object at exactly `key`, if it exists: one
     /// map lookup, for the checks of an apply body (nothing is rendered).
     pub fn identity(&self, key: &ResourceKey) -> Option<(String, String)> {
-        self.lock()
+        let mut st = self.lock();
+        // the version a precondition is checked against moves with the pods' readiness, as a
+        // real API server's moves with the status write that records it
+        let moved = st.settle_keys(
+            std::slice::from_ref(key),
+            Instant::now(),
+            self.config.pod_startup_delay,
+        );
+        let identity = st
             .manifests
             .get(key)
-            .map(|m| (m.uid.clone(), m.resource_version.to_string()))
+            .map(|m| (m.uid.clone(), m.resource_version.to_string()));
+        drop(st);
+        if moved {
+            self.changed();
+        }
+        identity
     }
 
     /// How many changes the member has seen (a list's `resourceVersion`).
@@ -1139,13 +1152,12 @@ impl Sim {
         let now = Instant::now();
         let delay = self.config.pod_startup_delay;
         let node = format!("{}-node-1", self.config.name);
-        let st = self.lock();
+        let selected = |m: &Manifest| namespace.is_none_or(|ns| m.resource.namespace == ns);
+        let mut st = self.lock();
+        // a pod's readiness and the version it is listed at move together (settled first)
+        let moved = st.settle(now, delay, selected);
         let mut out = Vec::new();
-        for m in st
-            .manifests
-            .values()
-            .filter(|m| namespace.is_none_or(|ns| m.resource.namespace == ns))
-        {
+        for m in st.manifests.values().filter(|m| selected(m)) {
             let containers = m
                 .manifest
                 .pointer("/spec/template/spec/containers")
@@ -1170,6 +1182,10 @@ impl Sim {
                                                "status": if ready { "True" } else { "False" }}]},
                 }));
             }
+        }
+        drop(st);
+        if moved {
+            self.changed();
         }
         out
     }
@@ -1352,6 +1368,60 @@ mod tests {
         let json: Value = serde_json::from_str(&st.status).unwrap();
         assert_eq!(json["readyReplicas"], 3);
         assert_eq!(s.next_ready_at(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pods_and_identity_show_the_version_their_readiness_moved_to() {
+        let s = sim(100);
+        s.apply(deployment("web", 1));
+        s.apply(deployment("api", 1));
+        let version = |name: &str| -> u64 {
+            s.identity(&key("Deployment", name))
+                .unwrap()
+                .1
+                .parse()
+                .unwrap()
+        };
+        let (web, api) = (version("web"), version("api"));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        // nothing has read the objects since their pods turned Ready: the first look settles
+        let pods = s.pods(None);
+        let listed = |name: &str| -> u64 {
+            let pod = pods
+                .iter()
+                .find(|p| p["metadata"]["name"] == format!("{name}-0"))
+                .unwrap();
+            assert_eq!(pod["status"]["conditions"][0]["status"], "True");
+            pod["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        assert!(
+            listed("web") > web,
+            "a Ready pod is listed at a newer version"
+        );
+        assert!(listed("api") > api);
+        let s2 = sim(100);
+        s2.apply(deployment("web", 1));
+        let before: u64 = s2
+            .identity(&key("Deployment", "web"))
+            .unwrap()
+            .1
+            .parse()
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let after: u64 = s2
+            .identity(&key("Deployment", "web"))
+            .unwrap()
+            .1
+            .parse()
+            .unwrap();
+        assert!(
+            after > before,
+            "a precondition is checked against the moved version"
+        );
     }
 
     #[tokio::test(start_paused = true)]
