@@ -337,6 +337,69 @@ async fn failover_bench_runs_each_service_as_its_own_process() {
     }
 }
 
+/// The processes whose command line names `prefix` (the service processes of one bench).
+fn processes_of(prefix: &str) -> String {
+    let ps = Command::new("pgrep")
+        .args(["-af", &format!("etcd-prefix={prefix}")])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&ps.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bench_killed_outright_leaves_no_service_process_behind() {
+    let etcd = EtcdServer::start().await;
+    let prefix = "/flotilla-cli-test-sigkill";
+    let mut bench = Command::new(BIN)
+        .args([
+            "bench",
+            "failover",
+            "--clusters",
+            "3",
+            "--bindings",
+            "2000",
+            "--processes",
+        ])
+        .args(["--store", "etcd", "--etcd-prefix", prefix])
+        .args(["--etcd-endpoints", &etcd.endpoints().join(",")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn flotilla");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let services = loop {
+        let found = processes_of(prefix);
+        if flotilla_suite::Service::ALL
+            .iter()
+            .all(|s| found.contains(&format!("flotilla-{}", s.name())))
+        {
+            break found;
+        }
+        assert!(
+            bench.try_wait().unwrap().is_none(),
+            "the bench ended before its services were up"
+        );
+        assert!(Instant::now() < deadline, "services not up: {found}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // SIGKILL: the bench runs no clean-up of its own
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = processes_of(prefix);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 30 s after the bench was killed (started: {services}): {left}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedule_bench_reports_decisions_and_the_service_on_etcd() {
     let (_etcd, out) = ok_on_etcd(

@@ -102,6 +102,9 @@ impl Runtime {
         let metrics = install_metrics()?;
         let shutdown = Shutdown::new();
         shutdown.trigger_on_signals();
+        if std::env::var_os(crate::shutdown::EXIT_WITH_PARENT_ENV).is_some() {
+            shutdown.trigger_when_stdin_closes();
+        }
         let store = args.connect_store().await?;
         tracing::info!(store = ?args.store, grpc = %args.grpc_addr, admin = %args.admin_addr, "starting");
         Ok(Self {

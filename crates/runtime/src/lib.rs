@@ -93,7 +93,7 @@ pub use crate::queue::{QueueConfig, QueueItem, Reason, WorkQueue};
 pub use crate::reflector::{Cache, CacheBarrier, Revisioned, Writer, reflect, reflect_watch};
 pub use crate::security::{AuthLayer, AuthTokens, SecurityArgs};
 pub use crate::server::{GrpcConfig, GrpcServer, Readiness};
-pub use crate::shutdown::Shutdown;
+pub use crate::shutdown::{EXIT_WITH_PARENT_ENV, Shutdown};
 pub use crate::status::{IntoStatus, ServiceError};
 pub use crate::watcher::{Event, Object, WatcherConfig, watcher};
 

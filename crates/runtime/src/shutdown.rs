@@ -4,6 +4,12 @@ use std::future::Future;
 
 use tokio_util::sync::CancellationToken;
 
+/// Set (to anything) in a service process's environment, the process shuts down when its
+/// stdin closes ([`Shutdown::trigger_when_stdin_closes`]). `flotilla bench failover
+/// --processes` sets it on each service process it starts and keeps the pipe's other end,
+/// so that a bench that is killed outright leaves no service running.
+pub const EXIT_WITH_PARENT_ENV: &str = "FLOTILLA_EXIT_WITH_PARENT";
+
 /// A cloneable "stop now" signal. Triggering it (or a parent of it) wakes every
 /// [`Shutdown::triggered`] waiter; children can be triggered on their own (a leadership term
 /// ends without the process ending).
@@ -45,6 +51,27 @@ impl Shutdown {
     /// The underlying cancellation token.
     pub fn token(&self) -> &CancellationToken {
         &self.token
+    }
+
+    /// Fires the token once stdin reaches its end: the parent holding the pipe's other end
+    /// exited, however it ended (a SIGKILL included, which runs no clean-up in the parent).
+    /// Started by [`crate::Runtime::start`] when [`EXIT_WITH_PARENT_ENV`] is set. Spawns a
+    /// task; returns at once.
+    pub fn trigger_when_stdin_closes(&self) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let mut stdin = tokio::io::stdin();
+            let mut buf = [0u8; 256];
+            loop {
+                match stdin.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            tracing::info!("stdin closed: the parent process is gone; shutting down");
+            this.trigger();
+        });
     }
 
     /// Fires the token on SIGTERM or SIGINT (Ctrl-C). Spawns a task; returns at once.

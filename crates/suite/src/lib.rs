@@ -674,7 +674,10 @@ fn spawn_process(
         .arg(format!("--admin-addr={admin}"))
         .args(flags)
         .env("FLOTILLA_LOG", log)
-        .stdin(std::process::Stdio::null())
+        // the child's stdin is a pipe this process holds open for as long as it lives: a
+        // bench killed outright (SIGKILL) closes it, and the service stops with it
+        .env(flotilla_runtime::EXIT_WITH_PARENT_ENV, "1")
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true)
@@ -688,6 +691,9 @@ async fn supervise_process(
     mut child: tokio::process::Child,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
+    // held, not closed, while the child runs (`Child::wait` would close it first): the child
+    // stops when it closes, that is when this process is gone
+    let _stdin = child.stdin.take();
     tokio::select! {
         status = child.wait() => match status {
             Ok(s) => Err(anyhow!("exited: {s}")),
