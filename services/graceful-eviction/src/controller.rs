@@ -259,7 +259,9 @@ fn report(ctx: &Context, key: &ObjectKey, before: &ResourceBinding, plan: &Plan)
 /// GE-2: assess one binding's tasks (and application failover) and write the result.
 pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Error> {
     let now = ctx.clock.now();
-    let first = ctx.bindings.get(&key).map(|b| (*b).clone());
+    // #31: the cached binding is shared, not cloned; it is copied once to convert it, and
+    // once more only when there is something to write
+    let first = ctx.bindings.get(&key);
     let mut races = Races::new(&key);
     let mut current = first;
     loop {
@@ -267,7 +269,7 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
             ctx.remember(&key, None);
             return Ok(Action::await_change());
         };
-        let binding = match ResourceBinding::try_from(wire.clone()) {
+        let binding = match ResourceBinding::try_from((*wire).clone()) {
             Ok(b) => b,
             Err(source) => {
                 tracing::warn!(binding = %key, error = %source, "cannot decode binding");
@@ -299,7 +301,7 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
         let new = apply_to_wire(&wire, &step);
         // I5: a conflict means another writer (scheduler, taint manager, work executor) got
         // there first: the loop re-reads and re-plans at once.
-        match ctx.writes.writer.update(wire, new).await {
+        match ctx.writes.writer.update((*wire).clone(), new).await {
             Ok(_) => {
                 ctx.remember(&key, step.app_memory.clone());
                 report(&ctx, &key, &binding, &step);
@@ -307,7 +309,7 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
             }
             Err(e) => {
                 current = match races.after::<Error>(e)? {
-                    Lost::Changed => ctx.writes.typed.get(&key).await?,
+                    Lost::Changed => ctx.writes.typed.get(&key).await?.map(Arc::new),
                     Lost::Gone => None,
                 }
             }

@@ -545,18 +545,21 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
     if !ctx.config.eviction_enabled || no_execute_taints(&cluster.spec.taints).is_empty() {
         return Ok(Action::await_change());
     }
-    let mut first = ctx.bindings.get(&key.binding).map(|b| (*b).clone());
+    // #31: the cached binding is shared, not cloned; it is copied to convert it, and again
+    // only for the eviction's write
+    let mut first = ctx.bindings.get(&key.binding);
     let mut races = Races::new(&key.binding);
     let mut lost = None;
     loop {
-        let current = Lost::next(lost.take(), &mut first, || {
-            ctx.writes.typed.get(&key.binding)
+        let current = Lost::next(lost.take(), &mut first, || async {
+            let read: Option<v1::ResourceBinding> = ctx.writes.typed.get(&key.binding).await?;
+            Ok::<_, StoreError>(read.map(Arc::new))
         })
         .await?;
         let Some(wire) = current else {
             return Ok(Action::await_change());
         };
-        let binding = match ResourceBinding::try_from(wire.clone()) {
+        let binding = match ResourceBinding::try_from((*wire).clone()) {
             Ok(b) => b,
             Err(source) => {
                 // A malformed stored binding: nothing sensible to do until it is rewritten.
@@ -628,7 +631,8 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
         // I11: the eviction commits only if the cluster is still as read — with the taint
         // that is not tolerated. A taint removed meanwhile fails this guard instead of
         // evicting from a recovered cluster.
-        let update = Update::new(wire, new).guarded_by(&cluster_key, cluster_obj.revision);
+        let update =
+            Update::new((*wire).clone(), new).guarded_by(&cluster_key, cluster_obj.revision);
         match ctx.writes.writer.write(update).await {
             Ok(_) => {
                 let (namespace, name) = key.binding.namespace_name();
