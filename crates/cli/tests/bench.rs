@@ -400,6 +400,51 @@ async fn a_bench_killed_outright_leaves_no_service_process_behind() {
     }
 }
 
+#[test]
+fn a_service_tied_to_its_parent_still_stops_on_sigterm() {
+    // started as `bench --processes` starts it: stdin a pipe held open by the parent
+    let bin = std::path::Path::new(BIN).with_file_name("flotilla-taint-manager");
+    let mut service = Command::new(bin)
+        .args([
+            "--store",
+            "mem",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ])
+        .env(flotilla_runtime::EXIT_WITH_PARENT_ENV, "1")
+        .env("FLOTILLA_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn flotilla-taint-manager");
+    let _held = service.stdin.take();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        service.try_wait().unwrap().is_none(),
+        "it runs while stdin is open"
+    );
+    let term = Command::new("kill")
+        .args(["-TERM", &service.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = service.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = service.kill();
+            panic!("still running 20 s after SIGTERM: stdin's read held the runtime");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedule_bench_reports_decisions_and_the_service_on_etcd() {
     let (_etcd, out) = ok_on_etcd(

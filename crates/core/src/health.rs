@@ -302,12 +302,16 @@ pub fn monitor_cluster(
     if sync_mode == SyncMode::Push {
         return MonitorOutcome { entry, write: None };
     }
-    // CH-9.4: a newer heartbeat refreshes the probe time.
+    // CH-9.4: a newer heartbeat refreshes the probe time, to when it was received (Flotilla;
+    // Karmada: when the monitor noticed it, which its 5 s pass keeps close). The monitor
+    // does not look at every heartbeat (CH-8), so "when noticed" could be a grace period
+    // late, and the cluster would go Unknown that much later. Never before the monitor could
+    // observe (A13).
     if let Some(hb) = heartbeat
         && entry.last_heartbeat.is_none_or(|saved| hb > saved)
     {
         entry.last_heartbeat = Some(hb);
-        entry.probe_timestamp = now;
+        entry.probe_timestamp = hb.min(now).max(observing_since);
     }
     if now <= entry.probe_timestamp + grace_period {
         return MonitorOutcome { entry, write: None };
@@ -591,11 +595,27 @@ mod tests {
             Some(t(41))
         );
 
-        // A newer heartbeat refreshes the probe time.
-        let out4 = monitor(Some(out.entry), SyncMode::Pull, Some(&ready), Some(30), 35);
-        assert_eq!(out4.entry.probe_timestamp, t(35));
-        let out5 = monitor(Some(out4.entry), SyncMode::Pull, Some(&ready), Some(30), 75);
-        assert_eq!(out5.write, None);
+        // CH-9.4: a newer heartbeat refreshes the probe time, to when it was received.
+        let out4 = monitor(
+            Some(out.entry.clone()),
+            SyncMode::Pull,
+            Some(&ready),
+            Some(30),
+            35,
+        );
+        assert_eq!(out4.entry.probe_timestamp, t(30));
+        let out5 = monitor(Some(out4.entry), SyncMode::Pull, Some(&ready), Some(30), 70);
+        assert_eq!(out5.write, None, "at the heartbeat + grace: not yet");
+        // Noticed late (the monitor does not look at every heartbeat, CH-8): the grace still
+        // counts from the heartbeat, so silence since then is Unknown on time.
+        let late = monitor(Some(out.entry), SyncMode::Pull, Some(&ready), Some(30), 65);
+        assert_eq!(late.entry.probe_timestamp, t(30));
+        let late = monitor(Some(late.entry), SyncMode::Pull, Some(&ready), Some(30), 71);
+        assert_eq!(
+            late.write.as_ref().map(|c| c.status),
+            Some(Unknown),
+            "40 s after the last heartbeat, not 40 s after it was noticed"
+        );
 
         // Already Unknown → no write.
         let unknown = cond(Unknown);

@@ -59,19 +59,29 @@ impl Shutdown {
     /// task; returns at once.
     pub fn trigger_when_stdin_closes(&self) {
         let this = self.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncReadExt as _;
-            let mut stdin = tokio::io::stdin();
-            let mut buf = [0u8; 256];
-            loop {
-                match stdin.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
+        // A plain thread, not tokio's stdin: a blocking read cannot be cancelled, and tokio
+        // waits for its blocking threads when the runtime shuts down, so a process whose
+        // stdin is still open (its parent alive) could never exit on its own, after a
+        // SIGTERM or a failure. A detached thread ends with the process.
+        let spawned = std::thread::Builder::new()
+            .name("stdin-watch".into())
+            .spawn(move || {
+                use std::io::Read as _;
+                let mut stdin = std::io::stdin().lock();
+                let mut buf = [0u8; 256];
+                loop {
+                    match stdin.read(&mut buf) {
+                        Ok(0) => break,
+                        Err(e) if e.kind() != std::io::ErrorKind::Interrupted => break,
+                        _ => {}
+                    }
                 }
-            }
-            tracing::info!("stdin closed: the parent process is gone; shutting down");
-            this.trigger();
-        });
+                tracing::info!("stdin closed: the parent process is gone; shutting down");
+                this.trigger();
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "cannot watch stdin: this process will not stop with its parent");
+        }
     }
 
     /// Fires the token on SIGTERM or SIGINT (Ctrl-C). Spawns a task; returns at once.
