@@ -319,15 +319,22 @@ async fn we_7_status_collection_parses_only_what_moved_since_its_last_pass() {
     let w = run.work(&keys[0]).await.unwrap();
     assert_eq!(w.status.as_ref().unwrap().ready_replicas, 1);
 
-    // and every FULL_PASS_EVERY passes, everything is read again regardless
+    // and every FULL_PASS_EVERY passes over a cluster, everything is read again regardless.
+    // Each cluster counts its own passes (one skipped while its cluster was not Ready, at
+    // start-up, puts the two out of step), so what is checked is that each Work is read in
+    // full once in FULL_PASS_EVERY passes, not that both are in the same one.
     works_cached(&run, &keys).await;
-    let mut full = 0;
+    let mut read = 0;
     for _ in 0..flotilla_work_executor::status::FULL_PASS_EVERY {
         let pass = sync_all(&ctx).await;
         assert_eq!(pass.updated, 0, "{pass:?}");
-        full += usize::from(pass.unchanged == 0);
+        read += keys.len() - pass.unchanged;
     }
-    assert_eq!(full, 1, "one full pass in every FULL_PASS_EVERY");
+    assert_eq!(
+        read,
+        keys.len(),
+        "each Work read in full once in FULL_PASS_EVERY passes"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
