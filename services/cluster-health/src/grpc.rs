@@ -36,7 +36,7 @@ struct Inner {
     clusters: Cache<v1::Cluster>,
     policies: Cache<ClusterTaintPolicy>,
     /// The heartbeat records as this replica last saw them: where a write starts from.
-    heartbeats: Option<Cache<v1::HeartbeatRecord>>,
+    heartbeats: Cache<v1::HeartbeatRecord>,
     store: StoreRef,
     clock: flotilla_runtime::Clock,
 }
@@ -126,12 +126,14 @@ fn options_from_wire(o: &v1::ClusterHealthOptions, defaults: Options) -> Result<
 
 impl ClusterHealthService {
     /// A service that validates heartbeats against `clusters` (falling back to the store on a
-    /// miss), records them in `store` (unfenced: any replica takes heartbeats) and assesses
-    /// with `options` and the stored `policies`.
+    /// miss), records them in `store` (unfenced: any replica takes heartbeats), starting each
+    /// write from the record in `heartbeats` (its watch of `heartbeats/`) rather than a read
+    /// (#31), and assesses with `options` and the stored `policies`.
     pub fn new(
         options: Options,
         clusters: Cache<v1::Cluster>,
         policies: Cache<ClusterTaintPolicy>,
+        heartbeats: Cache<v1::HeartbeatRecord>,
         store: StoreRef,
         clock: flotilla_runtime::Clock,
     ) -> Self {
@@ -140,20 +142,11 @@ impl ClusterHealthService {
                 options,
                 clusters,
                 policies,
-                heartbeats: None,
+                heartbeats,
                 store,
                 clock,
             }),
         }
-    }
-
-    /// Starts each heartbeat's write from the record in `heartbeats` (the service's watch of
-    /// `heartbeats/`) instead of reading it from the store first (#31).
-    pub fn with_heartbeats(mut self, heartbeats: Cache<v1::HeartbeatRecord>) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.heartbeats = Some(heartbeats);
-        }
-        self
     }
 
     async fn cluster(&self, name: &str) -> Result<Option<Arc<v1::Cluster>>, Error> {
@@ -227,19 +220,15 @@ impl ClusterHealthService {
             }),
             sent_at,
         };
-        match &self.inner.heartbeats {
-            Some(cache) => {
-                let known =
-                    cache
-                        .get_object(&heartbeat::key(&cluster_name))
-                        .map(|o| heartbeat::Known {
-                            revision: o.revision,
-                            renew_time: heartbeat::renew_time(&o.value),
-                        });
-                heartbeat::record_over(&*self.inner.store, &record, known).await?
-            }
-            None => heartbeat::record(&*self.inner.store, &record).await?,
-        };
+        let known = self
+            .inner
+            .heartbeats
+            .get_object(&heartbeat::key(&cluster_name))
+            .map(|o| heartbeat::Known {
+                revision: o.revision,
+                renew_time: heartbeat::renew_time(&o.value),
+            });
+        heartbeat::record_over(&*self.inner.store, &record, known).await?;
         let lease = self.inner.options.grace.monitor;
         Ok(v1::HeartbeatResponse {
             renew_time: record.renew_time,

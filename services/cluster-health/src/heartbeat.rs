@@ -259,7 +259,6 @@ mod tests {
         };
         let mut f = RenewalFilter::new(std::time::Duration::from_secs(20));
         let ready = |_: &str| true;
-        let not_ready = |_: &str| false;
         // (case, record, cluster Ready, queues)
         let cases = [
             ("the first record", healthy(10), true, true),
@@ -282,11 +281,7 @@ mod tests {
         ];
         for (name, record, is_ready, queues) in cases {
             let event = apply(record);
-            let got = if is_ready {
-                f.cluster_to_queue(&event, ready)
-            } else {
-                f.cluster_to_queue(&event, not_ready)
-            };
+            let got = f.cluster_to_queue(&event, |_: &str| is_ready);
             assert_eq!(got, queues.then_some("m1"), "{name}");
         }
         let mut status = rec(90);

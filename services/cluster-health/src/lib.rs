@@ -392,10 +392,10 @@ pub fn start(
         config.options,
         clusters.clone(),
         policies.clone(),
+        heartbeats.clone(),
         store.clone(),
         clock,
-    )
-    .with_heartbeats(heartbeats.clone());
+    );
 
     let watch = |prefix: &str, name: &str| {
         (
