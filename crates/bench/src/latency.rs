@@ -121,16 +121,34 @@ async fn rounds(
             })
         };
         wait(T, "both clusters Ready and untainted", suite, healed).await?;
-        let name = format!("lat-{round:04}");
-        api.create_workload(v1::CreateWorkloadRequest {
-            workload: Some(super::failover::workload(&name, &partner, 2)),
-        })
-        .await
-        .map_err(|s| anyhow!("creating workload {name}: {}", s.message()))?;
-        wait(T, "the new binding settled", suite, || {
-            track::lock(tracker).settled() > round
-        })
-        .await?;
+        // The tracker may see the cluster recover before the scheduler does: a workload
+        // placed meanwhile lands on the partner alone and would have nothing to fail over.
+        // Such a workload is left as it is and the round takes a new one.
+        let mut attempt = 0;
+        loop {
+            let name = format!("lat-{round:04}-{attempt}");
+            api.create_workload(v1::CreateWorkloadRequest {
+                workload: Some(super::failover::workload(&name, &partner, 2)),
+            })
+            .await
+            .map_err(|s| anyhow!("creating workload {name}: {}", s.message()))?;
+            let mut on_failed = None;
+            wait(T, "the new binding settled", suite, || {
+                on_failed = track::lock(tracker).settled_on(&name, &failed);
+                on_failed.is_some()
+            })
+            .await?;
+            if on_failed == Some(true) {
+                break;
+            }
+            attempt += 1;
+            if attempt == 5 {
+                anyhow::bail!("5 new workloads in a row were placed without {failed}");
+            }
+            out.line(format!(
+                "  {name} was placed before the scheduler saw {failed} recover; taking another workload"
+            ));
+        }
         track::lock(tracker).arm(&failed);
         External::set_fault(addr, Fault::Unhealthy).await?;
         wait(T, "the failover", suite, || {

@@ -299,6 +299,20 @@ impl State {
         &self.clusters
     }
 
+    /// Whether the binding of the Deployment `name` has settled and, if so, whether it
+    /// targets `cluster`: `None` until it has settled.
+    pub fn settled_on(&self, name: &str, cluster: &str) -> Option<bool> {
+        let suffix = format!(
+            "/{}",
+            flotilla_core::resource::binding_name(name, "apps", "Deployment", false)
+        );
+        self.bindings
+            .iter()
+            .find(|(key, _)| key.ends_with(&suffix))
+            .filter(|(_, b)| b.settled)
+            .map(|(_, b)| targets_cluster(&b.binding, cluster))
+    }
+
     /// Affected bindings that finished their failover, of how many.
     pub fn progress(&self) -> (usize, usize) {
         (self.complete, self.affected)

@@ -95,7 +95,7 @@ pub use crate::security::{AuthLayer, AuthTokens, SecurityArgs};
 pub use crate::server::{GrpcConfig, GrpcServer, Readiness};
 pub use crate::shutdown::{EXIT_WITH_PARENT_ENV, Shutdown};
 pub use crate::status::{IntoStatus, ServiceError};
-pub use crate::watcher::{Event, Object, WatcherConfig, watcher};
+pub use crate::watcher::{Event, Object, WatcherConfig, shared_watcher, watcher};
 
 /// tonic, for [`unary_service!`]'s expansion in the services' crates.
 #[doc(hidden)]

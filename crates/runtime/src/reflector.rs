@@ -23,7 +23,7 @@ use flotilla_store::{KeyValue, Revision, StoreRef};
 use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 
-use crate::watcher::{Event, Object, WatcherConfig, watcher};
+use crate::watcher::{Event, Object, WatcherConfig, shared_watcher};
 
 /// A secondary index: the index values an object is filed under (e.g. the clusters a
 /// binding targets). An object may be filed under none, one or several values.
@@ -563,8 +563,9 @@ impl CacheBarrier {
     }
 }
 
-/// [`reflect`] of a [`watcher`] on `prefix` with `config`: the cache that `writer` keeps of
-/// one prefix, and its events.
+/// [`reflect`] of a [`shared_watcher`] on `prefix` with `config`: the cache that `writer`
+/// keeps of one prefix, and its events. The watch is shared with every other watch of the
+/// process on the same store handle and prefix (`decode` must capture nothing).
 pub fn reflect_watch<K, E, D>(
     writer: Writer<K>,
     store: StoreRef,
@@ -577,7 +578,10 @@ where
     E: std::fmt::Display + 'static,
     D: Fn(&KeyValue) -> Result<K, E> + Send + Sync + 'static,
 {
-    reflect(writer, watcher(store, prefix.to_owned(), config, decode))
+    reflect(
+        writer,
+        shared_watcher(store, prefix.to_owned(), config, decode),
+    )
 }
 
 impl<K: Send + Sync + 'static> Writer<K> {
@@ -593,8 +597,9 @@ impl<K: Send + Sync + 'static> Writer<K> {
         E: std::fmt::Display + 'static,
         D: Fn(&KeyValue) -> Result<K, E> + Send + Sync + 'static,
     {
-        let config = WatcherConfig::default().named(name);
-        reflect_watch(self, store, &format!("{name}/"), config, decode)
+        let prefix = format!("{name}/");
+        let config = WatcherConfig::for_prefix(&prefix).named(name);
+        reflect_watch(self, store, &prefix, config, decode)
     }
 }
 

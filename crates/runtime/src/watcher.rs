@@ -31,7 +31,9 @@ use futures::Stream;
 
 use crate::backoff::{Backoff, BackoffState};
 
-mod shared;
+mod hub;
+
+pub use hub::shared_watcher;
 
 /// One object of a watched prefix: its key, the revision it was last modified at (its
 /// `resource_version`) and its decoded value.
@@ -184,6 +186,15 @@ impl Default for WatcherConfig {
 }
 
 impl WatcherConfig {
+    /// The default config for a watch of `prefix`: the bindings re-list after a broken stream
+    /// rather than resume, because a failover's backlog of binding writes can exceed what one
+    /// etcd watch response may carry to a client, which would fail every resume again; a
+    /// re-list reads pages and cannot get stuck. Every watch of a prefix takes the same
+    /// config, so that the process shares one watch of it ([`shared_watcher`]).
+    pub fn for_prefix(prefix: &str) -> Self {
+        Self::default().relist_on_break(prefix == "bindings/")
+    }
+
     /// Names the watcher (logs and metric labels).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -342,11 +353,11 @@ where
     }
 
     fn decode_kv(&self, kv: KeyValue) -> Option<Object<K>> {
-        match shared::decode(&kv, &self.decode) {
+        match (self.decode)(&kv) {
             Ok(value) => Some(Object {
                 key: kv.key,
                 revision: kv.mod_revision,
-                value,
+                value: Arc::new(value),
             }),
             Err(error) => {
                 self.metrics.decode_errors.increment(1);

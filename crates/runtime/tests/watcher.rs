@@ -12,7 +12,7 @@ use crate::watch_support::*;
 use flotilla_runtime::backoff::Backoff;
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
 use flotilla_runtime::testing::FlakyStore;
-use flotilla_runtime::watcher::{Event, WatcherConfig, raw, watcher};
+use flotilla_runtime::watcher::{Event, WatcherConfig, raw, shared_watcher, watcher};
 use flotilla_store::{
     KeyValue, MemStore, MemStoreOptions, Revision, Store, StoreError, TokioClock,
 };
@@ -367,4 +367,169 @@ async fn a_cache_barrier_waits_until_the_caches_hold_the_store_state() {
         "a cache without b/1 and b/2 is not caught up"
     );
     drive.abort();
+}
+
+// === shared watches (one watch per prefix per process) ===
+
+/// A reflector like [`reflector`], on the process's shared watch of `prefix`.
+fn shared_reflector(
+    store: Arc<dyn Store>,
+    prefix: &str,
+    config: WatcherConfig,
+) -> (Cache<KeyValue>, Events<KeyValue>) {
+    let writer = Writer::new();
+    let cache = writer.cache();
+    let events = reflect(writer, shared_watcher(store, prefix, config, raw));
+    (cache, Box::pin(events))
+}
+
+/// Two consumers of one prefix on one store handle, the second joining late, are served by
+/// one list and one watch, and each sees the protocol a watch of its own would give: the late
+/// one gets the state so far as a list, then the same live events as the first.
+#[tokio::test]
+async fn consumers_of_one_prefix_share_one_watch_and_a_late_one_gets_the_state_as_a_list() {
+    let flaky = FlakyStore::new(Arc::new(MemStore::new()));
+    for i in 0..5 {
+        put(&*flaky, &format!("b/{i}"), "a").await;
+    }
+    let (early_cache, mut early) = shared_reflector(flaky.clone(), "b/", config());
+    until(&mut early, |e| matches!(e, Event::InitDone { .. })).await;
+
+    // Changes the early consumer has seen, then a late one joins.
+    store_delete(&*flaky, "b/0").await;
+    let moved = put(&*flaky, "b/1", "b").await;
+    until(&mut early, |e| e.revision() == moved).await;
+    let ranges_before = flaky.range_calls();
+    let (late_cache, mut late) = shared_reflector(flaky.clone(), "b/", config());
+    let joined = until(&mut late, |e| matches!(e, Event::InitDone { .. })).await;
+    assert_eq!(
+        flaky.range_calls(),
+        ranges_before,
+        "the late consumer listed nothing"
+    );
+    assert_eq!(joined.first(), Some(&Event::Init { revision: moved }));
+    assert_eq!(joined.last(), Some(&Event::InitDone { revision: moved }));
+    let listed: Vec<_> = joined.iter().filter_map(|e| e.key()).collect();
+    assert_eq!(
+        listed,
+        ["b/1", "b/2", "b/3", "b/4"],
+        "the state as of {moved}"
+    );
+    assert_eq!(cached(&late_cache), snapshot(&*flaky, "b/").await);
+
+    // Live changes reach both, in the same order.
+    store_delete(&*flaky, "b/2").await;
+    put(&*flaky, "b/7", "c").await;
+    let last = put(&*flaky, "b/3", "c").await;
+    let seen_early = until(&mut early, |e| e.revision() == last).await;
+    let seen_late = until(&mut late, |e| e.revision() == last).await;
+    assert_eq!(seen_early, seen_late);
+    assert_eq!(seen_late.len(), 3, "{seen_late:?}");
+    assert_eq!(cached(&early_cache), snapshot(&*flaky, "b/").await);
+    assert_eq!(cached(&late_cache), snapshot(&*flaky, "b/").await);
+    assert_monotonic(&joined);
+
+    assert_eq!(flaky.watch_calls(), 1, "one watch for both consumers");
+}
+
+/// Watches that differ in what they list or how they recover, and watches of other store
+/// handles, are not shared.
+#[tokio::test]
+async fn watches_with_another_config_or_store_handle_are_their_own() {
+    let inner: Arc<dyn Store> = Arc::new(MemStore::new());
+    put(&*inner, "b/1", "a").await;
+    let flaky = FlakyStore::new(inner.clone());
+    let other_handle = FlakyStore::new(inner);
+    let (_, mut a) = shared_reflector(flaky.clone(), "b/", config());
+    let (_, mut b) = shared_reflector(flaky.clone(), "b/", config().relist_on_break(true));
+    let (_, mut c) = shared_reflector(other_handle.clone(), "b/", config());
+    for events in [&mut a, &mut b, &mut c] {
+        until(events, |e| matches!(e, Event::InitDone { .. })).await;
+    }
+    let r = put(&*flaky, "b/2", "a").await;
+    for events in [&mut a, &mut b, &mut c] {
+        until(events, |e| e.revision() == r).await;
+    }
+    assert_eq!(flaky.watch_calls(), 2, "one per config");
+    assert_eq!(other_handle.watch_calls(), 1);
+}
+
+/// When its last consumer goes, a shared watch closes, and the next consumer starts a new
+/// one; a consumer that leaves takes nothing from the others.
+#[tokio::test]
+async fn a_shared_watch_closes_with_its_last_consumer() {
+    let flaky = FlakyStore::new(Arc::new(MemStore::new()));
+    put(&*flaky, "b/1", "a").await;
+    let (_, mut first) = shared_reflector(flaky.clone(), "b/", config());
+    let (stays_cache, mut stays) = shared_reflector(flaky.clone(), "b/", config());
+    until(&mut first, |e| matches!(e, Event::InitDone { .. })).await;
+    until(&mut stays, |e| matches!(e, Event::InitDone { .. })).await;
+    drop(first);
+    let r = put(&*flaky, "b/2", "a").await;
+    until(&mut stays, |e| e.revision() == r).await;
+    assert_eq!(cached(&stays_cache), snapshot(&*flaky, "b/").await);
+    drop(stays);
+    assert_eq!(flaky.watch_calls(), 1);
+
+    // The hub retires on its own task: a consumer that comes before it has may still join
+    // it, so look until a new watch is opened.
+    tokio::time::timeout(WITHIN, async {
+        loop {
+            let (cache, mut next) = shared_reflector(flaky.clone(), "b/", config());
+            until(&mut next, |e| matches!(e, Event::InitDone { .. })).await;
+            assert_eq!(cached(&cache), snapshot(&*flaky, "b/").await);
+            if flaky.watch_calls() == 2 {
+                break;
+            }
+            drop(next);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the closed watch is not reused");
+}
+
+/// A shared watch that must re-list (its resume was compacted) after keys were deleted while
+/// it was down gives every consumer, the one that joined during the gap included, the fresh
+/// list and the deletions of the gap, and lists once for all of them.
+#[tokio::test(start_paused = true)]
+async fn a_shared_relist_brings_every_consumer_the_deletions_of_the_gap() {
+    let flaky = FlakyStore::new(Arc::new(MemStore::new()));
+    for i in 0..10 {
+        put(&*flaky, &format!("b/{i}"), "a").await;
+    }
+    // The watch after the first list fails, and its retry finds the revision compacted.
+    flaky.inject_watch_error(StoreError::unavailable("connection refused"));
+    flaky.inject_watch_error(StoreError::Compacted {
+        compact_revision: 1,
+    });
+    let (early_cache, mut early) = shared_reflector(flaky.clone(), "b/", config());
+    let mut early_seen = until(&mut early, |e| matches!(e, Event::InitDone { .. })).await;
+    for i in 0..5 {
+        store_delete(&*flaky, &format!("b/{i}")).await;
+    }
+    let last = put(&*flaky, "b/5", "b").await;
+    // Joins while the watch is down: it gets the state as of the first list.
+    let (late_cache, mut late) = shared_reflector(flaky.clone(), "b/", config());
+    let mut late_seen = until(&mut late, |e| matches!(e, Event::InitDone { .. })).await;
+    assert_eq!(late_cache.len(), 10, "the hub's state before the gap");
+
+    for (seen, events) in [(&mut early_seen, &mut early), (&mut late_seen, &mut late)] {
+        seen.extend(
+            until(
+                events,
+                |e| matches!(e, Event::InitDone { revision } if *revision >= last),
+            )
+            .await,
+        );
+        seen.extend(drain_quiet(events, Duration::from_millis(200)).await);
+        assert_eq!(
+            deleted_keys(seen),
+            (0..5).map(|i| format!("b/{i}")).collect::<Vec<_>>()
+        );
+        assert_monotonic(seen);
+    }
+    assert_eq!(cached(&early_cache), snapshot(&*flaky, "b/").await);
+    assert_eq!(cached(&late_cache), snapshot(&*flaky, "b/").await);
+    assert_eq!(flaky.watch_calls(), 3, "one watch: failed, compacted, open");
 }

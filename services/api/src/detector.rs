@@ -27,7 +27,7 @@ use flotilla_runtime::Elected;
 use flotilla_runtime::cas::{Lost, Races};
 use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::reflector::{Cache, Writer, reflect};
-use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
+use flotilla_runtime::watcher::{Event, WatcherConfig, shared_watcher};
 use flotilla_runtime::{
     Action, Change, ChangeFilter, Controller, Digest, QueueConfig, Readiness, Shutdown, WorkQueue,
 };
@@ -195,10 +195,6 @@ pub struct Detector {
     pub task: JoinHandle<()>,
 }
 
-fn watch_config(name: &str) -> WatcherConfig {
-    WatcherConfig::default().named(name)
-}
-
 /// `K`'s events from the store (a watcher named `name`), applied to `writer`'s cache as they
 /// pass.
 fn reflected<K>(
@@ -211,7 +207,12 @@ where
 {
     reflect(
         writer,
-        watcher(store.clone(), K::PREFIX, watch_config(name), decode::<K>),
+        shared_watcher(
+            store.clone(),
+            K::PREFIX,
+            WatcherConfig::for_prefix(K::PREFIX).named(name),
+            decode::<K>,
+        ),
     )
 }
 

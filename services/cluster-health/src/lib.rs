@@ -43,7 +43,7 @@ use flotilla_runtime::CacheBarrier;
 use flotilla_runtime::args::ArgError;
 use flotilla_runtime::{
     ChangeFilter, CommonArgs, Controller, Elected, Event, QueueConfig, Readiness, Shutdown,
-    WatcherConfig, WorkQueue, Writer, reflect, watcher,
+    WatcherConfig, WorkQueue, Writer, reflect, shared_watcher,
 };
 use flotilla_store::typed::decode;
 use flotilla_store::{KeyValue, StoreRef};
@@ -401,21 +401,30 @@ pub fn start(
         (
             store.clone(),
             prefix.to_owned(),
-            WatcherConfig::default().named(name),
+            WatcherConfig::for_prefix(prefix).named(name),
         )
     };
     let (s, p, c) = watch("clusters/", "clusters");
-    let cluster_events = reflect(clusters_writer, watcher(s, p, c, decode::<v1::Cluster>));
+    let cluster_events = reflect(
+        clusters_writer,
+        shared_watcher(s, p, c, decode::<v1::Cluster>),
+    );
     let (s, p, c) = watch("secrets/", "secrets");
-    let secret_events = reflect(secrets_writer, watcher(s, p, c, decode::<v1::Secret>));
+    let secret_events = reflect(
+        secrets_writer,
+        shared_watcher(s, p, c, decode::<v1::Secret>),
+    );
     let (s, p, c) = watch("clustertaintpolicies/", "clustertaintpolicies");
-    let policy_events = reflect(policies_writer, watcher(s, p, c, decode_policy));
+    let policy_events = reflect(policies_writer, shared_watcher(s, p, c, decode_policy));
     let (s, p, c) = watch(heartbeat::PREFIX, "heartbeats");
-    let heartbeat_events = reflect(heartbeats_writer, watcher(s, p, c, heartbeat::decode));
+    let heartbeat_events = reflect(
+        heartbeats_writer,
+        shared_watcher(s, p, c, heartbeat::decode),
+    );
     let (s, p, c) = watch("bindings/", "bindings");
     let binding_events = reflect(
         bindings_writer,
-        watcher(s, p, c, controller::decode_binding_refs),
+        shared_watcher(s, p, c, controller::decode_binding_refs),
     );
 
     // A new leader judges clusters only from caches at least as new as the store it won.

@@ -168,8 +168,8 @@ async fn run(
         writes,
         clock,
     ));
-    // the plain typed decoder: values decoded by another service of the same process are
-    // shared (flotilla_runtime::watcher)
+    // the plain typed decoder and the prefix's config: the process shares one watch of the
+    // bindings (flotilla_runtime::shared_watcher)
     let events =
         bindings_writer.reflect_prefix(store.clone(), "bindings", decode::<v1::ResourceBinding>);
     let queue = WorkQueue::new(QueueConfig::new("graceful_eviction"));

@@ -257,20 +257,15 @@ pub fn spawn(
         binding_writer,
         store.clone(),
         v1::ResourceBinding::PREFIX,
-        // Re-list rather than resume after a broken watch: resuming replays the backlog,
-        // and a failover's backlog of binding writes can exceed what one etcd watch
-        // response may carry to this client (see the report), which would fail the
-        // resume again and again. A re-list reads pages of 500 and cannot get stuck.
-        WatcherConfig::default()
-            .named("scheduler_bindings")
-            .relist_on_break(true),
+        // Re-list rather than resume after a broken watch (WatcherConfig::for_prefix).
+        WatcherConfig::for_prefix(v1::ResourceBinding::PREFIX).named("scheduler_bindings"),
         decode::<v1::ResourceBinding>,
     );
     let cluster_events = reflect_watch(
         cluster_writer,
         store.clone(),
         v1::Cluster::PREFIX,
-        WatcherConfig::default().named("scheduler_clusters"),
+        WatcherConfig::for_prefix(v1::Cluster::PREFIX).named("scheduler_clusters"),
         decode_cluster,
     );
 

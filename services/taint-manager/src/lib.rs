@@ -268,8 +268,8 @@ async fn run(
     ));
 
     let cluster_events = clusters_writer.reflect_prefix(store.clone(), "clusters", decode_cluster);
-    // the plain typed decoder: values decoded by another service of the same process are
-    // shared (flotilla_runtime::watcher)
+    // the plain typed decoder and the prefix's config: the process shares one watch of the
+    // bindings (flotilla_runtime::shared_watcher)
     let binding_events =
         bindings_writer.reflect_prefix(store.clone(), "bindings", decode::<v1::ResourceBinding>);
     let (on_clusters, on_bindings) = (ctx.clone(), ctx.clone());

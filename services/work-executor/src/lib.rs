@@ -44,7 +44,7 @@ use flotilla_proto::v1;
 use flotilla_proto::v1::work_executor_server::WorkExecutorServer;
 use flotilla_runtime::queue::{QueueConfig, by_key};
 use flotilla_runtime::reflector::{Writer, reflect};
-use flotilla_runtime::watcher::{Event, WatcherConfig, watcher};
+use flotilla_runtime::watcher::{Event, WatcherConfig, shared_watcher};
 use flotilla_runtime::{
     BatchConfig, BatchWriter, CacheBarrier, ChangeFilter, CommonArgs, Controller, Digest, Elected,
     Readiness, Shutdown, WorkQueue,
@@ -248,10 +248,10 @@ fn watch_kind<K: Stored + Send + Sync + 'static>(
     name: &str,
     writer: Writer<K>,
 ) -> Feed<K> {
-    let events = watcher(
+    let events = shared_watcher(
         store.clone(),
         K::PREFIX,
-        WatcherConfig::default().named(format!("work_executor_{name}")),
+        WatcherConfig::for_prefix(K::PREFIX).named(format!("work_executor_{name}")),
         decode::<K>,
     );
     Box::pin(reflect(writer, events))
