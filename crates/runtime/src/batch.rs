@@ -160,7 +160,7 @@ impl<R: Stored + 'static> BatchWriter<R> {
     /// batched with whatever else is waiting; the typed layer bumps the generation on a spec
     /// change. Returns the written object, or the error of this write alone: `Conflict` or
     /// `NotFound` (re-read and re-decide), or the batch's failure (`LeadershipLost`, ...).
-    pub async fn update(&self, old: R, new: R) -> Result<R> {
+    pub async fn update(&self, old: impl Into<std::sync::Arc<R>>, new: R) -> Result<R> {
         self.write(Update::new(old, new)).await
     }
 

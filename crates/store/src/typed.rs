@@ -26,6 +26,7 @@
 //! `metadata.generation` starts at 1 and is bumped by `update` only when the spec changes
 //! (everything but metadata and status).
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -186,8 +187,17 @@ pub fn decode<R: Stored>(kv: &KeyValue) -> Result<R> {
 /// Encodes an object for storage (without its resourceVersion).
 pub fn encode<R: Stored>(obj: &R) -> Bytes {
     let mut obj = obj.clone();
-    obj.meta_mut().resource_version = 0;
-    Bytes::from(obj.encode_to_vec())
+    encode_mut(&mut obj)
+}
+
+/// [`encode`] of an object the caller may change: its resourceVersion is left out for the
+/// encoding and put back, which spares the copy `encode` makes (every write of a failover
+/// went through that copy).
+fn encode_mut<R: Stored>(obj: &mut R) -> Bytes {
+    let revision = std::mem::take(&mut obj.meta_mut().resource_version);
+    let bytes = Bytes::from(obj.encode_to_vec());
+    obj.meta_mut().resource_version = revision;
+    bytes
 }
 
 /// Whether the spec (everything but metadata and status) differs.
@@ -235,8 +245,9 @@ pub fn new_uid() -> String {
 /// One guarded update in a batch: the object as read, and what to write.
 #[derive(Clone, Debug)]
 pub struct Update<R> {
-    /// The object as read (its resourceVersion is the precondition).
-    pub old: R,
+    /// The object as read (its resourceVersion is the precondition), as the cache shares it:
+    /// an update copies only what it writes.
+    pub old: Arc<R>,
     /// The new object.
     pub new: R,
     /// Other keys the write was derived from, each with the mod revision it had when read
@@ -249,9 +260,9 @@ pub struct Update<R> {
 
 impl<R> Update<R> {
     /// An update guarded by `old`'s resourceVersion only.
-    pub fn new(old: R, new: R) -> Self {
+    pub fn new(old: impl Into<Arc<R>>, new: R) -> Self {
         Self {
-            old,
+            old: old.into(),
             new,
             guards: Vec::new(),
         }
@@ -318,7 +329,7 @@ impl Typed {
             meta.generation = 1;
         }
         let key = obj.key();
-        let revision = self.store.create(&key, encode(&obj), lease).await?;
+        let revision = self.store.create(&key, encode_mut(&mut obj), lease).await?;
         obj.meta_mut().resource_version = revision;
         Ok(obj)
     }
@@ -338,7 +349,7 @@ impl Typed {
         let expected = old.resource_version();
         let txn = Txn::new()
             .when(Compare::mod_revision(&key, CompareOp::Equal, expected))
-            .and_then(Op::put(&key, encode(&new)));
+            .and_then(Op::put(&key, encode_mut(&mut new)));
         match self.store.txn(txn).await? {
             TxnResponse::Committed { revision, .. } => {
                 new.meta_mut().resource_version = revision;
@@ -377,7 +388,7 @@ impl Typed {
             guards,
         } in updates
         {
-            prepare_generation(&old, &mut new);
+            prepare_generation(&*old, &mut new);
             let key = old.key();
             if new.key() != key {
                 out.push(Some(Err(StoreError::InvalidArgument(format!(
@@ -386,7 +397,8 @@ impl Typed {
                 prepared.push(None);
             } else {
                 out.push(None);
-                prepared.push(Some((key, old.resource_version(), new, guards)));
+                let bytes = encode_mut(&mut new);
+                prepared.push(Some((key, old.resource_version(), new, guards, bytes)));
             }
         }
         let pending: Vec<usize> = (0..prepared.len())
@@ -418,10 +430,10 @@ impl Typed {
                 // compare index → the update it belongs to (guards add compares)
                 let mut owner_of_compare: Vec<(usize, Option<usize>)> = Vec::new();
                 for &i in &live {
-                    if let Some((key, rv, new, guards)) = &prepared[i] {
+                    if let Some((key, rv, _, guards, bytes)) = &prepared[i] {
                         txn = txn
                             .when(Compare::mod_revision(key, CompareOp::Equal, *rv))
-                            .and_then(Op::put(key, encode(new)));
+                            .and_then(Op::put(key, bytes.clone()));
                         owner_of_compare.push((i, None));
                         for (g, (gkey, grev)) in guards.iter().enumerate() {
                             txn = txn.when(Compare::mod_revision(gkey, CompareOp::Equal, *grev));
@@ -432,7 +444,7 @@ impl Typed {
                 match self.store.txn(txn).await? {
                     TxnResponse::Committed { revision, .. } => {
                         for &i in &live {
-                            if let Some((_, _, new, _)) = prepared[i].take() {
+                            if let Some((_, _, new, _, _)) = prepared[i].take() {
                                 let mut new = new;
                                 new.meta_mut().resource_version = revision;
                                 out[i] = Some(Ok(new));
@@ -461,7 +473,7 @@ impl Typed {
                         let mut losers: Vec<usize> = lost.iter().map(|(i, _, _)| *i).collect();
                         losers.sort_unstable();
                         for (i, guard, f) in lost {
-                            if let Some((key, rv, _, guards)) = prepared[i].take() {
+                            if let Some((key, rv, _, guards, _)) = prepared[i].take() {
                                 out[i] = Some(Err(match guard.and_then(|g| guards.get(g)) {
                                     None => stale(&key, rv, current.get(f)),
                                     Some((gkey, grev)) => StoreError::Conflict {
@@ -694,7 +706,7 @@ mod tests {
                 let mut n = o.clone();
                 n.spec.as_mut().unwrap().replicas = 3;
                 Update {
-                    old: o.clone(),
+                    old: o.clone().into(),
                     new: n,
                     guards: Vec::new(),
                 }

@@ -301,7 +301,7 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
         let new = apply_to_wire(&wire, &step);
         // I5: a conflict means another writer (scheduler, taint manager, work executor) got
         // there first: the loop re-reads and re-plans at once.
-        match ctx.writes.writer.update((*wire).clone(), new).await {
+        match ctx.writes.writer.update(wire.clone(), new).await {
             Ok(_) => {
                 ctx.remember(&key, step.app_memory.clone());
                 report(&ctx, &key, &binding, &step);

@@ -390,7 +390,7 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
             return Ok(ctx.action_for(&key, &decision, now));
         };
         stamp_trace_context(&mut new);
-        match ctx.writer.update((*old).clone(), new).await {
+        match ctx.writer.update(old.clone(), new).await {
             Ok(written) => {
                 report(&ctx, &key, &old, &written, &decision);
                 return Ok(ctx.action_for(&key, &decision, now));

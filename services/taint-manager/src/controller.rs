@@ -631,8 +631,7 @@ pub async fn reconcile(key: EvictKey, ctx: Arc<Context>) -> Result<Action, Error
         // I11: the eviction commits only if the cluster is still as read — with the taint
         // that is not tolerated. A taint removed meanwhile fails this guard instead of
         // evicting from a recovered cluster.
-        let update =
-            Update::new((*wire).clone(), new).guarded_by(&cluster_key, cluster_obj.revision);
+        let update = Update::new(wire.clone(), new).guarded_by(&cluster_key, cluster_obj.revision);
         match ctx.writes.writer.write(update).await {
             Ok(_) => {
                 let (namespace, name) = key.binding.namespace_name();

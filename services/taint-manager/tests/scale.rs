@@ -48,7 +48,7 @@ async fn mass_failover_is_batched() {
                 .labels
                 .insert("floor".into(), "1".into());
             Update {
-                old,
+                old: old.into(),
                 new,
                 guards: Vec::new(),
             }

@@ -183,11 +183,7 @@ pub fn create_update(mut work: v1::Work, now: Time) -> Update<v1::Work> {
     meta.creation_timestamp = Some(time_to_timestamp(now));
     meta.generation = 1;
     meta.resource_version = 0;
-    Update {
-        old: work.clone(),
-        new: work,
-        guards: Vec::new(),
-    }
+    Update::new(work.clone(), work)
 }
 
 /// The binding and its Works, as last read (cache first, the store after a lost CAS).
@@ -380,11 +376,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         new.metadata
             .get_or_insert_with(Default::default)
             .deletion_timestamp = Some(time_to_timestamp(now));
-        writes.push(Update {
-            old: w.clone(),
-            new,
-            guards: Vec::new(),
-        });
+        writes.push(Update::new(w.clone(), new));
     }
     let marked = writes.len();
     // WE-3.4: create and update (none while blocked, WE-3.2); moved out of the decision,
@@ -394,11 +386,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         writes.push(create_update(w, now));
     }
     for (old, new) in std::mem::take(&mut decision.update) {
-        writes.push(Update {
-            old,
-            new,
-            guards: Vec::new(),
-        });
+        writes.push(Update::new(old, new));
     }
     // WE-3.5: every Work write is derived from this binding revision (absent: 0) and commits
     // only while the binding is still at it, so a Work is never written from a superseded
@@ -499,7 +487,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
             if let Some(m) = new.metadata.as_mut() {
                 m.finalizers.retain(|f| f != BINDING_FINALIZER);
             }
-            match ctx.binding_writer.update((*binding).clone(), new).await {
+            match ctx.binding_writer.update(binding.clone(), new).await {
                 Ok(b) => view.binding = Some(Arc::new(b)),
                 Err(e) if e.is_conflict() => return Ok(Step::Conflict(Vec::new())),
                 Err(StoreError::NotFound { .. }) => {}
@@ -591,7 +579,7 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
     };
     if let Some(mut new) = update {
         stamp_trace_context(&mut new);
-        match ctx.binding_writer.update((*binding).clone(), new).await {
+        match ctx.binding_writer.update(binding.clone(), new).await {
             Ok(b) => {
                 view.binding = Some(Arc::new(b));
                 report_ended(ctx, view, &ended);

@@ -222,7 +222,7 @@ async fn step(
     };
     let mut new = (*work).clone();
     new.status = Some(status);
-    match ctx.work_writer.update((*work).clone(), new).await {
+    match ctx.work_writer.update(work.clone(), new).await {
         Ok(_) => {}
         Err(e) if e.is_conflict() => {
             if let Ok(resp) = outcome {

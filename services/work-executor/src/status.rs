@@ -320,11 +320,7 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
         };
         let mut new = (*work).clone();
         new.status = Some(new_status);
-        updates.push(Update {
-            old: (*work).clone(),
-            new,
-            guards: Vec::new(),
-        });
+        updates.push(Update::new(work.clone(), new));
     }
     for (result, member) in ctx
         .work_writer

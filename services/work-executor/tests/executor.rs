@@ -1188,7 +1188,7 @@ async fn throughput_of_a_failover_of_many_bindings() {
         let updates = objs
             .into_iter()
             .map(|o| Update {
-                old: o.clone(),
+                old: o.clone().into(),
                 new: o,
                 guards: Vec::new(),
             })
@@ -1212,7 +1212,7 @@ async fn throughput_of_a_failover_of_many_bindings() {
                 let mut b = binding(n, &[("member1", 1), ("member2", 1)]);
                 b.metadata.as_mut().unwrap().generation = 1;
                 Update {
-                    old: b.clone(),
+                    old: b.clone().into(),
                     new: b,
                     guards: Vec::new(),
                 }
@@ -1236,7 +1236,7 @@ async fn throughput_of_a_failover_of_many_bindings() {
             let mut new = old.clone();
             new.spec.as_mut().unwrap().clusters = targets(&[("member2", 1), ("member3", 1)]);
             updates.push(Update {
-                old,
+                old: old.into(),
                 new,
                 guards: Vec::new(),
             });

@@ -153,6 +153,8 @@ struct Hub<K> {
     /// Woken when a subscriber leaves, so that a quiet hub notices it has none left.
     left: Notify,
     name: String,
+    /// `flotilla_watcher_subscribers{watch}`, moved by what joins and leaves (two hubs may
+    /// carry one name: a name is not an identity).
     subscribers: metrics::Gauge,
 }
 
@@ -171,19 +173,28 @@ impl<K> Hub<K> {
             let _ = tx.send(event);
         }
         state.subscribers.push(tx);
-        self.subscribers.set(state.subscribers.len() as f64);
+        self.subscribers.increment(1.0);
         rx
+    }
+
+    /// Drops the subscribers that left; whether any is left.
+    fn prune(&self, state: &mut State<K>) -> bool {
+        let before = state.subscribers.len();
+        state.subscribers.retain(|tx| !tx.is_closed());
+        self.subscribers
+            .decrement((before - state.subscribers.len()) as f64);
+        !state.subscribers.is_empty()
     }
 
     /// Hands `event` to every subscriber; false when none is left.
     fn fan_out(&self, event: Event<K>) -> bool {
         let mut state = self.state();
         state.apply(&event);
-        state
-            .subscribers
-            .retain(|tx| tx.send(event.clone()).is_ok());
-        self.subscribers.set(state.subscribers.len() as f64);
-        !state.subscribers.is_empty()
+        for tx in &state.subscribers {
+            // A subscriber that left is pruned below.
+            let _ = tx.send(event.clone());
+        }
+        self.prune(&mut state)
     }
 }
 
@@ -324,12 +335,7 @@ async fn run<K>(
                 // A watcher never ends; if it did, the subscribers' streams end with it.
                 None => false,
             },
-            () = left => {
-                let mut state = hub.state();
-                state.subscribers.retain(|tx| !tx.is_closed());
-                hub.subscribers.set(state.subscribers.len() as f64);
-                !state.subscribers.is_empty()
-            }
+            () = left => hub.prune(&mut hub.state()),
         };
         if !alive && retire(&hub, &registration) {
             tracing::debug!(watch = %hub.name, "the last subscriber left; closing the shared watch");
@@ -342,9 +348,7 @@ async fn run<K>(
 /// every new subscriber takes first, so none can join a hub that is going away).
 fn retire<K>(hub: &Hub<K>, registration: &Registration) -> bool {
     let mut hubs = hubs();
-    let mut state = hub.state();
-    state.subscribers.retain(|tx| !tx.is_closed());
-    if !state.subscribers.is_empty() {
+    if hub.prune(&mut hub.state()) {
         return false;
     }
     if hubs
