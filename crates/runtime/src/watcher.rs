@@ -33,7 +33,7 @@ use crate::backoff::{Backoff, BackoffState};
 
 mod hub;
 
-pub use hub::shared_watcher;
+pub use hub::{shared_watcher, shared_watches};
 
 /// One object of a watched prefix: its key, the revision it was last modified at (its
 /// `resource_version`) and its decoded value.

@@ -767,3 +767,61 @@ pub async fn serving(url: &str) -> bool {
         .await
         .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use flotilla_runtime::watcher::shared_watches;
+
+    /// The consumers of each store watch of `prefix`, sorted.
+    fn consumers(watches: &[(String, usize)], prefix: &str) -> Vec<usize> {
+        let mut n: Vec<usize> = watches
+            .iter()
+            .filter(|(p, _)| p == prefix)
+            .map(|(_, n)| *n)
+            .collect();
+        n.sort_unstable();
+        n
+    }
+
+    /// `flotilla up` and the benchmark host every service in one process: the services that
+    /// watch a prefix with the same decoder share one store watch of it. The bindings are
+    /// two watches: the full decode (api, scheduler, taint manager, graceful eviction, work
+    /// executor) and cluster-health's slim one. A service whose watch settings drift from
+    /// the others' would open a watch of its own, and this would fail.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_one_process_the_services_share_one_watch_per_prefix() {
+        let store: StoreRef = Arc::new(flotilla_store::MemStore::new());
+        let shutdown = Shutdown::new();
+        let config = SuiteConfig {
+            listen: BTreeMap::new(),
+            flags: BTreeMap::new(),
+            members: vec![],
+            hosting: Hosting::InProcess,
+        };
+        let suite = Suite::start(config, store.clone(), shutdown.clone())
+            .await
+            .unwrap();
+        suite.wait_serving(Duration::from_secs(60)).await.unwrap();
+        // A subscription starts at its consumer's first poll.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let watches = loop {
+            let watches = shared_watches(&store);
+            if consumers(&watches, "bindings/") == [1, 5] {
+                break watches;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the bindings are not two shared watches: {watches:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        // the api's detector and the work executor
+        assert_eq!(consumers(&watches, "workloads/"), [2], "{watches:?}");
+        // cluster-health and the work executor
+        assert_eq!(consumers(&watches, "secrets/"), [2], "{watches:?}");
+        shutdown.trigger();
+    }
+}

@@ -61,12 +61,33 @@ struct HubKey {
     progress_interval: Duration,
 }
 
+/// A registered hub: the typed hub to join, and its head count for [`shared_watches`].
+#[derive(Clone)]
+struct Registered {
+    hub: Weak<dyn Any + Send + Sync>,
+    census: Weak<dyn Census>,
+}
+
+/// What [`shared_watches`] asks a hub of any value type.
+trait Census: Send + Sync {
+    fn subscribers(&self) -> usize;
+}
+
+impl<K: Send + Sync> Census for Hub<K> {
+    fn subscribers(&self) -> usize {
+        self.state()
+            .subscribers
+            .iter()
+            .filter(|tx| !tx.is_closed())
+            .count()
+    }
+}
+
 /// The registry of live hubs: weak, so that a hub whose task was dropped (its runtime shut
 /// down) is simply not found.
-static HUBS: LazyLock<Mutex<HashMap<HubKey, Weak<dyn Any + Send + Sync>>>> =
-    LazyLock::new(Mutex::default);
+static HUBS: LazyLock<Mutex<HashMap<HubKey, Registered>>> = LazyLock::new(Mutex::default);
 
-fn hubs() -> MutexGuard<'static, HashMap<HubKey, Weak<dyn Any + Send + Sync>>> {
+fn hubs() -> MutexGuard<'static, HashMap<HubKey, Registered>> {
     // Every mutation is one map insert or remove: a panic cannot leave it half-done.
     HUBS.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -208,7 +229,7 @@ struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         let mut hubs = hubs();
-        if hubs.get(&self.key).is_some_and(|w| w.ptr_eq(&self.hub)) {
+        if hubs.get(&self.key).is_some_and(|r| r.hub.ptr_eq(&self.hub)) {
             hubs.remove(&self.key);
         }
     }
@@ -286,7 +307,7 @@ where
     let mut hubs = hubs();
     if let Some(hub) = hubs
         .get(&key)
-        .and_then(Weak::upgrade)
+        .and_then(|r| r.hub.upgrade())
         .and_then(|hub| hub.downcast::<Hub<K>>().ok())
     {
         let events = hub.subscribe();
@@ -308,8 +329,15 @@ where
     });
     let erased: Arc<dyn Any + Send + Sync> = hub.clone();
     let weak = Arc::downgrade(&erased);
-    hubs.retain(|_, w| w.strong_count() > 0);
-    hubs.insert(key.clone(), weak.clone());
+    let census: Arc<dyn Census> = hub.clone();
+    hubs.retain(|_, r| r.hub.strong_count() > 0);
+    hubs.insert(
+        key.clone(),
+        Registered {
+            hub: weak.clone(),
+            census: Arc::downgrade(&census),
+        },
+    );
     let events = hub.subscribe();
     drop(hubs);
     let registration = Registration { key, hub: weak };
@@ -353,9 +381,23 @@ fn retire<K>(hub: &Hub<K>, registration: &Registration) -> bool {
     }
     if hubs
         .get(&registration.key)
-        .is_some_and(|w| w.ptr_eq(&registration.hub))
+        .is_some_and(|r| r.hub.ptr_eq(&registration.hub))
     {
         hubs.remove(&registration.key);
     }
     true
+}
+
+/// The shared watches open on `store` (this very handle): each watched prefix with its
+/// consumers, one entry per store watch, sorted. For tests and diagnostics: in `flotilla up`
+/// the bindings are two watches (the full decode, five consumers; cluster-health's slim one).
+pub fn shared_watches(store: &Arc<dyn Store>) -> Vec<(String, usize)> {
+    let address = Arc::as_ptr(store).cast::<()>() as usize;
+    let mut out: Vec<(String, usize)> = hubs()
+        .iter()
+        .filter(|(key, _)| key.store == address)
+        .filter_map(|(key, r)| Some((key.prefix.clone(), r.census.upgrade()?.subscribers())))
+        .collect();
+    out.sort();
+    out
 }
