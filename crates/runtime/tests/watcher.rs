@@ -533,3 +533,36 @@ async fn a_shared_relist_brings_every_consumer_the_deletions_of_the_gap() {
     assert_eq!(cached(&late_cache), snapshot(&*flaky, "b/").await);
     assert_eq!(flaky.watch_calls(), 3, "one watch: failed, compacted, open");
 }
+
+/// A shared watch runs on the runtime of its first consumer. When that runtime stops, a
+/// consumer on another runtime sees its stream end instead of waiting forever on a watch
+/// that is gone.
+#[test]
+fn when_the_shared_watchs_runtime_stops_its_other_consumers_streams_end() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let (first_rt, other_rt) = (runtime(), runtime());
+    let store: Arc<dyn Store> = Arc::new(MemStore::new());
+    first_rt.block_on(put(&*store, "b/1", "a"));
+    let mut first: Events<KeyValue> = Box::pin(shared_watcher(store.clone(), "b/", config(), raw));
+    first_rt.block_on(until(&mut first, |e| matches!(e, Event::InitDone { .. })));
+    let mut other: Events<KeyValue> = Box::pin(shared_watcher(store.clone(), "b/", config(), raw));
+    other_rt.block_on(until(&mut other, |e| matches!(e, Event::InitDone { .. })));
+    assert_eq!(
+        flotilla_runtime::watcher::shared_watches(&store),
+        [("b/".to_owned(), 2)]
+    );
+
+    drop(first_rt);
+    let end = other_rt.block_on(async { tokio::time::timeout(WITHIN, other.next()).await });
+    assert!(
+        matches!(end, Ok(None)),
+        "the stream ends with the watch: {end:?}"
+    );
+    assert!(flotilla_runtime::watcher::shared_watches(&store).is_empty());
+    drop(first);
+}

@@ -28,6 +28,16 @@
 //! informer's per-listener buffer: one slow subscriber delays no other, and holds at most
 //! what its own watch would have left buffered in the connection.
 //!
+//! A consumer that joins a running watch is told what the watch holds, as a client-go shared
+//! informer tells a handler added late: the state as of the watch's last event, which may be
+//! older than the store while that event is on its way, or while a broken watch waits to be
+//! resumed. A leader never decides on it alone: its [`crate::CacheBarrier`] compares its
+//! caches with a listing of the store. Unlike a watch of its own, a shared watch reads on
+//! whether or not its consumers do (every controller reads its feeds all the time), and its
+//! metrics carry the name of its first consumer, so in `flotilla up` the `watch` label of
+//! a shared prefix depends on which service subscribed first. If the hub's task ends with
+//! consumers left (its runtime shut down, a decoder panicked), their streams end.
+//!
 //! Sharing is decided by the store handle's identity, so services given different handles
 //! (a fault-injecting wrapper, another store) keep watches of their own. Decoders must be
 //! stateless (zero-sized: a `fn` item or a closure that captures nothing), which is checked
@@ -50,8 +60,9 @@ use super::{Event, Object, WatcherConfig, watcher};
 /// What makes two watches the same watch.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct HubKey {
-    /// The address of the store handle's allocation. A hub holds the handle while it lives,
-    /// so the address cannot be reused by another store while the hub is registered.
+    /// The address of the store handle's allocation. The hub's task holds the handle (in its
+    /// watch) until after it has deregistered, so the address cannot be reused by another
+    /// store while the hub is registered.
     store: usize,
     prefix: String,
     value: TypeId,
@@ -219,16 +230,15 @@ impl<K> Hub<K> {
     }
 }
 
-/// Removes the hub's registry entry when its task ends, however it ends (a dropped runtime
-/// included), unless another hub has taken the key meanwhile.
+/// Where a hub is registered, so that it can take itself out.
 struct Registration {
     key: HubKey,
     hub: Weak<dyn Any + Send + Sync>,
 }
 
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let mut hubs = hubs();
+impl Registration {
+    /// Removes the registry entry, unless another hub has taken the key meanwhile.
+    fn remove_from(&self, hubs: &mut HashMap<HubKey, Registered>) {
         if hubs.get(&self.key).is_some_and(|r| r.hub.ptr_eq(&self.hub)) {
             hubs.remove(&self.key);
         }
@@ -354,21 +364,46 @@ async fn run<K>(
 ) where
     K: Send + Sync + 'static,
 {
+    // However the task ends (its last consumer left, its runtime shut down, a decoder
+    // panicked), the hub is deregistered and its consumers' queues are closed, so that their
+    // streams end rather than wait forever on a hub that is gone.
+    let closing = Closing {
+        hub: hub.clone(),
+        registration,
+    };
     let mut upstream = std::pin::pin!(upstream);
     loop {
         let left = hub.left.notified();
         let alive = tokio::select! {
             event = upstream.next() => match event {
                 Some(event) => hub.fan_out(event),
-                // A watcher never ends; if it did, the subscribers' streams end with it.
-                None => false,
+                // A watcher never ends; if it did, its consumers' streams end with it.
+                None => return,
             },
             () = left => hub.prune(&mut hub.state()),
         };
-        if !alive && retire(&hub, &registration) {
+        if !alive && retire(&hub, &closing.registration) {
             tracing::debug!(watch = %hub.name, "the last subscriber left; closing the shared watch");
             return;
         }
+    }
+}
+
+/// Deregisters the hub and closes every consumer's queue when the hub's task ends; both
+/// under the registry's lock, so that no consumer can join in between.
+struct Closing<K> {
+    hub: Arc<Hub<K>>,
+    registration: Registration,
+}
+
+impl<K> Drop for Closing<K> {
+    fn drop(&mut self) {
+        let mut hubs = hubs();
+        self.registration.remove_from(&mut hubs);
+        let mut state = self.hub.state();
+        let open = state.subscribers.len();
+        state.subscribers.clear();
+        self.hub.subscribers.decrement(open as f64);
     }
 }
 
@@ -379,12 +414,7 @@ fn retire<K>(hub: &Hub<K>, registration: &Registration) -> bool {
     if hub.prune(&mut hub.state()) {
         return false;
     }
-    if hubs
-        .get(&registration.key)
-        .is_some_and(|r| r.hub.ptr_eq(&registration.hub))
-    {
-        hubs.remove(&registration.key);
-    }
+    registration.remove_from(&mut hubs);
     true
 }
 
