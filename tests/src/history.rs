@@ -58,6 +58,16 @@ pub enum Change {
     Work(Box<v1::Work>),
     /// The key was deleted.
     Deleted,
+    /// A shard's owner key (`shards/<service>/owners/<NNNN>`) was written: claimed (its
+    /// create revision is this revision) or stamped by a fenced write.
+    ShardOwner {
+        /// The holder's identity.
+        owner: String,
+        /// The holder's lease.
+        lease: i64,
+        /// The key's create revision: the holder's term.
+        create_revision: Revision,
+    },
     /// Anything else (events, leases, heartbeats, workloads, policies).
     Other,
 }
@@ -83,6 +93,13 @@ pub struct HistoryRecorder {
 
 fn decode(kv: &flotilla_store::KeyValue) -> Change {
     let k = kv.key.as_str();
+    if k.starts_with("shards/") && k.contains("/owners/") {
+        return Change::ShardOwner {
+            owner: String::from_utf8_lossy(&kv.value).into_owned(),
+            lease: kv.lease.map_or(0, |l| l.0),
+            create_revision: kv.create_revision,
+        };
+    }
     let typed = || -> Option<Change> {
         if k.starts_with("clusters/") {
             return flotilla_store::typed::decode::<v1::Cluster>(kv)
@@ -218,6 +235,9 @@ pub struct Expect {
     /// The graceful-eviction default timeout the stack runs with (I5, I6); `None`:
     /// [`crate::DEFAULT_GRACE`], what [`crate::Timers::fast`] gives it.
     pub grace: Option<Duration>,
+    /// I8 across shards: the services running sharded, with their shard counts
+    /// (`scheduler`, `work-executor`).
+    pub sharded: Vec<(String, u32)>,
 }
 
 /// How much later than its deadline a task may end (I6): a graceful-eviction reconcile and the
@@ -262,6 +282,9 @@ pub struct Report {
     pub evictions: Vec<(Revision, String, String)>,
     /// Everything broken.
     pub violations: Vec<Violation>,
+    /// I8 across shards: per sharded service, the replicas (leases) that wrote objects, and
+    /// how many objects were written by a second replica after their shard moved.
+    pub shard_writers: BTreeMap<String, (usize, usize)>,
 }
 
 fn targets(b: &v1::ResourceBinding) -> BTreeSet<String> {
@@ -385,6 +408,155 @@ fn work_binding(w: &v1::Work) -> Option<String> {
 
 fn work_cluster(w: &v1::Work) -> String {
     w.spec.as_ref().map_or(String::new(), |s| s.cluster.clone())
+}
+
+/// The shard of an object a sharded service writes (SH-1 over the key the service shards
+/// by): the scheduler a binding by `<ns>/<name>`, the work executor a Work by
+/// `<ns>/<Work name>`. `None`: not an object the service's shards cover.
+fn sharded_object(service: &str, key: &str, shards: u32) -> Option<u32> {
+    let shard_key = match service {
+        "scheduler" => key.strip_prefix("bindings/")?,
+        "work-executor" => key.strip_prefix("works/")?.split_once('/')?.1,
+        _ => return None,
+    };
+    Some(flotilla_core::shard::shard_of(shard_key, shards))
+}
+
+/// Whether a binding's version `b` carries a scheduling decision over `prev`: only the
+/// scheduler writes its observed generation and the last scheduled time.
+fn scheduler_wrote(prev: Option<&v1::ResourceBinding>, b: &v1::ResourceBinding) -> bool {
+    let fields = |b: &v1::ResourceBinding| {
+        b.status
+            .as_ref()
+            .map(|s| (s.scheduler_observed_generation, s.last_scheduled_time))
+    };
+    prev.map(fields) != Some(fields(b)) && fields(b).is_some_and(|(g, t)| g != 0 || t.is_some())
+}
+
+/// I8 across shards, for `service` with `shards` shards:
+/// - every object the service writes (a scheduling decision on a binding; any Work write) is
+///   in a revision that also stamps its shard's owner key;
+/// - that stamp is by the shard's holder at that moment, in its term (the owner key's create
+///   revision is the one it was claimed with);
+/// - a stamp never re-creates an owner key (a released or expired holder writing late);
+/// - a shard is never claimed while its owner key exists.
+fn check_shards(history: &[Entry], service: &str, shards: u32, report: &mut Report) {
+    let owners_prefix = format!("shards/{service}/owners/");
+    // shard -> (lease, term) of the current holder
+    let mut holder: BTreeMap<u32, (i64, Revision)> = BTreeMap::new();
+    let mut bindings: BTreeMap<String, v1::ResourceBinding> = BTreeMap::new();
+    // object -> the leases that wrote it, in order
+    let mut writers: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut leases = BTreeSet::new();
+    let mut i = 0;
+    while i < history.len() {
+        let revision = history[i].revision;
+        let mut j = i;
+        while j < history.len() && history[j].revision == revision {
+            j += 1;
+        }
+        let entries = &history[i..j];
+        i = j;
+        // stamps and claims of this revision: shard -> (lease, term, claimed now)
+        let mut stamps: BTreeMap<u32, (i64, Revision, bool)> = BTreeMap::new();
+        for e in entries {
+            let Some(shard) = e
+                .key
+                .strip_prefix(&owners_prefix)
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            match &e.change {
+                Change::ShardOwner {
+                    lease,
+                    create_revision,
+                    owner,
+                } => {
+                    let created = *create_revision == revision;
+                    if created && let Some((held_by, term)) = holder.get(&shard) {
+                        report.violations.push(Violation {
+                            invariant: "I8",
+                            key: e.key.clone(),
+                            revision,
+                            what: format!(
+                                "shard {shard} of {service} claimed by {owner} (lease {lease:x}) while lease {held_by:x} held it since {term}"
+                            ),
+                        });
+                    }
+                    if !created && holder.get(&shard) != Some(&(*lease, *create_revision)) {
+                        report.violations.push(Violation {
+                            invariant: "I8",
+                            key: e.key.clone(),
+                            revision,
+                            what: format!(
+                                "a stamp of shard {shard} by {owner} (lease {lease:x}, term {create_revision}) while the holder was {:?}",
+                                holder.get(&shard)
+                            ),
+                        });
+                    }
+                    stamps.insert(shard, (*lease, *create_revision, created));
+                }
+                Change::Deleted => {
+                    holder.remove(&shard);
+                }
+                _ => {}
+            }
+        }
+        for e in entries {
+            let Some(shard) = sharded_object(service, &e.key, shards) else {
+                continue;
+            };
+            let written = match (&e.change, service) {
+                (Change::Binding(b), "scheduler") => {
+                    let wrote = scheduler_wrote(bindings.get(&e.key), b);
+                    bindings.insert(e.key.clone(), (**b).clone());
+                    wrote
+                }
+                (Change::Deleted, "scheduler") => {
+                    bindings.remove(&e.key);
+                    false
+                }
+                (Change::Work(_) | Change::Deleted, "work-executor") => true,
+                _ => false,
+            };
+            if !written {
+                continue;
+            }
+            match stamps.get(&shard) {
+                Some((lease, _, false)) => {
+                    leases.insert(*lease);
+                    writers.entry(e.key.clone()).or_default().push(*lease);
+                }
+                Some((lease, term, true)) => report.violations.push(Violation {
+                    invariant: "I8",
+                    key: e.key.clone(),
+                    revision,
+                    what: format!(
+                        "written by lease {lease:x} in the revision that (re-)created the owner key of shard {shard} (term {term}): a write from a replica that no longer held it"
+                    ),
+                }),
+                None => report.violations.push(Violation {
+                    invariant: "I8",
+                    key: e.key.clone(),
+                    revision,
+                    what: format!("{service} wrote it without a stamp of its shard {shard}"),
+                }),
+            }
+        }
+        for (shard, (lease, term, created)) in stamps {
+            if created {
+                holder.insert(shard, (lease, term));
+            }
+        }
+    }
+    let moved = writers
+        .values()
+        .filter(|w| w.windows(2).any(|p| p[0] != p[1]))
+        .count();
+    report
+        .shard_writers
+        .insert(service.to_owned(), (leases.len(), moved));
 }
 
 /// Replays `history` and checks the invariants (see the module docs).
@@ -597,10 +769,16 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                     only_copy_check(&mut report, &bindings, &w, &e.key, e.revision);
                 }
             }
-            Change::Other => {}
+            Change::Other | Change::ShardOwner { .. } => {}
         }
     }
     report.revisions = revisions.len();
+    if !expect.sharded.is_empty() {
+        report.checked.push("I8");
+        for (service, shards) in &expect.sharded {
+            check_shards(history, service, *shards, &mut report);
+        }
+    }
     if expect.converged {
         for (key, b) in &bindings {
             if deleting(b.metadata.as_ref()) {
@@ -813,6 +991,11 @@ impl Report {
             self.checked.join(", ")
         );
         eprintln!("    evictions: {}", self.evictions.len());
+        for (service, (replicas, moved)) in &self.shard_writers {
+            eprintln!(
+                "    {service}: {replicas} replicas wrote objects; {moved} objects were written by a second replica after their shard moved"
+            );
+        }
         eprintln!("    violations: {}", self.violations.len());
         for v in &self.violations {
             eprintln!("      {v}");

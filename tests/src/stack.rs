@@ -210,10 +210,14 @@ impl Stack {
         self.services.insert(service.to_string(), process);
     }
 
-    /// Starts a second replica of `service` (same flags, its own ports), registered as
-    /// `<service>-2`; the replicas share one leader election. Waits until it serves.
+    /// Starts another replica of `service` (same flags, its own ports), registered as
+    /// `<service>-2` (then `-3`, …); the replicas share one leader election, or split the
+    /// shards (`--shards`). Waits until it serves.
     pub async fn start_replica(&mut self, service: &str) -> String {
-        let name = format!("{service}-2");
+        let name = (2..)
+            .map(|i| format!("{service}-{i}"))
+            .find(|n| !self.addrs.contains_key(n))
+            .expect("a free replica name");
         let addr = format!("127.0.0.1:{}", free_port());
         let admin = format!("127.0.0.1:{}", free_port());
         let process = self.spawn_service(service, &name, &addr, &admin);

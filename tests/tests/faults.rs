@@ -89,6 +89,7 @@ fn nothing_evicted(healthy: &[&str]) -> Expect {
         no_evictions: true,
         converged: true,
         grace: None,
+        sharded: Vec::new(),
     }
 }
 
@@ -870,6 +871,7 @@ async fn f7_concurrent_writers_lose_nothing() {
             no_evictions: false,
             converged: true,
             grace: None,
+            sharded: Vec::new(),
         };
         verdict(
             &stack,
@@ -1013,6 +1015,7 @@ async fn f8_replacement_never_healthy() {
             no_evictions: false,
             converged: true,
             grace: Some(grace),
+            sharded: Vec::new(),
         };
         verdict(
             &stack,

@@ -330,3 +330,138 @@ fn i2_and_i6_at_the_end() {
     let r = h.check(&converged(60));
     assert_eq!(found(&r, "I6"), 0, "{:?}", r.violations);
 }
+
+// === I8 across shards ===
+
+const OWNER: &str = "shards/work-executor/owners/0000";
+const WORK: &str = "works/member1/default/nginx-abc";
+
+/// A history of (revision, key, change), several changes per revision allowed.
+fn at(changes: Vec<(i64, &str, Change)>) -> Vec<Entry> {
+    let start = Instant::now();
+    changes
+        .into_iter()
+        .map(|(revision, key, change)| Entry {
+            revision,
+            key: key.to_owned(),
+            change,
+            at: start + secs(u64::try_from(revision).unwrap()),
+        })
+        .collect()
+}
+
+fn owner(lease: i64, create_revision: i64) -> Change {
+    Change::ShardOwner {
+        owner: format!("replica-{lease}"),
+        lease,
+        create_revision,
+    }
+}
+
+fn a_work() -> Change {
+    Change::Work(Box::new(work("member1", false)))
+}
+
+fn sharded(service: &str) -> Expect {
+    Expect {
+        sharded: vec![(service.to_owned(), 1)],
+        ..Default::default()
+    }
+}
+
+fn i8_found(history: &[Entry], expect: &Expect) -> (usize, Report) {
+    let r = check(history, expect);
+    (found(&r, "I8"), r)
+}
+
+#[test]
+fn i8_across_shards_a_write_stamped_by_the_holder_in_its_term_is_fine() {
+    // a claims at 1 and writes at 2; a releases at 3; b claims at 4 and writes at 5
+    let h = at(vec![
+        (1, OWNER, owner(0xa, 1)),
+        (2, WORK, a_work()),
+        (2, OWNER, owner(0xa, 1)),
+        (3, OWNER, Change::Deleted),
+        (4, OWNER, owner(0xb, 4)),
+        (5, WORK, a_work()),
+        (5, OWNER, owner(0xb, 4)),
+    ]);
+    let (n, r) = i8_found(&h, &sharded("work-executor"));
+    assert_eq!(n, 0, "{:?}", r.violations);
+    assert_eq!(
+        r.shard_writers["work-executor"],
+        (2, 1),
+        "two writers, one object moved"
+    );
+    assert!(r.checked.contains(&"I8"));
+}
+
+#[test]
+fn i8_across_shards_a_write_without_a_stamp_is_found() {
+    let h = at(vec![(1, OWNER, owner(0xa, 1)), (2, WORK, a_work())]);
+    assert_eq!(i8_found(&h, &sharded("work-executor")).0, 1);
+    // the same Work write is nobody's business when the service is not sharded
+    assert_eq!(i8_found(&h, &Expect::default()).0, 0);
+}
+
+#[test]
+fn i8_across_shards_a_late_write_of_a_replica_that_lost_its_shard_is_found() {
+    // a released; b holds it now; a's late stamp lands on b's key (unfenced write)
+    let h = at(vec![
+        (1, OWNER, owner(0xa, 1)),
+        (2, OWNER, Change::Deleted),
+        (3, OWNER, owner(0xb, 3)),
+        (4, WORK, a_work()),
+        (4, OWNER, owner(0xa, 3)),
+    ]);
+    assert_eq!(i8_found(&h, &sharded("work-executor")).0, 1);
+    // a's late stamp re-creates a released key before anyone claims it
+    let h = at(vec![
+        (1, OWNER, owner(0xa, 1)),
+        (2, OWNER, Change::Deleted),
+        (3, WORK, a_work()),
+        (3, OWNER, owner(0xa, 3)),
+    ]);
+    assert_eq!(i8_found(&h, &sharded("work-executor")).0, 1);
+}
+
+#[test]
+fn i8_across_shards_a_claim_while_held_is_found() {
+    let h = at(vec![(1, OWNER, owner(0xa, 1)), (2, OWNER, owner(0xb, 2))]);
+    assert_eq!(i8_found(&h, &sharded("work-executor")).0, 1);
+    // after the holder's key is gone (released or expired), a claim is fine
+    let h = at(vec![
+        (1, OWNER, owner(0xa, 1)),
+        (2, OWNER, Change::Deleted),
+        (3, OWNER, owner(0xb, 3)),
+    ]);
+    assert_eq!(i8_found(&h, &sharded("work-executor")).0, 0);
+}
+
+#[test]
+fn i8_across_shards_only_the_schedulers_decisions_need_its_stamp() {
+    const OWNER_S: &str = "shards/scheduler/owners/0000";
+    let decided = |generation: i64| {
+        let mut b = binding(generation, &[("member1", 3)], &[], 5);
+        b.status = Some(v1::ResourceBindingStatus {
+            scheduler_observed_generation: generation,
+            ..Default::default()
+        });
+        Change::Binding(Box::new(b))
+    };
+    let h = at(vec![
+        (1, OWNER_S, owner(0xa, 1)),
+        // the api writes a binding: no scheduling fields, no stamp needed
+        (2, B, Change::Binding(Box::new(binding(1, &[], &[], 5)))),
+        // the scheduler decides, stamped
+        (3, B, decided(1)),
+        (3, OWNER_S, owner(0xa, 1)),
+        // another service writes the binding, scheduling fields unchanged: no stamp needed
+        (4, B, decided(1)),
+    ]);
+    assert_eq!(i8_found(&h, &sharded("scheduler")).0, 0);
+    // a scheduling decision without the stamp
+    let mut bad = h.clone();
+    bad.push(at(vec![(5, B, decided(2))]).remove(0));
+    assert_eq!(i8_found(&bad, &sharded("scheduler")).0, 1);
+}

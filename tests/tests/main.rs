@@ -27,3 +27,4 @@ mod real_members;
 mod recovery_before_toleration;
 mod seed_divided;
 mod seed_duplicated;
+mod sharding;

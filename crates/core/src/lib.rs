@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Nothing here reads a clock, does I/O or awaits: every time-dependent rule takes `now`.
-//! Rule ids (CH-, TM-, SC-, GE-, WE-, PD-, RM-, CR-, DEP-) refer to docs/semantics.md and name the tests.
+//! Rule ids (CH-, TM-, SC-, GE-, WE-, PD-, RM-, CR-, DEP-, SH-) refer to docs/semantics.md and name the tests.
 
 // Table tests use tuples of inputs and expectations; that is their point.
 #![cfg_attr(test, allow(clippy::type_complexity))]
@@ -27,6 +27,7 @@ pub mod preserve;
 pub mod quantity;
 pub mod resource;
 pub mod scheduler;
+pub mod shard;
 pub mod taint;
 pub mod taint_policy;
 #[cfg(test)]

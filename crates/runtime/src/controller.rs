@@ -34,6 +34,7 @@ use tracing::Instrument;
 
 use crate::queue::{Reason, WorkQueue, metric_component};
 use crate::reflector::CacheBarrier;
+use crate::shards::Held;
 use crate::shutdown::Shutdown;
 use crate::watcher::Event;
 
@@ -104,6 +105,18 @@ impl Metrics {
 /// A trigger: a future that feeds the queue until its stream ends.
 type Trigger = BoxFuture<'static, ()>;
 
+/// Which replicas' workers run: every replica's, the elected leader's, or each replica's on
+/// the keys of the shards it holds.
+#[derive(Clone, Debug)]
+pub enum Gate {
+    /// Workers always run (one replica, or tests).
+    Always,
+    /// Workers run while this replica leads ([`Controller::leader`]).
+    Leader(watch::Receiver<Option<Leadership>>),
+    /// Workers run on the keys of the shards held ([`Controller::shards`]).
+    Shards(watch::Receiver<Held>),
+}
+
 /// A reconcile loop over a [`WorkQueue`] of keys `T`.
 pub struct Controller<T, Ctx, E> {
     queue: WorkQueue<T>,
@@ -116,6 +129,122 @@ pub struct Controller<T, Ctx, E> {
     trace_parent: Option<TraceParentFn<T, Ctx>>,
     barrier: CacheBarrier,
     ready: Vec<ReadyGate>,
+    shards: Option<ShardGate<T>>,
+}
+
+/// Which shard a key is in.
+type ShardOfFn<T> = Arc<dyn Fn(&T) -> u32 + Send + Sync>;
+/// Every cached key of a shard (queued when the shard is acquired).
+type KeysOfFn<T> = Arc<dyn Fn(u32) -> Vec<T> + Send + Sync>;
+
+/// Gates keys by the shards this replica holds (see [`Controller::shards`]).
+struct ShardGate<T> {
+    held: watch::Receiver<Held>,
+    shard_of: ShardOfFn<T>,
+    keys_of: KeysOfFn<T>,
+    state: Arc<std::sync::Mutex<GateState<T>>>,
+}
+
+impl<T> Clone for ShardGate<T> {
+    fn clone(&self) -> Self {
+        Self {
+            held: self.held.clone(),
+            shard_of: self.shard_of.clone(),
+            keys_of: self.keys_of.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// The shards ready for work (held, and the caches caught up since they were acquired), with
+/// their terms, and the keys that came up while their shard was not ready.
+struct GateState<T> {
+    ready: std::collections::BTreeMap<u32, flotilla_store::Revision>,
+    parked: std::collections::HashMap<u32, std::collections::HashSet<T>>,
+}
+
+impl<T: Eq + Hash + Clone> ShardGate<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState<T>> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether `key` may be reconciled now; if not, it is parked until its shard is ready.
+    fn admit(&self, key: &T) -> bool {
+        let shard = (self.shard_of)(key);
+        let mut state = self.lock();
+        if state.ready.contains_key(&shard) {
+            return true;
+        }
+        state.parked.entry(shard).or_default().insert(key.clone());
+        false
+    }
+
+    /// Follows the held shards until `shutdown`: a shard lost stops admitting at once; a
+    /// shard acquired is admitted only after `barrier` (the caches caught up with the store
+    /// as of after the acquisition), in the term it was acquired in, and then its parked and
+    /// cached keys are queued.
+    async fn follow(self, barrier: CacheBarrier, queue: WorkQueue<T>, shutdown: Shutdown)
+    where
+        T: Display + Send + Sync + 'static,
+    {
+        let mut held = self.held.clone();
+        loop {
+            let now = held.borrow_and_update().clone();
+            let pending: Vec<(u32, flotilla_store::Revision)> = {
+                let mut state = self.lock();
+                let before = state.ready.len();
+                state.ready.retain(|s, t| now.holds(*s, *t));
+                if state.ready.len() != before {
+                    tracing::info!(
+                        queue = queue.name(),
+                        ready = state.ready.len(),
+                        "shards lost: their keys wait"
+                    );
+                }
+                now.terms
+                    .iter()
+                    .filter(|(s, t)| state.ready.get(s) != Some(t))
+                    .map(|(s, t)| (*s, *t))
+                    .collect()
+            };
+            if !pending.is_empty() {
+                tokio::select! {
+                    () = shutdown.triggered() => return,
+                    () = barrier.wait() => {}
+                }
+                let current = held.borrow().clone();
+                let mut queued = 0usize;
+                let mut acquired = Vec::new();
+                for (s, t) in pending {
+                    if !current.holds(s, t) {
+                        continue;
+                    }
+                    let parked = {
+                        let mut state = self.lock();
+                        state.ready.insert(s, t);
+                        state.parked.remove(&s).unwrap_or_default()
+                    };
+                    acquired.push(s);
+                    for key in parked.into_iter().chain((self.keys_of)(s)) {
+                        queue.add_with_reason(key, Reason::Custom("shard acquired".into()));
+                        queued += 1;
+                    }
+                }
+                if !acquired.is_empty() {
+                    tracing::info!(queue = queue.name(), shards = ?acquired, queued, "shards ready: caches caught up; working on their keys");
+                }
+                continue;
+            }
+            tokio::select! {
+                () = shutdown.triggered() => return,
+                r = held.changed() => if r.is_err() {
+                    return;
+                },
+            }
+        }
+    }
 }
 
 /// Resolves when one cache holds a full list; names it for the log.
@@ -127,6 +256,7 @@ impl<T, Ctx, E> fmt::Debug for Controller<T, Ctx, E> {
             .field("queue", &self.queue)
             .field("workers", &self.workers)
             .field("leader_gated", &self.leader.is_some())
+            .field("shard_gated", &self.shards.is_some())
             .field("triggers", &self.triggers.len())
             .finish_non_exhaustive()
     }
@@ -163,6 +293,7 @@ where
             trace_parent: None,
             barrier: CacheBarrier::default(),
             ready: Vec::new(),
+            shards: None,
         }
     }
 
@@ -216,6 +347,44 @@ where
     pub fn leader(mut self, leader: watch::Receiver<Option<Leadership>>) -> Self {
         self.leader = Some(leader);
         self
+    }
+
+    /// Reconciles only the keys of the shards `held` names (see [`crate::shards`]): a key
+    /// whose shard (`shard_of`) is not held is parked; when a shard is acquired, after the
+    /// [`Controller::barrier`] passes for that term, its parked keys and every key
+    /// `keys_of(shard)` lists (the cached objects of the shard) are queued. A shard lost stops
+    /// admitting its keys at once; reconciles in flight finish, and their writes are fenced by
+    /// the shard ([`crate::shards::ShardFencedStore`]). Instead of [`Controller::leader`].
+    pub fn shards<S, K>(mut self, held: watch::Receiver<Held>, shard_of: S, keys_of: K) -> Self
+    where
+        S: Fn(&T) -> u32 + Send + Sync + 'static,
+        K: Fn(u32) -> Vec<T> + Send + Sync + 'static,
+    {
+        self.shards = Some(ShardGate {
+            held,
+            shard_of: Arc::new(shard_of),
+            keys_of: Arc::new(keys_of),
+            state: Arc::new(std::sync::Mutex::new(GateState {
+                ready: Default::default(),
+                parked: Default::default(),
+            })),
+        });
+        self
+    }
+
+    /// Gates the workers by `gate`: [`Gate::Leader`] as [`Controller::leader`],
+    /// [`Gate::Shards`] as [`Controller::shards`] (with `shard_of` and `keys_of`), each with
+    /// `barrier` before a new term's work; [`Gate::Always`] leaves the controller as it is.
+    pub fn gated<S, K>(self, gate: Gate, barrier: CacheBarrier, shard_of: S, keys_of: K) -> Self
+    where
+        S: Fn(&T) -> u32 + Send + Sync + 'static,
+        K: Fn(u32) -> Vec<T> + Send + Sync + 'static,
+    {
+        match gate {
+            Gate::Always => self,
+            Gate::Leader(leader) => self.leader(leader).barrier(barrier),
+            Gate::Shards(held) => self.shards(held, shard_of, keys_of).barrier(barrier),
+        }
     }
 
     /// Feeds the queue from `events` (typically a [`crate::reflector::reflect`]ed watcher)
@@ -273,8 +442,10 @@ where
             trace_parent,
             barrier,
             ready,
+            shards,
         } = self;
         let worker = Worker {
+            gate: shards.clone(),
             metrics,
             trace_parent,
             queue: queue.clone(),
@@ -302,6 +473,12 @@ where
                     tracing::info!(queue = queue.name(), caches = %synced.join(" "), "caches synced");
                 }
             }
+        }
+        if let Some(gate) = shards {
+            trigger_tasks.spawn(gate.follow(barrier, queue.clone(), shutdown.clone()));
+            worker.run_term(workers, &shutdown, &shutdown).await;
+            trigger_tasks.shutdown().await;
+            return;
         }
         match leader {
             None => worker.run_term(workers, &shutdown, &shutdown).await,
@@ -355,11 +532,13 @@ struct Worker<T, Ctx, E> {
     ctx: Arc<Ctx>,
     metrics: Arc<Metrics>,
     trace_parent: Option<TraceParentFn<T, Ctx>>,
+    gate: Option<ShardGate<T>>,
 }
 
 impl<T, Ctx, E> Clone for Worker<T, Ctx, E> {
     fn clone(&self) -> Self {
         Self {
+            gate: self.gate.clone(),
             trace_parent: self.trace_parent.clone(),
             queue: self.queue.clone(),
             reconcile: self.reconcile.clone(),
@@ -412,6 +591,13 @@ where
                 },
             };
             let key = item.key;
+            if let Some(gate) = &self.gate
+                && !gate.admit(&key)
+            {
+                // Not our shard (or not ready yet): parked until it is.
+                self.queue.done(&key);
+                continue;
+            }
             let span = tracing::info_span!(
                 "reconcile",
                 controller = self.queue.name(),

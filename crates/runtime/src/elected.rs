@@ -18,8 +18,10 @@ use flotilla_store::{Leadership, StoreRef};
 use tokio::sync::watch;
 
 use crate::batch::{BatchConfig, BatchWriter};
+use crate::controller::Gate;
 use crate::events::Recorder;
 use crate::leader::{ElectionConfig, LeaderElector};
+use crate::shards::{Held, ShardConfig, ShardKeyFn, ShardOwner};
 use crate::shutdown::Shutdown;
 
 /// A replica's candidacy in one election, the store fenced by it and an event recorder.
@@ -141,4 +143,111 @@ pub struct Following {
     pub recorder: Recorder,
     /// `Some` while this replica leads.
     pub leader: watch::Receiver<Option<Leadership>>,
+}
+
+/// How a replica of a controller service takes part: it campaigns for leadership, or it holds
+/// shards of the service's keys (`--shards N`, docs/design.md §10). Either way it gives the
+/// store its writes go through (fenced by the leadership, or by the shards of the keys
+/// written), an event recorder, and the [`Gate`] its controller's workers follow.
+#[derive(Debug)]
+pub struct Replica {
+    membership: Membership,
+    /// The store whose writes are fenced by this replica's leadership or shards.
+    pub fenced: StoreRef,
+    /// Records Events as the component (unfenced: an Event is not a decision).
+    pub recorder: Recorder,
+}
+
+#[derive(Debug)]
+enum Membership {
+    Elected(LeaderElector),
+    Sharded(ShardOwner),
+}
+
+/// How [`Replica::spawn`] shards, when it does.
+#[derive(Clone)]
+pub struct Sharding {
+    /// How many shards (every replica must agree).
+    pub shards: u32,
+    /// The shard of each store key the service writes.
+    pub key_shard: ShardKeyFn,
+}
+
+impl std::fmt::Debug for Sharding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sharding")
+            .field("shards", &self.shards)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Replica ===
+
+impl Replica {
+    /// Campaigns in `election` (e.g. `leases/scheduler`) or, with `sharding`, joins
+    /// `component`'s shard group; as `identity`, with leases of `ttl`, until `shutdown`.
+    pub fn spawn(
+        store: StoreRef,
+        component: &str,
+        election: &str,
+        identity: &str,
+        ttl: Duration,
+        sharding: Option<Sharding>,
+        shutdown: &Shutdown,
+    ) -> Self {
+        let recorder = Recorder::spawn(store.clone(), component, shutdown.clone());
+        match sharding {
+            None => {
+                let elector = LeaderElector::spawn(
+                    store.clone(),
+                    election,
+                    ElectionConfig::new(identity).ttl(ttl),
+                    shutdown,
+                );
+                let fenced: StoreRef = Arc::new(elector.fenced_store(store));
+                Replica {
+                    membership: Membership::Elected(elector),
+                    fenced,
+                    recorder,
+                }
+            }
+            Some(Sharding { shards, key_shard }) => {
+                let owner = ShardOwner::spawn(
+                    store.clone(),
+                    ShardConfig::new(component, shards, identity).ttl(ttl),
+                    shutdown,
+                );
+                let fenced: StoreRef = Arc::new(owner.fenced_store(store, key_shard));
+                Replica {
+                    membership: Membership::Sharded(owner),
+                    fenced,
+                    recorder,
+                }
+            }
+        }
+    }
+
+    /// What the controller's workers follow.
+    pub fn gate(&self) -> Gate {
+        match &self.membership {
+            Membership::Elected(e) => Gate::Leader(e.subscribe()),
+            Membership::Sharded(o) => Gate::Shards(o.subscribe()),
+        }
+    }
+
+    /// The shards held, when sharded.
+    pub fn held(&self) -> Option<watch::Receiver<Held>> {
+        match &self.membership {
+            Membership::Elected(_) => None,
+            Membership::Sharded(o) => Some(o.subscribe()),
+        }
+    }
+
+    /// Steps down or gives up every shard, and stops.
+    pub async fn resign(self) {
+        match self.membership {
+            Membership::Elected(e) => e.resign().await,
+            Membership::Sharded(o) => o.resign().await,
+        }
+    }
 }

@@ -33,12 +33,12 @@ use flotilla_runtime::events::{EventType, Recorder, Regarding};
 use flotilla_runtime::queue::QueueConfig;
 use flotilla_runtime::watcher::{Event, WatcherConfig};
 use flotilla_runtime::{
-    Action, BatchConfig, BatchWriter, Cache, Change, ChangeFilter, Controller, Shutdown, WorkQueue,
-    Writer, reflect_watch,
+    Action, BatchConfig, BatchWriter, Cache, Change, ChangeFilter, Controller, Gate, Held,
+    Shutdown, WorkQueue, Writer, reflect_watch,
 };
 use flotilla_store::ObjectKey;
 use flotilla_store::typed::{Stored, Typed, decode};
-use flotilla_store::{KeyValue, Leadership, Revision, StoreRef};
+use flotilla_store::{KeyValue, Revision, StoreRef};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -134,6 +134,9 @@ pub struct Context {
     /// The wall clock decisions read.
     #[debug(skip)]
     clock: flotilla_runtime::Clock,
+    /// The shards this replica holds, when sharded: its share of `--failback-rate`.
+    #[debug(skip)]
+    held: Option<watch::Receiver<Held>>,
 }
 
 // === impl Context ===
@@ -210,9 +213,17 @@ impl Context {
     /// A11: whether a failback may be written now (`--failback-rate`); otherwise how long
     /// until one may.
     fn take_failback_slot(&self) -> Result<(), Duration> {
-        let Some(interval) = self.config.failback_interval else {
+        let Some(mut interval) = self.config.failback_interval else {
             return Ok(());
         };
+        // Sharded, each replica writes its share of the fleet's rate (SH-3 spreads the
+        // bindings evenly over the shards), so that the replicas together keep to it.
+        if let Some(held) = &self.held {
+            let share = held.borrow().share();
+            if share > 0.0 {
+                interval = interval.div_f64(share);
+            }
+        }
         let mut next = self
             .next_failback
             .lock()
@@ -241,7 +252,7 @@ pub fn spawn(
     store: StoreRef,
     writes: StoreRef,
     config: ControllerConfig,
-    leader: Option<watch::Receiver<Option<Leadership>>>,
+    gate: Gate,
     recorder: Recorder,
     shutdown: Shutdown,
     clock: flotilla_runtime::Clock,
@@ -292,6 +303,10 @@ pub fn spawn(
         recorder,
         next_failback: Mutex::new(std::time::Instant::now()),
         clock,
+        held: match &gate {
+            Gate::Shards(held) => Some(held.clone()),
+            _ => None,
+        },
         retries: Mutex::new(KeyedBackoff::new(Backoff::new(
             config.unschedulable_initial_backoff,
             config.unschedulable_max_backoff,
@@ -311,20 +326,43 @@ pub fn spawn(
     .workers(config.workers)
     .watches(binding_events, move |ev| binding_trigger.map(ev))
     .watches(cluster_events, move |ev| cluster_trigger.map(ev));
-    if let Some(leader) = leader {
-        // A new leader schedules only from caches at least as new as the store it won.
-        controller = controller.leader(leader).barrier(
-            CacheBarrier::new(barrier_store)
-                .cache(v1::ResourceBinding::PREFIX, &barrier_bindings)
-                .cache(v1::Cluster::PREFIX, &barrier_clusters),
-        );
-    }
+    // A new leader (or a new holder of a shard) schedules only from caches at least as new
+    // as the store it won.
+    let shards = match &gate {
+        Gate::Shards(held) => held.borrow().shards,
+        _ => 1,
+    };
+    let shard_bindings = barrier_bindings.clone();
+    controller = controller.gated(
+        gate,
+        CacheBarrier::new(barrier_store)
+            .cache(v1::ResourceBinding::PREFIX, &barrier_bindings)
+            .cache(v1::Cluster::PREFIX, &barrier_clusters),
+        move |key: &ObjectKey| binding_shard(key.as_str(), shards),
+        move |shard| {
+            shard_bindings
+                .keys()
+                .into_iter()
+                .filter(|k| binding_shard(k, shards) == shard)
+                .map(ObjectKey::from)
+                .collect()
+        },
+    );
     let task = tokio::spawn(
         controller
             .run(ctx.clone(), shutdown)
             .instrument(tracing::info_span!("scheduler")),
     );
     Running { ctx, task }
+}
+
+/// SH-1: a binding's shard, from its store key (`bindings/<ns>/<name>`, shard key
+/// `<ns>/<name>`).
+pub fn binding_shard(key: &str, shards: u32) -> u32 {
+    flotilla_core::shard::shard_of(
+        key.strip_prefix(v1::ResourceBinding::PREFIX).unwrap_or(key),
+        shards,
+    )
 }
 
 /// What follows a failed reconcile: a store error is retried with the queue's back-off

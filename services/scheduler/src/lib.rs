@@ -36,7 +36,8 @@ use flotilla_core::types::DEFAULT_SCHEDULER_NAME;
 use flotilla_core::validation::Limits;
 use flotilla_proto::v1::scheduler_server::SchedulerServer;
 use flotilla_runtime::service::{Parts, Started};
-use flotilla_runtime::{CommonArgs, Elected, decode_limited};
+use flotilla_runtime::{CommonArgs, Replica, Sharding, decode_limited};
+use flotilla_store::typed::Stored as _;
 
 pub use crate::controller::ControllerConfig;
 pub use crate::error::Error;
@@ -108,7 +109,18 @@ pub struct Args {
     /// `--eviction-rate`; set both alike. Unset = unlimited, as `--eviction-rate`.
     #[arg(long, env = "FLOTILLA_FAILBACK_RATE")]
     pub failback_rate: Option<f64>,
+
+    /// Split the bindings into this many shards held by the live replicas through etcd
+    /// leases, so that every replica schedules (docs/design.md §10). Every replica must run
+    /// with the same number. 0 (the default): one elected replica schedules everything, as
+    /// Karmada's scheduler.
+    #[arg(long, env = "FLOTILLA_SHARDS", default_value_t = 0)]
+    pub shards: u32,
 }
+
+/// The most shards a service may be split into: beyond it a shard's lease traffic costs more
+/// than it spreads.
+pub const MAX_SHARDS: u32 = 1024;
 
 /// A validated configuration: what [`run_with`] needs besides the store and the listeners.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,6 +133,8 @@ pub struct Config {
     pub lease_ttl: Duration,
     /// Size caps for validating `Simulate` requests.
     pub limits: Limits,
+    /// Shards of the bindings (0: leader election).
+    pub shards: u32,
 }
 
 impl Default for Config {
@@ -131,6 +145,7 @@ impl Default for Config {
             identity: format!("scheduler-{}", std::process::id()),
             lease_ttl: Duration::from_secs(15),
             limits: Limits::default(),
+            shards: 0,
         }
     }
 }
@@ -150,6 +165,7 @@ impl Args {
             unschedulable_initial_backoff,
             unschedulable_max_backoff,
             failback_rate,
+            shards,
         } = self;
         let mut errors: Vec<String> = match common.validate() {
             Ok(()) => Vec::new(),
@@ -189,6 +205,11 @@ impl Args {
                 None
             }
         };
+        if *shards > MAX_SHARDS {
+            errors.push(format!(
+                "--shards: must be at most {MAX_SHARDS} (got {shards})"
+            ));
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -208,6 +229,7 @@ impl Args {
             identity: common.identity(),
             lease_ttl: common.lease_ttl,
             limits: Limits::default(),
+            shards: *shards,
         })
     }
 
@@ -240,7 +262,7 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         identity,
         lease_ttl,
         limits,
-        ..
+        shards,
     } = config;
     let Parts {
         store,
@@ -248,12 +270,21 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         shutdown,
         clock,
     } = parts;
-    let elected = Elected::spawn(
+    // One elected replica, or (--shards) every replica on the bindings of its shards.
+    let sharding = (shards > 0).then(|| Sharding {
+        shards,
+        key_shard: flotilla_runtime::shards::prefix_shards(
+            flotilla_proto::v1::ResourceBinding::PREFIX,
+            shards,
+        ),
+    });
+    let elected = Replica::spawn(
         store.clone(),
+        "scheduler",
         LEADER_ELECTION,
         &identity,
         lease_ttl,
-        "scheduler",
+        sharding,
         shutdown,
     );
     let options = controller_config.options;
@@ -261,7 +292,7 @@ fn start_service(parts: &Parts, config: Config) -> Started {
         store.clone(),
         elected.fenced.clone(),
         controller_config,
-        Some(elected.leader()),
+        elected.gate(),
         elected.recorder.clone(),
         shutdown.clone(),
         clock.clone(),

@@ -48,7 +48,7 @@ async fn start_with(store: StoreRef, writes: StoreRef) -> Harness {
         store.clone(),
         writes,
         test_config(),
-        None,
+        flotilla_runtime::Gate::Always,
         recorder,
         shutdown.clone(),
         flotilla_runtime::Clock::system(),

@@ -111,6 +111,10 @@ pub struct Context {
     /// The binding controller's render memory (`plan::Rendered`), per binding key.
     #[debug(skip)]
     pub rendered: RenderMemory,
+    /// The shards this replica holds, when sharded (`--shards`): status collection reads
+    /// only their Works.
+    #[debug(skip)]
+    pub held: Option<tokio::sync::watch::Receiver<flotilla_runtime::Held>>,
 }
 
 /// [`RenderMemo`] per binding key. Each sync of a binding replaces its own entry, so Works
@@ -119,6 +123,25 @@ pub struct Context {
 pub type RenderMemory = Mutex<HashMap<String, RenderMemo>>;
 
 impl Context {
+    /// Whether this replica collects `work`'s status: always, unless sharded and the
+    /// Work's shard is not held.
+    pub fn collects(&self, work: &v1::Work) -> bool {
+        let Some(held) = &self.held else {
+            return true;
+        };
+        let held = held.borrow();
+        let key = flotilla_store::typed::work_key(
+            crate::render::work_cluster(work),
+            work.namespace(),
+            work.name(),
+        );
+        crate::work_shard(&key, held.shards).is_some_and(|s| held.terms.contains_key(&s))
+    }
+
+    /// Whether this replica is sharded (`--shards`).
+    pub fn sharded(&self) -> bool {
+        self.held.is_some()
+    }
     /// Resolves once every cache holds a full list.
     pub async fn caches_ready(&self) {
         self.bindings.wait_until_ready().await;

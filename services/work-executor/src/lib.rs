@@ -46,13 +46,12 @@ use flotilla_runtime::queue::{QueueConfig, by_key};
 use flotilla_runtime::reflector::{Writer, reflect};
 use flotilla_runtime::watcher::{Event, WatcherConfig, shared_watcher};
 use flotilla_runtime::{
-    BatchConfig, BatchWriter, CacheBarrier, ChangeFilter, CommonArgs, Controller, Digest, Elected,
-    Readiness, Shutdown, WorkQueue,
+    BatchConfig, BatchWriter, CacheBarrier, ChangeFilter, CommonArgs, Controller, Digest, Gate,
+    Readiness, Replica, Sharding, Shutdown, WorkQueue,
 };
 use flotilla_store::typed::{Stored, Typed, decode, workload_key};
-use flotilla_store::{Leadership, ObjectKey, StoreRef};
+use flotilla_store::{ObjectKey, StoreRef};
 use futures::Stream;
-use tokio::sync::watch;
 
 use crate::controller::{
     Context, INDEX_BINDING, INDEX_CLUSTER, INDEX_NAMESPACE, INDEX_WORKLOAD, binding_of_work,
@@ -116,7 +115,17 @@ pub struct Args {
     /// split is written at once). Default 10m, as graceful eviction's timeout.
     #[arg(long, env = "FLOTILLA_REPLICA_MOVE_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
     pub replica_move_timeout: Duration,
+
+    /// Split the bindings and their Works into this many shards held by the live replicas
+    /// through etcd leases, so that every replica renders, applies and collects status
+    /// (docs/design.md §10). A binding and all its Works are in one shard. Every replica
+    /// must run with the same number. 0 (the default): one elected replica does everything.
+    #[arg(long, env = "FLOTILLA_SHARDS", default_value_t = 0)]
+    pub shards: u32,
 }
+
+/// The most shards the work executor may be split into.
+pub const MAX_SHARDS: u32 = 1024;
 
 /// The service's settings (the flags minus the common ones).
 #[derive(Clone, Debug)]
@@ -143,6 +152,8 @@ pub struct Config {
     pub grpc_timeout: Duration,
     /// TLS for `https://` member endpoints (`--tls-ca`, `--tls-cert`, `--tls-key`).
     pub security: flotilla_runtime::SecurityArgs,
+    /// `--shards` (0: leader election).
+    pub shards: u32,
 }
 
 impl Default for Config {
@@ -159,6 +170,7 @@ impl Default for Config {
             lease_ttl: Duration::from_secs(15),
             grpc_timeout: Duration::from_secs(30),
             security: flotilla_runtime::SecurityArgs::default(),
+            shards: 0,
         }
     }
 }
@@ -208,6 +220,11 @@ impl Args {
         ] {
             check(flag, n > 0, "must be at least 1");
         }
+        check(
+            "shards",
+            self.shards <= MAX_SHARDS,
+            &format!("must be at most {MAX_SHARDS}"),
+        );
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -223,6 +240,7 @@ impl Args {
             lease_ttl: self.common.lease_ttl,
             grpc_timeout: self.common.grpc_timeout,
             security: self.common.security.clone(),
+            shards: self.shards,
         })
     }
 
@@ -238,7 +256,7 @@ impl Args {
 pub struct WorkExecutor {
     ctx: Arc<Context>,
     api: WorkExecutorApi,
-    leader: watch::Receiver<Option<Leadership>>,
+    gate: Gate,
 }
 
 type Feed<K> = std::pin::Pin<Box<dyn Stream<Item = Event<K>> + Send>>;
@@ -374,18 +392,6 @@ impl WorkExecutor {
         shutdown: &Shutdown,
         clock: flotilla_runtime::Clock,
     ) -> Self {
-        let following = Elected::spawn(
-            store.clone(),
-            LEASE_PREFIX,
-            &config.identity,
-            config.lease_ttl,
-            "work-executor",
-            shutdown,
-        )
-        .resign_on(shutdown);
-        let leader = following.leader;
-        let typed = Typed::new(following.fenced);
-
         let bindings_w = Writer::<v1::ResourceBinding>::new().with_index(INDEX_WORKLOAD, |b| {
             b.spec
                 .as_ref()
@@ -402,6 +408,41 @@ impl WorkExecutor {
         let overrides_w = Writer::<v1::OverridePolicy>::new()
             .with_index(INDEX_NAMESPACE, |p| vec![p.namespace().to_owned()]);
         let cluster_overrides_w = Writer::<v1::ClusterOverridePolicy>::new();
+        // One elected replica, or (--shards) each replica on the bindings and Works of its
+        // shards: a binding's shard is its Works' (SH-1 over `<namespace>/<Work name>`).
+        let shards = config.shards;
+        let sharding = (shards > 0).then(|| {
+            let bindings = bindings_w.cache();
+            let works = works_w.cache();
+            let key_shard: flotilla_runtime::ShardKeyFn = Arc::new(move |key: &str| {
+                if key.starts_with(v1::Work::PREFIX) {
+                    return work_shard(key, shards);
+                }
+                key.starts_with(v1::ResourceBinding::PREFIX)
+                    .then(|| binding_shard(&bindings, &works, key, shards))
+                    .flatten()
+            });
+            Sharding { shards, key_shard }
+        });
+        let replica = Replica::spawn(
+            store.clone(),
+            "work-executor",
+            LEASE_PREFIX,
+            &config.identity,
+            config.lease_ttl,
+            sharding,
+            shutdown,
+        );
+        let gate = replica.gate();
+        let typed = Typed::new(replica.fenced.clone());
+        let recorder = replica.recorder.clone();
+        {
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown.triggered().await;
+                replica.resign().await;
+            });
+        }
         let ctx = Arc::new(Context {
             bindings: bindings_w.cache(),
             works: works_w.cache(),
@@ -422,7 +463,11 @@ impl WorkExecutor {
             ),
             typed,
             members: Members::new(config.member_timeout, config.member_concurrency),
-            recorder: following.recorder,
+            recorder,
+            held: match &gate {
+                Gate::Shards(held) => Some(held.clone()),
+                _ => None,
+            },
             config: config.clone(),
             clock: clock.clone(),
             status_seen: Default::default(),
@@ -561,8 +606,29 @@ impl WorkExecutor {
         // continue the span that last wrote its status (the scheduler's reschedule first)
         .trace_parent(controller::failover_trace)
         .workers(config.binding_workers)
-        .leader(leader.clone())
-        .barrier(barrier.clone());
+        .gated(
+            gate.clone(),
+            barrier.clone(),
+            {
+                let (bindings, works) = (ctx.bindings.clone(), ctx.works.clone());
+                move |key: &ObjectKey| {
+                    binding_shard(&bindings, &works, key.as_str(), shards.max(1)).unwrap_or(0)
+                }
+            },
+            {
+                let (bindings, works) = (ctx.bindings.clone(), ctx.works.clone());
+                move |shard| {
+                    bindings
+                        .keys()
+                        .into_iter()
+                        .filter(|k| {
+                            binding_shard(&bindings, &works, k, shards.max(1)) == Some(shard)
+                        })
+                        .map(ObjectKey::from)
+                        .collect()
+                }
+            },
+        );
         let work_controller = ready_after_caches(
             Controller::new(
                 work_queue,
@@ -577,12 +643,26 @@ impl WorkExecutor {
         // the apply of a Work written during a failover continues the Work's trace
         .trace_parent(execution::work_trace)
         .workers(config.work_workers)
-        .leader(leader.clone())
-        .barrier(barrier);
+        .gated(
+            gate.clone(),
+            barrier,
+            move |key: &ObjectKey| work_shard(key.as_str(), shards.max(1)).unwrap_or(0),
+            {
+                let works = ctx.works.clone();
+                move |shard| {
+                    works
+                        .keys()
+                        .into_iter()
+                        .filter(|k| work_shard(k, shards.max(1)) == Some(shard))
+                        .map(ObjectKey::from)
+                        .collect()
+                }
+            },
+        );
         {
             let ctx = ctx.clone();
             let shutdown = shutdown.clone();
-            let leader = leader.clone();
+            let gate = gate.clone();
             tokio::spawn(async move {
                 tokio::join!(
                     binding_controller.run(ctx.clone(), shutdown.clone()),
@@ -592,7 +672,7 @@ impl WorkExecutor {
                         tokio::select! {
                             () = shutdown.triggered() => {}
                             () = ctx.caches_ready() => {
-                                status::run(ctx.clone(), leader, shutdown.clone()).await;
+                                status::run(ctx.clone(), gate, shutdown.clone()).await;
                             }
                         }
                     },
@@ -600,7 +680,7 @@ impl WorkExecutor {
             });
         }
         let api = WorkExecutorApi::new(Typed::new(store), ctx.config.replica_move_timeout, clock);
-        Self { ctx, api, leader }
+        Self { ctx, api, gate }
     }
 
     /// The gRPC service, ready to add to a router.
@@ -613,10 +693,47 @@ impl WorkExecutor {
         &self.ctx
     }
 
-    /// Follows this replica's leadership of `leases/work-executor`.
-    pub fn leader(&self) -> watch::Receiver<Option<Leadership>> {
-        self.leader.clone()
+    /// What this replica's controllers follow: its leadership of `leases/work-executor`, or
+    /// the shards it holds.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
     }
+
+    /// Whether this replica works now: it leads, or holds at least one shard.
+    pub fn is_active(&self) -> bool {
+        match &self.gate {
+            Gate::Always => true,
+            Gate::Leader(l) => l.borrow().is_some(),
+            Gate::Shards(h) => !h.borrow().terms.is_empty(),
+        }
+    }
+}
+
+/// SH-1 for the work executor: a Work's shard, from its store key
+/// (`works/<cluster>/<namespace>/<name>`, shard key `<namespace>/<name>`). A binding's Works
+/// have one name on every cluster (WE-5), so they share a shard.
+pub fn work_shard(key: &str, shards: u32) -> Option<u32> {
+    let rest = key.strip_prefix(v1::Work::PREFIX)?;
+    let (_cluster, shard_key) = rest.split_once('/')?;
+    Some(flotilla_core::shard::shard_of(shard_key, shards))
+}
+
+/// A binding's shard: its Works' ([`work_shard`] of the Work key its template gets), from
+/// the cached binding, or from a Work still cached for it once the binding is gone. `None`
+/// when neither is known.
+pub fn binding_shard(
+    bindings: &flotilla_runtime::Cache<v1::ResourceBinding>,
+    works: &flotilla_runtime::Cache<v1::Work>,
+    key: &str,
+    shards: u32,
+) -> Option<u32> {
+    if let Some(b) = bindings.get(key) {
+        return work_shard(&render::expected_work_key(&b, "-"), shards);
+    }
+    works
+        .index_keys(INDEX_BINDING, key)
+        .first()
+        .and_then(|w| work_shard(w, shards))
 }
 
 flotilla_runtime::service! {

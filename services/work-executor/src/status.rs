@@ -28,11 +28,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use flotilla_proto::Resource as _;
 use flotilla_proto::v1;
-use flotilla_runtime::Shutdown;
-use flotilla_store::Leadership;
+use flotilla_runtime::{Gate, Shutdown};
 use flotilla_store::typed::{Stored as _, Update, namespaced_key};
 use futures::StreamExt;
-use tokio::sync::watch;
 
 use crate::controller::{Context, INDEX_CLUSTER};
 use crate::render::{
@@ -77,12 +75,9 @@ pub struct SyncReport {
     pub unchanged: usize,
 }
 
-/// Runs status collection every `config.status_sync_period` while this replica leads.
-pub async fn run(
-    ctx: Arc<Context>,
-    leader: watch::Receiver<Option<Leadership>>,
-    shutdown: Shutdown,
-) {
+/// Runs status collection every `config.status_sync_period` while this replica leads, or,
+/// sharded, over the Works of the shards it holds.
+pub async fn run(ctx: Arc<Context>, gate: Gate, shutdown: Shutdown) {
     let mut tick = tokio::time::interval(ctx.config.status_sync_period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -90,7 +85,12 @@ pub async fn run(
             () = shutdown.triggered() => return,
             _ = tick.tick() => {}
         }
-        if leader.borrow().is_none() {
+        let active = match &gate {
+            Gate::Always => true,
+            Gate::Leader(leader) => leader.borrow().is_some(),
+            Gate::Shards(held) => !held.borrow().terms.is_empty(),
+        };
+        if !active {
             continue;
         }
         let started = tokio::time::Instant::now();
@@ -131,6 +131,12 @@ fn watched_for_application_failover(ctx: &Context, works: &[Arc<v1::Work>]) -> b
 /// store). A failure is left to the next pass: graceful eviction then only waits longer.
 async fn record_collection(ctx: &Context, cluster: &str, started: flotilla_core::Time) {
     use flotilla_proto::convert::time_to_timestamp;
+    // Sharded, a pass covers only the Works of this replica's shards, so it cannot say the
+    // cluster's status was collected: no record (docs/design.md §10; graceful eviction then
+    // waits for health or its timeout, as before any record).
+    if ctx.sharded() {
+        return;
+    }
     let key = format!("{}{cluster}", v1::StatusCollection::PREFIX);
     let mark = |meta: Option<v1::ObjectMeta>| v1::StatusCollection {
         metadata: Some(meta.unwrap_or_else(|| v1::ObjectMeta {
@@ -207,7 +213,8 @@ pub async fn sync_all(ctx: &Context) -> SyncReport {
 
 async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
     let name = cluster.metadata.as_ref().map_or("", |m| m.name.as_str());
-    let works = ctx.works.by_index(INDEX_CLUSTER, name);
+    let mut works = ctx.works.by_index(INDEX_CLUSTER, name);
+    works.retain(|w| ctx.collects(w));
     let mut report = SyncReport {
         clusters: 1,
         ..Default::default()

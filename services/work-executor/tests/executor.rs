@@ -384,7 +384,7 @@ async fn two_replicas_one_leader_no_duplicate_side_effects() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let leaders = [&run, &second]
         .iter()
-        .filter(|r| r.executor.leader().borrow().is_some())
+        .filter(|r| r.executor.is_active())
         .count();
     assert_eq!(leaders, 1, "leases/work-executor has one holder");
     run.retarget(&[("member1", 2), ("member2", 2)]).await;

@@ -430,6 +430,7 @@ pub fn test_config() -> Config {
         lease_ttl: Duration::from_secs(3),
         grpc_timeout: Duration::from_secs(5),
         security: Default::default(),
+        shards: 0,
     }
 }
 
