@@ -33,10 +33,14 @@
 //!   binding's every target carries all of them;
 //! - **I6** at the end: no task of a binding with a target outlived its grace period by more
 //!   than [`TASK_SLACK`].
+//! - **I8 across shards** (when the scenario names its sharded services): every scheduling
+//!   decision and every Work write carries the stamp of its shard's holder at that moment, in
+//!   its term, and no shard is claimed while held (`check_shards`).
 //!
 //! Times are the recorder's receive times (one clock, the test's), so a service with a skewed
-//! wall clock cannot hide an early decision. I7 and I8 are not visible in a history (which
-//! replica wrote a revision is not recorded); the F3 and F5 scenarios assert them directly.
+//! wall clock cannot hide an early decision. I7 and a leader's I8 are not visible in a history
+//! (which leader wrote a revision is not recorded); the F3 and F5 scenarios assert them
+//! directly. A sharded replica's writes stamp its shard's owner key, so there I8 is checked.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -280,6 +280,10 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
             "lists Clusters (their credentials' names among them)",
             code(api.list_clusters(by(&edge1)).await),
         ),
+        (
+            "lists the shards of the sharded services",
+            code(api.list_shards(by(&edge1)).await),
+        ),
     ] {
         assert_denied("agent:edge1", what, result);
     }
@@ -307,6 +311,9 @@ async fn an_agent_reaches_only_its_cluster_and_a_viewer_only_reads() {
     ))
     .await
     .expect("a viewer reads a binding");
+    api.list_shards(by(&viewer))
+        .await
+        .expect("a viewer lists the shards (a read)");
     for (what, result) in [
         (
             "creates a Secret",

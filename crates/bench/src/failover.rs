@@ -97,7 +97,18 @@ struct FailoverFlags {
 
     /// Replicas per workload (even: half on cluster 0, half on the partner).
     #[arg(long, default_value_t = 2)]
-    replicas: i32,
+    workload_replicas: i32,
+
+    /// Replicas of each controller service. With more than one, the scheduler and the work
+    /// executor split 16 shards between theirs (`--shards 16`) and the other controllers'
+    /// extra replicas stand by. Use with --processes to see each replica's CPU and memory.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    replicas: u16,
+
+    /// Delay every request to a member by this much, as a remote cluster's round trip
+    /// would (e.g. 20ms). Default none.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    member_latency: Duration,
 
     #[command(flatten)]
     store: StoreArgs,
@@ -435,6 +446,7 @@ pub(crate) fn suite_config(flags: BTreeMap<Service, Vec<String>>) -> SuiteConfig
         flags,
         members: vec![],
         hosting: flotilla_suite::Hosting::InProcess,
+        replicas: 1,
     }
 }
 
@@ -514,8 +526,8 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     if m == 0 {
         anyhow::bail!("--bindings must be at least 1");
     }
-    if args.replicas < 2 || args.replicas % 2 != 0 {
-        anyhow::bail!("--replicas must be even and at least 2 (half on each cluster)");
+    if args.workload_replicas < 2 || args.workload_replicas % 2 != 0 {
+        anyhow::bail!("--workload-replicas must be even and at least 2 (half on each cluster)");
     }
     logging::init(&args.log, args.log_file.as_deref())?;
 
@@ -543,7 +555,7 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         "flotilla bench failover: {n} clusters, {m} bindings × {} replicas (Divided 1:1 over \
          {failed} + one partner; {} namespaces with a PropagationPolicy each), store {}, \
          fault {:?}",
-        args.replicas,
+        args.workload_replicas,
         n - 1,
         bench_store.describe(),
         args.fault
@@ -559,15 +571,29 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
 
     let shutdown = Shutdown::new();
     shutdown.trigger_on_signals();
-    let external = match External::spawn(n, Duration::from_secs(60)).await {
-        Ok(e) => e,
-        Err(e) => {
-            bench_store.finish().await;
-            return Err(e);
-        }
-    };
+    if args.replicas > 1 || !args.member_latency.is_zero() {
+        out.line(format!(
+            "  {} replica(s) of each controller{}; member latency {}",
+            args.replicas,
+            if args.replicas > 1 {
+                " (scheduler and work-executor over 16 shards)"
+            } else {
+                ""
+            },
+            humantime::format_duration(args.member_latency)
+        ));
+    }
+    let external =
+        match External::spawn_with_latency(n, args.member_latency, Duration::from_secs(60)).await {
+            Ok(e) => e,
+            Err(e) => {
+                bench_store.finish().await;
+                return Err(e);
+            }
+        };
     let clusters = member_clusters(&external);
     let mut config = suite_config(flags);
+    config.replicas = usize::from(args.replicas);
     if args.processes {
         config.hosting = match processes_hosting(&bench_store, &args.log) {
             Ok(h) => h,
@@ -742,7 +768,7 @@ impl Run<'_> {
             let mut api = api.clone();
             let name = workload_name(i, m);
             let partner = partners[i % partners.len()].clone();
-            let w = workload(&name, &partner, args.replicas);
+            let w = workload(&name, &partner, args.workload_replicas);
             async move {
                 api.create_workload(v1::CreateWorkloadRequest { workload: Some(w) })
                     .await
@@ -806,10 +832,18 @@ impl Run<'_> {
             ("etcd", bench_store.helper_pid()),
         ]);
         // --processes: each service is a helper of its own
+        // (a replica's report name lives as long as the run: leaked, a few bytes per replica)
         let service_pids: Vec<(&'static str, u32)> = suite
             .services
             .iter()
-            .filter_map(|s| Some((s.service.name(), s.pid?)))
+            .filter_map(|s| {
+                let name: &'static str = if s.replica > 1 {
+                    Box::leak(s.name().into_boxed_str())
+                } else {
+                    s.service.name()
+                };
+                Some((name, s.pid?))
+            })
             .collect();
         helpers.extend(
             service_pids
@@ -931,7 +965,9 @@ impl Run<'_> {
                 serde_json::json!({
                     "clusters": n,
                     "bindings": m,
-                    "replicas": args.replicas,
+                    "replicas": args.workload_replicas,
+                    "controller_replicas": args.replicas,
+                    "member_latency_ms": args.member_latency.as_millis(),
                     "store": bench_store.describe(),
                     "fault": format!("{:?}", args.fault),
                     "probe_period_s": args.probe_period.as_secs_f64(),

@@ -44,6 +44,10 @@ pub struct MembersArgs {
     /// interval cluster-health answers with (10s by default), spread evenly.
     #[arg(long, value_name = "URL")]
     pub heartbeats_to: Option<String>,
+
+    /// A delay added to every request to each member (a remote cluster's round trip).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub latency: Duration,
 }
 
 /// Runs `clusters` member-sims in this process, prints `member <name> <addr>` for each and
@@ -68,6 +72,7 @@ pub async fn serve(args: MembersArgs) -> anyhow::Result<()> {
             pod_startup_delay: args.pod_startup_delay,
             fault: Fault::Healthy,
         }));
+        sim.set_latency(args.latency);
         let listeners = Listeners {
             listen,
             control: None,
@@ -106,6 +111,16 @@ impl External {
     /// Starts `flotilla bench members` from this very executable and waits for its members.
     pub async fn spawn(clusters: usize, timeout: Duration) -> anyhow::Result<Self> {
         Self::spawn_with(clusters, &[], clusters, timeout).await
+    }
+
+    /// [`External::spawn`] with every request to a member delayed by `latency`.
+    pub async fn spawn_with_latency(
+        clusters: usize,
+        latency: Duration,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let extra = [format!("--latency={}ms", latency.as_millis())];
+        Self::spawn_with(clusters, &extra, clusters, timeout).await
     }
 
     /// Starts `flotilla bench members --heartbeats-to URL`: `clusters` Pull clusters'

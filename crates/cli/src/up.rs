@@ -87,6 +87,14 @@ struct UpFlags {
     #[arg(long, default_value_t = 100, value_name = "PODS")]
     member_capacity: u32,
 
+    /// Replicas of each controller service, all in this process. With more than one, the
+    /// scheduler and the work executor split 16 shards between their replicas (`--shards
+    /// 16`; `flotilla get shards` shows who holds what) and the other controllers' extra
+    /// replicas stand by in their leader election. The extra replicas listen on free ports
+    /// and serve no admin port. The api runs once.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
+    replicas: u16,
+
     /// Use every service's own timer defaults (Karmada's: 10s probes, 30s thresholds, 5m
     /// NoExecute delay, 300s tolerations, 10m graceful eviction) instead of the demo's.
     /// Timer flags given explicitly still apply.
@@ -324,6 +332,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         flags,
         members,
         hosting: flotilla_suite::Hosting::InProcess,
+        replicas: usize::from(args.replicas),
     };
     let suite = Suite::start(config, store, shutdown.clone()).await?;
     let started = async {

@@ -177,7 +177,8 @@ pub fn rule(path: &str) -> Option<Access> {
             | "GetEvent"
             | "ListEvents"
             | "WatchEvents"
-            | "GetPeers",
+            | "GetPeers"
+            | "ListShards",
         ) => Read,
         ("flotilla.v1.Api", "GetSecret" | "ListSecrets") => Private,
         ("flotilla.v1.Api", "GetWork" | "ListWorks" | "WatchWorks") => OwnCluster,

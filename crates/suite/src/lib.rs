@@ -222,6 +222,19 @@ pub struct SuiteConfig {
     pub members: Vec<MemberSpec>,
     /// Where the services run: in this process (the default), or each in its own.
     pub hosting: Hosting,
+    /// Replicas of each controller service (0 or 1: one). With more, the scheduler and the
+    /// work executor split [`REPLICA_SHARDS`] shards between theirs (`--shards`), and the
+    /// other controllers' extra replicas stand by in their leader election. The api runs
+    /// once.
+    pub replicas: usize,
+}
+
+/// The shard count the suite gives the sharded services when it runs several replicas.
+pub const REPLICA_SHARDS: u32 = 16;
+
+/// The services that split their keys into shards when replicated (`--shards`).
+pub fn shards_when_replicated(service: Service) -> bool {
+    service == Service::SCHEDULER || service == Service::WORK_EXECUTOR
 }
 
 /// Where [`Suite::start`] runs the services.
@@ -263,6 +276,19 @@ pub struct RunningService {
     pub admin: Option<SocketAddr>,
     /// Its process id, when it runs as a process of its own ([`Hosting::Processes`]).
     pub pid: Option<u32>,
+    /// Which replica of the service it is, from 1 ([`SuiteConfig::replicas`]).
+    pub replica: usize,
+}
+
+impl RunningService {
+    /// Its name in reports: the service's, with `-<replica>` from the second replica on.
+    pub fn name(&self) -> String {
+        if self.replica > 1 {
+            format!("{}-{}", self.service.name(), self.replica)
+        } else {
+            self.service.name().to_owned()
+        }
+    }
 }
 
 /// A running member-sim.
@@ -390,17 +416,43 @@ impl Suite {
                 Some(format!("--peer={}={addr}", service.name()))
             })
             .collect();
+        let replicas = config.replicas.max(1);
+        let mut instances = Vec::new();
         for (service, grpc, admin) in listeners {
+            let mut flags = config.flags.get(&service).cloned().unwrap_or_default();
+            if service == Service::API {
+                flags.extend(peers.iter().cloned());
+                instances.push((service, 1, grpc, admin, flags));
+                continue;
+            }
+            if replicas > 1
+                && shards_when_replicated(service)
+                && !flags.iter().any(|f| f.starts_with("--shards"))
+            {
+                flags.push(format!("--shards={REPLICA_SHARDS}"));
+            }
+            let with_identity = |r: usize| {
+                let mut flags = flags.clone();
+                if replicas > 1 && !flags.iter().any(|f| f.starts_with("--identity")) {
+                    flags.push(format!("--identity={}-{r}", service.name()));
+                }
+                flags
+            };
+            instances.push((service, 1, grpc, admin, with_identity(1)));
+            for r in 2..=replicas {
+                let what = format!("replica {r} of {}", service.name());
+                let grpc = bind(SocketAddr::from(([127, 0, 0, 1], 0)), &what).await?;
+                instances.push((service, r, grpc, None, with_identity(r)));
+            }
+        }
+        for (service, replica, grpc, admin, flags) in instances {
             let mut addrs = RunningService {
                 service,
                 grpc: grpc.local_addr()?,
                 admin: admin.as_ref().and_then(|a| a.local_addr().ok()),
                 pid: None,
+                replica,
             };
-            let mut flags = config.flags.get(&service).cloned().unwrap_or_default();
-            if service == Service::API {
-                flags.extend(peers.iter().cloned());
-            }
             if let Hosting::Processes {
                 bin_dir,
                 store_flags,
@@ -800,6 +852,7 @@ mod tests {
             flags: BTreeMap::new(),
             members: vec![],
             hosting: Hosting::InProcess,
+            replicas: 1,
         };
         let suite = Suite::start(config, store.clone(), shutdown.clone())
             .await

@@ -237,6 +237,7 @@ api_service! {
         // --- Apply (many objects in one request), and the peers the api forwards to
         apply(ApplyRequest) -> ApplyResponse => apply_objects(req);
         get_peers(GetPeersRequest) -> GetPeersResponse => peers(req);
+        list_shards(ListShardsRequest) -> ListShardsResponse => shards(req);
     }
 
     watch {

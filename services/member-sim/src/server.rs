@@ -153,6 +153,10 @@ async fn hold_while_unreachable(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
+    let latency = sim.latency();
+    if !latency.is_zero() && request.uri().path() != SET_FAULT_PATH {
+        tokio::time::sleep(latency).await;
+    }
     if request.uri().path() != SET_FAULT_PATH && sim.fault() == Fault::Unreachable {
         tokio::select! {
             () = sim.wait_reachable() => {}

@@ -371,6 +371,9 @@ pub struct Sim {
     state: Mutex<State>,
     /// The bearer token its Kubernetes API requires (`--token-file`); `None`: anonymous.
     token: std::sync::OnceLock<String>,
+    /// A delay added to every request on its main port, in microseconds (a remote cluster's
+    /// round trip; `flotilla bench failover --member-latency`). 0 by default.
+    latency_us: std::sync::atomic::AtomicU64,
 }
 
 /// Aggregates of [`Sim::summary`].
@@ -557,7 +560,21 @@ impl Sim {
             changes,
             state: Mutex::new(State::default()),
             token: std::sync::OnceLock::new(),
+            latency_us: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Delays every later request on the member's main port by `latency`, as a remote
+    /// cluster's round trip would (0: none, the default).
+    pub fn set_latency(&self, latency: std::time::Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.latency_us
+            .store(us, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The delay [`Sim::set_latency`] set.
+    pub fn latency(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.latency_us.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Requires `token` (as `Authorization: Bearer …`) on every Kubernetes API call but

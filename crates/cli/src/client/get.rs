@@ -53,7 +53,8 @@ pub struct GetArgs {
     /// propagationpolicies (pp), clusterpropagationpolicies (cpp), clustertaintpolicies (ctp),
     /// overridepolicies (op), clusteroverridepolicies (cop), workloads (or a workload kind:
     /// deployments, configmaps, namespaces, clusterroles, ...), resourcebindings (bindings,
-    /// rb), clusterresourcebindings (crb), works, events (ev).
+    /// rb), clusterresourcebindings (crb), works, events (ev), shards (of the services run
+    /// with `--shards`; names are services).
     #[arg(value_parser = KindList::parse, value_name = "KIND[,KIND...]")]
     pub kind: KindList,
 
@@ -97,7 +98,8 @@ Examples:
   flotilla get pp -A -o yaml              # every propagation policy, as YAML
   flotilla get pp,op                      # two kinds, one table each
   flotilla get works --cluster member1    # the Works on one member
-  flotilla get events -A";
+  flotilla get events -A
+  flotilla get shards                     # who holds each shard of the sharded services";
 
 /// The kinds `get` lists, in the order given.
 #[derive(Clone, Debug)]
@@ -173,6 +175,7 @@ macro_rules! by_kind {
             Kind::Work => $run::<v1::Work>($args, $scope).await,
             Kind::Event => $run::<v1::Event>($args, $scope).await,
             Kind::Credentials => credentials_are_write_only(),
+            Kind::Shard => shards_are_not_objects(),
         }
     };
 }
@@ -194,8 +197,12 @@ pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
                 Format::Json | Format::Name => {}
             }
         }
-        let scope = scope(kind, &args.on.ns, &args.selector, args.cluster.clone());
-        let this = by_kind!(kind, get_kind(&args, &scope))?;
+        let this = if *kind == Kind::Shard {
+            get_shards(&args).await?
+        } else {
+            let scope = scope(kind, &args.on.ns, &args.selector, args.cluster.clone());
+            by_kind!(kind, get_kind(&args, &scope))?
+        };
         if this != ExitCode::SUCCESS {
             code = this;
         }
@@ -434,6 +441,115 @@ async fn describe_kind<T: ApiObject + Describe>(
 }
 
 /// Credentials Secrets are never read back (S4).
+fn shards_are_not_objects() -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "shards are not objects: `flotilla get shards [SERVICE]` shows who holds each one"
+    )
+}
+
+/// `flotilla get shards [SERVICE...]`: the shard table of each sharded service (`--shards`):
+/// who holds each shard and since which revision; `-o wide` adds the holder's member id,
+/// `-o json|yaml` gives the replicas too, `-o name` lists `shard/<service>/<n>`.
+async fn get_shards(args: &GetArgs) -> anyhow::Result<ExitCode> {
+    if args.watch {
+        anyhow::bail!("-w does not watch shards; run `flotilla get shards` again");
+    }
+    let mut api = args.on.server.api().await?;
+    let wanted: Vec<String> = if args.names.is_empty() {
+        vec![String::new()]
+    } else {
+        args.names.clone()
+    };
+    let mut services = Vec::new();
+    for name in &wanted {
+        let response = api
+            .list_shards(v1::ListShardsRequest {
+                service: name.clone(),
+            })
+            .await
+            .map_err(|s| status_error("listing shards", &s))?
+            .into_inner();
+        if response.services.is_empty() && !name.is_empty() {
+            eprintln!("service {name:?} runs no shards (one elected replica, or not running)");
+        }
+        services.extend(response.services);
+    }
+    match args.output {
+        Format::Json | Format::Yaml => {
+            let value = serde_json::json!({
+                "services": services.iter().map(|s| serde_json::json!({
+                    "service": s.service,
+                    "members": s.members.iter().map(|m| serde_json::json!({
+                        "id": m.id,
+                        "identity": m.identity,
+                        "shardCount": m.shard_count,
+                        "held": m.held,
+                    })).collect::<Vec<_>>(),
+                    "shards": s.shards.iter().map(|r| serde_json::json!({
+                        "shard": r.shard,
+                        "owner": r.owner,
+                        "member": r.member,
+                        "term": r.term,
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            });
+            print_value(&value, args.output)?;
+        }
+        Format::Name => {
+            for s in &services {
+                for r in &s.shards {
+                    println!("shard/{}/{}", s.service, r.shard);
+                }
+            }
+        }
+        Format::Table | Format::Wide => {
+            if services.is_empty() {
+                eprintln!(
+                    "No sharded services: every controller runs one elected replica \
+                     (--shards 0)."
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            let wide = matches!(args.output, Format::Wide);
+            let mut headers = vec!["SERVICE", "SHARD", "OWNER", "TERM"];
+            if wide {
+                headers.extend(["MEMBER", "REPLICAS"]);
+            }
+            let mut table = Table::new(headers);
+            for s in &services {
+                for r in &s.shards {
+                    let owned = !r.owner.is_empty();
+                    let mut row = vec![
+                        s.service.clone(),
+                        r.shard.to_string(),
+                        if owned {
+                            r.owner.clone()
+                        } else {
+                            "<none>".into()
+                        },
+                        if owned {
+                            r.term.to_string()
+                        } else {
+                            "<none>".into()
+                        },
+                    ];
+                    if wide {
+                        row.push(if owned {
+                            r.member.clone()
+                        } else {
+                            "<none>".into()
+                        });
+                        row.push(s.members.len().to_string());
+                    }
+                    table.row(row);
+                }
+            }
+            print!("{}", table.render());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn credentials_are_write_only() -> anyhow::Result<ExitCode> {
     anyhow::bail!(
         "member credentials are write-only: `flotilla describe cluster NAME` shows which Secret \

@@ -42,6 +42,8 @@ pub enum Kind {
     /// A member's credentials Secret (`karmada-cluster/NAME`): applied and deleted, never
     /// read back.
     Credentials,
+    /// `shards`: who holds which shard of each sharded service (not an object: `get` only).
+    Shard,
 }
 
 /// The accepted spellings, for help texts.
@@ -51,7 +53,7 @@ pub const KIND_HELP: &str = "clusters, propagationpolicies (pp, policies), clust
     replicasets (rs), jobs, configmaps (cm), secrets, services (svc), namespaces (ns), \
     serviceaccounts (sa), persistentvolumeclaims (pvc), roles, rolebindings, clusterroles, \
     clusterrolebindings, customresourcedefinitions (crd)), resourcebindings (bindings, rb), \
-    clusterresourcebindings (crb), works, events (ev)";
+    clusterresourcebindings (crb), works, events (ev), shards";
 
 // === impl Kind ===
 
@@ -81,6 +83,7 @@ impl Kind {
             }
             "work" | "works" => Kind::Work,
             "event" | "events" | "ev" => Kind::Event,
+            "shard" | "shards" => Kind::Shard,
             "deployment" | "deployments" | "deploy" => Kind::Workload(Some("Deployment".into())),
             "statefulset" | "statefulsets" | "sts" => Kind::Workload(Some("StatefulSet".into())),
             "daemonset" | "daemonsets" | "ds" => Kind::Workload(Some("DaemonSet".into())),

@@ -601,6 +601,10 @@ async fn delete_one(
              deleted; delete the workload or its policy instead"
             )
         }
+        Kind::Shard => anyhow::bail!(
+            "shards are held by the replicas of a sharded service through etcd leases and \
+             cannot be deleted; stop a replica and its shards move to the others"
+        ),
     }
 }
 

@@ -14,6 +14,7 @@ use super::{ApiService, redact, redact_workload, viewer};
 use crate::error::Error;
 use crate::objects::NoHold;
 use crate::watch::WatchResponseStream;
+use flotilla_core::validation::{FieldError, FieldPath};
 
 impl ApiService {
     /// Update of a Cluster: its status stays the stored one.
@@ -300,6 +301,64 @@ impl ApiService {
             ),
         );
         Ok(binding)
+    }
+
+    /// The shard tables of the sharded services (`shards/<service>/…` in the store).
+    pub(super) async fn shards(
+        &self,
+        request: v1::ListShardsRequest,
+    ) -> Result<v1::ListShardsResponse, Error> {
+        let service = request.service.trim();
+        if service.len() > 63
+            || !service
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return Err(Error::Invalid(vec![FieldError::invalid(
+                &FieldPath::new("service"),
+                "a service name: lowercase letters, digits and '-', at most 63 (e.g. scheduler)",
+            )]));
+        }
+        let store = self.inner.objects.store();
+        let names = if service.is_empty() {
+            flotilla_runtime::shards::services(&**store).await?
+        } else {
+            vec![service.to_owned()]
+        };
+        let mut services = Vec::with_capacity(names.len());
+        for name in names {
+            let (members, rows) = flotilla_runtime::shards::table(&**store, &name).await?;
+            if members.is_empty() && rows.is_empty() {
+                continue;
+            }
+            let held = |id: &str| {
+                rows.iter()
+                    .filter(|r| r.lease.is_some_and(|l| format!("{:016x}", l.0) == id))
+                    .count()
+            };
+            services.push(v1::ServiceShards {
+                members: members
+                    .iter()
+                    .map(|m| v1::ShardMember {
+                        id: m.id.clone(),
+                        identity: m.identity.clone(),
+                        shard_count: m.shards,
+                        held: u32::try_from(held(&m.id)).unwrap_or(u32::MAX),
+                    })
+                    .collect(),
+                shards: rows
+                    .into_iter()
+                    .map(|r| v1::Shard {
+                        shard: r.shard,
+                        owner: r.owner,
+                        member: r.lease.map(|l| format!("{:016x}", l.0)).unwrap_or_default(),
+                        term: r.term,
+                    })
+                    .collect(),
+                service: name,
+            });
+        }
+        Ok(v1::ListShardsResponse { services })
     }
 
     /// The other services' addresses (`--peer`).
