@@ -415,15 +415,44 @@ fn work_cluster(w: &v1::Work) -> String {
 }
 
 /// The shard of an object a sharded service writes (SH-1 over the key the service shards
-/// by): the scheduler a binding by `<ns>/<name>`, the work executor a Work by
-/// `<ns>/<Work name>`. `None`: not an object the service's shards cover.
-fn sharded_object(service: &str, key: &str, shards: u32) -> Option<u32> {
+/// by): the scheduler a binding by `<ns>/<name>`; the work executor a Work by
+/// `<ns>/<template name>` (its name without the WE-5 hash) and a binding by its namespace and
+/// template name (`change`). `None`: not an object the service's shards cover.
+fn sharded_object(service: &str, key: &str, change: &Change, shards: u32) -> Option<u32> {
     let shard_key = match service {
-        "scheduler" => key.strip_prefix("bindings/")?,
-        "work-executor" => key.strip_prefix("works/")?.split_once('/')?.1,
+        "scheduler" => key.strip_prefix("bindings/")?.to_owned(),
+        "work-executor" => {
+            if let Some(rest) = key.strip_prefix("works/") {
+                let (namespace, name) = rest.split_once('/')?.1.split_once('/')?;
+                format!("{namespace}/{}", name.rsplit_once('-')?.0)
+            } else {
+                let Change::Binding(b) = change else {
+                    return None;
+                };
+                let namespace = key.strip_prefix("bindings/")?.split_once('/')?.0;
+                let name = b.spec.as_ref()?.resource.as_ref()?.name.as_str();
+                format!("{namespace}/{}", name.replace(':', ".").to_lowercase())
+            }
+        }
         _ => return None,
     };
-    Some(flotilla_core::shard::shard_of(shard_key, shards))
+    Some(flotilla_core::shard::shard_of(&shard_key, shards))
+}
+
+/// Whether a binding's version `b` carries the work executor's aggregation over `prev`: only
+/// it writes the aggregated status.
+fn executor_wrote(prev: Option<&v1::ResourceBinding>, b: &v1::ResourceBinding) -> bool {
+    let fields = |b: &v1::ResourceBinding| {
+        b.status.as_ref().map(|s| {
+            (
+                s.aggregated_status.clone(),
+                s.aggregated_status_observed_generation,
+            )
+        })
+    };
+    let now = fields(b);
+    prev.map(fields) != Some(now.clone())
+        && now.is_some_and(|(items, generation)| !items.is_empty() || generation != 0)
 }
 
 /// Whether a binding's version `b` carries a scheduling decision over `prev`: only the
@@ -508,7 +537,17 @@ fn check_shards(history: &[Entry], service: &str, shards: u32, report: &mut Repo
             }
         }
         for e in entries {
-            let Some(shard) = sharded_object(service, &e.key, shards) else {
+            // (a deleted binding: its last version names its template)
+            let change = match (&e.change, bindings.get(&e.key)) {
+                (Change::Deleted, Some(b)) if service == "work-executor" => {
+                    Change::Binding(Box::new(b.clone()))
+                }
+                (c, _) => c.clone(),
+            };
+            let Some(shard) = sharded_object(service, &e.key, &change, shards) else {
+                if matches!(e.change, Change::Deleted) {
+                    bindings.remove(&e.key);
+                }
                 continue;
             };
             let written = match (&e.change, service) {
@@ -517,7 +556,12 @@ fn check_shards(history: &[Entry], service: &str, shards: u32, report: &mut Repo
                     bindings.insert(e.key.clone(), (**b).clone());
                     wrote
                 }
-                (Change::Deleted, "scheduler") => {
+                (Change::Binding(b), "work-executor") => {
+                    let wrote = executor_wrote(bindings.get(&e.key), b);
+                    bindings.insert(e.key.clone(), (**b).clone());
+                    wrote
+                }
+                (Change::Deleted, _) if e.key.starts_with("bindings/") => {
                     bindings.remove(&e.key);
                     false
                 }

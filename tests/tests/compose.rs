@@ -15,6 +15,8 @@
 //!      ─► kill + start all of etcd → no service restarts, nothing lost, the pipeline works
 //!      ─► --scale <every controller>=2 → two candidates with distinct identities each;
 //!         kill the scheduler leader → the other leads within the lease TTL
+//!      ─► FLOTILLA_SHARDS=16, --scale scheduler=3 work-executor=3 → 16 shards of each held by
+//!         three replicas (`flotilla get shards`); a new Deployment placed and healthy
 //!      ─► down -v → no container, network or volume of the project is left
 //! ```
 //!
@@ -584,6 +586,7 @@ async fn compose_stack_end_to_end() {
     scale_controllers(&t).await;
     let (killed, new_leader) = kill_the_leader(&t).await;
     freeze_the_leader(&t, &killed, &new_leader).await;
+    shard_the_controllers(&t).await;
     down_leaves_nothing(&mut t).await;
     eprintln!(
         "MEASURE compose test duration: {:.1}s",
@@ -1113,6 +1116,74 @@ async fn freeze_the_leader(t: &Test, killed: &str, leader_identity: &str) {
         .to_owned();
     eprintln!("MEASURE thawed ex-leader: {step_down}");
     place_new(t, "after-thaw").await;
+}
+
+/// `FLOTILLA_SHARDS=16 docker-compose up -d --scale scheduler=3 --scale work-executor=3`: the
+/// leader-elected replicas are removed first (an elected replica and sharded ones would both
+/// act on the same bindings), then three sharded replicas of each split the 16 shards, every
+/// replica holding some (`flotilla get shards`), and a new Deployment is placed and healthy.
+async fn shard_the_controllers(t: &Test) {
+    const SHARDED: [&str; 2] = ["scheduler", "work-executor"];
+    t.compose
+        .run(&["stop", "-t", "5", SHARDED[0], SHARDED[1]])
+        .await;
+    t.compose.run(&["rm", "-f", SHARDED[0], SHARDED[1]]).await;
+    let args = [
+        "up",
+        "-d",
+        "--no-recreate",
+        "--scale",
+        "scheduler=3",
+        "--scale",
+        "work-executor=3",
+        SHARDED[0],
+        SHARDED[1],
+    ];
+    let mut up = t.compose.command(&args);
+    up.env("FLOTILLA_SHARDS", "16");
+    let out = tokio::process::Command::from(up).output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "docker-compose {args:?}: {}",
+        text(&out)
+    );
+    t.compose
+        .wait_healthy(&SHARDED, Duration::from_secs(90))
+        .await;
+    let started = Instant::now();
+    eventually(
+        LEASE_TTL * 6,
+        "16 shards of each sharded service held by its three replicas",
+        || async {
+            let json = flotilla(t.port, &["get", "shards", "-o", "json"]).await;
+            let value: serde_json::Value = serde_json::from_str(&json).ok()?;
+            let services = value["services"].as_array()?;
+            let settled = services.len() == 2
+                && services.iter().all(|s| {
+                    let members = s["members"].as_array().map_or(&[][..], Vec::as_slice);
+                    let shards = s["shards"].as_array().map_or(&[][..], Vec::as_slice);
+                    members.len() == 3
+                        && members.iter().all(|m| m["held"].as_u64().unwrap_or(0) > 0)
+                        && shards.len() == 16
+                        && shards
+                            .iter()
+                            .all(|r| !r["owner"].as_str().unwrap_or("").is_empty())
+                });
+            settled.then_some(())
+        },
+    )
+    .await;
+    let table = flotilla(t.port, &["get", "shards"]).await;
+    eprintln!(
+        "MEASURE sharded: 3 replicas each hold their shards {:.1}s after they were healthy\n{table}",
+        started.elapsed().as_secs_f64()
+    );
+    let placed = place_new(t, "after-sharding").await;
+    eprintln!(
+        "MEASURE sharded replicas: a new Deployment placed after {:.1}s, healthy after {:.1}s",
+        placed[1].as_secs_f64(),
+        placed[2].as_secs_f64()
+    );
 }
 
 /// `down -v` → no container, network or volume of the project is left.

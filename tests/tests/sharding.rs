@@ -10,6 +10,7 @@
 //! | `sharded_replica_killed_mid_failover` | a random replica SIGKILLed | its shards taken within the lease; I8 across shards; nothing lost (every binding on the healthy members); I1, I4, I5, I11, I12, I9, I3, I2, I6 |
 //! | `sharded_replica_frozen_past_its_lease` | a random replica SIGSTOPped for 1.5–2.3 leases, then thawed | nothing written from its stale shards (I8 across shards); the same |
 //! | `sharded_replica_added_mid_failover` | a third replica of each joins | shards move during the work; the same |
+//! | `sharded_mass_failure_is_one_brake` | every member unreachable, then healed a moment apart; two taint-manager replicas | the fleet-wide brake stays one decision: no eviction at all (I10); I8 across shards; I9 none, I3 |
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -216,4 +217,104 @@ async fn sharded_replica_frozen_past_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_replica_added_mid_failover() {
     sharded_failover("sharded_replica_added_mid_failover", Fault::Add).await;
+}
+
+/// F10 with sharded replicas: every member fails at once, past every timer, then they heal a
+/// moment apart. The taint manager's disruption mode is computed over the whole fleet by its
+/// one elected replica (two run), so the scheduler's and work executor's shards change
+/// nothing about it: no eviction at all (I10), and the placements stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_mass_failure_is_one_brake() {
+    let scenario = "sharded_mass_failure_is_one_brake";
+    let seed = seed();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let shards = SHARDS.to_string();
+    let timers =
+        Timers::fast()
+            .set("scheduler", "shards", &shards)
+            .set("work-executor", "shards", &shards);
+    let (mut stack, recorder) = Stack::start_recorded(EtcdServer::start().await, timers).await;
+    for s in SHARDED {
+        for _ in 0..2 {
+            stack.start_replica(s).await;
+        }
+    }
+    stack.start_replica("taint-manager").await;
+    let api = stack
+        .ready_push_members(&ALL, &["--pod-startup-delay=200ms"], T)
+        .await;
+    create_workloads(&api).await;
+    let every: Vec<String> = ALL.iter().map(|s| s.to_string()).collect();
+    all_on(&api, &every, false, "every binding placed and healthy").await;
+    let before: std::collections::BTreeMap<String, Vec<String>> =
+        flotilla_tests::list_bindings(&api)
+            .await
+            .iter()
+            .map(|b| {
+                let mut t = target_names(b);
+                t.sort();
+                (
+                    b.metadata
+                        .as_ref()
+                        .map(|m| m.name.clone())
+                        .unwrap_or_default(),
+                    t,
+                )
+            })
+            .collect();
+
+    for m in ALL {
+        set_fault(&stack.members[m], v1::FaultMode::Unreachable).await;
+    }
+    // past the failure threshold, the NoExecute timeout and the default toleration
+    let down = Duration::from_millis(rng.random_range(5000..7000));
+    tokio::time::sleep(down).await;
+    let first = rng.random_range(1..ALL.len());
+    let gap = Duration::from_millis(rng.random_range(50..1500));
+    for m in &ALL[..first] {
+        set_fault(&stack.members[*m], v1::FaultMode::Healthy).await;
+    }
+    tokio::time::sleep(gap).await;
+    for m in &ALL[first..] {
+        set_fault(&stack.members[*m], v1::FaultMode::Healthy).await;
+    }
+    flotilla_tests::wait_clusters_ready(&api, &ALL, T).await;
+    eventually(T, "every binding healthy where it was", || async {
+        let bindings = flotilla_tests::list_bindings(&api).await;
+        let now: std::collections::BTreeMap<String, Vec<String>> = bindings
+            .iter()
+            .filter(|b| tasks(b).is_empty() && binding_healthy(b))
+            .map(|b| {
+                let mut t = target_names(b);
+                t.sort();
+                (
+                    b.metadata
+                        .as_ref()
+                        .map(|m| m.name.clone())
+                        .unwrap_or_default(),
+                    t,
+                )
+            })
+            .collect();
+        (now == before).then_some(())
+    })
+    .await;
+    let faults = vec![
+        format!("all 5 members unreachable for {down:?}"),
+        format!(
+            "{first} healed, the other {} {gap:?} later",
+            ALL.len() - first
+        ),
+        format!("three replicas each of {SHARDED:?} over {SHARDS} shards, two taint-managers"),
+    ];
+    let expect = Expect {
+        healthy_members: Vec::new(),
+        no_evictions: true,
+        converged: true,
+        grace: None,
+        sharded: SHARDED.iter().map(|s| (s.to_string(), SHARDS)).collect(),
+    };
+    stack
+        .verdict(recorder, scenario, seed, &faults, &expect)
+        .await;
 }

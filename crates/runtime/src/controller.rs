@@ -156,10 +156,11 @@ impl<T> Clone for ShardGate<T> {
     }
 }
 
-/// The shards ready for work (held, and the caches caught up since they were acquired), with
-/// their terms, and the keys that came up while their shard was not ready.
+/// The shards ready for work (held, and the caches caught up since they were acquired), each
+/// with its term and the token that ends the reconciles in flight when the shard is lost, and
+/// the keys that came up while their shard was not ready.
 struct GateState<T> {
-    ready: std::collections::BTreeMap<u32, flotilla_store::Revision>,
+    ready: std::collections::BTreeMap<u32, (flotilla_store::Revision, Shutdown)>,
     parked: std::collections::HashMap<u32, std::collections::HashSet<T>>,
 }
 
@@ -170,21 +171,51 @@ impl<T: Eq + Hash + Clone> ShardGate<T> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether `key` may be reconciled now; if not, it is parked until its shard is ready.
-    fn admit(&self, key: &T) -> bool {
+    /// Whether `key` may be reconciled now, with the token that fires if its shard is lost
+    /// meanwhile; if not, it is parked until its shard is ready. A shard counts only while
+    /// it is still held in the term it became ready in (checked here too, so that a loss the
+    /// follower has not processed yet already stops admitting).
+    fn admit(&self, key: &T) -> Option<Shutdown> {
         let shard = (self.shard_of)(key);
         let mut state = self.lock();
-        if state.ready.contains_key(&shard) {
-            return true;
+        if let Some((term, lost)) = state.ready.get(&shard)
+            && self.held.borrow().holds(shard, *term)
+        {
+            return Some(lost.clone());
         }
         state.parked.entry(shard).or_default().insert(key.clone());
-        false
+        None
     }
 
-    /// Follows the held shards until `shutdown`: a shard lost stops admitting at once; a
-    /// shard acquired is admitted only after `barrier` (the caches caught up with the store
-    /// as of after the acquisition), in the term it was acquired in, and then its parked and
-    /// cached keys are queued.
+    /// Drops the ready shards `now` no longer holds in their term, ending their reconciles
+    /// in flight.
+    fn drop_lost(&self, now: &Held, queue: &str) {
+        let mut state = self.lock();
+        let lost: Vec<u32> = state
+            .ready
+            .iter()
+            .filter(|(s, (t, _))| !now.holds(**s, *t))
+            .map(|(s, _)| *s)
+            .collect();
+        for s in &lost {
+            if let Some((_, token)) = state.ready.remove(s) {
+                token.trigger();
+            }
+        }
+        if !lost.is_empty() {
+            tracing::info!(
+                queue,
+                shards = ?lost,
+                ready = state.ready.len(),
+                "shards lost: reconciles in flight on them stopped; their keys wait"
+            );
+        }
+    }
+
+    /// Follows the held shards until `shutdown`: a shard lost stops admitting at once and
+    /// ends its reconciles in flight; a shard acquired is admitted only after `barrier` (the
+    /// caches caught up with the store as of after the acquisition), in the term it was
+    /// acquired in, and then its parked and cached keys are queued.
     async fn follow(self, barrier: CacheBarrier, queue: WorkQueue<T>, shutdown: Shutdown)
     where
         T: Display + Send + Sync + 'static,
@@ -192,27 +223,31 @@ impl<T: Eq + Hash + Clone> ShardGate<T> {
         let mut held = self.held.clone();
         loop {
             let now = held.borrow_and_update().clone();
+            self.drop_lost(&now, queue.name());
             let pending: Vec<(u32, flotilla_store::Revision)> = {
-                let mut state = self.lock();
-                let before = state.ready.len();
-                state.ready.retain(|s, t| now.holds(*s, *t));
-                if state.ready.len() != before {
-                    tracing::info!(
-                        queue = queue.name(),
-                        ready = state.ready.len(),
-                        "shards lost: their keys wait"
-                    );
-                }
+                let state = self.lock();
                 now.terms
                     .iter()
-                    .filter(|(s, t)| state.ready.get(s) != Some(t))
+                    .filter(|(s, t)| state.ready.get(s).map(|(rt, _)| rt) != Some(t))
                     .map(|(s, t)| (*s, *t))
                     .collect()
             };
             if !pending.is_empty() {
-                tokio::select! {
-                    () = shutdown.triggered() => return,
-                    () = barrier.wait() => {}
+                // Wait for the caches, still dropping what is lost meanwhile.
+                let wait = barrier.wait();
+                tokio::pin!(wait);
+                loop {
+                    tokio::select! {
+                        () = shutdown.triggered() => return,
+                        () = &mut wait => break,
+                        r = held.changed() => {
+                            if r.is_err() {
+                                return;
+                            }
+                            let now = held.borrow_and_update().clone();
+                            self.drop_lost(&now, queue.name());
+                        }
+                    }
                 }
                 let current = held.borrow().clone();
                 let mut queued = 0usize;
@@ -223,7 +258,7 @@ impl<T: Eq + Hash + Clone> ShardGate<T> {
                     }
                     let parked = {
                         let mut state = self.lock();
-                        state.ready.insert(s, t);
+                        state.ready.insert(s, (t, shutdown.child()));
                         state.parked.remove(&s).unwrap_or_default()
                     };
                     acquired.push(s);
@@ -591,13 +626,18 @@ where
                 },
             };
             let key = item.key;
-            if let Some(gate) = &self.gate
-                && !gate.admit(&key)
-            {
-                // Not our shard (or not ready yet): parked until it is.
-                self.queue.done(&key);
-                continue;
-            }
+            // Sharded: the key's shard must be ready; a reconcile on it ends if it is lost.
+            let shard_lost = match &self.gate {
+                None => None,
+                Some(gate) => match gate.admit(&key) {
+                    Some(lost) => Some(lost),
+                    None => {
+                        // Not our shard (or not ready yet): parked until it is.
+                        self.queue.done(&key);
+                        continue;
+                    }
+                },
+            };
             let span = tracing::info_span!(
                 "reconcile",
                 controller = self.queue.name(),
@@ -614,6 +654,12 @@ where
             crate::trace::set_parent(&span, parent.as_deref());
             let run = self.reconcile_one(key.clone()).instrument(span);
             tokio::pin!(run);
+            let lost = async {
+                match &shard_lost {
+                    Some(token) => token.triggered().await,
+                    None => std::future::pending().await,
+                }
+            };
             let finished = tokio::select! {
                 () = &mut run => true,
                 () = term.triggered() => {
@@ -623,6 +669,20 @@ where
                         true
                     } else {
                         false
+                    }
+                }
+                () = lost => {
+                    if shutdown.is_triggered() {
+                        run.await;
+                        true
+                    } else {
+                        // Its shard went to another replica: abandon it (its writes are
+                        // fenced) and queue it again, to be parked until the shard is back.
+                        tracing::info!("object.ref" = %key, "shard lost mid-reconcile; abandoned");
+                        self.queue.done(&key);
+                        self.queue
+                            .add_with_reason(key, Reason::Custom("shard lost".into()));
+                        continue;
                     }
                 }
             };

@@ -334,40 +334,46 @@ fn parse_key(service: &str, key: &str) -> Parsed {
 }
 
 impl GroupState {
-    fn apply_put(&mut self, service: &str, kv: KeyValue) {
+    /// Applies a put; whether who holds or who is a member changed (a stamp, the same holder
+    /// writing its key again, changes neither).
+    fn apply_put(&mut self, service: &str, kv: KeyValue) -> bool {
         match parse_key(service, &kv.key) {
             Parsed::Member(id) => {
                 let text = String::from_utf8_lossy(&kv.value);
                 let (n, identity) = text.split_once(':').unwrap_or(("0", &text));
-                self.members.insert(
-                    id.clone(),
-                    ShardMember {
-                        id,
-                        shards: n.parse().unwrap_or(0),
-                        identity: identity.to_owned(),
-                    },
-                );
+                let member = ShardMember {
+                    id: id.clone(),
+                    shards: n.parse().unwrap_or(0),
+                    identity: identity.to_owned(),
+                };
+                self.members.insert(id, member.clone()) != Some(member)
             }
             Parsed::Owner(s) => {
                 // A put older than what we know (our own claim, recorded before the watch
                 // delivered it) does not go back in time.
-                if self
-                    .owners
-                    .get(&s)
-                    .is_none_or(|cur| cur.mod_revision <= kv.mod_revision)
-                {
-                    self.owners.insert(s, kv);
+                let same_holder = |cur: &KeyValue| {
+                    cur.create_revision == kv.create_revision && cur.lease == kv.lease
+                };
+                match self.owners.get(&s) {
+                    Some(cur) if cur.mod_revision > kv.mod_revision => false,
+                    Some(cur) if same_holder(cur) => {
+                        self.owners.insert(s, kv);
+                        false
+                    }
+                    _ => {
+                        self.owners.insert(s, kv);
+                        true
+                    }
                 }
             }
-            Parsed::Other => {}
+            Parsed::Other => false,
         }
     }
 
-    fn apply_delete(&mut self, service: &str, key: &str, revision: Revision) {
+    /// Applies a delete; whether anything changed.
+    fn apply_delete(&mut self, service: &str, key: &str, revision: Revision) -> bool {
         match parse_key(service, key) {
-            Parsed::Member(id) => {
-                self.members.remove(&id);
-            }
+            Parsed::Member(id) => self.members.remove(&id).is_some(),
             Parsed::Owner(s) => {
                 if self
                     .owners
@@ -375,9 +381,12 @@ impl GroupState {
                     .is_some_and(|cur| cur.mod_revision <= revision)
                 {
                     self.owners.remove(&s);
+                    true
+                } else {
+                    false
                 }
             }
-            Parsed::Other => {}
+            Parsed::Other => false,
         }
     }
 }
@@ -482,26 +491,48 @@ impl Run {
         let mut held: BTreeMap<u32, Revision> = BTreeMap::new();
         let mut warned_count = false;
         let mut next_renew = Instant::now() + renew;
+        let mut unlisted_since: Option<Instant> = None;
         loop {
+            let expires = valid_until.checked_sub(margin).unwrap_or(valid_until);
             if watch.is_none() {
-                match self.relist().await {
-                    Ok((s, w)) => {
+                match tokio::time::timeout_at(expires, self.relist()).await {
+                    Ok(Ok((s, w))) => {
                         state = s;
                         watch = Some(w);
+                        unlisted_since = None;
                     }
-                    Err(error) => {
+                    Ok(Err(error)) => {
+                        // Blind, we would keep our member key (so that the others leave our
+                        // shards alone) without seeing what changes: give up after a TTL.
+                        let since = *unlisted_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() >= self.config.ttl {
+                            self.lose_all(&mut held);
+                            return TermEnd::Lost(format!(
+                                "cannot list the group for a lease TTL: {error}"
+                            ));
+                        }
                         tracing::warn!(%service, %error, "shards: cannot list the group; retrying");
+                    }
+                    Err(_) => {
+                        self.lose_all(&mut held);
+                        return TermEnd::Lost("listing the group outlasted the lease".into());
                     }
                 }
                 if watch.is_some()
                     && let Err(reason) = self
-                        .rebalance(&me, lease, &mut state, &mut held, &mut warned_count)
+                        .rebalance_until(
+                            expires,
+                            &me,
+                            lease,
+                            &mut state,
+                            &mut held,
+                            &mut warned_count,
+                        )
                         .await
                 {
                     return TermEnd::Lost(reason);
                 }
             }
-            let expires = valid_until.checked_sub(margin).unwrap_or(valid_until);
             tokio::select! {
                 () = self.stop.triggered() => {
                     if !held.is_empty() {
@@ -516,17 +547,24 @@ impl Run {
                 () = tokio::time::sleep_until(next_renew) => {
                     next_renew = Instant::now() + renew;
                     let sent = Instant::now();
-                    match self.store.lease_keep_alive(lease).await {
-                        Ok(ttl) => valid_until = sent + ttl,
-                        Err(e @ StoreError::LeaseNotFound { .. }) => {
+                    // Bounded by the deadline: a keep-alive that hangs must not keep us
+                    // believing we hold shards past it.
+                    match tokio::time::timeout_at(expires, self.store.lease_keep_alive(lease)).await {
+                        Ok(Ok(ttl)) => valid_until = sent + ttl,
+                        Ok(Err(e @ StoreError::LeaseNotFound { .. })) => {
                             self.lose_all(&mut held);
                             return TermEnd::Lost(e.to_string());
                         }
-                        Err(error) => tracing::warn!(%service, %error, "shards: lease keep-alive failed"),
+                        Ok(Err(error)) => tracing::warn!(%service, %error, "shards: lease keep-alive failed"),
+                        Err(_) => {
+                            self.lose_all(&mut held);
+                            return TermEnd::Lost("no keep-alive succeeded in time; the lease may expire".into());
+                        }
                     }
-                    // A periodic look, in case a claim failed for a reason no event will repeat.
+                    let expires = valid_until.checked_sub(margin).unwrap_or(valid_until);
+                    // A periodic look, in case a claim failed for a reason no event repeats.
                     if watch.is_some()
-                        && let Err(reason) = self.rebalance(&me, lease, &mut state, &mut held, &mut warned_count).await
+                        && let Err(reason) = self.rebalance_until(expires, &me, lease, &mut state, &mut held, &mut warned_count).await
                     {
                         return TermEnd::Lost(reason);
                     }
@@ -534,15 +572,20 @@ impl Run {
                 item = next_or_pending(&mut watch) => {
                     match item {
                         Some(Ok(WatchEvent::Batch(batch))) => {
+                            let mut changed = false;
                             for ev in batch.events {
-                                match ev {
+                                changed |= match ev {
                                     StoreEvent::Put(kv) => state.apply_put(service, kv),
                                     StoreEvent::Delete { key, mod_revision, .. } => {
-                                        state.apply_delete(service, &key, mod_revision);
+                                        state.apply_delete(service, &key, mod_revision)
                                     }
-                                }
+                                };
                             }
-                            if let Err(reason) = self.rebalance(&me, lease, &mut state, &mut held, &mut warned_count).await {
+                            // Stamps (every fenced write puts its shard's owner key again)
+                            // change nothing to look at.
+                            if changed
+                                && let Err(reason) = self.rebalance_until(expires, &me, lease, &mut state, &mut held, &mut warned_count).await
+                            {
                                 return TermEnd::Lost(reason);
                             }
                         }
@@ -554,6 +597,31 @@ impl Run {
                         None => watch = None,
                     }
                 }
+            }
+        }
+    }
+
+    /// [`Run::rebalance`], given up (with every shard) if it runs past `expires`, when the
+    /// lease may be gone.
+    async fn rebalance_until(
+        &self,
+        expires: Instant,
+        me: &str,
+        lease: LeaseId,
+        state: &mut GroupState,
+        held: &mut BTreeMap<u32, Revision>,
+        warned_count: &mut bool,
+    ) -> Result<(), String> {
+        let done = tokio::time::timeout_at(
+            expires,
+            self.rebalance(me, lease, state, held, warned_count),
+        )
+        .await;
+        match done {
+            Ok(r) => r,
+            Err(_) => {
+                self.lose_all(held);
+                Err("rebalancing outlasted the lease".into())
             }
         }
     }
@@ -652,7 +720,7 @@ impl Run {
             for (s, term) in release {
                 self.metrics.released.increment(1);
                 tracing::info!(%service, shard = s, term, "shards: releasing a shard to another replica");
-                self.delete_owner(s, term).await;
+                self.delete_owner(state, s, term).await;
             }
         }
         // Stray keys on our lease that we do not hold (a claim whose reply was lost, a delete
@@ -670,7 +738,7 @@ impl Run {
                 tracing::info!(%service, shard = s, term, "shards: holding a shard (adopted our own key)");
                 changed = true;
             } else {
-                self.delete_owner(s, term).await;
+                self.delete_owner(state, s, term).await;
             }
         }
         // Claim: desired shards with no owner key.
@@ -723,7 +791,8 @@ impl Run {
         Ok(())
     }
 
-    async fn delete_owner(&self, shard: u32, term: Revision) {
+    /// Deletes our owner key of `shard` (if still of `term`) and forgets it in `state`.
+    async fn delete_owner(&self, state: &mut GroupState, shard: u32, term: Revision) {
         let key = owner_key(&self.config.service, shard);
         let txn = Txn::new()
             .when(Compare::create_revision(
@@ -732,8 +801,20 @@ impl Run {
                 term,
             ))
             .and_then(Op::delete(key));
-        if let Err(error) = self.store.txn(txn).await {
-            tracing::warn!(service = %self.config.service, shard, %error, "shards: cannot delete our owner key; will try again");
+        match self.store.txn(txn).await {
+            Ok(TxnResponse::Committed { .. }) => {
+                if state
+                    .owners
+                    .get(&shard)
+                    .is_some_and(|kv| kv.create_revision == term)
+                {
+                    state.owners.remove(&shard);
+                }
+            }
+            Ok(TxnResponse::Failed { .. }) => {}
+            Err(error) => {
+                tracing::warn!(service = %self.config.service, shard, %error, "shards: cannot delete our owner key; will try again");
+            }
         }
     }
 }

@@ -265,3 +265,84 @@ async fn replicas_that_disagree_on_the_shard_count_hold_nothing() {
     assert!(owned.values().all(|o| o == "a"), "{owned:?}");
     shutdown.trigger();
 }
+
+/// A full batch of guarded writes over many shards fits etcd's limits: the fenced store adds
+/// a fence and a stamp per shard written, and `Typed::update_many` leaves room for them when
+/// told (`with_per_write_overhead`). Without that room, 63 writes with a guard each (126
+/// compares) plus the fences were one transaction too many compares (TooManyOps).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_batch_of_guarded_writes_over_many_shards_fits_one_transaction_limit() {
+    use flotilla_proto::v1;
+    use flotilla_store::typed::{Typed, Update};
+
+    let etcd = EtcdServer::start().await;
+    let store: Arc<dyn Store> = Arc::new(etcd.store("runtime-shards-batch").await);
+    let shutdown = Shutdown::new();
+    let n = 64;
+    let owner = ShardOwner::spawn(store.clone(), config("svc", n, "a"), &shutdown);
+    settled(&*store, &[&owner], n, Duration::from_secs(20)).await;
+    let plain = Typed::new(store.clone());
+    let guard = plain
+        .create(
+            v1::Cluster {
+                metadata: Some(v1::ObjectMeta {
+                    name: "member1".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let mut bindings = Vec::new();
+    for i in 0..63 {
+        let b = v1::ResourceBinding {
+            metadata: Some(v1::ObjectMeta {
+                name: format!("b-{i}"),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        bindings.push(plain.create(b, None).await.unwrap());
+    }
+    let guard_key = "clusters/member1".to_owned();
+    let guard_rev = guard.metadata.as_ref().unwrap().resource_version;
+    let updates =
+        |bindings: &[v1::ResourceBinding], label: &str| -> Vec<Update<v1::ResourceBinding>> {
+            bindings
+                .iter()
+                .map(|b| {
+                    let mut new = b.clone();
+                    new.metadata
+                        .as_mut()
+                        .unwrap()
+                        .labels
+                        .insert("round".into(), label.into());
+                    Update::new(b.clone(), new).guarded_by(guard_key.clone(), guard_rev)
+                })
+                .collect()
+        };
+    let fenced: Arc<dyn Store> =
+        Arc::new(owner.fenced_store(store.clone(), prefix_shards("bindings/", n)));
+    // Without room for the fences: the store refuses the transaction.
+    let tight = Typed::new(fenced.clone());
+    let refused = tight.update_many(updates(&bindings, "one")).await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::TooManyOps { .. }) | Err(StoreError::InvalidArgument(_))
+        ) || refused.as_ref().is_ok_and(|r| r.iter().any(Result::is_err)),
+        "63 guarded writes over many shards fit without room for the fences? {refused:?}"
+    );
+    // With it: every write lands, each stamped.
+    let roomy = Typed::with_per_write_overhead(fenced, 1);
+    let results = roomy.update_many(updates(&bindings, "two")).await.unwrap();
+    assert_eq!(results.len(), 63);
+    for r in results {
+        let b = r.expect("each write lands");
+        assert_eq!(b.metadata.unwrap().labels["round"], "two");
+    }
+    shutdown.trigger();
+}

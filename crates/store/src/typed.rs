@@ -279,6 +279,10 @@ impl<R> Update<R> {
 #[derive(Clone)]
 pub struct Typed {
     store: StoreRef,
+    /// Compares and operations the store may add to a transaction per write it carries (a
+    /// shard-fenced store adds a fence and a stamp per shard written: at most one each per
+    /// write). [`Typed::update_many`] leaves room for them.
+    per_write_overhead: usize,
 }
 
 // === impl Typed ===
@@ -292,7 +296,20 @@ impl std::fmt::Debug for Typed {
 impl Typed {
     /// Wraps a store.
     pub fn new(store: StoreRef) -> Self {
-        Typed { store }
+        Typed {
+            store,
+            per_write_overhead: 0,
+        }
+    }
+
+    /// Typed access to a store that adds up to `overhead` compares and as many operations to
+    /// a transaction per write in it (1 for a shard-fenced store: its fence and its stamp),
+    /// so that [`Typed::update_many`] keeps each transaction within etcd's limits.
+    pub fn with_per_write_overhead(store: StoreRef, overhead: usize) -> Self {
+        Typed {
+            store,
+            per_write_overhead: overhead,
+        }
     }
 
     /// The underlying byte store.
@@ -405,13 +422,16 @@ impl Typed {
             .filter(|i| prepared[*i].is_some())
             .collect();
         // Chunks of at most CHUNK writes and MAX_TXN_OPS - 2 compares (guards add compares;
-        // a leadership fence adds one more), as etcd limits both per transaction.
+        // a leadership fence adds one more; a shard-fenced store one per write at most, its
+        // `per_write_overhead`, and as many puts), as etcd limits both per transaction.
+        let overhead = self.per_write_overhead;
+        let chunk = (MAX_TXN_OPS / (1 + overhead)).clamp(1, CHUNK);
         let mut chunks: Vec<Vec<usize>> = Vec::new();
         let mut compares = 0;
         for &i in &pending {
-            let n = 1 + prepared[i].as_ref().map_or(0, |p| p.3.len());
+            let n = 1 + overhead + prepared[i].as_ref().map_or(0, |p| p.3.len());
             match chunks.last_mut() {
-                Some(c) if c.len() < CHUNK && compares + n <= MAX_TXN_OPS - 2 => {
+                Some(c) if c.len() < chunk && compares + n <= MAX_TXN_OPS - 2 => {
                     c.push(i);
                     compares += n;
                 }

@@ -221,7 +221,8 @@ impl Context {
         if let Some(held) = &self.held {
             let share = held.borrow().share();
             if share > 0.0 {
-                interval = interval.div_f64(share);
+                interval = Duration::try_from_secs_f64(interval.as_secs_f64() / share)
+                    .unwrap_or(Duration::MAX);
             }
         }
         let mut next = self
@@ -232,7 +233,10 @@ impl Context {
         if *next > now {
             return Err(*next - now);
         }
-        *next = now + interval;
+        // (a rate so small that the interval overflows the clock: one failback a day)
+        *next = now
+            .checked_add(interval)
+            .unwrap_or_else(|| now + Duration::from_secs(86_400));
         Ok(())
     }
 }
@@ -283,7 +287,11 @@ pub fn spawn(
     let ctx = Arc::new(Context {
         // Group commit (docs/design.md §7): ≤ 64 writes per transaction, several in flight.
         writer: BatchWriter::spawn(
-            Typed::new(writes),
+            // sharded: each write may carry its shard's fence and stamp (docs/design.md §10)
+            match &gate {
+                Gate::Shards(_) => Typed::with_per_write_overhead(writes, 1),
+                _ => Typed::new(writes),
+            },
             BatchConfig::default()
                 .max_batch(
                     config

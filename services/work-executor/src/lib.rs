@@ -434,7 +434,12 @@ impl WorkExecutor {
             shutdown,
         );
         let gate = replica.gate();
-        let typed = Typed::new(replica.fenced.clone());
+        // sharded: each write may carry its shard's fence and stamp (docs/design.md §10)
+        let typed = if shards > 0 {
+            Typed::with_per_write_overhead(replica.fenced.clone(), 1)
+        } else {
+            Typed::new(replica.fenced.clone())
+        };
         let recorder = replica.recorder.clone();
         {
             let shutdown = shutdown.clone();
@@ -710,17 +715,24 @@ impl WorkExecutor {
 }
 
 /// SH-1 for the work executor: a Work's shard, from its store key
-/// (`works/<cluster>/<namespace>/<name>`, shard key `<namespace>/<name>`). A binding's Works
-/// have one name on every cluster (WE-5), so they share a shard.
+/// (`works/<cluster>/<namespace>/<name>-<hash>`). The shard key is
+/// `<namespace>/<template name>`: a Work's name is its template's name lower-cased, a dash
+/// and a hash without dashes (WE-5), so every Work of a binding, on every cluster, has it;
+/// and a template's name never changes (its kind's group may, which changes the hash).
 pub fn work_shard(key: &str, shards: u32) -> Option<u32> {
     let rest = key.strip_prefix(v1::Work::PREFIX)?;
-    let (_cluster, shard_key) = rest.split_once('/')?;
-    Some(flotilla_core::shard::shard_of(shard_key, shards))
+    let (_cluster, ns_name) = rest.split_once('/')?;
+    let (namespace, name) = ns_name.split_once('/')?;
+    let (template, _hash) = name.rsplit_once('-')?;
+    Some(flotilla_core::shard::shard_of(
+        &format!("{namespace}/{template}"),
+        shards,
+    ))
 }
 
-/// A binding's shard: its Works' ([`work_shard`] of the Work key its template gets), from
-/// the cached binding, or from a Work still cached for it once the binding is gone. `None`
-/// when neither is known.
+/// A binding's shard: its Works' ([`work_shard`]), from the cached binding's namespace and
+/// template name, or from a Work still cached for it once the binding is gone. `None` when
+/// neither is known.
 pub fn binding_shard(
     bindings: &flotilla_runtime::Cache<v1::ResourceBinding>,
     works: &flotilla_runtime::Cache<v1::Work>,
@@ -728,7 +740,16 @@ pub fn binding_shard(
     shards: u32,
 ) -> Option<u32> {
     if let Some(b) = bindings.get(key) {
-        return work_shard(&render::expected_work_key(&b, "-"), shards);
+        let name = b
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource.as_ref())
+            .map_or("", |r| r.name.as_str());
+        let template = name.replace(':', ".").to_lowercase();
+        return Some(flotilla_core::shard::shard_of(
+            &format!("{}/{template}", b.namespace()),
+            shards,
+        ));
     }
     works
         .index_keys(INDEX_BINDING, key)

@@ -260,6 +260,85 @@ async fn workers_run_only_while_leader() {
     stop.trigger();
 }
 
+fn held(terms: &[(u32, i64)]) -> Held {
+    Held {
+        lease: Some(flotilla_store::LeaseId(1)),
+        terms: terms.iter().copied().collect(),
+        shards: 2,
+    }
+}
+
+/// The shard of a test key: its last character's digit.
+fn shard_of_key(key: &str) -> u32 {
+    key.chars().last().and_then(|c| c.to_digit(10)).unwrap_or(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn workers_run_only_the_keys_of_ready_shards_and_abandon_a_lost_one() {
+    let ctx = Ctx::new(Duration::from_secs(10), |_, _| Ok(Action::await_change()));
+    let q = queue_of(&["a0", "b1"]);
+    let (tx, rx) = watch::channel(Held::default());
+    // what the caches hold of shard 1 (queued when it is acquired)
+    let keys_of = |shard: u32| {
+        if shard == 1 {
+            vec!["c1".to_owned()]
+        } else {
+            vec![]
+        }
+    };
+    let stop = start(
+        Controller::new(q.clone(), reconcile, retry_now)
+            .workers(4)
+            .shards(rx, |k: &String| shard_of_key(k), keys_of),
+        &ctx,
+    );
+    sleep(Duration::from_secs(5)).await;
+    assert!(
+        ctx.runs.lock().unwrap().is_empty(),
+        "no shard held: nothing runs"
+    );
+    assert!(
+        q.is_empty(),
+        "the keys are parked, not spinning in the queue"
+    );
+
+    // Shard 0 acquired: its parked key runs; shard 1's does not.
+    tx.send_replace(held(&[(0, 7)]));
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(ctx.runs_of("a0"), vec![5_000]);
+    assert!(ctx.runs_of("b1").is_empty());
+
+    // Shard 1 too: its parked key and its cached keys run.
+    tx.send_replace(held(&[(0, 7), (1, 9)]));
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(ctx.runs_of("b1"), vec![6_000]);
+    assert_eq!(ctx.runs_of("c1"), vec![6_000]);
+
+    // Shard 1 lost mid-reconcile (re-claimed by another term): the reconcile is abandoned
+    // (it never finishes: its in-flight count stays), and the key waits, parked.
+    q.add("d1".into());
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(ctx.runs_of("d1"), vec![7_000]);
+    tx.send_replace(held(&[(0, 7), (1, 11)]));
+    sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        ctx.inflight.lock().unwrap()["d1"],
+        1,
+        "the reconcile on the lost shard was dropped before it finished"
+    );
+    // the new term of shard 1 became ready after its barrier: every key of it ran again
+    assert_eq!(ctx.runs_of("d1").len(), 2, "{:?}", ctx.runs_of("d1"));
+    assert_eq!(ctx.runs_of("c1").len(), 2);
+
+    // Shard 1 gone for good: a new key of it is parked.
+    tx.send_replace(held(&[(0, 7)]));
+    sleep(Duration::from_secs(1)).await;
+    q.add("e1".into());
+    sleep(Duration::from_secs(30)).await;
+    assert!(ctx.runs_of("e1").is_empty());
+    stop.trigger();
+}
+
 #[tokio::test(start_paused = true)]
 async fn watches_feed_the_queue_through_the_mapper() {
     use crate::watcher::{Event, Object};
