@@ -221,6 +221,24 @@ async fn sharded_replica_added_mid_failover() {
     sharded_failover("sharded_replica_added_mid_failover", Fault::Add).await;
 }
 
+/// Each binding's name with its sorted target clusters.
+fn placements(bindings: &[v1::ResourceBinding]) -> std::collections::BTreeMap<String, Vec<String>> {
+    bindings
+        .iter()
+        .map(|b| {
+            let mut t = target_names(b);
+            t.sort();
+            (
+                b.metadata
+                    .as_ref()
+                    .map(|m| m.name.clone())
+                    .unwrap_or_default(),
+                t,
+            )
+        })
+        .collect()
+}
+
 /// F10 with sharded replicas: every member fails at once, past every timer, then they heal a
 /// moment apart. The taint manager's disruption mode is computed over the whole fleet by its
 /// one elected replica (two run), so the scheduler's and work executor's shards change
@@ -248,22 +266,7 @@ async fn sharded_mass_failure_is_one_brake() {
     create_workloads(&api).await;
     let every: Vec<String> = ALL.iter().map(|s| s.to_string()).collect();
     all_on(&api, &every, false, "every binding placed and healthy").await;
-    let before: std::collections::BTreeMap<String, Vec<String>> =
-        flotilla_tests::list_bindings(&api)
-            .await
-            .iter()
-            .map(|b| {
-                let mut t = target_names(b);
-                t.sort();
-                (
-                    b.metadata
-                        .as_ref()
-                        .map(|m| m.name.clone())
-                        .unwrap_or_default(),
-                    t,
-                )
-            })
-            .collect();
+    let before = placements(&flotilla_tests::list_bindings(&api).await);
 
     for m in ALL {
         set_fault(&stack.members[m], v1::FaultMode::Unreachable).await;
@@ -283,21 +286,11 @@ async fn sharded_mass_failure_is_one_brake() {
     flotilla_tests::wait_clusters_ready(&api, &ALL, T).await;
     eventually(T, "every binding healthy where it was", || async {
         let bindings = flotilla_tests::list_bindings(&api).await;
-        let now: std::collections::BTreeMap<String, Vec<String>> = bindings
-            .iter()
+        let settled: Vec<v1::ResourceBinding> = bindings
+            .into_iter()
             .filter(|b| tasks(b).is_empty() && binding_healthy(b))
-            .map(|b| {
-                let mut t = target_names(b);
-                t.sort();
-                (
-                    b.metadata
-                        .as_ref()
-                        .map(|m| m.name.clone())
-                        .unwrap_or_default(),
-                    t,
-                )
-            })
             .collect();
+        let now = placements(&settled);
         (now == before).then_some(())
     })
     .await;

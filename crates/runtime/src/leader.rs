@@ -415,7 +415,8 @@ impl Run {
     }
 }
 
-async fn next_or_pending(
+/// The next item of `w`, or never while there is no stream (for a `select!` arm).
+pub(crate) async fn next_or_pending(
     w: &mut Option<WatchStream>,
 ) -> Option<flotilla_store::Result<WatchEvent>> {
     match w {

@@ -40,6 +40,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::backoff::{Backoff, BackoffState};
+use crate::leader::next_or_pending;
 use crate::shutdown::Shutdown;
 
 /// The prefix under which `service`'s shard members and owners live.
@@ -816,15 +817,6 @@ impl Run {
                 tracing::warn!(service = %self.config.service, shard, %error, "shards: cannot delete our owner key; will try again");
             }
         }
-    }
-}
-
-async fn next_or_pending(
-    w: &mut Option<WatchStream>,
-) -> Option<flotilla_store::Result<WatchEvent>> {
-    match w {
-        Some(w) => w.next().await,
-        None => std::future::pending().await,
     }
 }
 
