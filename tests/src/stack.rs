@@ -606,6 +606,7 @@ pub async fn set_fault_at(addr: &str, mode: flotilla_proto::v1::FaultMode) {
         .set_fault(flotilla_proto::v1::SetFaultRequest {
             mode: mode as i32,
             api_errors: None,
+            watch_delay_ms: 0,
         })
         .await
         .unwrap();

@@ -387,6 +387,7 @@ async fn f11_member_api_errors() {
                     apply_error_percent: 100,
                     ..Default::default()
                 }),
+                watch_delay_ms: 0,
             })
             .await
             .unwrap();
@@ -403,6 +404,7 @@ async fn f11_member_api_errors() {
             .set_fault(v1::SetFaultRequest {
                 mode: v1::FaultMode::Healthy as i32,
                 api_errors: Some(errors),
+                watch_delay_ms: 0,
             })
             .await
             .unwrap();
@@ -935,6 +937,7 @@ async fn f8_replacement_never_healthy() {
                         seed,
                         ..Default::default()
                     }),
+                    watch_delay_ms: 0,
                 })
                 .await
                 .unwrap();

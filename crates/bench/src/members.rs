@@ -205,6 +205,7 @@ impl External {
             .set_fault(v1::SetFaultRequest {
                 mode: fault.to_wire().into(),
                 api_errors: None,
+                watch_delay_ms: 0,
             })
             .await
             .map_err(|s| anyhow!("SetFault on {addr}: {}", s.message()))?;

@@ -118,6 +118,71 @@ pub fn ready_replicas(object: &Value) -> i32 {
         .unwrap_or(0)
 }
 
+/// Where a member object stood when it was read: the `metadata` that orders its versions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stand {
+    /// `metadata.uid` ("" when unknown).
+    pub uid: String,
+    /// `metadata.generation`; `None` for a kind that keeps none (a ConfigMap).
+    pub generation: Option<i64>,
+    /// `metadata.resourceVersion` ("" when unknown).
+    pub resource_version: String,
+}
+
+impl Stand {
+    /// The stand of `object` (its `metadata`).
+    pub fn of(object: &Value) -> Self {
+        let meta = object.get("metadata");
+        let s = |k: &str| {
+            meta.and_then(|m| m.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        Self {
+            uid: s("uid"),
+            generation: meta
+                .and_then(|m| m.get("generation"))
+                .and_then(Value::as_i64)
+                .filter(|g| *g > 0),
+            resource_version: s("resourceVersion"),
+        }
+    }
+}
+
+/// WE-7.1: whether a `reading` of a member object may describe the Work generation whose apply
+/// returned the object at `applied`, i.e. whether the reading is not older than that apply.
+///
+/// A watch cache, a lagging list or a report in flight can hand over the object as it was
+/// before the apply: its health and ready replicas describe the previous spec, and stamping
+/// them with the new Work generation is how an old copy was once deleted while its
+/// replacement ran 3 of 4 replicas. So a reading counts only when:
+/// - it is of the same object (`uid`); another object counts only when its resourceVersion is
+///   known to be later (the applied one was deleted and re-created since);
+/// - its `metadata.generation` is at least the applied one (its spec is the applied spec or a
+///   later one; the health rules then check that `status.observedGeneration` caught up);
+/// - its `resourceVersion` is at least the applied one, when both are numbers. Kubernetes
+///   calls resourceVersion opaque; every API server in practice writes etcd's revision there
+///   (so does member-sim), and client-go's own watch cache compares them as numbers. When one
+///   is not a number, the generation alone decides, and for a kind without a generation only
+///   the applied version itself counts.
+pub fn reading_counts(applied: &Stand, reading: &Stand) -> bool {
+    let later = match (
+        applied.resource_version.parse::<u64>(),
+        reading.resource_version.parse::<u64>(),
+    ) {
+        (Ok(a), Ok(r)) => Some(r >= a),
+        _ => None,
+    };
+    if !applied.uid.is_empty() && !reading.uid.is_empty() && applied.uid != reading.uid {
+        return later == Some(true) && applied.resource_version != reading.resource_version;
+    }
+    match applied.generation {
+        Some(g) => reading.generation.is_some_and(|r| r >= g) && later != Some(false),
+        None => later.unwrap_or(applied.resource_version == reading.resource_version),
+    }
+}
+
 fn current_generation(f: &Fields<'_>) -> Result<bool, ()> {
     Ok(f.int("/status/observedGeneration")? == f.int("/metadata/generation")?)
 }
@@ -240,6 +305,82 @@ mod tests {
             assert_eq!(got, want, "{completions} over {targets:?}");
             assert_eq!(got.iter().map(|(_, c)| c).sum::<i32>(), completions);
         }
+    }
+
+    /// WE-7.1: a reading counts for the applied generation only when it is not older than the
+    /// apply: same object, generation and (numeric) resourceVersion at least the applied ones.
+    #[test]
+    fn we_7_1_a_reading_counts_only_from_the_applied_version_on() {
+        let stand = |uid: &str, generation: Option<i64>, rv: &str| Stand {
+            uid: uid.into(),
+            generation,
+            resource_version: rv.into(),
+        };
+        let applied = stand("u1", Some(4), "120");
+        let cases = [
+            ("the apply's own answer", stand("u1", Some(4), "120"), true),
+            ("a later status write", stand("u1", Some(4), "131"), true),
+            ("a later spec", stand("u1", Some(5), "140"), true),
+            (
+                "the watch cache before the apply",
+                stand("u1", Some(3), "118"),
+                false,
+            ),
+            (
+                "an older generation at a later version",
+                stand("u1", Some(3), "125"),
+                false,
+            ),
+            (
+                "the same generation, an earlier version",
+                stand("u1", Some(4), "119"),
+                false,
+            ),
+            ("no generation read", stand("u1", None, "130"), false),
+            ("re-created since, later", stand("u2", Some(1), "150"), true),
+            (
+                "another object, earlier",
+                stand("u0", Some(9), "100"),
+                false,
+            ),
+            (
+                "an unknown uid is the same object",
+                stand("", Some(4), "121"),
+                true,
+            ),
+        ];
+        for (what, reading, want) in cases {
+            assert_eq!(reading_counts(&applied, &reading), want, "{what}");
+        }
+        // opaque versions: the generation decides; without one only the applied version
+        let opaque = stand("u1", Some(4), "abc");
+        assert!(reading_counts(&opaque, &stand("u1", Some(4), "xyz")));
+        assert!(!reading_counts(&opaque, &stand("u1", Some(3), "xyz")));
+        let config_map = stand("u1", None, "abc");
+        assert!(reading_counts(&config_map, &stand("u1", None, "abc")));
+        assert!(!reading_counts(&config_map, &stand("u1", None, "abd")));
+        let numeric_cm = stand("u1", None, "50");
+        assert!(reading_counts(&numeric_cm, &stand("u1", None, "51")));
+        assert!(!reading_counts(&numeric_cm, &stand("u1", None, "49")));
+        // another object whose version cannot be ordered never counts
+        assert!(!reading_counts(&opaque, &stand("u2", Some(7), "xyz")));
+    }
+
+    #[test]
+    fn we_7_1_stand_of_an_object() {
+        let o =
+            serde_json::json!({"metadata": {"uid": "u", "generation": 3, "resourceVersion": "77"}});
+        assert_eq!(
+            Stand::of(&o),
+            Stand {
+                uid: "u".into(),
+                generation: Some(3),
+                resource_version: "77".into()
+            }
+        );
+        // generation 0 or absent: none kept
+        let cm = serde_json::json!({"metadata": {"resourceVersion": "5", "generation": 0}});
+        assert_eq!(Stand::of(&cm).generation, None);
     }
 
     #[test]

@@ -1082,6 +1082,15 @@ impl Listed {
         self.item.metadata.uid.as_deref().unwrap_or_default()
     }
 
+    /// Where the object stood when listed (WE-7.1): uid, generation, resourceVersion.
+    pub fn stand(&self) -> flotilla_core::interpret::Stand {
+        flotilla_core::interpret::Stand {
+            uid: self.uid().to_owned(),
+            generation: self.item.metadata.generation.filter(|g| *g > 0),
+            resource_version: self.resource_version().to_owned(),
+        }
+    }
+
     /// `spec` and `status`, parsed. The text was checked to be JSON when the list was read;
     /// only a nesting past serde_json's depth limit can fail here (the check has none), and
     /// that object is refused, as a list holding it was before the parse was deferred.

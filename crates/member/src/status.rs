@@ -46,7 +46,46 @@ pub fn manifest_status(object: &Value) -> v1::ManifestStatus {
             .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
             .map_or_else(|| "{}".to_owned(), Value::to_string),
         applied_at: None,
+        generation: object
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            .max(0),
+        resource_version: s("/metadata/resourceVersion").to_owned(),
     }
+}
+
+/// Where the member object of `status` stood when it was read (WE-7.1).
+pub fn stand(status: &v1::ManifestStatus) -> flotilla_core::interpret::Stand {
+    flotilla_core::interpret::Stand {
+        uid: status
+            .resource
+            .as_ref()
+            .map(|r| r.uid.clone())
+            .unwrap_or_default(),
+        generation: (status.generation > 0).then_some(status.generation),
+        resource_version: status.resource_version.clone(),
+    }
+}
+
+/// Where the member object stood when the apply that `status` records returned it; `None`
+/// when the status does not say (written before Flotilla recorded it, or by an old agent).
+pub fn applied_stand(status: &v1::WorkStatus) -> Option<flotilla_core::interpret::Stand> {
+    (!status.member_resource_version.is_empty() || !status.member_uid.is_empty()).then(|| {
+        flotilla_core::interpret::Stand {
+            uid: status.member_uid.clone(),
+            generation: (status.member_generation > 0).then_some(status.member_generation),
+            resource_version: status.member_resource_version.clone(),
+        }
+    })
+}
+
+/// Records in `status` where the applied object stood (`member`: the apply's answer).
+pub fn record_applied_stand(status: &mut v1::WorkStatus, member: &v1::ManifestStatus) {
+    let s = stand(member);
+    status.member_uid = s.uid;
+    status.member_generation = s.generation.unwrap_or(0);
+    status.member_resource_version = s.resource_version;
 }
 
 /// A quantity of `resources` (a `{"cpu": "4", "memory": "16Gi", "pods": "110"}` map).

@@ -55,6 +55,54 @@ struct Tracked {
     outcome: Outcome,
     since: prost_types::Timestamp,
     reported: Option<Report>,
+    /// What the member answered to the apply of `generation`: the object as it stood right
+    /// after it (WE-7.1). A watch may still hold the object from before the apply; until it
+    /// catches up, this answer is the only reading that describes `generation`.
+    applied: Option<v1::ManifestStatus>,
+    /// Whether the watch said anything of the object since that apply (so that its absence
+    /// from the watch's cache means the member lost it, not that the watch is behind).
+    heard: bool,
+}
+
+/// What a status report of an applied Work is made from.
+#[derive(Debug)]
+enum Reading<'a> {
+    /// The member's object, not older than the apply of the Work's generation.
+    Of(&'a v1::ManifestStatus),
+    /// The member does not have the object.
+    Missing,
+    /// Nothing to report from.
+    None,
+}
+
+/// WE-7.1: the reading a report of `t`'s generation may use. `observed` is what the member's
+/// objects say (`None`: no reading), and in it the object of `t` (`Some(None)`: absent).
+///
+/// A watch hands over its cache, which can still hold the object as it was before the agent
+/// applied the Work's generation (its event is in flight): its health and ready replicas are
+/// the previous spec's. Such a reading is never reported as the new generation's; until the
+/// watch catches up the apply's own answer stands in (the object right after the apply: a
+/// scale-up shows its new spec, not yet observed, so it is not Healthy).
+///
+/// `listed`: the reading is a list made after every apply (`--status-source=list`), so an
+/// object absent from it is absent from the member.
+fn reading_for<'a>(
+    t: &'a Tracked,
+    observed: Option<Option<&'a v1::ManifestStatus>>,
+    listed: bool,
+) -> Reading<'a> {
+    use flotilla_core::interpret::reading_counts;
+    use flotilla_member::status::stand;
+    let answer = t.applied.as_ref();
+    match (observed, answer) {
+        (Some(Some(m)), Some(a)) if !reading_counts(&stand(a), &stand(m)) => Reading::Of(a),
+        (Some(Some(m)), _) => Reading::Of(m),
+        // the watch has not seen the object the apply created yet
+        (Some(None), Some(a)) if !t.heard && !listed => Reading::Of(a),
+        (Some(None), _) => Reading::Missing,
+        (None, Some(a)) => Reading::Of(a),
+        (None, None) => Reading::None,
+    }
 }
 
 /// One status report of a Work (compared with the last one sent, to send only changes).
@@ -230,7 +278,12 @@ impl WorkAgent {
     /// Applies `manifest` on the member: the object it names, or why not. With `only_ours`
     /// (PL-7) an object the member has that Flotilla did not create is left alone (the
     /// agent keeps no record across restarts, so it checks before every apply).
-    async fn apply_manifest(&self, manifest: &str, only_ours: bool) -> Result<ObjectRef, String> {
+    /// The member's answer is the object as it stood right after the apply.
+    async fn apply_manifest(
+        &self,
+        manifest: &str,
+        only_ours: bool,
+    ) -> Result<(ObjectRef, v1::ManifestStatus), String> {
         let object: Value = serde_json::from_str(manifest)
             .map_err(|e| format!("the Work's manifest is not JSON: {e}"))?;
         let r = ObjectRef::of(&object).map_err(|e| e.to_string())?;
@@ -239,7 +292,9 @@ impl WorkAgent {
         } else {
             self.member.apply(&object).await
         };
-        applied.map(|_| r).map_err(|e| e.to_string())
+        applied
+            .map(|answer| (r, flotilla_member::status::manifest_status(&answer)))
+            .map_err(|e| e.to_string())
     }
 
     /// The object `manifest` names when the member holds it as applied by Flotilla for this
@@ -313,6 +368,8 @@ impl WorkAgent {
             outcome: Outcome::Suspended,
             since: now_timestamp(),
             reported: previous.as_ref().and_then(|p| p.reported.clone()),
+            applied: None,
+            heard: false,
         };
         if deleting && tracked.resource.is_none() && !tracked.preserve {
             // Nothing tracked: the agent restarted since it applied this Work (its record
@@ -341,7 +398,7 @@ impl WorkAgent {
             tracked.outcome = Outcome::Suspended;
         } else {
             match self.apply_manifest(&spec.manifest, tracked.only_ours).await {
-                Ok(r) => {
+                Ok((r, answer)) => {
                     if let Some(old) = tracked.resource.take()
                         && old != r
                         && let Err(e) = self.delete_object(&old).await
@@ -349,6 +406,7 @@ impl WorkAgent {
                         tracing::warn!(work = %meta.name, error = %e, "cannot delete the object the Work named before");
                     }
                     tracked.resource = Some(r);
+                    tracked.applied = Some(answer);
                     tracked.outcome = Outcome::Applied;
                 }
                 Err(e) => tracked.outcome = Outcome::Failed(e),
@@ -378,9 +436,11 @@ impl WorkAgent {
             };
             let outcome = match &t.outcome {
                 Outcome::Failed(_) => match self.apply_manifest(&t.manifest, t.only_ours).await {
-                    Ok(r) => {
+                    Ok((r, answer)) => {
                         if let Some(w) = self.works.get_mut(&id) {
                             w.resource = Some(r);
+                            w.applied = Some(answer);
+                            w.heard = false;
                         }
                         Outcome::Applied
                     }
@@ -446,10 +506,11 @@ impl WorkAgent {
     fn member_changed(&mut self, changes: &[MemberChange]) {
         let all = changes.iter().any(Option::is_none);
         let objects: HashSet<&ObjectRef> = changes.iter().flatten().collect();
-        for (id, t) in &self.works {
+        for (id, t) in &mut self.works {
             if t.outcome == Outcome::Applied
                 && (all || t.resource.as_ref().is_some_and(|r| objects.contains(r)))
             {
+                t.heard = true;
                 self.dirty.insert(id.clone());
             }
         }
@@ -547,6 +608,7 @@ impl WorkAgent {
             ready_replicas: 0,
             resource_status: String::new(),
             observed_generation: t.generation,
+            ..Default::default()
         };
         let status = match &t.outcome {
             // nothing to say until the member deleted it
@@ -562,26 +624,34 @@ impl WorkAgent {
             Outcome::Failed(e) => failed(format!("Failed to apply all manifests (0/1): {e}")),
             Outcome::Applied => {
                 let r = t.resource.as_ref()?;
-                // without a fresh reading, the last report stands
-                let observed = observed?;
-                match observed.get(r) {
-                    Some(m) => v1::WorkStatus {
-                        conditions: vec![condition(
-                            true,
-                            "AppliedSuccessful",
-                            "Manifest has been successfully applied".into(),
-                        )],
-                        applied: true,
-                        applied_message: String::new(),
-                        health: m.health,
-                        ready_replicas: m.ready_replicas,
-                        resource_status: m.status.clone(),
-                        observed_generation: t.generation,
-                    },
-                    None => failed(format!(
+                let listed = self.source == StatusSource::List;
+                match reading_for(t, observed.map(|o| o.get(r)), listed) {
+                    Reading::Of(m) => {
+                        let mut status = v1::WorkStatus {
+                            conditions: vec![condition(
+                                true,
+                                "AppliedSuccessful",
+                                "Manifest has been successfully applied".into(),
+                            )],
+                            applied: true,
+                            applied_message: String::new(),
+                            health: m.health,
+                            ready_replicas: m.ready_replicas,
+                            resource_status: m.status.clone(),
+                            observed_generation: t.generation,
+                            ..Default::default()
+                        };
+                        if let Some(answer) = &t.applied {
+                            flotilla_member::status::record_applied_stand(&mut status, answer);
+                        }
+                        status
+                    }
+                    Reading::Missing => failed(format!(
                         "{} {}/{} is not on the member",
                         r.kind, r.namespace, r.name
                     )),
+                    // without a reading, the last report stands
+                    Reading::None => return None,
                 }
             }
         };

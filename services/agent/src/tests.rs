@@ -415,6 +415,65 @@ async fn applies_reports_and_follows_its_works() {
     shutdown.trigger();
 }
 
+/// WE-7.1 (the regression of a Pull member scaled up in a failover): the member's watch
+/// delivers the post-apply object late, so right after the apply of generation 2 the agent's
+/// watch cache still holds generation 1's object, Healthy with its 2 ready replicas. No report
+/// may say generation 2 is Healthy before 4 replicas are ready; the agent reports generation 2
+/// at once from the apply's own answer (not Healthy), and Healthy once the watch shows it.
+#[tokio::test]
+async fn a_scale_up_is_never_reported_healthy_from_the_watch_cache_of_before_it() {
+    let (shutdown, mut f, sim) = start_agent(Duration::from_millis(300)).await;
+    let (_, feed) = recv(&mut f.watches, "watch").await;
+    send_event(&feed, Added, Some(work("a", 1, 2, false)), 5);
+    send_event(&feed, Bookmark, None, 5);
+    recv_until(&mut f.reports, "generation 1 Healthy", |(_, r)| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| s.health == v1::ResourceHealth::Healthy as i32)
+    })
+    .await;
+
+    let watch_delay = Duration::from_millis(1500);
+    sim.set_watch_delay(watch_delay).unwrap();
+    let applied_at = tokio::time::Instant::now();
+    send_event(&feed, Modified, Some(work("a", 2, 4, false)), 6);
+    let mut first_of_2: Option<Duration> = None;
+    let mut reports_of_2 = Vec::new();
+    loop {
+        let (_, r) = tokio::time::timeout(Duration::from_secs(10), f.reports.recv())
+            .await
+            .expect("generation 2 Healthy within 10 s")
+            .unwrap();
+        let Some(st) = r.status else { continue };
+        if st.observed_generation != 2 {
+            continue;
+        }
+        first_of_2.get_or_insert(applied_at.elapsed());
+        let healthy = st.health == v1::ResourceHealth::Healthy as i32;
+        reports_of_2.push((applied_at.elapsed(), st.health, st.ready_replicas));
+        assert!(
+            !healthy || st.ready_replicas >= 4,
+            "generation 2 (4 replicas) reported Healthy with {} ready: {reports_of_2:?}",
+            st.ready_replicas
+        );
+        assert!(
+            st.member_generation >= 2,
+            "the report records the apply's answer: {st:?}"
+        );
+        if healthy {
+            break;
+        }
+    }
+    let first = first_of_2.unwrap();
+    assert!(
+        first < watch_delay,
+        "generation 2 is reported from the apply's answer without waiting for the watch \
+         ({first:?}; {reports_of_2:?})"
+    );
+    assert_eq!(replicas(&sim, "a"), Some(4));
+    shutdown.trigger();
+}
+
 #[tokio::test]
 async fn a_failed_apply_is_reported_and_retried_until_the_member_takes_it() {
     let (shutdown, mut f, sim) = start_agent(Duration::from_millis(10)).await;

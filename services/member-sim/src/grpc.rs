@@ -47,8 +47,23 @@ impl MemberSimService {
                 ),
             })
         })?;
+        if request.watch_delay_ms > crate::sim::MAX_WATCH_DELAY_MS {
+            return Err(invalid(FieldError {
+                field: "watch_delay_ms".into(),
+                message: format!(
+                    "must be at most {}, not {}",
+                    crate::sim::MAX_WATCH_DELAY_MS,
+                    request.watch_delay_ms
+                ),
+            }));
+        }
         self.sim
             .set_api_errors(request.api_errors)
+            .map_err(invalid)?;
+        self.sim
+            .set_watch_delay(std::time::Duration::from_millis(u64::from(
+                request.watch_delay_ms,
+            )))
             .map_err(invalid)?;
         let previous = self.sim.set_fault(fault);
         Ok(v1::SetFaultResponse {

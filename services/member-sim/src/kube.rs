@@ -558,6 +558,11 @@ fn watch(sim: Arc<Sim>, target: &Target<'_>, query: &HashMap<String, String>) ->
             }
             let lines = watch_events(&mut st);
             if !lines.is_empty() {
+                // SetFault's watch delay: the events, as of now, reach the client late
+                let delay = st.sim.watch_delay();
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 return Some((Ok(lines), st));
             }
         }

@@ -560,30 +560,77 @@ pub async fn proxy(listener: TcpListener, upstream: String, sim: Arc<Sim>, shutd
             };
             let (cr, cw) = client.into_split();
             let (sr, sw) = server.into_split();
-            tokio::join!(pump(cr, sw, sim.clone()), pump(sr, cw, sim));
+            let last_sent = Arc::new(Mutex::new(tokio::time::Instant::now()));
+            tokio::join!(
+                pump(cr, sw, sim.clone(), Direction::Request(last_sent.clone())),
+                pump(sr, cw, sim, Direction::Answer(last_sent))
+            );
         });
     }
 }
 
-/// Copies `from` to `to`, holding each chunk while the member is unreachable.
+/// How long after the client last sent a byte the API server's bytes count as a watch's
+/// events rather than a reply (SetFault's watch delay, which the proxy cannot see inside TLS).
+const WATCH_QUIET: Duration = Duration::from_millis(500);
+
+/// Which way a [`pump`] copies.
+enum Direction {
+    /// Client to API server: records when the client last sent.
+    Request(Arc<Mutex<tokio::time::Instant>>),
+    /// API server to client: bytes sent [`WATCH_QUIET`] after the client's last are held for
+    /// the member's watch delay.
+    Answer(Arc<Mutex<tokio::time::Instant>>),
+}
+
+/// Copies `from` to `to`, holding each chunk while the member is unreachable, and the API
+/// server's watch events for the watch delay (in order: a chunk never overtakes another).
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     sim: Arc<Sim>,
+    direction: Direction,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        sim.wait_reachable().await;
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let read = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            sim.wait_reachable().await;
+            let now = tokio::time::Instant::now();
+            let at = match &direction {
+                Direction::Request(last) => {
+                    *last.lock().unwrap_or_else(PoisonError::into_inner) = now;
+                    now
+                }
+                Direction::Answer(last) => {
+                    let sent = *last.lock().unwrap_or_else(PoisonError::into_inner);
+                    let delay = sim.watch_delay();
+                    if !delay.is_zero() && now.duration_since(sent) > WATCH_QUIET {
+                        now + delay
+                    } else {
+                        now
+                    }
+                }
+            };
+            if tx.send((at, buf[..n].to_vec())).is_err() {
+                break;
+            }
         }
-    }
-    let _ = to.shutdown().await;
+    };
+    let write = async move {
+        while let Some((at, chunk)) = rx.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(read, write);
 }
 
 #[cfg(test)]

@@ -374,7 +374,12 @@ pub struct Sim {
     /// A delay added to every request on its main port, in microseconds (a remote cluster's
     /// round trip; `flotilla bench failover --member-latency`). 0 by default.
     latency_us: std::sync::atomic::AtomicU64,
+    /// How late watch events reach their clients, in milliseconds (`SetFault.watch_delay_ms`).
+    watch_delay_ms: std::sync::atomic::AtomicU64,
 }
+
+/// The longest watch delay `SetFault` takes.
+pub const MAX_WATCH_DELAY_MS: u32 = 60_000;
 
 /// Aggregates of [`Sim::summary`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -561,7 +566,36 @@ impl Sim {
             state: Mutex::new(State::default()),
             token: std::sync::OnceLock::new(),
             latency_us: std::sync::atomic::AtomicU64::new(0),
+            watch_delay_ms: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Delivers every later watch event `delay` after the change it reports (a loaded API
+    /// server or a slow watch cache: a client's cache then lags behind what its own gets and
+    /// applies return). 0: none, the default.
+    pub fn set_watch_delay(&self, delay: std::time::Duration) -> Result<(), FieldError> {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        if ms > u64::from(MAX_WATCH_DELAY_MS) {
+            return Err(FieldError {
+                field: "watch_delay_ms".into(),
+                message: format!("must be at most {MAX_WATCH_DELAY_MS}, not {ms}"),
+            });
+        }
+        let previous = self
+            .watch_delay_ms
+            .swap(ms, std::sync::atomic::Ordering::Relaxed);
+        if previous != ms {
+            tracing::info!(cluster = %self.config.name, delay_ms = ms, "watch delay changed");
+        }
+        Ok(())
+    }
+
+    /// The delay [`Sim::set_watch_delay`] set.
+    pub fn watch_delay(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.watch_delay_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// Delays every later request on the member's main port by `latency`, as a remote

@@ -168,6 +168,7 @@ fn fault(mode: v1::FaultMode) -> v1::SetFaultRequest {
     v1::SetFaultRequest {
         mode: mode as i32,
         api_errors: None,
+        watch_delay_ms: 0,
     }
 }
 
@@ -652,6 +653,7 @@ async fn bad_requests_are_refused_and_change_nothing() {
         .set_fault(v1::SetFaultRequest {
             mode: 0,
             api_errors: None,
+            watch_delay_ms: 0,
         })
         .await
         .unwrap_err();

@@ -148,8 +148,13 @@ fn check_status(status: &v1::WorkStatus) -> Result<(), ApiError> {
             Ok(_) => {}
         }
     }
-    if status.observed_generation < 0 {
-        return Err(invalid("status.observedGeneration", "must not be negative"));
+    // WE-7.1: a report names the Work generation its reading is about; the server never
+    // stamps one on it (a reading from before an apply would pass for the new generation)
+    if status.observed_generation < 1 {
+        return Err(invalid(
+            "status.observedGeneration",
+            "required: the Work generation this status describes (at least 1)",
+        ));
     }
     if status.ready_replicas < 0 {
         return Err(invalid("status.readyReplicas", "must not be negative"));
@@ -267,9 +272,6 @@ impl WorkExecutorApi {
                 }
             }
             let mut status = req.status.clone().unwrap_or_default();
-            if status.observed_generation == 0 {
-                status.observed_generation = meta.generation;
-            }
             if status.observed_generation > meta.generation {
                 return Err(invalid(
                     "status.observedGeneration",

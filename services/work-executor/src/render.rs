@@ -735,8 +735,15 @@ pub fn applied_status(
     match member {
         Some(m) => {
             merge_member_status(&mut status, m);
+            // WE-7.1: status collection takes no reading older than this answer
+            flotilla_member::status::record_applied_stand(&mut status, m);
         }
-        None => status.health = v1::ResourceHealth::Unknown as i32,
+        None => {
+            status.health = v1::ResourceHealth::Unknown as i32;
+            status.member_uid.clear();
+            status.member_generation = 0;
+            status.member_resource_version.clear();
+        }
     }
     status
 }

@@ -73,6 +73,8 @@ pub struct SyncReport {
     /// Works skipped because neither they nor their member object changed since they last
     /// agreed (nothing parsed).
     pub unchanged: usize,
+    /// Works skipped because the member's reading was older than their apply (WE-7.1).
+    pub stale: usize,
 }
 
 /// Runs status collection every `config.status_sync_period` while this replica leads, or,
@@ -208,6 +210,7 @@ pub async fn sync_all(ctx: &Context) -> SyncReport {
             updated: a.updated + r.updated,
             conflicts: a.conflicts + r.conflicts,
             unchanged: a.unchanged + r.unchanged,
+            stale: a.stale + r.stale,
         })
 }
 
@@ -300,6 +303,16 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
                 if !now_seen.member.is_empty() && before.get(&key) == Some(&now_seen) {
                     report.unchanged += 1;
                     seen.insert(key, now_seen);
+                    continue;
+                }
+                // WE-7.1: a reading older than the apply of the status's generation (a list
+                // that raced the apply) says nothing about that generation; the next pass
+                // looks again
+                if let Some(applied) = flotilla_member::status::applied_stand(status)
+                    && !flotilla_core::interpret::reading_counts(&applied, &object.stand())
+                {
+                    tracing::debug!(cluster = name, work = %key, member_version = object.resource_version(), applied_version = %applied.resource_version, "member reading older than the apply; skipped (WE-7.1)");
+                    report.stale += 1;
                     continue;
                 }
                 let member_status = match object.value() {

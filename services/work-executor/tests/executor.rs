@@ -602,6 +602,7 @@ async fn report_work_status_validates_and_serves_pull_agents() {
         applied: true,
         health: v1::ResourceHealth::Healthy as i32,
         ready_replicas: 2,
+        observed_generation: work.metadata.as_ref().unwrap().generation,
         ..Default::default()
     };
     let report =
@@ -667,6 +668,18 @@ async fn report_work_status_validates_and_serves_pull_agents() {
             ),
             "status.observedGeneration",
         ),
+        // WE-7.1: a report that names no generation is refused, never stamped with the
+        // Work's current one
+        (
+            report(
+                Some(wkey("pull1", &name)),
+                Some(v1::WorkStatus {
+                    observed_generation: 0,
+                    ..ok_status.clone()
+                }),
+            ),
+            "status.observedGeneration",
+        ),
     ];
     for (req, field) in cases {
         let err = client.report_work_status(req).await.unwrap_err();
@@ -722,7 +735,7 @@ async fn report_work_status_validates_and_serves_pull_agents() {
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
 
-    // the agent's own report is stored (observedGeneration 0 = current)
+    // the agent's own report is stored, for the generation it names
     let mut req = tonic::Request::new(v1::ReportWorkStatusRequest {
         work_uid: work.metadata.as_ref().unwrap().uid.clone(),
         ..report(Some(wkey("pull1", &name)), Some(ok_status.clone()))

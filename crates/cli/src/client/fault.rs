@@ -104,6 +104,7 @@ pub async fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         .set_fault(v1::SetFaultRequest {
             mode: mode as i32,
             api_errors: None,
+            watch_delay_ms: 0,
         })
         .await
         .map_err(|s| {

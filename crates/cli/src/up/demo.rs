@@ -420,6 +420,7 @@ async fn set_fault(addr: std::net::SocketAddr, mode: v1::FaultMode) -> anyhow::R
         .set_fault(v1::SetFaultRequest {
             mode: mode as i32,
             api_errors: None,
+            watch_delay_ms: 0,
         })
         .await
         .with_context(|| format!("MemberSim.SetFault at {addr}"))?;

@@ -45,6 +45,43 @@ pub struct MemberState {
     pub deletes: Vec<v1::ObjectReference>,
     /// Lists of applied objects (status collection).
     pub status_calls: usize,
+    /// Per object: (manifest hash, pods ready, generation, resourceVersion) as last served.
+    pub versions: Versions,
+    /// The last resourceVersion handed out (one counter for all objects, like etcd's).
+    pub revision: u64,
+}
+
+/// Per object: (manifest hash, pods ready, generation, resourceVersion) as last served.
+pub type Versions = BTreeMap<(String, String, String), (u64, bool, i64, u64)>;
+
+/// The generation and resourceVersion of `m` served with `ready`, as a real API server moves
+/// them: the generation with every change of the spec (here: the manifest), the
+/// resourceVersion, from one rising counter, with every change at all (the pods' readiness
+/// included). Status collection skips objects whose resourceVersion it has already read, and
+/// takes no reading older than an apply's answer (WE-7.1).
+fn version_of(
+    versions: &mut Versions,
+    revision: &mut u64,
+    m: &Manifest,
+    ready: bool,
+) -> (i64, u64) {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&m.manifest, m.replicas).hash(&mut h);
+    let hash = h.finish();
+    let entry = versions.entry(id(&m.resource)).or_insert_with(|| {
+        *revision += 1;
+        (hash, ready, 1, *revision)
+    });
+    if entry.0 != hash {
+        *revision += 1;
+        *entry = (hash, ready, entry.2 + 1, *revision);
+    } else if entry.1 != ready {
+        *revision += 1;
+        entry.1 = ready;
+        entry.3 = *revision;
+    }
+    (entry.2, entry.3)
 }
 
 /// A scriptable in-process member API server.
@@ -131,23 +168,15 @@ impl FakeMember {
         self.with(|s| s.deletes.len())
     }
 
-    /// The object as an API server returns it, with a Deployment-like status.
-    fn object_of(m: &Manifest, ready: bool) -> Value {
+    /// The object as an API server returns it, with a Deployment-like status (its
+    /// controller observes every generation at once).
+    fn object_of(m: &Manifest, ready: bool, (generation, revision): (i64, u64)) -> Value {
         let mut object: Value = serde_json::from_str(&m.manifest).unwrap_or(json!({}));
         let ready_replicas = if ready { m.replicas } else { 0 };
-        object["metadata"]["generation"] = json!(1);
-        // as on a real API server, the resourceVersion moves whenever the object does (its
-        // manifest, or its status with the pods' readiness): status collection skips the
-        // objects whose resourceVersion it has already read
-        let revision = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (&m.manifest, m.replicas, ready).hash(&mut h);
-            h.finish()
-        };
+        object["metadata"]["generation"] = json!(generation);
         object["metadata"]["resourceVersion"] = json!(revision.to_string());
         if m.resource.kind == "Deployment" {
-            object["status"] = json!({"observedGeneration": 1, "replicas": m.replicas,
+            object["status"] = json!({"observedGeneration": generation, "replicas": m.replicas,
                 "updatedReplicas": m.replicas, "readyReplicas": ready_replicas,
                 "availableReplicas": ready_replicas});
         }
@@ -223,13 +252,15 @@ impl FakeMember {
                 let object = me.with(|s| {
                     s.applies.push(m.clone());
                     s.manifests.insert(id(&resource), m.clone());
-                    Self::object_of(&m, s.pods_ready)
+                    let v = version_of(&mut s.versions, &mut s.revision, &m, s.pods_ready);
+                    Self::object_of(&m, s.pods_ready, v)
                 });
                 json_answer(StatusCode::OK, &object)
             }
             (Method::DELETE, Some(_)) => {
                 let deleted = me.with(|s| {
                     s.deletes.push(resource.clone());
+                    s.versions.remove(&id(&resource));
                     s.manifests.remove(&id(&resource)).is_some()
                 });
                 if deleted {
@@ -243,9 +274,9 @@ impl FakeMember {
             }
             (Method::GET, Some(_)) => me
                 .with(|s| {
-                    s.manifests
-                        .get(&id(&resource))
-                        .map(|m| Self::object_of(m, s.pods_ready))
+                    let m = s.manifests.get(&id(&resource))?.clone();
+                    let v = version_of(&mut s.versions, &mut s.revision, &m, s.pods_ready);
+                    Some(Self::object_of(&m, s.pods_ready, v))
                 })
                 .map_or_else(
                     || failure(StatusCode::NOT_FOUND, "NotFound"),
@@ -254,10 +285,20 @@ impl FakeMember {
             (Method::GET, None) => {
                 let items: Vec<Value> = me.with(|s| {
                     s.status_calls += 1;
-                    s.manifests
+                    let MemberState {
+                        manifests,
+                        versions,
+                        revision,
+                        pods_ready,
+                        ..
+                    } = s;
+                    manifests
                         .values()
                         .filter(|m| m.resource.kind == kind && m.resource.api_version == gv)
-                        .map(|m| Self::object_of(m, s.pods_ready))
+                        .map(|m| {
+                            let v = version_of(versions, revision, m, *pods_ready);
+                            Self::object_of(m, *pods_ready, v)
+                        })
                         .collect()
                 });
                 json_answer(
