@@ -25,6 +25,10 @@
 //!   grace period elapsed on the recorder's clock, or every target of the version it was
 //!   removed from reported Healthy for that version's generation (or, WE-8.6, the removing
 //!   version itself says so for its own generation, over the same targets);
+//! - **I1b** a Work status says Healthy for the Work's current generation only with at least
+//!   the Work's replicas ready (a reading of the member from before the apply, stamped with the
+//!   new generation, once said Healthy with 3 of 4); and a task that ends on the replacement's
+//!   health ends only while each target's Work is so backed (`unbacked_health`);
 //! - **I12** an eviction from a cluster happens no earlier than the first moment the recorder
 //!   saw the NoExecute taint that caused it, plus the binding's toleration of it;
 //! - **I3** at the end: every target, task and `requiredBy` cluster of a live binding has a
@@ -392,6 +396,33 @@ fn ended_with_proof(prev: &v1::ResourceBinding, b: &v1::ResourceBinding) -> bool
     targets(prev) == targets(b) && replacement_healthy(b)
 }
 
+/// I1b: `Some(what)` when `w`'s status says Healthy for the Work's current generation with
+/// fewer ready replicas than the Work asks for. Only for the kinds whose health means their
+/// replicas are available (`apps/v1` Deployment, StatefulSet, ReplicaSet: IN-3); a Job's
+/// `parallelism` is not a count of ready pods.
+fn unbacked_health(w: &v1::Work) -> Option<String> {
+    let spec = w.spec.as_ref()?;
+    let resource = spec.resource.as_ref()?;
+    let counted = resource.api_version == "apps/v1"
+        && matches!(
+            resource.kind.as_str(),
+            "Deployment" | "StatefulSet" | "ReplicaSet"
+        );
+    let replicas = spec.replicas?;
+    let status = w.status.as_ref()?;
+    let generation = w.metadata.as_ref().map_or(0, |m| m.generation);
+    (counted
+        && status.observed_generation == generation
+        && status.health == v1::ResourceHealth::Healthy as i32
+        && status.ready_replicas < replicas)
+        .then(|| {
+            format!(
+                "says Healthy for generation {generation} with {} of its {replicas} replicas ready",
+                status.ready_replicas
+            )
+        })
+}
+
 fn ready(c: &v1::Cluster) -> Option<i32> {
     c.status.as_ref().and_then(|s| {
         s.conditions
@@ -610,7 +641,7 @@ fn check_shards(history: &[Entry], service: &str, shards: u32, report: &mut Repo
 /// Replays `history` and checks the invariants (see the module docs).
 pub fn check(history: &[Entry], expect: &Expect) -> Report {
     let mut report = Report {
-        checked: vec!["I1", "I4", "I5", "I11", "I12"],
+        checked: vec!["I1", "I1b", "I4", "I5", "I11", "I12"],
         ..Default::default()
     };
     if !expect.healthy_members.is_empty() {
@@ -767,6 +798,35 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                             || timed_out
                             || replacement_healthy(prev)
                             || ended_with_proof(prev, b);
+                        let by_health = !t.contains(&gone.from_cluster)
+                            && gone.suppress_deletion != Some(false)
+                            && !timed_out
+                            && (replacement_healthy(prev) || ended_with_proof(prev, b));
+                        if by_health {
+                            // I1b: the health it ended on is backed by ready replicas
+                            for cluster in targets(b) {
+                                let unbacked = works.values().find_map(|w| {
+                                    (work_binding(w).as_deref() == Some(e.key.as_str())
+                                        && work_cluster(w) == cluster
+                                        && !deleting(w.metadata.as_ref()))
+                                    .then(|| unbacked_health(w))
+                                    .flatten()
+                                });
+                                if let Some(what) = unbacked {
+                                    violation(
+                                        &mut report,
+                                        "I1b",
+                                        &e.key,
+                                        e.revision,
+                                        format!(
+                                            "the eviction task for {} ended on the health of \
+                                             {cluster}, whose Work {what}",
+                                            gone.from_cluster
+                                        ),
+                                    );
+                                }
+                            }
+                        }
                         if !justified {
                             violation(
                                 &mut report,
@@ -796,6 +856,15 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                 bindings.insert(e.key.clone(), (**b).clone());
             }
             Change::Work(w) => {
+                if let Some(what) = unbacked_health(w) {
+                    violation(
+                        &mut report,
+                        "I1b",
+                        &e.key,
+                        e.revision,
+                        format!("the Work {what}"),
+                    );
+                }
                 let newly_deleting = deleting(w.metadata.as_ref())
                     && !works
                         .get(&e.key)

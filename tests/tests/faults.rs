@@ -22,6 +22,7 @@
 //! | `f11_member_api_errors` | F11: the member's API fails, conflicts, loses replies | the Work says so; applied in the end; nothing created twice; I3 |
 //! | `f6_clock_skew`        | F6: the taint-manager's wall clock minutes off (libfaketime) | no eviction before the toleration on the test's clock (I12); the task ends (I6); I3 |
 //! | `f8_replacement_never_healthy` | F8: the replacement never turns healthy (pods never Ready, status unreadable) or there is none | the old copy goes at the grace period, not before (I1, I5); with no replacement it stays and the cluster is scheduled again (A6); no task outlives its grace (I6) |
+//! | `pull_member_scaled_up_in_a_failover` | a Pull member's watch delivers events 0.4–1.5 s late while a failover scales its workload up (WE-7.1) | no Work is Healthy for a generation with fewer ready replicas than it asks, and no task ends on such health (I1b); the failover completes; I3 |
 //! | `f1_etcd_member_lost_mid_failover` | one of three etcd members SIGKILLed mid-failover | the failover completes; no API call fails meanwhile; I9 for the healthy members, I3 |
 //! | `f1_etcd_member_name_gone_mid_failover` | the same, members reached by host name and the lost one's name gone (as in compose) | the same |
 //! | `f1_a_killed_member_that_refuses_connections_is_taken_out_of_use` | one of three etcd members SIGKILLed, requests going on | the client takes the member out of its balancer |
@@ -1024,6 +1025,73 @@ async fn f8_replacement_never_healthy() {
             &stack,
             recorder,
             "f8_replacement_never_healthy",
+            seed,
+            &faults,
+            &expect,
+        )
+        .await;
+    }
+}
+
+/// WE-7.1 on the history: a failover moves replicas onto a Pull member whose watch delivers
+/// events late (a loaded API server), so its agent's watch cache still holds the Deployment
+/// of before each scale-up when it applies it. No Work may say Healthy for its generation with
+/// fewer ready replicas than it asks for, and no eviction task may end on such health (I1b).
+/// The old agent failed this on every seed: it reported the cached pre-apply object, Healthy
+/// with 2 of 3 ready, stamped with the new generation, and the task ended on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_member_scaled_up_in_a_failover() {
+    for seed in seeds() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (mut stack, recorder) = recorded(EtcdServer::start().await, Timers::fast()).await;
+        let startup = format!("--pod-startup-delay={}ms", rng.random_range(300..1500));
+        for m in ["member1", "member2"] {
+            stack.start_member(m, &[startup.as_str()]).await;
+        }
+        stack
+            .start_pull_member("member3", &[startup.as_str()])
+            .await;
+        let api = api_client(&stack).await;
+        stack
+            .create_push_clusters(&api, &["member1", "member2"])
+            .await;
+        flotilla_tests::create_pull_cluster(&api, "member3").await;
+        let all = ["member1", "member2", "member3"];
+        wait_clusters_ready(&api, &all, T).await;
+        create_nginx(&api, nginx_policy(divided_on(&all), None)).await;
+        // 6 replicas: 2 on each; after member1 fails, 3 on each of the others
+        scale_nginx(&api, 3, 6).await;
+        healthy_on(&api, &all).await;
+
+        let watch_delay = rng.random_range(400..1500);
+        member_control(&stack, "member3")
+            .await
+            .set_fault(v1::SetFaultRequest {
+                mode: v1::FaultMode::Healthy as i32,
+                api_errors: None,
+                watch_delay_ms: watch_delay,
+            })
+            .await
+            .unwrap();
+        set_fault(&stack.members["member1"], v1::FaultMode::Unreachable).await;
+        healthy_on(&api, &["member2", "member3"]).await;
+        let works = flotilla_tests::list_works(&api).await;
+        let on_member3 = works
+            .iter()
+            .find(|w| w.spec.as_ref().is_some_and(|s| s.cluster == "member3"))
+            .and_then(|w| w.spec.as_ref()?.replicas);
+        assert_eq!(on_member3, Some(3), "the failover scaled member3 up");
+        let faults = vec![
+            format!(
+                "member3 (Pull) delivers watch events {watch_delay} ms late; pods start after {startup}"
+            ),
+            "member1 unreachable: its 2 replicas move to member2 and member3".to_owned(),
+        ];
+        let expect = failover_onto(&["member2", "member3"]);
+        verdict(
+            &stack,
+            recorder,
+            "pull_member_scaled_up_in_a_failover",
             seed,
             &faults,
             &expect,

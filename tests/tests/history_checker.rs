@@ -290,6 +290,85 @@ fn i5_a_task_removed_for_a_legitimate_reason_is_not_a_violation() {
     );
 }
 
+/// `cluster`'s Work of an apps/v1 Deployment of `replicas` at `generation`, whose status says
+/// `health` for `observed` with `ready` replicas ready.
+fn reported(
+    cluster: &str,
+    generation: i64,
+    replicas: i32,
+    observed: i64,
+    health: v1::ResourceHealth,
+    ready: i32,
+) -> v1::Work {
+    let mut w = work(cluster, false);
+    w.metadata.as_mut().unwrap().generation = generation;
+    let spec = w.spec.as_mut().unwrap();
+    spec.replicas = Some(replicas);
+    spec.resource = Some(v1::ObjectReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        namespace: "default".into(),
+        name: "nginx".into(),
+        ..Default::default()
+    });
+    w.status = Some(v1::WorkStatus {
+        applied: true,
+        observed_generation: observed,
+        health: health as i32,
+        ready_replicas: ready,
+        ..Default::default()
+    });
+    w
+}
+
+/// I1b: a Work status that says Healthy for its generation with fewer ready replicas than the
+/// Work asks for is found, and so is the task removal that trusted it (the Pull agent once
+/// reported its watch cache's pre-apply object this way); the same history with the replicas
+/// ready, or with the Healthy report for the older generation, is fine.
+#[test]
+fn i1b_health_without_the_ready_replicas_behind_it_is_found() {
+    use v1::ResourceHealth::{Healthy, Unhealthy};
+    let before = || healthy(binding(2, &[("member2", 3)], &["member1"], 5));
+    let after = || binding(2, &[("member2", 3)], &[], 5);
+    let run = |w: v1::Work| {
+        let mut h = eviction_at(secs(5));
+        h.work(secs(6), w);
+        h.binding(secs(6) + Duration::from_millis(100), before());
+        h.binding(secs(8), after());
+        h.check(&grace(10))
+    };
+    // the bug: generation 2 (3 replicas) reported Healthy with the 2 ready of generation 1
+    let r = run(reported("member2", 2, 3, 2, Healthy, 2));
+    assert_eq!(
+        found(&r, "I1b"),
+        2,
+        "the status and the removal: {:?}",
+        r.violations
+    );
+    assert!(r.checked.contains(&"I1b"));
+    // backed: all 3 ready
+    let r = run(reported("member2", 2, 3, 2, Healthy, 3));
+    assert_eq!(found(&r, "I1b"), 0, "{:?}", r.violations);
+    // not yet ready and saying so
+    let r = run(reported("member2", 2, 3, 2, Unhealthy, 2));
+    assert_eq!(found(&r, "I1b"), 0, "{:?}", r.violations);
+    // Healthy for the older generation: not a claim about generation 2
+    let r = run(reported("member2", 2, 3, 1, Healthy, 2));
+    assert_eq!(found(&r, "I1b"), 0, "{:?}", r.violations);
+    // a kind whose replicas are no ready count (a Job's parallelism) is not judged
+    let mut job = reported("member2", 2, 3, 2, Healthy, 0);
+    job.spec.as_mut().unwrap().resource.as_mut().unwrap().kind = "Job".into();
+    job.spec
+        .as_mut()
+        .unwrap()
+        .resource
+        .as_mut()
+        .unwrap()
+        .api_version = "batch/v1".into();
+    let r = run(job);
+    assert_eq!(found(&r, "I1b"), 0, "{:?}", r.violations);
+}
+
 #[test]
 fn i1_a_work_deleted_while_its_task_keeps_it_is_found() {
     let mut h = eviction_at(secs(5));
