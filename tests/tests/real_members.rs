@@ -1353,3 +1353,87 @@ async fn failed_over(api: &flotilla_tests::ApiClient, name: &str, to: (&str, i32
     })
     .await;
 }
+
+/// WE-7.1 on REAL API servers: a failover scales a Deployment up on a Pull member whose watch
+/// events member-sim's proxy holds back (1.2 s), so the agent's watch cache still holds the
+/// Deployment of before each apply. The real Deployment controller writes its status; the
+/// history must show no Work Healthy for its generation with fewer ready replicas than it
+/// asks, and no task ended on such health (I1b), and the failover completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn we_7_1_a_pull_member_scaled_up_in_a_failover_reports_no_stale_health() {
+    let (stack, recorder, etcd_endpoints) = real_stack().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (m1, m2, m3) = tokio::join!(
+        RealMember::start(d, "member1", &etcd_endpoints, 1, 20, "1500ms"),
+        RealMember::start(d, "member2", &etcd_endpoints, 1, 20, "1500ms"),
+        RealMember::start(d, "member3", &etcd_endpoints, 1, 20, "1500ms"),
+    );
+    let api = api_client(&stack).await;
+    readme_join(&stack, d, &m1).await;
+    readme_join(&stack, d, &m2).await;
+    let agent = readme_pull(&stack, d, &m3).await;
+    let all = ["member1", "member2", "member3"];
+    wait_clusters_ready(&api, &all, T).await;
+    let weights = [("member1", 1), ("member2", 1), ("member3", 1)];
+    apply(
+        &stack,
+        d,
+        "scaled.yaml",
+        &flotilla_tests::weighted_yaml("scaled", &weights, ""),
+    )
+    .await;
+    let settled = |want: Vec<(String, i32)>| {
+        let api = api.clone();
+        async move {
+            let b = get_binding(&api, "default", "scaled-deployment").await?;
+            (targets(&b) == want && binding_healthy(&b) && tasks(&b).is_empty()).then_some(())
+        }
+    };
+    let spread = |w: &[(&str, i32)]| -> Vec<(String, i32)> {
+        w.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect()
+    };
+    let start = spread(&[("member1", 2), ("member2", 2), ("member3", 2)]);
+    eventually(T, "scaled at 2:2:2, healthy", || settled(start.clone())).await;
+
+    flotilla_tests::control_client(&m3.control_addr)
+        .await
+        .set_fault(v1::SetFaultRequest {
+            mode: v1::FaultMode::Healthy as i32,
+            api_errors: None,
+            watch_delay_ms: 1200,
+        })
+        .await
+        .unwrap();
+    set_fault_at(&m1.control_addr, v1::FaultMode::Unreachable).await;
+    let end = spread(&[("member2", 3), ("member3", 3)]);
+    eventually(
+        T,
+        "scaled at 3:3 on member2 and member3, healthy, no task",
+        || settled(end.clone()),
+    )
+    .await;
+    let on_member3 = m3
+        .get_json(&["deployment", "scaled", "-n", "default"])
+        .await
+        .expect("the Deployment on member3");
+    assert_eq!(on_member3["spec"]["replicas"], 3, "member3 was scaled up");
+    assert!(
+        agent.log().contains("watching works"),
+        "the agent served member3: {}",
+        agent.log()
+    );
+    let expect = history::Expect {
+        healthy_members: vec!["member2".into(), "member3".into()],
+        converged: true,
+        ..Default::default()
+    };
+    let faults = [
+        "member3 (Pull) watch events held 1.2 s by its proxy".to_owned(),
+        "member1 unreachable: its replicas move to member2 and member3".to_owned(),
+    ];
+    stack
+        .verdict(recorder, "real_members pull scale-up", 0, &faults, &expect)
+        .await;
+    drop((m1, m2, m3, agent));
+}
