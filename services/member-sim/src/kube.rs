@@ -443,6 +443,8 @@ struct WatchState {
     sent: HashMap<String, Value>,
     /// Send the current objects as ADDED first.
     initial: bool,
+    /// The `resourceVersion` the watch starts from: objects written after it are sent first.
+    since: Option<u64>,
     first: bool,
     deadline: tokio::time::Instant,
 }
@@ -457,14 +459,8 @@ fn identity(object: &Value) -> String {
     format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
 }
 
-/// One watch event line, `type` first as the API server writes it.
-fn event_line(type_: &str, object: &Value) -> String {
-    format!("{{\"type\":\"{type_}\",\"object\":{object}}}\n")
-}
-
-/// The changes since the last call: ADDED, MODIFIED (any change of the object, its status
-/// included) and DELETED, as watch lines.
-fn watch_events(st: &mut WatchState) -> String {
+/// The objects the watch covers now, by `namespace/name`.
+fn current(st: &WatchState) -> HashMap<String, Value> {
     let target = Target {
         group_version: st.scope.group_version.clone(),
         namespace: st.scope.namespace.as_deref(),
@@ -473,11 +469,22 @@ fn watch_events(st: &mut WatchState) -> String {
         namespaced: true,
         name: None,
     };
-    let now: HashMap<String, Value> = objects(&st.sim, &target)
+    objects(&st.sim, &target)
         .into_iter()
         .filter(|o| selects(&st.scope.selector, o))
         .map(|o| (identity(&o), o))
-        .collect();
+        .collect()
+}
+
+/// One watch event line, `type` first as the API server writes it.
+fn event_line(type_: &str, object: &Value) -> String {
+    format!("{{\"type\":\"{type_}\",\"object\":{object}}}\n")
+}
+
+/// The changes since the last call: ADDED, MODIFIED (any change of the object, its status
+/// included) and DELETED, as watch lines.
+fn watch_events(st: &mut WatchState) -> String {
+    let now = current(st);
     let mut out = String::new();
     let mut keys: Vec<&String> = now.keys().collect();
     keys.sort();
@@ -500,7 +507,11 @@ fn watch_events(st: &mut WatchState) -> String {
 
 /// `GET …?watch=true`: a stream of watch events (one JSON object per line), as the Kubernetes
 /// API sends them. Without a `resourceVersion` (or with `0`) the current objects come first as
-/// ADDED; with one, only what changes afterwards. Changes are noticed when the member changes
+/// ADDED; with one, what changed after it: objects written since that version come first (as
+/// ADDED: which of them the client had is not known), then every later change. As on a real
+/// API server, a change between a list and the watch that follows it is not lost. (Deviation:
+/// an object deleted between that version and the watch's start is not reported; a real API
+/// server sends its DELETED from its history.) Changes are noticed when the member changes
 /// (an apply, a delete) and when a pod turns Ready. The stream ends after `timeoutSeconds`.
 fn watch(sim: Arc<Sim>, target: &Target<'_>, query: &HashMap<String, String>) -> Response {
     let selector = match query.get("labelSelector").map(|s| parse_selector(s)) {
@@ -515,6 +526,10 @@ fn watch(sim: Arc<Sim>, target: &Target<'_>, query: &HashMap<String, String>) ->
     let initial = query
         .get("resourceVersion")
         .is_none_or(|rv| rv.is_empty() || rv == "0");
+    let since = query
+        .get("resourceVersion")
+        .and_then(|rv| rv.parse::<u64>().ok())
+        .filter(|rv| *rv > 0);
     let scope = WatchScope {
         group_version: target.group_version.clone(),
         namespace: target.namespace.map(str::to_owned),
@@ -528,6 +543,7 @@ fn watch(sim: Arc<Sim>, target: &Target<'_>, query: &HashMap<String, String>) ->
         changes,
         sent: HashMap::new(),
         initial,
+        since,
         first: true,
         deadline: tokio::time::Instant::now() + timeout,
     };
@@ -535,8 +551,24 @@ fn watch(sim: Arc<Sim>, target: &Target<'_>, query: &HashMap<String, String>) ->
         loop {
             if st.first {
                 st.first = false;
+                if let Some(since) = st.since {
+                    // what the client has: the objects as they were at `since`
+                    st.sent = current(&st)
+                        .into_iter()
+                        .filter(|(_, o)| {
+                            o.pointer("/metadata/resourceVersion")
+                                .and_then(Value::as_str)
+                                .and_then(|rv| rv.parse::<u64>().ok())
+                                .is_some_and(|rv| rv <= since)
+                        })
+                        .collect();
+                }
                 let lines = watch_events(&mut st);
-                if st.initial && !lines.is_empty() {
+                if (st.initial || st.since.is_some()) && !lines.is_empty() {
+                    let delay = st.sim.watch_delay();
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
                     return Some((Ok::<_, std::convert::Infallible>(lines), st));
                 }
                 continue;

@@ -841,3 +841,83 @@ async fn f11_api_errors_fail_calls_as_told_and_creates_are_counted() {
     );
     r.stop().await;
 }
+
+/// SetFault's watch delay (WE-7.1's scenarios): a watch event reaches its client that much
+/// after the change while a get answers at once; a delay past 60 s is refused, and a refused
+/// SetFault changes nothing.
+#[tokio::test]
+async fn a_watch_delay_holds_the_events_and_not_the_reads() {
+    let r = Running::start(10, Duration::from_millis(50)).await;
+    let mut c = r.client().await;
+    let k = kube(r.addr);
+    let refused = c
+        .set_fault(v1::SetFaultRequest {
+            watch_delay_ms: 60_001,
+            ..fault(v1::FaultMode::Unhealthy)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+    assert!(refused.message().starts_with("watch_delay_ms"), "{refused}");
+    assert_eq!(r.sim.watch_delay(), Duration::ZERO);
+    assert_eq!(r.sim.probe().1, 200, "the refused call set no fault either");
+
+    c.set_fault(v1::SetFaultRequest {
+        watch_delay_ms: 800,
+        ..fault(v1::FaultMode::Healthy)
+    })
+    .await
+    .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let _watch = k.watch_managed("apps/v1", "Deployment", tx).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+    assert_eq!(first.unwrap(), Some(None), "the first list");
+    let applied_at = tokio::time::Instant::now();
+    k.apply(&deployment("web", 1)).await.unwrap();
+    assert!(
+        k.get(&deployment_ref("web")).await.unwrap().is_some(),
+        "a get answers at once"
+    );
+    let event = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(event, Some(deployment_ref("web")));
+    let late = applied_at.elapsed();
+    assert!(
+        late >= Duration::from_millis(750),
+        "the event came after {late:?}"
+    );
+}
+
+/// A watch from a list's `resourceVersion` gets what changed after that version, as a real
+/// API server sends it: a change between the list and the watch is not lost (member-sim used
+/// to send only what changed after the watch began, so a client's cache could miss an apply
+/// made in between until its next re-list).
+#[tokio::test]
+async fn a_watch_from_a_resource_version_sends_the_changes_since() {
+    // pods never start: no status change moves "before" meanwhile
+    let r = Running::start(10, Duration::from_secs(3600)).await;
+    let k = kube(r.addr);
+    k.apply(&deployment("before", 1)).await.unwrap();
+    let (code, list) = http_get(r.addr, "/apis/apps/v1/deployments").await.unwrap();
+    assert_eq!(code, 200, "{list}");
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    k.apply(&deployment("between", 1)).await.unwrap();
+    let (code, events) = http_get(
+        r.addr,
+        &format!("/apis/apps/v1/deployments?watch=1&resourceVersion={rv}&timeoutSeconds=1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{events}");
+    assert!(events.contains("\"name\":\"between\""), "{events}");
+    assert!(
+        !events.contains("\"name\":\"before\""),
+        "the client has what it listed: {events}"
+    );
+}

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use flotilla_proto::Resource as _;
 use flotilla_proto::v1;
 use flotilla_store::typed::Typed;
 use flotilla_store::{MemStore, StoreRef};
@@ -50,6 +51,57 @@ async fn converged_with(store: StoreRef, config: Config) -> (Running, FakeMember
 
 fn mem() -> StoreRef {
     Arc::new(MemStore::new())
+}
+
+/// WE-7.1 for Push members: a status collection list that lags behind an apply (served from
+/// a cache of before it) says nothing about the applied generation. member2 is scaled from 2
+/// to 4 replicas while its lists still answer the old object, Healthy with 2 ready: the Work
+/// must never say Healthy for the new generation with 2 ready; once the lists catch up and the
+/// pods are ready, it says Healthy with 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn we_7_1_a_list_older_than_the_apply_is_not_the_new_generations_status() {
+    let (run, m1, m2) = converged(mem()).await;
+    m1.with(|s| s.pods_ready = true);
+    m2.with(|s| s.pods_ready = true);
+    run.until_healthy("healthy at 1:2").await;
+    let key = work_key("member2", "nginx");
+    m2.freeze_lists();
+    m2.with(|s| s.pods_ready = false);
+    run.retarget(&[("member1", 1), ("member2", 4)]).await;
+    let applied = eventually("member2's Work applied at 4 replicas", WAIT, || async {
+        run.work(&key)
+            .await
+            .filter(|w| manifest_replicas(w) == 4 && applied(w))
+    })
+    .await;
+    let status = applied.status.clone().unwrap();
+    assert!(
+        status.member_generation >= 2 && !status.member_resource_version.is_empty(),
+        "the apply's answer is recorded: {status:?}"
+    );
+    // many status collection periods (100 ms) with the lagging list
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let w = run.work(&key).await.unwrap();
+        let s = w.status.clone().unwrap();
+        assert!(
+            !(s.observed_generation == w.generation()
+                && s.health == v1::ResourceHealth::Healthy as i32
+                && s.ready_replicas < 4),
+            "generation {} of 4 replicas taken as Healthy with {} ready from a list older than \
+             its apply",
+            w.generation(),
+            s.ready_replicas
+        );
+    }
+    m2.thaw_lists();
+    m2.with(|s| s.pods_ready = true);
+    eventually("member2 Healthy with 4 ready", WAIT, || async {
+        let w = run.work(&key).await?;
+        let s = w.status?;
+        (s.health == v1::ResourceHealth::Healthy as i32 && s.ready_replicas == 4).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

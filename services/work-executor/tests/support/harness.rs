@@ -49,6 +49,9 @@ pub struct MemberState {
     pub versions: Versions,
     /// The last resourceVersion handed out (one counter for all objects, like etcd's).
     pub revision: u64,
+    /// While set, lists answer these objects (as they were when [`FakeMember::freeze_lists`]
+    /// took them): a lagging list, served from a cache behind the applies.
+    pub frozen_list: Option<Vec<Value>>,
 }
 
 /// Per object: (manifest hash, pods ready, generation, resourceVersion) as last served.
@@ -158,6 +161,33 @@ impl FakeMember {
                 .find(|m| m.resource.name == name)
                 .map(|m| m.replicas)
         })
+    }
+
+    /// From now on lists answer the objects as they are now, whatever is applied later,
+    /// until [`FakeMember::thaw_lists`].
+    pub fn freeze_lists(&self) {
+        self.with(|s| {
+            let MemberState {
+                manifests,
+                versions,
+                revision,
+                pods_ready,
+                ..
+            } = s;
+            let objects = manifests
+                .values()
+                .map(|m| {
+                    let v = version_of(versions, revision, m, *pods_ready);
+                    Self::object_of(m, *pods_ready, v)
+                })
+                .collect();
+            s.frozen_list = Some(objects);
+        });
+    }
+
+    /// Lists answer the current objects again.
+    pub fn thaw_lists(&self) {
+        self.with(|s| s.frozen_list = None);
     }
 
     pub fn applies(&self) -> usize {
@@ -285,6 +315,13 @@ impl FakeMember {
             (Method::GET, None) => {
                 let items: Vec<Value> = me.with(|s| {
                     s.status_calls += 1;
+                    if let Some(frozen) = &s.frozen_list {
+                        return frozen
+                            .iter()
+                            .filter(|o| o["kind"] == kind && o["apiVersion"] == gv.as_str())
+                            .cloned()
+                            .collect();
+                    }
                     let MemberState {
                         manifests,
                         versions,
