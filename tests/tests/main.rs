@@ -15,6 +15,7 @@ mod faults;
 mod grpcurl;
 mod history_checker;
 mod interpreter;
+mod kube_api;
 mod kubectl;
 mod least_privilege;
 mod no_replacement;

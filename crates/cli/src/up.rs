@@ -6,7 +6,8 @@
 //! ```text
 //!   ports (--base-port B, default 7400):
 //!     B+0 api   B+1 cluster-health   B+2 taint-manager   B+3 scheduler
-//!     B+4 graceful-eviction   B+5 work-executor
+//!     B+4 graceful-eviction   B+5 work-executor   B+6 the Kubernetes API (kubectl; plain
+//!     HTTP on loopback, docs/kubernetes-api.md)
 //!     B+11 … B+19 member1 … member9, then B+30, B+31, … for member10 onwards
 //!     B+20 … B+25 admin (/metrics, /livez, /readyz) of the six services, in the same order
 //! ```
@@ -350,7 +351,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         let problems = suite.stop(Duration::from_secs(10)).await;
         return Err(e.context(problems.join("; ")));
     }
-    print_table(&suite, &args, &effective, log_file.as_deref());
+    let kube = ports.at(6);
+    let gateway = match start_gateway(&suite, kube, &shutdown).await {
+        Ok(task) => task,
+        Err(e) => {
+            let problems = suite.stop(Duration::from_secs(10)).await;
+            return Err(e.context(problems.join("; ")));
+        }
+    };
+    print_table(&suite, &args, &effective, log_file.as_deref(), kube);
 
     let mut code = ExitCode::SUCCESS;
     if args.demo {
@@ -380,6 +389,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     }
     logging::quiet();
     println!("Stopping…");
+    shutdown.trigger();
+    let _ = tokio::time::timeout(Duration::from_secs(5), gateway).await;
     let problems = suite.stop(Duration::from_secs(15)).await;
     for p in &problems {
         eprintln!("warning: {p}");
@@ -387,6 +398,31 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     flotilla_runtime::telemetry::shutdown_tracing(Duration::from_secs(5));
     println!("Stopped.");
     Ok(code)
+}
+
+/// Serves the Kubernetes API gateway on `addr` over the suite's api until `shutdown`.
+async fn start_gateway(
+    suite: &Suite,
+    addr: SocketAddr,
+    shutdown: &Shutdown,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let api = suite
+        .addr(Service::API)
+        .context("the suite has no api address")?;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{api}"))
+        .context("the api's address")?
+        .connect_lazy();
+    let client = flotilla_proto::v1::api_client::ApiClient::new(channel);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the Kubernetes API on {addr}"))?;
+    let stop = shutdown.clone();
+    Ok(tokio::spawn(async move {
+        let stopped = async move { stop.triggered().await };
+        if let Err(error) = flotilla_kube::gateway::serve(listener, client, stopped).await {
+            tracing::error!(%error, "the Kubernetes API gateway stopped");
+        }
+    }))
 }
 
 /// Runs until Ctrl-C/SIGTERM (success) or until a part of the suite fails.
@@ -405,6 +441,7 @@ fn print_table(
     args: &UpFlags,
     effective: &Effective,
     log_file: Option<&std::path::Path>,
+    kube: SocketAddr,
 ) {
     let dash = |a: Option<SocketAddr>| a.map_or_else(|| "-".to_owned(), |a| a.to_string());
     let mut out = String::new();
@@ -465,6 +502,10 @@ fn print_table(
         .map_or_else(String::new, |a| a.to_string());
     out.push_str(&format!(
         "  try:    flotilla get clusters --server {api}   ·   grpcurl -plaintext {api} list\n"
+    ));
+    out.push_str(&format!(
+        "          kubectl --server http://{kube} get clusters,pp,rb   (the Kubernetes API: \
+         get, list, watch)\n"
     ));
     println!("{out}");
 }

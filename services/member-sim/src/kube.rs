@@ -34,6 +34,8 @@ use flotilla_core::resource::{Scope, scope_of};
 use flotilla_proto::v1;
 use serde_json::{Value, json};
 
+use flotilla_kube::http::{self as k, Served};
+
 use crate::sim::{API_ENABLEMENTS, ApiCall, InjectedError, Sim};
 
 /// The Kubernetes version member-sim answers as.
@@ -66,18 +68,7 @@ fn ok(body: &Value) -> Response {
 
 /// A Kubernetes `Status` failure.
 fn failure(code: StatusCode, reason: &str, message: String) -> Response {
-    reply(
-        code,
-        &json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "code": code.as_u16(),
-        }),
-    )
+    reply(code, &k::status(code.as_u16(), reason, &message))
 }
 
 fn not_found(what: String) -> Response {
@@ -90,37 +81,22 @@ fn not_found(what: String) -> Response {
 
 async fn version() -> Response {
     let (major, minor) = KUBERNETES_VERSION;
-    ok(&json!({
-        "major": major,
-        "minor": minor,
-        "gitVersion": format!("v{major}.{minor}.0-flotilla-member-sim"),
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "go1.24",
-        "compiler": "gc",
-        "platform": "linux/amd64",
-    }))
+    ok(&k::version(
+        major,
+        minor,
+        &format!("v{major}.{minor}.0-flotilla-member-sim"),
+    ))
 }
 
 fn api_versions() -> Response {
-    ok(&json!({
-        "kind": "APIVersions",
-        "versions": ["v1"],
-        "serverAddressByClientCIDRs": [],
-    }))
+    ok(&k::api_versions())
 }
 
-/// One resource the member serves.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Served {
-    plural: String,
-    kind: String,
-    namespaced: bool,
-    /// `kubectl get deploy`: the short names a real API server lists in discovery.
-    short_names: Vec<String>,
-    /// `kubectl get all`: the categories it belongs to.
-    categories: Vec<String>,
+/// The verbs member-sim serves on every resource.
+fn verbs() -> Vec<String> {
+    ["get", "list", "watch", "patch", "delete"]
+        .map(str::to_owned)
+        .to_vec()
 }
 
 /// The short names and categories a real kube-apiserver lists for the built-in resources
@@ -180,6 +156,7 @@ fn custom_resources(sim: &Sim) -> Vec<(String, Served)> {
             namespaced: s("/spec/scope") != "Cluster",
             short_names: strings_at(&crd, "/spec/names/shortNames"),
             categories: strings_at(&crd, "/spec/names/categories"),
+            verbs: verbs(),
         };
         for v in crd
             .pointer("/spec/versions")
@@ -212,15 +189,7 @@ fn group_versions(sim: &Sim) -> Vec<String> {
 }
 
 fn api_groups(sim: &Sim) -> Response {
-    let groups: Vec<Value> = group_versions(sim)
-        .iter()
-        .filter_map(|gv| gv.split_once('/'))
-        .map(|(group, version)| {
-            let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-            json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
-        })
-        .collect();
-    ok(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+    ok(&k::api_groups(&group_versions(sim)))
 }
 
 /// The resources of `group_version` (`v1`, `apps/v1`, a CRD's), `None` when it is not served.
@@ -237,6 +206,7 @@ fn resources(sim: &Sim, group_version: &str) -> Option<Vec<Served>> {
                         namespaced: scope_of(group_version, kind) == Scope::Namespaced,
                         short_names: owned(short_names),
                         categories: owned(categories),
+                        verbs: verbs(),
                     }
                 })
                 .collect(),
@@ -254,32 +224,7 @@ fn resource_list(sim: &Sim, group_version: &str) -> Response {
     let Some(list) = resources(sim, group_version) else {
         return not_found(format!("the API group version {group_version}"));
     };
-    let resources: Vec<Value> = list
-        .iter()
-        .map(|r| {
-            let mut resource = json!({
-                "name": r.plural,
-                "singularName": r.kind.to_ascii_lowercase(),
-                "namespaced": r.namespaced,
-                "kind": r.kind,
-                "verbs": ["get", "list", "watch", "patch", "delete"],
-            });
-            // a real server leaves the lists out when they are empty
-            if !r.short_names.is_empty() {
-                resource["shortNames"] = json!(r.short_names);
-            }
-            if !r.categories.is_empty() {
-                resource["categories"] = json!(r.categories);
-            }
-            resource
-        })
-        .collect();
-    ok(&json!({
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": group_version,
-        "resources": resources,
-    }))
+    ok(&k::resource_list(group_version, &list))
 }
 
 /// What a request path names below a group version.
@@ -342,9 +287,7 @@ fn query(uri: &axum::http::Uri) -> HashMap<String, String> {
 /// `a=b&c=d%2Fe` as decoded pairs (`application/x-www-form-urlencoded`, as a Kubernetes
 /// API server reads its query).
 fn url_pairs(q: &str) -> Vec<(String, String)> {
-    form_urlencoded::parse(q.as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
+    k::url_pairs(q)
 }
 
 /// One requirement of a label selector.
@@ -478,7 +421,7 @@ fn current(st: &WatchState) -> HashMap<String, Value> {
 
 /// One watch event line, `type` first as the API server writes it.
 fn event_line(type_: &str, object: &Value) -> String {
-    format!("{{\"type\":\"{type_}\",\"object\":{object}}}\n")
+    k::event_line(type_, object)
 }
 
 /// The changes since the last call: ADDED, MODIFIED (any change of the object, its status

@@ -1,0 +1,958 @@
+//! The Kubernetes API over the api's gRPC: kubectl, client-go and the Python client read
+//! Flotilla's objects through it as they read karmada-apiserver's (docs/kubernetes-api.md).
+//!
+//! ```text
+//!   kubectl ──HTTP/JSON──► gateway ──gRPC (flotilla.v1.Api), the caller's bearer token──► api
+//!     GET /version, /api, /apis, /apis/{g}/{v}      discovery of Karmada's groups
+//!     GET …/{resource}[?labelSelector&fieldSelector&limit&continue]   List*  → a List
+//!     GET …/{resource}?watch=1[&resourceVersion]    Watch* → watch event lines
+//!     GET …/{resource}/{name}                       Get*   → the object
+//! ```
+//!
+//! The gateway holds no state and decides nothing: every request is one of the api's RPCs,
+//! made with the caller's `Authorization` header, so authentication, the method table,
+//! redaction and validation are the api's own (one admission path). Objects are written in
+//! their Kubernetes form by [`crate::form`], the printer of `flotilla get -o yaml`.
+//! This first slice serves the read verbs; writes answer 405 with what to use instead.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use flotilla_proto::v1;
+use flotilla_proto::v1::api_client::ApiClient;
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+
+use crate::http::{self as k, Path, Served};
+
+/// The Kubernetes version the gateway answers as (Karmada v1.13's apiserver is built on
+/// Kubernetes 1.31).
+pub const KUBERNETES_VERSION: (&str, &str) = ("1", "31");
+
+/// How long a watch lasts when the client names no `timeoutSeconds`.
+const WATCH_DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// A kind the gateway serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Cluster,
+    PropagationPolicy,
+    ClusterPropagationPolicy,
+    OverridePolicy,
+    ClusterOverridePolicy,
+    ClusterTaintPolicy,
+    ResourceBinding,
+    ClusterResourceBinding,
+}
+
+/// Karmada's group versions, as its apiserver serves them.
+const CLUSTER: &str = "cluster.karmada.io/v1alpha1";
+const POLICY: &str = "policy.karmada.io/v1alpha1";
+const WORK: &str = "work.karmada.io/v1alpha2";
+
+/// A kind the gateway serves, as discovery lists it.
+struct KindInfo {
+    kind: Kind,
+    group_version: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    /// The protobuf message of its objects.
+    message: &'static str,
+}
+
+const KINDS: [KindInfo; 8] = [
+    KindInfo {
+        kind: Kind::Cluster,
+        group_version: CLUSTER,
+        plural: "clusters",
+        namespaced: false,
+        short_names: &[],
+        message: "flotilla.v1.Cluster",
+    },
+    KindInfo {
+        kind: Kind::PropagationPolicy,
+        group_version: POLICY,
+        plural: "propagationpolicies",
+        namespaced: true,
+        short_names: &["pp"],
+        message: "flotilla.v1.PropagationPolicy",
+    },
+    KindInfo {
+        kind: Kind::ClusterPropagationPolicy,
+        group_version: POLICY,
+        plural: "clusterpropagationpolicies",
+        namespaced: false,
+        short_names: &["cpp"],
+        message: "flotilla.v1.ClusterPropagationPolicy",
+    },
+    KindInfo {
+        kind: Kind::OverridePolicy,
+        group_version: POLICY,
+        plural: "overridepolicies",
+        namespaced: true,
+        short_names: &["op"],
+        message: "flotilla.v1.OverridePolicy",
+    },
+    KindInfo {
+        kind: Kind::ClusterOverridePolicy,
+        group_version: POLICY,
+        plural: "clusteroverridepolicies",
+        namespaced: false,
+        short_names: &["cop"],
+        message: "flotilla.v1.ClusterOverridePolicy",
+    },
+    KindInfo {
+        kind: Kind::ClusterTaintPolicy,
+        group_version: POLICY,
+        plural: "clustertaintpolicies",
+        namespaced: false,
+        short_names: &[],
+        message: "flotilla.v1.ClusterTaintPolicy",
+    },
+    KindInfo {
+        kind: Kind::ResourceBinding,
+        group_version: WORK,
+        plural: "resourcebindings",
+        namespaced: true,
+        short_names: &["rb"],
+        message: "flotilla.v1.ResourceBinding",
+    },
+    KindInfo {
+        kind: Kind::ClusterResourceBinding,
+        group_version: WORK,
+        plural: "clusterresourcebindings",
+        namespaced: false,
+        short_names: &["crb"],
+        message: "flotilla.v1.ResourceBinding",
+    },
+];
+
+/// The Kubernetes `kind` of `kind`.
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Cluster => "Cluster",
+        Kind::PropagationPolicy => "PropagationPolicy",
+        Kind::ClusterPropagationPolicy => "ClusterPropagationPolicy",
+        Kind::OverridePolicy => "OverridePolicy",
+        Kind::ClusterOverridePolicy => "ClusterOverridePolicy",
+        Kind::ClusterTaintPolicy => "ClusterTaintPolicy",
+        Kind::ResourceBinding => "ResourceBinding",
+        Kind::ClusterResourceBinding => "ClusterResourceBinding",
+    }
+}
+
+fn group_versions() -> Vec<&'static str> {
+    let mut gvs = Vec::new();
+    for k in &KINDS {
+        if !gvs.contains(&k.group_version) {
+            gvs.push(k.group_version);
+        }
+    }
+    gvs
+}
+
+fn served(group_version: &str) -> Vec<Served> {
+    KINDS
+        .iter()
+        .filter(|k| k.group_version == group_version)
+        .map(|k| Served {
+            plural: k.plural.to_owned(),
+            kind: kind_name(k.kind).to_owned(),
+            namespaced: k.namespaced,
+            short_names: k.short_names.iter().map(|s| (*s).to_owned()).collect(),
+            categories: Vec::new(),
+            verbs: vec!["get".into(), "list".into(), "watch".into()],
+        })
+        .collect()
+}
+
+/// The Kubernetes routes of the gateway over `api`.
+pub fn router(api: ApiClient<Channel>) -> axum::Router {
+    axum::Router::new()
+        .route("/version", axum::routing::get(version))
+        .route("/api", axum::routing::any(dispatch))
+        .route("/api/{*rest}", axum::routing::any(dispatch))
+        .route("/apis", axum::routing::any(dispatch))
+        .route("/apis/{*rest}", axum::routing::any(dispatch))
+        .fallback(|uri: Uri| async move { not_found(&format!("the path {}", uri.path())) })
+        .with_state(api)
+}
+
+/// Serves the gateway on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    api: ApiClient<Channel>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(api))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+fn reply(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn failure(code: StatusCode, reason: &str, message: &str) -> Response {
+    reply(code, &k::status(code.as_u16(), reason, message))
+}
+
+fn not_found(what: &str) -> Response {
+    failure(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        &format!("{what} not found"),
+    )
+}
+
+async fn version() -> Response {
+    let (major, minor) = KUBERNETES_VERSION;
+    reply(
+        StatusCode::OK,
+        &k::version(major, minor, &format!("v{major}.{minor}.0-flotilla")),
+    )
+}
+
+/// A gRPC failure as the Kubernetes `Status` kube-apiserver would answer.
+fn from_status(status: &tonic::Status) -> Response {
+    use tonic::Code;
+    let (code, reason) = match status.code() {
+        Code::InvalidArgument => (StatusCode::BAD_REQUEST, "BadRequest"),
+        Code::NotFound => (StatusCode::NOT_FOUND, "NotFound"),
+        Code::AlreadyExists => (StatusCode::CONFLICT, "AlreadyExists"),
+        Code::Aborted | Code::FailedPrecondition => (StatusCode::CONFLICT, "Conflict"),
+        Code::PermissionDenied => (StatusCode::FORBIDDEN, "Forbidden"),
+        Code::Unauthenticated => (StatusCode::UNAUTHORIZED, "Unauthorized"),
+        Code::OutOfRange => (StatusCode::GONE, "Expired"),
+        Code::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
+        Code::DeadlineExceeded => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
+        Code::ResourceExhausted => (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+    };
+    failure(code, reason, status.message())
+}
+
+/// The query of a request, as pairs.
+fn query(uri: &Uri) -> Vec<(String, String)> {
+    uri.query().map(k::url_pairs).unwrap_or_default()
+}
+
+fn param<'a>(query: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    query
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// `fieldSelector`: equality on `metadata.name` and `metadata.namespace` (what kubectl sends
+/// for `get NAME -w`); anything else is refused, not ignored.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Fields {
+    name: Option<String>,
+    namespace: Option<String>,
+}
+
+fn field_selector(text: Option<&str>) -> Result<Fields, String> {
+    let mut fields = Fields::default();
+    for term in text.unwrap_or_default().split(',').map(str::trim) {
+        if term.is_empty() {
+            continue;
+        }
+        let (key, value) = term
+            .split_once("==")
+            .or_else(|| term.split_once('='))
+            .filter(|(k, _)| !k.ends_with('!'))
+            .ok_or_else(|| {
+                format!("field selector {term:?}: only metadata.name= and metadata.namespace= are served")
+            })?;
+        match key.trim() {
+            "metadata.name" => fields.name = Some(value.trim().to_owned()),
+            "metadata.namespace" => fields.namespace = Some(value.trim().to_owned()),
+            other => {
+                return Err(format!(
+                    "field selector {other:?} is not served (only metadata.name and metadata.namespace)"
+                ));
+            }
+        }
+    }
+    Ok(fields)
+}
+
+impl Fields {
+    fn matches(&self, object: &Value) -> bool {
+        let meta = |k: &str| {
+            object
+                .pointer(&format!("/metadata/{k}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        self.name.as_deref().is_none_or(|n| meta("name") == n)
+            && self
+                .namespace
+                .as_deref()
+                .is_none_or(|n| meta("namespace") == n)
+    }
+}
+
+/// A gRPC request carrying the caller's `Authorization` header.
+fn request<T>(message: T, headers: &HeaderMap) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(value) = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+    {
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
+}
+
+async fn dispatch(
+    State(api): State<ApiClient<Channel>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let (group_version, namespace, resource, name, subresource) = match k::parse_path(uri.path()) {
+        // the core group's kinds (Namespaces, ConfigMaps…) are not served yet: no version
+        // of it is announced, so that discovery is complete for kubectl
+        Path::ApiVersions => {
+            return reply(
+                StatusCode::OK,
+                &json!({"kind": "APIVersions", "versions": [], "serverAddressByClientCIDRs": []}),
+            );
+        }
+        Path::ApiGroups => return reply(StatusCode::OK, &k::api_groups(&group_versions())),
+        Path::Resources(gv) => {
+            let list = served(&gv);
+            if list.is_empty() {
+                return not_found(&format!("the API group version {gv}"));
+            }
+            return reply(StatusCode::OK, &k::resource_list(&gv, &list));
+        }
+        Path::Unknown => return not_found(&format!("the path {}", uri.path())),
+        Path::Object {
+            group_version,
+            namespace,
+            resource,
+            name,
+            subresource,
+        } => (group_version, namespace, resource, name, subresource),
+    };
+    let Some(info) = KINDS
+        .iter()
+        .find(|k| k.group_version == group_version && k.plural == resource)
+    else {
+        return not_found(&format!("the resource {resource} of {group_version}"));
+    };
+    let (kind, full_name) = (info.kind, info.message);
+    if namespace.is_some() && !info.namespaced {
+        return not_found(&format!(
+            "the namespaced resource {resource} ({} is cluster-scoped)",
+            kind_name(kind)
+        ));
+    }
+    if method != Method::GET {
+        return failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            &format!(
+                "{method} is not served by Flotilla's Kubernetes API yet (it serves get, list \
+                 and watch); write with `flotilla apply -f` or the gRPC api"
+            ),
+        );
+    }
+    if subresource.is_some() {
+        return not_found(&format!(
+            "the subresource {}",
+            subresource.unwrap_or_default()
+        ));
+    }
+    let query = query(&uri);
+    let namespace = namespace.unwrap_or_default().to_owned();
+    let request = Req {
+        kind,
+        full_name,
+        namespace,
+        headers,
+    };
+    match name {
+        Some(name) => get(api, request, name).await,
+        None if param(&query, "watch").is_some_and(|w| w == "true" || w == "1") => {
+            watch(api, request, &query).await
+        }
+        None => list(api, request, &query).await,
+    }
+}
+
+/// What a request names.
+struct Req {
+    kind: Kind,
+    full_name: &'static str,
+    /// "" for every namespace (or a cluster-scoped kind).
+    namespace: String,
+    headers: HeaderMap,
+}
+
+impl Req {
+    /// `message` in Kubernetes form; `Err` says why it cannot be written.
+    fn shaped<M: prost::Message>(&self, message: &M) -> Result<Value, String> {
+        crate::form::kubernetes(self.full_name, &message.encode_to_vec())
+            .map_err(|e| format!("writing a {}: {e:#}", kind_name(self.kind)))
+    }
+
+    fn shaped_all<M: prost::Message>(&self, items: &[M]) -> Result<Vec<Value>, String> {
+        items.iter().map(|m| self.shaped(m)).collect()
+    }
+
+    fn group_version(&self) -> &'static str {
+        KINDS
+            .iter()
+            .find(|k| k.kind == self.kind)
+            .map_or("", |k| k.group_version)
+    }
+}
+
+/// A failure of Flotilla's own (an object it cannot write): 500.
+fn internal(message: &str) -> Response {
+    failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
+}
+
+async fn get(mut api: ApiClient<Channel>, req: Req, name: &str) -> Response {
+    let (ns, name) = (req.namespace.clone(), name.to_owned());
+    let h = &req.headers;
+    let shaped = match req.kind {
+        Kind::Cluster => api
+            .get_cluster(request(v1::GetClusterRequest { name }, h))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
+        Kind::PropagationPolicy => api
+            .get_propagation_policy(request(
+                v1::GetPropagationPolicyRequest {
+                    namespace: ns,
+                    name,
+                },
+                h,
+            ))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
+        Kind::ClusterPropagationPolicy => api
+            .get_cluster_propagation_policy(request(
+                v1::GetClusterPropagationPolicyRequest { name },
+                h,
+            ))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
+        Kind::OverridePolicy => api
+            .get_override_policy(request(
+                v1::GetOverridePolicyRequest {
+                    namespace: ns,
+                    name,
+                },
+                h,
+            ))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
+        Kind::ClusterOverridePolicy => api
+            .get_cluster_override_policy(request(v1::GetClusterOverridePolicyRequest { name }, h))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
+        Kind::ClusterTaintPolicy => api
+            .get_cluster_taint_policy(request(v1::GetClusterTaintPolicyRequest { name }, h))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
+        Kind::ResourceBinding | Kind::ClusterResourceBinding => api
+            .get_resource_binding(request(
+                v1::GetResourceBindingRequest {
+                    namespace: ns,
+                    name,
+                },
+                h,
+            ))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
+    };
+    match shaped {
+        Ok(Ok(object)) => reply(StatusCode::OK, &object),
+        Ok(Err(message)) => internal(&message),
+        Err(status) => from_status(&status),
+    }
+}
+
+/// One page of a list: the objects, the list's revision and the next page's token.
+type Page = (Vec<Value>, i64, String);
+
+async fn list(mut api: ApiClient<Channel>, req: Req, query: &[(String, String)]) -> Response {
+    let fields = match field_selector(param(query, "fieldSelector")) {
+        Ok(f) => f,
+        Err(e) => return failure(StatusCode::BAD_REQUEST, "BadRequest", &e),
+    };
+    let label_selector = param(query, "labelSelector").unwrap_or_default().to_owned();
+    let page_size = match param(query, "limit").map(str::parse::<i32>) {
+        None => 0,
+        Some(Ok(n)) if n >= 0 => n,
+        Some(_) => {
+            return failure(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "limit must be a non-negative integer",
+            );
+        }
+    };
+    let page_token = param(query, "continue").unwrap_or_default().to_owned();
+    let (ns, h) = (req.namespace.clone(), &req.headers);
+    let page: Result<Result<Page, String>, tonic::Status> = match req.kind {
+        Kind::Cluster => api
+            .list_clusters(request(
+                v1::ListClustersRequest {
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
+        Kind::PropagationPolicy => api
+            .list_propagation_policies(request(
+                v1::ListPropagationPoliciesRequest {
+                    namespace: ns,
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
+        Kind::ClusterPropagationPolicy => api
+            .list_cluster_propagation_policies(request(
+                v1::ListClusterPropagationPoliciesRequest {
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
+        Kind::OverridePolicy => api
+            .list_override_policies(request(
+                v1::ListOverridePoliciesRequest {
+                    namespace: ns,
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
+        Kind::ClusterOverridePolicy => api
+            .list_cluster_override_policies(request(
+                v1::ListClusterOverridePoliciesRequest {
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
+        Kind::ClusterTaintPolicy => api
+            .list_cluster_taint_policies(request(
+                v1::ListClusterTaintPoliciesRequest {
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
+        Kind::ResourceBinding | Kind::ClusterResourceBinding => api
+            .list_resource_bindings(request(
+                v1::ListResourceBindingsRequest {
+                    namespace: ns,
+                    cluster: String::new(),
+                    label_selector,
+                    page_size,
+                    page_token,
+                    cluster_scoped: req.kind == Kind::ClusterResourceBinding,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                // a namespaced list holds only the bindings of namespaced templates
+                let items: Vec<&v1::ResourceBinding> = r
+                    .items
+                    .iter()
+                    .filter(|b| {
+                        req.kind == Kind::ClusterResourceBinding
+                            || b.metadata.as_ref().is_some_and(|m| !m.namespace.is_empty())
+                    })
+                    .collect();
+                items
+                    .into_iter()
+                    .map(|b| req.shaped(b))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
+    };
+    let (items, revision, next) = match page {
+        Ok(Ok(page)) => page,
+        Ok(Err(message)) => return internal(&message),
+        Err(status) => return from_status(&status),
+    };
+    let items: Vec<Value> = items.into_iter().filter(|o| fields.matches(o)).collect();
+    let group_version = req.group_version();
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if !next.is_empty() {
+        metadata["continue"] = next.into();
+    }
+    reply(
+        StatusCode::OK,
+        &json!({
+            "apiVersion": group_version,
+            "kind": format!("{}List", kind_name(req.kind)),
+            "metadata": metadata,
+            "items": items,
+        }),
+    )
+}
+
+/// One event of a gRPC watch: its type, the object in Kubernetes form (none for a bookmark)
+/// and the revision.
+type Event = Result<(i32, Option<Value>, i64), tonic::Status>;
+type Events = Pin<Box<dyn Stream<Item = Event> + Send>>;
+
+/// The watch of `req`'s kind over gRPC, from `revision`, as [`Event`]s.
+async fn open_watch(
+    mut api: ApiClient<Channel>,
+    req: &Req,
+    label_selector: String,
+    revision: i64,
+) -> Result<Events, tonic::Status> {
+    let (ns, h, full_name) = (req.namespace.clone(), &req.headers, req.full_name);
+    Ok(match req.kind {
+        Kind::Cluster => api
+            .watch_clusters(request(
+                v1::WatchClustersRequest {
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .map(move |e| {
+                e.map(|e| {
+                    let object = shape(full_name, e.object.as_ref());
+                    (e.r#type, object, e.resource_version)
+                })
+            })
+            .boxed(),
+        Kind::PropagationPolicy => api
+            .watch_propagation_policies(request(
+                v1::WatchPropagationPoliciesRequest {
+                    namespace: ns,
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .map(move |e| {
+                e.map(|e| {
+                    let object = shape(full_name, e.object.as_ref());
+                    (e.r#type, object, e.resource_version)
+                })
+            })
+            .boxed(),
+        Kind::ClusterPropagationPolicy => api
+            .watch_cluster_propagation_policies(request(
+                v1::WatchClusterPropagationPoliciesRequest {
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .map(move |e| {
+                e.map(|e| {
+                    let object = shape(full_name, e.object.as_ref());
+                    (e.r#type, object, e.resource_version)
+                })
+            })
+            .boxed(),
+        Kind::OverridePolicy => api
+            .watch_override_policies(request(
+                v1::WatchOverridePoliciesRequest {
+                    namespace: ns,
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .map(move |e| {
+                e.map(|e| {
+                    let object = shape(full_name, e.object.as_ref());
+                    (e.r#type, object, e.resource_version)
+                })
+            })
+            .boxed(),
+        Kind::ClusterOverridePolicy => api
+            .watch_cluster_override_policies(request(
+                v1::WatchClusterOverridePoliciesRequest {
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .map(move |e| {
+                e.map(|e| {
+                    let object = shape(full_name, e.object.as_ref());
+                    (e.r#type, object, e.resource_version)
+                })
+            })
+            .boxed(),
+        Kind::ClusterTaintPolicy => api
+            .watch_cluster_taint_policies(request(
+                v1::WatchClusterTaintPoliciesRequest {
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .map(move |e| {
+                e.map(|e| {
+                    let object = shape(full_name, e.object.as_ref());
+                    (e.r#type, object, e.resource_version)
+                })
+            })
+            .boxed(),
+        Kind::ResourceBinding | Kind::ClusterResourceBinding => {
+            let cluster_scoped = req.kind == Kind::ClusterResourceBinding;
+            api.watch_resource_bindings(request(
+                v1::WatchResourceBindingsRequest {
+                    namespace: ns,
+                    cluster: String::new(),
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                    cluster_scoped,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .filter(move |e| {
+                // a namespaced watch follows only the bindings of namespaced templates
+                let keep = cluster_scoped
+                    || e.as_ref().map_or(true, |e| {
+                        e.object.as_ref().is_none_or(|b| {
+                            b.metadata.as_ref().is_some_and(|m| !m.namespace.is_empty())
+                        })
+                    });
+                std::future::ready(keep)
+            })
+            .map(move |e| {
+                e.map(|e| {
+                    let object = shape(full_name, e.object.as_ref());
+                    (e.r#type, object, e.resource_version)
+                })
+            })
+            .boxed()
+        }
+    })
+}
+
+/// A watch event's object in Kubernetes form (`None`: a bookmark, or an object that cannot
+/// be written, which is logged and skipped).
+fn shape<M: prost::Message>(full_name: &str, object: Option<&M>) -> Option<Value> {
+    let object = object?;
+    match crate::form::kubernetes(full_name, &object.encode_to_vec()) {
+        Ok(value) => Some(value),
+        Err(error) => {
+            tracing::warn!(full_name, error = %format!("{error:#}"), "a watched object cannot be written in Kubernetes form; skipped");
+            None
+        }
+    }
+}
+
+async fn watch(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) -> Response {
+    let fields = match field_selector(param(query, "fieldSelector")) {
+        Ok(f) => f,
+        Err(e) => return failure(StatusCode::BAD_REQUEST, "BadRequest", &e),
+    };
+    let revision = match param(query, "resourceVersion").filter(|rv| !rv.is_empty()) {
+        None => 0,
+        Some(rv) => match rv.parse::<i64>() {
+            Ok(n) if n >= 0 => n,
+            _ => {
+                return failure(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    &format!("resourceVersion {rv:?} is not one this server gave out"),
+                );
+            }
+        },
+    };
+    let timeout = param(query, "timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map_or(WATCH_DEFAULT_TIMEOUT, Duration::from_secs);
+    let bookmarks = param(query, "allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
+    let label_selector = param(query, "labelSelector").unwrap_or_default().to_owned();
+    let events = match open_watch(api, &req, label_selector, revision).await {
+        Ok(events) => events,
+        Err(status) => return from_status(&status),
+    };
+    let group_version = req.group_version();
+    let kind = kind_name(req.kind);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let lines = events
+        .take_until(tokio::time::sleep_until(deadline))
+        .scan(false, move |ended, event| {
+            if *ended {
+                return std::future::ready(None);
+            }
+            let line = match event {
+                Ok((t, object, rv)) => match v1::WatchEventType::try_from(t) {
+                    Ok(v1::WatchEventType::Bookmark) if bookmarks => Some(k::event_line(
+                        "BOOKMARK",
+                        &json!({"apiVersion": group_version, "kind": kind,
+                                "metadata": {"resourceVersion": rv.to_string()}}),
+                    )),
+                    Ok(
+                        t @ (v1::WatchEventType::Added
+                        | v1::WatchEventType::Modified
+                        | v1::WatchEventType::Deleted),
+                    ) => object.filter(|o| fields.matches(o)).map(|o| {
+                        let name = match t {
+                            v1::WatchEventType::Added => "ADDED",
+                            v1::WatchEventType::Modified => "MODIFIED",
+                            _ => "DELETED",
+                        };
+                        k::event_line(name, &o)
+                    }),
+                    _ => None,
+                },
+                Err(status) => {
+                    *ended = true;
+                    let code = if status.code() == tonic::Code::OutOfRange {
+                        (410, "Expired")
+                    } else {
+                        (500, "InternalError")
+                    };
+                    Some(k::event_line(
+                        "ERROR",
+                        &k::status(code.0, code.1, status.message()),
+                    ))
+                }
+            };
+            std::future::ready(Some(line))
+        })
+        .filter_map(std::future::ready)
+        .map(Ok::<_, std::convert::Infallible>);
+    (
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(lines),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_selectors_served_and_refused() {
+        assert_eq!(field_selector(None), Ok(Fields::default()));
+        assert_eq!(
+            field_selector(Some("metadata.name=nginx,metadata.namespace==default")),
+            Ok(Fields {
+                name: Some("nginx".into()),
+                namespace: Some("default".into())
+            })
+        );
+        assert!(field_selector(Some("metadata.name!=nginx")).is_err());
+        assert!(field_selector(Some("spec.x=1")).is_err());
+        let f = field_selector(Some("metadata.name=a")).unwrap();
+        assert!(f.matches(&json!({"metadata": {"name": "a"}})));
+        assert!(!f.matches(&json!({"metadata": {"name": "b"}})));
+    }
+
+    #[test]
+    fn discovery_lists_karmadas_groups_and_short_names() {
+        let gvs = group_versions();
+        assert_eq!(gvs, [CLUSTER, POLICY, WORK]);
+        let policy = served(POLICY);
+        let pp = policy
+            .iter()
+            .find(|s| s.plural == "propagationpolicies")
+            .unwrap();
+        assert_eq!(
+            (pp.kind.as_str(), pp.namespaced),
+            ("PropagationPolicy", true)
+        );
+        assert_eq!(pp.short_names, ["pp"]);
+        let rb = served(WORK);
+        assert!(
+            rb.iter()
+                .any(|s| s.plural == "resourcebindings" && s.short_names == ["rb"])
+        );
+        assert!(served("apps/v1").is_empty());
+    }
+}

@@ -1,0 +1,14 @@
+//! Flotilla in Kubernetes' terms:
+//!
+//! - [`form`]: every object in its Kubernetes form (`apiVersion`, `kind`, `metadata`, `spec`,
+//!   `status`, Karmada's spellings), the one printer of `flotilla get -o yaml|json` and of the
+//!   Kubernetes API;
+//! - [`http`]: the pieces every Kubernetes API server of Flotilla's shares (member-sim's and
+//!   the gateway's): `Status` failures, `/version`, discovery documents, request paths, watch
+//!   event lines;
+//! - [`gateway`]: the Kubernetes API over the api's gRPC (docs/kubernetes-api.md), so that
+//!   kubectl and client libraries read Flotilla's objects as they read karmada-apiserver's.
+
+pub mod form;
+pub mod gateway;
+pub mod http;

@@ -1,0 +1,225 @@
+//! The Kubernetes API gateway (docs/kubernetes-api.md) with the real kubectl, over the real
+//! service binaries on etcd: discovery of Karmada's groups with their short names, lists and
+//! gets in the very form `flotilla get -o json` prints (one printer), a watch that follows a
+//! new object, and errors as kube-apiserver's `Status` answers, with nothing written.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use flotilla_tests::{
+    Stack, Timers, binding_healthy, command_output, eventually, nginx_binding, targets,
+};
+use tokio::io::AsyncBufReadExt;
+
+const T: Duration = Duration::from_secs(45);
+
+/// The gateway in front of `stack`'s api, on a free loopback port: its `http://` URL.
+async fn gateway(stack: &Stack) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", stack.addrs["api"]))
+        .unwrap()
+        .connect_lazy();
+    let api = flotilla_proto::v1::api_client::ApiClient::new(channel);
+    tokio::spawn(flotilla_kube::gateway::serve(
+        listener,
+        api,
+        std::future::pending(),
+    ));
+    format!("http://{addr}")
+}
+
+/// The real kubectl against `server`: (success, stdout + stderr).
+async fn kubectl(server: &str, args: &[&str]) -> (bool, String) {
+    let mut command = tokio::process::Command::new("kubectl");
+    command
+        .arg(format!("--server={server}"))
+        .arg("--request-timeout=20s")
+        .args(args);
+    command_output(&mut command).await
+}
+
+async fn kubectl_ok(server: &str, args: &[&str]) -> String {
+    let (ok, out) = kubectl(server, args).await;
+    assert!(ok, "kubectl {args:?}: {out}");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reads_karmadas_kinds_through_the_kubernetes_api() {
+    let mut stack = Stack::start(Timers::fast()).await;
+    let api = stack.ready_unequal_members(T).await;
+    let server = gateway(&stack).await;
+    flotilla_tests::create_nginx(&api, flotilla_api::testing::seed_policy()).await;
+    eventually(T, "nginx {member1:1, member2:2} healthy", || async {
+        let b = nginx_binding(&api).await?;
+        let want = [("member1".to_owned(), 1), ("member2".to_owned(), 2)];
+        (targets(&b) == want && binding_healthy(&b)).then_some(())
+    })
+    .await;
+
+    // discovery: Karmada's groups, kinds and short names, complete (no error)
+    let resources = kubectl_ok(&server, &["api-resources", "--no-headers"]).await;
+    for want in [
+        [
+            "propagationpolicies",
+            "pp",
+            "policy.karmada.io/v1alpha1",
+            "true",
+            "PropagationPolicy",
+        ],
+        [
+            "resourcebindings",
+            "rb",
+            "work.karmada.io/v1alpha2",
+            "true",
+            "ResourceBinding",
+        ],
+        [
+            "clusteroverridepolicies",
+            "cop",
+            "policy.karmada.io/v1alpha1",
+            "false",
+            "ClusterOverridePolicy",
+        ],
+    ] {
+        let line = resources
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(want[0]))
+            .unwrap_or_else(|| panic!("{} in api-resources: {resources}", want[0]));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words, want, "{line}");
+    }
+    assert!(!resources.contains("error"), "{resources}");
+
+    // lists and gets: the objects `flotilla get -o json` prints, byte for byte the same form
+    let clusters = kubectl_ok(&server, &["get", "clusters", "-o", "name"]).await;
+    assert_eq!(
+        clusters.lines().collect::<Vec<_>>(),
+        [
+            "cluster.cluster.karmada.io/member1",
+            "cluster.cluster.karmada.io/member2"
+        ]
+    );
+    let policy_name = "nginx-propagation";
+    let by_kubectl: serde_json::Value = serde_json::from_str(
+        &kubectl_ok(
+            &server,
+            &["get", "pp", policy_name, "-n", "default", "-o", "json"],
+        )
+        .await,
+    )
+    .unwrap();
+    let by_flotilla: serde_json::Value = serde_json::from_str(
+        &stack
+            .cli_ok(&["get", "pp", policy_name, "-n", "default", "-o", "json"])
+            .await,
+    )
+    .unwrap();
+    let by_flotilla = by_flotilla["items"].get(0).cloned().unwrap_or(by_flotilla);
+    assert_eq!(by_kubectl, by_flotilla, "one printer, one form");
+    assert_eq!(
+        by_kubectl["metadata"]["resourceVersion"]
+            .as_str()
+            .map(|s| !s.is_empty()),
+        Some(true)
+    );
+    let placed = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "rb",
+            "nginx-deployment",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.clusters[*].name}",
+        ],
+    )
+    .await;
+    assert_eq!(placed.trim(), "member1 member2");
+    let all = kubectl_ok(&server, &["get", "pp,rb", "-A", "-o", "name"]).await;
+    assert!(
+        all.contains("propagationpolicy.policy.karmada.io/nginx-propagation"),
+        "{all}"
+    );
+    assert!(
+        all.contains("resourcebinding.work.karmada.io/nginx-deployment"),
+        "{all}"
+    );
+    let selected = kubectl_ok(&server, &["get", "pp", "-A", "-l", "nope=1", "-o", "name"]).await;
+    assert!(
+        selected.trim().is_empty(),
+        "a label selector that matches nothing: {selected}"
+    );
+
+    // a watch from the list's version follows a policy created afterwards
+    let mut watch = tokio::process::Command::new("kubectl")
+        .arg(format!("--server={server}"))
+        .args(["get", "cpp", "-w", "-o", "name"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut cpp = flotilla_api::testing::seed_policy();
+    cpp.metadata.as_mut().unwrap().name = "everywhere".into();
+    cpp.metadata.as_mut().unwrap().namespace = String::new();
+    api.clone()
+        .create_cluster_propagation_policy(
+            flotilla_proto::v1::CreateClusterPropagationPolicyRequest {
+                cluster_propagation_policy: Some(flotilla_proto::v1::ClusterPropagationPolicy {
+                    metadata: cpp.metadata.clone(),
+                    spec: cpp.spec.clone(),
+                }),
+            },
+        )
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(T, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("everywhere") {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("the watch shows the new ClusterPropagationPolicy");
+    assert_eq!(
+        seen,
+        "clusterpropagationpolicy.policy.karmada.io/everywhere"
+    );
+    drop(watch);
+
+    // errors as kube-apiserver answers them, and writes refused with what to do instead
+    let (ok, out) = kubectl(&server, &["get", "pp", "nope", "-n", "default"]).await;
+    assert!(!ok && out.contains("NotFound"), "{out}");
+    let (ok, out) = kubectl(&server, &["delete", "pp", policy_name, "-n", "default"]).await;
+    assert!(
+        !ok && out.contains("MethodNotAllowed") && out.contains("flotilla apply"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &server,
+        &["get", "pp", "-A", "--field-selector", "spec.x=1"],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("BadRequest") && out.contains("spec.x"),
+        "{out}"
+    );
+    let still = kubectl_ok(
+        &server,
+        &["get", "pp", policy_name, "-n", "default", "-o", "name"],
+    )
+    .await;
+    assert_eq!(
+        still.trim(),
+        "propagationpolicy.policy.karmada.io/nginx-propagation",
+        "nothing deleted"
+    );
+}
