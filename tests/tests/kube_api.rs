@@ -319,4 +319,50 @@ async fn the_gateway_passes_the_callers_identity_to_the_api() {
         !ok && out.contains("You must be logged in"),
         "kubectl without a token: {out}"
     );
+
+    // over TLS kubectl sends its token: the same principals, the same refusals
+    let certs = dir.path().join("certs");
+    flotilla_runtime::testing::grpc::dev_certs(&certs, &[]);
+    let tls = flotilla_runtime::tls::ServerTls::load(flotilla_runtime::tls::ServerTlsFiles {
+        cert: certs.join("api.pem"),
+        key: certs.join("api-key.pem"),
+        client_ca: None,
+    })
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let secure = format!("https://{}", listener.local_addr().unwrap());
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", stack.addrs["api"]))
+        .unwrap()
+        .connect_lazy();
+    tokio::spawn(flotilla_kube::gateway::serve_tls(
+        listener,
+        tls,
+        flotilla_proto::v1::api_client::ApiClient::new(channel),
+        std::future::pending(),
+    ));
+    let ca = format!("--certificate-authority={}", certs.join("ca.pem").display());
+    let (ok, out) = kubectl(
+        &secure,
+        &[&ca, "--token", &viewer, "get", "clusters", "-o", "name"],
+    )
+    .await;
+    assert!(
+        ok && out.trim().is_empty(),
+        "a viewer reads over TLS: {out}"
+    );
+    let (ok, out) = kubectl(&secure, &[&ca, "--token", &agent, "get", "pp", "-A"]).await;
+    assert!(
+        !ok && out.contains("Forbidden") && out.contains("agent:edge1"),
+        "an agent lists no policies, kubectl says why: {out}"
+    );
+    let (ok, out) = kubectl(&secure, &[&ca, "--token", "not-a-token", "get", "clusters"]).await;
+    assert!(
+        !ok && out.contains("You must be logged in") && out.contains("invalid bearer token"),
+        "a wrong token over TLS: {out}"
+    );
+    let (ok, out) = kubectl(&secure, &["--token", &viewer, "get", "clusters"]).await;
+    assert!(
+        !ok && out.contains("certificate"),
+        "an unknown CA is refused: {out}"
+    );
 }

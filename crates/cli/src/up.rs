@@ -182,6 +182,16 @@ struct UpFlags {
     /// flotilla-up-<base-port>.log in the temp directory, so the narration stays readable.
     #[arg(long, value_name = "PATH")]
     log_file: Option<PathBuf>,
+
+    /// Serve the Kubernetes API (base port + 6) over TLS with this certificate (PEM; with
+    /// --kube-tls-key). kubectl sends a bearer token only over TLS. Default: plain HTTP on
+    /// loopback (docs/kubernetes-api.md).
+    #[arg(long, value_name = "PEM", requires = "kube_tls_key")]
+    kube_tls_cert: Option<PathBuf>,
+
+    /// The private key of --kube-tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "kube_tls_cert")]
+    kube_tls_key: Option<PathBuf>,
 }
 
 /// Where everything of `flotilla up` listens.
@@ -352,14 +362,27 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         return Err(e.context(problems.join("; ")));
     }
     let kube = ports.at(6);
-    let gateway = match start_gateway(&suite, kube, &shutdown).await {
+    let kube_tls = match (&args.kube_tls_cert, &args.kube_tls_key) {
+        (Some(cert), Some(key)) => Some(
+            flotilla_runtime::tls::ServerTls::load(flotilla_runtime::tls::ServerTlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: None,
+            })
+            .context("--kube-tls-cert/--kube-tls-key")?,
+        ),
+        _ => None,
+    };
+    let kube_scheme = if kube_tls.is_some() { "https" } else { "http" };
+    let gateway = match start_gateway(&suite, kube, kube_tls, &shutdown).await {
         Ok(task) => task,
         Err(e) => {
             let problems = suite.stop(Duration::from_secs(10)).await;
             return Err(e.context(problems.join("; ")));
         }
     };
-    print_table(&suite, &args, &effective, log_file.as_deref(), kube);
+    let kube_url = format!("{kube_scheme}://{kube}");
+    print_table(&suite, &args, &effective, log_file.as_deref(), &kube_url);
 
     let mut code = ExitCode::SUCCESS;
     if args.demo {
@@ -404,6 +427,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
 async fn start_gateway(
     suite: &Suite,
     addr: SocketAddr,
+    tls: Option<flotilla_runtime::tls::ServerTls>,
     shutdown: &Shutdown,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let api = suite
@@ -419,8 +443,15 @@ async fn start_gateway(
     let stop = shutdown.clone();
     Ok(tokio::spawn(async move {
         let stopped = async move { stop.triggered().await };
-        if let Err(error) = flotilla_kube::gateway::serve(listener, client, stopped).await {
-            tracing::error!(%error, "the Kubernetes API gateway stopped");
+        match tls {
+            Some(tls) => {
+                flotilla_kube::gateway::serve_tls(listener, tls, client, stopped).await;
+            }
+            None => {
+                if let Err(error) = flotilla_kube::gateway::serve(listener, client, stopped).await {
+                    tracing::error!(%error, "the Kubernetes API gateway stopped");
+                }
+            }
         }
     }))
 }
@@ -441,7 +472,7 @@ fn print_table(
     args: &UpFlags,
     effective: &Effective,
     log_file: Option<&std::path::Path>,
-    kube: SocketAddr,
+    kube: &str,
 ) {
     let dash = |a: Option<SocketAddr>| a.map_or_else(|| "-".to_owned(), |a| a.to_string());
     let mut out = String::new();
@@ -504,8 +535,8 @@ fn print_table(
         "  try:    flotilla get clusters --server {api}   ·   grpcurl -plaintext {api} list\n"
     ));
     out.push_str(&format!(
-        "          kubectl --server http://{kube} get clusters,pp,rb   (the Kubernetes API: \
-         get, list, watch)\n"
+        "          kubectl --server {kube} get clusters,pp,rb   (the Kubernetes API: get, list, \
+         watch)\n"
     ));
     println!("{out}");
 }

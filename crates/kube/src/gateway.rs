@@ -195,6 +195,34 @@ pub async fn serve(
         .await
 }
 
+/// Serves the gateway over TLS (`tls`: its certificate; HTTP/2,
+/// as kubectl speaks it) on `listener` until `shutdown` completes. kubectl sends a bearer
+/// token only over TLS.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: flotilla_runtime::tls::ServerTls,
+    api: ApiClient<Channel>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let router = router(api);
+    let incoming = tls.incoming(listener).take_until(shutdown);
+    let mut incoming = std::pin::pin!(incoming);
+    while let Some(accepted) = incoming.next().await {
+        let Ok(stream) = accepted else { continue };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            if let Err(error) = builder
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%error, "a Kubernetes API connection ended with an error");
+            }
+        });
+    }
+}
+
 fn reply(code: StatusCode, body: &Value) -> Response {
     (
         code,
