@@ -112,6 +112,54 @@ pub fn scope(group: &str, kind: &str) -> Scope {
     }
 }
 
+/// CR-5 (Flotilla): why an object of Karmada's own API (a `*.karmada.io` group) cannot be a
+/// resource template, or `None` for every other object. Karmada's detector never propagates
+/// its own API's objects; Flotilla refuses them at admission, by name, with what to do
+/// instead, rather than storing one as a template that would be propagated to the members
+/// (where no controller serves it). The kinds Flotilla applies itself (policies, Clusters,
+/// the release of a binding's task) are read before this, by the CLI and the api.
+pub fn not_a_template(api_version: &str, kind: &str) -> Option<String> {
+    let group = group(api_version);
+    if group != "karmada.io" && !group.ends_with(".karmada.io") {
+        return None;
+    }
+    let instead = match (group, kind) {
+        ("autoscaling.karmada.io", "FederatedHPA" | "CronFederatedHPA") => {
+            "Flotilla has no federated autoscaler: propagate a HorizontalPodAutoscaler to the \
+             members instead (each scales its own copy)"
+        }
+        ("networking.karmada.io", "MultiClusterService" | "MultiClusterIngress") => {
+            "Flotilla does not route traffic between clusters: propagate the Service or \
+             Ingress itself to the clusters that serve it"
+        }
+        ("policy.karmada.io", "FederatedResourceQuota") => {
+            "Flotilla has no federated quota: propagate a ResourceQuota to the members instead"
+        }
+        ("config.karmada.io", _) => {
+            "Flotilla has no resource interpreter customizations yet: a custom kind is divided \
+             by no replica field and is healthy once it exists (docs/rules.md, IN-3)"
+        }
+        ("apps.karmada.io", "WorkloadRebalancer") => {
+            "Flotilla keeps no rebalancer object: request the fresh schedule it would trigger \
+             with `flotilla reschedule rb NAME` for each workload's binding"
+        }
+        ("work.karmada.io", _) => {
+            "bindings and Works are written by Flotilla's controllers (a binding can be applied \
+             only to release a held eviction task)"
+        }
+        ("cluster.karmada.io", _) => "Flotilla applies Clusters of cluster.karmada.io/v1alpha1",
+        ("policy.karmada.io", _) => {
+            "Flotilla applies PropagationPolicy, ClusterPropagationPolicy, OverridePolicy, \
+             ClusterOverridePolicy and ClusterTaintPolicy of policy.karmada.io/v1alpha1"
+        }
+        _ => "Flotilla does not carry this part of Karmada's API",
+    };
+    Some(format!(
+        "{kind} of {api_version} is an object of Karmada's own API, not a resource template \
+         to propagate: {instead}"
+    ))
+}
+
 /// The scope of the kind an `apiVersion` and `kind` name.
 pub fn scope_of(api_version: &str, kind: &str) -> Scope {
     scope(group(api_version), kind)

@@ -302,6 +302,10 @@ impl Admission {
             ));
         }
         let m = manifest::inspect(&workload.manifest).map_err(Error::Invalid)?;
+        // CR-5: Karmada's own API objects are never stored as templates
+        if let Some(why) = resource::not_a_template(&m.api_version, &m.kind) {
+            return Err(Error::field("kind", FieldErrorKind::NotSupported, why));
+        }
         let mut errs = FieldErrors::new();
         let mut agree = |field: &str, ours: &mut String, theirs: &str| {
             if ours.is_empty() {

@@ -638,6 +638,12 @@ fn read_document(
             let doc: SecretDoc = ctx.typed(value)?;
             credentials_secret(ctx, doc)
         }
+        // CR-5: the rest of Karmada's API is refused by name, never taken for a template
+        _ if flotilla_core::resource::not_a_template(&api_version, &kind).is_some() => {
+            let why = flotilla_core::resource::not_a_template(&api_version, &kind);
+            ctx.error("kind", why.unwrap_or_default());
+            None
+        }
         _ => workload(ctx, value, &api_version, &kind, opts),
     }
 }

@@ -221,3 +221,81 @@ fn rm_1_qualified_kind_only_where_a_bare_kind_means_another_group() {
         assert_eq!(qualified_kind(group, kind), want, "{group} {kind}");
     }
 }
+
+/// CR-5: Karmada's own API objects are refused as templates, by name and with what to do
+/// instead; everything else, custom groups that merely contain "karmada" included, is a
+/// template.
+#[test]
+fn cr_5_karmadas_own_api_objects_are_no_templates() {
+    for (api_version, kind, says) in [
+        (
+            "autoscaling.karmada.io/v1alpha1",
+            "FederatedHPA",
+            "HorizontalPodAutoscaler",
+        ),
+        (
+            "autoscaling.karmada.io/v1alpha1",
+            "CronFederatedHPA",
+            "HorizontalPodAutoscaler",
+        ),
+        (
+            "networking.karmada.io/v1alpha1",
+            "MultiClusterService",
+            "Service",
+        ),
+        (
+            "networking.karmada.io/v1alpha1",
+            "MultiClusterIngress",
+            "Ingress",
+        ),
+        (
+            "policy.karmada.io/v1alpha1",
+            "FederatedResourceQuota",
+            "ResourceQuota",
+        ),
+        (
+            "config.karmada.io/v1alpha1",
+            "ResourceInterpreterCustomization",
+            "interpreter",
+        ),
+        (
+            "config.karmada.io/v1alpha1",
+            "ResourceInterpreterWebhookConfiguration",
+            "interpreter",
+        ),
+        (
+            "apps.karmada.io/v1alpha1",
+            "WorkloadRebalancer",
+            "flotilla reschedule",
+        ),
+        ("work.karmada.io/v1alpha1", "Work", "controllers"),
+        (
+            "search.karmada.io/v1alpha1",
+            "ResourceRegistry",
+            "does not carry",
+        ),
+        ("remedy.karmada.io/v1alpha1", "Remedy", "does not carry"),
+    ] {
+        let why = not_a_template(api_version, kind)
+            .unwrap_or_else(|| panic!("{kind} of {api_version} is refused"));
+        assert!(
+            why.starts_with(&format!("{kind} of {api_version}")),
+            "{why}"
+        );
+        assert!(why.contains(says), "{kind}: {why}");
+    }
+    for (api_version, kind) in [
+        ("apps/v1", "Deployment"),
+        ("v1", "ConfigMap"),
+        ("example.com/v1", "Widget"),
+        ("notkarmada.io/v1", "Widget"),
+        ("karmada.example.com/v1", "Widget"),
+        ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ] {
+        assert_eq!(
+            not_a_template(api_version, kind),
+            None,
+            "{api_version} {kind}"
+        );
+    }
+}

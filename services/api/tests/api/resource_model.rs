@@ -238,6 +238,32 @@ async fn cr_1_cr_2_cluster_scoped_templates_get_cluster_resource_bindings() {
     );
 }
 
+/// CR-5: an object of Karmada's own API is refused as a template, naming the kind and what
+/// to do instead, through CreateWorkload as through Apply; nothing is stored.
+#[tokio::test]
+async fn cr_5_karmadas_own_api_objects_are_refused_as_templates() {
+    let (store, _api, mut client) = setup().await;
+    for manifest in [
+        r#"{"apiVersion":"autoscaling.karmada.io/v1alpha1","kind":"FederatedHPA","metadata":{"name":"web","namespace":"default"},"spec":{"minReplicas":1,"maxReplicas":3}}"#,
+        r#"{"apiVersion":"config.karmada.io/v1alpha1","kind":"ResourceInterpreterCustomization","metadata":{"name":"flink"},"spec":{}}"#,
+        r#"{"apiVersion":"networking.karmada.io/v1alpha1","kind":"MultiClusterService","metadata":{"name":"web","namespace":"default"},"spec":{}}"#,
+    ] {
+        let err = client
+            .create_workload(manifest_workload(manifest))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+        assert_eq!(bad_fields(&err), ["kind".to_owned()], "{err:?}");
+        assert!(
+            err.message().contains("Karmada's own API"),
+            "{}",
+            err.message()
+        );
+    }
+    let (stored, _) = store.list("workloads/", 0).await.unwrap();
+    assert!(stored.is_empty(), "nothing stored: {stored:?}");
+}
+
 /// Sets what the scheduler, taint manager and graceful eviction own on the binding at `key`
 /// (its targets and eviction tasks), retrying on a conflict with the detector.
 async fn place(typed: &Typed, key: &str, targets: &[(&str, i32)], evicting: &[&str]) {

@@ -895,3 +895,25 @@ fn a_workload_rebalancer_is_refused_with_the_way_instead() {
     assert_eq!(e.field, "kind");
     assert!(e.reason.contains("flotilla reschedule"), "{e:?}");
 }
+
+/// CR-5: the rest of Karmada's API (a FederatedHPA, a ResourceInterpreterCustomization) is
+/// refused by name with what to do instead, never read as a template to propagate.
+#[test]
+fn cr_5_karmada_kinds_flotilla_does_not_carry_are_refused_by_name() {
+    for (doc, says) in [
+        (
+            "apiVersion: autoscaling.karmada.io/v1alpha1\nkind: FederatedHPA\nmetadata: {name: web, namespace: default}\n",
+            "HorizontalPodAutoscaler",
+        ),
+        (
+            "apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\nmetadata: {name: flink}\n",
+            "interpreter",
+        ),
+    ] {
+        let parsed = read("karmada.yaml", doc, &opts());
+        assert!(parsed.documents.is_empty(), "{:?}", parsed.documents);
+        let e = &parsed.errors[0];
+        assert_eq!(e.field, "kind");
+        assert!(e.reason.contains(says), "{e:?}");
+    }
+}
