@@ -196,6 +196,19 @@ async fn kubectl_reads_karmadas_kinds_through_the_kubernetes_api() {
     drop(watch);
 
     // errors as kube-apiserver answers them, and writes refused with what to do instead
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "get",
+            "--raw",
+            "/apis/work.karmada.io/v1alpha2/resourcebindings/nginx-deployment",
+        ],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("NotFound"),
+        "a namespaced object needs its namespace: {out}"
+    );
     let (ok, out) = kubectl(&server, &["get", "pp", "nope", "-n", "default"]).await;
     assert!(!ok && out.contains("NotFound"), "{out}");
     let (ok, out) = kubectl(&server, &["delete", "pp", policy_name, "-n", "default"]).await;

@@ -1,5 +1,5 @@
-//! The Kubernetes API over the api's gRPC: kubectl, client-go and the Python client read
-//! Flotilla's objects through it as they read karmada-apiserver's (docs/kubernetes-api.md).
+//! The Kubernetes API over the api's gRPC: kubectl (and client libraries) read Flotilla's
+//! objects through it as they read karmada-apiserver's (docs/kubernetes-api.md).
 //!
 //! ```text
 //!   kubectl ──HTTP/JSON──► gateway ──gRPC (flotilla.v1.Api), the caller's bearer token──► api
@@ -36,6 +36,9 @@ pub const KUBERNETES_VERSION: (&str, &str) = ("1", "31");
 
 /// How long a watch lasts when the client names no `timeoutSeconds`.
 const WATCH_DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// The longest `timeoutSeconds` taken (a longer one is cut to this).
+const WATCH_MAX_TIMEOUT_SECONDS: u64 = 86_400;
 
 /// A kind the gateway serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -388,6 +391,13 @@ async fn dispatch(
     if namespace.is_some() && !info.namespaced {
         return not_found(&format!(
             "the namespaced resource {resource} ({} is cluster-scoped)",
+            kind_name(kind)
+        ));
+    }
+    if info.namespaced && namespace.is_none() && name.is_some() {
+        // as kube-apiserver: a namespaced object is named only below its namespace
+        return not_found(&format!(
+            "the cluster-scoped path of {} (a namespaced kind: use /namespaces/{{namespace}}/{resource}/{{name}})",
             kind_name(kind)
         ));
     }
@@ -877,9 +887,13 @@ async fn watch(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) ->
             }
         },
     };
+    // 0 (or nothing) is the server's default, as on kube-apiserver; at most a day
     let timeout = param(query, "timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
-        .map_or(WATCH_DEFAULT_TIMEOUT, Duration::from_secs);
+        .filter(|t| *t > 0)
+        .map_or(WATCH_DEFAULT_TIMEOUT, |t| {
+            Duration::from_secs(t.min(WATCH_MAX_TIMEOUT_SECONDS))
+        });
     let bookmarks = param(query, "allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
     let label_selector = param(query, "labelSelector").unwrap_or_default().to_owned();
     let events = match open_watch(api, &req, label_selector, revision).await {

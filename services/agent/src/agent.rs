@@ -59,16 +59,21 @@ struct Tracked {
     /// after it (WE-7.1). A watch may still hold the object from before the apply; until it
     /// catches up, this answer is the only reading that describes `generation`.
     applied: Option<v1::ManifestStatus>,
-    /// Whether the watch said anything of the object since that apply (so that its absence
-    /// from the watch's cache means the member lost it, not that the watch is behind).
+    /// Whether the watch said anything of the object itself since that apply (so that its
+    /// absence from the watch's cache means the member lost it, not that the watch is behind).
     heard: bool,
+    /// Whether a reading of the member that counts for `generation` has been reported: from
+    /// then on the apply's answer is old news, and without a reading the last report stands.
+    confirmed: bool,
 }
 
 /// What a status report of an applied Work is made from.
 #[derive(Debug)]
 enum Reading<'a> {
-    /// The member's object, not older than the apply of the Work's generation.
+    /// The apply's own answer, standing in until the member's readings catch up.
     Of(&'a v1::ManifestStatus),
+    /// The member's object, not older than the apply of the Work's generation.
+    Counted(&'a v1::ManifestStatus),
     /// The member does not have the object.
     Missing,
     /// Nothing to report from.
@@ -93,15 +98,19 @@ fn reading_for<'a>(
 ) -> Reading<'a> {
     use flotilla_core::interpret::reading_counts;
     use flotilla_member::status::stand;
-    let answer = t.applied.as_ref();
-    match (observed, answer) {
-        (Some(Some(m)), Some(a)) if !reading_counts(&stand(a), &stand(m)) => Reading::Of(a),
-        (Some(Some(m)), _) => Reading::Of(m),
+    // the apply's answer stands in only until a reading that counts was reported
+    let answer = t.applied.as_ref().filter(|_| !t.confirmed);
+    match (observed, t.applied.as_ref()) {
+        (Some(Some(m)), Some(a)) if !reading_counts(&stand(a), &stand(m)) => {
+            answer.map_or(Reading::None, Reading::Of)
+        }
+        (Some(Some(m)), _) => Reading::Counted(m),
         // the watch has not seen the object the apply created yet
-        (Some(None), Some(a)) if !t.heard && !listed => Reading::Of(a),
+        (Some(None), Some(_)) if !t.heard && !t.confirmed && !listed => {
+            answer.map_or(Reading::None, Reading::Of)
+        }
         (Some(None), _) => Reading::Missing,
-        (None, Some(a)) => Reading::Of(a),
-        (None, None) => Reading::None,
+        (None, _) => answer.map_or(Reading::None, Reading::Of),
     }
 }
 
@@ -370,6 +379,7 @@ impl WorkAgent {
             reported: previous.as_ref().and_then(|p| p.reported.clone()),
             applied: None,
             heard: false,
+            confirmed: false,
         };
         if deleting && tracked.resource.is_none() && !tracked.preserve {
             // Nothing tracked: the agent restarted since it applied this Work (its record
@@ -441,6 +451,7 @@ impl WorkAgent {
                             w.resource = Some(r);
                             w.applied = Some(answer);
                             w.heard = false;
+                            w.confirmed = false;
                         }
                         Outcome::Applied
                     }
@@ -507,10 +518,11 @@ impl WorkAgent {
         let all = changes.iter().any(Option::is_none);
         let objects: HashSet<&ObjectRef> = changes.iter().flatten().collect();
         for (id, t) in &mut self.works {
-            if t.outcome == Outcome::Applied
-                && (all || t.resource.as_ref().is_some_and(|r| objects.contains(r)))
-            {
-                t.heard = true;
+            let own = t.resource.as_ref().is_some_and(|r| objects.contains(r));
+            if t.outcome == Outcome::Applied && (all || own) {
+                // only an event of the object itself says the watch has seen it since the
+                // apply; a kind's (re-)list says nothing of one object still in flight
+                t.heard |= own;
                 self.dirty.insert(id.clone());
             }
         }
@@ -582,12 +594,14 @@ impl WorkAgent {
         Some(out)
     }
 
-    /// What to report for a tracked Work; `None` when nothing is reported.
+    /// What to report for a tracked Work, and whether it is made from a reading of the member
+    /// that counts for its generation (WE-7.1); `None` when nothing is reported.
     fn report_of(
         &self,
         t: &Tracked,
         observed: Option<&HashMap<ObjectRef, v1::ManifestStatus>>,
-    ) -> Option<Report> {
+    ) -> Option<(Report, bool)> {
+        let mut counted = false;
         let condition = |ok: bool, reason: &str, message: String| v1::Condition {
             r#type: "Applied".into(),
             status: if ok {
@@ -616,17 +630,22 @@ impl WorkAgent {
             // WE-6.2 on the agent's side: the object is gone (or preserved, WE-6.1), so the
             // work executor may release the Work.
             Outcome::Deleted => {
-                return Some(Report {
-                    status: None,
-                    manifest_deleted: true,
-                });
+                return Some((
+                    Report {
+                        status: None,
+                        manifest_deleted: true,
+                    },
+                    false,
+                ));
             }
             Outcome::Failed(e) => failed(format!("Failed to apply all manifests (0/1): {e}")),
             Outcome::Applied => {
                 let r = t.resource.as_ref()?;
                 let listed = self.source == StatusSource::List;
-                match reading_for(t, observed.map(|o| o.get(r)), listed) {
-                    Reading::Of(m) => {
+                let reading = reading_for(t, observed.map(|o| o.get(r)), listed);
+                counted = matches!(reading, Reading::Counted(_));
+                match reading {
+                    Reading::Of(m) | Reading::Counted(m) => {
                         let mut status = v1::WorkStatus {
                             conditions: vec![condition(
                                 true,
@@ -655,10 +674,13 @@ impl WorkAgent {
                 }
             }
         };
-        Some(Report {
-            status: Some(status),
-            manifest_deleted: false,
-        })
+        Some((
+            Report {
+                status: Some(status),
+                manifest_deleted: false,
+            },
+            counted,
+        ))
     }
 
     /// Reports the Works whose status differs from the last one reported: the changed ones,
@@ -684,14 +706,18 @@ impl WorkAgent {
             None
         };
         let mut requests = Vec::new();
+        let mut confirmed = Vec::new();
         for id in candidates {
             let Some(t) = self.works.get(&id) else {
                 continue;
             };
-            let Some(report) = self.report_of(t, observed.as_ref()) else {
+            let Some((report, counted)) = self.report_of(t, observed.as_ref()) else {
                 continue;
             };
             if t.reported.as_ref() == Some(&report) {
+                if counted {
+                    confirmed.push(id.clone());
+                }
                 continue;
             }
             let mut request = tonic::Request::new(v1::ReportWorkStatusRequest {
@@ -705,7 +731,12 @@ impl WorkAgent {
                 manifest_deleted: report.manifest_deleted,
             });
             authorize(&mut request, &self.cluster, self.token.as_ref());
-            requests.push((id.clone(), report, request));
+            requests.push((id.clone(), (report, counted), request));
+        }
+        for id in confirmed {
+            if let Some(t) = self.works.get_mut(&id) {
+                t.confirmed = true;
+            }
         }
         if requests.is_empty() {
             return;
@@ -748,7 +779,9 @@ impl WorkAgent {
                 }
             };
             if done && let Some(t) = self.works.get_mut(&id) {
+                let (report, counted) = report;
                 t.reported = Some(report);
+                t.confirmed |= counted;
             }
         }
     }

@@ -474,6 +474,36 @@ async fn a_scale_up_is_never_reported_healthy_from_the_watch_cache_of_before_it(
     shutdown.trigger();
 }
 
+/// WE-7.1: the apply's answer stands in only until a reading of the member that counts has
+/// been reported; when the member cannot be read later (here: unreachable, listed by
+/// `--status-source=list`), the last report stands, and the old answer (0 ready, Unhealthy)
+/// is not sent again over it.
+#[tokio::test]
+async fn without_a_reading_the_last_report_stands_not_the_old_apply_answer() {
+    let shutdown = Shutdown::new();
+    let mut f = fakes(&shutdown).await;
+    let (sim, member) = member_sim(Duration::from_millis(100), &shutdown).await;
+    let mut cfg = config(&f, &member);
+    cfg.status_source = StatusSource::List;
+    tokio::spawn(run(cfg, shutdown.clone()));
+    let (_, feed) = recv(&mut f.watches, "watch").await;
+    send_event(&feed, Added, Some(work("a", 1, 2, false)), 5);
+    send_event(&feed, Bookmark, None, 5);
+    recv_until(&mut f.reports, "Healthy with 2 ready", |(_, r)| {
+        r.status.as_ref().is_some_and(|s| {
+            s.health == v1::ResourceHealth::Healthy as i32 && s.ready_replicas == 2
+        })
+    })
+    .await;
+    sim.set_fault(Fault::Unreachable);
+    let later = tokio::time::timeout(Duration::from_secs(3), f.reports.recv()).await;
+    if let Ok(Some((_, r))) = later {
+        panic!("a report without a reading of the member: {r:?}");
+    }
+    sim.set_fault(Fault::Healthy);
+    shutdown.trigger();
+}
+
 #[tokio::test]
 async fn a_failed_apply_is_reported_and_retried_until_the_member_takes_it() {
     let (shutdown, mut f, sim) = start_agent(Duration::from_millis(10)).await;

@@ -368,8 +368,9 @@ async fn sync_cluster(ctx: &Context, cluster: &v1::Cluster) -> SyncReport {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(name.to_owned(), (passes.wrapping_add(1), seen));
-    // GE-8.7: only a pass whose every status landed counts as a collection
-    if report.conflicts == 0 && watched {
+    // GE-8.7: only a pass whose every status landed counts as a collection (a reading skipped
+    // as older than its apply, WE-7.1, refreshed nothing)
+    if report.conflicts == 0 && report.stale == 0 && watched {
         record_collection(ctx, name, started).await;
     }
     report
