@@ -721,13 +721,7 @@ async fn open_watch(
             ))
             .await?
             .into_inner()
-            .map(move |e| {
-                e.map(|e| {
-                    let object = shape(full_name, e.object.as_ref());
-                    (e.r#type, object, e.resource_version)
-                })
-            })
-            .boxed(),
+            .events(full_name),
         Kind::PropagationPolicy => api
             .watch_propagation_policies(request(
                 v1::WatchPropagationPoliciesRequest {
@@ -740,13 +734,7 @@ async fn open_watch(
             ))
             .await?
             .into_inner()
-            .map(move |e| {
-                e.map(|e| {
-                    let object = shape(full_name, e.object.as_ref());
-                    (e.r#type, object, e.resource_version)
-                })
-            })
-            .boxed(),
+            .events(full_name),
         Kind::ClusterPropagationPolicy => api
             .watch_cluster_propagation_policies(request(
                 v1::WatchClusterPropagationPoliciesRequest {
@@ -758,13 +746,7 @@ async fn open_watch(
             ))
             .await?
             .into_inner()
-            .map(move |e| {
-                e.map(|e| {
-                    let object = shape(full_name, e.object.as_ref());
-                    (e.r#type, object, e.resource_version)
-                })
-            })
-            .boxed(),
+            .events(full_name),
         Kind::OverridePolicy => api
             .watch_override_policies(request(
                 v1::WatchOverridePoliciesRequest {
@@ -777,13 +759,7 @@ async fn open_watch(
             ))
             .await?
             .into_inner()
-            .map(move |e| {
-                e.map(|e| {
-                    let object = shape(full_name, e.object.as_ref());
-                    (e.r#type, object, e.resource_version)
-                })
-            })
-            .boxed(),
+            .events(full_name),
         Kind::ClusterOverridePolicy => api
             .watch_cluster_override_policies(request(
                 v1::WatchClusterOverridePoliciesRequest {
@@ -795,13 +771,7 @@ async fn open_watch(
             ))
             .await?
             .into_inner()
-            .map(move |e| {
-                e.map(|e| {
-                    let object = shape(full_name, e.object.as_ref());
-                    (e.r#type, object, e.resource_version)
-                })
-            })
-            .boxed(),
+            .events(full_name),
         Kind::ClusterTaintPolicy => api
             .watch_cluster_taint_policies(request(
                 v1::WatchClusterTaintPoliciesRequest {
@@ -813,13 +783,7 @@ async fn open_watch(
             ))
             .await?
             .into_inner()
-            .map(move |e| {
-                e.map(|e| {
-                    let object = shape(full_name, e.object.as_ref());
-                    (e.r#type, object, e.resource_version)
-                })
-            })
-            .boxed(),
+            .events(full_name),
         Kind::ResourceBinding | Kind::ClusterResourceBinding => {
             let cluster_scoped = req.kind == Kind::ClusterResourceBinding;
             api.watch_resource_bindings(request(
@@ -845,15 +809,85 @@ async fn open_watch(
                     });
                 std::future::ready(keep)
             })
-            .map(move |e| {
-                e.map(|e| {
-                    let object = shape(full_name, e.object.as_ref());
-                    (e.r#type, object, e.resource_version)
-                })
-            })
-            .boxed()
+            .events(full_name)
         }
     })
+}
+
+/// A gRPC watch response of the api: its type, object and revision.
+trait WatchResponse: Send + 'static {
+    type Object: prost::Message;
+    fn parts(self) -> (i32, Option<Self::Object>, i64);
+}
+
+/// A stream of a kind's watch responses, as [`Event`]s with the objects in Kubernetes form.
+trait IntoEvents {
+    fn events(self, full_name: &'static str) -> Events;
+}
+
+impl<S, R> IntoEvents for S
+where
+    S: Stream<Item = Result<R, tonic::Status>> + Send + 'static,
+    R: WatchResponse,
+{
+    fn events(self, full_name: &'static str) -> Events {
+        self.map(move |e| {
+            e.map(|e| {
+                let (type_, object, revision) = e.parts();
+                (type_, shape(full_name, object.as_ref()), revision)
+            })
+        })
+        .boxed()
+    }
+}
+
+impl WatchResponse for v1::WatchClustersResponse {
+    type Object = v1::Cluster;
+    fn parts(self) -> (i32, Option<v1::Cluster>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
+impl WatchResponse for v1::WatchPropagationPoliciesResponse {
+    type Object = v1::PropagationPolicy;
+    fn parts(self) -> (i32, Option<v1::PropagationPolicy>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
+impl WatchResponse for v1::WatchClusterPropagationPoliciesResponse {
+    type Object = v1::ClusterPropagationPolicy;
+    fn parts(self) -> (i32, Option<v1::ClusterPropagationPolicy>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
+impl WatchResponse for v1::WatchOverridePoliciesResponse {
+    type Object = v1::OverridePolicy;
+    fn parts(self) -> (i32, Option<v1::OverridePolicy>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
+impl WatchResponse for v1::WatchClusterOverridePoliciesResponse {
+    type Object = v1::ClusterOverridePolicy;
+    fn parts(self) -> (i32, Option<v1::ClusterOverridePolicy>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
+impl WatchResponse for v1::WatchClusterTaintPoliciesResponse {
+    type Object = v1::ClusterTaintPolicy;
+    fn parts(self) -> (i32, Option<v1::ClusterTaintPolicy>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
+impl WatchResponse for v1::WatchResourceBindingsResponse {
+    type Object = v1::ResourceBinding;
+    fn parts(self) -> (i32, Option<v1::ResourceBinding>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
 }
 
 /// A watch event's object in Kubernetes form (`None`: a bookmark, or an object that cannot
