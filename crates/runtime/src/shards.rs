@@ -410,9 +410,13 @@ impl Run {
         let mut backoff = BackoffState::new(self.config.retry);
         while !self.stop.is_triggered() {
             let sent = Instant::now();
+            // Bounded by a TTL: a grant slower than that gives a lease too short to use, and
+            // a hung one would keep this replica out of the group for the client's timeout.
             let granted = tokio::select! {
                 () = self.stop.triggered() => break,
-                r = self.store.lease_grant(self.config.ttl) => r,
+                r = tokio::time::timeout(self.config.ttl, self.store.lease_grant(self.config.ttl)) => {
+                    r.unwrap_or_else(|_| Err(StoreError::unavailable("lease grant outlasted a lease TTL")))
+                }
             };
             let (lease, valid_until) = match granted {
                 Ok(lease) => (lease.id, sent + lease.ttl),
@@ -423,12 +427,19 @@ impl Run {
                     continue;
                 }
             };
+            let began = Instant::now();
             let end = self.term(lease, valid_until).await;
             self.publish(BTreeMap::new(), None);
             self.revoke(lease).await;
             match end {
                 TermEnd::Stopped => break,
                 TermEnd::Lost(reason) => {
+                    // A term that lasted a TTL was a success: the back-off starts over, so
+                    // that a long-lived replica's occasional loss is not met with the
+                    // longest delay its earlier losses built up.
+                    if began.elapsed() >= self.config.ttl {
+                        backoff.reset();
+                    }
                     let delay = backoff.next_delay();
                     tracing::warn!(service = %self.config.service, %reason, retry_in = ?delay, "shards: membership ended; joining again");
                     self.pause(delay).await;
@@ -447,7 +458,15 @@ impl Run {
     }
 
     async fn revoke(&self, lease: LeaseId) {
-        match self.store.lease_revoke(lease).await {
+        // Bounded by a TTL: by then the lease has expired anyway.
+        let revoked = tokio::time::timeout(self.config.ttl, self.store.lease_revoke(lease))
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::unavailable(
+                    "lease revoke outlasted a lease TTL",
+                ))
+            });
+        match revoked {
             Ok(()) | Err(StoreError::LeaseNotFound { .. }) => {}
             Err(error) => {
                 tracing::debug!(service = %self.config.service, %error, "lease revoke failed; it will expire");

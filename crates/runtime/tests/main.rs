@@ -6,6 +6,7 @@ mod leader;
 mod leader_etcd;
 mod proxy;
 mod security;
+mod shards;
 mod shards_etcd;
 mod watch_support;
 mod watcher;

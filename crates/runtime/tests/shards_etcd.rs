@@ -21,6 +21,11 @@ fn config(service: &str, shards: u32, id: &str) -> ShardConfig {
     ShardConfig::new(service, shards, id).ttl(TTL)
 }
 
+/// For tests of who holds what, not of expiry: long enough that a loaded CI machine's
+/// pauses do not cost a lease (a lost lease rejoins under a new member id, which moves
+/// shards that stickiness says stay). The 2 s one lost leases, then shards, under load.
+const STEADY_TTL: Duration = Duration::from_secs(10);
+
 fn shards_of(o: &ShardOwner) -> BTreeSet<u32> {
     o.held().terms.keys().copied().collect()
 }
@@ -63,14 +68,20 @@ async fn settled(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_split_the_shards_and_rebalance_only_what_they_must() {
+    // What each owner decided, printed if the test fails.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("flotilla_runtime=info")
+        .with_test_writer()
+        .try_init();
     let etcd = EtcdServer::start().await;
     let store: Arc<dyn Store> = Arc::new(etcd.store("runtime-shards-sticky").await);
     let shutdown = Shutdown::new();
     let n = 16;
-    let a = ShardOwner::spawn(store.clone(), config("svc", n, "a"), &shutdown);
-    let b = ShardOwner::spawn(store.clone(), config("svc", n, "b"), &shutdown);
-    let c = ShardOwner::spawn(store.clone(), config("svc", n, "c"), &shutdown);
-    let before = settled(&*store, &[&a, &b, &c], n, Duration::from_secs(20)).await;
+    let config = |shards, id| config("svc", shards, id).ttl(STEADY_TTL);
+    let a = ShardOwner::spawn(store.clone(), config(n, "a"), &shutdown);
+    let b = ShardOwner::spawn(store.clone(), config(n, "b"), &shutdown);
+    let c = ShardOwner::spawn(store.clone(), config(n, "c"), &shutdown);
+    let before = settled(&*store, &[&a, &b, &c], n, Duration::from_secs(30)).await;
 
     // The table says the same, with each owner's identity.
     let (members, rows) = table(&*store, "svc").await.unwrap();
@@ -85,8 +96,8 @@ async fn replicas_split_the_shards_and_rebalance_only_what_they_must() {
     }
 
     // A joiner takes shards only for itself: a, b and c each keep a subset of theirs.
-    let d = ShardOwner::spawn(store.clone(), config("svc", n, "d"), &shutdown);
-    let after_join = settled(&*store, &[&a, &b, &c, &d], n, Duration::from_secs(20)).await;
+    let d = ShardOwner::spawn(store.clone(), config(n, "d"), &shutdown);
+    let after_join = settled(&*store, &[&a, &b, &c, &d], n, Duration::from_secs(30)).await;
     for i in 0..3 {
         assert!(
             after_join[i].is_subset(&before[i]),
@@ -98,7 +109,7 @@ async fn replicas_split_the_shards_and_rebalance_only_what_they_must() {
 
     // A leaver's shards go to the others; no other shard moves.
     c.resign().await;
-    let after_leave = settled(&*store, &[&a, &b, &d], n, Duration::from_secs(20)).await;
+    let after_leave = settled(&*store, &[&a, &b, &d], n, Duration::from_secs(30)).await;
     for (i, was) in [
         (0, &after_join[0]),
         (1, &after_join[1]),
@@ -240,7 +251,7 @@ async fn replicas_that_disagree_on_the_shard_count_hold_nothing() {
     let store: Arc<dyn Store> = Arc::new(etcd.store("runtime-shards-count").await);
     let shutdown = Shutdown::new();
     let a = ShardOwner::spawn(store.clone(), config("svc", 8, "a"), &shutdown);
-    settled(&*store, &[&a], 8, Duration::from_secs(20)).await;
+    settled(&*store, &[&a], 8, Duration::from_secs(30)).await;
     let b = ShardOwner::spawn(store.clone(), config("svc", 4, "b"), &shutdown);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !(shards_of(&a).is_empty() && shards_of(&b).is_empty()) {
@@ -254,7 +265,7 @@ async fn replicas_that_disagree_on_the_shard_count_hold_nothing() {
     }
     // b goes: a alone agrees with itself and takes everything again.
     b.resign().await;
-    settled(&*store, &[&a], 8, Duration::from_secs(20)).await;
+    settled(&*store, &[&a], 8, Duration::from_secs(30)).await;
     let owned: BTreeMap<u32, String> = table(&*store, "svc")
         .await
         .unwrap()
@@ -280,7 +291,7 @@ async fn a_full_batch_of_guarded_writes_over_many_shards_fits_one_transaction_li
     let shutdown = Shutdown::new();
     let n = 64;
     let owner = ShardOwner::spawn(store.clone(), config("svc", n, "a"), &shutdown);
-    settled(&*store, &[&owner], n, Duration::from_secs(20)).await;
+    settled(&*store, &[&owner], n, Duration::from_secs(30)).await;
     let plain = Typed::new(store.clone());
     let guard = plain
         .create(
