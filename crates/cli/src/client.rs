@@ -2,7 +2,7 @@
 //! `flotilla up` serves it) and, for `explain` / `what-if`, the controllers' dry-run RPCs.
 //!
 //! ```text
-//!   apply -f FILE|-        manifest.rs: Karmada YAML ─► core ─► validate all ─► wire
+//!   apply -f FILE|-        flotilla_kube::manifest: Karmada YAML ─► core ─► validate all ─► wire
 //!                          apply.rs:    pre-flight reads ─► Create, or Update at the
 //!                                       current resourceVersion
 //!   get / describe         kinds.rs (list/get/watch per kind), get.rs, describe.rs
@@ -26,7 +26,7 @@ mod fault;
 mod get;
 mod kinds;
 mod kubeconfig;
-mod manifest;
+use flotilla_kube::manifest;
 mod mutate;
 mod output;
 mod shape;

@@ -27,7 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Karmada's failover documentation (failover-analysis.md, "Divided schedule type"),
 /// unchanged: the seed scenario.
-const SEED: &str = include_str!("../testdata/karmada-divided.yaml");
+const SEED: &str = include_str!("../../kube/testdata/karmada-divided.yaml");
 
 /// A running `flotilla up`, killed (and reaped) on drop.
 struct Up {
@@ -396,8 +396,8 @@ fn invalid_input_applies_nothing_and_edits_are_compare_and_swap() {
     // tolerationSeconds). Document 1, a valid Deployment, must not be created either. An
     // unknown field, likewise.
     let web = SEED.split("---").next().unwrap().replace("nginx", "web");
-    let bad =
-        include_str!("../testdata/toleration-seconds-on-no-schedule.yaml").replace("nginx", "web");
+    let bad = include_str!("../../kube/testdata/toleration-seconds-on-no-schedule.yaml")
+        .replace("nginx", "web");
     let unknown = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: typo\n\
              spec:\n  resourceSelectors:\n  - apiVersion: apps/v1\n    kind: Deployment\n    name: web\n  \
              placement:\n    clusterAfinity:\n      clusterNames: [member1]\n";

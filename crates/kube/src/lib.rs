@@ -6,9 +6,13 @@
 //! - [`http`]: the pieces every Kubernetes API server of Flotilla's shares (member-sim's and
 //!   the gateway's): `Status` failures, `/version`, discovery documents, request paths, watch
 //!   event lines;
+//! - [`manifest`]: the reader of Kubernetes-form documents (Karmada's YAML, JSON bodies):
+//!   parsed, defaulted and validated into the api's wire objects, for `flotilla apply -f` and
+//!   the gateway's writes alike;
 //! - [`gateway`]: the Kubernetes API over the api's gRPC (docs/kubernetes-api.md), so that
 //!   kubectl and client libraries read Flotilla's objects as they read karmada-apiserver's.
 
 pub mod form;
 pub mod gateway;
 pub mod http;
+pub mod manifest;

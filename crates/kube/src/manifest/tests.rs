@@ -51,7 +51,7 @@ fn errors(text: &str) -> Vec<String> {
 }
 
 /// Karmada docs, failover-analysis.md, "Divided schedule type" (the seed scenario).
-const DIVIDED: &str = include_str!("../../../testdata/karmada-divided.yaml");
+const DIVIDED: &str = include_str!("../../testdata/karmada-divided.yaml");
 
 #[test]
 fn karmada_divided_example_reads_as_the_seed_objects() {
@@ -348,8 +348,7 @@ spec:
 }
 
 /// A PropagationPolicy that tolerates a NoSchedule taint with tolerationSeconds.
-const BAD_TOLERATION: &str =
-    include_str!("../../../testdata/toleration-seconds-on-no-schedule.yaml");
+const BAD_TOLERATION: &str = include_str!("../../testdata/toleration-seconds-on-no-schedule.yaml");
 
 #[test]
 fn toleration_seconds_on_no_schedule_names_document_field_and_reason() {
@@ -651,7 +650,7 @@ fn failback_is_accepted_and_carried_to_the_server() {
 
 /// Karmada documents the mutations start from: the seed of docker-compose and a policy with
 /// most placement fields.
-const FUZZ_SEED: &str = include_str!("../../../../../docker/compose/seed.yaml");
+const FUZZ_SEED: &str = include_str!("../../../../docker/compose/seed.yaml");
 
 /// Mutates `text` line by line: lines dropped, duplicated, re-indented, their values replaced
 /// by odd scalars, YAML syntax inserted.
@@ -764,7 +763,11 @@ fn activation_preference_is_carried_and_printed_back() {
         pp_spec(&docs[0]).activation_preference,
         v1::ActivationPreference::Lazy as i32
     );
-    let printed = super::super::shape::kubernetes(policy).unwrap();
+    let printed = crate::form::kubernetes(
+        "flotilla.v1.PropagationPolicy",
+        &prost::Message::encode_to_vec(policy),
+    )
+    .unwrap();
     assert_eq!(printed["spec"]["activationPreference"], "Lazy");
     let again = read_ok(&serde_json::to_string(&printed).unwrap());
     assert_eq!(pp_spec(&again[0]), pp_spec(&docs[0]));
