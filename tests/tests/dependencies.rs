@@ -64,6 +64,7 @@ async fn apply(api: &ApiClient, objects: Vec<v1::apply_object::Object>) {
                 .map(|o| v1::ApplyObject { object: Some(o) })
                 .collect(),
             dry_run: false,
+            ..Default::default()
         })
         .await
         .expect("apply");

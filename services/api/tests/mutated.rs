@@ -167,6 +167,7 @@ fn mutated_requests_get_clear_answers() {
                 },
             ],
             dry_run: false,
+            ..Default::default()
         },
         |r| {
             let mut c = client.clone();

@@ -215,7 +215,11 @@ async fn apply_batch(
         })
         .collect();
     Ok(api
-        .apply(v1::ApplyRequest { objects, dry_run })
+        .apply(v1::ApplyRequest {
+            objects,
+            dry_run,
+            ..Default::default()
+        })
         .await
         .map_err(|status| refused(batch, &status))?
         .into_inner())

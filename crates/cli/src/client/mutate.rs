@@ -961,6 +961,7 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<ExitCode> {
             api.apply(v1::ApplyRequest {
                 objects,
                 dry_run: false,
+                ..Default::default()
             })
             .await
             .map_err(|s: Status| status_error(format!("joining cluster {:?}", args.name), &s))?;

@@ -58,12 +58,14 @@ fn at_index(i: usize, error: Error) -> Error {
 
 /// What an apply keeps of the stored object when the document does not say: its finalizers
 /// and its permanent-id labels (PD-1.6), as `kubectl apply` keeps what others set.
-fn keep_server_set<R: Resource>(current: &R, new: &mut R) {
+/// A replace (`keep_finalizers` false) sets the finalizers the object has, as a Kubernetes
+/// PUT does.
+fn keep_server_set<R: Resource>(current: &R, new: &mut R, keep_finalizers: bool) {
     let Some(current) = current.meta() else {
         return;
     };
     let meta = new.meta_mut();
-    if meta.finalizers.is_empty() {
+    if keep_finalizers && meta.finalizers.is_empty() {
         meta.finalizers.clone_from(&current.finalizers);
     }
     for (k, v) in &current.labels {
@@ -80,6 +82,8 @@ impl ApiService {
         &self,
         request: v1::ApplyRequest,
     ) -> Result<v1::ApplyResponse, Error> {
+        let mode = v1::ApplyMode::try_from(request.mode)
+            .map_err(|_| Error::invalid("mode", format!("unknown apply mode {}", request.mode)))?;
         let objects = request.objects;
         // ClusterTaintPolicies are checked against the stored ones this request does not
         // replace, and against each other.
@@ -98,7 +102,7 @@ impl ApiService {
         let mut problems = Vec::new();
         let mut plans = Vec::with_capacity(objects.len());
         for (i, object) in objects.into_iter().enumerate() {
-            match self.plan(object, &in_request, &stored_policies).await {
+            match self.plan(object, mode, &in_request, &stored_policies).await {
                 Ok(plan) => plans.push(plan),
                 Err(Error::Invalid(errs)) => {
                     if let Error::Invalid(errs) = at_index(i, Error::Invalid(errs)) {
@@ -178,6 +182,7 @@ impl ApiService {
     async fn plan(
         &self,
         object: v1::ApplyObject,
+        mode: v1::ApplyMode,
         policies_in_request: &[v1::ClusterTaintPolicy],
         stored_policies: &[v1::ClusterTaintPolicy],
     ) -> Result<Planned, Error> {
@@ -187,6 +192,7 @@ impl ApiService {
             None => Err(Error::required("object", "one object kind is required")),
             Some(Object::Cluster(c)) => {
                 self.plan_kind(
+                    mode,
                     c,
                     |c| admission.cluster(Some(c)),
                     |cur, new| admission.cluster_update(cur, new),
@@ -195,6 +201,7 @@ impl ApiService {
             }
             Some(Object::PropagationPolicy(p)) => {
                 self.plan_kind(
+                    mode,
                     p,
                     |p| admission.propagation_policy(Some(p), None, false),
                     |cur, new| admission.propagation_policy(Some(new), Some(cur), false),
@@ -203,6 +210,7 @@ impl ApiService {
             }
             Some(Object::ClusterPropagationPolicy(p)) => {
                 self.plan_kind(
+                    mode,
                     p,
                     |p| admission.propagation_policy(Some(p), None, true),
                     |cur, new| admission.propagation_policy(Some(new), Some(cur), true),
@@ -218,6 +226,7 @@ impl ApiService {
                     .cloned()
                     .collect();
                 self.plan_kind(
+                    mode,
                     p,
                     |p| admission.cluster_taint_policy(Some(p), &others),
                     |_, new| admission.cluster_taint_policy(Some(new), &others),
@@ -226,6 +235,7 @@ impl ApiService {
             }
             Some(Object::OverridePolicy(p)) => {
                 self.plan_kind(
+                    mode,
                     p,
                     |p| admission.override_policy(Some(p), false),
                     |_, new| admission.override_policy(Some(new), false),
@@ -234,6 +244,7 @@ impl ApiService {
             }
             Some(Object::ClusterOverridePolicy(p)) => {
                 self.plan_kind(
+                    mode,
                     p,
                     |p| admission.override_policy(Some(p), true),
                     |_, new| admission.override_policy(Some(new), true),
@@ -242,6 +253,7 @@ impl ApiService {
             }
             Some(Object::Secret(s)) => {
                 self.plan_kind(
+                    mode,
                     s,
                     |s| admission.secret(Some(s)),
                     |_, new| admission.secret(Some(new)),
@@ -250,6 +262,7 @@ impl ApiService {
             }
             Some(Object::Workload(w)) => {
                 self.plan_kind(
+                    mode,
                     w,
                     |w| admission.workload(Some(w)),
                     |cur, new| {
@@ -265,6 +278,7 @@ impl ApiService {
 
     async fn plan_kind<R: ApiKind>(
         &self,
+        mode: v1::ApplyMode,
         object: R,
         admit_create: impl FnOnce(R) -> Result<R, Error>,
         admit_update: impl FnOnce(&R, R) -> Result<R, Error>,
@@ -282,7 +296,43 @@ impl ApiService {
             name: obj.name().to_owned(),
             action: action.to_owned(),
         };
-        match self.objects().typed().get::<R>(&key).await? {
+        let precondition = object.resource_version();
+        if mode == v1::ApplyMode::Create && precondition != 0 {
+            return Err(Error::invalid(
+                "metadata.resourceVersion",
+                "must not be set on an object to be created",
+            ));
+        }
+        let stored = self.objects().typed().get::<R>(&key).await?;
+        match (&stored, mode) {
+            (Some(_), v1::ApplyMode::Create) => {
+                return Err(Error::AlreadyExists(format!(
+                    "{} {} already exists",
+                    R::KIND,
+                    display_name(&created)
+                )));
+            }
+            (None, v1::ApplyMode::Update) => {
+                return Err(Error::NotFound(format!(
+                    "{} {} not found",
+                    R::KIND,
+                    display_name(&created)
+                )));
+            }
+            (Some(current), v1::ApplyMode::Update)
+                if precondition != 0 && precondition != current.resource_version() =>
+            {
+                return Err(Error::Aborted(format!(
+                    "{} {} was modified: resourceVersion {precondition} was given, {} is stored; \
+                     read it again and apply your change to the latest version",
+                    R::KIND,
+                    display_name(&created),
+                    current.resource_version()
+                )));
+            }
+            _ => {}
+        }
+        match stored {
             None => {
                 let meta = created.meta_mut();
                 meta.uid = new_uid();
@@ -297,7 +347,7 @@ impl ApiService {
             }
             Some(current) => {
                 let mut new = object;
-                keep_server_set(&current, &mut new);
+                keep_server_set(&current, &mut new, mode != v1::ApplyMode::Update);
                 carry_server_meta(&current, &mut new);
                 let mut new = admit_update(&current, new)?;
                 prepare_generation(&current, &mut new);
@@ -311,5 +361,14 @@ impl ApiService {
                 })
             }
         }
+    }
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn display_name<R: Resource>(object: &R) -> String {
+    if object.namespace().is_empty() {
+        object.name().to_owned()
+    } else {
+        format!("{}/{}", object.namespace(), object.name())
     }
 }

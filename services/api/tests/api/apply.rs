@@ -82,9 +82,13 @@ async fn apply_admits_everything_first_and_writes_all_or_nothing() {
     let apply = |objects: Vec<v1::ApplyObject>, dry_run: bool| {
         let mut c = client.clone();
         async move {
-            c.apply(v1::ApplyRequest { objects, dry_run })
-                .await
-                .map(Response::into_inner)
+            c.apply(v1::ApplyRequest {
+                objects,
+                dry_run,
+                ..Default::default()
+            })
+            .await
+            .map(Response::into_inner)
         }
     };
     let actions = |r: &v1::ApplyResponse| -> Vec<String> {
@@ -195,6 +199,7 @@ async fn apply_writes_a_large_file_in_transactions_of_128() {
         .apply(v1::ApplyRequest {
             objects: objects.clone(),
             dry_run: false,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -209,6 +214,7 @@ async fn apply_writes_a_large_file_in_transactions_of_128() {
     let done = accepted(client.apply(v1::ApplyRequest {
         objects,
         dry_run: false,
+        ..Default::default()
     }))
     .await;
     assert_eq!(done.outcomes.len(), 200);
@@ -221,5 +227,101 @@ async fn apply_writes_a_large_file_in_transactions_of_128() {
         .collect();
     assert_eq!(revisions.len(), 2, "128 + 72 objects: two transactions");
     assert_eq!(revisions.last(), Some(&done.resource_version));
+    api.stop().await;
+}
+
+/// `Apply` with a mode, as the Kubernetes API's verbs use it: `CREATE` refuses a stored
+/// object (ALREADY_EXISTS) and a resourceVersion; `UPDATE` refuses a missing object
+/// (NOT_FOUND) and a stale resourceVersion (ABORTED), and replaces the finalizers with the
+/// object's own; each refusal writes nothing; an unknown mode is refused.
+#[tokio::test]
+async fn apply_modes_create_only_and_replace_only() {
+    let (store, api, client) = setup().await;
+    let call = |object: v1::PropagationPolicy, mode: v1::ApplyMode| {
+        let mut c = client.clone();
+        async move {
+            c.apply(v1::ApplyRequest {
+                objects: vec![v1::ApplyObject {
+                    object: Some(v1::apply_object::Object::PropagationPolicy(object)),
+                }],
+                dry_run: false,
+                mode: mode as i32,
+            })
+            .await
+            .map(Response::into_inner)
+        }
+    };
+    let get = || {
+        let mut c = client.clone();
+        async move {
+            c.get_propagation_policy(v1::GetPropagationPolicyRequest {
+                namespace: "default".into(),
+                name: "nginx-propagation".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+        }
+    };
+    // Replace-only of a missing object: NOT_FOUND, nothing written.
+    let before = snapshot(&store).await;
+    let status = call(seed_policy(), v1::ApplyMode::Update)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    assert_eq!(snapshot(&store).await, before);
+    // Create-only with a resourceVersion: refused, naming the field.
+    let mut with_rv = seed_policy();
+    with_rv.metadata.as_mut().unwrap().resource_version = 7;
+    let status = call(with_rv, v1::ApplyMode::Create).await.unwrap_err();
+    assert_eq!(bad_fields(&status), ["objects[0].metadata.resourceVersion"]);
+    // Create-only: created once, then ALREADY_EXISTS.
+    let mut with_finalizer = seed_policy();
+    with_finalizer
+        .metadata
+        .as_mut()
+        .unwrap()
+        .finalizers
+        .push("example.com/keep".into());
+    let done = call(with_finalizer, v1::ApplyMode::Create).await.unwrap();
+    assert_eq!(done.outcomes[0].action, "created");
+    let stored = get().await;
+    let status = call(seed_policy(), v1::ApplyMode::Create)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::AlreadyExists, "{status:?}");
+    // Replace-only with a stale resourceVersion: ABORTED, nothing written.
+    let mut stale = seed_policy();
+    stale.spec.as_mut().unwrap().priority = 3;
+    stale.metadata.as_mut().unwrap().resource_version =
+        stored.metadata.as_ref().unwrap().resource_version - 1;
+    let before = snapshot(&store).await;
+    let status = call(stale.clone(), v1::ApplyMode::Update)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Aborted, "{status:?}");
+    assert_eq!(snapshot(&store).await, before);
+    // With the stored one: configured, and the finalizers are the object's (none).
+    stale.metadata.as_mut().unwrap().resource_version =
+        stored.metadata.as_ref().unwrap().resource_version;
+    let done = call(stale, v1::ApplyMode::Update).await.unwrap();
+    assert_eq!(done.outcomes[0].action, "configured");
+    let replaced = get().await;
+    assert_eq!(replaced.spec.as_ref().unwrap().priority, 3);
+    assert!(
+        replaced.metadata.as_ref().unwrap().finalizers.is_empty(),
+        "{replaced:?}"
+    );
+    // An unknown mode.
+    let mut c = client.clone();
+    let status = c
+        .apply(v1::ApplyRequest {
+            objects: vec![],
+            dry_run: false,
+            mode: 9,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_fields(&status), ["mode"], "{status:?}");
     api.stop().await;
 }
