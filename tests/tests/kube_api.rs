@@ -1,7 +1,9 @@
 //! The Kubernetes API gateway (docs/kubernetes-api.md) with the real kubectl, over the real
 //! service binaries on etcd: discovery of Karmada's groups with their short names, lists and
 //! gets in the very form `flotilla get -o json` prints (one printer), a watch that follows a
-//! new object, and errors as kube-apiserver's `Status` answers, with nothing written.
+//! new object, writes (client-side `kubectl apply`, create, replace, patch of each type,
+//! delete) admitted by the api like `flotilla apply`'s, and errors as kube-apiserver's
+//! `Status` answers, with nothing written.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -211,10 +213,14 @@ async fn kubectl_reads_karmadas_kinds_through_the_kubernetes_api() {
     );
     let (ok, out) = kubectl(&server, &["get", "pp", "nope", "-n", "default"]).await;
     assert!(!ok && out.contains("NotFound"), "{out}");
-    let (ok, out) = kubectl(&server, &["delete", "pp", policy_name, "-n", "default"]).await;
+    let (ok, out) = kubectl(
+        &server,
+        &["delete", "rb", "nginx-deployment", "-n", "default"],
+    )
+    .await;
     assert!(
-        !ok && out.contains("MethodNotAllowed") && out.contains("flotilla apply"),
-        "{out}"
+        !ok && out.contains("MethodNotAllowed") && out.contains("flotilla release"),
+        "bindings are the controllers' to write: {out}"
     );
     let (ok, out) = kubectl(
         &server,
@@ -378,4 +384,358 @@ async fn the_gateway_passes_the_callers_identity_to_the_api() {
         !ok && out.contains("certificate"),
         "an unknown CA is refused: {out}"
     );
+}
+
+const POLICY: &str = "apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: web
+  labels: {team: shop}
+spec:
+  priority: 1
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
+  placement:
+    clusterAffinity: {clusterNames: [member1, member2]}
+";
+
+/// The `spec` of the PropagationPolicy `web`, through the gateway.
+async fn web_spec(server: &str) -> serde_json::Value {
+    let out = kubectl_ok(server, &["get", "pp", "web", "-n", "default", "-o", "json"]).await;
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["spec"].clone()
+}
+
+/// Writes with the real kubectl: client-side apply creates, then configures with a JSON merge
+/// patch (a removed label is removed: kubectl's last-applied annotation is kept), then
+/// writes nothing; create of an existing object, a stale replace and an invalid patch are
+/// refused as kube-apiserver refuses them, with nothing written; JSON and merge patches;
+/// delete. Bad bodies (not JSON, another kind, unknown fields, too large) get a clear Status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_writes_karmadas_kinds_through_the_kubernetes_api() {
+    let stack = Stack::start(Timers::fast()).await;
+    let server = gateway(&stack).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("web.yaml");
+    let file = file.to_str().unwrap();
+    std::fs::write(file, POLICY).unwrap();
+
+    let out = kubectl_ok(&server, &["apply", "-f", file, "-n", "default"]).await;
+    assert_eq!(
+        out.trim(),
+        "propagationpolicy.policy.karmada.io/web created"
+    );
+    assert_eq!(web_spec(&server).await["priority"], 1);
+    // as flotilla reads it: the same object through both doors
+    let by_flotilla = stack
+        .cli_ok(&["get", "pp", "web", "-n", "default", "-o", "json"])
+        .await;
+    assert!(by_flotilla.contains("\"web\""), "{by_flotilla}");
+
+    // a change: configured (kubectl sends a merge patch); a label dropped from the file goes
+    std::fs::write(
+        file,
+        POLICY
+            .replace("priority: 1", "priority: 4")
+            .replace("  labels: {team: shop}\n", ""),
+    )
+    .unwrap();
+    let out = kubectl_ok(&server, &["apply", "-f", file, "-n", "default"]).await;
+    assert_eq!(
+        out.trim(),
+        "propagationpolicy.policy.karmada.io/web configured"
+    );
+    assert_eq!(web_spec(&server).await["priority"], 4);
+    let labels = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "pp",
+            "web",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ],
+    )
+    .await;
+    assert!(
+        !labels.contains("team"),
+        "the dropped label is gone: {labels}"
+    );
+    // the same file again writes nothing (kubectl still says "configured": the api defaults
+    // each resourceSelector's namespace, as Karmada's webhook does, so kubectl's merge patch
+    // sends the list again and the api finds it unchanged)
+    let version = || async {
+        kubectl_ok(
+            &server,
+            &[
+                "get",
+                "pp",
+                "web",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.metadata.resourceVersion}",
+            ],
+        )
+        .await
+    };
+    let was = version().await;
+    kubectl_ok(&server, &["apply", "-f", file, "-n", "default"]).await;
+    assert_eq!(version().await, was, "an unchanged apply writes nothing");
+
+    // create of what exists: AlreadyExists
+    let (ok, out) = kubectl(&server, &["create", "-f", file, "-n", "default"]).await;
+    assert!(!ok && out.contains("AlreadyExists"), "{out}");
+
+    // a JSON patch and a merge patch
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "pp",
+            "web",
+            "-n",
+            "default",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/priority","value":7}]"#,
+        ],
+    )
+    .await;
+    assert_eq!(web_spec(&server).await["priority"], 7);
+    kubectl_ok(
+        &server,
+        &[
+            "patch",
+            "pp",
+            "web",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"priority":8}}"#,
+        ],
+    )
+    .await;
+    assert_eq!(web_spec(&server).await["priority"], 8);
+
+    // refused, nothing written: an unknown field (422 naming it), a value the api's
+    // validation refuses, a failed JSON patch test, a strategic merge patch (415, as for
+    // custom kinds on kube-apiserver)
+    let before = web_spec(&server).await;
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "patch",
+            "pp",
+            "web",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"bogus":1}}"#,
+        ],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("is invalid") && out.contains("bogus"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "patch",
+            "pp",
+            "web",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"placement":{"replicaScheduling":{"replicaSchedulingType":"Sideways"}}}}"#,
+        ],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("is invalid") && out.contains("replicaSchedulingType"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "patch",
+            "pp",
+            "web",
+            "-n",
+            "default",
+            "--type=json",
+            "-p",
+            r#"[{"op":"test","path":"/spec/priority","value":99}]"#,
+        ],
+    )
+    .await;
+    assert!(!ok && out.contains("JSON patch failed"), "{out}");
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "patch",
+            "pp",
+            "web",
+            "-n",
+            "default",
+            "--type=strategic",
+            "-p",
+            r#"{"spec":{"priority":2}}"#,
+        ],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("strategic-merge-patch+json is not supported"),
+        "{out}"
+    );
+    assert_eq!(web_spec(&server).await, before, "nothing written");
+
+    // replace on a stale resourceVersion: Conflict; on the current one: replaced
+    let current: serde_json::Value = serde_json::from_str(
+        &kubectl_ok(
+            &server,
+            &["get", "pp", "web", "-n", "default", "-o", "json"],
+        )
+        .await,
+    )
+    .unwrap();
+    let rv: i64 = current["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut stale = current.clone();
+    stale["metadata"]["resourceVersion"] = (rv - 1).to_string().into();
+    stale["spec"]["priority"] = 9.into();
+    let stale_file = dir.path().join("stale.json");
+    std::fs::write(&stale_file, stale.to_string()).unwrap();
+    let stale_file = stale_file.to_str().unwrap();
+    let (ok, out) = kubectl(&server, &["replace", "-f", stale_file]).await;
+    assert!(!ok && out.contains("Conflict"), "{out}");
+    assert_eq!(web_spec(&server).await, before);
+    stale["metadata"]["resourceVersion"] = rv.to_string().into();
+    std::fs::write(stale_file, stale.to_string()).unwrap();
+    let out = kubectl_ok(&server, &["replace", "-f", stale_file]).await;
+    assert!(out.contains("replaced"), "{out}");
+    assert_eq!(web_spec(&server).await["priority"], 9);
+
+    // bad bodies, straight to the API: each a clear Status, nothing stored
+    let post = |body: Vec<u8>, content_type: &'static str| {
+        let url = format!(
+            "{server}/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
+        );
+        let body_file = dir.path().join(format!("body-{}", rand::random::<u32>()));
+        std::fs::write(&body_file, body).unwrap();
+        async move {
+            let mut command = tokio::process::Command::new("curl");
+            command.args([
+                "-s",
+                "-w",
+                "\n%{http_code}",
+                "-X",
+                "POST",
+                "-H",
+                &format!("Content-Type: {content_type}"),
+                "--data-binary",
+                &format!("@{}", body_file.display()),
+                &url,
+            ]);
+            let (ok, out) = command_output(&mut command).await;
+            assert!(ok, "curl: {out}");
+            let (body, code) = out.trim_end().rsplit_once('\n').unwrap_or(("", ""));
+            (
+                code.to_owned(),
+                serde_json::from_str::<serde_json::Value>(body).unwrap_or_default(),
+            )
+        }
+    };
+    let named = |name: &str| POLICY.replace("name: web\n", &format!("name: {name}\n"));
+    let as_json = |yaml: &str| {
+        serde_json::to_vec(&serde_norway::from_str::<serde_json::Value>(yaml).unwrap()).unwrap()
+    };
+    for (body, content_type, code, says) in [
+        (
+            b"{not json".to_vec(),
+            "application/json",
+            "400",
+            "not valid JSON",
+        ),
+        (
+            b"apiVersion: [".to_vec(),
+            "application/yaml",
+            "400",
+            "not valid YAML",
+        ),
+        (
+            as_json(&named("other").replace("policy.karmada.io/v1alpha1", "policy.karmada.io/v1")),
+            "application/json",
+            "400",
+            "does not match the expected API version",
+        ),
+        (
+            as_json(&named("other").replace("kind: PropagationPolicy", "kind: OverridePolicy")),
+            "application/json",
+            "400",
+            "does not match the expected kind",
+        ),
+        (
+            as_json(
+                &named("other").replace("  priority: 1\n", "  priority: 1\n  surprise: true\n"),
+            ),
+            "application/json",
+            "422",
+            "surprise",
+        ),
+        (
+            as_json(
+                &named("other")
+                    .replace("  name: other\n", "  name: other\n  namespace: elsewhere\n"),
+            ),
+            "application/json",
+            "400",
+            "does not match the namespace",
+        ),
+        (
+            {
+                let mut big = serde_norway::from_str::<serde_json::Value>(&named("other")).unwrap();
+                big["metadata"]["annotations"] = serde_json::json!({"x": "y".repeat(4 << 20)});
+                serde_json::to_vec(&big).unwrap()
+            },
+            "application/json",
+            "413",
+            "larger than 3 MiB",
+        ),
+        (
+            format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(),
+            "application/json",
+            "400",
+            "not valid JSON",
+        ),
+    ] {
+        let (got, status) = post(body, content_type).await;
+        assert_eq!(got, code, "{says}: {status}");
+        assert!(
+            status["kind"] == "Status"
+                && status["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(says),
+            "{says}: {status}"
+        );
+    }
+    let (ok, out) = kubectl(&server, &["get", "pp", "other", "-n", "default"]).await;
+    assert!(!ok && out.contains("NotFound"), "nothing stored: {out}");
+
+    // delete
+    let out = kubectl_ok(&server, &["delete", "-f", file, "-n", "default"]).await;
+    assert_eq!(
+        out.trim(),
+        "propagationpolicy.policy.karmada.io \"web\" deleted"
+    );
+    let (ok, out) = kubectl(&server, &["get", "pp", "web", "-n", "default"]).await;
+    assert!(!ok && out.contains("NotFound"), "{out}");
 }

@@ -13,7 +13,7 @@
 //! made with the caller's `Authorization` header, so authentication, the method table,
 //! redaction and validation are the api's own (one admission path). Objects are written in
 //! their Kubernetes form by [`crate::form`], the printer of `flotilla get -o yaml`.
-//! This first slice serves the read verbs; writes answer 405 with what to use instead.
+//! Writes ([`write`]) are the api's Apply (create, update, patch) and Delete* RPCs.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -136,6 +136,14 @@ const KINDS: [KindInfo; 8] = [
     },
 ];
 
+mod openapi;
+mod write;
+
+/// What discovery says of `kind`.
+fn info(kind: Kind) -> &'static KindInfo {
+    KINDS.iter().find(|k| k.kind == kind).unwrap_or(&KINDS[0])
+}
+
 /// The Kubernetes `kind` of `kind`.
 fn kind_name(kind: Kind) -> &'static str {
     match kind {
@@ -170,15 +178,31 @@ fn served(group_version: &str) -> Vec<Served> {
             namespaced: k.namespaced,
             short_names: k.short_names.iter().map(|s| (*s).to_owned()).collect(),
             categories: Vec::new(),
-            verbs: vec!["get".into(), "list".into(), "watch".into()],
+            verbs: verbs(k.kind),
         })
         .collect()
+}
+
+/// What discovery says may be done with `kind`: bindings are read-only to users.
+fn verbs(kind: Kind) -> Vec<String> {
+    let read = ["get", "list", "watch"];
+    let write = ["create", "update", "patch", "delete"];
+    let all: Vec<&str> = match kind {
+        Kind::ResourceBinding | Kind::ClusterResourceBinding => read.to_vec(),
+        _ => read.iter().chain(write.iter()).copied().collect(),
+    };
+    all.into_iter().map(str::to_owned).collect()
 }
 
 /// The Kubernetes routes of the gateway over `api`.
 pub fn router(api: ApiClient<Channel>) -> axum::Router {
     axum::Router::new()
         .route("/version", axum::routing::get(version))
+        .route(
+            "/openapi/v3",
+            axum::routing::get(|| async { reply(StatusCode::OK, &openapi::index()) }),
+        )
+        .route("/openapi/v3/{*rest}", axum::routing::get(openapi_document))
         .route("/api", axum::routing::any(dispatch))
         .route("/api/{*rest}", axum::routing::any(dispatch))
         .route("/apis", axum::routing::any(dispatch))
@@ -245,6 +269,18 @@ fn not_found(what: &str) -> Response {
         "NotFound",
         &format!("{what} not found"),
     )
+}
+
+async fn openapi_document(uri: Uri) -> Response {
+    let gv = uri
+        .path()
+        .strip_prefix("/openapi/v3/apis/")
+        .unwrap_or_default();
+    if group_versions().contains(&gv) {
+        reply(StatusCode::OK, &openapi::document(gv))
+    } else {
+        not_found(&format!("the OpenAPI document {}", uri.path()))
+    }
 }
 
 async fn version() -> Response {
@@ -354,6 +390,7 @@ async fn dispatch(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    body: axum::body::Body,
 ) -> Response {
     let (group_version, namespace, resource, name, subresource) = match k::parse_path(uri.path()) {
         // the core group's kinds (Namespaces, ConfigMaps…) are not served yet: no version
@@ -401,16 +438,6 @@ async fn dispatch(
             kind_name(kind)
         ));
     }
-    if method != Method::GET {
-        return failure(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            &format!(
-                "{method} is not served by Flotilla's Kubernetes API yet (it serves get, list \
-                 and watch); write with `flotilla apply -f` or the gRPC api"
-            ),
-        );
-    }
     if subresource.is_some() {
         return not_found(&format!(
             "the subresource {}",
@@ -425,12 +452,42 @@ async fn dispatch(
         namespace,
         headers,
     };
-    match name {
-        Some(name) => get(api, request, name).await,
-        None if param(&query, "watch").is_some_and(|w| w == "true" || w == "1") => {
-            watch(api, request, &query).await
+    if method == Method::GET {
+        return match name {
+            Some(name) => get(api, request, name).await,
+            None if param(&query, "watch").is_some_and(|w| w == "true" || w == "1") => {
+                watch(api, request, &query).await
+            }
+            None => list(api, request, &query).await,
+        };
+    }
+    let body = match axum::body::to_bytes(body, write::MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return failure(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                &format!(
+                    "the request body is larger than {} MiB, or was cut off",
+                    write::MAX_BODY_BYTES >> 20
+                ),
+            );
         }
-        None => list(api, request, &query).await,
+    };
+    match (&method, name) {
+        (&Method::POST, None) => write::create(api, &request, &query, &body).await,
+        (&Method::PUT, Some(name)) => write::replace(api, &request, name, &query, &body).await,
+        (&Method::PATCH, Some(name)) => write::patch(api, &request, name, &query, &body).await,
+        (&Method::DELETE, Some(name)) => write::delete(api, &request, name, &query, &body).await,
+        _ => failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            &format!(
+                "{method} on {} is not served (served: get, list, watch, create, update, \
+                 patch, delete)",
+                uri.path()
+            ),
+        ),
     }
 }
 
@@ -467,7 +524,15 @@ fn internal(message: &str) -> Response {
     failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
 }
 
-async fn get(mut api: ApiClient<Channel>, req: Req, name: &str) -> Response {
+async fn get(api: ApiClient<Channel>, req: Req, name: &str) -> Response {
+    match fetch(api, &req, name).await {
+        Ok(object) => reply(StatusCode::OK, &object),
+        Err(failed) => failed,
+    }
+}
+
+/// One object in Kubernetes form; `Err` is the failure to answer.
+async fn fetch(mut api: ApiClient<Channel>, req: &Req, name: &str) -> Result<Value, Response> {
     let (ns, name) = (req.namespace.clone(), name.to_owned());
     let h = &req.headers;
     let shaped = match req.kind {
@@ -522,9 +587,9 @@ async fn get(mut api: ApiClient<Channel>, req: Req, name: &str) -> Response {
             .map(|r| req.shaped(r.get_ref())),
     };
     match shaped {
-        Ok(Ok(object)) => reply(StatusCode::OK, &object),
-        Ok(Err(message)) => internal(&message),
-        Err(status) => from_status(&status),
+        Ok(Ok(object)) => Ok(object),
+        Ok(Err(message)) => Err(internal(&message)),
+        Err(status) => Err(from_status(&status)),
     }
 }
 

@@ -1,0 +1,121 @@
+//! `/openapi/v3`: the OpenAPI v3 index and one document per group version, as kube-apiserver
+//! publishes them. kubectl reads them before a write: a PATCH operation of the object's kind
+//! that takes the `fieldValidation` query parameter tells it the server validates fields
+//! itself, so `kubectl apply -f` needs no `--validate=false`. Each document holds the paths
+//! and operations of the group version's kinds; the schemas are open objects (what the
+//! fields are, the api's validation says; `kubectl explain` is not served yet).
+
+use serde_json::{Map, Value, json};
+
+use super::{KINDS, KindInfo, kind_name, verbs};
+
+/// The index: each group version's document, at a URL that names its content's hash (a
+/// client caches it until the hash changes).
+pub(super) fn index() -> Value {
+    let mut paths = Map::new();
+    for gv in super::group_versions() {
+        let hash = hash(&document(gv).to_string());
+        paths.insert(
+            format!("apis/{gv}"),
+            json!({"serverRelativeURL": format!("/openapi/v3/apis/{gv}?hash={hash:016X}")}),
+        );
+    }
+    json!({ "paths": paths })
+}
+
+/// FNV-1a: stable across builds and processes (unlike std's hasher).
+fn hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The schema name of a kind, in Kubernetes' reversed-group style
+/// (`io.karmada.policy.v1alpha1.PropagationPolicy`).
+fn schema_name(info: &KindInfo) -> String {
+    let (group, version) = info.group_version.split_once('/').unwrap_or(("", ""));
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    format!("{}.{version}.{}", reversed.join("."), kind_name(info.kind))
+}
+
+fn gvk(info: &KindInfo) -> Value {
+    let (group, version) = info.group_version.split_once('/').unwrap_or(("", ""));
+    json!({"group": group, "version": version, "kind": kind_name(info.kind)})
+}
+
+fn query_parameter(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "query", "description": description,
+           "schema": {"type": "string", "uniqueItems": true}})
+}
+
+fn operation(info: &KindInfo, action: &str, parameters: Vec<Value>) -> Value {
+    json!({
+        "description": format!("{action} a {}", kind_name(info.kind)),
+        "operationId": format!("{action}{}", kind_name(info.kind)),
+        "parameters": parameters,
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {
+            "$ref": format!("#/components/schemas/{}", schema_name(info)),
+        }}}}},
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": gvk(info),
+    })
+}
+
+/// The document of one group version ("" fields for one it does not serve).
+pub(super) fn document(group_version: &str) -> Value {
+    let mut paths = Map::new();
+    let mut schemas = Map::new();
+    for info in KINDS.iter().filter(|k| k.group_version == group_version) {
+        let verbs = verbs(info.kind);
+        let writes = verbs.iter().any(|v| v == "patch");
+        let base = if info.namespaced {
+            format!(
+                "/apis/{group_version}/namespaces/{{namespace}}/{}",
+                info.plural
+            )
+        } else {
+            format!("/apis/{group_version}/{}", info.plural)
+        };
+        let validation = || {
+            vec![
+                query_parameter(
+                    "fieldValidation",
+                    "Strict (the default and the only behaviour: an unknown field is refused) or Warn",
+                ),
+                query_parameter("fieldManager", "accepted; managed fields are not tracked"),
+            ]
+        };
+        let mut collection = Map::new();
+        collection.insert("get".into(), operation(info, "list", Vec::new()));
+        if writes {
+            collection.insert("post".into(), operation(info, "post", validation()));
+        }
+        let mut item = Map::new();
+        item.insert("get".into(), operation(info, "get", Vec::new()));
+        if writes {
+            item.insert("put".into(), operation(info, "put", validation()));
+            item.insert("patch".into(), operation(info, "patch", validation()));
+            item.insert("delete".into(), operation(info, "delete", Vec::new()));
+        }
+        paths.insert(base.clone(), Value::Object(collection));
+        paths.insert(format!("{base}/{{name}}"), Value::Object(item));
+        schemas.insert(
+            schema_name(info),
+            json!({
+                "type": "object",
+                "description": format!(
+                    "{}: the fields are Karmada's; Flotilla's api validates them (docs/kubernetes-api.md)",
+                    kind_name(info.kind)
+                ),
+                "x-kubernetes-preserve-unknown-fields": true,
+                "x-kubernetes-group-version-kind": [gvk(info)],
+            }),
+        );
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Flotilla", "version": super::KUBERNETES_VERSION.1},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    })
+}

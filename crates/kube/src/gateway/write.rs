@@ -1,0 +1,674 @@
+//! The gateway's writes, each one call of the api (docs/kubernetes-api.md "Writes"):
+//!
+//! ```text
+//!   POST   …/{resource}          body ──read (flotilla_kube::manifest)──► Apply(CREATE)  → 201
+//!   PUT    …/{resource}/{name}   body ──read──► Apply(UPDATE, resourceVersion precondition) → 200
+//!   PATCH  …/{resource}/{name}   stored object (Kubernetes form) + JSON merge patch or JSON
+//!                                patch ──read──► Apply(UPDATE, on the version read) → 200;
+//!                                a concurrent write in between: read and patch again
+//!   DELETE …/{resource}/{name}   Delete* (preconditions from DeleteOptions) → Status or the
+//!                                object a finalizer keeps
+//! ```
+//!
+//! A body is read by the same reader as `flotilla apply -f` (Karmada's field names, strict:
+//! an unknown field is refused), then admitted by the api like any other write, so both
+//! paths refuse and accept the same objects. What the reader or the api refuses is a 422
+//! `Invalid` Status with one cause per field.
+
+// A failure here is the HTTP answer itself, made at most once per request: boxing it would
+// buy nothing.
+#![allow(clippy::result_large_err)]
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use flotilla_proto::Resource;
+use flotilla_proto::v1;
+use flotilla_proto::v1::api_client::ApiClient;
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+use tonic_types::StatusExt as _;
+
+use super::{Kind, Req, failure, fetch, from_status, kind_name, param, reply, request};
+use crate::manifest::{self, ReadOptions};
+
+/// The largest request body read (kube-apiserver's limit is 3 MiB too).
+pub(super) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// How often a patch is read and applied again when someone else wrote in between.
+const PATCH_ATTEMPTS: usize = 5;
+
+fn bad_request(message: &str) -> Response {
+    failure(StatusCode::BAD_REQUEST, "BadRequest", message)
+}
+
+/// The API group of `req`'s kind (`policy.karmada.io`).
+fn group(req: &Req) -> &'static str {
+    req.group_version().split_once('/').map_or("", |(g, _)| g)
+}
+
+/// A 422 `Invalid` Status: `causes` are (field, message) pairs.
+fn invalid(req: &Req, name: &str, causes: &[(String, String)]) -> Response {
+    let summary: Vec<String> = causes
+        .iter()
+        .map(|(f, m)| {
+            if f.is_empty() {
+                m.clone()
+            } else {
+                format!("{f}: {m}")
+            }
+        })
+        .collect();
+    let mut body = crate::http::status(
+        422,
+        "Invalid",
+        &format!(
+            "{}.{} {name:?} is invalid: {}",
+            kind_name(req.kind),
+            group(req),
+            summary.join(", ")
+        ),
+    );
+    body["details"] = json!({
+        "name": name,
+        "group": group(req),
+        "kind": kind_name(req.kind),
+        "causes": causes.iter().map(|(f, m)| json!({
+            "reason": "FieldValueInvalid", "message": m, "field": f,
+        })).collect::<Vec<_>>(),
+    });
+    reply(StatusCode::UNPROCESSABLE_ENTITY, &body)
+}
+
+/// A refusal of a write by the api: its INVALID_ARGUMENT (with the fields it names, without
+/// Apply's `objects[0].`) is a 422, as kube-apiserver answers a validation failure.
+fn refused(req: &Req, name: &str, status: &tonic::Status) -> Response {
+    if status.code() != tonic::Code::InvalidArgument {
+        return from_status(status);
+    }
+    let causes: Vec<(String, String)> = status
+        .get_details_bad_request()
+        .map(|b| {
+            b.field_violations
+                .into_iter()
+                .map(|v| {
+                    let field = v.field.strip_prefix("objects[0]").unwrap_or(&v.field);
+                    let field = field.strip_prefix('.').unwrap_or(field).to_owned();
+                    (field, v.description)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if causes.is_empty() {
+        return invalid(req, name, &[(String::new(), status.message().to_owned())]);
+    }
+    invalid(req, name, &causes)
+}
+
+/// Refuses what the gateway does not do rather than ignoring it: a dry run, and field
+/// validation other than strict (the reader always refuses unknown fields).
+fn check_options(query: &[(String, String)]) -> Result<(), Response> {
+    if param(query, "dryRun").is_some_and(|d| !d.is_empty()) {
+        return Err(bad_request(
+            "dryRun is not served by Flotilla's Kubernetes API; use `flotilla apply --dry-run` \
+             or `flotilla explain`",
+        ));
+    }
+    match param(query, "fieldValidation") {
+        None | Some("" | "Strict" | "Warn") => Ok(()),
+        Some("Ignore") => Err(bad_request(
+            "fieldValidation=Ignore is not served: every write is validated strictly (an \
+             unknown field is refused)",
+        )),
+        Some(other) => Err(bad_request(&format!(
+            "fieldValidation {other:?}: expected Strict, Warn or Ignore"
+        ))),
+    }
+}
+
+/// The request body as JSON (or YAML, by its content type).
+fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, Response> {
+    let yaml = content_type(headers).contains("yaml");
+    let parsed = if yaml {
+        serde_norway::from_slice::<Value>(body).map_err(|e| e.to_string())
+    } else {
+        serde_json::from_slice::<Value>(body).map_err(|e| e.to_string())
+    };
+    match parsed {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(bad_request("the request body must be one object")),
+        Err(e) => Err(bad_request(&format!(
+            "the request body is not valid {}: {e}",
+            if yaml { "YAML" } else { "JSON" }
+        ))),
+    }
+}
+
+fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+}
+
+fn meta_str<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .pointer(&format!("/metadata/{key}"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// Checks a body against the path it was sent to, as kube-apiserver does: its apiVersion and
+/// kind, its namespace (taken from the path when it has none), and for a named path its
+/// name. Returns its name.
+fn check_target(req: &Req, object: &mut Value, name: Option<&str>) -> Result<String, Response> {
+    let want_gv = req.group_version();
+    let want_kind = kind_name(req.kind);
+    let got_gv = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // Flotilla's own group for Clusters reads the same (`flotilla apply` takes both).
+    let cluster_alias = req.kind == Kind::Cluster && got_gv == manifest::FLOTILLA_API_VERSION;
+    if got_gv != want_gv && !cluster_alias {
+        return Err(bad_request(&format!(
+            "the API version in the data ({got_gv}) does not match the expected API version ({want_gv})"
+        )));
+    }
+    let got_kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    if got_kind != want_kind {
+        return Err(bad_request(&format!(
+            "the kind in the data ({got_kind}) does not match the expected kind ({want_kind})"
+        )));
+    }
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = json!({});
+    }
+    if req.namespace.is_empty() {
+        // cluster-scoped: a namespace in the body means nothing (kube-apiserver clears it)
+        if let Some(meta) = object["metadata"].as_object_mut() {
+            meta.remove("namespace");
+        }
+    } else {
+        match meta_str(object, "namespace") {
+            None => object["metadata"]["namespace"] = req.namespace.clone().into(),
+            Some(ns) if ns == req.namespace => {}
+            Some(_) => {
+                return Err(bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+    }
+    let body_name = meta_str(object, "name").map(str::to_owned);
+    match (name, body_name) {
+        (Some(path), Some(body)) if path != body => Err(bad_request(&format!(
+            "the name of the object ({body}) does not match the name on the URL ({path})"
+        ))),
+        (Some(path), _) => {
+            object["metadata"]["name"] = path.into();
+            Ok(path.to_owned())
+        }
+        (None, Some(body)) => Ok(body),
+        (None, None) => Err(invalid(
+            req,
+            "",
+            &[(
+                "metadata.name".into(),
+                "Required value: name or generateName is required".into(),
+            )],
+        )),
+    }
+}
+
+/// `metadata.resourceVersion` of a body: 0 when absent.
+fn resource_version(req: &Req, name: &str, object: &Value) -> Result<i64, Response> {
+    match meta_str(object, "resourceVersion") {
+        None => Ok(0),
+        Some(rv) => rv.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            invalid(
+                req,
+                name,
+                &[(
+                    "metadata.resourceVersion".into(),
+                    format!("Invalid value: {rv:?}: not a resourceVersion this server gave out"),
+                )],
+            )
+        }),
+    }
+}
+
+/// `object` read as `flotilla apply -f` reads a document, into one item of an Apply carrying
+/// `resource_version` as its precondition; also the reader's warnings.
+fn admit(
+    req: &Req,
+    name: &str,
+    object: &Value,
+    resource_version: i64,
+) -> Result<(v1::apply_object::Object, Vec<String>), Response> {
+    let options = ReadOptions {
+        namespace: if req.namespace.is_empty() {
+            "default".to_owned()
+        } else {
+            req.namespace.clone()
+        },
+        namespace_explicit: !req.namespace.is_empty(),
+    };
+    let parsed = manifest::read("the request body", &object.to_string(), &options);
+    if !parsed.errors.is_empty() {
+        let causes: Vec<(String, String)> = parsed
+            .errors
+            .into_iter()
+            .map(|e| (e.field, e.reason))
+            .collect();
+        return Err(invalid(req, name, &causes));
+    }
+    let [document] = <[manifest::Document; 1]>::try_from(parsed.documents)
+        .map_err(|_| bad_request("the request body must be exactly one object"))?;
+    let mut item = document.object.to_apply();
+    set_resource_version(&mut item, resource_version);
+    Ok((item, parsed.warnings))
+}
+
+fn set_resource_version(item: &mut v1::apply_object::Object, rv: i64) {
+    use v1::apply_object::Object as O;
+    let meta = match item {
+        O::Cluster(o) => o.meta_mut(),
+        O::PropagationPolicy(o) => o.meta_mut(),
+        O::ClusterPropagationPolicy(o) => o.meta_mut(),
+        O::ClusterTaintPolicy(o) => o.meta_mut(),
+        O::OverridePolicy(o) => o.meta_mut(),
+        O::ClusterOverridePolicy(o) => o.meta_mut(),
+        O::Secret(o) => o.meta_mut(),
+        O::Workload(o) => o.meta_mut(),
+    };
+    meta.resource_version = rv;
+}
+
+/// Bindings are the controllers' to write; users release a held task with the gRPC api or
+/// `flotilla apply` (GE-9.1).
+fn writable(req: &Req) -> Result<(), Response> {
+    match req.kind {
+        Kind::ResourceBinding | Kind::ClusterResourceBinding => Err(failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            &format!(
+                "{}s are written by Flotilla's controllers; to release a held eviction task, \
+                 use `flotilla release` or `flotilla apply -f` of the binding",
+                kind_name(req.kind)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Warnings as kubectl prints them (`Warning: …`), in `299` headers.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - \"{}\"", w.replace(['"', '\n', '\r'], "'"));
+        if let Ok(value) = axum::http::HeaderValue::from_str(&text) {
+            response.headers_mut().append("warning", value);
+        }
+    }
+    response
+}
+
+async fn apply(
+    api: &mut ApiClient<Channel>,
+    req: &Req,
+    item: v1::apply_object::Object,
+    mode: v1::ApplyMode,
+) -> Result<(), tonic::Status> {
+    api.apply(request(
+        v1::ApplyRequest {
+            objects: vec![v1::ApplyObject { object: Some(item) }],
+            dry_run: false,
+            mode: mode as i32,
+        },
+        &req.headers,
+    ))
+    .await
+    .map(drop)
+}
+
+/// The object as stored after a write (another write may have come after it: what is read
+/// is the newest, as kube-apiserver's answer would be had it come a moment later).
+async fn written(api: ApiClient<Channel>, req: &Req, name: &str, code: StatusCode) -> Response {
+    match fetch(api, req, name).await {
+        Ok(object) => reply(code, &object),
+        Err(failed) => failed,
+    }
+}
+
+/// POST: create.
+pub(super) async fn create(
+    mut api: ApiClient<Channel>,
+    req: &Req,
+    query: &[(String, String)],
+    body: &[u8],
+) -> Response {
+    let go = async {
+        writable(req)?;
+        check_options(query)?;
+        let mut object = parse_body(&req.headers, body)?;
+        let name = check_target(req, &mut object, None)?;
+        if meta_str(&object, "resourceVersion").is_some() {
+            return Err(invalid(
+                req,
+                &name,
+                &[(
+                    "metadata.resourceVersion".into(),
+                    "must not be set on an object to be created".into(),
+                )],
+            ));
+        }
+        let (item, warnings) = admit(req, &name, &object, 0)?;
+        apply(&mut api, req, item, v1::ApplyMode::Create)
+            .await
+            .map_err(|s| refused(req, &name, &s))?;
+        Ok(with_warnings(
+            written(api.clone(), req, &name, StatusCode::CREATED).await,
+            &warnings,
+        ))
+    };
+    go.await.unwrap_or_else(|failed| failed)
+}
+
+/// PUT: replace, on the body's resourceVersion when it has one.
+pub(super) async fn replace(
+    mut api: ApiClient<Channel>,
+    req: &Req,
+    name: &str,
+    query: &[(String, String)],
+    body: &[u8],
+) -> Response {
+    let go = async {
+        writable(req)?;
+        check_options(query)?;
+        let mut object = parse_body(&req.headers, body)?;
+        check_target(req, &mut object, Some(name))?;
+        let rv = resource_version(req, name, &object)?;
+        let (item, warnings) = admit(req, name, &object, rv)?;
+        apply(&mut api, req, item, v1::ApplyMode::Update)
+            .await
+            .map_err(|s| refused(req, name, &s))?;
+        Ok(with_warnings(
+            written(api.clone(), req, name, StatusCode::OK).await,
+            &warnings,
+        ))
+    };
+    go.await.unwrap_or_else(|failed| failed)
+}
+
+/// The patch types served, by content type.
+enum PatchType {
+    Merge,
+    Json(json_patch::Patch),
+}
+
+fn patch_type(headers: &HeaderMap, body: &[u8]) -> Result<(PatchType, Value), Response> {
+    let ct = content_type(headers);
+    let ct = ct.split(';').next().unwrap_or("").trim();
+    let parse = || {
+        serde_json::from_slice::<Value>(body)
+            .map_err(|e| bad_request(&format!("the patch is not valid JSON: {e}")))
+    };
+    match ct {
+        "application/merge-patch+json" => Ok((PatchType::Merge, parse()?)),
+        "application/json-patch+json" => {
+            let value = parse()?;
+            let patch: json_patch::Patch = serde_json::from_value(value.clone())
+                .map_err(|e| bad_request(&format!("the JSON patch is malformed: {e}")))?;
+            Ok((PatchType::Json(patch), value))
+        }
+        other => Err(failure(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            &format!(
+                "the body of the request was in an unknown format ({other:?}) - accepted media \
+                 types include: application/json-patch+json, application/merge-patch+json \
+                 (strategic merge patch is not served for custom kinds, as on kube-apiserver; \
+                 server-side apply is not served yet)"
+            ),
+        )),
+    }
+}
+
+/// PATCH: the stored object, patched, replaced on the version it was read at.
+pub(super) async fn patch(
+    mut api: ApiClient<Channel>,
+    req: &Req,
+    name: &str,
+    query: &[(String, String)],
+    body: &[u8],
+) -> Response {
+    let go = async {
+        writable(req)?;
+        check_options(query)?;
+        let (kind, patch) = patch_type(&req.headers, body)?;
+        let mut last = None;
+        for _ in 0..PATCH_ATTEMPTS {
+            let mut object = fetch(api.clone(), req, name).await?;
+            let read_at = resource_version(req, name, &object)?;
+            match &kind {
+                PatchType::Merge => json_patch::merge(&mut object, &patch),
+                PatchType::Json(p) => json_patch::patch(&mut object, p).map_err(|e| {
+                    invalid(
+                        req,
+                        name,
+                        &[(String::new(), format!("the JSON patch failed: {e}"))],
+                    )
+                })?,
+            }
+            check_target(req, &mut object, Some(name))?;
+            // A patch that names a resourceVersion makes it the precondition, as on
+            // kube-apiserver; otherwise the version read is, and a conflict reads again.
+            let named = resource_version(req, name, &object)?;
+            let explicit = named != read_at;
+            let (item, warnings) =
+                admit(req, name, &object, if explicit { named } else { read_at })?;
+            match apply(&mut api, req, item, v1::ApplyMode::Update).await {
+                Ok(()) => {
+                    return Ok(with_warnings(
+                        written(api.clone(), req, name, StatusCode::OK).await,
+                        &warnings,
+                    ));
+                }
+                Err(s) if s.code() == tonic::Code::Aborted && !explicit => last = Some(s),
+                Err(s) => return Err(refused(req, name, &s)),
+            }
+        }
+        Err(last.map_or_else(
+            || bad_request("the patch could not be applied"),
+            |s| from_status(&s),
+        ))
+    };
+    go.await.unwrap_or_else(|failed| failed)
+}
+
+/// DeleteOptions' preconditions, from the body (kubectl sends one) and the query.
+fn preconditions(
+    body: &[u8],
+    query: &[(String, String)],
+) -> Result<Option<v1::Preconditions>, Response> {
+    let options: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| bad_request(&format!("the DeleteOptions are not valid JSON: {e}")))?
+    };
+    if options
+        .get("dryRun")
+        .is_some_and(|d| d.as_array().is_some_and(|a| !a.is_empty()))
+        || param(query, "dryRun").is_some_and(|d| !d.is_empty())
+    {
+        return Err(bad_request(
+            "dryRun is not served by Flotilla's Kubernetes API",
+        ));
+    }
+    let Some(pre) = options.get("preconditions").filter(|p| p.is_object()) else {
+        return Ok(None);
+    };
+    let resource_version = match pre.get("resourceVersion").and_then(Value::as_str) {
+        None | Some("") => None,
+        Some(rv) => Some(rv.parse::<i64>().map_err(|_| {
+            bad_request(&format!(
+                "preconditions.resourceVersion {rv:?} is not one this server gave out"
+            ))
+        })?),
+    };
+    let uid = pre
+        .get("uid")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned);
+    Ok(Some(v1::Preconditions {
+        resource_version,
+        uid,
+    }))
+}
+
+/// DELETE of one object. Gone: a `Success` Status; kept by a finalizer: the object, marked.
+pub(super) async fn delete(
+    mut api: ApiClient<Channel>,
+    req: &Req,
+    name: &str,
+    query: &[(String, String)],
+    body: &[u8],
+) -> Response {
+    let go = async {
+        writable(req)?;
+        let pre = preconditions(body, query)?;
+        let (ns, n, h) = (req.namespace.clone(), name.to_owned(), &req.headers);
+        let done: Result<(Option<Value>, bool), tonic::Status> = match req.kind {
+            Kind::Cluster => api
+                .delete_cluster(request(
+                    v1::DeleteClusterRequest {
+                        name: n,
+                        preconditions: pre,
+                    },
+                    h,
+                ))
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    (r.cluster.and_then(|o| req.shaped(&o).ok()), r.deleted)
+                }),
+            Kind::PropagationPolicy => api
+                .delete_propagation_policy(request(
+                    v1::DeletePropagationPolicyRequest {
+                        namespace: ns,
+                        name: n,
+                        preconditions: pre,
+                    },
+                    h,
+                ))
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    (
+                        r.propagation_policy.and_then(|o| req.shaped(&o).ok()),
+                        r.deleted,
+                    )
+                }),
+            Kind::ClusterPropagationPolicy => api
+                .delete_cluster_propagation_policy(request(
+                    v1::DeleteClusterPropagationPolicyRequest {
+                        name: n,
+                        preconditions: pre,
+                    },
+                    h,
+                ))
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    (
+                        r.cluster_propagation_policy
+                            .and_then(|o| req.shaped(&o).ok()),
+                        r.deleted,
+                    )
+                }),
+            Kind::OverridePolicy => api
+                .delete_override_policy(request(
+                    v1::DeleteOverridePolicyRequest {
+                        namespace: ns,
+                        name: n,
+                        preconditions: pre,
+                    },
+                    h,
+                ))
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    (
+                        r.override_policy.and_then(|o| req.shaped(&o).ok()),
+                        r.deleted,
+                    )
+                }),
+            Kind::ClusterOverridePolicy => api
+                .delete_cluster_override_policy(request(
+                    v1::DeleteClusterOverridePolicyRequest {
+                        name: n,
+                        preconditions: pre,
+                    },
+                    h,
+                ))
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    (
+                        r.cluster_override_policy.and_then(|o| req.shaped(&o).ok()),
+                        r.deleted,
+                    )
+                }),
+            Kind::ClusterTaintPolicy => api
+                .delete_cluster_taint_policy(request(
+                    v1::DeleteClusterTaintPolicyRequest {
+                        name: n,
+                        preconditions: pre,
+                    },
+                    h,
+                ))
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    (
+                        r.cluster_taint_policy.and_then(|o| req.shaped(&o).ok()),
+                        r.deleted,
+                    )
+                }),
+            Kind::ResourceBinding | Kind::ClusterResourceBinding => unreachable_write(),
+        };
+        let (object, deleted) = done.map_err(|s| from_status(&s))?;
+        if deleted {
+            let uid = object
+                .as_ref()
+                .and_then(|o| meta_str(o, "uid"))
+                .unwrap_or_default()
+                .to_owned();
+            let mut body = crate::http::status(200, "", "");
+            body["status"] = "Success".into();
+            body["details"] = json!({"name": name, "group": group(req),
+                "kind": super::info(req.kind).plural, "uid": uid});
+            if let Some(b) = body.as_object_mut() {
+                b.remove("reason");
+                b.remove("message");
+            }
+            Ok(reply(StatusCode::OK, &body))
+        } else {
+            // kept by a finalizer: the object with its deletionTimestamp, 202 as on
+            // kube-apiserver when the delete is not complete
+            Ok(reply(
+                StatusCode::ACCEPTED,
+                &object.unwrap_or_else(|| json!({})),
+            ))
+        }
+    };
+    go.await.unwrap_or_else(|failed| failed)
+}
+
+/// What `writable` refused already.
+fn unreachable_write<T>() -> Result<T, tonic::Status> {
+    Err(tonic::Status::unimplemented(
+        "bindings are not written here",
+    ))
+}
