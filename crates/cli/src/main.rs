@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 mod client;
 mod credentials;
 mod healthcheck;
+mod kubeconfig;
 mod up;
 
 /// Flotilla: a multi-cluster failover control plane.
@@ -48,6 +49,8 @@ enum Command {
     /// docker-compose does on its first start.
     #[command(subcommand)]
     Credentials(credentials::CredentialsCommand),
+    /// Print a kubeconfig for Flotilla's Kubernetes API (kubectl, client libraries).
+    Kubeconfig(kubeconfig::KubeconfigArgs),
     #[command(flatten)]
     Client(Box<client::ClientCommand>),
 }
@@ -158,6 +161,7 @@ async fn main() -> ExitCode {
         Command::Bench(cmd) => flotilla_bench::run(cmd).await,
         Command::Healthcheck(args) => healthcheck::run(args).await,
         Command::Credentials(cmd) => credentials::run(cmd),
+        Command::Kubeconfig(args) => kubeconfig::run(args),
         Command::Client(cmd) => client::run(*cmd).await,
     };
     match result {

@@ -192,6 +192,16 @@ struct UpFlags {
     /// The private key of --kube-tls-cert (PEM).
     #[arg(long, value_name = "PEM", requires = "kube_tls_cert")]
     kube_tls_key: Option<PathBuf>,
+
+    /// Write a kubeconfig for the Kubernetes API to this file (owner-only), so that
+    /// `kubectl --kubeconfig PATH get pp -A` works; with --kube-tls-cert, pass the CA that
+    /// signed it as --kube-tls-ca to embed it.
+    #[arg(long, value_name = "PATH")]
+    write_kubeconfig: Option<PathBuf>,
+
+    /// With --write-kubeconfig and --kube-tls-cert: the CA certificate (PEM) to embed.
+    #[arg(long, value_name = "PEM", requires = "kube_tls_cert")]
+    kube_tls_ca: Option<PathBuf>,
 }
 
 /// Where everything of `flotilla up` listens.
@@ -382,6 +392,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let kube_url = format!("{kube_scheme}://{kube}");
+    if let Some(path) = &args.write_kubeconfig
+        && let Err(e) = write_kubeconfig(path, &kube_url, args.kube_tls_ca.as_deref())
+    {
+        let problems = suite.stop(Duration::from_secs(10)).await;
+        return Err(e.context(problems.join("; ")));
+    }
     print_table(&suite, &args, &effective, log_file.as_deref(), &kube_url);
 
     let mut code = ExitCode::SUCCESS;
@@ -467,6 +483,25 @@ async fn wait(suite: &Suite, shutdown: &Shutdown) -> ExitCode {
     }
 }
 
+/// The kubeconfig of `flotilla up`'s Kubernetes API. Access is open, so it holds no token
+/// (over TLS kubectl then sends none, and the open api takes that).
+fn write_kubeconfig(
+    path: &std::path::Path,
+    server: &str,
+    ca: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let ca = ca
+        .map(|p| std::fs::read(p).with_context(|| format!("--kube-tls-ca {}", p.display())))
+        .transpose()?;
+    let text = flotilla_kube::kubeconfig::render(&flotilla_kube::kubeconfig::KubeconfigFor {
+        server,
+        ca_pem: ca.as_deref(),
+        token: None,
+        name: "flotilla-up",
+    })?;
+    flotilla_kube::kubeconfig::write_private(path, &text).context("--write-kubeconfig")
+}
+
 fn print_table(
     suite: &Suite,
     args: &UpFlags,
@@ -535,9 +570,16 @@ fn print_table(
         "  try:    flotilla get clusters --server {api}   ·   grpcurl -plaintext {api} list\n"
     ));
     out.push_str(&format!(
-        "          kubectl --server {kube} get clusters,pp,rb   (the Kubernetes API: get, list, \
-         watch)\n"
+        "          kubectl --server {kube} get clusters,pp,rb   (the Kubernetes API; \
+         docs/kubernetes-api.md)\n"
     ));
+    if let Some(path) = &args.write_kubeconfig {
+        out.push_str(&format!(
+            "  kubeconfig: {}   (kubectl --kubeconfig {} get pp -A)\n",
+            path.display(),
+            path.display()
+        ));
+    }
     println!("{out}");
 }
 

@@ -174,9 +174,18 @@ async fn serving(addr: &str) -> bool {
 async fn up_prints_where_it_listens_serves_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let base = crate::pick_base(20050);
+    let kubeconfig = dir.path().join("up.kubeconfig");
     let (mut child, out_path, log_path) = spawn_up(
         dir.path(),
-        &["up", "--base-port", &base.to_string(), "--members", "a,b"],
+        &[
+            "up",
+            "--base-port",
+            &base.to_string(),
+            "--members",
+            "a,b",
+            "--write-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
     );
 
     // The table, once everything serves.
@@ -235,6 +244,45 @@ async fn up_prints_where_it_listens_serves_and_stops_on_sigterm() {
         Some(200),
         "the scheduler's admin /readyz"
     );
+
+    // The kubeconfig it wrote (and named) takes the real kubectl to its Kubernetes API; the
+    // one `flotilla kubeconfig` prints for it does the same.
+    assert!(
+        table.contains(&format!("kubeconfig: {}", kubeconfig.display())),
+        "{table}"
+    );
+    let kubectl = |config: &Path| {
+        let out = Command::new("kubectl")
+            .arg(format!("--kubeconfig={}", config.display()))
+            .args(["get", "clusters", "-o", "name"])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, out) = kubectl(&kubeconfig);
+    assert!(ok, "kubectl --kubeconfig: {out}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["cluster.cluster.karmada.io/a", "cluster.cluster.karmada.io/b"]
+    );
+    let printed = dir.path().join("printed.kubeconfig");
+    let made = Command::new(BIN)
+        .args([
+            "kubeconfig",
+            "--server",
+            &format!("http://127.0.0.1:{}", base + 6),
+            "-o",
+            printed.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let (ok, out) = kubectl(&printed);
+    assert!(ok && out.contains("cluster.cluster.karmada.io/a"), "{out}");
 
     // SIGTERM stops everything gracefully.
     let killed = Command::new("kill")

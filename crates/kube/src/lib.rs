@@ -9,10 +9,13 @@
 //! - [`manifest`]: the reader of Kubernetes-form documents (Karmada's YAML, JSON bodies):
 //!   parsed, defaulted and validated into the api's wire objects, for `flotilla apply -f` and
 //!   the gateway's writes alike;
+//! - [`kubeconfig`]: a kubeconfig for the gateway (`flotilla kubeconfig`,
+//!   `flotilla up --write-kubeconfig`);
 //! - [`gateway`]: the Kubernetes API over the api's gRPC (docs/kubernetes-api.md), so that
 //!   kubectl and client libraries read Flotilla's objects as they read karmada-apiserver's.
 
 pub mod form;
 pub mod gateway;
 pub mod http;
+pub mod kubeconfig;
 pub mod manifest;
