@@ -739,3 +739,132 @@ async fn kubectl_writes_karmadas_kinds_through_the_kubernetes_api() {
     let (ok, out) = kubectl(&server, &["get", "pp", "web", "-n", "default"]).await;
     assert!(!ok && out.contains("NotFound"), "{out}");
 }
+
+/// Karmada's nginx sample with kubectl only, against the Kubernetes API: `kubectl apply -f`
+/// of the Deployment and its PropagationPolicy places it on the members; `kubectl get rb`
+/// shows where; a changed image applied again (kubectl sends a strategic merge patch, with
+/// its `$setElementOrder` directives) reaches the template and the members; `kubectl
+/// delete -f` removes both and the members' copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn karmadas_nginx_sample_with_kubectl_only() {
+    let mut stack = Stack::start(Timers::fast()).await;
+    let api = stack.ready_unequal_members(T).await;
+    let server = gateway(&stack).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nginx.yaml");
+    let file = file.to_str().unwrap();
+    let seed = include_str!("../../docker/compose/seed.yaml");
+    std::fs::write(file, seed).unwrap();
+
+    let out = kubectl_ok(&server, &["apply", "-f", file, "-n", "default"]).await;
+    assert!(
+        out.contains("deployment.apps/nginx created")
+            && out.contains("propagationpolicy.policy.karmada.io/nginx-propagation created"),
+        "{out}"
+    );
+    eventually(T, "nginx {member1:1, member2:2} healthy", || async {
+        let b = nginx_binding(&api).await?;
+        let want = [("member1".to_owned(), 1), ("member2".to_owned(), 2)];
+        (targets(&b) == want && binding_healthy(&b)).then_some(())
+    })
+    .await;
+    let placed = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "rb",
+            "nginx-deployment",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.clusters[*].name}",
+        ],
+    )
+    .await;
+    assert_eq!(placed.trim(), "member1 member2");
+    // the template as kube-apiserver returns it: the manifest with the server's metadata
+    let template: serde_json::Value = serde_json::from_str(
+        &kubectl_ok(
+            &server,
+            &["get", "deploy", "nginx", "-n", "default", "-o", "json"],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(template["spec"]["replicas"], 3);
+    assert!(
+        template["metadata"]["resourceVersion"].is_string()
+            && template["metadata"]["uid"].is_string(),
+        "{template}"
+    );
+    let listed = kubectl_ok(&server, &["get", "deploy", "-A", "-o", "name"]).await;
+    assert_eq!(listed.trim(), "deployment.apps/nginx");
+
+    // a new image: kubectl computes a strategic merge patch from its last-applied annotation
+    std::fs::write(file, seed.replace("image: nginx}", "image: nginx:1.27}")).unwrap();
+    let out = kubectl_ok(&server, &["apply", "-f", file, "-n", "default"]).await;
+    assert!(out.contains("deployment.apps/nginx configured"), "{out}");
+    let image = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "deploy",
+            "nginx",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ],
+    )
+    .await;
+    assert_eq!(image.trim(), "nginx:1.27");
+    let member2 = stack.members["member2"].addr.clone();
+    eventually(T, "member2 runs the new image", || async {
+        let (ok, out, _) = flotilla_tests::member_kubectl(
+            &member2,
+            &[
+                "get",
+                "deploy",
+                "nginx",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.spec.template.spec.containers[0].image}",
+            ],
+        )
+        .await;
+        (ok && out.trim() == "nginx:1.27").then_some(())
+    })
+    .await;
+    // kubectl patch's default type is a strategic merge patch too
+    kubectl_ok(
+        &server,
+        &["patch", "deploy", "nginx", "-n", "default", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","env":[{"name":"MODE","value":"blue"}]}]}}}}"#],
+    )
+    .await;
+    let env = kubectl_ok(
+        &server,
+        &["get", "deploy", "nginx", "-n", "default", "-o", "jsonpath={.spec.template.spec.containers[0].env[0].value} {.spec.template.spec.containers[0].image}"],
+    )
+    .await;
+    assert_eq!(
+        env.trim(),
+        "blue nginx:1.27",
+        "merged into the container by its name"
+    );
+
+    // delete -f: the template and the policy go, and so do the members' copies
+    let out = kubectl_ok(&server, &["delete", "-f", file, "-n", "default"]).await;
+    assert!(out.contains("deployment.apps \"nginx\" deleted"), "{out}");
+    for member in ["member1", "member2"] {
+        let addr = stack.members[member].addr.clone();
+        eventually(T, &format!("{member} no longer runs nginx"), || async {
+            let (ok, out, _) =
+                flotilla_tests::member_kubectl(&addr, &["get", "deploy", "-A", "-o", "name"]).await;
+            (ok && !out.contains("nginx")).then_some(())
+        })
+        .await;
+    }
+    let (ok, out) = kubectl(&server, &["get", "deploy", "nginx", "-n", "default"]).await;
+    assert!(!ok && out.contains("NotFound"), "{out}");
+}

@@ -267,7 +267,10 @@ async fn up_prints_where_it_listens_serves_and_stops_on_sigterm() {
     assert!(ok, "kubectl --kubeconfig: {out}");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
-        ["cluster.cluster.karmada.io/a", "cluster.cluster.karmada.io/b"]
+        [
+            "cluster.cluster.karmada.io/a",
+            "cluster.cluster.karmada.io/b"
+        ]
     );
     let printed = dir.path().join("printed.kubeconfig");
     let made = Command::new(BIN)

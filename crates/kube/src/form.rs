@@ -256,13 +256,58 @@ fn override_spec(bytes: &[u8]) -> anyhow::Result<Value> {
     serde_json::to_value(policy.spec).context("writing an override policy's spec")
 }
 
-/// A resource template is its manifest, as the user applied it.
+/// What the control plane sets in a template's metadata (the rest is the user's).
+const SERVER_SET: [&str; 5] = [
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+];
+
+/// A resource template is its manifest, as the user applied it, with the metadata the
+/// control plane keeps of it (its resourceVersion, uid, creationTimestamp, generation,
+/// finalizers, and the labels Flotilla adds), as kube-apiserver returns an object. A
+/// manifest's own copy of those fields (an exported object applied again) is not shown.
 fn workload(value: Value) -> Value {
-    value
+    let Some(mut manifest) = value
         .get("manifest")
         .and_then(Value::as_str)
         .and_then(|m| serde_json::from_str::<Map<String, Value>>(m).ok())
-        .map_or(value, Value::Object)
+    else {
+        return value;
+    };
+    let Some(stored) = value.get("metadata").and_then(Value::as_object) else {
+        return Value::Object(manifest);
+    };
+    let meta = manifest
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(meta) = meta.as_object_mut() {
+        for key in SERVER_SET {
+            meta.remove(key);
+            if let Some(v) = stored.get(key) {
+                meta.insert(key.into(), v.clone());
+            }
+        }
+        if let Some(Value::Array(f)) = stored.get("finalizers")
+            && !f.is_empty()
+        {
+            meta.insert("finalizers".into(), Value::Array(f.clone()));
+        }
+        if let Some(Value::Object(labels)) = stored.get("labels") {
+            let own = meta
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(own) = own.as_object_mut() {
+                for (k, v) in labels {
+                    own.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+    }
+    manifest.remove("status");
+    Value::Object(manifest)
 }
 
 #[cfg(test)]

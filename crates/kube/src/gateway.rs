@@ -51,6 +51,8 @@ enum Kind {
     ClusterTaintPolicy,
     ResourceBinding,
     ClusterResourceBinding,
+    /// A resource template (a Workload of the api) of the kind its [`KindInfo`] names.
+    Template,
 }
 
 /// Karmada's group versions, as its apiserver serves them.
@@ -61,6 +63,8 @@ const WORK: &str = "work.karmada.io/v1alpha2";
 /// A kind the gateway serves, as discovery lists it.
 struct KindInfo {
     kind: Kind,
+    /// The Kubernetes `kind`.
+    name: &'static str,
     group_version: &'static str,
     plural: &'static str,
     namespaced: bool,
@@ -69,9 +73,10 @@ struct KindInfo {
     message: &'static str,
 }
 
-const KINDS: [KindInfo; 8] = [
+static KINDS: &[KindInfo] = &[
     KindInfo {
         kind: Kind::Cluster,
+        name: "Cluster",
         group_version: CLUSTER,
         plural: "clusters",
         namespaced: false,
@@ -80,6 +85,7 @@ const KINDS: [KindInfo; 8] = [
     },
     KindInfo {
         kind: Kind::PropagationPolicy,
+        name: "PropagationPolicy",
         group_version: POLICY,
         plural: "propagationpolicies",
         namespaced: true,
@@ -88,6 +94,7 @@ const KINDS: [KindInfo; 8] = [
     },
     KindInfo {
         kind: Kind::ClusterPropagationPolicy,
+        name: "ClusterPropagationPolicy",
         group_version: POLICY,
         plural: "clusterpropagationpolicies",
         namespaced: false,
@@ -96,6 +103,7 @@ const KINDS: [KindInfo; 8] = [
     },
     KindInfo {
         kind: Kind::OverridePolicy,
+        name: "OverridePolicy",
         group_version: POLICY,
         plural: "overridepolicies",
         namespaced: true,
@@ -104,6 +112,7 @@ const KINDS: [KindInfo; 8] = [
     },
     KindInfo {
         kind: Kind::ClusterOverridePolicy,
+        name: "ClusterOverridePolicy",
         group_version: POLICY,
         plural: "clusteroverridepolicies",
         namespaced: false,
@@ -112,6 +121,7 @@ const KINDS: [KindInfo; 8] = [
     },
     KindInfo {
         kind: Kind::ClusterTaintPolicy,
+        name: "ClusterTaintPolicy",
         group_version: POLICY,
         plural: "clustertaintpolicies",
         namespaced: false,
@@ -120,6 +130,7 @@ const KINDS: [KindInfo; 8] = [
     },
     KindInfo {
         kind: Kind::ResourceBinding,
+        name: "ResourceBinding",
         group_version: WORK,
         plural: "resourcebindings",
         namespaced: true,
@@ -128,39 +139,176 @@ const KINDS: [KindInfo; 8] = [
     },
     KindInfo {
         kind: Kind::ClusterResourceBinding,
+        name: "ClusterResourceBinding",
         group_version: WORK,
         plural: "clusterresourcebindings",
         namespaced: false,
         short_names: &["crb"],
         message: "flotilla.v1.ResourceBinding",
     },
+    // Resource templates: the built-in kinds Flotilla propagates, each a Workload of the api
+    // (Secrets are not served here yet: see docs/kubernetes-api.md).
+    KindInfo {
+        kind: Kind::Template,
+        name: "ConfigMap",
+        group_version: "v1",
+        plural: "configmaps",
+        namespaced: true,
+        short_names: &["cm"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "Service",
+        group_version: "v1",
+        plural: "services",
+        namespaced: true,
+        short_names: &["svc"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "ServiceAccount",
+        group_version: "v1",
+        plural: "serviceaccounts",
+        namespaced: true,
+        short_names: &["sa"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "PersistentVolumeClaim",
+        group_version: "v1",
+        plural: "persistentvolumeclaims",
+        namespaced: true,
+        short_names: &["pvc"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "Namespace",
+        group_version: "v1",
+        plural: "namespaces",
+        namespaced: false,
+        short_names: &["ns"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "Deployment",
+        group_version: "apps/v1",
+        plural: "deployments",
+        namespaced: true,
+        short_names: &["deploy"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "StatefulSet",
+        group_version: "apps/v1",
+        plural: "statefulsets",
+        namespaced: true,
+        short_names: &["sts"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "DaemonSet",
+        group_version: "apps/v1",
+        plural: "daemonsets",
+        namespaced: true,
+        short_names: &["ds"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "ReplicaSet",
+        group_version: "apps/v1",
+        plural: "replicasets",
+        namespaced: true,
+        short_names: &["rs"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "Job",
+        group_version: "batch/v1",
+        plural: "jobs",
+        namespaced: true,
+        short_names: &[],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "CronJob",
+        group_version: "batch/v1",
+        plural: "cronjobs",
+        namespaced: true,
+        short_names: &["cj"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "Ingress",
+        group_version: "networking.k8s.io/v1",
+        plural: "ingresses",
+        namespaced: true,
+        short_names: &["ing"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "PodDisruptionBudget",
+        group_version: "policy/v1",
+        plural: "poddisruptionbudgets",
+        namespaced: true,
+        short_names: &["pdb"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "Role",
+        group_version: "rbac.authorization.k8s.io/v1",
+        plural: "roles",
+        namespaced: true,
+        short_names: &[],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "RoleBinding",
+        group_version: "rbac.authorization.k8s.io/v1",
+        plural: "rolebindings",
+        namespaced: true,
+        short_names: &[],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "ClusterRole",
+        group_version: "rbac.authorization.k8s.io/v1",
+        plural: "clusterroles",
+        namespaced: false,
+        short_names: &[],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "ClusterRoleBinding",
+        group_version: "rbac.authorization.k8s.io/v1",
+        plural: "clusterrolebindings",
+        namespaced: false,
+        short_names: &[],
+        message: "flotilla.v1.Workload",
+    },
 ];
 
 mod openapi;
 mod write;
 
-/// What discovery says of `kind`.
-fn info(kind: Kind) -> &'static KindInfo {
-    KINDS.iter().find(|k| k.kind == kind).unwrap_or(&KINDS[0])
-}
-
-/// The Kubernetes `kind` of `kind`.
-fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Cluster => "Cluster",
-        Kind::PropagationPolicy => "PropagationPolicy",
-        Kind::ClusterPropagationPolicy => "ClusterPropagationPolicy",
-        Kind::OverridePolicy => "OverridePolicy",
-        Kind::ClusterOverridePolicy => "ClusterOverridePolicy",
-        Kind::ClusterTaintPolicy => "ClusterTaintPolicy",
-        Kind::ResourceBinding => "ResourceBinding",
-        Kind::ClusterResourceBinding => "ClusterResourceBinding",
-    }
-}
-
 fn group_versions() -> Vec<&'static str> {
     let mut gvs = Vec::new();
-    for k in &KINDS {
+    for k in KINDS {
         if !gvs.contains(&k.group_version) {
             gvs.push(k.group_version);
         }
@@ -174,7 +322,7 @@ fn served(group_version: &str) -> Vec<Served> {
         .filter(|k| k.group_version == group_version)
         .map(|k| Served {
             plural: k.plural.to_owned(),
-            kind: kind_name(k.kind).to_owned(),
+            kind: k.name.to_owned(),
             namespaced: k.namespaced,
             short_names: k.short_names.iter().map(|s| (*s).to_owned()).collect(),
             categories: Vec::new(),
@@ -272,10 +420,12 @@ fn not_found(what: &str) -> Response {
 }
 
 async fn openapi_document(uri: Uri) -> Response {
-    let gv = uri
-        .path()
-        .strip_prefix("/openapi/v3/apis/")
-        .unwrap_or_default();
+    let path = uri.path();
+    let gv = match path.strip_prefix("/openapi/v3/apis/") {
+        Some(gv) => gv,
+        None if path == "/openapi/v3/api/v1" => "v1",
+        None => "",
+    };
     if group_versions().contains(&gv) {
         reply(StatusCode::OK, &openapi::document(gv))
     } else {
@@ -393,15 +543,20 @@ async fn dispatch(
     body: axum::body::Body,
 ) -> Response {
     let (group_version, namespace, resource, name, subresource) = match k::parse_path(uri.path()) {
-        // the core group's kinds (Namespaces, ConfigMaps…) are not served yet: no version
-        // of it is announced, so that discovery is complete for kubectl
+        // the core group: its template kinds (ConfigMaps, Services…) under /api/v1
         Path::ApiVersions => {
             return reply(
                 StatusCode::OK,
-                &json!({"kind": "APIVersions", "versions": [], "serverAddressByClientCIDRs": []}),
+                &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
             );
         }
-        Path::ApiGroups => return reply(StatusCode::OK, &k::api_groups(&group_versions())),
+        Path::ApiGroups => {
+            let named: Vec<&str> = group_versions()
+                .into_iter()
+                .filter(|gv| gv.contains('/'))
+                .collect();
+            return reply(StatusCode::OK, &k::api_groups(&named));
+        }
         Path::Resources(gv) => {
             let list = served(&gv);
             if list.is_empty() {
@@ -424,18 +579,18 @@ async fn dispatch(
     else {
         return not_found(&format!("the resource {resource} of {group_version}"));
     };
-    let (kind, full_name) = (info.kind, info.message);
+    let kind = info.kind;
     if namespace.is_some() && !info.namespaced {
         return not_found(&format!(
             "the namespaced resource {resource} ({} is cluster-scoped)",
-            kind_name(kind)
+            info.name
         ));
     }
     if info.namespaced && namespace.is_none() && name.is_some() {
         // as kube-apiserver: a namespaced object is named only below its namespace
         return not_found(&format!(
             "the cluster-scoped path of {} (a namespaced kind: use /namespaces/{{namespace}}/{resource}/{{name}})",
-            kind_name(kind)
+            info.name
         ));
     }
     if subresource.is_some() {
@@ -448,7 +603,7 @@ async fn dispatch(
     let namespace = namespace.unwrap_or_default().to_owned();
     let request = Req {
         kind,
-        full_name,
+        info,
         namespace,
         headers,
     };
@@ -494,7 +649,8 @@ async fn dispatch(
 /// What a request names.
 struct Req {
     kind: Kind,
-    full_name: &'static str,
+    /// Its kind as discovery lists it.
+    info: &'static KindInfo,
     /// "" for every namespace (or a cluster-scoped kind).
     namespace: String,
     headers: HeaderMap,
@@ -503,8 +659,8 @@ struct Req {
 impl Req {
     /// `message` in Kubernetes form; `Err` says why it cannot be written.
     fn shaped<M: prost::Message>(&self, message: &M) -> Result<Value, String> {
-        crate::form::kubernetes(self.full_name, &message.encode_to_vec())
-            .map_err(|e| format!("writing a {}: {e:#}", kind_name(self.kind)))
+        crate::form::kubernetes(self.info.message, &message.encode_to_vec())
+            .map_err(|e| format!("writing a {}: {e:#}", self.info.name))
     }
 
     fn shaped_all<M: prost::Message>(&self, items: &[M]) -> Result<Vec<Value>, String> {
@@ -512,10 +668,20 @@ impl Req {
     }
 
     fn group_version(&self) -> &'static str {
-        KINDS
-            .iter()
-            .find(|k| k.kind == self.kind)
-            .map_or("", |k| k.group_version)
+        self.info.group_version
+    }
+
+    /// The Kubernetes `kind`.
+    fn name(&self) -> &'static str {
+        self.info.name
+    }
+
+    /// The api's name of a template kind (RM-1: `Deployment`, `Ingress.networking.k8s.io`).
+    fn template_kind(&self) -> String {
+        flotilla_core::resource::qualified_kind(
+            flotilla_core::resource::group(self.info.group_version),
+            self.info.name,
+        )
     }
 }
 
@@ -536,6 +702,17 @@ async fn fetch(mut api: ApiClient<Channel>, req: &Req, name: &str) -> Result<Val
     let (ns, name) = (req.namespace.clone(), name.to_owned());
     let h = &req.headers;
     let shaped = match req.kind {
+        Kind::Template => api
+            .get_workload(request(
+                v1::GetWorkloadRequest {
+                    namespace: ns,
+                    kind: req.template_kind(),
+                    name,
+                },
+                h,
+            ))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
         Kind::Cluster => api
             .get_cluster(request(v1::GetClusterRequest { name }, h))
             .await
@@ -616,6 +793,23 @@ async fn list(mut api: ApiClient<Channel>, req: Req, query: &[(String, String)])
     let page_token = param(query, "continue").unwrap_or_default().to_owned();
     let (ns, h) = (req.namespace.clone(), &req.headers);
     let page: Result<Result<Page, String>, tonic::Status> = match req.kind {
+        Kind::Template => api
+            .list_workloads(request(
+                v1::ListWorkloadsRequest {
+                    namespace: ns,
+                    kind: req.template_kind(),
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
         Kind::Cluster => api
             .list_clusters(request(
                 v1::ListClustersRequest {
@@ -754,7 +948,7 @@ async fn list(mut api: ApiClient<Channel>, req: Req, query: &[(String, String)])
         StatusCode::OK,
         &json!({
             "apiVersion": group_version,
-            "kind": format!("{}List", kind_name(req.kind)),
+            "kind": format!("{}List", req.name()),
             "metadata": metadata,
             "items": items,
         }),
@@ -773,8 +967,22 @@ async fn open_watch(
     label_selector: String,
     revision: i64,
 ) -> Result<Events, tonic::Status> {
-    let (ns, h, full_name) = (req.namespace.clone(), &req.headers, req.full_name);
+    let (ns, h, full_name) = (req.namespace.clone(), &req.headers, req.info.message);
     Ok(match req.kind {
+        Kind::Template => api
+            .watch_workloads(request(
+                v1::WatchWorkloadsRequest {
+                    namespace: ns,
+                    kind: req.template_kind(),
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .events(full_name),
         Kind::Cluster => api
             .watch_clusters(request(
                 v1::WatchClustersRequest {
@@ -948,6 +1156,13 @@ impl WatchResponse for v1::WatchClusterTaintPoliciesResponse {
     }
 }
 
+impl WatchResponse for v1::WatchWorkloadsResponse {
+    type Object = v1::Workload;
+    fn parts(self) -> (i32, Option<v1::Workload>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
 impl WatchResponse for v1::WatchResourceBindingsResponse {
     type Object = v1::ResourceBinding;
     fn parts(self) -> (i32, Option<v1::ResourceBinding>, i64) {
@@ -1000,7 +1215,7 @@ async fn watch(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) ->
         Err(status) => return from_status(&status),
     };
     let group_version = req.group_version();
-    let kind = kind_name(req.kind);
+    let kind = req.name();
     let deadline = tokio::time::Instant::now() + timeout;
     let lines = events
         .take_until(tokio::time::sleep_until(deadline))
@@ -1078,7 +1293,8 @@ mod tests {
     #[test]
     fn discovery_lists_karmadas_groups_and_short_names() {
         let gvs = group_versions();
-        assert_eq!(gvs, [CLUSTER, POLICY, WORK]);
+        assert_eq!(gvs[..3], [CLUSTER, POLICY, WORK]);
+        assert!(gvs.contains(&"v1") && gvs.contains(&"apps/v1"), "{gvs:?}");
         let policy = served(POLICY);
         let pp = policy
             .iter()
@@ -1094,6 +1310,49 @@ mod tests {
             rb.iter()
                 .any(|s| s.plural == "resourcebindings" && s.short_names == ["rb"])
         );
-        assert!(served("apps/v1").is_empty());
+        // resource templates, with every verb; bindings are read-only
+        let deploy = served("apps/v1");
+        let deploy = deploy.iter().find(|s| s.plural == "deployments").unwrap();
+        assert_eq!(deploy.short_names, ["deploy"]);
+        assert!(
+            deploy.verbs.iter().any(|v| v == "patch"),
+            "{:?}",
+            deploy.verbs
+        );
+        assert!(rb.iter().all(|s| !s.verbs.iter().any(|v| v == "patch")));
+        let ns = served("v1");
+        assert!(ns.iter().any(|s| s.plural == "namespaces" && !s.namespaced));
+        assert!(served("storage.k8s.io/v1").is_empty());
+    }
+
+    #[test]
+    fn the_openapi_index_names_each_group_versions_document() {
+        let index = openapi::index();
+        let core = index["paths"]["api/v1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap();
+        assert!(core.starts_with("/openapi/v3/api/v1?hash="), "{core}");
+        let policy = openapi::document(POLICY);
+        let patch = &policy["paths"]["/apis/policy.karmada.io/v1alpha1/namespaces/{namespace}/propagationpolicies/{name}"]
+            ["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"]["kind"],
+            "PropagationPolicy"
+        );
+        assert!(
+            patch["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation" && p["in"] == "query"),
+            "{patch}"
+        );
+        let work = openapi::document(WORK);
+        assert!(
+            work["paths"]["/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}"]
+                .get("patch")
+                .is_none(),
+            "bindings take no writes"
+        );
     }
 }

@@ -11,6 +11,8 @@
 //!   the gateway's writes alike;
 //! - [`kubeconfig`]: a kubeconfig for the gateway (`flotilla kubeconfig`,
 //!   `flotilla up --write-kubeconfig`);
+//! - [`smp`]: strategic merge patch of Kubernetes' built-in kinds (what client-side
+//!   `kubectl apply` sends for them);
 //! - [`gateway`]: the Kubernetes API over the api's gRPC (docs/kubernetes-api.md), so that
 //!   kubectl and client libraries read Flotilla's objects as they read karmada-apiserver's.
 
@@ -19,3 +21,4 @@ pub mod gateway;
 pub mod http;
 pub mod kubeconfig;
 pub mod manifest;
+pub mod smp;

@@ -1304,6 +1304,18 @@ fn workload(
         ctx.error("metadata", "Invalid value: must be a mapping");
         return None;
     };
+    // What a server sets (an exported object applied again) is not part of the template.
+    for key in [
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "generation",
+        "deletionTimestamp",
+        "managedFields",
+        "selfLink",
+    ] {
+        metadata.remove(key);
+    }
     let own_ns = metadata
         .get("namespace")
         .and_then(serde_json::Value::as_str)
@@ -1362,6 +1374,9 @@ fn workload(
     for field in fields::unknown_fields(api_version, kind, &json) {
         // kubectl's strict field validation in Warn mode: the object applies, the user is told
         ctx.warn(format!("unknown field \"{field}\""));
+    }
+    if let Some(obj) = json.as_object_mut() {
+        obj.remove("status");
     }
     let manifest = json.to_string();
     let meta = core::ObjectMeta {

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{KINDS, KindInfo, kind_name, verbs};
+use super::{KINDS, KindInfo, verbs};
 
 /// The index: each group version's document, at a URL that names its content's hash (a
 /// client caches it until the hash changes).
@@ -15,9 +15,14 @@ pub(super) fn index() -> Value {
     let mut paths = Map::new();
     for gv in super::group_versions() {
         let hash = hash(&document(gv).to_string());
+        let at = if gv.contains('/') {
+            format!("apis/{gv}")
+        } else {
+            format!("api/{gv}")
+        };
         paths.insert(
-            format!("apis/{gv}"),
-            json!({"serverRelativeURL": format!("/openapi/v3/apis/{gv}?hash={hash:016X}")}),
+            at.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{at}?hash={hash:016X}")}),
         );
     }
     json!({ "paths": paths })
@@ -33,14 +38,20 @@ fn hash(text: &str) -> u64 {
 /// The schema name of a kind, in Kubernetes' reversed-group style
 /// (`io.karmada.policy.v1alpha1.PropagationPolicy`).
 fn schema_name(info: &KindInfo) -> String {
-    let (group, version) = info.group_version.split_once('/').unwrap_or(("", ""));
+    let (group, version) = info
+        .group_version
+        .split_once('/')
+        .unwrap_or(("core", info.group_version));
     let reversed: Vec<&str> = group.split('.').rev().collect();
-    format!("{}.{version}.{}", reversed.join("."), kind_name(info.kind))
+    format!("{}.{version}.{}", reversed.join("."), info.name)
 }
 
 fn gvk(info: &KindInfo) -> Value {
-    let (group, version) = info.group_version.split_once('/').unwrap_or(("", ""));
-    json!({"group": group, "version": version, "kind": kind_name(info.kind)})
+    let (group, version) = info
+        .group_version
+        .split_once('/')
+        .unwrap_or(("", info.group_version));
+    json!({"group": group, "version": version, "kind": info.name})
 }
 
 fn query_parameter(name: &str, description: &str) -> Value {
@@ -50,8 +61,8 @@ fn query_parameter(name: &str, description: &str) -> Value {
 
 fn operation(info: &KindInfo, action: &str, parameters: Vec<Value>) -> Value {
     json!({
-        "description": format!("{action} a {}", kind_name(info.kind)),
-        "operationId": format!("{action}{}", kind_name(info.kind)),
+        "description": format!("{action} a {}", info.name),
+        "operationId": format!("{action}{}", info.name),
         "parameters": parameters,
         "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {
             "$ref": format!("#/components/schemas/{}", schema_name(info)),
@@ -68,13 +79,18 @@ pub(super) fn document(group_version: &str) -> Value {
     for info in KINDS.iter().filter(|k| k.group_version == group_version) {
         let verbs = verbs(info.kind);
         let writes = verbs.iter().any(|v| v == "patch");
+        let root = if group_version.contains('/') {
+            "apis"
+        } else {
+            "api"
+        };
         let base = if info.namespaced {
             format!(
-                "/apis/{group_version}/namespaces/{{namespace}}/{}",
+                "/{root}/{group_version}/namespaces/{{namespace}}/{}",
                 info.plural
             )
         } else {
-            format!("/apis/{group_version}/{}", info.plural)
+            format!("/{root}/{group_version}/{}", info.plural)
         };
         let validation = || {
             vec![
@@ -105,7 +121,7 @@ pub(super) fn document(group_version: &str) -> Value {
                 "type": "object",
                 "description": format!(
                     "{}: the fields are Karmada's; Flotilla's api validates them (docs/kubernetes-api.md)",
-                    kind_name(info.kind)
+                    info.name
                 ),
                 "x-kubernetes-preserve-unknown-fields": true,
                 "x-kubernetes-group-version-kind": [gvk(info)],

@@ -28,11 +28,22 @@ use serde_json::{Value, json};
 use tonic::transport::Channel;
 use tonic_types::StatusExt as _;
 
-use super::{Kind, Req, failure, fetch, from_status, kind_name, param, reply, request};
+use super::{Kind, Req, failure, fetch, from_status, param, reply, request};
 use crate::manifest::{self, ReadOptions};
 
 /// The largest request body read (kube-apiserver's limit is 3 MiB too).
 pub(super) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Metadata the server sets: taken from a body only as the resourceVersion precondition.
+const SERVER_SET: [&str; 7] = [
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "managedFields",
+    "selfLink",
+];
 
 /// How often a patch is read and applied again when someone else wrote in between.
 const PATCH_ATTEMPTS: usize = 5;
@@ -63,7 +74,7 @@ fn invalid(req: &Req, name: &str, causes: &[(String, String)]) -> Response {
         "Invalid",
         &format!(
             "{}.{} {name:?} is invalid: {}",
-            kind_name(req.kind),
+            req.name(),
             group(req),
             summary.join(", ")
         ),
@@ -71,7 +82,7 @@ fn invalid(req: &Req, name: &str, causes: &[(String, String)]) -> Response {
     body["details"] = json!({
         "name": name,
         "group": group(req),
-        "kind": kind_name(req.kind),
+        "kind": req.name(),
         "causes": causes.iter().map(|(f, m)| json!({
             "reason": "FieldValueInvalid", "message": m, "field": f,
         })).collect::<Vec<_>>(),
@@ -162,7 +173,7 @@ fn meta_str<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
 /// name. Returns its name.
 fn check_target(req: &Req, object: &mut Value, name: Option<&str>) -> Result<String, Response> {
     let want_gv = req.group_version();
-    let want_kind = kind_name(req.kind);
+    let want_kind = req.name();
     let got_gv = object
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -253,6 +264,17 @@ fn admit(
         },
         namespace_explicit: !req.namespace.is_empty(),
     };
+    // what the server sets is not the user's to write (and a template's manifest keeps
+    // what it is given): dropped, as kube-apiserver ignores it in a body
+    let mut object = object.clone();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in SERVER_SET {
+            meta.remove(key);
+        }
+    }
+    if let Some(map) = object.as_object_mut() {
+        map.remove("status");
+    }
     let parsed = manifest::read("the request body", &object.to_string(), &options);
     if !parsed.errors.is_empty() {
         let causes: Vec<(String, String)> = parsed
@@ -294,7 +316,7 @@ fn writable(req: &Req) -> Result<(), Response> {
             &format!(
                 "{}s are written by Flotilla's controllers; to release a held eviction task, \
                  use `flotilla release` or `flotilla apply -f` of the binding",
-                kind_name(req.kind)
+                req.name()
             ),
         )),
         _ => Ok(()),
@@ -403,9 +425,11 @@ pub(super) async fn replace(
 enum PatchType {
     Merge,
     Json(json_patch::Patch),
+    /// Of a built-in kind only (a resource template).
+    Strategic,
 }
 
-fn patch_type(headers: &HeaderMap, body: &[u8]) -> Result<(PatchType, Value), Response> {
+fn patch_type(req: &Req, headers: &HeaderMap, body: &[u8]) -> Result<(PatchType, Value), Response> {
     let ct = content_type(headers);
     let ct = ct.split(';').next().unwrap_or("").trim();
     let parse = || {
@@ -414,6 +438,9 @@ fn patch_type(headers: &HeaderMap, body: &[u8]) -> Result<(PatchType, Value), Re
     };
     match ct {
         "application/merge-patch+json" => Ok((PatchType::Merge, parse()?)),
+        "application/strategic-merge-patch+json" if req.kind == Kind::Template => {
+            Ok((PatchType::Strategic, parse()?))
+        }
         "application/json-patch+json" => {
             let value = parse()?;
             let patch: json_patch::Patch = serde_json::from_value(value.clone())
@@ -444,13 +471,23 @@ pub(super) async fn patch(
     let go = async {
         writable(req)?;
         check_options(query)?;
-        let (kind, patch) = patch_type(&req.headers, body)?;
+        let (kind, patch) = patch_type(req, &req.headers, body)?;
         let mut last = None;
         for _ in 0..PATCH_ATTEMPTS {
             let mut object = fetch(api.clone(), req, name).await?;
             let read_at = resource_version(req, name, &object)?;
             match &kind {
                 PatchType::Merge => json_patch::merge(&mut object, &patch),
+                PatchType::Strategic => crate::smp::apply(&mut object, &patch).map_err(|e| {
+                    invalid(
+                        req,
+                        name,
+                        &[(
+                            String::new(),
+                            format!("the strategic merge patch failed: {e}"),
+                        )],
+                    )
+                })?,
                 PatchType::Json(p) => json_patch::patch(&mut object, p).map_err(|e| {
                     invalid(
                         req,
@@ -540,6 +577,21 @@ pub(super) async fn delete(
         let pre = preconditions(body, query)?;
         let (ns, n, h) = (req.namespace.clone(), name.to_owned(), &req.headers);
         let done: Result<(Option<Value>, bool), tonic::Status> = match req.kind {
+            Kind::Template => api
+                .delete_workload(request(
+                    v1::DeleteWorkloadRequest {
+                        namespace: ns,
+                        kind: req.template_kind(),
+                        name: n,
+                        preconditions: pre,
+                    },
+                    h,
+                ))
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    (r.workload.and_then(|o| req.shaped(&o).ok()), r.deleted)
+                }),
             Kind::Cluster => api
                 .delete_cluster(request(
                     v1::DeleteClusterRequest {
@@ -648,7 +700,7 @@ pub(super) async fn delete(
             let mut body = crate::http::status(200, "", "");
             body["status"] = "Success".into();
             body["details"] = json!({"name": name, "group": group(req),
-                "kind": super::info(req.kind).plural, "uid": uid});
+                "kind": req.info.plural, "uid": uid});
             if let Some(b) = body.as_object_mut() {
                 b.remove("reason");
                 b.remove("message");
