@@ -61,6 +61,15 @@ if ! py_deps_ok; then
 fi
 py_deps_ok || { echo "python3 cannot import grpc, opentelemetry.proto and prometheus_client after installing them"; exit 1; }
 
+# The Kubernetes API test drives the official Python client (tests/kubeclient/dynamic.py).
+if ! python3 -c 'import kubernetes.dynamic' >/dev/null 2>&1; then
+  log "installing the Python Kubernetes client (PyPI kubernetes)"
+  python3 -m pip install --quiet --disable-pip-version-check kubernetes \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages kubernetes
+fi
+python3 -c 'import kubernetes.dynamic' >/dev/null 2>&1 \
+  || { echo "python3 cannot import kubernetes.dynamic after installing it"; exit 1; }
+
 # The real-member scenarios (tests/tests/real_members.rs) run real kube-apiserver,
 # kube-controller-manager and kube-scheduler 1.20.2, built from Debian's source package by
 # scripts/kube-build.sh: about 7 minutes the first time, then cached outside the clone

@@ -868,3 +868,37 @@ async fn karmadas_nginx_sample_with_kubectl_only() {
     let (ok, out) = kubectl(&server, &["get", "deploy", "nginx", "-n", "default"]).await;
     assert!(!ok && out.contains("NotFound"), "{out}");
 }
+
+/// The official Python client (PyPI `kubernetes`, installed by scripts/test.sh): its
+/// dynamic client discovers Karmada's kinds, creates, lists, watches, patches (merge and
+/// JSON patch) and deletes a PropagationPolicy, and reads 409 and 422 Statuses as from
+/// kube-apiserver (tests/kubeclient/dynamic.py says each step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_clients_dynamic_client_drives_karmadas_kinds() {
+    let stack = Stack::start(Timers::fast()).await;
+    let server = gateway(&stack).await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/kubeclient/dynamic.py");
+    let mut command = tokio::process::Command::new("python3");
+    command
+        .arg(script)
+        .arg(&server)
+        .arg(dir.path().join("discovery.json"));
+    let (ok, out) = tokio::time::timeout(T, command_output(&mut command))
+        .await
+        .expect("the Python client finished");
+    assert!(ok && out.trim_end().ends_with("OK"), "{out}");
+    for step in [
+        "discovered PropagationPolicy propagationpolicies namespaced=True",
+        "discovered ResourceBinding short_names=['rb']",
+        "create again: 409 AlreadyExists",
+        "listed ['py']",
+        "patched priority=6",
+        "invalid patch: 422 Invalid causes=['spec.nonsense']",
+        // a DELETED event carries the object's metadata only, not its last spec (a known
+        // difference from kube-apiserver: docs/kubernetes-api.md)
+        "watched [('MODIFIED', 'py', 5), ('MODIFIED', 'py', 6), ('DELETED', 'py', None)]",
+    ] {
+        assert!(out.contains(step), "{step}: {out}");
+    }
+}

@@ -522,6 +522,12 @@ impl Fields {
     }
 }
 
+/// A boolean query parameter as kube-apiserver reads one (Go's `strconv.ParseBool`: the
+/// Python client sends `True`).
+fn truthy(value: &str) -> bool {
+    matches!(value, "1" | "t" | "T" | "true" | "TRUE" | "True")
+}
+
 /// A gRPC request carrying the caller's `Authorization` header.
 fn request<T>(message: T, headers: &HeaderMap) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
@@ -610,9 +616,7 @@ async fn dispatch(
     if method == Method::GET {
         return match name {
             Some(name) => get(api, request, name).await,
-            None if param(&query, "watch").is_some_and(|w| w == "true" || w == "1") => {
-                watch(api, request, &query).await
-            }
+            None if param(&query, "watch").is_some_and(truthy) => watch(api, request, &query).await,
             None => list(api, request, &query).await,
         };
     }
@@ -1208,7 +1212,7 @@ async fn watch(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) ->
         .map_or(WATCH_DEFAULT_TIMEOUT, |t| {
             Duration::from_secs(t.min(WATCH_MAX_TIMEOUT_SECONDS))
         });
-    let bookmarks = param(query, "allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
+    let bookmarks = param(query, "allowWatchBookmarks").is_some_and(truthy);
     let label_selector = param(query, "labelSelector").unwrap_or_default().to_owned();
     let events = match open_watch(api, &req, label_selector, revision).await {
         Ok(events) => events,
