@@ -1,7 +1,7 @@
 """Drives Flotilla's Kubernetes API with the official Python client (PyPI `kubernetes`):
 its dynamic client discovers Karmada's kinds, creates a PropagationPolicy, lists it,
 watches it while it is patched (a JSON merge patch and a JSON patch), reads the result,
-and deletes it. Prints one line per step; exits 1 at the first thing that is not as a
+deletes it, and deletes a collection by label. Prints one line per step; exits 1 at the first thing that is not as a
 kube-apiserver would answer. Usage: dynamic.py SERVER_URL DISCOVERY_CACHE_FILE
 """
 
@@ -102,6 +102,18 @@ def main():
     print(f"watched {seen}", flush=True)
     if [t for t, _, _ in seen] != ["MODIFIED", "MODIFIED", "DELETED"]:
         fail(f"the watch saw {seen}")
+
+    # deletecollection: what the label selects goes, the rest stays
+    for name, labels in [("a", {"by": "python"}), ("b", {"by": "python"}), ("c", {})]:
+        one = json.loads(json.dumps(body))
+        one["metadata"]["name"] = name
+        one["metadata"]["labels"] = labels
+        pp.create(body=one, namespace="default")
+    pp.delete(namespace="default", label_selector="by=python")
+    left = sorted(i.metadata.name for i in pp.get(namespace="default").items)
+    if left != ["c"]:
+        fail(f"after deletecollection: {left}")
+    print(f"deletecollection left {left}", flush=True)
     print("OK", flush=True)
 
 

@@ -871,7 +871,8 @@ async fn karmadas_nginx_sample_with_kubectl_only() {
 
 /// The official Python client (PyPI `kubernetes`, installed by scripts/test.sh): its
 /// dynamic client discovers Karmada's kinds, creates, lists, watches, patches (merge and
-/// JSON patch) and deletes a PropagationPolicy, and reads 409 and 422 Statuses as from
+/// JSON patch) and deletes a PropagationPolicy, deletes a collection by label, and reads
+/// 409 and 422 Statuses as from
 /// kube-apiserver (tests/kubeclient/dynamic.py says each step).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_clients_dynamic_client_drives_karmadas_kinds() {
@@ -898,6 +899,7 @@ async fn the_python_clients_dynamic_client_drives_karmadas_kinds() {
         // a DELETED event carries the object's metadata only, not its last spec (a known
         // difference from kube-apiserver: docs/kubernetes-api.md)
         "watched [('MODIFIED', 'py', 5), ('MODIFIED', 'py', 6), ('DELETED', 'py', None)]",
+        "deletecollection left ['c']",
     ] {
         assert!(out.contains(step), "{step}: {out}");
     }

@@ -334,7 +334,7 @@ fn served(group_version: &str) -> Vec<Served> {
 /// What discovery says may be done with `kind`: bindings are read-only to users.
 fn verbs(kind: Kind) -> Vec<String> {
     let read = ["get", "list", "watch"];
-    let write = ["create", "update", "patch", "delete"];
+    let write = ["create", "update", "patch", "delete", "deletecollection"];
     let all: Vec<&str> = match kind {
         Kind::ResourceBinding | Kind::ClusterResourceBinding => read.to_vec(),
         _ => read.iter().chain(write.iter()).copied().collect(),
@@ -638,12 +638,13 @@ async fn dispatch(
         (&Method::PUT, Some(name)) => write::replace(api, &request, name, &query, &body).await,
         (&Method::PATCH, Some(name)) => write::patch(api, &request, name, &query, &body).await,
         (&Method::DELETE, Some(name)) => write::delete(api, &request, name, &query, &body).await,
+        (&Method::DELETE, None) => write::delete_collection(api, &request, &query, &body).await,
         _ => failure(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
             &format!(
                 "{method} on {} is not served (served: get, list, watch, create, update, \
-                 patch, delete)",
+                 patch, delete, deletecollection)",
                 uri.path()
             ),
         ),
@@ -777,21 +778,48 @@ async fn fetch(mut api: ApiClient<Channel>, req: &Req, name: &str) -> Result<Val
 /// One page of a list: the objects, the list's revision and the next page's token.
 type Page = (Vec<Value>, i64, String);
 
-async fn list(mut api: ApiClient<Channel>, req: Req, query: &[(String, String)]) -> Response {
+async fn list(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) -> Response {
+    let (items, revision, next) = match list_page(api, &req, query).await {
+        Ok(page) => page,
+        Err(failed) => return failed,
+    };
+    let group_version = req.group_version();
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if !next.is_empty() {
+        metadata["continue"] = next.into();
+    }
+    reply(
+        StatusCode::OK,
+        &json!({
+            "apiVersion": group_version,
+            "kind": format!("{}List", req.name()),
+            "metadata": metadata,
+            "items": items,
+        }),
+    )
+}
+
+/// One page of `req`'s objects as `query` selects them, in Kubernetes form.
+#[allow(clippy::result_large_err)] // the failure is the HTTP answer itself
+async fn list_page(
+    mut api: ApiClient<Channel>,
+    req: &Req,
+    query: &[(String, String)],
+) -> Result<Page, Response> {
     let fields = match field_selector(param(query, "fieldSelector")) {
         Ok(f) => f,
-        Err(e) => return failure(StatusCode::BAD_REQUEST, "BadRequest", &e),
+        Err(e) => return Err(failure(StatusCode::BAD_REQUEST, "BadRequest", &e)),
     };
     let label_selector = param(query, "labelSelector").unwrap_or_default().to_owned();
     let page_size = match param(query, "limit").map(str::parse::<i32>) {
         None => 0,
         Some(Ok(n)) if n >= 0 => n,
         Some(_) => {
-            return failure(
+            return Err(failure(
                 StatusCode::BAD_REQUEST,
                 "BadRequest",
                 "limit must be a non-negative integer",
-            );
+            ));
         }
     };
     let page_token = param(query, "continue").unwrap_or_default().to_owned();
@@ -939,24 +967,11 @@ async fn list(mut api: ApiClient<Channel>, req: Req, query: &[(String, String)])
     };
     let (items, revision, next) = match page {
         Ok(Ok(page)) => page,
-        Ok(Err(message)) => return internal(&message),
-        Err(status) => return from_status(&status),
+        Ok(Err(message)) => return Err(internal(&message)),
+        Err(status) => return Err(from_status(&status)),
     };
     let items: Vec<Value> = items.into_iter().filter(|o| fields.matches(o)).collect();
-    let group_version = req.group_version();
-    let mut metadata = json!({"resourceVersion": revision.to_string()});
-    if !next.is_empty() {
-        metadata["continue"] = next.into();
-    }
-    reply(
-        StatusCode::OK,
-        &json!({
-            "apiVersion": group_version,
-            "kind": format!("{}List", req.name()),
-            "metadata": metadata,
-            "items": items,
-        }),
-    )
+    Ok((items, revision, next))
 }
 
 /// One event of a gRPC watch: its type, the object in Kubernetes form (none for a bookmark)

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use tonic::transport::Channel;
 use tonic_types::StatusExt as _;
 
-use super::{Kind, Req, failure, fetch, from_status, param, reply, request};
+use super::{Kind, Req, failure, fetch, from_status, list_page, param, reply, request};
 use crate::manifest::{self, ReadOptions};
 
 /// The largest request body read (kube-apiserver's limit is 3 MiB too).
@@ -562,6 +562,67 @@ fn preconditions(
         resource_version,
         uid,
     }))
+}
+
+/// DELETE of a collection: every object the query selects (`labelSelector`,
+/// `fieldSelector`), one by one, as kube-apiserver does (not all or nothing: a failure
+/// answers with the objects before it deleted).
+pub(super) async fn delete_collection(
+    api: ApiClient<Channel>,
+    req: &Req,
+    query: &[(String, String)],
+    body: &[u8],
+) -> Response {
+    let go = async {
+        writable(req)?;
+        let mut page_query: Vec<(String, String)> = query
+            .iter()
+            .filter(|(k, _)| k == "labelSelector" || k == "fieldSelector")
+            .cloned()
+            .collect();
+        let mut names = Vec::new();
+        loop {
+            let (items, _, next) = list_page(api.clone(), req, &page_query).await?;
+            names.extend(items.iter().filter_map(|o| {
+                Some((
+                    meta_str(o, "namespace").unwrap_or_default().to_owned(),
+                    meta_str(o, "name")?.to_owned(),
+                ))
+            }));
+            if next.is_empty() {
+                break;
+            }
+            page_query.retain(|(k, _)| k != "continue");
+            page_query.push(("continue".into(), next));
+        }
+        for (deleted, (namespace, name)) in names.iter().enumerate() {
+            let one = Req {
+                kind: req.kind,
+                info: req.info,
+                namespace: namespace.clone(),
+                headers: req.headers.clone(),
+            };
+            let answer = delete(api.clone(), &one, name, query, body).await;
+            if !answer.status().is_success() {
+                tracing::info!(
+                    kind = req.name(),
+                    deleted,
+                    of = names.len(),
+                    "deletecollection stopped at a failure"
+                );
+                return Err(answer);
+            }
+        }
+        let mut status = crate::http::status(200, "", "");
+        status["status"] = "Success".into();
+        status["details"] = json!({"group": group(req), "kind": req.info.plural});
+        if let Some(b) = status.as_object_mut() {
+            b.remove("reason");
+            b.remove("message");
+        }
+        Ok(reply(StatusCode::OK, &status))
+    };
+    go.await.unwrap_or_else(|failed| failed)
 }
 
 /// DELETE of one object. Gone: a `Success` Status; kept by a finalizer: the object, marked.
