@@ -730,6 +730,59 @@ async fn kubectl_writes_karmadas_kinds_through_the_kubernetes_api() {
     let (ok, out) = kubectl(&server, &["get", "pp", "other", "-n", "default"]).await;
     assert!(!ok && out.contains("NotFound"), "nothing stored: {out}");
 
+    // a JSON patch that doubles the object sixty times is refused before it is made
+    let doubling: Vec<serde_json::Value> = (0..60)
+        .map(|i| serde_json::json!({"op": "copy", "from": "", "path": format!("/spec/x{i}")}))
+        .collect();
+    let doubling = serde_json::to_string(&doubling).unwrap();
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "patch",
+            "pp",
+            "web",
+            "-n",
+            "default",
+            "--type=json",
+            "-p",
+            &doubling,
+        ],
+    )
+    .await;
+    assert!(!ok && out.contains("larger than 3 MiB"), "{out}");
+    // impersonation is not the gateway's to grant; writes need a namespace in the path
+    let (ok, out) = kubectl(&server, &["--as=someone", "get", "pp", "-A"]).await;
+    assert!(!ok && out.contains("impersonation"), "{out}");
+    let (code, status) = {
+        let url = format!("{server}/apis/policy.karmada.io/v1alpha1/propagationpolicies");
+        let mut command = tokio::process::Command::new("curl");
+        command.args(["-s", "-w", "\n%{http_code}", "-X", "DELETE", &url]);
+        let (_, out) = command_output(&mut command).await;
+        let (body, code) = out.trim_end().rsplit_once('\n').unwrap_or(("", ""));
+        (code.to_owned(), body.to_owned())
+    };
+    assert_eq!(
+        code, "404",
+        "a delete of every namespace's policies: {status}"
+    );
+    // a template's unknown field: kubectl asks for strict validation, so it is refused
+    let deployment = dir.path().join("typo.yaml");
+    std::fs::write(
+        &deployment,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: typo}\nspec:\n  replicass: 2\n  \
+         selector: {matchLabels: {app: t}}\n  template:\n    metadata: {labels: {app: t}}\n    \
+         spec: {containers: [{name: t, image: nginx}]}\n",
+    )
+    .unwrap();
+    let (ok, out) = kubectl(
+        &server,
+        &["apply", "-f", deployment.to_str().unwrap(), "-n", "default"],
+    )
+    .await;
+    assert!(!ok && out.contains("replicass"), "{out}");
+    let (ok, out) = kubectl(&server, &["get", "deploy", "typo", "-n", "default"]).await;
+    assert!(!ok && out.contains("NotFound"), "{out}");
+
     // delete
     let out = kubectl_ok(&server, &["delete", "-f", file, "-n", "default"]).await;
     assert_eq!(

@@ -599,6 +599,27 @@ async fn dispatch(
             info.name
         ));
     }
+    if headers
+        .keys()
+        .any(|h| h.as_str().starts_with("impersonate-"))
+    {
+        // acting as another principal is not the gateway's to grant: the api knows only the
+        // caller's own token
+        return failure(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "impersonation (kubectl --as, Impersonate-* headers) is not served: use the \
+             principal's own token",
+        );
+    }
+    if method != Method::GET && info.namespaced && namespace.is_none_or(str::is_empty) {
+        // as kube-apiserver: a namespaced kind is written below its namespace only
+        return not_found(&format!(
+            "the path {} for a {method} ({} is namespaced: use /namespaces/{{namespace}}/{resource})",
+            uri.path(),
+            info.name
+        ));
+    }
     if subresource.is_some() {
         return not_found(&format!(
             "the subresource {}",

@@ -1316,6 +1316,28 @@ fn workload(
     ] {
         metadata.remove(key);
     }
+    // Finalizers are the control plane's to hold (a delete waits for them), not part of the
+    // manifest that goes to the members.
+    let finalizers: Vec<String> = match metadata.remove("finalizers") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::Array(items)) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str() {
+                    Some(f) => out.push(f.to_owned()),
+                    None => ctx.error(
+                        &format!("metadata.finalizers[{i}]"),
+                        "Invalid value: finalizers are strings",
+                    ),
+                }
+            }
+            out
+        }
+        Some(_) => {
+            ctx.error("metadata.finalizers", "Invalid value: must be a list");
+            Vec::new()
+        }
+    };
     let own_ns = metadata
         .get("namespace")
         .and_then(serde_json::Value::as_str)
@@ -1400,6 +1422,7 @@ fn workload(
         metadata: Some(v1::ObjectMeta {
             name: meta.name,
             namespace: meta.namespace,
+            finalizers,
             ..Default::default()
         }),
         api_version: api_version.to_owned(),

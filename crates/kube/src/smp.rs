@@ -17,6 +17,8 @@
 //! without a patch strategy. A list of scalars with the merge strategy (`finalizers`) is a
 //! union.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 /// How a list at a path merges.
@@ -38,7 +40,11 @@ fn strategy(path: &[String], field: &str) -> ListStrategy {
         "containers" | "initContainers" | "ephemeralContainers" if in_pod_spec => {
             ListStrategy::Key("name")
         }
-        "env" | "resourceClaims" | "imagePullSecrets" | "volumes" => ListStrategy::Key("name"),
+        "env" | "resourceClaims" | "imagePullSecrets" | "volumes" | "schedulingGates" => {
+            ListStrategy::Key("name")
+        }
+        // a ServiceAccount's secrets
+        "secrets" if path.is_empty() => ListStrategy::Key("name"),
         "ports"
             if matches!(
                 parent,
@@ -150,9 +156,12 @@ fn merge_object(doc: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resul
         return Ok(());
     };
     for (list, values) in deletions {
-        let values = values.as_array().cloned().unwrap_or_default();
+        let gone: HashSet<String> = values
+            .as_array()
+            .map(|a| a.iter().map(Value::to_string).collect())
+            .unwrap_or_default();
         if let Some(Value::Array(items)) = map.get_mut(&list) {
-            items.retain(|v| !values.contains(v));
+            items.retain(|v| !gone.contains(&v.to_string()));
         }
     }
     for (list, order) in orders {
@@ -162,6 +171,12 @@ fn merge_object(doc: &mut Value, patch: &Value, path: &mut Vec<String>) -> Resul
         }
     }
     if let Some(keep) = retain {
+        if let Some(k) = patch
+            .keys()
+            .find(|k| !k.starts_with('$') && !keep.contains(k))
+        {
+            return Err(format!("{}: {k:?} is not among its $retainKeys", at(path)));
+        }
         map.retain(|k, _| keep.contains(k));
     }
     Ok(())
@@ -193,32 +208,52 @@ fn merge_list(
     let Some(current) = doc.as_array_mut() else {
         return Ok(());
     };
+    // Items are found through an index (by their key's JSON text), so that a long list and
+    // a long patch cost linear time, not their product.
     match strategy {
         ListStrategy::Union => {
+            let mut have: HashSet<String> = current.iter().map(Value::to_string).collect();
             for item in items {
-                if !current.contains(item) {
+                if have.insert(item.to_string()) {
                     current.push(item.clone());
                 }
             }
         }
         ListStrategy::Key(key) => {
+            let mut at_index: HashMap<String, usize> = current
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| Some((c.get(key)?.to_string(), i)))
+                .collect();
+            let mut removed = HashSet::new();
             for item in items {
                 let id = item
                     .get(key)
-                    .ok_or_else(|| format!("{}: an item has no merge key {key:?}", at(path)))?;
-                let found = current.iter().position(|c| c.get(key) == Some(id));
+                    .ok_or_else(|| format!("{}: an item has no merge key {key:?}", at(path)))?
+                    .to_string();
+                let found = at_index.get(&id).copied();
                 match (item.get("$patch").and_then(Value::as_str), found) {
                     (Some("delete"), Some(i)) => {
-                        current.remove(i);
+                        removed.insert(i);
+                        at_index.remove(&id);
                     }
                     (Some("delete"), None) => {}
                     (_, Some(i)) => merge_object(&mut current[i], item, path)?,
                     (_, None) => {
                         let mut fresh = Value::Object(Map::new());
                         merge_object(&mut fresh, item, path)?;
+                        at_index.insert(id, current.len());
                         current.push(fresh);
                     }
                 }
+            }
+            if !removed.is_empty() {
+                let mut i = 0;
+                current.retain(|_| {
+                    let keep = !removed.contains(&i);
+                    i += 1;
+                    keep
+                });
             }
         }
         ListStrategy::Replace => {}
@@ -228,14 +263,17 @@ fn merge_list(
 
 /// Orders `items` as `order` says (items it does not name keep their place after).
 fn reorder(items: &mut [Value], order: &[Value], strategy: ListStrategy) {
-    let rank = |item: &Value| -> usize {
-        let position = match strategy {
-            ListStrategy::Key(key) => order.iter().position(|o| o.get(key) == item.get(key)),
-            _ => order.iter().position(|o| o == item),
-        };
-        position.unwrap_or(usize::MAX)
+    let id = |v: &Value| match strategy {
+        ListStrategy::Key(key) => v.get(key).map(Value::to_string).unwrap_or_default(),
+        _ => v.to_string(),
     };
-    items.sort_by_key(|i| rank(i));
+    let rank: HashMap<String, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (id(o), i))
+        .rev()
+        .collect();
+    items.sort_by_cached_key(|i| rank.get(&id(i)).copied().unwrap_or(usize::MAX));
 }
 
 /// An object without directive keys, at any depth.
@@ -363,8 +401,27 @@ mod tests {
     }
 
     #[test]
+    fn a_long_list_merges_item_by_item() {
+        let n = 50_000;
+        let doc = json!({"spec": {"template": {"spec": {"containers":
+            (0..n).map(|i| json!({"name": format!("c{i}")})).collect::<Vec<_>>()}}}});
+        let patch = json!({"spec": {"template": {"spec": {"containers":
+            (0..n).map(|i| json!({"name": format!("c{}", n - 1 - i), "image": "x"})).collect::<Vec<_>>()}}}});
+        let got = patched(doc, patch);
+        let c = got["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap();
+        assert_eq!(c.len(), n);
+        assert!(c.iter().all(|c| c["image"] == "x"));
+    }
+
+    #[test]
     fn malformed_patches_are_refused() {
         for (patch, says) in [
+            (
+                json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate", "rollingUpdate": {}}}}),
+                "not among its $retainKeys",
+            ),
             (json!([1]), "must be an object"),
             (json!({"spec": {"$patch": "sideways"}}), "unknown $patch"),
             (json!({"spec": {"$bogus": 1}}), "unknown directive"),

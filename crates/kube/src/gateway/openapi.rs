@@ -96,7 +96,7 @@ pub(super) fn document(group_version: &str) -> Value {
             vec![
                 query_parameter(
                     "fieldValidation",
-                    "Strict (the default and the only behaviour: an unknown field is refused) or Warn",
+                    "Strict (an unknown field is refused) or Warn (it is warned of); Ignore is not served",
                 ),
                 query_parameter("fieldManager", "accepted; managed fields are not tracked"),
             ]

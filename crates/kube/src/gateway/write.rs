@@ -127,8 +127,8 @@ fn check_options(query: &[(String, String)]) -> Result<(), Response> {
     match param(query, "fieldValidation") {
         None | Some("" | "Strict" | "Warn") => Ok(()),
         Some("Ignore") => Err(bad_request(
-            "fieldValidation=Ignore is not served: every write is validated strictly (an \
-             unknown field is refused)",
+            "fieldValidation=Ignore is not served: unknown fields are refused (Strict) or \
+             warned of (Warn)",
         )),
         Some(other) => Err(bad_request(&format!(
             "fieldValidation {other:?}: expected Strict, Warn or Ignore"
@@ -138,7 +138,15 @@ fn check_options(query: &[(String, String)]) -> Result<(), Response> {
 
 /// The request body as JSON (or YAML, by its content type).
 fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, Response> {
-    let yaml = content_type(headers).contains("yaml");
+    let ct = content_type(headers);
+    if ct.contains("protobuf") || ct.contains("cbor") {
+        return Err(failure(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            &format!("{ct:?}: bodies are served as JSON or YAML only"),
+        ));
+    }
+    let yaml = ct.contains("yaml");
     let parsed = if yaml {
         serde_norway::from_slice::<Value>(body).map_err(|e| e.to_string())
     } else {
@@ -225,7 +233,7 @@ fn check_target(req: &Req, object: &mut Value, name: Option<&str>) -> Result<Str
             "",
             &[(
                 "metadata.name".into(),
-                "Required value: name or generateName is required".into(),
+                "Required value: name is required (generateName is not served)".into(),
             )],
         )),
     }
@@ -255,6 +263,7 @@ fn admit(
     name: &str,
     object: &Value,
     resource_version: i64,
+    query: &[(String, String)],
 ) -> Result<(v1::apply_object::Object, Vec<String>), Response> {
     let options = ReadOptions {
         namespace: if req.namespace.is_empty() {
@@ -283,6 +292,19 @@ fn admit(
             .map(|e| (e.field, e.reason))
             .collect();
         return Err(invalid(req, name, &causes));
+    }
+    // fieldValidation=Strict (what kubectl sends): a template's unknown field is refused;
+    // otherwise it is a warning. Karmada's kinds are always read strictly.
+    if param(query, "fieldValidation") == Some("Strict") {
+        let unknown: Vec<(String, String)> = parsed
+            .warnings
+            .iter()
+            .filter(|w| w.contains("unknown field"))
+            .map(|w| (String::new(), w.clone()))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(invalid(req, name, &unknown));
+        }
     }
     let [document] = <[manifest::Document; 1]>::try_from(parsed.documents)
         .map_err(|_| bad_request("the request body must be exactly one object"))?;
@@ -325,7 +347,13 @@ fn writable(req: &Req) -> Result<(), Response> {
 
 /// Warnings as kubectl prints them (`Warning: …`), in `299` headers.
 fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    // at most 4 KiB of them, as kube-apiserver caps its warnings
+    let mut budget = 4096_usize;
     for w in warnings {
+        if w.len() > budget {
+            break;
+        }
+        budget -= w.len();
         let text = format!("299 - \"{}\"", w.replace(['"', '\n', '\r'], "'"));
         if let Ok(value) = axum::http::HeaderValue::from_str(&text) {
             response.headers_mut().append("warning", value);
@@ -383,7 +411,7 @@ pub(super) async fn create(
                 )],
             ));
         }
-        let (item, warnings) = admit(req, &name, &object, 0)?;
+        let (item, warnings) = admit(req, &name, &object, 0, query)?;
         apply(&mut api, req, item, v1::ApplyMode::Create)
             .await
             .map_err(|s| refused(req, &name, &s))?;
@@ -409,7 +437,7 @@ pub(super) async fn replace(
         let mut object = parse_body(&req.headers, body)?;
         check_target(req, &mut object, Some(name))?;
         let rv = resource_version(req, name, &object)?;
-        let (item, warnings) = admit(req, name, &object, rv)?;
+        let (item, warnings) = admit(req, name, &object, rv, query)?;
         apply(&mut api, req, item, v1::ApplyMode::Update)
             .await
             .map_err(|s| refused(req, name, &s))?;
@@ -445,6 +473,19 @@ fn patch_type(req: &Req, headers: &HeaderMap, body: &[u8]) -> Result<(PatchType,
             let value = parse()?;
             let patch: json_patch::Patch = serde_json::from_value(value.clone())
                 .map_err(|e| bad_request(&format!("the JSON patch is malformed: {e}")))?;
+            if patch.0.len() > MAX_JSON_PATCH_OPERATIONS {
+                return Err(invalid(
+                    req,
+                    "",
+                    &[(
+                        String::new(),
+                        format!(
+                            "the JSON patch has {} operations, more than the {MAX_JSON_PATCH_OPERATIONS} allowed",
+                            patch.0.len()
+                        ),
+                    )],
+                ));
+            }
             Ok((PatchType::Json(patch), value))
         }
         other => Err(failure(
@@ -458,6 +499,34 @@ fn patch_type(req: &Req, headers: &HeaderMap, body: &[u8]) -> Result<(PatchType,
             ),
         )),
     }
+}
+
+/// At most this many operations in a JSON patch (kube-apiserver's limit too).
+const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// A JSON patch, operation by operation, refused once what its `add`, `replace` and `copy`
+/// operations put in could make the object larger than a request body may be (a `copy` of
+/// the whole document doubles it: sixty of them would exhaust memory).
+fn json_patch_bounded(doc: &mut Value, patch: &json_patch::Patch) -> Result<(), String> {
+    use json_patch::PatchOperation as Op;
+    let size = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
+    let mut grown = size(doc);
+    for op in &patch.0 {
+        grown += match op {
+            Op::Add(a) => size(&a.value),
+            Op::Replace(r) => size(&r.value),
+            Op::Copy(c) => doc.pointer(c.from.as_str()).map_or(0, size),
+            Op::Remove(_) | Op::Move(_) | Op::Test(_) => 0,
+        };
+        if grown > MAX_BODY_BYTES {
+            return Err(format!(
+                "it would make the object larger than {} MiB",
+                MAX_BODY_BYTES >> 20
+            ));
+        }
+        json_patch::patch(doc, std::slice::from_ref(op)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// PATCH: the stored object, patched, replaced on the version it was read at.
@@ -488,7 +557,7 @@ pub(super) async fn patch(
                         )],
                     )
                 })?,
-                PatchType::Json(p) => json_patch::patch(&mut object, p).map_err(|e| {
+                PatchType::Json(p) => json_patch_bounded(&mut object, p).map_err(|e| {
                     invalid(
                         req,
                         name,
@@ -501,8 +570,13 @@ pub(super) async fn patch(
             // kube-apiserver; otherwise the version read is, and a conflict reads again.
             let named = resource_version(req, name, &object)?;
             let explicit = named != read_at;
-            let (item, warnings) =
-                admit(req, name, &object, if explicit { named } else { read_at })?;
+            let (item, warnings) = admit(
+                req,
+                name,
+                &object,
+                if explicit { named } else { read_at },
+                query,
+            )?;
             match apply(&mut api, req, item, v1::ApplyMode::Update).await {
                 Ok(()) => {
                     return Ok(with_warnings(

@@ -920,3 +920,37 @@ fn cr_5_karmada_kinds_flotilla_does_not_carry_are_refused_by_name() {
         assert!(e.reason.contains(says), "{e:?}");
     }
 }
+
+/// Regression: a template's finalizers stayed in its manifest (and so went to the members,
+/// while a delete through the control plane did not wait for them), and an exported
+/// object's server-set metadata and status were stored in the manifest. Finalizers now move
+/// to the object's metadata; server-set fields and status are dropped.
+#[test]
+fn a_templates_finalizers_are_the_control_planes_and_server_fields_are_dropped() {
+    let docs = read_ok(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  finalizers: [example.com/keep]\n  \
+         resourceVersion: \"42\"\n  uid: 1-2-3\n  creationTimestamp: \"2026-01-01T00:00:00Z\"\n\
+         data: {a: b}\nstatus: {phase: x}\n",
+    );
+    let Object::Workload(w) = &docs[0].object else {
+        panic!("a template: {:?}", docs[0].object)
+    };
+    assert_eq!(
+        w.metadata.as_ref().unwrap().finalizers,
+        ["example.com/keep"]
+    );
+    let manifest: serde_json::Value = serde_json::from_str(&w.manifest).unwrap();
+    for gone in ["finalizers", "resourceVersion", "uid", "creationTimestamp"] {
+        assert!(
+            manifest["metadata"].get(gone).is_none(),
+            "{gone}: {manifest}"
+        );
+    }
+    assert!(manifest.get("status").is_none(), "{manifest}");
+    assert_eq!(manifest["data"]["a"], "b");
+    let errs = errors("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, finalizers: [1]}\n");
+    assert!(
+        errs.iter().any(|e| e.contains("metadata.finalizers[0]")),
+        "{errs:?}"
+    );
+}
