@@ -48,6 +48,18 @@ pub const FLOTILLA_API_VERSION: &str = "flotilla.io/v1alpha1";
 /// Karmada's group/version for Clusters (accepted too).
 pub const KARMADA_CLUSTER_API_VERSION: &str = "cluster.karmada.io/v1alpha1";
 
+/// The metadata a Kubernetes API server sets: never part of what a user writes (a body's
+/// `resourceVersion` is read only as a precondition).
+pub const SERVER_SET_METADATA: [&str; 7] = [
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "managedFields",
+    "selfLink",
+];
+
 /// A document that parsed and validated.
 #[derive(Clone, Debug)]
 pub struct Document {
@@ -1305,15 +1317,7 @@ fn workload(
         return None;
     };
     // What a server sets (an exported object applied again) is not part of the template.
-    for key in [
-        "resourceVersion",
-        "uid",
-        "creationTimestamp",
-        "generation",
-        "deletionTimestamp",
-        "managedFields",
-        "selfLink",
-    ] {
+    for key in SERVER_SET_METADATA {
         metadata.remove(key);
     }
     // Finalizers are the control plane's to hold (a delete waits for them), not part of the

@@ -34,17 +34,6 @@ use crate::manifest::{self, ReadOptions};
 /// The largest request body read (kube-apiserver's limit is 3 MiB too).
 pub(super) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// Metadata the server sets: taken from a body only as the resourceVersion precondition.
-const SERVER_SET: [&str; 7] = [
-    "resourceVersion",
-    "uid",
-    "creationTimestamp",
-    "generation",
-    "deletionTimestamp",
-    "managedFields",
-    "selfLink",
-];
-
 /// How often a patch is read and applied again when someone else wrote in between.
 const PATCH_ATTEMPTS: usize = 5;
 
@@ -277,7 +266,7 @@ fn admit(
     // what it is given): dropped, as kube-apiserver ignores it in a body
     let mut object = object.clone();
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in SERVER_SET {
+        for key in manifest::SERVER_SET_METADATA {
             meta.remove(key);
         }
     }
