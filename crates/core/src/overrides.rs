@@ -729,7 +729,7 @@ pub struct OverrideRule {
 
 /// The spec shared by OverridePolicy and ClusterOverridePolicy, as Karmada's YAML writes it.
 /// Reading also takes Karmada's deprecated top-level `targetCluster` + `overriders` as one
-/// rule; that is the CLI's (`crates/cli/src/client/manifest.rs`), since combining them with
+/// rule; that is the manifest reader's (`crates/kube/src/manifest.rs`), since combining them with
 /// `overrideRules` is an error to report by field.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
