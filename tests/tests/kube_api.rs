@@ -369,6 +369,31 @@ async fn the_gateway_passes_the_callers_identity_to_the_api() {
         ok && out.trim().is_empty(),
         "a viewer reads over TLS: {out}"
     );
+    // writes meet the api's method table too: a viewer's create and delete are refused
+    // naming it, an admin's go through
+    let policy = dir.path().join("web.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let policy = policy.to_str().unwrap();
+    for verb in [
+        &["create", "-f", policy][..],
+        &["delete", "pp", "web", "-n", "default"][..],
+    ] {
+        let mut args = vec![ca.as_str(), "--token", viewer.as_str()];
+        args.extend_from_slice(verb);
+        let (ok, out) = kubectl(&secure, &args).await;
+        assert!(
+            !ok && out.contains("Forbidden") && out.contains("viewer"),
+            "a viewer's {verb:?}: {out}"
+        );
+    }
+    let (ok, out) = kubectl(
+        &secure,
+        &[
+            &ca, "--token", &admin, "create", "-f", policy, "-n", "default",
+        ],
+    )
+    .await;
+    assert!(ok && out.contains("created"), "an admin creates: {out}");
     let (ok, out) = kubectl(&secure, &[&ca, "--token", &agent, "get", "pp", "-A"]).await;
     assert!(
         !ok && out.contains("Forbidden") && out.contains("agent:edge1"),
