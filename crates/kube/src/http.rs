@@ -17,6 +17,18 @@ pub fn status(code: u16, reason: &str, message: &str) -> Value {
     })
 }
 
+/// A `Success` Status (what a delete answers once the object is gone), with its details.
+pub fn success(details: Value) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+        "code": 200,
+    })
+}
+
 /// The `/version` document of a server answering as Kubernetes `major.minor`.
 pub fn version(major: &str, minor: &str, git_version: &str) -> Value {
     json!({

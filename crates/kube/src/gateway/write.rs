@@ -676,14 +676,10 @@ pub(super) async fn delete_collection(
                 return Err(answer);
             }
         }
-        let mut status = crate::http::status(200, "", "");
-        status["status"] = "Success".into();
-        status["details"] = json!({"group": group(req), "kind": req.info.plural});
-        if let Some(b) = status.as_object_mut() {
-            b.remove("reason");
-            b.remove("message");
-        }
-        Ok(reply(StatusCode::OK, &status))
+        Ok(reply(
+            StatusCode::OK,
+            &crate::http::success(json!({"group": group(req), "kind": req.info.plural})),
+        ))
     };
     go.await.unwrap_or_else(|failed| failed)
 }
@@ -821,15 +817,11 @@ pub(super) async fn delete(
                 .and_then(|o| meta_str(o, "uid"))
                 .unwrap_or_default()
                 .to_owned();
-            let mut body = crate::http::status(200, "", "");
-            body["status"] = "Success".into();
-            body["details"] = json!({"name": name, "group": group(req),
-                "kind": req.info.plural, "uid": uid});
-            if let Some(b) = body.as_object_mut() {
-                b.remove("reason");
-                b.remove("message");
-            }
-            Ok(reply(StatusCode::OK, &body))
+            Ok(reply(
+                StatusCode::OK,
+                &crate::http::success(json!({"name": name, "group": group(req),
+                    "kind": req.info.plural, "uid": uid})),
+            ))
         } else {
             // kept by a finalizer: the object with its deletionTimestamp, 202 as on
             // kube-apiserver when the delete is not complete
