@@ -63,6 +63,29 @@ pub struct ObjectMeta {
     pub deletion_timestamp: Option<Time>,
     /// Finalizers that must be removed before the object disappears.
     pub finalizers: Vec<String>,
+    /// Server-side apply's bookkeeping: which manager owns which fields. Only the Kubernetes
+    /// API gateway reads or changes it; every other writer carries it over unchanged.
+    pub managed_fields: Vec<ManagedFieldsEntry>,
+}
+
+/// One field manager's fields (Kubernetes' `ManagedFieldsEntry`), the field set kept as the
+/// FieldsV1 JSON text it is written in (docs/kubernetes-api.md, "Server-side apply").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ManagedFieldsEntry {
+    /// The manager's name.
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// The API version the fields are named in.
+    pub api_version: String,
+    /// When the manager last changed the object.
+    pub time: Option<Time>,
+    /// `FieldsV1`.
+    pub fields_type: String,
+    /// The field set, FieldsV1 JSON text.
+    pub fields_v1: String,
+    /// The subresource written; empty for the main resource.
+    pub subresource: String,
 }
 
 // ---------------------------------------------------------------------------------------

@@ -22,3 +22,4 @@ pub mod http;
 pub mod kubeconfig;
 pub mod manifest;
 pub mod smp;
+pub mod ssa;

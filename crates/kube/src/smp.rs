@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 /// How a list at a path merges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ListStrategy {
+pub(crate) enum ListStrategy {
     /// Items are matched by this key.
     Key(&'static str),
     /// Scalars, merged as a set union.
@@ -33,7 +33,7 @@ enum ListStrategy {
 }
 
 /// The strategy of the list `field` whose parent is at `path` (field names from the root).
-fn strategy(path: &[String], field: &str) -> ListStrategy {
+pub(crate) fn strategy(path: &[String], field: &str) -> ListStrategy {
     let parent = path.last().map(String::as_str).unwrap_or_default();
     let in_pod_spec = path.iter().any(|p| p == "spec");
     match field {

@@ -322,6 +322,7 @@ impl From<domain::ObjectMeta> for v1::ObjectMeta {
             creation_timestamp,
             deletion_timestamp,
             finalizers,
+            managed_fields,
         } = meta;
         v1::ObjectMeta {
             name,
@@ -334,7 +335,56 @@ impl From<domain::ObjectMeta> for v1::ObjectMeta {
             creation_timestamp: opt_timestamp(creation_timestamp),
             deletion_timestamp: opt_timestamp(deletion_timestamp),
             finalizers,
+            managed_fields: managed_fields.into_iter().map(Into::into).collect(),
         }
+    }
+}
+
+impl From<domain::ManagedFieldsEntry> for v1::ManagedFieldsEntry {
+    fn from(entry: domain::ManagedFieldsEntry) -> Self {
+        let domain::ManagedFieldsEntry {
+            manager,
+            operation,
+            api_version,
+            time,
+            fields_type,
+            fields_v1,
+            subresource,
+        } = entry;
+        v1::ManagedFieldsEntry {
+            manager,
+            operation,
+            api_version,
+            time: opt_timestamp(time),
+            fields_type,
+            fields_v1,
+            subresource,
+        }
+    }
+}
+
+impl TryFrom<v1::ManagedFieldsEntry> for domain::ManagedFieldsEntry {
+    type Error = ConvertError;
+
+    fn try_from(entry: v1::ManagedFieldsEntry) -> Result<Self, ConvertError> {
+        let v1::ManagedFieldsEntry {
+            manager,
+            operation,
+            api_version,
+            time,
+            fields_type,
+            fields_v1,
+            subresource,
+        } = entry;
+        Ok(domain::ManagedFieldsEntry {
+            manager,
+            operation,
+            api_version,
+            time: opt_time(time, "managedFields.time")?,
+            fields_type,
+            fields_v1,
+            subresource,
+        })
     }
 }
 
@@ -353,6 +403,7 @@ impl TryFrom<v1::ObjectMeta> for domain::ObjectMeta {
             creation_timestamp,
             deletion_timestamp,
             finalizers,
+            managed_fields,
         } = meta;
         Ok(domain::ObjectMeta {
             name,
@@ -365,6 +416,10 @@ impl TryFrom<v1::ObjectMeta> for domain::ObjectMeta {
             creation_timestamp: opt_time(creation_timestamp, "creationTimestamp")?,
             deletion_timestamp: opt_time(deletion_timestamp, "deletionTimestamp")?,
             finalizers,
+            managed_fields: managed_fields
+                .into_iter()
+                .map(TryFrom::try_from)
+                .collect::<Result<_, _>>()?,
         })
     }
 }

@@ -319,10 +319,15 @@ pub fn reset_for_create<R: ApiKind>(obj: &mut R) -> Result<(), Error> {
 }
 
 /// Carries the server-owned metadata (uid, timestamps, generation, resourceVersion) of
-/// `current` over to `new`.
+/// `current` over to `new`, and its managed fields when `new` brings none: only the
+/// Kubernetes API gateway keeps them (docs/kubernetes-api.md, "Server-side apply"), and a
+/// write through gRPC or `flotilla apply` leaves them as they were.
 pub fn carry_server_meta<R: ApiKind>(current: &R, new: &mut R) {
     let old = current.meta().cloned().unwrap_or_default();
     let meta = new.meta_mut();
+    if meta.managed_fields.is_empty() {
+        meta.managed_fields = old.managed_fields;
+    }
     meta.uid = old.uid;
     meta.creation_timestamp = old.creation_timestamp;
     meta.deletion_timestamp = old.deletion_timestamp;

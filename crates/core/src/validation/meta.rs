@@ -165,5 +165,74 @@ pub(crate) fn validate_object_meta(
             errs.push(e.at(&fin_path.index(i)));
         }
     }
+    errs.extend(validate_managed_fields(
+        &meta.managed_fields,
+        &path.child("managedFields"),
+        limits,
+    ));
+    errs
+}
+
+/// The most managed-field entries an object keeps (one per manager and operation).
+const MAX_MANAGED_FIELDS: usize = 64;
+/// The longest field manager name (kube-apiserver's limit too).
+const MAX_MANAGER_LENGTH: usize = 128;
+
+/// Validate server-side apply's bookkeeping (kube-apiserver's rules): each entry names a
+/// manager of at most 128 characters, an operation `Apply` or `Update`, the `FieldsV1` type
+/// with a JSON object as its fields; together they count against the annotations' budget.
+pub fn validate_managed_fields(
+    entries: &[crate::types::ManagedFieldsEntry],
+    path: &FieldPath,
+    limits: &Limits,
+) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    let mut total = 0usize;
+    for (i, entry) in counted(&mut errs, path, entries, MAX_MANAGED_FIELDS) {
+        let at = path.index(i);
+        if entry.manager.is_empty() {
+            errs.push(FieldError::required(&at.child("manager"), "must be set"));
+        } else if entry.manager.chars().count() > MAX_MANAGER_LENGTH {
+            errs.push(FieldError::too_long(
+                &at.child("manager"),
+                entry.manager.chars().count(),
+                MAX_MANAGER_LENGTH,
+            ));
+        }
+        if !matches!(entry.operation.as_str(), "Apply" | "Update") {
+            errs.push(FieldError::not_supported(
+                &at.child("operation"),
+                &entry.operation,
+                &["Apply", "Update"],
+            ));
+        }
+        if entry.fields_type != "FieldsV1" {
+            errs.push(FieldError::not_supported(
+                &at.child("fieldsType"),
+                &entry.fields_type,
+                &["FieldsV1"],
+            ));
+        }
+        if !serde_json::from_str::<serde_json::Value>(&entry.fields_v1).is_ok_and(|v| v.is_object())
+        {
+            errs.push(FieldError::invalid(
+                &at.child("fieldsV1"),
+                "must be a JSON object (the FieldsV1 format)",
+            ));
+        }
+        total = total
+            .saturating_add(entry.manager.len())
+            .saturating_add(entry.fields_v1.len());
+    }
+    if total > limits.max_annotations_bytes {
+        errs.push(FieldError::new(
+            path,
+            FieldErrorKind::TooLong,
+            format!(
+                "managed fields may not total more than {} bytes (got {total})",
+                limits.max_annotations_bytes
+            ),
+        ));
+    }
     errs
 }
