@@ -982,3 +982,257 @@ async fn the_python_clients_dynamic_client_drives_karmadas_kinds() {
         assert!(out.contains(step), "{step}: {out}");
     }
 }
+
+/// One server of the differential test: kubectl's arguments to reach it.
+struct Server {
+    name: &'static str,
+    args: Vec<String>,
+}
+
+impl Server {
+    async fn kubectl(&self, args: &[&str]) -> (bool, String) {
+        let mut command = tokio::process::Command::new("kubectl");
+        command
+            .args(&self.args)
+            .arg("--request-timeout=20s")
+            .args(args);
+        command_output(&mut command).await
+    }
+
+    /// What a step leaves to compare: the object's user fields and its managers (their
+    /// times dropped), or `None` when it is not there.
+    async fn state(&self, kind: &str, name: &str) -> serde_json::Value {
+        let (ok, out) = self
+            .kubectl(&[
+                "get",
+                kind,
+                name,
+                "-n",
+                "default",
+                "-o",
+                "json",
+                "--show-managed-fields",
+            ])
+            .await;
+        if !ok {
+            return serde_json::Value::Null;
+        }
+        let object: serde_json::Value = serde_json::from_str(&out).unwrap();
+        // the real member's Deployment controller writes the status (a manager of its own);
+        // a control plane has no such controller, Karmada's neither
+        let managers: Vec<serde_json::Value> = object["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["manager"] != "kube-controller-manager")
+            .map(|m| {
+                let mut m = m.clone();
+                m.as_object_mut().unwrap().remove("time");
+                m
+            })
+            .collect();
+        serde_json::json!({
+            "labels": object["metadata"]["labels"],
+            "data": object["data"],
+            "replicas": object["spec"]["replicas"],
+            "image": object["spec"]["template"]["spec"]["containers"][0]["image"],
+            "managedFields": managers,
+        })
+    }
+}
+
+/// The differential test: the same kubectl steps against a real kube-apiserver 1.20.2 and
+/// against the gateway: server-side applies by two managers (Flux's `kustomize-controller`
+/// and another), a conflict and its forced take-over, a manager that stops applying a
+/// field, merge / JSON / strategic patches, replace and create. After every step both
+/// must have answered alike (success, and kubectl's words) and hold the same fields with
+/// the same managers. Every difference is printed before the test fails on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_answers_server_side_apply_like_kube_apiserver() {
+    let stack = Stack::start(Timers::fast()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = stack.etcd.endpoints().join(",");
+    let real =
+        flotilla_tests::kube::RealMember::start(dir.path(), "real", &etcd, 1, 10, "1s").await;
+    let gateway = Server {
+        name: "gateway",
+        args: vec![format!("--server={}", gateway(&stack).await)],
+    };
+    let real = Server {
+        name: "kube-apiserver",
+        args: vec![format!("--kubeconfig={}", real.direct_kubeconfig.display())],
+    };
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let cm = |data: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels: {{app: web}}\ndata: {data}\n"
+        )
+    };
+    let flux = file("flux.yaml", &cm("{a: '1', b: '2'}"));
+    let other = file("other.yaml", &cm("{a: '9'}"));
+    let flux_less = file("flux-less.yaml", &cm("{a: '1'}"));
+    let replaced = file(
+        "replaced.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels: {app: web, tier: front}\ndata: {a: '5', c: '3'}\n",
+    );
+    let deploy = |replicas: u32, image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: nginx\n  labels: {{app: nginx}}\n\
+             spec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: nginx}}\n  template:\n    \
+             metadata:\n      labels: {{app: nginx}}\n    spec:\n      containers:\n      - name: nginx\n        \
+             image: {image}\n        ports:\n        - containerPort: 80\n"
+        )
+    };
+    let deploy_flux = file("deploy-flux.yaml", &deploy(2, "nginx:1.19"));
+    let deploy_other = file("deploy-other.yaml", &deploy(5, "nginx:1.20"));
+    let ssa = |manager: &'static str, path: &str, force: bool| {
+        let mut args = vec![
+            "apply".to_owned(),
+            "--server-side".into(),
+            format!("--field-manager={manager}"),
+            "-n".into(),
+            "default".into(),
+            "-f".into(),
+            path.to_owned(),
+        ];
+        if force {
+            args.push("--force-conflicts".into());
+        }
+        args
+    };
+    let plain = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let steps: Vec<(&str, Vec<String>, (&str, &str))> = vec![
+        (
+            "flux applies",
+            ssa("kustomize-controller", &flux, false),
+            ("cm", "c"),
+        ),
+        (
+            "flux applies the same again",
+            ssa("kustomize-controller", &flux, false),
+            ("cm", "c"),
+        ),
+        (
+            "another manager's change conflicts",
+            ssa("other", &other, false),
+            ("cm", "c"),
+        ),
+        (
+            "forced, it takes the field",
+            ssa("other", &other, true),
+            ("cm", "c"),
+        ),
+        (
+            "flux's apply of a now conflicts",
+            ssa("kustomize-controller", &flux_less, false),
+            ("cm", "c"),
+        ),
+        (
+            "flux forces, and b goes",
+            ssa("kustomize-controller", &flux_less, true),
+            ("cm", "c"),
+        ),
+        (
+            "a merge patch (an Update)",
+            plain(&[
+                "patch",
+                "cm",
+                "c",
+                "-n",
+                "default",
+                "--type=merge",
+                "-p",
+                r#"{"data":{"c":"3"}}"#,
+            ]),
+            ("cm", "c"),
+        ),
+        (
+            "a JSON patch",
+            plain(&[
+                "patch",
+                "cm",
+                "c",
+                "-n",
+                "default",
+                "--type=json",
+                "-p",
+                r#"[{"op":"add","path":"/data/d","value":"4"}]"#,
+            ]),
+            ("cm", "c"),
+        ),
+        (
+            "a strategic merge patch",
+            plain(&[
+                "patch",
+                "cm",
+                "c",
+                "-n",
+                "default",
+                "-p",
+                r#"{"metadata":{"labels":{"patched":"yes"}}}"#,
+            ]),
+            ("cm", "c"),
+        ),
+        (
+            "a replace",
+            plain(&["replace", "-n", "default", "-f", &replaced]),
+            ("cm", "c"),
+        ),
+        (
+            "a create",
+            plain(&["create", "cm", "d", "-n", "default", "--from-literal=x=y"]),
+            ("cm", "d"),
+        ),
+        (
+            "a Deployment applied",
+            ssa("kustomize-controller", &deploy_flux, false),
+            ("deploy", "nginx"),
+        ),
+        (
+            "its replicas and image by another manager conflict",
+            ssa("hpa", &deploy_other, false),
+            ("deploy", "nginx"),
+        ),
+        (
+            "forced",
+            ssa("hpa", &deploy_other, true),
+            ("deploy", "nginx"),
+        ),
+        (
+            "delete",
+            plain(&["delete", "cm", "c", "-n", "default"]),
+            ("cm", "c"),
+        ),
+    ];
+    let mut differences = Vec::new();
+    for (what, args, (kind, name)) in &steps {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (a, b) = tokio::join!(real.kubectl(&args), gateway.kubectl(&args));
+        println!("{what}:\n  {}: {a:?}\n  {}: {b:?}", real.name, gateway.name);
+        if a != b {
+            differences.push(format!(
+                "{what}: kubectl said\n  {a:?} on {}\n  {b:?} on {}",
+                real.name, gateway.name
+            ));
+        }
+        let (x, y) = tokio::join!(real.state(kind, name), gateway.state(kind, name));
+        if x != y {
+            differences.push(format!(
+                "{what}: the {kind} is\n  {x} on {}\n  {y} on {}",
+                real.name, gateway.name
+            ));
+        }
+    }
+    for d in &differences {
+        println!("DIFFERENCE {d}");
+    }
+    assert!(
+        differences.is_empty(),
+        "{} differences (printed above)",
+        differences.len()
+    );
+}

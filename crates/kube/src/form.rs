@@ -41,6 +41,15 @@ pub fn kubernetes(full_name: &str, bytes: &[u8]) -> anyhow::Result<Value> {
     {
         *rv = Value::String(n.to_string());
     }
+    // a manager's field set is an object in Kubernetes' form, JSON text on the wire
+    if let Some(entries) = value
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    {
+        for entry in entries {
+            json_text_as_object(entry.get_mut("fieldsV1"));
+        }
+    }
     let short = full_name.rsplit('.').next().unwrap_or_default();
     if let Value::Object(map) = &mut value {
         match short {
@@ -257,17 +266,18 @@ fn override_spec(bytes: &[u8]) -> anyhow::Result<Value> {
 }
 
 /// What the control plane sets in a template's metadata (the rest is the user's).
-const SERVER_SET: [&str; 5] = [
+const SERVER_SET: [&str; 6] = [
     "resourceVersion",
     "uid",
     "creationTimestamp",
     "generation",
     "deletionTimestamp",
+    "managedFields",
 ];
 
 /// A resource template is its manifest, as the user applied it, with the metadata the
 /// control plane keeps of it (its resourceVersion, uid, creationTimestamp, generation,
-/// finalizers, and the labels Flotilla adds), as kube-apiserver returns an object. A
+/// managedFields, finalizers, and the labels Flotilla adds), as kube-apiserver returns an object. A
 /// manifest's own copy of those fields (an exported object applied again) is not shown.
 fn workload(value: Value) -> Value {
     let Some(mut manifest) = value

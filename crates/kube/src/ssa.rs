@@ -678,24 +678,17 @@ pub fn apply(
     for path in dropped {
         remove_at(&mut object, path);
     }
-    // SSA-5; with force, the others give up what was taken
+    // SSA-5, the writer's entry last (kube-apiserver moves it there); with force, the others
+    // give up what was taken
     let mut out: Vec<Entry> = Vec::new();
-    let mut placed = false;
-    for entry in managed {
-        if mine(entry) {
-            placed = true;
-            out.push(own(writer, Operation::Apply, applied.clone()));
-            continue;
-        }
+    for entry in managed.iter().filter(|e| !mine(e)) {
         let mut entry = entry.clone();
         entry.fields = entry.fields.without(&taken);
         if !entry.fields.is_empty() {
             out.push(entry);
         }
     }
-    if !placed {
-        out.push(own(writer, Operation::Apply, applied));
-    }
+    out.push(own(writer, Operation::Apply, applied));
     Ok(Written {
         object,
         managed: out,
@@ -740,15 +733,15 @@ pub fn update(
     );
     let mine = |e: &Entry| e.manager == writer.manager && e.operation == Operation::Update;
     let lost = changed.union(&removed);
+    if changed.is_empty() && removed.is_empty() {
+        // nothing written: nobody's fields change
+        return managed.to_vec();
+    }
     let mut out = Vec::new();
-    let mut placed = false;
+    let mut fields = changed;
     for entry in managed {
         if mine(entry) {
-            placed = true;
-            let fields = entry.fields.union(&changed).without(&removed);
-            if !fields.is_empty() {
-                out.push(own(writer, Operation::Update, fields));
-            }
+            fields = entry.fields.union(&fields);
             continue;
         }
         let mut entry = entry.clone();
@@ -757,8 +750,10 @@ pub fn update(
             out.push(entry);
         }
     }
-    if !placed && !changed.is_empty() {
-        out.push(own(writer, Operation::Update, changed));
+    // the writer's entry last, as kube-apiserver keeps them
+    let fields = fields.without(&removed);
+    if !fields.is_empty() {
+        out.push(own(writer, Operation::Update, fields));
     }
     out
 }

@@ -3,9 +3,18 @@
 
 use super::output::Named;
 
-/// `msg` as a Kubernetes object (`flotilla_kube::form::kubernetes`).
+/// `msg` as a Kubernetes object (`flotilla_kube::form::kubernetes`), without its
+/// `managedFields`, as `kubectl get -o yaml` prints an object: server-side apply's
+/// bookkeeping is noise to a reader (`kubectl get --show-managed-fields` shows it).
 pub fn kubernetes<M: Named>(msg: &M) -> anyhow::Result<serde_json::Value> {
-    flotilla_kube::form::kubernetes(M::FULL_NAME, &msg.encode_to_vec())
+    let mut object = flotilla_kube::form::kubernetes(M::FULL_NAME, &msg.encode_to_vec())?;
+    if let Some(meta) = object
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        meta.remove("managedFields");
+    }
+    Ok(object)
 }
 
 pub use flotilla_kube::form::list;

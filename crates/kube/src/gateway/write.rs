@@ -30,6 +30,7 @@ use tonic_types::StatusExt as _;
 
 use super::{Kind, Req, failure, fetch, from_status, list_page, param, reply, request};
 use crate::manifest::{self, ReadOptions};
+use crate::ssa;
 
 /// The largest request body read (kube-apiserver's limit is 3 MiB too).
 pub(super) const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -302,9 +303,9 @@ fn admit(
     Ok((item, parsed.warnings))
 }
 
-fn set_resource_version(item: &mut v1::apply_object::Object, rv: i64) {
+fn meta_mut(item: &mut v1::apply_object::Object) -> &mut v1::ObjectMeta {
     use v1::apply_object::Object as O;
-    let meta = match item {
+    match item {
         O::Cluster(o) => o.meta_mut(),
         O::PropagationPolicy(o) => o.meta_mut(),
         O::ClusterPropagationPolicy(o) => o.meta_mut(),
@@ -313,8 +314,114 @@ fn set_resource_version(item: &mut v1::apply_object::Object, rv: i64) {
         O::ClusterOverridePolicy(o) => o.meta_mut(),
         O::Secret(o) => o.meta_mut(),
         O::Workload(o) => o.meta_mut(),
-    };
-    meta.resource_version = rv;
+    }
+}
+
+fn set_resource_version(item: &mut v1::apply_object::Object, rv: i64) {
+    meta_mut(item).resource_version = rv;
+}
+
+/// Who writes, by the request: its `fieldManager`, else its User-Agent's product (as
+/// kube-apiserver names an update's manager).
+fn field_manager(req: &Req, query: &[(String, String)]) -> Result<String, Response> {
+    match param(query, "fieldManager") {
+        Some(m) if m.chars().count() > 128 => Err(options_invalid(
+            "fieldManager",
+            "FieldValueTooLong",
+            &format!("Too long: must have at most 128 bytes (got {})", m.len()),
+        )),
+        Some(m) if !m.is_empty() => Ok(m.to_owned()),
+        _ => Ok(ssa::manager_from_user_agent(
+            req.headers
+                .get(axum::http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default(),
+        )),
+    }
+}
+
+/// A 422 about the request's PatchOptions, as kube-apiserver words it.
+fn options_invalid(field: &str, reason: &str, message: &str) -> Response {
+    let mut body = crate::http::status(
+        422,
+        "Invalid",
+        &format!("PatchOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+    );
+    body["details"] = json!({
+        "group": "meta.k8s.io",
+        "kind": "PatchOptions",
+        "causes": [{"reason": reason, "message": message, "field": field}],
+    });
+    reply(StatusCode::UNPROCESSABLE_ENTITY, &body)
+}
+
+/// Now, as managedFields' times are written (whole seconds, RFC 3339).
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    prost_types::Timestamp {
+        seconds: i64::try_from(secs).unwrap_or(i64::MAX),
+        nanos: 0,
+    }
+    .to_string()
+}
+
+fn writer<'a>(req: &Req, manager: &'a str, time: &'a str) -> ssa::Writer<'a> {
+    ssa::Writer {
+        manager,
+        api_version: req.group_version(),
+        time,
+        schema: if req.kind == Kind::Template {
+            ssa::Schema::Builtin
+        } else {
+            ssa::Schema::Custom
+        },
+    }
+}
+
+/// The managers of a stored object (its Kubernetes form).
+fn managers(object: &Value) -> Result<Vec<ssa::Entry>, Response> {
+    ssa::Entry::of(object).map_err(|e| {
+        failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            &format!("the stored managedFields are unreadable: {e}"),
+        )
+    })
+}
+
+/// `entries` onto the write's metadata.
+fn set_managers(item: &mut v1::apply_object::Object, entries: &[ssa::Entry]) {
+    meta_mut(item).managed_fields = entries
+        .iter()
+        .map(|e| v1::ManagedFieldsEntry {
+            manager: e.manager.clone(),
+            operation: e.operation.as_str().to_owned(),
+            api_version: e.api_version.clone(),
+            time: e.time.parse().ok(),
+            fields_type: "FieldsV1".into(),
+            fields_v1: e.fields.to_fields_v1().to_string(),
+            subresource: String::new(),
+        })
+        .collect();
+}
+
+/// A refused server-side apply: 409 `Conflict`, a cause per field.
+fn conflicted(req: &Req, conflicts: &[ssa::Conflict]) -> Response {
+    let mut body = crate::http::status(
+        409,
+        "Conflict",
+        &ssa::conflict_message(conflicts, req.group_version()),
+    );
+    body["details"] = json!({
+        "causes": conflicts.iter().map(|c| json!({
+            "reason": "FieldManagerConflict",
+            "message": format!("conflict with {:?}", c.manager),
+            "field": c.field,
+        })).collect::<Vec<_>>(),
+    });
+    reply(StatusCode::CONFLICT, &body)
 }
 
 /// Bindings are the controllers' to write; users release a held task with the gRPC api or
@@ -400,7 +507,11 @@ pub(super) async fn create(
                 )],
             ));
         }
-        let (item, warnings) = admit(req, &name, &object, 0, query)?;
+        let manager = field_manager(req, query)?;
+        let time = now_rfc3339();
+        let managed = ssa::update(None, &[], &object, writer(req, &manager, &time));
+        let (mut item, warnings) = admit(req, &name, &object, 0, query)?;
+        set_managers(&mut item, &managed);
         apply(&mut api, req, item, v1::ApplyMode::Create)
             .await
             .map_err(|s| refused(req, &name, &s))?;
@@ -425,14 +536,38 @@ pub(super) async fn replace(
         check_options(query)?;
         let mut object = parse_body(&req.headers, body)?;
         check_target(req, &mut object, Some(name))?;
-        let rv = resource_version(req, name, &object)?;
-        let (item, warnings) = admit(req, name, &object, rv, query)?;
-        apply(&mut api, req, item, v1::ApplyMode::Update)
-            .await
-            .map_err(|s| refused(req, name, &s))?;
-        Ok(with_warnings(
-            written(api.clone(), req, name, StatusCode::OK).await,
-            &warnings,
+        let named = resource_version(req, name, &object)?;
+        let manager = field_manager(req, query)?;
+        let time = now_rfc3339();
+        // the managers are worked out on the version read: without a resourceVersion in
+        // the body, that version is the precondition, read again after a concurrent write
+        let mut last = None;
+        for _ in 0..PATCH_ATTEMPTS {
+            let live = fetch(api.clone(), req, name).await?;
+            let read_at = resource_version(req, name, &live)?;
+            let managed = ssa::update(
+                Some(&live),
+                &managers(&live)?,
+                &object,
+                writer(req, &manager, &time),
+            );
+            let rv = if named != 0 { named } else { read_at };
+            let (mut item, warnings) = admit(req, name, &object, rv, query)?;
+            set_managers(&mut item, &managed);
+            match apply(&mut api, req, item, v1::ApplyMode::Update).await {
+                Ok(()) => {
+                    return Ok(with_warnings(
+                        written(api.clone(), req, name, StatusCode::OK).await,
+                        &warnings,
+                    ));
+                }
+                Err(s) if s.code() == tonic::Code::Aborted && named == 0 => last = Some(s),
+                Err(s) => return Err(refused(req, name, &s)),
+            }
+        }
+        Err(last.map_or_else(
+            || bad_request("the object could not be replaced"),
+            |s| from_status(&s),
         ))
     };
     go.await.unwrap_or_else(|failed| failed)
@@ -444,6 +579,8 @@ enum PatchType {
     Json(json_patch::Patch),
     /// Of a built-in kind only (a resource template).
     Strategic,
+    /// Server-side apply: the body is the manager's whole intent.
+    Apply(Value),
 }
 
 fn patch_type(req: &Req, headers: &HeaderMap, body: &[u8]) -> Result<(PatchType, Value), Response> {
@@ -455,6 +592,10 @@ fn patch_type(req: &Req, headers: &HeaderMap, body: &[u8]) -> Result<(PatchType,
     };
     match ct {
         "application/merge-patch+json" => Ok((PatchType::Merge, parse()?)),
+        "application/apply-patch+yaml" | "application/apply-patch+json" => {
+            let config = parse_body(headers, body)?;
+            Ok((PatchType::Apply(config), Value::Null))
+        }
         "application/strategic-merge-patch+json" if req.kind == Kind::Template => {
             Ok((PatchType::Strategic, parse()?))
         }
@@ -482,9 +623,9 @@ fn patch_type(req: &Req, headers: &HeaderMap, body: &[u8]) -> Result<(PatchType,
             "UnsupportedMediaType",
             &format!(
                 "the body of the request was in an unknown format ({other:?}) - accepted media \
-                 types include: application/json-patch+json, application/merge-patch+json \
-                 (strategic merge patch is not served for custom kinds, as on kube-apiserver; \
-                 server-side apply is not served yet)"
+                 types include: application/json-patch+json, application/merge-patch+json, \
+                 application/apply-patch+yaml (strategic merge patch is not served for custom \
+                 kinds, as on kube-apiserver)"
             ),
         )),
     }
@@ -518,7 +659,8 @@ fn json_patch_bounded(doc: &mut Value, patch: &json_patch::Patch) -> Result<(), 
     Ok(())
 }
 
-/// PATCH: the stored object, patched, replaced on the version it was read at.
+/// PATCH: the stored object, patched, replaced on the version it was read at; a
+/// server-side apply of an object that is not there creates it.
 pub(super) async fn patch(
     mut api: ApiClient<Channel>,
     req: &Req,
@@ -530,50 +672,104 @@ pub(super) async fn patch(
         writable(req)?;
         check_options(query)?;
         let (kind, patch) = patch_type(req, &req.headers, body)?;
+        let force = match param(query, "force") {
+            None | Some("" | "false") => false,
+            Some("true") if matches!(kind, PatchType::Apply(_)) => true,
+            Some("true") => {
+                return Err(options_invalid(
+                    "force",
+                    "FieldValueForbidden",
+                    "Forbidden: may not be specified for non-apply patch",
+                ));
+            }
+            Some(other) => {
+                return Err(bad_request(&format!(
+                    "force={other:?}: expected true or false"
+                )));
+            }
+        };
+        let manager = match (&kind, param(query, "fieldManager")) {
+            (PatchType::Apply(_), None | Some("")) => {
+                return Err(options_invalid(
+                    "fieldManager",
+                    "FieldValueRequired",
+                    "Required value: is required for apply patch",
+                ));
+            }
+            _ => field_manager(req, query)?,
+        };
+        let time = now_rfc3339();
+        let who = writer(req, &manager, &time);
         let mut last = None;
         for _ in 0..PATCH_ATTEMPTS {
-            let mut object = fetch(api.clone(), req, name).await?;
-            let read_at = resource_version(req, name, &object)?;
-            match &kind {
-                PatchType::Merge => json_patch::merge(&mut object, &patch),
-                PatchType::Strategic => crate::smp::apply(&mut object, &patch).map_err(|e| {
-                    invalid(
-                        req,
-                        name,
-                        &[(
-                            String::new(),
-                            format!("the strategic merge patch failed: {e}"),
-                        )],
-                    )
-                })?,
-                PatchType::Json(p) => json_patch_bounded(&mut object, p).map_err(|e| {
-                    invalid(
-                        req,
-                        name,
-                        &[(String::new(), format!("the JSON patch failed: {e}"))],
-                    )
-                })?,
-            }
+            let live = match fetch(api.clone(), req, name).await {
+                Ok(live) => Some(live),
+                Err(failed)
+                    if failed.status() == StatusCode::NOT_FOUND
+                        && matches!(kind, PatchType::Apply(_)) =>
+                {
+                    None
+                }
+                Err(failed) => return Err(failed),
+            };
+            let (mut object, managed, read_at) = match (&kind, &live) {
+                (PatchType::Apply(config), live) => {
+                    let mut config = config.clone();
+                    check_target(req, &mut config, Some(name))?;
+                    if config.pointer("/metadata/managedFields").is_some() {
+                        return Err(bad_request(
+                            "metadata.managedFields must be nil in a server-side apply",
+                        ));
+                    }
+                    let before = match live {
+                        Some(l) => managers(l)?,
+                        None => Vec::new(),
+                    };
+                    let written = ssa::apply(live.as_ref(), &before, &config, who, force)
+                        .map_err(|c| conflicted(req, &c))?;
+                    let read_at = match live {
+                        Some(l) => resource_version(req, name, l)?,
+                        None => 0,
+                    };
+                    // an apply that names a resourceVersion makes it the precondition
+                    let named = resource_version(req, name, &config)?;
+                    let rv = if named != 0 { named } else { read_at };
+                    (written.object, written.managed, rv)
+                }
+                (_, None) => return Err(bad_request("the patch could not be applied")),
+                (other, Some(live)) => {
+                    let mut object = live.clone();
+                    patched(req, name, other, &patch, &mut object)?;
+                    let managed = ssa::update(Some(live), &managers(live)?, &object, who);
+                    (object, managed, resource_version(req, name, live)?)
+                }
+            };
             check_target(req, &mut object, Some(name))?;
             // A patch that names a resourceVersion makes it the precondition, as on
             // kube-apiserver; otherwise the version read is, and a conflict reads again.
             let named = resource_version(req, name, &object)?;
-            let explicit = named != read_at;
-            let (item, warnings) = admit(
-                req,
-                name,
-                &object,
-                if explicit { named } else { read_at },
-                query,
-            )?;
-            match apply(&mut api, req, item, v1::ApplyMode::Update).await {
+            let explicit = named != read_at && live.is_some();
+            let rv = if explicit { named } else { read_at };
+            let (mut item, warnings) = admit(req, name, &object, rv, query)?;
+            set_managers(&mut item, &managed);
+            let (mode, code) = if live.is_some() {
+                (v1::ApplyMode::Update, StatusCode::OK)
+            } else {
+                (v1::ApplyMode::Create, StatusCode::CREATED)
+            };
+            match apply(&mut api, req, item, mode).await {
                 Ok(()) => {
                     return Ok(with_warnings(
-                        written(api.clone(), req, name, StatusCode::OK).await,
+                        written(api.clone(), req, name, code).await,
                         &warnings,
                     ));
                 }
-                Err(s) if s.code() == tonic::Code::Aborted && !explicit => last = Some(s),
+                Err(s)
+                    if (s.code() == tonic::Code::Aborted && !explicit)
+                        || (s.code() == tonic::Code::AlreadyExists && live.is_none()) =>
+                {
+                    last = Some(s);
+                }
                 Err(s) => return Err(refused(req, name, &s)),
             }
         }
@@ -583,6 +779,38 @@ pub(super) async fn patch(
         ))
     };
     go.await.unwrap_or_else(|failed| failed)
+}
+
+/// `object` patched by a merge, JSON or strategic merge `patch`.
+fn patched(
+    req: &Req,
+    name: &str,
+    kind: &PatchType,
+    patch: &Value,
+    object: &mut Value,
+) -> Result<(), Response> {
+    match kind {
+        PatchType::Merge => json_patch::merge(object, patch),
+        PatchType::Strategic => crate::smp::apply(object, patch).map_err(|e| {
+            invalid(
+                req,
+                name,
+                &[(
+                    String::new(),
+                    format!("the strategic merge patch failed: {e}"),
+                )],
+            )
+        })?,
+        PatchType::Json(p) => json_patch_bounded(object, p).map_err(|e| {
+            invalid(
+                req,
+                name,
+                &[(String::new(), format!("the JSON patch failed: {e}"))],
+            )
+        })?,
+        PatchType::Apply(_) => {}
+    }
+    Ok(())
 }
 
 /// DeleteOptions' preconditions, from the body (kubectl sends one) and the query.

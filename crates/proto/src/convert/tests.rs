@@ -45,6 +45,15 @@ fn meta(name: &str, namespace: &str) -> domain::ObjectMeta {
         creation_timestamp: t(1_700_000_000),
         deletion_timestamp: t(1_700_000_600),
         finalizers: strings(&["karmada.io/cluster-controller"]),
+        managed_fields: vec![domain::ManagedFieldsEntry {
+            manager: "kubectl".into(),
+            operation: "Apply".into(),
+            api_version: "v1".into(),
+            time: t(1_700_000_000),
+            fields_type: "FieldsV1".into(),
+            fields_v1: r#"{"f:data":{"f:a":{}}}"#.into(),
+            subresource: String::new(),
+        }],
     }
 }
 
