@@ -321,6 +321,31 @@ fn set_resource_version(item: &mut v1::apply_object::Object, rv: i64) {
     meta_mut(item).resource_version = rv;
 }
 
+/// The admitted `item` in its Kubernetes form: what an update's managers are worked out on,
+/// as kube-apiserver works them out on the object after defaulting (a field the reader
+/// defaults is no change of the writer's).
+fn admitted(req: &Req, item: &v1::apply_object::Object) -> Result<Value, Response> {
+    use prost::Message as _;
+    use v1::apply_object::Object as O;
+    let bytes = match item {
+        O::Cluster(o) => o.encode_to_vec(),
+        O::PropagationPolicy(o) => o.encode_to_vec(),
+        O::ClusterPropagationPolicy(o) => o.encode_to_vec(),
+        O::ClusterTaintPolicy(o) => o.encode_to_vec(),
+        O::OverridePolicy(o) => o.encode_to_vec(),
+        O::ClusterOverridePolicy(o) => o.encode_to_vec(),
+        O::Secret(o) => o.encode_to_vec(),
+        O::Workload(o) => o.encode_to_vec(),
+    };
+    crate::form::kubernetes(req.info.message, &bytes).map_err(|e| {
+        failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            &format!("writing the admitted object: {e:#}"),
+        )
+    })
+}
+
 /// Who writes, by the request: its `fieldManager`, else its User-Agent's product (as
 /// kube-apiserver names an update's manager).
 fn field_manager(req: &Req, query: &[(String, String)]) -> Result<String, Response> {
@@ -509,8 +534,13 @@ pub(super) async fn create(
         }
         let manager = field_manager(req, query)?;
         let time = now_rfc3339();
-        let managed = ssa::update(None, &[], &object, writer(req, &manager, &time));
         let (mut item, warnings) = admit(req, &name, &object, 0, query)?;
+        let managed = ssa::update(
+            None,
+            &[],
+            &admitted(req, &item)?,
+            writer(req, &manager, &time),
+        );
         set_managers(&mut item, &managed);
         apply(&mut api, req, item, v1::ApplyMode::Create)
             .await
@@ -545,14 +575,14 @@ pub(super) async fn replace(
         for _ in 0..PATCH_ATTEMPTS {
             let live = fetch(api.clone(), req, name).await?;
             let read_at = resource_version(req, name, &live)?;
+            let rv = if named != 0 { named } else { read_at };
+            let (mut item, warnings) = admit(req, name, &object, rv, query)?;
             let managed = ssa::update(
                 Some(&live),
                 &managers(&live)?,
-                &object,
+                &admitted(req, &item)?,
                 writer(req, &manager, &time),
             );
-            let rv = if named != 0 { named } else { read_at };
-            let (mut item, warnings) = admit(req, name, &object, rv, query)?;
             set_managers(&mut item, &managed);
             match apply(&mut api, req, item, v1::ApplyMode::Update).await {
                 Ok(()) => {
@@ -740,8 +770,8 @@ pub(super) async fn patch(
                 (other, Some(live)) => {
                     let mut object = live.clone();
                     patched(req, name, other, &patch, &mut object)?;
-                    let managed = ssa::update(Some(live), &managers(live)?, &object, who);
-                    (object, managed, resource_version(req, name, live)?)
+                    // worked out once admitted, below
+                    (object, Vec::new(), resource_version(req, name, live)?)
                 }
             };
             check_target(req, &mut object, Some(name))?;
@@ -751,6 +781,12 @@ pub(super) async fn patch(
             let explicit = named != read_at && live.is_some();
             let rv = if explicit { named } else { read_at };
             let (mut item, warnings) = admit(req, name, &object, rv, query)?;
+            let managed = match (&kind, &live) {
+                (PatchType::Apply(_), _) | (_, None) => managed,
+                (_, Some(live)) => {
+                    ssa::update(Some(live), &managers(live)?, &admitted(req, &item)?, who)
+                }
+            };
             set_managers(&mut item, &managed);
             let (mode, code) = if live.is_some() {
                 (v1::ApplyMode::Update, StatusCode::OK)
