@@ -1,7 +1,7 @@
 """Drives Flotilla's Kubernetes API with the official Python client (PyPI `kubernetes`):
 its dynamic client discovers Karmada's kinds, creates a PropagationPolicy, lists it,
 watches it while it is patched (a JSON merge patch and a JSON patch), reads the result,
-deletes it, and deletes a collection by label. Prints one line per step; exits 1 at the first thing that is not as a
+deletes it, deletes a collection by label, and server-side applies as two managers. Prints one line per step; exits 1 at the first thing that is not as a
 kube-apiserver would answer. Usage: dynamic.py SERVER_URL DISCOVERY_CACHE_FILE
 """
 
@@ -114,6 +114,30 @@ def main():
     if left != ["c"]:
         fail(f"after deletecollection: {left}")
     print(f"deletecollection left {left}", flush=True)
+
+    # server-side apply: a GitOps manager applies, a second manager's change conflicts, and
+    # with force_conflicts takes the field over
+    applied = json.loads(json.dumps(body))
+    applied["metadata"]["name"] = "ssa"
+    pp.server_side_apply(body=applied, name="ssa", namespace="default", field_manager="gitops")
+    changed = json.loads(json.dumps(applied))
+    changed["spec"]["priority"] = 9
+    try:
+        pp.server_side_apply(body=changed, name="ssa", namespace="default", field_manager="py-other")
+        fail("a conflicting server-side apply succeeded")
+    except ApiException as e:
+        status = json.loads(e.body)
+        fields = [c.get("field") for c in status.get("details", {}).get("causes", [])]
+        if e.status != 409 or status.get("reason") != "Conflict":
+            fail(f"a conflicting apply: {e.status} {status.get('reason')}")
+        print(f"conflicting apply: {e.status} {status.get('reason')} fields={fields}", flush=True)
+    forced = pp.server_side_apply(
+        body=changed, name="ssa", namespace="default", field_manager="py-other", force_conflicts=True
+    )
+    owners = sorted(
+        (m.manager, m.operation) for m in forced.metadata.managedFields
+    )
+    print(f"forced priority={forced.spec.priority} managers={owners}", flush=True)
     print("OK", flush=True)
 
 

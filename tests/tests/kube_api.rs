@@ -945,6 +945,42 @@ async fn karmadas_nginx_sample_with_kubectl_only() {
     }
     let (ok, out) = kubectl(&server, &["get", "deploy", "nginx", "-n", "default"]).await;
     assert!(!ok && out.contains("NotFound"), "{out}");
+
+    // the same sample once more, server-side applied (as Argo CD and Flux apply)
+    let out = kubectl_ok(
+        &server,
+        &["apply", "--server-side", "-f", file, "-n", "default"],
+    )
+    .await;
+    assert!(
+        out.contains("deployment.apps/nginx serverside-applied")
+            && out.contains(
+                "propagationpolicy.policy.karmada.io/nginx-propagation serverside-applied"
+            ),
+        "{out}"
+    );
+    eventually(T, "nginx placed and healthy again", || async {
+        let b = nginx_binding(&api).await?;
+        (!targets(&b).is_empty() && binding_healthy(&b)).then_some(())
+    })
+    .await;
+    let managers = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "deploy",
+            "nginx",
+            "-n",
+            "default",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}/{.metadata.managedFields[*].operation}",
+        ],
+    )
+    .await;
+    assert_eq!(managers.trim(), "kubectl/Apply");
+    let out = kubectl_ok(&server, &["delete", "-f", file, "-n", "default"]).await;
+    assert!(out.contains("deployment.apps \"nginx\" deleted"), "{out}");
 }
 
 /// The official Python client (PyPI `kubernetes`, installed by scripts/test.sh): its
@@ -978,6 +1014,11 @@ async fn the_python_clients_dynamic_client_drives_karmadas_kinds() {
         // difference from kube-apiserver: docs/kubernetes-api.md)
         "watched [('MODIFIED', 'py', 5), ('MODIFIED', 'py', 6), ('DELETED', 'py', None)]",
         "deletecollection left ['c']",
+        // resourceSelectors too: an atomic list (a CRD's lists are), and the api defaulted
+        // each selector's namespace into the stored one, so the config's differs from it
+        // (docs/kubernetes-api.md, "Server-side apply")
+        "conflicting apply: 409 Conflict fields=['.spec.priority', '.spec.resourceSelectors']",
+        "forced priority=9 managers=[('gitops', 'Apply'), ('py-other', 'Apply')]",
     ] {
         assert!(out.contains(step), "{step}: {out}");
     }
