@@ -52,7 +52,9 @@ pub use cluster::{
     validate_api_endpoint, validate_cluster, validate_cluster_taint_policy,
     validate_cluster_taint_policy_conflicts, validate_cluster_taints,
 };
-pub use meta::{validate_annotations, validate_label_selector, validate_labels};
+pub use meta::{
+    validate_annotations, validate_label_selector, validate_labels, validate_managed_fields,
+};
 pub use names::{
     AFFINITY_NAME_MAX_LEN, CLUSTER_NAME_MAX_LEN, DNS1123_LABEL_MAX_LEN, DNS1123_SUBDOMAIN_MAX_LEN,
     EVICTION_MESSAGE_MAX_LEN, EVICTION_REASON_MAX_LEN, LABEL_VALUE_MAX_LEN, NameError,

@@ -13,6 +13,8 @@
 //!   `flotilla up --write-kubeconfig`);
 //! - [`smp`]: strategic merge patch of Kubernetes' built-in kinds (what client-side
 //!   `kubectl apply` sends for them);
+//! - [`ssa`]: server-side apply and the field ownership of every write
+//!   (`metadata.managedFields`);
 //! - [`gateway`]: the Kubernetes API over the api's gRPC (docs/kubernetes-api.md), so that
 //!   kubectl and client libraries read Flotilla's objects as they read karmada-apiserver's.
 

@@ -98,7 +98,14 @@ pub(super) fn document(group_version: &str) -> Value {
                     "fieldValidation",
                     "Strict (an unknown field is refused) or Warn (it is warned of); Ignore is not served",
                 ),
-                query_parameter("fieldManager", "accepted; managed fields are not tracked"),
+                query_parameter(
+                    "fieldManager",
+                    "the field manager; required for server-side apply",
+                ),
+                query_parameter(
+                    "force",
+                    "server-side apply only: take the conflicting fields from their owners",
+                ),
             ]
         };
         let mut collection = Map::new();

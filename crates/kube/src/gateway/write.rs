@@ -3,9 +3,13 @@
 //! ```text
 //!   POST   …/{resource}          body ──read (flotilla_kube::manifest)──► Apply(CREATE)  → 201
 //!   PUT    …/{resource}/{name}   body ──read──► Apply(UPDATE, resourceVersion precondition) → 200
-//!   PATCH  …/{resource}/{name}   stored object (Kubernetes form) + JSON merge patch or JSON
-//!                                patch ──read──► Apply(UPDATE, on the version read) → 200;
-//!                                a concurrent write in between: read and patch again
+//!   PATCH  …/{resource}/{name}   stored object (Kubernetes form) + JSON merge patch, JSON
+//!                                patch, strategic merge patch or server-side apply
+//!                                (flotilla_kube::ssa) ──read──► Apply(UPDATE, on the version
+//!                                read) → 200; a concurrent write in between: read again
+//!
+//! Every write carries the object's managers (`metadata.managedFields`) as it leaves them
+//! (docs/kubernetes-api.md "Server-side apply").
 //!   DELETE …/{resource}/{name}   Delete* (preconditions from DeleteOptions) → Status or the
 //!                                object a finalizer keeps
 //! ```

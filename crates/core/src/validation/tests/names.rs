@@ -274,3 +274,77 @@ fn field_error_display_and_paths() {
     let e = FieldError::not_supported(&p, &"x".repeat(10_000), &["a"]);
     assert!(e.message.len() < 200, "{}", e.message);
 }
+
+/// managedFields as kube-apiserver checks them: a manager, `Apply` or `Update`, `FieldsV1`
+/// with a JSON object (docs/kubernetes-api.md, "Server-side apply").
+#[test]
+fn managed_fields_entries_are_checked_as_kube_apiserver_checks_them() {
+    use crate::types::ManagedFieldsEntry;
+    let good = || ManagedFieldsEntry {
+        manager: "kubectl".into(),
+        operation: "Apply".into(),
+        api_version: "v1".into(),
+        time: None,
+        fields_type: "FieldsV1".into(),
+        fields_v1: r#"{"f:data":{"f:a":{}}}"#.into(),
+        subresource: String::new(),
+    };
+    let path = FieldPath::new("metadata").child("managedFields");
+    let limits = Limits::default();
+    let cases: Vec<(&str, ManagedFieldsEntry, Option<&str>)> = vec![
+        ("a good entry", good(), None),
+        (
+            "no manager",
+            ManagedFieldsEntry {
+                manager: String::new(),
+                ..good()
+            },
+            Some("metadata.managedFields[0].manager"),
+        ),
+        (
+            "a manager of 129 characters",
+            ManagedFieldsEntry {
+                manager: "m".repeat(129),
+                ..good()
+            },
+            Some("metadata.managedFields[0].manager"),
+        ),
+        (
+            "an unknown operation",
+            ManagedFieldsEntry {
+                operation: "Patch".into(),
+                ..good()
+            },
+            Some("metadata.managedFields[0].operation"),
+        ),
+        (
+            "another fields type",
+            ManagedFieldsEntry {
+                fields_type: "FieldsV2".into(),
+                ..good()
+            },
+            Some("metadata.managedFields[0].fieldsType"),
+        ),
+        (
+            "fields that are not a JSON object",
+            ManagedFieldsEntry {
+                fields_v1: "[1]".into(),
+                ..good()
+            },
+            Some("metadata.managedFields[0].fieldsV1"),
+        ),
+    ];
+    for (what, entry, want) in cases {
+        let errs = validate_managed_fields(&[entry], &path, &limits);
+        let fields: Vec<String> = errs.iter().map(|e| e.field.clone()).collect();
+        match want {
+            None => assert!(fields.is_empty(), "{what}: {fields:?}"),
+            Some(f) => assert_eq!(fields, [f], "{what}"),
+        }
+    }
+    let many = vec![good(); 65];
+    assert!(
+        !validate_managed_fields(&many, &path, &limits).is_empty(),
+        "at most 64 entries"
+    );
+}
