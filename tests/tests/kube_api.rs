@@ -141,6 +141,65 @@ async fn kubectl_reads_karmadas_kinds_through_the_kubernetes_api() {
     )
     .await;
     assert_eq!(placed.trim(), "member1 member2");
+    // kubectl's own printing, from Table responses: Karmada's printer columns
+    let printed = |out: String| -> Vec<Vec<String>> {
+        out.lines()
+            .map(|l| l.split_whitespace().map(str::to_owned).collect())
+            .collect()
+    };
+    let rb = printed(kubectl_ok(&server, &["get", "rb", "-n", "default"]).await);
+    assert_eq!(
+        rb[0],
+        ["NAME", "SCHEDULED", "FULLYAPPLIED", "AGE"],
+        "{rb:?}"
+    );
+    assert_eq!(rb[1][..3], ["nginx-deployment", "True", "True"], "{rb:?}");
+    let clusters = printed(kubectl_ok(&server, &["get", "clusters"]).await);
+    assert_eq!(
+        clusters[0],
+        ["NAME", "VERSION", "MODE", "READY", "AGE"],
+        "{clusters:?}"
+    );
+    assert!(
+        clusters[1][0] == "member1"
+            && clusters[1].contains(&"Push".to_owned())
+            && clusters[1].contains(&"True".to_owned()),
+        "{clusters:?}"
+    );
+    let wide = printed(kubectl_ok(&server, &["get", "clusters", "-o", "wide"]).await);
+    assert!(
+        wide[0].ends_with(&["API-ENDPOINT".to_owned(), "PROXY-URL".to_owned()]),
+        "{wide:?}"
+    );
+    let pp = printed(kubectl_ok(&server, &["get", "pp", "-A"]).await);
+    assert_eq!(
+        pp[0],
+        [
+            "NAMESPACE",
+            "NAME",
+            "CONFLICT-RESOLUTION",
+            "PRIORITY",
+            "AGE"
+        ],
+        "{pp:?}"
+    );
+    assert_eq!(pp[1][..2], ["default", "nginx-propagation"], "{pp:?}");
+    let sorted = printed(
+        kubectl_ok(
+            &server,
+            &[
+                "get",
+                "clusters",
+                "--sort-by=.metadata.name",
+                "--no-headers",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(
+        sorted.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        ["member1", "member2"]
+    );
     let all = kubectl_ok(&server, &["get", "pp,rb", "-A", "-o", "name"]).await;
     assert!(
         all.contains("propagationpolicy.policy.karmada.io/nginx-propagation"),
@@ -860,6 +919,35 @@ async fn karmadas_nginx_sample_with_kubectl_only() {
     )
     .await;
     assert_eq!(placed.trim(), "member1 member2");
+    // the template's status, aggregated from the members' copies (IN-4): kubectl prints
+    // READY 3/3 and rollout status finds every member on the template's generation (IN-7)
+    let ready = eventually(T, "kubectl get deploy nginx: READY 3/3", || async {
+        let (ok, out) = kubectl(&server, &["get", "deploy", "nginx", "-n", "default"]).await;
+        let rows: Vec<Vec<String>> = out
+            .lines()
+            .map(|l| l.split_whitespace().map(str::to_owned).collect())
+            .collect();
+        (ok && rows.len() == 2 && rows[1][1] == "3/3").then_some(rows)
+    })
+    .await;
+    assert_eq!(
+        ready[0],
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    );
+    assert_eq!(ready[1][..4], ["nginx", "3/3", "3", "3"]);
+    let rolled = kubectl_ok(
+        &server,
+        &[
+            "rollout",
+            "status",
+            "deploy/nginx",
+            "-n",
+            "default",
+            "--timeout=40s",
+        ],
+    )
+    .await;
+    assert!(rolled.contains("successfully rolled out"), "{rolled}");
     // the template as kube-apiserver returns it: the manifest with the server's metadata
     let template: serde_json::Value = serde_json::from_str(
         &kubectl_ok(
@@ -896,6 +984,41 @@ async fn karmadas_nginx_sample_with_kubectl_only() {
     )
     .await;
     assert_eq!(image.trim(), "nginx:1.27");
+    // IN-7: rollout status returns only once every member's copy observed the new
+    // generation, so both members run the new image by then
+    let rolled = kubectl_ok(
+        &server,
+        &[
+            "rollout",
+            "status",
+            "deploy/nginx",
+            "-n",
+            "default",
+            "--timeout=40s",
+        ],
+    )
+    .await;
+    assert!(rolled.contains("successfully rolled out"), "{rolled}");
+    for member in ["member1", "member2"] {
+        let addr = stack.members[member].addr.clone();
+        let (ok, out, _) = flotilla_tests::member_kubectl(
+            &addr,
+            &[
+                "get",
+                "deploy",
+                "nginx",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.spec.template.spec.containers[0].image}",
+            ],
+        )
+        .await;
+        assert!(
+            ok && out.trim() == "nginx:1.27",
+            "{member} once rolled out: {out}"
+        );
+    }
     let member2 = stack.members["member2"].addr.clone();
     eventually(T, "member2 runs the new image", || async {
         let (ok, out, _) = flotilla_tests::member_kubectl(
@@ -988,6 +1111,110 @@ async fn karmadas_nginx_sample_with_kubectl_only() {
 /// JSON patch) and deletes a PropagationPolicy, deletes a collection by label, and reads
 /// 409 and 422 Statuses as from
 /// kube-apiserver (tests/kubeclient/dynamic.py says each step).
+const PI_JOB: &str = r#"apiVersion: batch/v1
+kind: Job
+metadata: {name: pi, namespace: default}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: pi, image: perl}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: pi, namespace: default}
+spec:
+  resourceSelectors: [{apiVersion: batch/v1, kind: Job, name: pi}]
+  placement:
+    clusterAffinity: {clusterNames: [member1, member2]}
+"#;
+
+/// A Job's status on the template (IN-4): `kubectl wait --for=condition=Complete` returns
+/// once every member's copy completed, and kubectl prints the summed completions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_waits_for_a_propagated_job_to_complete() {
+    let mut stack = Stack::start(Timers::fast()).await;
+    stack.ready_unequal_members(T).await;
+    let server = gateway(&stack).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pi.yaml");
+    let file = file.to_str().unwrap();
+    std::fs::write(file, PI_JOB).unwrap();
+    kubectl_ok(&server, &["apply", "-f", file]).await;
+    let waited = kubectl_ok(
+        &server,
+        &[
+            "wait",
+            "--for=condition=Complete",
+            "job/pi",
+            "-n",
+            "default",
+            "--timeout=40s",
+        ],
+    )
+    .await;
+    assert_eq!(waited.trim(), "job.batch/pi condition met");
+    let status: serde_json::Value = serde_json::from_str(
+        &kubectl_ok(
+            &server,
+            &[
+                "get",
+                "job",
+                "pi",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status}",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(
+        status["succeeded"], 2,
+        "one completion on each member: {status}"
+    );
+    assert_eq!(status["conditions"][0]["reason"], "Completed", "{status}");
+    let printed = kubectl_ok(
+        &server,
+        &["get", "job", "pi", "-n", "default", "--no-headers"],
+    )
+    .await;
+    let row: Vec<&str> = printed.split_whitespace().collect();
+    assert_eq!(row[..2], ["pi", "2/1"], "{printed}");
+    // a user's write never sets the status: an apply of a status is dropped, the
+    // aggregated one stays
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "patch",
+            "job",
+            "pi",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"succeeded":9},"metadata":{"labels":{"x":"y"}}}"#,
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let after = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "job",
+            "pi",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.status.succeeded} {.metadata.labels.x}",
+        ],
+    )
+    .await;
+    assert_eq!(after.trim(), "2 y");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_clients_dynamic_client_drives_karmadas_kinds() {
     let stack = Stack::start(Timers::fast()).await;

@@ -16,6 +16,7 @@
 #![cfg_attr(test, allow(clippy::type_complexity))]
 
 pub mod affinity;
+pub mod aggregate;
 pub mod defaults;
 pub mod eviction;
 pub mod graceful;

@@ -316,7 +316,17 @@ fn workload(value: Value) -> Value {
             }
         }
     }
+    // the aggregated status the work executor keeps (IN-4), never the manifest's own
     manifest.remove("status");
+    if let Some(status) = value
+        .get("status")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+        .filter(Value::is_object)
+    {
+        manifest.insert("status".into(), status);
+    }
     Value::Object(manifest)
 }
 

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use tonic::transport::Channel;
 
 use crate::http::{self as k, Path, Served};
+use crate::table::Wanted;
 
 /// The Kubernetes version the gateway answers as (Karmada v1.13's apiserver is built on
 /// Kubernetes 1.31).
@@ -635,10 +636,22 @@ async fn dispatch(
         headers,
     };
     if method == Method::GET {
+        // kubectl get asks for a Table (what it prints), and takes the object otherwise
+        let accept = request
+            .headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let table = match crate::table::wanted(accept, param(&query, "includeObject")) {
+            Ok(t) => t,
+            Err(e) => return failure(StatusCode::BAD_REQUEST, "BadRequest", &e),
+        };
         return match name {
-            Some(name) => get(api, request, name).await,
-            None if param(&query, "watch").is_some_and(truthy) => watch(api, request, &query).await,
-            None => list(api, request, &query).await,
+            Some(name) => get(api, request, name, table).await,
+            None if param(&query, "watch").is_some_and(truthy) => {
+                watch(api, request, &query, table).await
+            }
+            None => list(api, request, &query, table).await,
         };
     }
     let body = match axum::body::to_bytes(body, write::MAX_BODY_BYTES).await {
@@ -716,11 +729,36 @@ fn internal(message: &str) -> Response {
     failure(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
 }
 
-async fn get(api: ApiClient<Channel>, req: Req, name: &str) -> Response {
+async fn get(api: ApiClient<Channel>, req: Req, name: &str, table: Option<Wanted>) -> Response {
     match fetch(api, &req, name).await {
-        Ok(object) => reply(StatusCode::OK, &object),
+        Ok(object) => match table {
+            Some(wanted) => {
+                let rv = object
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or_default();
+                let meta = json!({ "resourceVersion": rv });
+                reply(StatusCode::OK, &as_table(&req, wanted, &[object], meta))
+            }
+            None => reply(StatusCode::OK, &object),
+        },
         Err(failed) => failed,
     }
+}
+
+/// `items` of `req`'s kind as a Table (`kubectl get`), aged by the wall clock now.
+fn as_table(req: &Req, wanted: Wanted, items: &[Value], metadata: Value) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    crate::table::table(
+        wanted,
+        flotilla_core::resource::group(req.group_version()),
+        req.name(),
+        items,
+        metadata,
+        now,
+    )
 }
 
 /// One object in Kubernetes form; `Err` is the failure to answer.
@@ -799,7 +837,12 @@ async fn fetch(mut api: ApiClient<Channel>, req: &Req, name: &str) -> Result<Val
 /// One page of a list: the objects, the list's revision and the next page's token.
 type Page = (Vec<Value>, i64, String);
 
-async fn list(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) -> Response {
+async fn list(
+    api: ApiClient<Channel>,
+    req: Req,
+    query: &[(String, String)],
+    table: Option<Wanted>,
+) -> Response {
     let (items, revision, next) = match list_page(api, &req, query).await {
         Ok(page) => page,
         Err(failed) => return failed,
@@ -808,6 +851,9 @@ async fn list(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) -> 
     let mut metadata = json!({"resourceVersion": revision.to_string()});
     if !next.is_empty() {
         metadata["continue"] = next.into();
+    }
+    if let Some(wanted) = table {
+        return reply(StatusCode::OK, &as_table(&req, wanted, &items, metadata));
     }
     reply(
         StatusCode::OK,
@@ -1223,7 +1269,12 @@ fn shape<M: prost::Message>(full_name: &str, object: Option<&M>) -> Option<Value
     }
 }
 
-async fn watch(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) -> Response {
+async fn watch(
+    api: ApiClient<Channel>,
+    req: Req,
+    query: &[(String, String)],
+    table: Option<Wanted>,
+) -> Response {
     let fields = match field_selector(param(query, "fieldSelector")) {
         Ok(f) => f,
         Err(e) => return failure(StatusCode::BAD_REQUEST, "BadRequest", &e),
@@ -1280,7 +1331,14 @@ async fn watch(api: ApiClient<Channel>, req: Req, query: &[(String, String)]) ->
                             v1::WatchEventType::Modified => "MODIFIED",
                             _ => "DELETED",
                         };
-                        k::event_line(name, &o)
+                        match table {
+                            // each event a Table of its one row, as kube-apiserver sends them
+                            Some(wanted) => {
+                                let meta = json!({"resourceVersion": rv.to_string()});
+                                k::event_line(name, &as_table(&req, wanted, &[o], meta))
+                            }
+                            None => k::event_line(name, &o),
+                        }
                     }),
                     _ => None,
                 },

@@ -25,3 +25,4 @@ pub mod kubeconfig;
 pub mod manifest;
 pub mod smp;
 pub mod ssa;
+pub mod table;

@@ -1433,6 +1433,7 @@ fn workload(
         kind: kind.to_owned(),
         manifest,
         replicas: 0,
+        status: String::new(),
         replica_requirements: None,
     }))
 }

@@ -159,7 +159,9 @@ impl Stored for v1::Workload {
     fn key(&self) -> String {
         workload_key(self.namespace(), &self.api_version, &self.kind, self.name())
     }
-    fn clear_status(&mut self) {}
+    fn clear_status(&mut self) {
+        self.status.clear();
+    }
 }
 
 impl Stored for v1::Work {

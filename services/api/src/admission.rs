@@ -290,6 +290,10 @@ impl Admission {
     /// from the manifest, whatever the request said.
     pub fn workload(&self, workload: Option<v1::Workload>) -> Result<v1::Workload, Error> {
         let mut workload = required(workload, "workload")?;
+        // IN-4: the aggregated status is the work executor's (it writes the store, not
+        // through here); a user's write never sets it, as kube-apiserver ignores `status`
+        // in a write of the main resource. An update keeps the stored one.
+        workload.status.clear();
         let manifest_bytes = workload.manifest.len();
         if manifest_bytes > self.limits.max_manifest_bytes {
             return Err(Error::field(

@@ -37,7 +37,9 @@ pub const LABEL_BINDING_PERMANENT_ID: &str = "resourcebinding.karmada.io/permane
 /// The template's resourceVersion a binding was last rendered from (PL-6: a Lazy policy's
 /// change waits for the template's next change). An annotation, so that recording it never
 /// bumps the binding's generation.
-pub const ANNOTATION_TEMPLATE_VERSION: &str = "flotilla.io/template-resource-version";
+/// (The template's generation, not its resourceVersion: the work executor's write of the
+/// template's aggregated status moves the one and not the other, and is no change of it.)
+pub const ANNOTATION_TEMPLATE_VERSION: &str = "flotilla.io/template-generation";
 
 /// Every label the detector manages on a binding (besides the binding's permanent id).
 const POLICY_LABELS: [&str; 5] = [
@@ -484,11 +486,12 @@ pub fn is_attached_only(binding: &v1::ResourceBinding) -> bool {
     binding.spec.as_ref().is_none_or(|s| s.placement.is_none())
 }
 
-/// The template's resourceVersion, as [`ANNOTATION_TEMPLATE_VERSION`] records it.
+/// The template's generation, as [`ANNOTATION_TEMPLATE_VERSION`] records it (every change of
+/// its manifest moves it; a write of its aggregated status does not).
 fn template_version(workload: &v1::Workload) -> String {
     workload
         .meta()
-        .map(|m| m.resource_version)
+        .map(|m| m.generation)
         .unwrap_or_default()
         .to_string()
 }
@@ -560,6 +563,7 @@ mod tests {
             manifest: String::new(),
             replicas: 3,
             replica_requirements: None,
+            status: String::new(),
         }
     }
 

@@ -318,6 +318,38 @@ pub fn reset_for_create<R: ApiKind>(obj: &mut R) -> Result<(), Error> {
     Ok(())
 }
 
+/// Keeps `current`'s managed-field times when `new` differs from it in nothing but those
+/// times: a write that changes nothing is no write, as kube-apiserver skips it. (The
+/// Kubernetes API gateway works out managers before this service defaults the object, so
+/// a field it defaults, such as a resource selector's namespace, can look like a change
+/// to the gateway and stamp the writer's entry with a new time; found when the two
+/// applies of an unchanged file fell in different seconds.) A change of a manager's fields
+/// or of anything else keeps the new times.
+pub fn keep_times_of_a_no_op<R: ApiKind>(current: &R, new: &mut R) {
+    let (Some(old), Some(now)) = (current.meta(), new.meta()) else {
+        return;
+    };
+    let same_but_time = |a: &v1::ManagedFieldsEntry, b: &v1::ManagedFieldsEntry| {
+        let mut a = a.clone();
+        a.time = b.time;
+        a == *b
+    };
+    if old.managed_fields.len() != now.managed_fields.len()
+        || !old
+            .managed_fields
+            .iter()
+            .zip(&now.managed_fields)
+            .all(|(a, b)| same_but_time(a, b))
+    {
+        return;
+    }
+    let mut candidate = new.clone();
+    candidate.meta_mut().managed_fields = old.managed_fields.clone();
+    if flotilla_store::typed::encode(&candidate) == flotilla_store::typed::encode(current) {
+        *new = candidate;
+    }
+}
+
 /// Carries the server-owned metadata (uid, timestamps, generation, resourceVersion) of
 /// `current` over to `new`, and its managed fields when `new` brings none: only the
 /// Kubernetes API gateway keeps them (docs/kubernetes-api.md, "Server-side apply"), and a

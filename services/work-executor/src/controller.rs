@@ -36,8 +36,8 @@ use crate::plan::{
     with_aggregated_status, with_condition, with_overrides_condition,
 };
 use crate::render::{
-    BINDING_FINALIZER, Overrides, binding_key, cluster_ready, is_deleting, parse_binding_key,
-    work_cluster,
+    BINDING_FINALIZER, Overrides, applied_state, binding_key, cluster_ready, is_deleting,
+    parse_binding_key, work_cluster,
 };
 
 /// Index of the Works cache: the `<ns>/<name>` of the binding a Work belongs to.
@@ -94,6 +94,9 @@ pub struct Context {
     /// Batched binding status writes (fenced).
     #[debug(skip)]
     pub binding_writer: BatchWriter<v1::ResourceBinding>,
+    /// Batched writes of the templates' aggregated status (IN-4; fenced).
+    #[debug(skip)]
+    pub template_writer: BatchWriter<v1::Workload>,
     /// Push member clients.
     #[debug(skip)]
     pub members: Members,
@@ -391,6 +394,9 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         &memo,
     );
 
+    // IN-7: the Works rendered from the template as it is now (before the writes take them)
+    let rendered_now: std::collections::HashSet<String> =
+        decision.desired(&works).map(Stored::key).collect();
     // WE-3.1 / WE-1: mark orphans deleting; the execution controller removes them once the
     // member confirms (WE-6.2..6.4).
     let mut writes: Vec<Update<v1::Work>> = Vec::new();
@@ -613,6 +619,27 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         }
     }
 
+    // IN-4, IN-7: the template's status, aggregated from its members' copies
+    if let (Some(workload), Some(binding)) = (workload.as_ref(), view.binding.as_ref()) {
+        let current = decision.works_current();
+        match write_template_status(
+            ctx,
+            binding,
+            workload,
+            (&rendered_now, current),
+            &works,
+            now,
+        )
+        .await
+        {
+            Ok(()) => {}
+            Err(e) if e.is_conflict() || matches!(e, StoreError::NotFound { .. }) => {
+                return Ok(Step::Conflict(Vec::new()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+
     let action = if decision.blocked() {
         tracing::debug!(binding = %view.key, waiting_for = ?decision.waiting_for, "waiting for Directly-purged Works (WE-3.2)");
         Action::requeue(DIRECTLY_PURGE_RECHECK)
@@ -625,6 +652,93 @@ async fn sync(ctx: &Context, view: &mut View, now: Time) -> Result<Step, Error> 
         Action::await_change()
     };
     Ok(Step::Done(action))
+}
+
+/// IN-4, IN-7: writes the template's aggregated status when it changed, on the template's
+/// revision the Works were rendered from (a newer template loses the CAS and the binding is
+/// synced again). A member's copy counts as having observed the template's generation when
+/// its Work was rendered from this template in this sync (none blocked, WE-3.2), its status
+/// describes the Work as it is and it is applied, and the member's controller observed the
+/// object's generation the apply returned.
+async fn write_template_status(
+    ctx: &Context,
+    binding: &v1::ResourceBinding,
+    workload: &Arc<v1::Workload>,
+    (rendered, works_current): (&std::collections::HashSet<String>, bool),
+    works: &[Arc<v1::Work>],
+    now: Time,
+) -> Result<(), StoreError> {
+    use flotilla_core::aggregate::{MemberStatus, aggregate_status, aggregates};
+    if !aggregates(&workload.api_version, &workload.kind) || is_deleting(workload.metadata.as_ref())
+    {
+        return Ok(());
+    }
+    let Some(spec) = binding.spec.as_ref() else {
+        return Ok(());
+    };
+    let parsed: Vec<(&str, Option<serde_json::Value>, bool)> = spec
+        .clusters
+        .iter()
+        .map(|target| {
+            let work = works
+                .iter()
+                .find(|w| work_cluster(w) == target.name && !is_deleting(w.metadata.as_ref()));
+            let status = work
+                .and_then(|w| w.status.as_ref())
+                .filter(|s| s.observed_generation == work.map_or(0, |w| w.generation()))
+                .filter(|s| applied_state(s) == Some(true))
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(&s.resource_status).ok())
+                .filter(serde_json::Value::is_object);
+            let observed = works_current
+                && work.is_some_and(|w| {
+                    rendered.contains(&w.key()) && {
+                        let member_generation =
+                            w.status.as_ref().map_or(0, |s| s.member_generation);
+                        let seen = status
+                            .as_ref()
+                            .and_then(|s| s.get("observedGeneration"))
+                            .and_then(serde_json::Value::as_i64)
+                            .unwrap_or(0);
+                        status.is_some() && (member_generation == 0 || seen >= member_generation)
+                    }
+                });
+            (target.name.as_str(), status, observed)
+        })
+        .collect();
+    let members: Vec<MemberStatus<'_>> = parsed
+        .iter()
+        .map(|(cluster, status, observed)| MemberStatus {
+            cluster,
+            status: status.as_ref(),
+            observed: *observed,
+        })
+        .collect();
+    let template: serde_json::Value =
+        serde_json::from_str(&workload.manifest).unwrap_or(serde_json::Value::Null);
+    let old: Option<serde_json::Value> = (!workload.status.is_empty())
+        .then(|| serde_json::from_str(&workload.status).ok())
+        .flatten();
+    let stamp = time_to_timestamp(now);
+    let stamp = prost_types::Timestamp { nanos: 0, ..stamp }.to_string();
+    let Some(status) = aggregate_status(
+        &workload.api_version,
+        &workload.kind,
+        &template,
+        workload.generation(),
+        old.as_ref(),
+        &members,
+        &stamp,
+    ) else {
+        return Ok(());
+    };
+    if old.as_ref() == Some(&status) || (old.is_none() && status == serde_json::json!({})) {
+        return Ok(());
+    }
+    let mut new = (**workload).clone();
+    new.status = status.to_string();
+    ctx.template_writer.update(workload.clone(), new).await?;
+    tracing::debug!(template = %workload.key(), status = %status, "template status aggregated (IN-4)");
+    Ok(())
 }
 
 /// #31: remembers, once every Work write of the sync committed, which Works are as their

@@ -466,6 +466,10 @@ impl WorkExecutor {
                 typed.clone(),
                 BatchConfig::default().one_write_per_key(true),
             ),
+            template_writer: BatchWriter::spawn(
+                typed.clone(),
+                BatchConfig::default().one_write_per_key(true),
+            ),
             typed,
             members: Members::new(config.member_timeout, config.member_concurrency),
             recorder,

@@ -1583,13 +1583,23 @@ pub(crate) mod tests {
                 &["member1", "member2"],
             ),
             (
-                "the template was written (its revision)",
+                "the template's manifest was written (its generation)",
+                |_, wl, _, _| {
+                    let m = wl.metadata.get_or_insert_with(Default::default);
+                    m.resource_version = 9;
+                    m.generation = 2;
+                },
+                &["member1", "member2"],
+            ),
+            (
+                "the template's aggregated status was written (revision, not generation)",
                 |_, wl, _, _| {
                     wl.metadata
                         .get_or_insert_with(Default::default)
                         .resource_version = 9;
+                    wl.status = r#"{"replicas":3}"#.into();
                 },
-                &["member1", "member2"],
+                &[],
             ),
             (
                 "member2's replicas changed",

@@ -528,7 +528,7 @@ fn binding_labels(meta: &v1::ObjectMeta) -> [(&'static str, &str); 3] {
 /// trace context aside (which alone never rewrites a Work, [`needs_update`]): the binding's
 /// identity, labels and generation (every spec write moves it: resource, placement, targets,
 /// eviction tasks with their preserved labels, suspension, deletion and conflict choices),
-/// the template's revision and the target with its replicas. `None` while override policies
+/// the template's generation and the target with its replicas. `None` while override policies
 /// are in scope: their inputs (policies, the clusters their affinities match) are not
 /// digested, so such Works are always rendered.
 pub fn render_inputs(
@@ -549,7 +549,9 @@ pub fn render_inputs(
     meta.generation.hash(&mut h);
     let template = workload.metadata.as_ref().unwrap_or(&default_meta);
     template.uid.hash(&mut h);
-    template.resource_version.hash(&mut h);
+    // its generation, not its revision: the write of its aggregated status (IN-4) moves the
+    // revision and changes nothing a Work is rendered from
+    template.generation.hash(&mut h);
     target.name.hash(&mut h);
     target.replicas.hash(&mut h);
     Some(h.finish())

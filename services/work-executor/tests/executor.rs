@@ -1342,3 +1342,89 @@ async fn throughput_of_a_failover_of_many_bindings() {
         n as f64 / failover.as_secs_f64(),
     );
 }
+
+/// IN-4, IN-7: the template's status sums its members' copies; after a change of the
+/// template, its `observedGeneration` stays behind while one member has not observed the new
+/// generation (here: it does not answer), and moves once every member has. A user's write
+/// of the template never moves the status (the api keeps it), and the write of the status
+/// does not move the template's generation.
+#[tokio::test]
+async fn in_4_in_7_the_templates_status_sums_its_members_and_waits_for_every_generation() {
+    let (run, m1, m2) = converged(mem()).await;
+    m1.with(|s| s.pods_ready = true);
+    m2.with(|s| s.pods_ready = true);
+    run.until_healthy("aggregated Healthy").await;
+    let typed = Typed::new(run.store.clone());
+    let key = flotilla_store::typed::workload_key(NS, "apps/v1", "Deployment", "nginx");
+    let template = |typed: Typed, key: String| async move {
+        let w: v1::Workload = typed.get(&key).await.ok()??;
+        let s: serde_json::Value = serde_json::from_str(&w.status).ok()?;
+        Some((w, s))
+    };
+    let (w, status) = eventually(
+        "the template's status: 3 ready, generation observed",
+        WAIT,
+        || async {
+            let (w, s) = template(typed.clone(), key.clone()).await?;
+            (s["readyReplicas"] == 3 && s["observedGeneration"] == w.generation()).then_some((w, s))
+        },
+    )
+    .await;
+    assert_eq!(
+        status,
+        serde_json::json!({"replicas": 3, "updatedReplicas": 3, "readyReplicas": 3,
+                           "availableReplicas": 3, "observedGeneration": w.generation()}),
+    );
+    let generation = w.generation();
+
+    // a new image while member2 does not answer: member1 rolls, the template waits
+    m2.with(|s| s.hang = true);
+    let mut changed = w.clone();
+    changed.manifest = changed
+        .manifest
+        .replace("\"image\":\"nginx\"", "\"image\":\"nginx:2\"");
+    assert_ne!(changed.manifest, w.manifest);
+    let written = typed.update(&w, changed).await.expect("template updated");
+    assert_eq!(written.generation(), generation + 1);
+    until("member1 runs the new image", || {
+        m1.with(|s| s.manifests.values().any(|m| m.manifest.contains("nginx:2")))
+    })
+    .await;
+    // the executor has seen member1's new status and written what it aggregates
+    let work1 = work_key("member1", "nginx");
+    eventually(
+        "member1's Work reports the new generation",
+        WAIT,
+        || async {
+            let w = run.work(&work1).await?;
+            let s = w.status.as_ref()?;
+            (s.observed_generation == w.generation() && s.member_generation >= 2).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (w, s) = template(typed.clone(), key.clone())
+        .await
+        .expect("template");
+    assert_eq!(
+        w.generation(),
+        generation + 1,
+        "a status write moves no generation"
+    );
+    assert_eq!(
+        s["observedGeneration"], generation,
+        "member2 has not observed the new generation: {s}"
+    );
+
+    // member2 answers again: every member observed it
+    m2.with(|s| s.hang = false);
+    eventually(
+        "observedGeneration moves once member2 observed it",
+        WAIT,
+        || async {
+            let (w, s) = template(typed.clone(), key.clone()).await?;
+            (s["observedGeneration"] == w.generation()).then_some(())
+        },
+    )
+    .await;
+}

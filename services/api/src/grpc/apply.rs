@@ -23,7 +23,7 @@ use prost::bytes::Bytes;
 
 use crate::error::Error;
 use crate::kinds::ApiKind;
-use crate::objects::{carry_server_meta, now_timestamp, reset_for_create};
+use crate::objects::{carry_server_meta, keep_times_of_a_no_op, now_timestamp, reset_for_create};
 
 use super::ApiService;
 
@@ -268,6 +268,8 @@ impl ApiService {
                     |cur, new| {
                         let mut admitted = admission.workload(Some(new))?;
                         carry_server_meta(cur, &mut admitted);
+                        // the aggregated status stays the work executor's (IN-4)
+                        admitted.status.clone_from(&cur.status);
                         Ok(admitted)
                     },
                 )
@@ -351,6 +353,7 @@ impl ApiService {
                 carry_server_meta(&current, &mut new);
                 let mut new = admit_update(&current, new)?;
                 prepare_generation(&current, &mut new);
+                keep_times_of_a_no_op(&current, &mut new);
                 let value = encode(&new);
                 let unchanged = value == encode(&current);
                 Ok(Planned {

@@ -301,6 +301,7 @@ impl ApiService {
             .update(&admitted.key(), rv, &uid, |current: &v1::Workload| {
                 let mut new = admitted.clone();
                 carry_server_meta(current, &mut new);
+                new.status.clone_from(&current.status);
                 Ok(new)
             })
             .await

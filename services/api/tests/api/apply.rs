@@ -173,6 +173,80 @@ async fn apply_admits_everything_first_and_writes_all_or_nothing() {
     api.stop().await;
 }
 
+/// An update whose only difference is a manager's time writes nothing and keeps the stored
+/// time; a real change takes the new time. (Regression: the Kubernetes API gateway stamps the
+/// writer's entry before this service defaults a resource selector's namespace, so two
+/// applies of the same file a second apart wrote a new revision.)
+#[tokio::test]
+async fn an_update_that_changes_only_a_managers_time_writes_nothing() {
+    let (store, api, client) = setup().await;
+    let entry = |seconds: i64| v1::ManagedFieldsEntry {
+        manager: "kubectl-client-side-apply".into(),
+        operation: "Update".into(),
+        api_version: "policy.karmada.io/v1alpha1".into(),
+        time: Some(prost_types::Timestamp { seconds, nanos: 0 }),
+        fields_type: "FieldsV1".into(),
+        fields_v1: r#"{"f:spec":{"f:priority":{}}}"#.into(),
+        subresource: String::new(),
+    };
+    let policy = |priority: i32, seconds: i64| {
+        let mut p = seed_policy();
+        let meta = p.metadata.as_mut().unwrap();
+        meta.managed_fields = vec![entry(seconds)];
+        let spec = p.spec.as_mut().unwrap();
+        spec.priority = priority;
+        // left to the server's defaulting, as kubectl's merge patch leaves it
+        for s in &mut spec.resource_selectors {
+            s.namespace.clear();
+        }
+        p
+    };
+    let write = |p: v1::PropagationPolicy, mode: v1::ApplyMode| {
+        let mut c = client.clone();
+        async move {
+            c.apply(v1::ApplyRequest {
+                objects: vec![v1::ApplyObject {
+                    object: Some(v1::apply_object::Object::PropagationPolicy(p)),
+                }],
+                mode: mode as i32,
+                ..Default::default()
+            })
+            .await
+            .expect("applied")
+            .into_inner()
+        }
+    };
+    let stored = |store: StoreRef| async move {
+        let got = store
+            .get("policies/default/nginx-propagation")
+            .await
+            .expect("read")
+            .expect("stored");
+        let p: v1::PropagationPolicy = flotilla_store::typed::decode(&got).expect("decodes");
+        (got.mod_revision, p)
+    };
+    write(policy(1, 1_000), v1::ApplyMode::Create).await;
+    let (rv, _) = stored(store.clone()).await;
+
+    let again = write(policy(1, 1_007), v1::ApplyMode::Update).await;
+    assert_eq!(again.outcomes[0].action, "unchanged", "{again:?}");
+    let (rv_again, p) = stored(store.clone()).await;
+    assert_eq!(rv_again, rv, "nothing written");
+    let time = |p: &v1::PropagationPolicy| p.metadata.as_ref().unwrap().managed_fields[0].time;
+    assert_eq!(time(&p).unwrap().seconds, 1_000, "the stored time stays");
+
+    let changed = write(policy(4, 1_009), v1::ApplyMode::Update).await;
+    assert_eq!(changed.outcomes[0].action, "configured", "{changed:?}");
+    let (rv_changed, p) = stored(store.clone()).await;
+    assert!(rv_changed > rv);
+    assert_eq!(
+        time(&p).unwrap().seconds,
+        1_009,
+        "a real change takes the new time"
+    );
+    api.stop().await;
+}
+
 /// A file of more objects than one transaction holds (128) is admitted whole, then written in
 /// transactions of 128, in order; a refused object among them still writes nothing.
 #[tokio::test]

@@ -397,6 +397,7 @@ pub fn workload(name: &str, replicas: i32) -> v1::Workload {
         ),
         replicas,
         replica_requirements: None,
+        status: String::new(),
     }
 }
 

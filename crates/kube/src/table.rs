@@ -1,0 +1,647 @@
+//! Table responses (`meta.k8s.io` Table): what `kubectl get` prints, column by column, when
+//! it asks for `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`.
+//!
+//! ```text
+//!   objects (Kubernetes form) ──columns(kind)──► {columnDefinitions, rows[{cells, object}]}
+//! ```
+//!
+//! Karmada's kinds get the printer columns of Karmada's CRDs; the built-in kinds get
+//! kube-apiserver 1.20's printers for the columns kubectl users read (Deployment READY,
+//! Job COMPLETIONS, Service PORT(S), ...); every other kind gets NAME and AGE, as
+//! kube-apiserver's default table convertor gives a kind without printers. Ages and
+//! durations are written as kube-apiserver writes them (`5m`, `2d3h`,
+//! [`human_duration`]). docs/kubernetes-api.md, "Tables".
+
+use serde_json::{Map, Value, json};
+
+/// What a Table response carries with each row (`includeObject`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Include {
+    /// No object.
+    None,
+    /// The object's metadata, as a `PartialObjectMetadata` (the default).
+    Metadata,
+    /// The whole object (kubectl asks for it to sort with `--sort-by`).
+    Object,
+}
+
+/// A request for a Table: the `meta.k8s.io` version asked for and what rows carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    /// `v1` or `v1beta1`.
+    pub version: &'static str,
+    /// `includeObject`.
+    pub include: Include,
+}
+
+/// Whether `accept` asks for a Table (its first Table media type the server can give), and
+/// with `include_object` (the `includeObject` parameter) what each row carries. An unknown
+/// `includeObject` is an error, as on kube-apiserver.
+pub fn wanted(accept: &str, include_object: Option<&str>) -> Result<Option<Wanted>, String> {
+    let version = accept.split(',').find_map(|media| {
+        let mut parts = media.split(';').map(str::trim);
+        let base = parts.next()?;
+        if base != "application/json" && base != "*/*" {
+            return None;
+        }
+        let (mut table, mut group, mut version) = (false, "", "");
+        for p in parts {
+            match p.split_once('=') {
+                Some(("as", "Table")) => table = true,
+                Some(("g", g)) => group = g,
+                Some(("v", v)) => version = v,
+                _ => {}
+            }
+        }
+        (table && group == "meta.k8s.io")
+            .then_some(version)
+            .and_then(|v| match v {
+                "v1" => Some("v1"),
+                "v1beta1" => Some("v1beta1"),
+                _ => None,
+            })
+    });
+    let Some(version) = version else {
+        return Ok(None);
+    };
+    let include = match include_object {
+        None | Some("" | "Metadata") => Include::Metadata,
+        Some("None") => Include::None,
+        Some("Object") => Include::Object,
+        Some(other) => {
+            return Err(format!(
+                "includeObject: Unsupported value: {other:?}: supported values: \"Metadata\", \"None\", \"Object\""
+            ));
+        }
+    };
+    Ok(Some(Wanted { version, include }))
+}
+
+/// A cell's value, from the object and the time now (seconds since the epoch).
+type Cell = fn(&Value, i64) -> Value;
+
+struct Column {
+    name: &'static str,
+    type_: &'static str,
+    format: &'static str,
+    description: &'static str,
+    /// 0: always shown; 1: with `-o wide`.
+    priority: u8,
+    cell: Cell,
+}
+
+const fn col(name: &'static str, type_: &'static str, priority: u8, cell: Cell) -> Column {
+    Column {
+        name,
+        type_,
+        format: "",
+        description: "",
+        priority,
+        cell,
+    }
+}
+
+const NAME: Column = Column {
+    name: "Name",
+    type_: "string",
+    format: "name",
+    description: "Name must be unique within a namespace. It is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: http://kubernetes.io/docs/user-guide/identifiers#names",
+    priority: 0,
+    cell: |o, _| json!(text(o, "/metadata/name")),
+};
+
+const AGE: Column = Column {
+    name: "Age",
+    type_: "string",
+    format: "",
+    description: "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+    priority: 0,
+    cell: |o, now| json!(age(o, "/metadata/creationTimestamp", now)),
+};
+
+/// A CRD's `date` column: the age of the time at the path (kube-apiserver writes it so).
+const CRD_AGE: Column = Column {
+    name: "AGE",
+    type_: "date",
+    format: "",
+    description: "",
+    priority: 0,
+    cell: |o, now| json!(age(o, "/metadata/creationTimestamp", now)),
+};
+
+fn or_none(o: &Value, pointer: &str) -> Value {
+    json!(match text(o, pointer) {
+        "" => "<none>",
+        t => t,
+    })
+}
+
+fn text<'a>(o: &'a Value, pointer: &str) -> &'a str {
+    o.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn int(o: &Value, pointer: &str) -> i64 {
+    o.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// A JSON value as a CRD printer column writes it: a string as it is, anything else as
+/// JSON, nothing when absent.
+fn raw(o: &Value, pointer: &str) -> Value {
+    match o.pointer(pointer) {
+        None | Some(Value::Null) => Value::Null,
+        Some(v) => v.clone(),
+    }
+}
+
+/// The status of the condition of `type_` (`.status.conditions[?(@.type=="…")].status`).
+fn condition(o: &Value, type_: &str) -> Value {
+    o.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+        })
+        .and_then(|c| c.get("status"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Seconds since the epoch of an RFC 3339 time.
+fn seconds(rfc3339: &str) -> Option<i64> {
+    rfc3339
+        .parse::<prost_types::Timestamp>()
+        .ok()
+        .map(|t| t.seconds)
+}
+
+fn age(o: &Value, pointer: &str, now: i64) -> String {
+    match seconds(text(o, pointer)) {
+        Some(t) => human_duration(now - t),
+        None => "<unknown>".into(),
+    }
+}
+
+/// A duration as kube-apiserver writes ages (`apimachinery`'s `HumanDuration`): seconds up
+/// to two minutes, then minutes (with seconds under ten), hours (with minutes under eight),
+/// days (with hours under eight days), years (with days under eight years).
+pub fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    if secs < 0 {
+        return "0s".into();
+    }
+    if secs < 120 {
+        return format!("{secs}s");
+    }
+    let minutes = secs / 60;
+    if minutes < 10 {
+        return match secs % 60 {
+            0 => format!("{minutes}m"),
+            s => format!("{minutes}m{s}s"),
+        };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = secs / 3600;
+    if hours < 8 {
+        return match minutes % 60 {
+            0 => format!("{hours}h"),
+            m => format!("{hours}h{m}m"),
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        return match hours % 24 {
+            0 => format!("{}d", hours / 24),
+            h => format!("{}d{h}h", hours / 24),
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let days = (hours / 24) % 365;
+        return match days {
+            0 => format!("{}y", hours / 24 / 365),
+            d => format!("{}y{d}d", hours / 24 / 365),
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+fn containers(o: &Value, field: &str) -> String {
+    o.pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| c.get(field).and_then(Value::as_str).unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// A label selector as kubectl writes it (`app=nginx,tier in (a,b)`), `<none>` when empty.
+fn selector(o: &Value, pointer: &str) -> String {
+    let Some(sel) = o.pointer(pointer) else {
+        return "<none>".into();
+    };
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(labels) = sel.get("matchLabels").and_then(Value::as_object) {
+        parts.extend(
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))),
+        );
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = text(e, "/key");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(match text(e, "/operator") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_owned(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other}"),
+        });
+    }
+    if parts.is_empty() {
+        "<none>".into()
+    } else {
+        parts.sort();
+        parts.join(",")
+    }
+}
+
+fn map_selector(o: &Value, pointer: &str) -> String {
+    match o.pointer(pointer).and_then(Value::as_object) {
+        Some(m) if !m.is_empty() => {
+            let mut parts: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect();
+            parts.sort();
+            parts.join(",")
+        }
+        _ => "<none>".into(),
+    }
+}
+
+fn job_completions(o: &Value, _: i64) -> Value {
+    let succeeded = int(o, "/status/succeeded");
+    let text = match o.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(c) => format!("{succeeded}/{c}"),
+        None => match int(o, "/spec/parallelism") {
+            p if p > 1 => format!("{succeeded}/1 of {p}"),
+            _ => format!("{succeeded}/1"),
+        },
+    };
+    json!(text)
+}
+
+fn job_duration(o: &Value, now: i64) -> Value {
+    let Some(start) = seconds(text(o, "/status/startTime")) else {
+        return json!("");
+    };
+    let end = seconds(text(o, "/status/completionTime")).unwrap_or(now);
+    json!(human_duration(end - start))
+}
+
+fn service_ports(o: &Value, _: i64) -> Value {
+    let ports: Vec<String> = o
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            let port = int(p, "/port");
+            match p.get("nodePort").and_then(Value::as_i64) {
+                Some(node) if node != 0 => format!("{port}:{node}/{protocol}"),
+                _ => format!("{port}/{protocol}"),
+            }
+        })
+        .collect();
+    json!(if ports.is_empty() {
+        "<none>".to_owned()
+    } else {
+        ports.join(",")
+    })
+}
+
+fn external_ips(o: &Value, _: i64) -> Value {
+    let mut ips: Vec<String> = o
+        .pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|i| {
+            i.get("ip")
+                .or_else(|| i.get("hostname"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    ips.extend(
+        o.pointer("/spec/externalIPs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned),
+    );
+    let kind = text(o, "/spec/type");
+    json!(match (kind, ips.is_empty()) {
+        (_, false) => ips.join(","),
+        ("LoadBalancer", true) => "<pending>".to_owned(),
+        ("ExternalName", true) => text(o, "/spec/externalName").to_owned(),
+        _ => "<none>".to_owned(),
+    })
+}
+
+fn data_count(o: &Value, _: i64) -> Value {
+    let count = |f: &str| o.get(f).and_then(Value::as_object).map_or(0, Map::len);
+    json!(count("data") + count("binaryData"))
+}
+
+/// The columns of `kind` in `group` (Karmada's CRDs' and kube-apiserver 1.20's printers).
+fn columns(group: &str, kind: &str) -> Vec<Column> {
+    match (group, kind) {
+        ("apps", "Deployment") => vec![
+            NAME,
+            col("Ready", "string", 0, |o, _| {
+                json!(format!(
+                    "{}/{}",
+                    int(o, "/status/readyReplicas"),
+                    o.pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                ))
+            }),
+            col("Up-to-date", "integer", 0, |o, _| {
+                json!(int(o, "/status/updatedReplicas"))
+            }),
+            col("Available", "integer", 0, |o, _| {
+                json!(int(o, "/status/availableReplicas"))
+            }),
+            AGE,
+            col("Containers", "string", 1, |o, _| {
+                json!(containers(o, "name"))
+            }),
+            col("Images", "string", 1, |o, _| json!(containers(o, "image"))),
+            col("Selector", "string", 1, |o, _| {
+                json!(selector(o, "/spec/selector"))
+            }),
+        ],
+        ("apps", "StatefulSet") => vec![
+            NAME,
+            col("Ready", "string", 0, |o, _| {
+                json!(format!(
+                    "{}/{}",
+                    int(o, "/status/readyReplicas"),
+                    o.pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                ))
+            }),
+            AGE,
+            col("Containers", "string", 1, |o, _| {
+                json!(containers(o, "name"))
+            }),
+            col("Images", "string", 1, |o, _| json!(containers(o, "image"))),
+        ],
+        ("apps", "DaemonSet") => vec![
+            NAME,
+            col("Desired", "integer", 0, |o, _| {
+                json!(int(o, "/status/desiredNumberScheduled"))
+            }),
+            col("Current", "integer", 0, |o, _| {
+                json!(int(o, "/status/currentNumberScheduled"))
+            }),
+            col("Ready", "integer", 0, |o, _| {
+                json!(int(o, "/status/numberReady"))
+            }),
+            col("Up-to-date", "integer", 0, |o, _| {
+                json!(int(o, "/status/updatedNumberScheduled"))
+            }),
+            col("Available", "integer", 0, |o, _| {
+                json!(int(o, "/status/numberAvailable"))
+            }),
+            col("Node Selector", "string", 0, |o, _| {
+                json!(map_selector(o, "/spec/template/spec/nodeSelector"))
+            }),
+            AGE,
+            col("Containers", "string", 1, |o, _| {
+                json!(containers(o, "name"))
+            }),
+            col("Images", "string", 1, |o, _| json!(containers(o, "image"))),
+            col("Selector", "string", 1, |o, _| {
+                json!(selector(o, "/spec/selector"))
+            }),
+        ],
+        ("batch", "Job") => vec![
+            NAME,
+            col("Completions", "string", 0, job_completions),
+            col("Duration", "string", 0, job_duration),
+            AGE,
+            col("Containers", "string", 1, |o, _| {
+                json!(containers(o, "name"))
+            }),
+            col("Images", "string", 1, |o, _| json!(containers(o, "image"))),
+            col("Selector", "string", 1, |o, _| {
+                json!(selector(o, "/spec/selector"))
+            }),
+        ],
+        ("", "Service") => vec![
+            NAME,
+            col("Type", "string", 0, |o, _| {
+                json!(match text(o, "/spec/type") {
+                    "" => "ClusterIP",
+                    t => t,
+                })
+            }),
+            col("Cluster-IP", "string", 0, |o, _| {
+                json!(match text(o, "/spec/clusterIP") {
+                    "" => "<none>",
+                    ip => ip,
+                })
+            }),
+            col("External-IP", "string", 0, external_ips),
+            col("Port(s)", "string", 0, service_ports),
+            AGE,
+            col("Selector", "string", 1, |o, _| {
+                json!(map_selector(o, "/spec/selector"))
+            }),
+        ],
+        ("", "ConfigMap") => vec![NAME, col("Data", "integer", 0, data_count), AGE],
+        ("", "Secret") => vec![
+            NAME,
+            col("Type", "string", 0, |o, _| json!(text(o, "/type"))),
+            col("Data", "integer", 0, data_count),
+            AGE,
+        ],
+        ("", "Namespace") => vec![
+            NAME,
+            col("Status", "string", 0, |o, _| {
+                json!(text(o, "/status/phase"))
+            }),
+            AGE,
+        ],
+        // Karmada's Cluster is served by karmada-aggregated-apiserver, with its own printer
+        (KARMADA_CLUSTER, "Cluster") => vec![
+            NAME,
+            col("Version", "string", 0, |o, _| {
+                json!(text(o, "/status/kubernetesVersion"))
+            }),
+            col("Mode", "string", 0, |o, _| json!(text(o, "/spec/syncMode"))),
+            col("Ready", "string", 0, |o, _| match condition(o, "Ready") {
+                Value::Null => json!("Unknown"),
+                v => v,
+            }),
+            AGE,
+            col("Zones", "string", 1, |o, _| {
+                let zones: Vec<&str> = o
+                    .pointer("/spec/zones")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                json!(if zones.is_empty() {
+                    "<none>".to_owned()
+                } else {
+                    zones.join(",")
+                })
+            }),
+            col("Region", "string", 1, |o, _| or_none(o, "/spec/region")),
+            col("Provider", "string", 1, |o, _| or_none(o, "/spec/provider")),
+            col("API-Endpoint", "string", 1, |o, _| {
+                json!(text(o, "/spec/apiEndpoint"))
+            }),
+            col("Proxy-URL", "string", 1, |o, _| {
+                or_none(o, "/spec/proxyURL")
+            }),
+        ],
+        // the printer columns of Karmada's CRDs
+        (KARMADA_POLICY, "PropagationPolicy" | "ClusterPropagationPolicy") => vec![
+            NAME,
+            col("CONFLICT-RESOLUTION", "string", 0, |o, _| {
+                raw(o, "/spec/conflictResolution")
+            }),
+            col("PRIORITY", "string", 0, |o, _| raw(o, "/spec/priority")),
+            CRD_AGE,
+        ],
+        (KARMADA_WORK, "ResourceBinding" | "ClusterResourceBinding") => vec![
+            NAME,
+            col("SCHEDULED", "string", 0, |o, _| condition(o, "Scheduled")),
+            col("FULLYAPPLIED", "string", 0, |o, _| {
+                condition(o, "FullyApplied")
+            }),
+            CRD_AGE,
+        ],
+        (KARMADA_WORK, "Work") => vec![
+            NAME,
+            col("WORKLOAD-KIND", "string", 0, |o, _| {
+                let kinds: Vec<&str> = o
+                    .pointer("/spec/workload/manifests")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|m| text(m, "/kind"))
+                    .collect();
+                json!(kinds.join(" "))
+            }),
+            col("APPLIED", "string", 0, |o, _| condition(o, "Applied")),
+            CRD_AGE,
+        ],
+        (KARMADA_POLICY | KARMADA_WORK | KARMADA_CLUSTER, _) => vec![NAME, CRD_AGE],
+        _ => vec![NAME, AGE],
+    }
+}
+
+const KARMADA_CLUSTER: &str = "cluster.karmada.io";
+const KARMADA_POLICY: &str = "policy.karmada.io";
+const KARMADA_WORK: &str = "work.karmada.io";
+
+/// A CRD column's cell, as kube-apiserver converts a JSON value for its column type: a
+/// `boolean` or `string` column shows `true`/`"True"` as they are, a missing value empty.
+fn crd_cell(type_: &str, value: Value) -> Value {
+    match (type_, value) {
+        (_, Value::Null) => Value::Null,
+        ("string", Value::String(s)) => Value::String(s),
+        ("string", other) => Value::String(other.to_string()),
+        (_, other) => other,
+    }
+}
+
+/// The Table of `items` (objects of `kind` in `group`, in Kubernetes form), with the list's
+/// `metadata` (resourceVersion, continue), at `now` (seconds since the epoch).
+pub fn table(
+    wanted: Wanted,
+    group: &str,
+    kind: &str,
+    items: &[Value],
+    metadata: Value,
+    now: i64,
+) -> Value {
+    let columns = columns(group, kind);
+    let definitions: Vec<Value> = columns
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "type": c.type_,
+                "format": c.format,
+                "description": c.description,
+                "priority": c.priority,
+            })
+        })
+        .collect();
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|item| {
+            let cells: Vec<Value> = columns
+                .iter()
+                .map(|c| crd_cell(c.type_, (c.cell)(item, now)))
+                .collect();
+            let mut row = json!({ "cells": cells });
+            match wanted.include {
+                Include::None => {}
+                Include::Metadata => {
+                    row["object"] = json!({
+                        "kind": "PartialObjectMetadata",
+                        "apiVersion": format!("meta.k8s.io/{}", wanted.version),
+                        "metadata": item.get("metadata").cloned().unwrap_or_else(|| json!({})),
+                    });
+                }
+                Include::Object => row["object"] = item.clone(),
+            }
+            row
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": format!("meta.k8s.io/{}", wanted.version),
+        "metadata": metadata,
+        "columnDefinitions": definitions,
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests;
