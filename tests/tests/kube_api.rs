@@ -1215,6 +1215,101 @@ async fn kubectl_waits_for_a_propagated_job_to_complete() {
     assert_eq!(after.trim(), "2 y");
 }
 
+/// A GitOps-style apply as Flux's kustomize-controller does it: a directory, server-side,
+/// as one field manager; a second manager's conflicting change is refused (409, naming the
+/// owner and the field) and writes nothing, and the owner's next apply still wins nothing
+/// it did not ask for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flux_style_directory_apply_and_a_second_managers_conflict() {
+    let mut stack = Stack::start(Timers::fast()).await;
+    stack.ready_unequal_members(T).await;
+    let server = gateway(&stack).await;
+    let dir = tempfile::tempdir().unwrap();
+    let seed = include_str!("../../docker/compose/seed.yaml");
+    let (deployment, policy) = seed.split_once("\n---\n").unwrap();
+    std::fs::write(dir.path().join("deployment.yaml"), deployment).unwrap();
+    std::fs::write(dir.path().join("policy.yaml"), policy).unwrap();
+    let path = dir.path().to_str().unwrap();
+    let flux = [
+        "apply",
+        "--server-side",
+        "--field-manager=kustomize-controller",
+        "-n",
+        "default",
+        "-f",
+        path,
+    ];
+    let out = kubectl_ok(&server, &flux).await;
+    assert!(
+        out.contains("deployment.apps/nginx serverside-applied")
+            && out.contains(
+                "propagationpolicy.policy.karmada.io/nginx-propagation serverside-applied"
+            ),
+        "{out}"
+    );
+    let managers = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "deploy",
+            "nginx",
+            "-n",
+            "default",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}",
+        ],
+    )
+    .await;
+    assert_eq!(managers.trim(), "kustomize-controller");
+    // (the template's resourceVersion moves with its aggregated status: its generation and
+    // managers say whether a user's write changed it)
+    let state = || async {
+        kubectl_ok(
+            &server,
+            &["get", "deploy", "nginx", "-n", "default", "--show-managed-fields", "-o",
+              "jsonpath={.metadata.generation} {.spec.replicas} {.metadata.managedFields[*].manager} {.metadata.managedFields[*].time}"],
+        )
+        .await
+    };
+    let version = state().await;
+
+    // someone else applies another replica count: refused, nothing written
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = elsewhere.path().join("other.yaml");
+    std::fs::write(&other, deployment.replace("replicas: 3", "replicas: 5")).unwrap();
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=hotfix",
+            "-n",
+            "default",
+            "-f",
+            other.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("conflict")
+            && out.contains("kustomize-controller")
+            && out.contains(".spec.replicas"),
+        "{out}"
+    );
+    assert_eq!(state().await, version, "nothing written");
+    assert!(version.starts_with("1 3 kustomize-controller"), "{version}");
+    // the directory again: unchanged, nothing written
+    kubectl_ok(&server, &flux).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    kubectl_ok(&server, &flux).await;
+    assert_eq!(
+        state().await,
+        version,
+        "an unchanged server-side apply writes nothing, a second later too"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_clients_dynamic_client_drives_karmadas_kinds() {
     let stack = Stack::start(Timers::fast()).await;

@@ -143,7 +143,7 @@ fn karmadas_kinds_print_their_crds_columns_and_others_name_and_age() {
         wanted,
         "work.karmada.io",
         "ResourceBinding",
-        &[rb.clone()],
+        std::slice::from_ref(&rb),
         json!({}),
         NOW,
     );
