@@ -133,27 +133,38 @@ spec:
     )
 }
 
-/// Changes the nginx template's replicas from `from` to `to` through the api.
+/// Changes the nginx template's replicas from `from` to `to` through the api: read, change,
+/// update on the version read, and again on a conflict (the work executor writes the
+/// template's aggregated status, which moves its resourceVersion, as a user's client meets
+/// on kube-apiserver).
 pub async fn scale_nginx(api: &ApiClient, from: i32, to: i32) {
-    let w = api
-        .clone()
-        .get_workload(flotilla_api::testing::get_nginx())
-        .await
-        .unwrap()
-        .into_inner();
-    let mut changed = w.clone();
-    changed.manifest = changed.manifest.replace(
-        &format!("\"replicas\": {from}"),
-        &format!("\"replicas\": {to}"),
-    );
-    assert_ne!(
-        changed.manifest, w.manifest,
-        "the template had {from} replicas"
-    );
-    api.clone()
-        .update_workload(v1::UpdateWorkloadRequest {
-            workload: Some(changed),
-        })
-        .await
-        .unwrap();
+    for _ in 0..20 {
+        let w = api
+            .clone()
+            .get_workload(flotilla_api::testing::get_nginx())
+            .await
+            .unwrap()
+            .into_inner();
+        let mut changed = w.clone();
+        changed.manifest = changed.manifest.replace(
+            &format!("\"replicas\": {from}"),
+            &format!("\"replicas\": {to}"),
+        );
+        assert_ne!(
+            changed.manifest, w.manifest,
+            "the template had {from} replicas"
+        );
+        match api
+            .clone()
+            .update_workload(v1::UpdateWorkloadRequest {
+                workload: Some(changed),
+            })
+            .await
+        {
+            Ok(_) => return,
+            Err(s) if s.code() == tonic::Code::Aborted => continue,
+            Err(s) => panic!("scaling nginx: {s:?}"),
+        }
+    }
+    panic!("scaling nginx: still conflicting after 20 attempts");
 }
