@@ -379,20 +379,31 @@ fn data_count(o: &Value, _: i64) -> Value {
     json!(count("data") + count("binaryData"))
 }
 
+/// The wide columns of a kind with a pod template, and its selector.
+const CONTAINERS: Column = col("Containers", "string", 1, |o, _| {
+    json!(containers(o, "name"))
+});
+const IMAGES: Column = col("Images", "string", 1, |o, _| json!(containers(o, "image")));
+const SELECTOR: Column = col("Selector", "string", 1, |o, _| {
+    json!(selector(o, "/spec/selector"))
+});
+/// Ready of desired replicas (`spec.replicas`, 1 when unset).
+const READY_OF_REPLICAS: Column = col("Ready", "string", 0, |o, _| {
+    json!(format!(
+        "{}/{}",
+        int(o, "/status/readyReplicas"),
+        o.pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+    ))
+});
+
 /// The columns of `kind` in `group` (Karmada's CRDs' and kube-apiserver 1.20's printers).
 fn columns(group: &str, kind: &str) -> Vec<Column> {
     match (group, kind) {
         ("apps", "Deployment") => vec![
             NAME,
-            col("Ready", "string", 0, |o, _| {
-                json!(format!(
-                    "{}/{}",
-                    int(o, "/status/readyReplicas"),
-                    o.pointer("/spec/replicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(1)
-                ))
-            }),
+            READY_OF_REPLICAS,
             col("Up-to-date", "integer", 0, |o, _| {
                 json!(int(o, "/status/updatedReplicas"))
             }),
@@ -400,31 +411,11 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 json!(int(o, "/status/availableReplicas"))
             }),
             AGE,
-            col("Containers", "string", 1, |o, _| {
-                json!(containers(o, "name"))
-            }),
-            col("Images", "string", 1, |o, _| json!(containers(o, "image"))),
-            col("Selector", "string", 1, |o, _| {
-                json!(selector(o, "/spec/selector"))
-            }),
+            CONTAINERS,
+            IMAGES,
+            SELECTOR,
         ],
-        ("apps", "StatefulSet") => vec![
-            NAME,
-            col("Ready", "string", 0, |o, _| {
-                json!(format!(
-                    "{}/{}",
-                    int(o, "/status/readyReplicas"),
-                    o.pointer("/spec/replicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(1)
-                ))
-            }),
-            AGE,
-            col("Containers", "string", 1, |o, _| {
-                json!(containers(o, "name"))
-            }),
-            col("Images", "string", 1, |o, _| json!(containers(o, "image"))),
-        ],
+        ("apps", "StatefulSet") => vec![NAME, READY_OF_REPLICAS, AGE, CONTAINERS, IMAGES],
         ("apps", "DaemonSet") => vec![
             NAME,
             col("Desired", "integer", 0, |o, _| {
@@ -446,26 +437,18 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 json!(map_selector(o, "/spec/template/spec/nodeSelector"))
             }),
             AGE,
-            col("Containers", "string", 1, |o, _| {
-                json!(containers(o, "name"))
-            }),
-            col("Images", "string", 1, |o, _| json!(containers(o, "image"))),
-            col("Selector", "string", 1, |o, _| {
-                json!(selector(o, "/spec/selector"))
-            }),
+            CONTAINERS,
+            IMAGES,
+            SELECTOR,
         ],
         ("batch", "Job") => vec![
             NAME,
             col("Completions", "string", 0, job_completions),
             col("Duration", "string", 0, job_duration),
             AGE,
-            col("Containers", "string", 1, |o, _| {
-                json!(containers(o, "name"))
-            }),
-            col("Images", "string", 1, |o, _| json!(containers(o, "image"))),
-            col("Selector", "string", 1, |o, _| {
-                json!(selector(o, "/spec/selector"))
-            }),
+            CONTAINERS,
+            IMAGES,
+            SELECTOR,
         ],
         ("", "Service") => vec![
             NAME,
