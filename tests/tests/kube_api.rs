@@ -300,6 +300,147 @@ async fn kubectl_reads_karmadas_kinds_through_the_kubernetes_api() {
         "propagationpolicy.policy.karmada.io/nginx-propagation",
         "nothing deleted"
     );
+
+    // Works, in Karmada's execution namespaces and shape; read-only
+    let works = kubectl_ok(&server, &["get", "works", "-A", "--no-headers"]).await;
+    let mut rows: Vec<Vec<&str>> = works
+        .lines()
+        .map(|l| l.split_whitespace().take(4).collect())
+        .collect();
+    rows.sort();
+    let work_name = rows.first().map(|r| r[1].to_owned()).unwrap_or_default();
+    assert_eq!(
+        rows,
+        [
+            [
+                "karmada-es-member1",
+                work_name.as_str(),
+                "Deployment",
+                "True"
+            ],
+            [
+                "karmada-es-member2",
+                work_name.as_str(),
+                "Deployment",
+                "True"
+            ],
+        ],
+        "NAMESPACE NAME WORKLOAD-KIND APPLIED: {works}"
+    );
+    let work: serde_json::Value = serde_json::from_str(
+        &kubectl_ok(
+            &server,
+            &[
+                "get",
+                "work",
+                &work_name,
+                "-n",
+                "karmada-es-member2",
+                "-o",
+                "json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(work["apiVersion"], "work.karmada.io/v1alpha1", "{work}");
+    assert_eq!(
+        work["spec"]["workload"]["manifests"][0]["spec"]["replicas"], 2,
+        "member2's share of the replicas, in Karmada's place: {work}"
+    );
+    let (ok, out) = kubectl(&server, &["get", "work", &work_name, "-n", "default"]).await;
+    assert!(
+        !ok && out.contains("NotFound") && out.contains("karmada-es-"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &server,
+        &["delete", "work", &work_name, "-n", "karmada-es-member2"],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("MethodNotAllowed") && out.contains("work executor"),
+        "{out}"
+    );
+    assert!(
+        kubectl_ok(
+            &server,
+            &["get", "works", "-n", "karmada-es-member2", "-o", "name"]
+        )
+        .await
+        .contains(&work_name),
+        "nothing deleted"
+    );
+    // Events, as kubectl prints them, selected by their involved object
+    let events = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "events",
+            "-A",
+            "--field-selector",
+            "involvedObject.kind=ResourceBinding",
+        ],
+    )
+    .await;
+    let header: Vec<&str> = events
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAMESPACE",
+            "LAST",
+            "SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "MESSAGE"
+        ],
+        "{events}"
+    );
+    assert!(
+        events.lines().skip(1).count() > 0
+            && events
+                .lines()
+                .skip(1)
+                .all(|l| l.contains("resourcebinding/")),
+        "only the bindings' events: {events}"
+    );
+    // `/status`: read as the object; the controllers write it
+    let status = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "cluster",
+            "member1",
+            "--subresource=status",
+            "-o",
+            "jsonpath={.status.conditions[0].type}",
+        ],
+    )
+    .await;
+    assert_eq!(status, "Ready");
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            "patch",
+            "cluster",
+            "member1",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"kubernetesVersion":"x"}}"#,
+        ],
+    )
+    .await;
+    assert!(
+        !ok && out.contains("MethodNotAllowed") && out.contains("controllers"),
+        "{out}"
+    );
 }
 
 /// Identity through the gateway is the api's: a caller without a token is refused 401, an
@@ -468,6 +609,115 @@ async fn the_gateway_passes_the_callers_identity_to_the_api() {
         !ok && out.contains("certificate"),
         "an unknown CA is refused: {out}"
     );
+
+    // kubectl auth can-i and whoami: the api's answer for the caller's own principal, and
+    // what it says is what the request then meets
+    let as_ = |token: &str, args: &[&str]| {
+        let mut all = vec![ca.clone(), "--token".to_owned(), token.to_owned()];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        let secure = secure.clone();
+        async move {
+            let args: Vec<&str> = all.iter().map(String::as_str).collect();
+            kubectl(&secure, &args).await
+        }
+    };
+    for (token, question, allowed, words) in [
+        (&admin, &["create", "pp", "-n", "default"][..], true, "yes"),
+        (
+            &admin,
+            &["delete", "deployments", "-n", "default"],
+            true,
+            "yes",
+        ),
+        (&viewer, &["list", "clusters"], true, "yes"),
+        (&viewer, &["get", "rb", "-n", "default"], true, "yes"),
+        (
+            &viewer,
+            &["create", "pp", "-n", "default"],
+            false,
+            "viewer may not call /flotilla.v1.Api/Apply",
+        ),
+        (
+            &viewer,
+            &["patch", "clusters"],
+            false,
+            "viewer may not call /flotilla.v1.Api/Apply",
+        ),
+        (
+            &viewer,
+            &["list", "works", "-n", "karmada-es-edge1"],
+            false,
+            "viewer may not call /flotilla.v1.Api/ListWorks",
+        ),
+        (
+            &agent,
+            &["list", "works", "-n", "karmada-es-edge1"],
+            true,
+            "yes",
+        ),
+        (
+            &agent,
+            &["watch", "works", "-n", "karmada-es-edge1"],
+            true,
+            "yes",
+        ),
+        (
+            &agent,
+            &["list", "works", "-n", "karmada-es-edge2"],
+            false,
+            "its own cluster only, not for cluster \"edge2\"",
+        ),
+        (
+            &agent,
+            &["list", "pp", "-A"],
+            false,
+            "agent:edge1 may not call /flotilla.v1.Api/ListPropagationPolicies",
+        ),
+        (
+            &admin,
+            &["create", "rb", "-n", "default"],
+            false,
+            "controllers write them",
+        ),
+        (&admin, &["update", "clusters", "--subresource=status"], false, "not served"),
+    ] {
+        let mut args = vec!["auth", "can-i"];
+        args.extend_from_slice(question);
+        let (ok, out) = as_(token, &args).await;
+        assert_eq!(ok, allowed, "can-i {question:?}: {out}");
+        assert!(
+            out.contains(words),
+            "can-i {question:?}: {out:?} lacks {words:?}"
+        );
+    }
+    let (ok, out) = as_(&agent, &["get", "works", "-n", "karmada-es-edge1"]).await;
+    assert!(
+        ok && out.contains("No resources found"),
+        "as can-i said: {out}"
+    );
+    let (ok, out) = as_(&agent, &["get", "works", "-n", "karmada-es-edge2"]).await;
+    assert!(!ok && out.contains("Forbidden"), "as can-i said: {out}");
+    let (ok, out) = as_(&viewer, &["auth", "can-i", "--list"]).await;
+    assert!(ok, "{out}");
+    let rule = |resource: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(resource))
+            .map(|l| l.split_whitespace().skip(3).collect::<Vec<_>>().join(" "))
+    };
+    assert_eq!(
+        rule("clusters.cluster.karmada.io").as_deref(),
+        Some("[get list watch]"),
+        "{out}"
+    );
+    assert_eq!(
+        rule("works.work.karmada.io"),
+        None,
+        "a viewer reads no Work: {out}"
+    );
+    let (ok, out) = as_(&agent, &["auth", "whoami"]).await;
+    assert!(ok && out.contains("agent:edge1"), "{out}");
+    let (ok, out) = as_("not-a-token", &["auth", "can-i", "list", "clusters"]).await;
+    assert!(!ok && out.contains("invalid bearer token"), "{out}");
 }
 
 const POLICY: &str = "apiVersion: policy.karmada.io/v1alpha1

@@ -1024,7 +1024,13 @@ fn get_output_applies_back_for_every_kind() {
     let works: serde_json::Value = serde_json::from_str(&works).unwrap();
     assert_eq!(works["kind"], "List");
     assert!(
-        works["items"][0]["spec"]["manifest"].is_object(),
-        "a Work's manifest is an object: {works}"
+        works["items"][0]["spec"]["workload"]["manifests"][0].is_object(),
+        "a Work's manifest is an object, in Karmada's place: {works}"
+    );
+    assert!(
+        works["items"][0]["metadata"]["namespace"]
+            .as_str()
+            .is_some_and(|ns| ns.starts_with("karmada-es-")),
+        "a Work is in its cluster's execution namespace: {works}"
     );
 }

@@ -5,7 +5,8 @@
 //! ```text
 //!   wire message ──proto3 JSON (64-bit integers as numbers)──► walk with its descriptor:
 //!     enums  TAINT_EFFECT_NO_EXECUTE → NoExecute   (SpreadField, OverrideOperator: lower case)
-//!   ──► per kind: apiVersion + kind; a template is its manifest; a Work's manifest an object;
+//!   ──► per kind: apiVersion + kind; a template is its manifest; a Work in Karmada's shape
+//!       (its execution namespace, `spec.workload.manifests`);
 //!       Flotilla's trace contexts dropped
 //!   ──► a propagation, taint or override policy's spec is the domain type's serde form
 //!       (the one model)
@@ -195,7 +196,7 @@ fn reshape(short: &str, mut value: Value) -> Value {
             ("work.karmada.io/v1alpha2", kind)
         }
         "Work" => {
-            json_text_as_object(value.pointer_mut("/spec/manifest"));
+            karmada_work(&mut value);
             ("work.karmada.io/v1alpha1", "Work")
         }
         "Event" => ("v1", "Event"),
@@ -207,6 +208,40 @@ fn reshape(short: &str, mut value: Value) -> Value {
         map.insert("kind".into(), kind.into());
     }
     value
+}
+
+/// The prefix of a member's execution namespace, where Karmada keeps its Works.
+pub const EXECUTION_NAMESPACE_PREFIX: &str = "karmada-es-";
+
+/// A Work in Karmada's shape: its manifest under `spec.workload.manifests` (one, as Flotilla
+/// writes a Work per object and cluster), and the Work in its cluster's execution namespace
+/// `karmada-es-<cluster>`, where `kubectl get work -n karmada-es-member1` finds it. The
+/// binding's namespace, which Flotilla keys the Work by, stays in `spec.binding`; Flotilla's
+/// own fields (`cluster`, `binding`, `resource`, `replicas`, `conflictResolution`) are kept
+/// beside Karmada's.
+fn karmada_work(value: &mut Value) {
+    json_text_as_object(value.pointer_mut("/spec/manifest"));
+    let cluster = value
+        .pointer("/spec/cluster")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut)
+        && let Some(manifest) = spec.remove("manifest")
+    {
+        spec.insert(
+            "workload".into(),
+            serde_json::json!({ "manifests": [manifest] }),
+        );
+    }
+    if !cluster.is_empty()
+        && let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert(
+            "namespace".into(),
+            Value::String(format!("{EXECUTION_NAMESPACE_PREFIX}{cluster}")),
+        );
+    }
 }
 
 /// Replaces a string holding a JSON object or array (a Work's manifest, a member's status,
@@ -399,6 +434,34 @@ mod tests {
             json["status"]["aggregatedStatus"][0]["clusterName"],
             "member1"
         );
+    }
+
+    /// Karmada keeps a Work in `karmada-es-<cluster>` with its manifests under
+    /// `spec.workload.manifests`.
+    #[test]
+    fn a_work_takes_karmadas_shape_and_execution_namespace() {
+        let work = flotilla_proto::v1::Work {
+            metadata: Some(flotilla_proto::v1::ObjectMeta {
+                name: "nginx-687f7fb96f".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            spec: Some(flotilla_proto::v1::WorkSpec {
+                cluster: "member1".into(),
+                manifest: r#"{"apiVersion":"apps/v1","kind":"Deployment"}"#.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let json = kubernetes("flotilla.v1.Work", &prost::Message::encode_to_vec(&work)).unwrap();
+        assert_eq!(json["apiVersion"], "work.karmada.io/v1alpha1");
+        assert_eq!(json["metadata"]["namespace"], "karmada-es-member1");
+        assert_eq!(
+            json["spec"]["workload"]["manifests"],
+            serde_json::json!([{"apiVersion": "apps/v1", "kind": "Deployment"}])
+        );
+        assert!(json["spec"].get("manifest").is_none(), "{json}");
+        assert_eq!(json["spec"]["cluster"], "member1");
     }
 
     #[test]

@@ -52,6 +52,16 @@ enum Kind {
     ClusterTaintPolicy,
     ResourceBinding,
     ClusterResourceBinding,
+    /// Karmada's Work, read-only, in its cluster's execution namespace `karmada-es-<cluster>`.
+    Work,
+    /// A core/v1 Event of Flotilla's controllers, read-only.
+    Event,
+    /// `kubectl auth can-i` (create only).
+    AccessReview,
+    /// `kubectl auth can-i --list` (create only).
+    RulesReview,
+    /// `kubectl auth whoami` (create only).
+    UserReview,
     /// A resource template (a Workload of the api) of the kind its [`KindInfo`] names.
     Template,
 }
@@ -60,6 +70,8 @@ enum Kind {
 const CLUSTER: &str = "cluster.karmada.io/v1alpha1";
 const POLICY: &str = "policy.karmada.io/v1alpha1";
 const WORK: &str = "work.karmada.io/v1alpha2";
+const WORK_V1ALPHA1: &str = "work.karmada.io/v1alpha1";
+const AUTHORIZATION: &str = "authorization.k8s.io/v1";
 
 /// A kind the gateway serves, as discovery lists it.
 struct KindInfo {
@@ -146,6 +158,51 @@ static KINDS: &[KindInfo] = &[
         namespaced: false,
         short_names: &["crb"],
         message: "flotilla.v1.ResourceBinding",
+    },
+    KindInfo {
+        kind: Kind::Work,
+        name: "Work",
+        group_version: WORK_V1ALPHA1,
+        plural: "works",
+        namespaced: true,
+        short_names: &[],
+        message: "flotilla.v1.Work",
+    },
+    KindInfo {
+        kind: Kind::Event,
+        name: "Event",
+        group_version: "v1",
+        plural: "events",
+        namespaced: true,
+        short_names: &["ev"],
+        message: "flotilla.v1.Event",
+    },
+    KindInfo {
+        kind: Kind::AccessReview,
+        name: "SelfSubjectAccessReview",
+        group_version: AUTHORIZATION,
+        plural: "selfsubjectaccessreviews",
+        namespaced: false,
+        short_names: &[],
+        message: "",
+    },
+    KindInfo {
+        kind: Kind::RulesReview,
+        name: "SelfSubjectRulesReview",
+        group_version: AUTHORIZATION,
+        plural: "selfsubjectrulesreviews",
+        namespaced: false,
+        short_names: &[],
+        message: "",
+    },
+    KindInfo {
+        kind: Kind::UserReview,
+        name: "SelfSubjectReview",
+        group_version: "authentication.k8s.io/v1",
+        plural: "selfsubjectreviews",
+        namespaced: false,
+        short_names: &[],
+        message: "",
     },
     // Resource templates: the built-in kinds Flotilla propagates, each a Workload of the api
     // (Secrets are not served here yet: see docs/kubernetes-api.md).
@@ -304,6 +361,7 @@ static KINDS: &[KindInfo] = &[
     },
 ];
 
+mod access;
 mod openapi;
 mod write;
 
@@ -332,15 +390,33 @@ fn served(group_version: &str) -> Vec<Served> {
         .collect()
 }
 
-/// What discovery says may be done with `kind`: bindings are read-only to users.
+/// What discovery says may be done with `kind`: bindings, Works and Events are read-only to
+/// users; a review is only created.
 fn verbs(kind: Kind) -> Vec<String> {
     let read = ["get", "list", "watch"];
     let write = ["create", "update", "patch", "delete", "deletecollection"];
     let all: Vec<&str> = match kind {
-        Kind::ResourceBinding | Kind::ClusterResourceBinding => read.to_vec(),
+        k if read_only(k) => read.to_vec(),
+        k if review(k) => vec!["create"],
         _ => read.iter().chain(write.iter()).copied().collect(),
     };
     all.into_iter().map(str::to_owned).collect()
+}
+
+/// A kind users read and Flotilla's controllers write.
+fn read_only(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::ResourceBinding | Kind::ClusterResourceBinding | Kind::Work | Kind::Event
+    )
+}
+
+/// A kind that is only created, and answered rather than stored.
+fn review(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::AccessReview | Kind::RulesReview | Kind::UserReview
+    )
 }
 
 /// The Kubernetes routes of the gateway over `api`.
@@ -474,15 +550,46 @@ fn param<'a>(query: &'a [(String, String)], key: &str) -> Option<&'a str> {
 }
 
 /// `fieldSelector`: equality on `metadata.name` and `metadata.namespace` (what kubectl sends
-/// for `get NAME -w`); anything else is refused, not ignored.
+/// for `get NAME -w`), and for Events the fields kube-apiserver selects them by (what
+/// `kubectl describe` sends); anything else is refused, not ignored.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Fields {
     name: Option<String>,
     namespace: Option<String>,
+    /// Other selected fields: (JSON pointer, value).
+    others: Vec<(String, String)>,
+    /// The namespace of the URL when the api's list cannot narrow to it (Works, whose
+    /// Kubernetes namespace is their cluster's).
+    url_namespace: Option<String>,
 }
 
-fn field_selector(text: Option<&str>) -> Result<Fields, String> {
+/// An Event's selectable fields besides metadata's, with their JSON pointers.
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("involvedObject.kind", "/involvedObject/kind"),
+    ("involvedObject.namespace", "/involvedObject/namespace"),
+    ("involvedObject.name", "/involvedObject/name"),
+    ("involvedObject.uid", "/involvedObject/uid"),
+    ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
+    (
+        "involvedObject.resourceVersion",
+        "/involvedObject/resourceVersion",
+    ),
+    ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
+    ("reason", "/reason"),
+    ("source", "/source/component"),
+    ("type", "/type"),
+];
+
+fn field_selector(text: Option<&str>, req: &Req) -> Result<Fields, String> {
     let mut fields = Fields::default();
+    if req.kind == Kind::Work && !req.namespace.is_empty() {
+        fields.url_namespace = Some(req.namespace.clone());
+    }
+    let served = if req.kind == Kind::Event {
+        "metadata.name, metadata.namespace, involvedObject.*, reason, source and type"
+    } else {
+        "metadata.name and metadata.namespace"
+    };
     for term in text.unwrap_or_default().split(',').map(str::trim) {
         if term.is_empty() {
             continue;
@@ -492,16 +599,23 @@ fn field_selector(text: Option<&str>) -> Result<Fields, String> {
             .or_else(|| term.split_once('='))
             .filter(|(k, _)| !k.ends_with('!'))
             .ok_or_else(|| {
-                format!("field selector {term:?}: only metadata.name= and metadata.namespace= are served")
+                format!("field selector {term:?}: only equality on {served} is served")
             })?;
+        let value = value.trim().to_owned();
         match key.trim() {
-            "metadata.name" => fields.name = Some(value.trim().to_owned()),
-            "metadata.namespace" => fields.namespace = Some(value.trim().to_owned()),
-            other => {
-                return Err(format!(
-                    "field selector {other:?} is not served (only metadata.name and metadata.namespace)"
-                ));
-            }
+            "metadata.name" => fields.name = Some(value),
+            "metadata.namespace" => fields.namespace = Some(value),
+            other => match EVENT_FIELDS.iter().find(|(k, _)| *k == other) {
+                Some((_, pointer)) if req.kind == Kind::Event => {
+                    fields.others.push(((*pointer).to_owned(), value));
+                }
+                _ => {
+                    return Err(format!(
+                        "field selector {other:?} is not served for {} (only {served})",
+                        req.info.plural
+                    ));
+                }
+            },
         }
     }
     Ok(fields)
@@ -509,17 +623,35 @@ fn field_selector(text: Option<&str>) -> Result<Fields, String> {
 
 impl Fields {
     fn matches(&self, object: &Value) -> bool {
-        let meta = |k: &str| {
+        let at = |p: &str| {
             object
-                .pointer(&format!("/metadata/{k}"))
+                .pointer(p)
                 .and_then(Value::as_str)
                 .unwrap_or_default()
         };
-        self.name.as_deref().is_none_or(|n| meta("name") == n)
+        self.name
+            .as_deref()
+            .is_none_or(|n| at("/metadata/name") == n)
             && self
                 .namespace
                 .as_deref()
-                .is_none_or(|n| meta("namespace") == n)
+                .is_none_or(|n| at("/metadata/namespace") == n)
+            && self
+                .url_namespace
+                .as_deref()
+                .is_none_or(|n| at("/metadata/namespace") == n)
+            && self.others.iter().all(|(p, v)| at(p) == v)
+    }
+
+    /// An Event's selected `involvedObject` field (`kind`, `name`), "" when not selected:
+    /// the api narrows its list by them.
+    fn involved(&self, field: &str) -> String {
+        let pointer = format!("/involvedObject/{field}");
+        self.others
+            .iter()
+            .find(|(p, _)| *p == pointer)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -621,11 +753,23 @@ async fn dispatch(
             info.name
         ));
     }
-    if subresource.is_some() {
-        return not_found(&format!(
-            "the subresource {}",
-            subresource.unwrap_or_default()
-        ));
+    match subresource {
+        None => {}
+        // `/status`: the object, as kube-apiserver reads it there; its status is the
+        // controllers' to write (cluster-health, the work executor)
+        Some("status") if name.is_some() && !review(kind) && method == Method::GET => {}
+        Some("status") if name.is_some() && !review(kind) => {
+            return failure(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                &format!(
+                    "{method} of the status of a {} is not served: Flotilla's controllers \
+                     write it (read it with GET)",
+                    info.name
+                ),
+            );
+        }
+        Some(other) => return not_found(&format!("the subresource {other}")),
     }
     let query = query(&uri);
     let namespace = namespace.unwrap_or_default().to_owned();
@@ -635,6 +779,23 @@ async fn dispatch(
         namespace,
         headers,
     };
+    if review(kind) {
+        if method != Method::POST || name.is_some() {
+            return failure(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                &format!("{} is only created (POST {})", info.name, uri.path()),
+            );
+        }
+        let body = match read_body(body).await {
+            Ok(b) => b,
+            Err(failed) => return failed,
+        };
+        return match write::parse_body(&request.headers, &body) {
+            Ok(body) => access::review(api, &request, &body).await,
+            Err(failed) => failed,
+        };
+    }
     if method == Method::GET {
         // kubectl get asks for a Table (what it prints), and takes the object otherwise
         let accept = request
@@ -654,18 +815,9 @@ async fn dispatch(
             None => list(api, request, &query, table).await,
         };
     }
-    let body = match axum::body::to_bytes(body, write::MAX_BODY_BYTES).await {
+    let body = match read_body(body).await {
         Ok(b) => b,
-        Err(_) => {
-            return failure(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "RequestEntityTooLarge",
-                &format!(
-                    "the request body is larger than {} MiB, or was cut off",
-                    write::MAX_BODY_BYTES >> 20
-                ),
-            );
-        }
+        Err(failed) => return failed,
     };
     match (&method, name) {
         (&Method::POST, None) => write::create(api, &request, &query, &body).await,
@@ -683,6 +835,22 @@ async fn dispatch(
             ),
         ),
     }
+}
+
+/// A request's body, at most [`write::MAX_BODY_BYTES`].
+async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response> {
+    axum::body::to_bytes(body, write::MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            failure(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                &format!(
+                    "the request body is larger than {} MiB, or was cut off",
+                    write::MAX_BODY_BYTES >> 20
+                ),
+            )
+        })
 }
 
 /// What a request names.
@@ -763,9 +931,25 @@ fn as_table(req: &Req, wanted: Wanted, items: &[Value], metadata: Value) -> Valu
 
 /// One object in Kubernetes form; `Err` is the failure to answer.
 async fn fetch(mut api: ApiClient<Channel>, req: &Req, name: &str) -> Result<Value, Response> {
+    if req.kind == Kind::Work {
+        return fetch_work(api, req, name).await;
+    }
     let (ns, name) = (req.namespace.clone(), name.to_owned());
     let h = &req.headers;
     let shaped = match req.kind {
+        Kind::Work | Kind::AccessReview | Kind::RulesReview | Kind::UserReview => {
+            return Err(internal("this kind is not read by name here"));
+        }
+        Kind::Event => api
+            .get_event(request(
+                v1::GetEventRequest {
+                    namespace: ns,
+                    name,
+                },
+                h,
+            ))
+            .await
+            .map(|r| req.shaped(r.get_ref())),
         Kind::Template => api
             .get_workload(request(
                 v1::GetWorkloadRequest {
@@ -834,6 +1018,52 @@ async fn fetch(mut api: ApiClient<Channel>, req: &Req, name: &str) -> Result<Val
     }
 }
 
+/// A Work by its Kubernetes name in `karmada-es-<cluster>`: the api keys Works by the
+/// binding's namespace, which that name does not say, so the cluster's Works are read
+/// page by page until it is found (a Work's name hashes its template's namespace, kind and
+/// name, so it is unique within its cluster).
+async fn fetch_work(mut api: ApiClient<Channel>, req: &Req, name: &str) -> Result<Value, Response> {
+    let cluster = access::work_cluster(&req.namespace).to_owned();
+    let missing = || {
+        not_found(&format!(
+            "works.work.karmada.io {name:?} in the namespace {:?} (a Work is in its \
+             cluster's namespace karmada-es-<cluster>)",
+            req.namespace
+        ))
+    };
+    if cluster.is_empty() {
+        return Err(missing());
+    }
+    let mut page_token = String::new();
+    loop {
+        let page = api
+            .list_works(request(
+                v1::ListWorksRequest {
+                    namespace: String::new(),
+                    cluster: cluster.clone(),
+                    label_selector: String::new(),
+                    page_size: 500,
+                    page_token,
+                },
+                &req.headers,
+            ))
+            .await
+            .map_err(|s| from_status(&s))?
+            .into_inner();
+        if let Some(work) = page
+            .items
+            .iter()
+            .find(|w| w.metadata.as_ref().is_some_and(|m| m.name == name))
+        {
+            return req.shaped(work).map_err(|m| internal(&m));
+        }
+        if page.next_page_token.is_empty() {
+            return Err(missing());
+        }
+        page_token = page.next_page_token;
+    }
+}
+
 /// One page of a list: the objects, the list's revision and the next page's token.
 type Page = (Vec<Value>, i64, String);
 
@@ -873,7 +1103,7 @@ async fn list_page(
     req: &Req,
     query: &[(String, String)],
 ) -> Result<Page, Response> {
-    let fields = match field_selector(param(query, "fieldSelector")) {
+    let fields = match field_selector(param(query, "fieldSelector"), req) {
         Ok(f) => f,
         Err(e) => return Err(failure(StatusCode::BAD_REQUEST, "BadRequest", &e)),
     };
@@ -892,6 +1122,44 @@ async fn list_page(
     let page_token = param(query, "continue").unwrap_or_default().to_owned();
     let (ns, h) = (req.namespace.clone(), &req.headers);
     let page: Result<Result<Page, String>, tonic::Status> = match req.kind {
+        Kind::AccessReview | Kind::RulesReview | Kind::UserReview => {
+            return Err(internal("a review is not listed"));
+        }
+        Kind::Work => api
+            .list_works(request(
+                v1::ListWorksRequest {
+                    namespace: String::new(),
+                    cluster: access::work_cluster(&ns).to_owned(),
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
+        Kind::Event => api
+            .list_events(request(
+                v1::ListEventsRequest {
+                    namespace: ns,
+                    involved_object_kind: fields.involved("kind"),
+                    involved_object_name: fields.involved("name"),
+                    label_selector,
+                    page_size,
+                    page_token,
+                },
+                h,
+            ))
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                req.shaped_all(&r.items)
+                    .map(|i| (i, r.resource_version, r.next_page_token))
+            }),
         Kind::Template => api
             .list_workloads(request(
                 v1::ListWorkloadsRequest {
@@ -1055,6 +1323,38 @@ async fn open_watch(
 ) -> Result<Events, tonic::Status> {
     let (ns, h, full_name) = (req.namespace.clone(), &req.headers, req.info.message);
     Ok(match req.kind {
+        Kind::AccessReview | Kind::RulesReview | Kind::UserReview => {
+            return Err(tonic::Status::unimplemented("a review is not watched"));
+        }
+        Kind::Work => api
+            .watch_works(request(
+                v1::WatchWorksRequest {
+                    namespace: String::new(),
+                    cluster: access::work_cluster(&ns).to_owned(),
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .events(full_name),
+        Kind::Event => api
+            .watch_events(request(
+                v1::WatchEventsRequest {
+                    namespace: ns,
+                    involved_object_kind: String::new(),
+                    involved_object_name: String::new(),
+                    label_selector,
+                    resource_version: revision,
+                    allow_bookmarks: true,
+                },
+                h,
+            ))
+            .await?
+            .into_inner()
+            .events(full_name),
         Kind::Template => api
             .watch_workloads(request(
                 v1::WatchWorkloadsRequest {
@@ -1249,6 +1549,20 @@ impl WatchResponse for v1::WatchWorkloadsResponse {
     }
 }
 
+impl WatchResponse for v1::WatchWorksResponse {
+    type Object = v1::Work;
+    fn parts(self) -> (i32, Option<v1::Work>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
+impl WatchResponse for v1::WatchEventsResponse {
+    type Object = v1::Event;
+    fn parts(self) -> (i32, Option<v1::Event>, i64) {
+        (self.r#type, self.object, self.resource_version)
+    }
+}
+
 impl WatchResponse for v1::WatchResourceBindingsResponse {
     type Object = v1::ResourceBinding;
     fn parts(self) -> (i32, Option<v1::ResourceBinding>, i64) {
@@ -1275,7 +1589,7 @@ async fn watch(
     query: &[(String, String)],
     table: Option<Wanted>,
 ) -> Response {
-    let fields = match field_selector(param(query, "fieldSelector")) {
+    let fields = match field_selector(param(query, "fieldSelector"), &req) {
         Ok(f) => f,
         Err(e) => return failure(StatusCode::BAD_REQUEST, "BadRequest", &e),
     };
@@ -1373,19 +1687,54 @@ mod tests {
 
     #[test]
     fn field_selectors_served_and_refused() {
-        assert_eq!(field_selector(None), Ok(Fields::default()));
+        let of = |plural: &str, namespace: &str| Req {
+            kind: KINDS.iter().find(|k| k.plural == plural).unwrap().kind,
+            info: KINDS.iter().find(|k| k.plural == plural).unwrap(),
+            namespace: namespace.into(),
+            headers: HeaderMap::new(),
+        };
+        let pp = of("propagationpolicies", "default");
+        assert_eq!(field_selector(None, &pp), Ok(Fields::default()));
         assert_eq!(
-            field_selector(Some("metadata.name=nginx,metadata.namespace==default")),
+            field_selector(Some("metadata.name=nginx,metadata.namespace==default"), &pp),
             Ok(Fields {
                 name: Some("nginx".into()),
-                namespace: Some("default".into())
+                namespace: Some("default".into()),
+                ..Fields::default()
             })
         );
-        assert!(field_selector(Some("metadata.name!=nginx")).is_err());
-        assert!(field_selector(Some("spec.x=1")).is_err());
-        let f = field_selector(Some("metadata.name=a")).unwrap();
+        assert!(field_selector(Some("metadata.name!=nginx"), &pp).is_err());
+        assert!(field_selector(Some("spec.x=1"), &pp).is_err());
+        let f = field_selector(Some("metadata.name=a"), &pp).unwrap();
         assert!(f.matches(&json!({"metadata": {"name": "a"}})));
         assert!(!f.matches(&json!({"metadata": {"name": "b"}})));
+        // an Event's own fields, as kubectl describe selects them; not another kind's
+        let events = of("events", "default");
+        let f = field_selector(
+            Some("involvedObject.kind=Cluster,involvedObject.name=member1,type=Warning"),
+            &events,
+        )
+        .unwrap();
+        assert_eq!(
+            (f.involved("kind"), f.involved("name")),
+            ("Cluster".into(), "member1".into())
+        );
+        let event =
+            json!({"involvedObject": {"kind": "Cluster", "name": "member1"}, "type": "Warning"});
+        assert!(f.matches(&event));
+        assert!(!f.matches(
+            &json!({"involvedObject": {"kind": "Cluster", "name": "member2"}, "type": "Warning"})
+        ));
+        let refused = field_selector(Some("involvedObject.name=x"), &pp).unwrap_err();
+        assert!(
+            refused.contains("not served for propagationpolicies"),
+            "{refused}"
+        );
+        // a Work's namespace is its cluster's: the list of every Work is narrowed to it
+        let works = of("works", "karmada-es-member1");
+        let f = field_selector(None, &works).unwrap();
+        assert!(f.matches(&json!({"metadata": {"namespace": "karmada-es-member1"}})));
+        assert!(!f.matches(&json!({"metadata": {"namespace": "karmada-es-member2"}})));
     }
 
     #[test]

@@ -478,6 +478,48 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             col("Data", "integer", 0, data_count),
             AGE,
         ],
+        // kube-apiserver 1.20's event printer: the involved object as `kind/name`, lower case
+        ("", "Event") => vec![
+            col("Last Seen", "string", 0, |o, now| {
+                let last = if text(o, "/lastTimestamp").is_empty() {
+                    "/firstTimestamp"
+                } else {
+                    "/lastTimestamp"
+                };
+                json!(age(o, last, now))
+            }),
+            col("Type", "string", 0, |o, _| json!(text(o, "/type"))),
+            col("Reason", "string", 0, |o, _| json!(text(o, "/reason"))),
+            col("Object", "string", 0, |o, _| {
+                json!(format!(
+                    "{}/{}",
+                    text(o, "/involvedObject/kind").to_lowercase(),
+                    text(o, "/involvedObject/name")
+                ))
+            }),
+            col("Subobject", "string", 1, |o, _| {
+                json!(text(o, "/involvedObject/fieldPath"))
+            }),
+            col("Source", "string", 1, |o, _| {
+                json!(
+                    match (text(o, "/source/component"), text(o, "/source/host")) {
+                        (c, "") => c.to_owned(),
+                        (c, h) => format!("{c}, {h}"),
+                    }
+                )
+            }),
+            col("Message", "string", 0, |o, _| {
+                json!(text(o, "/message").trim())
+            }),
+            col("First Seen", "string", 1, |o, now| {
+                json!(age(o, "/firstTimestamp", now))
+            }),
+            col("Count", "string", 1, |o, _| json!(int(o, "/count"))),
+            Column {
+                priority: 1,
+                ..NAME
+            },
+        ],
         ("", "Namespace") => vec![
             NAME,
             col("Status", "string", 0, |o, _| {

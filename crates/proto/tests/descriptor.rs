@@ -59,6 +59,7 @@ fn descriptor_set_names_every_service_and_its_methods() {
                 "WatchResourceBindings",
                 "GetPeers",
                 "ListShards",
+                "ReviewAccess",
                 "GetWork",
                 "ListEvents",
             ],
@@ -87,12 +88,12 @@ fn descriptor_set_names_every_service_and_its_methods() {
     }
     // Api: 7 kinds × 6 RPCs + 3 read-only kinds × 3 RPCs + Apply + GetPeers + Secret's 5
     // (no Watch: its values are write-only) + ReleaseEvictionTask (GE-9.1) + RescheduleBinding
-    // (SC-3.4) + ListShards.
+    // (SC-3.4) + ListShards + ReviewAccess.
     let api = services
         .iter()
         .find(|(n, _)| n == "flotilla.v1.Api")
         .map(|(_, m)| m.len());
-    assert_eq!(api, Some(61));
+    assert_eq!(api, Some(62));
 }
 
 #[test]

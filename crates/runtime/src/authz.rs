@@ -77,6 +77,7 @@ impl Principal {
         matches!(
             (self, access),
             (_, Access::Public)
+                | (_, Access::Authenticated)
                 | (Self::Admin, _)
                 | (Self::Viewer, Access::Read)
                 | (
@@ -114,6 +115,8 @@ fn is_dns_label(s: &str) -> bool {
 pub enum Access {
     /// Anyone, authenticated or not: health checks and reflection.
     Public,
+    /// Every authenticated principal, about itself: `ReviewAccess`.
+    Authenticated,
     /// admin, viewer and services: reads of non-secret objects, dry runs.
     Read,
     /// admin and services: reads that can carry secrets (Secrets, Works' manifests are
@@ -130,6 +133,7 @@ impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Public => "anyone",
+            Self::Authenticated => "every authenticated principal",
             Self::Read => "admin, viewer and services",
             Self::Private => "admin and services",
             Self::OwnCluster => "admin, services and the cluster's own agent",
@@ -180,6 +184,7 @@ pub fn rule(path: &str) -> Option<Access> {
             | "GetPeers"
             | "ListShards",
         ) => Read,
+        ("flotilla.v1.Api", "ReviewAccess") => Authenticated,
         ("flotilla.v1.Api", "GetSecret" | "ListSecrets") => Private,
         ("flotilla.v1.Api", "GetWork" | "ListWorks" | "WatchWorks") => OwnCluster,
         (
@@ -224,6 +229,43 @@ pub fn rule(path: &str) -> Option<Access> {
         ("flotilla.v1.MemberSim", "GetStats") => Read,
         _ => return None,
     })
+}
+
+/// Whether `principal` may call the method at gRPC `path` for `cluster` (empty: every
+/// cluster), and why: the method table ([`rule`]) and, for an agent's own-cluster methods,
+/// [`confine`]'s rule. What `ReviewAccess` (`kubectl auth can-i`) answers.
+pub fn review(principal: &Principal, path: &str, cluster: &str) -> (bool, String) {
+    let shown = crate::status::bounded(path, 256);
+    let Some(access) = rule(path) else {
+        return (
+            false,
+            format!("{shown} has no access rule: nobody may call it"),
+        );
+    };
+    if !principal.may(access) {
+        return (
+            false,
+            format!("{principal} may not call {shown} (allowed: {access})"),
+        );
+    }
+    if access == Access::OwnCluster
+        && let Principal::Agent(own) = principal
+        && own != cluster
+    {
+        let asked = if cluster.is_empty() {
+            "every cluster".to_owned()
+        } else {
+            format!("cluster {:?}", crate::status::bounded(cluster, 256))
+        };
+        return (
+            false,
+            format!("{principal} may call {shown} for its own cluster only, not for {asked}"),
+        );
+    }
+    (
+        true,
+        format!("{principal} may call {shown} (allowed: {access})"),
+    )
 }
 
 /// The caller's principal, put into every request's extensions by
@@ -363,6 +405,91 @@ mod tests {
             "/flotilla.v1.ClusterHealth/Heartbeat",
         ] {
             assert!(paths.iter().any(|p| p == path), "{path}");
+        }
+    }
+
+    #[test]
+    fn a_review_answers_as_the_layer_and_confine_would() {
+        let agent = Principal::Agent("edge1".into());
+        let cases = [
+            (
+                &Principal::Admin,
+                "/flotilla.v1.Api/Apply",
+                "",
+                true,
+                "admin may call",
+            ),
+            (
+                &Principal::Viewer,
+                "/flotilla.v1.Api/Apply",
+                "",
+                false,
+                "allowed: admin",
+            ),
+            (
+                &Principal::Viewer,
+                "/flotilla.v1.Api/ListClusters",
+                "",
+                true,
+                "viewer may",
+            ),
+            (
+                &Principal::Viewer,
+                "/flotilla.v1.Api/ListWorks",
+                "edge1",
+                false,
+                "viewer may not",
+            ),
+            (
+                &agent,
+                "/flotilla.v1.Api/ListWorks",
+                "edge1",
+                true,
+                "agent:edge1 may",
+            ),
+            (
+                &agent,
+                "/flotilla.v1.Api/ListWorks",
+                "edge2",
+                false,
+                "not for cluster \"edge2\"",
+            ),
+            (
+                &agent,
+                "/flotilla.v1.Api/ListWorks",
+                "",
+                false,
+                "not for every cluster",
+            ),
+            (
+                &agent,
+                "/flotilla.v1.Api/ListClusters",
+                "",
+                false,
+                "agent:edge1 may not",
+            ),
+            (
+                &agent,
+                "/flotilla.v1.Api/ReviewAccess",
+                "",
+                true,
+                "every authenticated",
+            ),
+            (
+                &Principal::Admin,
+                "/flotilla.v1.Api/Nothing",
+                "",
+                false,
+                "no access rule",
+            ),
+        ];
+        for (who, path, cluster, allowed, words) in cases {
+            let (got, reason) = review(who, path, cluster);
+            assert_eq!(got, allowed, "{who} {path} {cluster:?}: {reason}");
+            assert!(
+                reason.contains(words),
+                "{who} {path}: {reason:?} lacks {words:?}"
+            );
         }
     }
 

@@ -238,6 +238,7 @@ api_service! {
         apply(ApplyRequest) -> ApplyResponse => apply_objects(req);
         get_peers(GetPeersRequest) -> GetPeersResponse => peers(req);
         list_shards(ListShardsRequest) -> ListShardsResponse => shards(req);
+        review_access(ReviewAccessRequest) -> ReviewAccessResponse => review_access(request);
     }
 
     watch {

@@ -52,7 +52,7 @@ fn group(req: &Req) -> &'static str {
 }
 
 /// A 422 `Invalid` Status: `causes` are (field, message) pairs.
-fn invalid(req: &Req, name: &str, causes: &[(String, String)]) -> Response {
+pub(super) fn invalid(req: &Req, name: &str, causes: &[(String, String)]) -> Response {
     let summary: Vec<String> = causes
         .iter()
         .map(|(f, m)| {
@@ -131,7 +131,7 @@ fn check_options(query: &[(String, String)]) -> Result<(), Response> {
 }
 
 /// The request body as JSON (or YAML, by its content type).
-fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, Response> {
+pub(super) fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, Response> {
     let ct = content_type(headers);
     if ct.contains("protobuf") || ct.contains("cbor") {
         return Err(failure(
@@ -464,6 +464,19 @@ fn writable(req: &Req) -> Result<(), Response> {
                 "{}s are written by Flotilla's controllers; to release a held eviction task, \
                  use `flotilla release` or `flotilla apply -f` of the binding",
                 req.name()
+            ),
+        )),
+        Kind::Work | Kind::Event => Err(failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            &format!(
+                "{}s are written by Flotilla's controllers ({}), not through this API",
+                req.name(),
+                if req.kind == Kind::Work {
+                    "the work executor"
+                } else {
+                    "each service's event recorder"
+                }
             ),
         )),
         _ => Ok(()),
@@ -1076,7 +1089,13 @@ pub(super) async fn delete(
                         r.deleted,
                     )
                 }),
-            Kind::ResourceBinding | Kind::ClusterResourceBinding => unreachable_write(),
+            Kind::ResourceBinding
+            | Kind::ClusterResourceBinding
+            | Kind::Work
+            | Kind::Event
+            | Kind::AccessReview
+            | Kind::RulesReview
+            | Kind::UserReview => unreachable_write(),
         };
         let (object, deleted) = done.map_err(|s| from_status(&s))?;
         if deleted {
@@ -1105,6 +1124,6 @@ pub(super) async fn delete(
 /// What `writable` refused already.
 fn unreachable_write<T>() -> Result<T, tonic::Status> {
     Err(tonic::Status::unimplemented(
-        "bindings are not written here",
+        "bindings, Works, Events and reviews are not written here",
     ))
 }

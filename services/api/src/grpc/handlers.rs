@@ -362,6 +362,43 @@ impl ApiService {
     }
 
     /// The other services' addresses (`--peer`).
+    /// What the caller may call ([`flotilla_runtime::authz::review`] for each question).
+    /// The auth layer put the caller's principal in; a call made in-process, past the layer,
+    /// is the admin's, as an api without tokens or client certificates takes every caller.
+    pub(super) async fn review_access(
+        &self,
+        request: Request<v1::ReviewAccessRequest>,
+    ) -> Result<v1::ReviewAccessResponse, Error> {
+        const MAX_QUESTIONS: usize = 256;
+        let principal = request
+            .extensions()
+            .get::<flotilla_runtime::Caller>()
+            .map_or(flotilla_runtime::Principal::Admin, |c| c.0.clone());
+        let questions = request.into_inner().questions;
+        if questions.len() > MAX_QUESTIONS {
+            return Err(Error::Invalid(vec![FieldError::invalid(
+                &FieldPath::new("questions"),
+                format!(
+                    "at most {MAX_QUESTIONS} questions (got {})",
+                    questions.len()
+                ),
+            )]));
+        }
+        let answers = questions
+            .iter()
+            .map(|q| {
+                let (allowed, reason) =
+                    flotilla_runtime::authz::review(&principal, &q.method, &q.cluster);
+                v1::AccessAnswer { allowed, reason }
+            })
+            .collect();
+        tracing::debug!(%principal, questions = questions.len(), "access reviewed");
+        Ok(v1::ReviewAccessResponse {
+            principal: principal.to_string(),
+            answers,
+        })
+    }
+
     pub(super) async fn peers(
         &self,
         _request: v1::GetPeersRequest,
