@@ -679,7 +679,12 @@ async fn the_gateway_passes_the_callers_identity_to_the_api() {
             false,
             "controllers write them",
         ),
-        (&admin, &["update", "clusters", "--subresource=status"], false, "not served"),
+        (
+            &admin,
+            &["update", "clusters", "--subresource=status"],
+            false,
+            "not served",
+        ),
     ] {
         let mut args = vec!["auth", "can-i"];
         args.extend_from_slice(question);
@@ -1131,7 +1136,8 @@ async fn kubectl_writes_karmadas_kinds_through_the_kubernetes_api() {
 /// of the Deployment and its PropagationPolicy places it on the members; `kubectl get rb`
 /// shows where; a changed image applied again (kubectl sends a strategic merge patch, with
 /// its `$setElementOrder` directives) reaches the template and the members; `kubectl
-/// delete -f` removes both and the members' copies.
+/// delete -f` removes both and the members' copies; applied again server-side, a member's
+/// failure is followed with `kubectl get rb -w`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karmadas_nginx_sample_with_kubectl_only() {
     let mut stack = Stack::start(Timers::fast()).await;
@@ -1352,6 +1358,67 @@ async fn karmadas_nginx_sample_with_kubectl_only() {
     )
     .await;
     assert_eq!(managers.trim(), "kubectl/Apply");
+
+    // a failover, followed with `kubectl get rb -w`: member1 stops answering, and the watch
+    // shows the binding leave it (an eviction task while member2 takes its replica), then
+    // member2 alone
+    let mut watcher = tokio::process::Command::new("kubectl")
+        .arg(format!("--server={server}"))
+        .args([
+            "get",
+            "rb",
+            "nginx-deployment",
+            "-n",
+            "default",
+            "-w",
+            "-o",
+            r#"jsonpath={.spec.clusters[*].name}={.spec.clusters[*].replicas}|{.spec.gracefulEvictionTasks[*].fromCluster}{"\n"}"#,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(T, lines.next_line())
+        .await
+        .expect("the watch prints the binding")
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(
+        first, "member1 member2=1 2|",
+        "where nginx runs before the fault"
+    );
+    flotilla_tests::set_fault(
+        &stack.members["member1"],
+        flotilla_proto::v1::FaultMode::Unreachable,
+    )
+    .await;
+    let mut seen = vec![first];
+    let moved = tokio::time::timeout(Duration::from_secs(90), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let done = line == "member2=3|";
+            seen.push(line);
+            if done {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(moved, Ok(true), "the watch followed the failover: {seen:?}");
+    assert!(
+        seen.iter().any(|l| l.ends_with("|member1")),
+        "an eviction task from member1 was seen on the way: {seen:?}"
+    );
+    drop(lines);
+    let _ = watcher.kill().await;
+    flotilla_tests::set_fault(
+        &stack.members["member1"],
+        flotilla_proto::v1::FaultMode::Healthy,
+    )
+    .await;
+
     let out = kubectl_ok(&server, &["delete", "-f", file, "-n", "default"]).await;
     assert!(out.contains("deployment.apps \"nginx\" deleted"), "{out}");
 }

@@ -108,20 +108,28 @@ pub(super) fn document(group_version: &str) -> Value {
                 ),
             ]
         };
+        let reads = verbs.iter().any(|v| v == "get");
+        let creates = verbs.iter().any(|v| v == "create");
         let mut collection = Map::new();
-        collection.insert("get".into(), operation(info, "list", Vec::new()));
-        if writes {
+        if reads {
+            collection.insert("get".into(), operation(info, "list", Vec::new()));
+        }
+        if creates {
             collection.insert("post".into(), operation(info, "post", validation()));
         }
         let mut item = Map::new();
-        item.insert("get".into(), operation(info, "get", Vec::new()));
+        if reads {
+            item.insert("get".into(), operation(info, "get", Vec::new()));
+        }
         if writes {
             item.insert("put".into(), operation(info, "put", validation()));
             item.insert("patch".into(), operation(info, "patch", validation()));
             item.insert("delete".into(), operation(info, "delete", Vec::new()));
         }
         paths.insert(base.clone(), Value::Object(collection));
-        paths.insert(format!("{base}/{{name}}"), Value::Object(item));
+        if !item.is_empty() {
+            paths.insert(format!("{base}/{{name}}"), Value::Object(item));
+        }
         schemas.insert(
             schema_name(info),
             json!({
