@@ -1916,3 +1916,91 @@ async fn the_gateway_answers_server_side_apply_like_kube_apiserver() {
         differences.len()
     );
 }
+
+/// The gateway as its own process (`flotilla gateway`, docker-compose's `kube-gateway`), with
+/// the TLS and token `flotilla credentials init` makes and the kubeconfig `flotilla
+/// credentials kubeconfig` prints: kubectl reaches the api as the admin, and nothing without
+/// the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_process_serves_kubectl_with_the_credentials_init_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let creds = dir.path().join("credentials");
+    let flotilla = flotilla_tests::bin_path("flotilla");
+    let out = std::process::Command::new(&flotilla)
+        .args(["credentials", "init"])
+        .arg(&creds)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stack = Stack::start_with_env(
+        Timers::fast(),
+        vec![(
+            "FLOTILLA_AUTH_TOKENS_FILE".into(),
+            creds.join("tokens").display().to_string(),
+        )],
+    )
+    .await;
+    let port = flotilla_tests::free_port();
+    let mut gateway = tokio::process::Command::new(&flotilla)
+        .args(["gateway", "--server", &stack.addrs["api"]])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--kube-tls-cert")
+        .arg(creds.join("kube.pem"))
+        .arg("--kube-tls-key")
+        .arg(creds.join("kube-key.pem"))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let server = format!("https://127.0.0.1:{port}");
+    let out = std::process::Command::new(&flotilla)
+        .args(["credentials", "kubeconfig"])
+        .arg(&creds)
+        .args(["--server", &server])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, &out.stdout).unwrap();
+    let with_config = |args: Vec<String>| {
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            let mut command = tokio::process::Command::new("kubectl");
+            command
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg("--request-timeout=20s")
+                .args(args);
+            command_output(&mut command).await
+        }
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    eventually(T, "kubectl through the gateway process", || async {
+        let (ok, _) = with_config(args(&["get", "clusters"])).await;
+        ok.then_some(())
+    })
+    .await;
+    let policy = dir.path().join("web.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let policy = policy.display().to_string();
+    let (ok, out) = with_config(args(&["create", "-f", &policy, "-n", "default"])).await;
+    assert!(ok && out.contains("created"), "the admin writes: {out}");
+    let (ok, out) = with_config(args(&["get", "pp", "-A", "-o", "name"])).await;
+    assert_eq!(
+        (ok, out.trim()),
+        (true, "propagationpolicy.policy.karmada.io/web"),
+        "{out}"
+    );
+    let (ok, out) = with_config(args(&["auth", "whoami"])).await;
+    assert!(ok && out.contains("admin"), "{out}");
+    // the CA alone, without the token: the api refuses
+    let ca = format!(
+        "--certificate-authority={}",
+        creds.join("kube-ca.pem").display()
+    );
+    let (ok, out) = kubectl(&server, &[&ca, "--token", "wrong", "get", "clusters"]).await;
+    assert!(!ok && out.contains("invalid bearer token"), "{out}");
+    assert!(
+        gateway.try_wait().unwrap().is_none(),
+        "the gateway keeps serving"
+    );
+    let _ = gateway.kill().await;
+}

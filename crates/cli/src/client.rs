@@ -32,7 +32,7 @@ mod output;
 mod shape;
 pub(crate) mod words;
 
-pub use conn::TlsArgs;
+pub use conn::{TlsArgs, url};
 
 /// Client commands.
 #[derive(Debug, clap::Subcommand)]

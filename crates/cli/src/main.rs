@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 mod client;
 mod credentials;
+mod gateway;
 mod healthcheck;
 mod kubeconfig;
 mod up;
@@ -51,6 +52,9 @@ enum Command {
     Credentials(credentials::CredentialsCommand),
     /// Print a kubeconfig for Flotilla's Kubernetes API (kubectl, client libraries).
     Kubeconfig(kubeconfig::KubeconfigArgs),
+    /// Serve Flotilla's Kubernetes API (kubectl, GitOps tools) in front of an api, as a
+    /// process of its own (docker-compose's `kube-gateway`; `flotilla up` serves it itself).
+    Gateway(gateway::GatewayArgs),
     #[command(flatten)]
     Client(Box<client::ClientCommand>),
 }
@@ -162,6 +166,7 @@ async fn main() -> ExitCode {
         Command::Healthcheck(args) => healthcheck::run(args).await,
         Command::Credentials(cmd) => credentials::run(cmd),
         Command::Kubeconfig(args) => kubeconfig::run(args),
+        Command::Gateway(args) => gateway::run(args).await,
         Command::Client(cmd) => client::run(*cmd).await,
     };
     match result {
