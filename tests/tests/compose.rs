@@ -107,6 +107,8 @@ struct Compose {
     project: String,
     files: Vec<PathBuf>,
     api_port: u16,
+    /// The Kubernetes API gateway's published port.
+    kube_port: u16,
     /// The etcd container (kept across `docker kill`/`docker start`).
     etcd_id: std::sync::OnceLock<String>,
     down: bool,
@@ -145,6 +147,7 @@ impl Compose {
                 overrides,
             ],
             api_port: free_port(),
+            kube_port: free_port(),
             etcd_id: std::sync::OnceLock::new(),
             down: false,
             dir,
@@ -166,6 +169,7 @@ impl Compose {
             .args(args)
             .current_dir(repo_root())
             .env("FLOTILLA_API_PORT", self.api_port.to_string())
+            .env("FLOTILLA_KUBE_PORT", self.kube_port.to_string())
             // the etcd-cluster overlay's members, offline (its header says so)
             .env("FLOTILLA_ETCD_IMAGE", "flotilla/etcd-local:3.4.23")
             .env("FLOTILLA_ETCD_BIN", "/usr/bin/etcd")
@@ -661,12 +665,71 @@ async fn up(compose: Compose) -> Test {
     for m in ["member1", "member2", "member3"] {
         assert!(clusters.contains(m), "{clusters}");
     }
+    kubectl_through_the_gateway(&compose).await;
     Test {
         compose,
         api,
         port,
         n: BULK + 1,
     }
+}
+
+/// The Kubernetes API of the stack (`kube-gateway`), as its header says to reach it: the
+/// kubeconfig `credentials kubeconfig` prints (the stack's CA, the admin token), and the real
+/// kubectl on the host. Without the token the api refuses.
+async fn kubectl_through_the_gateway(compose: &Compose) {
+    let kubeconfig = compose
+        .run(&[
+            "run",
+            "--rm",
+            "--no-deps",
+            "credentials",
+            "kubeconfig",
+            "/credentials",
+            "--server",
+            &format!("https://127.0.0.1:{}", compose.kube_port),
+        ])
+        .await;
+    let path = compose.dir.path().join("flotilla.kubeconfig");
+    std::fs::write(&path, format!("{kubeconfig}\n")).unwrap();
+    let kubectl = |args: Vec<String>| {
+        let path = path.clone();
+        async move {
+            let out = tokio::process::Command::new("kubectl")
+                .arg(format!("--kubeconfig={}", path.display()))
+                .arg("--request-timeout=10s")
+                .args(args)
+                .output()
+                .await
+                .unwrap();
+            (out.status.success(), text(&out))
+        }
+    };
+    let names = eventually(Duration::from_secs(60), "kubectl get clusters", || async {
+        let (ok, out) = kubectl(vec![
+            "get".into(),
+            "clusters".into(),
+            "-o".into(),
+            "name".into(),
+        ])
+        .await;
+        (ok && out.lines().count() == 3).then_some(out)
+    })
+    .await;
+    assert!(
+        names.contains("cluster.cluster.karmada.io/member3"),
+        "{names}"
+    );
+    let (ok, out) = kubectl(vec!["auth".into(), "whoami".into()]).await;
+    assert!(ok && out.contains("admin"), "{out}");
+    let (ok, out) = kubectl(vec![
+        "--token=not-the-token".into(),
+        "get".into(),
+        "pp".into(),
+        "-A".into(),
+    ])
+    .await;
+    assert!(!ok && out.contains("invalid bearer token"), "{out}");
 }
 
 /// `explain binding` and `what-if` from the host with only the api's port: the api forwards
