@@ -610,6 +610,74 @@ async fn the_gateway_passes_the_callers_identity_to_the_api() {
         "an unknown CA is refused: {out}"
     );
 
+    // a Secret template: the admin applies it (kubectl keeps the whole applied object in its
+    // last-applied annotation) and reads its value; a viewer reads its keys only
+    let value = format!("s3cr3t-{:08x}", rand::random::<u32>());
+    let encoded =
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, value.as_bytes());
+    let secret = dir.path().join("secret.yaml");
+    std::fs::write(
+        &secret,
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: db}}\ntype: Opaque\ndata: {{password: {encoded}}}\n"
+        ),
+    )
+    .unwrap();
+    let secret = secret.to_str().unwrap();
+    let (ok, out) = kubectl(
+        &secure,
+        &[
+            &ca, "--token", &admin, "apply", "-f", secret, "-n", "default",
+        ],
+    )
+    .await;
+    assert!(ok && out.contains("secret/db created"), "{out}");
+    let (ok, out) = kubectl(
+        &secure,
+        &[
+            &ca,
+            "--token",
+            &admin,
+            "get",
+            "secret",
+            "db",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.data.password}",
+        ],
+    )
+    .await;
+    assert_eq!(
+        (ok, out.trim()),
+        (true, encoded.as_str()),
+        "the admin reads it"
+    );
+    let (ok, out) = kubectl(
+        &secure,
+        &[&ca, "--token", &viewer, "get", "secrets", "-n", "default"],
+    )
+    .await;
+    assert!(
+        ok && out.contains("db") && out.contains("Opaque"),
+        "a viewer lists it: {out}"
+    );
+    let (ok, out) = kubectl(
+        &secure,
+        &[
+            &ca, "--token", &viewer, "get", "secret", "db", "-n", "default", "-o", "yaml",
+        ],
+    )
+    .await;
+    assert!(
+        ok && out.contains("password"),
+        "a viewer sees the key: {out}"
+    );
+    assert!(
+        !out.contains(&encoded) && !out.contains(&value),
+        "a viewer never sees the value, nor in the last-applied annotation: {out}"
+    );
+
     // kubectl auth can-i and whoami: the api's answer for the caller's own principal, and
     // what it says is what the request then meets
     let as_ = |token: &str, args: &[&str]| {

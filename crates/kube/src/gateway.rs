@@ -205,7 +205,16 @@ static KINDS: &[KindInfo] = &[
         message: "",
     },
     // Resource templates: the built-in kinds Flotilla propagates, each a Workload of the api
-    // (Secrets are not served here yet: see docs/kubernetes-api.md).
+    // (a viewer reads a Secret's keys without their values: the api redacts them).
+    KindInfo {
+        kind: Kind::Template,
+        name: "Secret",
+        group_version: "v1",
+        plural: "secrets",
+        namespaced: true,
+        short_names: &[],
+        message: "flotilla.v1.Workload",
+    },
     KindInfo {
         kind: Kind::Template,
         name: "ConfigMap",

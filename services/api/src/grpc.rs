@@ -63,8 +63,12 @@ fn viewer(extensions: &http::Extensions) -> bool {
     )
 }
 
+/// kubectl's annotation of what a client-side apply applied last.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// A Workload as a viewer sees it: a Secret template's `data` and `stringData` keep their
-/// keys with empty values; every other kind is unchanged.
+/// keys with empty values, and kubectl's last-applied annotation is emptied; every other
+/// kind is unchanged.
 pub fn redact_workload(mut workload: v1::Workload) -> v1::Workload {
     if workload.kind != "Secret" {
         return workload;
@@ -76,6 +80,15 @@ pub fn redact_workload(mut workload: v1::Workload) -> v1::Workload {
                     *value = serde_json::Value::String(String::new());
                 }
             }
+        }
+        // client-side `kubectl apply` keeps the whole applied object, values and all, in
+        // this annotation
+        if let Some(last) = manifest
+            .pointer_mut("/metadata/annotations")
+            .and_then(|a| a.as_object_mut())
+            .and_then(|a| a.get_mut(LAST_APPLIED))
+        {
+            *last = serde_json::Value::String(String::new());
         }
         workload.manifest = manifest.to_string();
     } else {
@@ -263,5 +276,39 @@ api_service! {
             => watch_workloads_for_caller(request);
         watch_works(WatchWorksRequest) -> WatchWorksStream(WatchWorksResponse)
             => watch_works_confined(request);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A viewer's Secret template has its keys without values, in `data`, `stringData` and
+    /// kubectl's last-applied annotation (which holds the whole applied Secret).
+    #[test]
+    fn a_viewers_secret_template_carries_no_value() {
+        let manifest = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "annotations": {
+                LAST_APPLIED: r#"{"data":{"password":"czNjcmV0"}}"#, "team": "shop"}},
+            "data": {"password": "czNjcmV0"}, "stringData": {"user": "admin"},
+        });
+        let workload = v1::Workload {
+            kind: "Secret".into(),
+            manifest: manifest.to_string(),
+            ..Default::default()
+        };
+        let shown = redact_workload(workload);
+        assert!(!shown.manifest.contains("czNjcmV0"), "{}", shown.manifest);
+        assert!(!shown.manifest.contains("\"admin\""), "{}", shown.manifest);
+        let shown: serde_json::Value = serde_json::from_str(&shown.manifest).unwrap();
+        assert_eq!(shown["data"]["password"], "");
+        assert_eq!(shown["metadata"]["annotations"]["team"], "shop");
+        let other = v1::Workload {
+            kind: "ConfigMap".into(),
+            manifest: manifest.to_string(),
+            ..Default::default()
+        };
+        assert_eq!(redact_workload(other).manifest, manifest.to_string());
     }
 }
