@@ -262,30 +262,23 @@ mod tests {
         });
         assert!(tls.is_ok(), "{:?}", tls.err());
         // openssl checks the chain and the names the way kubectl's client will
-        let out = std::process::Command::new("openssl")
-            .args(["verify", "-CAfile"])
-            .arg(dir.path().join("kube-ca.pem"))
-            .args(["-verify_hostname", "kube-gateway"])
-            .arg(dir.path().join("kube.pem"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let out = std::process::Command::new("openssl")
-            .args(["verify", "-CAfile"])
-            .arg(dir.path().join("kube-ca.pem"))
-            .args(["-verify_ip", "127.0.0.1"])
-            .arg(dir.path().join("kube.pem"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        for (flag, name) in [
+            ("-verify_hostname", "kube-gateway"),
+            ("-verify_ip", "127.0.0.1"),
+        ] {
+            let out = std::process::Command::new("openssl")
+                .args(["verify", "-CAfile"])
+                .arg(dir.path().join("kube-ca.pem"))
+                .args([flag, name])
+                .arg(dir.path().join("kube.pem"))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
         assert_eq!(owner("65532:65532"), Ok((65532, 65532)));
         assert!(owner("65532").is_err() && owner("a:b").is_err());
     }
