@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -21,7 +22,7 @@ use crate::affinity::{cluster_matches_affinity, label_selector_matches};
 use crate::types::{Cluster, ClusterAffinity, ObjectMeta, ResourceSelector};
 
 /// An overrider's operator (`add`, `remove`, `replace` in Karmada's YAML).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Operator {
     /// Add (append, insert, or overwrite an existing key).
@@ -34,7 +35,7 @@ pub enum Operator {
 
 /// One JSON-patch operation at an RFC 6901 path (a plaintext overrider, and inside a
 /// fieldOverrider where Karmada calls the path `subPath`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchOperation {
     /// The path (`/spec/replicas`).
@@ -48,7 +49,7 @@ pub struct PatchOperation {
 }
 
 /// The part of an image an imageOverrider changes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ImageComponent {
     /// `docker.io` of `docker.io/library/nginx:1.27`.
     Registry,
@@ -59,10 +60,10 @@ pub enum ImageComponent {
 }
 
 /// An imageOverrider.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImageOverrider {
-    /// A path to one image field; `None`: every container image at the kind's default path.
+    /// A path to one image field; unset: every container image at the kind's default path.
     /// Karmada's YAML writes it as `predicate: {path: …}`.
     #[serde(
         rename = "predicate",
@@ -70,6 +71,7 @@ pub struct ImageOverrider {
         skip_serializing_if = "Option::is_none",
         with = "predicate"
     )]
+    #[schemars(with = "Option<predicate::Predicate>")]
     pub predicate_path: Option<String>,
     /// The part changed.
     pub component: ImageComponent,
@@ -81,12 +83,14 @@ pub struct ImageOverrider {
 }
 
 /// `predicate: {path: …}` as an optional path.
-mod predicate {
+pub(crate) mod predicate {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    #[derive(Serialize, Deserialize)]
-    struct Predicate {
-        path: String,
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    pub struct Predicate {
+        /// The path of the image field.
+        pub path: String,
     }
 
     #[allow(clippy::ref_option)] // serde's `with` hands the field by reference
@@ -102,7 +106,7 @@ mod predicate {
 }
 
 /// A commandOverrider or argsOverrider.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CommandArgsOverrider {
     /// The container (every container of that name).
@@ -115,7 +119,7 @@ pub struct CommandArgsOverrider {
 }
 
 /// A labelsOverrider or annotationsOverrider (on the object's own metadata).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MapOverrider {
     /// Add sets the keys; remove deletes existing ones; replace changes existing ones.
@@ -128,7 +132,7 @@ pub struct MapOverrider {
 /// A fieldOverrider: patches inside a string field that holds JSON or YAML. Karmada's YAML
 /// has `json:` and `yaml:` lists of `{subPath, operator, value}`; when both are given the
 /// YAML ones apply, as in Karmada.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "FieldOverriderDoc", into = "FieldOverriderDoc")]
 pub struct FieldOverrider {
     /// RFC 6901 path of the string field (`/data/config.yaml`).
@@ -140,7 +144,7 @@ pub struct FieldOverrider {
 }
 
 /// A fieldOverrider as Karmada's YAML writes it.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct FieldOverriderDoc {
     field_path: String,
@@ -150,7 +154,7 @@ struct FieldOverriderDoc {
     yaml: Vec<SubPatch>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct SubPatch {
     sub_path: String,
@@ -213,7 +217,7 @@ impl From<FieldOverrider> for FieldOverriderDoc {
 
 /// The overriders of one rule, serialised in Karmada's shape (`imageOverrider`, …), as the
 /// `policy.karmada.io/applied-overrides` annotation records them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Overriders {
     /// plaintext: JSON patches, applied as one.
@@ -716,10 +720,10 @@ pub enum Specificity {
 // ---------------------------------------------------------------------------------------
 
 /// One override rule: the clusters it is for and what it changes there (Karmada's YAML).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OverrideRule {
-    /// The clusters (`None`: every cluster).
+    /// The clusters (unset: every cluster).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_cluster: Option<ClusterAffinity>,
     /// The overriders.
@@ -798,7 +802,7 @@ pub fn policy_match(spec: &OverrideSpec, t: &Template<'_>) -> Option<Specificity
 
 /// One policy's rule as applied: recorded in the Work's `policy.karmada.io/applied-overrides`
 /// (or `applied-cluster-overrides`) annotation as a JSON list, as Karmada records it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedOverrider {
     /// The policy's name.

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::time::Time;
@@ -93,7 +94,9 @@ pub struct ManagedFieldsEntry {
 // ---------------------------------------------------------------------------------------
 
 /// The effect of a taint (Kubernetes semantics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub enum TaintEffect {
     /// New placements must tolerate the taint.
     NoSchedule,
@@ -162,7 +165,7 @@ impl Taint {
 
 /// How a toleration compares values. Reads `""` as Equal, as Kubernetes does, and refuses
 /// Lt/Gt by name (Karmada does not support them on cluster tolerations).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "String")]
 pub enum TolerationOperator {
     /// Value must be equal (the default when empty).
@@ -173,7 +176,7 @@ pub enum TolerationOperator {
 }
 
 /// A toleration of a cluster taint (Kubernetes semantics; Lt/Gt are not supported).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Toleration {
     /// Key to match; empty matches every key (only with Exists).
@@ -185,14 +188,14 @@ pub struct Toleration {
     /// Value to compare with `Equal`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
-    /// Effect to match; `None` (`""` in YAML) matches every effect.
+    /// Effect to match; unset (or `""`) matches every effect.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "shape::empty_is_none"
     )]
     pub effect: Option<TaintEffect>,
-    /// For NoExecute: how long the taint is tolerated after `time_added`; `None` = forever.
+    /// For NoExecute: how long the taint is tolerated after its `timeAdded`; unset: forever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toleration_seconds: Option<i64>,
 }
@@ -231,7 +234,7 @@ pub enum SyncMode {
 
 /// Status of a condition. Reads YAML's `True`/`False` (booleans) as the strings Kubernetes
 /// means.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "shape::StatusValue")]
 pub enum ConditionStatus {
     /// The condition holds.
@@ -362,7 +365,7 @@ impl Cluster {
 // ---------------------------------------------------------------------------------------
 
 /// Operator of a label or field selector requirement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum SelectorOperator {
     /// Value in the set.
     In,
@@ -375,7 +378,7 @@ pub enum SelectorOperator {
 }
 
 /// One requirement of a label selector.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelectorRequirement {
     /// Label key.
@@ -388,7 +391,7 @@ pub struct LabelSelectorRequirement {
 }
 
 /// A Kubernetes label selector.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelector {
     /// Exact matches, ANDed.
@@ -400,7 +403,7 @@ pub struct LabelSelector {
 }
 
 /// A field selector over a cluster's `provider`, `region` and `zone`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FieldSelector {
     /// Requirements, ANDed; keys are `provider`, `region` or `zone`.
@@ -409,7 +412,7 @@ pub struct FieldSelector {
 }
 
 /// Which clusters a placement may use.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterAffinity {
     /// Label selector on cluster labels.
@@ -428,7 +431,7 @@ pub struct ClusterAffinity {
 
 /// A named affinity term of `clusterAffinities`, tried in order (SC-19). Karmada's YAML
 /// writes the affinity inline, beside `affinityName`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(from = "shape::AffinityTerm", into = "shape::AffinityTerm")]
 pub struct ClusterAffinityTerm {
     /// Term name, 1–32 chars, unique.
@@ -438,7 +441,9 @@ pub struct ClusterAffinityTerm {
 }
 
 /// A field to spread by (lower case in Karmada's YAML).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SpreadField {
     /// Each cluster is its own group.
@@ -452,17 +457,17 @@ pub enum SpreadField {
 }
 
 /// A spread constraint.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SpreadConstraint {
-    /// Spread by a well-known field (exclusive with `spread_by_label`); `""` reads as unset.
+    /// Spread by a well-known field (exclusive with `spreadByLabel`); `""` reads as unset.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "shape::empty_is_none"
     )]
     pub spread_by_field: Option<SpreadField>,
-    /// Spread by a cluster label (exclusive with `spread_by_field`).
+    /// Spread by a cluster label (exclusive with `spreadByField`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub spread_by_label: String,
     /// Maximum number of groups; 0 = unset.
@@ -474,7 +479,7 @@ pub struct SpreadConstraint {
 }
 
 /// Duplicated or Divided.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ReplicaSchedulingType {
     /// Every selected cluster runs all replicas.
     Duplicated,
@@ -485,7 +490,7 @@ pub enum ReplicaSchedulingType {
 }
 
 /// How Divided replicas are split.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ReplicaDivisionPreference {
     /// Pack into as few clusters as possible.
     Aggregated,
@@ -494,7 +499,7 @@ pub enum ReplicaDivisionPreference {
 }
 
 /// A static weight for the clusters matching an affinity.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StaticClusterWeight {
     /// Which clusters get the weight.
@@ -505,14 +510,14 @@ pub struct StaticClusterWeight {
 }
 
 /// Dynamic weight factor; Karmada supports only AvailableReplicas.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum DynamicWeightFactor {
     /// Weight by available replicas.
     AvailableReplicas,
 }
 
 /// Weights for Divided + Weighted.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterPreferences {
     /// Static weights.
@@ -524,7 +529,7 @@ pub struct ClusterPreferences {
 }
 
 /// Replica scheduling strategy.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ReplicaSchedulingStrategy {
     /// Duplicated or Divided (absent: Divided, the CRD default, PD-2).
@@ -539,10 +544,10 @@ pub struct ReplicaSchedulingStrategy {
 }
 
 /// Where and how a resource is placed.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Placement {
-    /// A single affinity (exclusive with `cluster_affinities`).
+    /// A single affinity (exclusive with `clusterAffinities`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_affinity: Option<ClusterAffinity>,
     /// Ordered affinity terms (SC-19).
@@ -554,7 +559,7 @@ pub struct Placement {
     /// Spread constraints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread_constraints: Vec<SpreadConstraint>,
-    /// Replica scheduling; `None` behaves as Duplicated (PD-2).
+    /// Replica scheduling; unset behaves as Duplicated (PD-2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_scheduling: Option<ReplicaSchedulingStrategy>,
 }
@@ -564,7 +569,7 @@ pub struct Placement {
 // ---------------------------------------------------------------------------------------
 
 /// Whether a policy may take a template another policy has claimed (PL-3).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Preemption {
     /// A claimed template stays with its policy (Karmada's default).
     #[default]
@@ -575,7 +580,7 @@ pub enum Preemption {
 
 /// PL-7: what happens when a template's object already exists on a member and Flotilla did
 /// not create it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ConflictResolution {
     /// The Work fails; the member's object is left alone (Karmada's default).
     #[default]
@@ -593,7 +598,7 @@ impl ConflictResolution {
 
 /// How the old copy is removed on eviction (A4). The deprecated spellings `Immediately` and
 /// `Graciously` read as `Directly` and `Gracefully`, as Karmada ≤ v1.18 does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum PurgeMode {
     /// Delete the old Work at once; create new Works only once it is gone.
     #[serde(alias = "Immediately")]
@@ -618,7 +623,7 @@ impl PurgeMode {
 }
 
 /// One state-preservation rule (TM-10).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StatePreservationRule {
     /// Label name the value is stored under.
@@ -628,14 +633,15 @@ pub struct StatePreservationRule {
 }
 
 /// Cluster failover behaviour (`failover.cluster`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterFailoverBehavior {
-    /// Purge mode; `None` = Gracefully (TM-9).
+    /// Purge mode; unset: Gracefully (TM-9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purge_mode: Option<PurgeMode>,
     /// State preservation rules (`statePreservation.rules`).
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "shape::rules")]
+    #[schemars(with = "shape::rules::StatePreservation<Vec<StatePreservationRule>>")]
     pub state_preservation: Vec<StatePreservationRule>,
     /// Opt-in failback (A11): seconds an evicted cluster must stay healthy
     /// (`failback.stabilizationWindowSeconds`).
@@ -645,11 +651,12 @@ pub struct ClusterFailoverBehavior {
         skip_serializing_if = "Option::is_none",
         with = "shape::failback"
     )]
+    #[schemars(with = "Option<shape::failback::Failback>")]
     pub failback_stabilization_window_seconds: Option<i64>,
 }
 
 /// Application failover behaviour (`failover.application`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApplicationFailoverBehavior {
     /// `decisionConditions.tolerationSeconds` (default 300, PD-2).
@@ -659,6 +666,7 @@ pub struct ApplicationFailoverBehavior {
         skip_serializing_if = "Option::is_none",
         with = "shape::decision_conditions"
     )]
+    #[schemars(with = "Option<shape::decision_conditions::DecisionConditions>")]
     pub toleration_seconds: Option<i64>,
     /// Purge mode (default Gracefully, PD-2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -668,12 +676,13 @@ pub struct ApplicationFailoverBehavior {
     pub grace_period_seconds: Option<i64>,
     /// State preservation rules (`statePreservation.rules`).
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "shape::rules")]
+    #[schemars(with = "shape::rules::StatePreservation<Vec<StatePreservationRule>>")]
     pub state_preservation: Vec<StatePreservationRule>,
 }
 
 /// Suspension of a policy / binding (WE-6.5): Works are kept but not applied to the members
 /// it names.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Suspension {
     /// Stop applying to every cluster.
@@ -685,7 +694,7 @@ pub struct Suspension {
 }
 
 /// The clusters dispatching is suspended on.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SuspendClusters {
     /// Cluster names.
@@ -706,7 +715,7 @@ impl Suspension {
 }
 
 /// Failover behaviour of a policy / binding.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FailoverBehavior {
     /// Cluster failover.
@@ -722,7 +731,7 @@ pub struct FailoverBehavior {
 // ---------------------------------------------------------------------------------------
 
 /// Selects resource templates.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ResourceSelector {
     /// API version, e.g. `apps/v1`.
@@ -743,7 +752,7 @@ pub struct ResourceSelector {
 }
 
 /// Spec shared by PropagationPolicy and ClusterPropagationPolicy, in Karmada's YAML shape.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PropagationSpec {
     /// Which templates the policy applies to.
@@ -767,7 +776,7 @@ pub struct PropagationSpec {
     /// PL-3: whether it may take a template another policy claimed.
     #[serde(default)]
     pub preemption: Preemption,
-    /// PL-6: when policy changes reach the templates it claimed; `None`: at once.
+    /// PL-6: when policy changes reach the templates it claimed; unset: at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activation_preference: Option<ActivationPreference>,
     /// PL-2, WE-6.1: member objects stay when their Works are deleted.
@@ -782,7 +791,7 @@ pub struct PropagationSpec {
 }
 
 /// When a policy's changes reach the templates it already claimed (PL-6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ActivationPreference {
     /// Only at each template's next change.
     Lazy,
@@ -798,7 +807,7 @@ pub struct PropagationPolicy {
 }
 
 /// A condition on a cluster condition (CH-16).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MatchCondition {
     /// Condition type.
@@ -811,7 +820,7 @@ pub struct MatchCondition {
 }
 
 /// A taint a ClusterTaintPolicy manages.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TaintSpec {
     /// Key.
@@ -829,7 +838,7 @@ pub struct TaintSpec {
 pub struct ClusterTaintPolicy {
     /// Metadata.
     pub meta: ObjectMeta,
-    /// Clusters the policy applies to; `None` = all.
+    /// Clusters the policy applies to; unset: all.
     pub target_clusters: Option<ClusterAffinity>,
     /// Add the taints when all of these match.
     pub add_on_conditions: Vec<MatchCondition>,

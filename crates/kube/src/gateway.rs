@@ -1811,4 +1811,87 @@ mod tests {
             "bindings take no writes"
         );
     }
+
+    /// Every `$ref` of a document, for the check that each names a schema of it.
+    fn references(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(r) = map.get("$ref").and_then(|r| r.as_str()) {
+                    out.push(r.to_owned());
+                }
+                assert!(
+                    !map.contains_key("nullable"),
+                    "Kubernetes writes no nullable: {v}"
+                );
+                map.values().for_each(|v| references(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| references(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_openapi_schemas_are_the_readers_own_and_every_reference_resolves() {
+        for gv in group_versions() {
+            let doc = openapi::document(gv);
+            let mut refs = Vec::new();
+            references(&doc, &mut refs);
+            for r in refs {
+                let name = r.strip_prefix("#/components/schemas/").unwrap();
+                assert!(
+                    doc["components"]["schemas"].get(name).is_some(),
+                    "{gv}: {r} names no schema of the document"
+                );
+            }
+        }
+        let policy = openapi::document(POLICY);
+        let schemas = &policy["components"]["schemas"];
+        let pp = &schemas["io.karmada.policy.v1alpha1.PropagationPolicy"];
+        assert_eq!(
+            pp["x-kubernetes-group-version-kind"][0]["kind"],
+            "PropagationPolicy"
+        );
+        let placement = &schemas["io.karmada.policy.v1alpha1.Placement"]["properties"];
+        for field in [
+            "clusterAffinity",
+            "clusterAffinities",
+            "clusterTolerations",
+            "spreadConstraints",
+            "replicaScheduling",
+        ] {
+            assert!(placement.get(field).is_some(), "{field} in {placement}");
+        }
+        // a field Karmada has and the reader refuses is not offered
+        let spec = &schemas["io.karmada.policy.v1alpha1.PropagationSpec"]["properties"];
+        assert!(spec.get("schedulePriority").is_none(), "{spec}");
+        assert!(spec.get("resourceSelectors").is_some(), "{spec}");
+        // an enum is inline, with its values and what each means
+        let strategy = &schemas["io.karmada.policy.v1alpha1.ReplicaSchedulingStrategy"]["properties"]
+            ["replicaSchedulingType"];
+        assert_eq!(strategy["type"], "string", "{strategy}");
+        assert_eq!(
+            strategy["enum"],
+            serde_json::json!(["Duplicated", "Divided"])
+        );
+        let said = strategy["description"].as_str().unwrap();
+        assert!(
+            said.contains("Possible enum values:\n - `\"Duplicated\"`"),
+            "{said}"
+        );
+        assert!(
+            schemas
+                .get("io.karmada.policy.v1alpha1.ReplicaSchedulingType")
+                .is_none(),
+            "an inlined enum is not kept as a schema of its own"
+        );
+        // a Cluster's spec is the reader's too, in Karmada's spelling
+        let cluster = openapi::document(CLUSTER);
+        let spec = &cluster["components"]["schemas"]["io.karmada.cluster.v1alpha1.ClusterSpec"]["properties"];
+        assert!(spec.get("insecureSkipTLSVerification").is_some(), "{spec}");
+        assert!(spec.get("apiEndpoint").is_some(), "{spec}");
+        // a binding's fields are open (the controllers write them)
+        let work = openapi::document(WORK);
+        let rb = &work["components"]["schemas"]["io.karmada.work.v1alpha2.ResourceBinding"];
+        assert_eq!(rb["x-kubernetes-preserve-unknown-fields"], true, "{rb}");
+    }
 }

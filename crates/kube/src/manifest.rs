@@ -38,6 +38,7 @@ use flotilla_core::validation::{
     validate_override_policy, validate_propagation_policy, validate_workload,
 };
 use flotilla_proto::v1;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -660,6 +661,22 @@ fn read_document(
     }
 }
 
+/// The JSON schema of a Karmada kind's `spec` as this reader takes it, from the very serde
+/// types that read it (so `kubectl explain` and the reader cannot disagree), or `None` for a
+/// kind whose spec is not read from a document (bindings and Works are the controllers').
+/// Fields Karmada has and Flotilla refuses (`UNSUPPORTED_POLICY_FIELDS`) are not in it.
+pub fn spec_schema(kind: &str, generator: &mut SchemaGenerator) -> Option<Schema> {
+    Some(match kind {
+        "PropagationPolicy" | "ClusterPropagationPolicy" => {
+            generator.subschema_for::<core::PropagationSpec>()
+        }
+        "OverridePolicy" | "ClusterOverridePolicy" => generator.subschema_for::<OverrideSpecDoc>(),
+        "ClusterTaintPolicy" => generator.subschema_for::<TaintPolicySpec>(),
+        "Cluster" => generator.subschema_for::<ClusterSpecDoc>(),
+        _ => return None,
+    })
+}
+
 /// The namespace of member credentials (Karmada's `karmada-cluster`).
 pub const CREDENTIALS_NAMESPACE: &str = "karmada-cluster";
 
@@ -846,7 +863,8 @@ impl MetaDoc {
     }
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[schemars(rename = "TaintEffect")]
 enum EffectDoc {
     NoSchedule,
     PreferNoSchedule,
@@ -868,72 +886,105 @@ impl EffectDoc {
 
 /// An OverridePolicy's spec; the overriders are read straight into the core types, which
 /// carry Karmada's field names.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "OverrideSpec")]
 struct OverrideSpecDoc {
+    /// Which templates the policy adapts (none: every template in its scope).
     #[serde(default)]
     resource_selectors: Vec<core::ResourceSelector>,
+    /// The rules, applied in order.
     override_rules: Option<Vec<OverrideRule>>,
-    // Karmada's deprecated single rule, read as one rule
+    /// Deprecated (Karmada's single rule, read as one rule): use overrideRules.
     target_cluster: Option<core::ClusterAffinity>,
+    /// Deprecated (with targetCluster, the single rule): use overrideRules.
     overriders: Option<Overriders>,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[schemars(rename = "ClusterSyncMode")]
 enum SyncModeDoc {
     Push,
     Pull,
 }
 
-#[derive(Debug, Deserialize)]
+/// A taint on the cluster: what may not be scheduled to it, or runs there no longer.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Taint")]
 struct TaintDoc {
+    /// The taint's key, a qualified name.
     key: String,
+    /// The taint's value (may be empty).
     #[serde(default)]
     value: String,
+    /// NoSchedule, PreferNoSchedule or NoExecute.
     effect: EffectDoc,
+    /// When the taint was added (RFC 3339); a NoExecute taint's toleration seconds count
+    /// from it.
     time_added: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// A member cluster: how Flotilla reaches it and where it is.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "ClusterSpec")]
 struct ClusterSpecDoc {
+    /// Push (the control plane applies to the member) or Pull (an agent in the member does).
     sync_mode: Option<SyncModeDoc>,
+    /// The member's Kubernetes API URL (Push).
     #[serde(default)]
     api_endpoint: String,
+    /// The cloud provider's name, for placement by field.
     #[serde(default)]
     provider: String,
+    /// The region, for placement and spread by region.
     #[serde(default)]
     region: String,
+    /// Deprecated: use zones.
     zone: Option<String>,
+    /// The zones, for placement and spread by zone.
     #[serde(default)]
     zones: Vec<String>,
+    /// The cluster's taints.
     #[serde(default)]
     taints: Vec<TaintDoc>,
-    // Karmada's cluster id (ignored with a warning).
+    /// Karmada's cluster id (accepted and ignored, with a warning).
+    #[schemars(with = "Option<String>")]
     id: Option<IgnoredAny>,
-    // The Secret with the member's credentials.
+    /// The Secret (in karmada-cluster) with the member's credentials.
     secret_ref: Option<SecretRefDoc>,
+    /// The Secret with the impersonator's token.
     impersonator_secret_ref: Option<SecretRefDoc>,
+    /// Do not verify the member's serving certificate.
     // Karmada's spelling (`InsecureSkipTLSVerification bool json:"insecureSkipTLSVerification"`),
     // which camelCase would not produce
     #[serde(rename = "insecureSkipTLSVerification", default)]
     insecure_skip_tls_verification: bool,
+    /// Not supported: Flotilla reaches members without a proxy.
     // Karmada features Flotilla does not implement.
     #[serde(rename = "proxyURL")]
+    #[schemars(with = "Option<String>")]
     proxy_url: Option<serde_norway::Value>,
+    /// Not supported: Flotilla reaches members without a proxy.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
     proxy_header: Option<serde_norway::Value>,
+    /// Not supported: the resource models of Karmada's estimator.
+    #[schemars(with = "Option<Vec<serde_json::Value>>")]
     resource_models: Option<serde_norway::Value>,
-    // Flotilla's declared member capacity (`ClusterSpec.capacity`)
+    /// What the member declares it can hold (Flotilla's).
     capacity: Option<CapacityDoc>,
 }
 
-/// Karmada's `LocalSecretReference`.
-#[derive(Debug, Default, Deserialize)]
+/// A Secret by namespace and name (Karmada's `LocalSecretReference`).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "LocalSecretReference")]
 struct SecretRefDoc {
+    /// The Secret's namespace.
     #[serde(default)]
     namespace: String,
+    /// The Secret's name.
     #[serde(default)]
     name: String,
 }
@@ -948,13 +999,17 @@ impl SecretRefDoc {
 }
 
 /// `spec.capacity` of a Cluster: what a member declares it can hold.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Capacity")]
 struct CapacityDoc {
+    /// CPU, in thousandths of a core.
     #[serde(default)]
     cpu_millis: i64,
+    /// Memory, in bytes.
     #[serde(default)]
     memory_bytes: i64,
+    /// Pods.
     #[serde(default)]
     pods: i64,
 }

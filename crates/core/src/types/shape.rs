@@ -1,6 +1,7 @@
 //! Where the domain types are flatter than Karmada's YAML: the serde adapters that map the
 //! one to the other, so that the types in [`super`] read and write Karmada's shape.
 
+use schemars::JsonSchema;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -25,7 +26,7 @@ where
 }
 
 /// A condition status as YAML may write it: `True`/`False` unquoted read as booleans.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum StatusValue {
     /// `True` or `False` unquoted.
@@ -65,7 +66,7 @@ pub fn required_effect<'de, D: Deserializer<'de>>(d: D) -> Result<TaintEffect, D
 
 /// A ClusterTaintPolicy's `spec` in Karmada's YAML; the domain type keeps these fields beside
 /// its metadata.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TaintPolicySpec {
     /// Clusters the policy applies to; absent: all.
@@ -132,7 +133,7 @@ pub fn is_false(b: &bool) -> bool {
 }
 
 /// A `clusterAffinities` term as Karmada writes it: the affinity inline beside its name.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AffinityTerm {
     #[serde(default)]
@@ -192,15 +193,19 @@ impl From<ClusterAffinityTerm> for AffinityTerm {
 
 /// `statePreservation: {rules: [...]}` for a list of rules.
 pub mod rules {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use crate::types::StatePreservationRule;
 
-    #[derive(Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
-    struct StatePreservation<R> {
+    #[schemars(bound = "R: JsonSchema + Default + Serialize")]
+    /// State preservation: what of a workload's status is carried to its next cluster.
+    pub struct StatePreservation<R> {
         #[serde(default)]
-        rules: R,
+        /// The rules.
+        pub rules: R,
     }
 
     /// Writes `{rules: [...]}`.
@@ -222,14 +227,17 @@ pub mod rules {
 
 /// `failback: {stabilizationWindowSeconds: N}` for `Some(N)`.
 pub mod failback {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    #[derive(Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    struct Failback {
+    /// Failback: workloads return to a cluster once it has been healthy long enough.
+    pub struct Failback {
         // 0 is valid, and a writer that leaves zeroes out leaves it out
         #[serde(default)]
-        stabilization_window_seconds: i64,
+        /// Seconds an evicted cluster must stay healthy before workloads return to it.
+        pub stabilization_window_seconds: i64,
     }
 
     /// Writes `{stabilizationWindowSeconds: N}` (only called for `Some`).
@@ -250,13 +258,16 @@ pub mod failback {
 
 /// `decisionConditions: {tolerationSeconds: N}` for `Some(N)`.
 pub mod decision_conditions {
+    use schemars::JsonSchema;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    #[derive(Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    struct DecisionConditions {
+    /// When an unhealthy application is moved.
+    pub struct DecisionConditions {
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        toleration_seconds: Option<i64>,
+        /// Seconds an application may stay unhealthy before it is moved.
+        pub toleration_seconds: Option<i64>,
     }
 
     /// Writes `{tolerationSeconds: N}` (only called for `Some`).
