@@ -256,6 +256,46 @@ async fn kubectl_reads_karmadas_kinds_through_the_kubernetes_api() {
     );
     drop(watch);
 
+    // kubectl explain reads the OpenAPI v3 documents: field names and descriptions of
+    // Karmada's kinds, enum values included; a kind without a schema says so
+    let out = kubectl_ok(&server, &["explain", "pp.spec.placement"]).await;
+    for field in [
+        "clusterAffinity",
+        "clusterAffinities",
+        "clusterTolerations",
+        "replicaScheduling",
+        "spreadConstraints",
+    ] {
+        assert!(
+            out.contains(field),
+            "explain pp.spec.placement lacks {field}: {out}"
+        );
+    }
+    let out = kubectl_ok(
+        &server,
+        &[
+            "explain",
+            "pp.spec.placement.replicaScheduling.replicaSchedulingType",
+        ],
+    )
+    .await;
+    assert!(
+        out.contains("Duplicated") && out.contains("Divided"),
+        "{out}"
+    );
+    let out = kubectl_ok(&server, &["explain", "clusters.spec.taints"]).await;
+    assert!(out.contains("effect") && out.contains("NoExecute"), "{out}");
+    let out = kubectl_ok(&server, &["explain", "op.spec.overrideRules.overriders"]).await;
+    assert!(
+        out.contains("plaintext") && out.contains("imageOverrider"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(&server, &["explain", "pp.spec.noSuchField"]).await;
+    assert!(
+        !ok && out.contains("noSuchField"),
+        "an unknown field is an error: {out}"
+    );
+
     // errors as kube-apiserver answers them, and writes refused with what to do instead
     let (ok, out) = kubectl(
         &server,
