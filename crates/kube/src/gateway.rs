@@ -368,15 +368,28 @@ static KINDS: &[KindInfo] = &[
         short_names: &[],
         message: "flotilla.v1.Workload",
     },
+    // a CRD is a template too (propagated to the members), and makes its kind servable here
+    // ([`custom`])
+    KindInfo {
+        kind: Kind::Template,
+        name: "CustomResourceDefinition",
+        group_version: "apiextensions.k8s.io/v1",
+        plural: "customresourcedefinitions",
+        namespaced: false,
+        short_names: &["crd", "crds"],
+        message: "flotilla.v1.Workload",
+    },
 ];
 
 mod access;
+mod custom;
 mod openapi;
 mod write;
 
-fn group_versions() -> Vec<&'static str> {
+/// The group versions of `kinds`, in their order.
+fn group_versions(kinds: &[&'static KindInfo]) -> Vec<&'static str> {
     let mut gvs = Vec::new();
-    for k in KINDS {
+    for k in kinds {
         if !gvs.contains(&k.group_version) {
             gvs.push(k.group_version);
         }
@@ -384,8 +397,16 @@ fn group_versions() -> Vec<&'static str> {
     gvs
 }
 
-fn served(group_version: &str) -> Vec<Served> {
-    KINDS
+/// Every kind served to this caller: the built-in ones, then those of the CRDs the caller
+/// may read.
+async fn all_kinds(api: ApiClient<Channel>, headers: &HeaderMap) -> Vec<&'static KindInfo> {
+    let mut kinds: Vec<&'static KindInfo> = KINDS.iter().collect();
+    kinds.extend(custom::kinds(api, headers).await);
+    kinds
+}
+
+fn served(kinds: &[&'static KindInfo], group_version: &str) -> Vec<Served> {
+    kinds
         .iter()
         .filter(|k| k.group_version == group_version)
         .map(|k| Served {
@@ -434,7 +455,14 @@ pub fn router(api: ApiClient<Channel>) -> axum::Router {
         .route("/version", axum::routing::get(version))
         .route(
             "/openapi/v3",
-            axum::routing::get(|| async { reply(StatusCode::OK, &openapi::index()) }),
+            axum::routing::get(
+                |State(api): State<ApiClient<Channel>>, headers: HeaderMap| async move {
+                    reply(
+                        StatusCode::OK,
+                        &openapi::index(&all_kinds(api, &headers).await),
+                    )
+                },
+            ),
         )
         .route("/openapi/v3/{*rest}", axum::routing::get(openapi_document))
         .route("/api", axum::routing::any(dispatch))
@@ -505,15 +533,24 @@ fn not_found(what: &str) -> Response {
     )
 }
 
-async fn openapi_document(uri: Uri) -> Response {
+async fn openapi_document(
+    State(api): State<ApiClient<Channel>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
     let path = uri.path();
     let gv = match path.strip_prefix("/openapi/v3/apis/") {
         Some(gv) => gv,
         None if path == "/openapi/v3/api/v1" => "v1",
         None => "",
     };
-    if group_versions().contains(&gv) {
-        reply(StatusCode::OK, &openapi::document(gv))
+    let kinds = if KINDS.iter().any(|k| k.group_version == gv) {
+        KINDS.iter().collect()
+    } else {
+        all_kinds(api, &headers).await
+    };
+    if group_versions(&kinds).contains(&gv) {
+        reply(StatusCode::OK, &openapi::document(gv, &kinds))
     } else {
         not_found(&format!("the OpenAPI document {}", uri.path()))
     }
@@ -699,14 +736,18 @@ async fn dispatch(
             );
         }
         Path::ApiGroups => {
-            let named: Vec<&str> = group_versions()
+            let kinds = all_kinds(api, &headers).await;
+            let named: Vec<&str> = group_versions(&kinds)
                 .into_iter()
                 .filter(|gv| gv.contains('/'))
                 .collect();
             return reply(StatusCode::OK, &k::api_groups(&named));
         }
         Path::Resources(gv) => {
-            let list = served(&gv);
+            let mut list = served(&KINDS.iter().collect::<Vec<_>>(), &gv);
+            if list.is_empty() {
+                list = served(&all_kinds(api, &headers).await, &gv);
+            }
             if list.is_empty() {
                 return not_found(&format!("the API group version {gv}"));
             }
@@ -721,10 +762,17 @@ async fn dispatch(
             subresource,
         } => (group_version, namespace, resource, name, subresource),
     };
-    let Some(info) = KINDS
-        .iter()
-        .find(|k| k.group_version == group_version && k.plural == resource)
-    else {
+    let found = |kinds: &[&'static KindInfo]| {
+        kinds
+            .iter()
+            .copied()
+            .find(|k| k.group_version == group_version && k.plural == resource)
+    };
+    let info = match found(&KINDS.iter().collect::<Vec<_>>()) {
+        Some(info) => Some(info),
+        None => found(&all_kinds(api.clone(), &headers).await),
+    };
+    let Some(info) = info else {
         return not_found(&format!("the resource {resource} of {group_version}"));
     };
     let kind = info.kind;
@@ -1692,6 +1740,11 @@ async fn watch(
 
 #[cfg(test)]
 mod tests {
+    /// The built-in kinds, as a request without CRDs sees them.
+    fn builtin() -> Vec<&'static KindInfo> {
+        KINDS.iter().collect()
+    }
+
     use super::*;
 
     #[test]
@@ -1748,10 +1801,10 @@ mod tests {
 
     #[test]
     fn discovery_lists_karmadas_groups_and_short_names() {
-        let gvs = group_versions();
+        let gvs = group_versions(&builtin());
         assert_eq!(gvs[..3], [CLUSTER, POLICY, WORK]);
         assert!(gvs.contains(&"v1") && gvs.contains(&"apps/v1"), "{gvs:?}");
-        let policy = served(POLICY);
+        let policy = served(&builtin(), POLICY);
         let pp = policy
             .iter()
             .find(|s| s.plural == "propagationpolicies")
@@ -1761,13 +1814,13 @@ mod tests {
             ("PropagationPolicy", true)
         );
         assert_eq!(pp.short_names, ["pp"]);
-        let rb = served(WORK);
+        let rb = served(&builtin(), WORK);
         assert!(
             rb.iter()
                 .any(|s| s.plural == "resourcebindings" && s.short_names == ["rb"])
         );
         // resource templates, with every verb; bindings are read-only
-        let deploy = served("apps/v1");
+        let deploy = served(&builtin(), "apps/v1");
         let deploy = deploy.iter().find(|s| s.plural == "deployments").unwrap();
         assert_eq!(deploy.short_names, ["deploy"]);
         assert!(
@@ -1776,19 +1829,19 @@ mod tests {
             deploy.verbs
         );
         assert!(rb.iter().all(|s| !s.verbs.iter().any(|v| v == "patch")));
-        let ns = served("v1");
+        let ns = served(&builtin(), "v1");
         assert!(ns.iter().any(|s| s.plural == "namespaces" && !s.namespaced));
-        assert!(served("storage.k8s.io/v1").is_empty());
+        assert!(served(&builtin(), "storage.k8s.io/v1").is_empty());
     }
 
     #[test]
     fn the_openapi_index_names_each_group_versions_document() {
-        let index = openapi::index();
+        let index = openapi::index(&builtin());
         let core = index["paths"]["api/v1"]["serverRelativeURL"]
             .as_str()
             .unwrap();
         assert!(core.starts_with("/openapi/v3/api/v1?hash="), "{core}");
-        let policy = openapi::document(POLICY);
+        let policy = openapi::document(POLICY, &builtin());
         let patch = &policy["paths"]["/apis/policy.karmada.io/v1alpha1/namespaces/{namespace}/propagationpolicies/{name}"]
             ["patch"];
         assert_eq!(
@@ -1803,7 +1856,7 @@ mod tests {
                 .any(|p| p["name"] == "fieldValidation" && p["in"] == "query"),
             "{patch}"
         );
-        let work = openapi::document(WORK);
+        let work = openapi::document(WORK, &builtin());
         assert!(
             work["paths"]["/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}"]
                 .get("patch")
@@ -1832,8 +1885,8 @@ mod tests {
 
     #[test]
     fn the_openapi_schemas_are_the_readers_own_and_every_reference_resolves() {
-        for gv in group_versions() {
-            let doc = openapi::document(gv);
+        for gv in group_versions(&builtin()) {
+            let doc = openapi::document(gv, &builtin());
             let mut refs = Vec::new();
             references(&doc, &mut refs);
             for r in refs {
@@ -1844,7 +1897,7 @@ mod tests {
                 );
             }
         }
-        let policy = openapi::document(POLICY);
+        let policy = openapi::document(POLICY, &builtin());
         let schemas = &policy["components"]["schemas"];
         let pp = &schemas["io.karmada.policy.v1alpha1.PropagationPolicy"];
         assert_eq!(
@@ -1885,12 +1938,12 @@ mod tests {
             "an inlined enum is not kept as a schema of its own"
         );
         // a Cluster's spec is the reader's too, in Karmada's spelling
-        let cluster = openapi::document(CLUSTER);
+        let cluster = openapi::document(CLUSTER, &builtin());
         let spec = &cluster["components"]["schemas"]["io.karmada.cluster.v1alpha1.ClusterSpec"]["properties"];
         assert!(spec.get("insecureSkipTLSVerification").is_some(), "{spec}");
         assert!(spec.get("apiEndpoint").is_some(), "{spec}");
         // a binding's fields are open (the controllers write them)
-        let work = openapi::document(WORK);
+        let work = openapi::document(WORK, &builtin());
         let rb = &work["components"]["schemas"]["io.karmada.work.v1alpha2.ResourceBinding"];
         assert_eq!(rb["x-kubernetes-preserve-unknown-fields"], true, "{rb}");
     }

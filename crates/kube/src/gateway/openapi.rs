@@ -11,14 +11,14 @@ use serde_json::{Map, Value, json};
 
 use schemars::generate::SchemaSettings;
 
-use super::{KINDS, KindInfo, verbs};
+use super::{KindInfo, verbs};
 
 /// The index: each group version's document, at a URL that names its content's hash (a
 /// client caches it until the hash changes).
-pub(super) fn index() -> Value {
+pub(super) fn index(kinds: &[&'static KindInfo]) -> Value {
     let mut paths = Map::new();
-    for gv in super::group_versions() {
-        let hash = hash(&document(gv).to_string());
+    for gv in super::group_versions(kinds) {
+        let hash = hash(&document(gv, kinds).to_string());
         let at = if gv.contains('/') {
             format!("apis/{gv}")
         } else {
@@ -299,12 +299,12 @@ fn operation(info: &KindInfo, action: &str, parameters: Vec<Value>) -> Value {
 }
 
 /// The document of one group version ("" fields for one it does not serve).
-pub(super) fn document(group_version: &str) -> Value {
+pub(super) fn document(group_version: &str, kinds: &[&'static KindInfo]) -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
     let mut generator = SchemaSettings::openapi3().into_generator();
     let prefix = schema_prefix(group_version);
-    for info in KINDS.iter().filter(|k| k.group_version == group_version) {
+    for info in kinds.iter().filter(|k| k.group_version == group_version) {
         let verbs = verbs(info.kind);
         let writes = verbs.iter().any(|v| v == "patch");
         let root = if group_version.contains('/') {
