@@ -2112,3 +2112,175 @@ async fn the_gateway_process_serves_kubectl_with_the_credentials_init_made() {
     );
     let _ = gateway.kill().await;
 }
+
+const FLINK_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: flinkdeployments.flink.apache.org
+spec:
+  group: flink.apache.org
+  scope: Namespaced
+  names: {kind: FlinkDeployment, plural: flinkdeployments, singular: flinkdeployment, shortNames: [flinkdep]}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: globalthings.example.io
+spec:
+  group: example.io
+  scope: Cluster
+  names: {kind: GlobalThing, plural: globalthings}
+  versions:
+  - {name: v1, served: true, storage: true}
+---
+# as with Karmada, the CRD goes to the members first: a cluster is a fit for a FlinkDeployment
+# once its apiEnablements list the kind
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: flink-crd}
+spec:
+  resourceSelectors:
+  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: flinkdeployments.flink.apache.org}
+  placement:
+    clusterAffinity: {clusterNames: [member1]}
+"#;
+
+const WORDCOUNT: &str = r#"apiVersion: flink.apache.org/v1beta1
+kind: FlinkDeployment
+metadata: {name: wordcount, namespace: default}
+spec: {image: "flink:1.17", jobManager: {replicas: 1}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: flink, namespace: default}
+spec:
+  resourceSelectors:
+  - {apiVersion: flink.apache.org/v1beta1, kind: FlinkDeployment, name: wordcount}
+  placement:
+    clusterAffinity: {clusterNames: [member1]}
+"#;
+
+/// As on karmada-apiserver, applying a CRD makes its kind servable: kubectl discovers it
+/// (with its short name), applies objects of it client- and server-side, and they are
+/// templates the api propagates. A cluster-scoped CRD's kind is not served (Flotilla stores
+/// custom kinds in namespaces only), and a deleted CRD's kind is gone from discovery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_applied_with_kubectl_makes_its_kind_servable() {
+    let (stack, _api) = Stack::with_two_members(Timers::fast(), T).await;
+    let server = gateway(&stack).await;
+    let dir = tempfile::tempdir().unwrap();
+    // a cache of its own, so that discovery is asked again after each change of the CRDs
+    let cache = format!("--cache-dir={}", dir.path().join("cache").display());
+    let crds = dir.path().join("crds.yaml");
+    std::fs::write(&crds, FLINK_CRD).unwrap();
+    let crds = crds.to_str().unwrap();
+    let cr = dir.path().join("wordcount.yaml");
+    std::fs::write(&cr, WORDCOUNT).unwrap();
+    let cr = cr.to_str().unwrap();
+
+    let (ok, out) = kubectl(&server, &[&cache, "get", "flinkdep"]).await;
+    assert!(
+        !ok && out.contains("flinkdep"),
+        "no such kind before its CRD: {out}"
+    );
+    kubectl_ok(&server, &[&cache, "apply", "-f", crds]).await;
+    let crd_list = kubectl_ok(&server, &[&cache, "get", "crds", "-o", "name"]).await;
+    assert!(
+        crd_list.contains("flinkdeployments.flink.apache.org"),
+        "{crd_list}"
+    );
+    let resources = kubectl_ok(&server, &[&cache, "api-resources", "--no-headers"]).await;
+    let flink: Vec<&str> = resources
+        .lines()
+        .find(|l| l.starts_with("flinkdeployments "))
+        .unwrap_or_else(|| panic!("FlinkDeployment is not discovered: {resources}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        flink,
+        [
+            "flinkdeployments",
+            "flinkdep",
+            "flink.apache.org/v1beta1",
+            "true",
+            "FlinkDeployment"
+        ]
+    );
+    assert!(
+        !resources.contains("GlobalThing"),
+        "a cluster-scoped custom kind is not served: {resources}"
+    );
+
+    // client-side apply (create, then a merge patch), server-side apply, get by short name
+    let applied = kubectl_ok(&server, &[&cache, "apply", "-f", cr]).await;
+    assert!(
+        applied.contains("flinkdeployment.flink.apache.org/wordcount created"),
+        "{applied}"
+    );
+    std::fs::write(cr, WORDCOUNT.replace("flink:1.17", "flink:1.18")).unwrap();
+    let applied = kubectl_ok(&server, &[&cache, "apply", "-f", cr]).await;
+    assert!(applied.contains("wordcount configured"), "{applied}");
+    // (the FlinkDeployment alone: the policy's selectors were defaulted, so a second
+    // manager's apply of them conflicts, as on karmada-apiserver with its webhook)
+    let only_cr = dir.path().join("only-wordcount.yaml");
+    let first = WORDCOUNT.split("---").next().unwrap();
+    std::fs::write(&only_cr, first.replace("flink:1.17", "flink:1.18")).unwrap();
+    let only_cr = only_cr.to_str().unwrap();
+    let ssa = kubectl_ok(
+        &server,
+        &[
+            &cache,
+            "apply",
+            "--server-side",
+            "--field-manager=flux",
+            "-f",
+            only_cr,
+        ],
+    )
+    .await;
+    assert!(ssa.contains("wordcount serverside-applied"), "{ssa}");
+    let image = kubectl_ok(
+        &server,
+        &[
+            &cache,
+            "get",
+            "flinkdep",
+            "wordcount",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.image}",
+        ],
+    )
+    .await;
+    assert_eq!(image, "flink:1.18");
+
+    // the template is propagated as any other: a binding to member1
+    let rb = eventually(T, "a binding of the FlinkDeployment to member1", || async {
+        let (ok, out) = kubectl(
+            &server,
+            &[&cache, "get", "rb", "-n", "default", "-o", "jsonpath={range .items[*]}{.spec.resource.kind}={.spec.clusters[*].name}{\"\\n\"}{end}"],
+        )
+        .await;
+        (ok && out.lines().any(|l| l == "FlinkDeployment=member1")).then_some(out)
+    })
+    .await;
+    assert!(rb.contains("FlinkDeployment=member1"), "{rb}");
+
+    // deleting the CRD takes its kind out of discovery
+    kubectl_ok(
+        &server,
+        &[&cache, "delete", "crd", "flinkdeployments.flink.apache.org"],
+    )
+    .await;
+    let (ok, out) = kubectl(&server, &[&cache, "get", "flinkdep", "-n", "default"]).await;
+    assert!(
+        !ok && out.contains("flinkdep"),
+        "the kind went with its CRD: {out}"
+    );
+}
