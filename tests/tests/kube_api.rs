@@ -61,6 +61,27 @@ async fn kubectl_reads_karmadas_kinds_through_the_kubernetes_api() {
     })
     .await;
 
+    // aggregated discovery: kubectl learns every group's resources from /api and /apis
+    // alone (two requests), not one request per group version
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = format!("--cache-dir={}", cache.path().display());
+    let traced = kubectl_ok(&server, &[&cache_dir, "-v=6", "get", "pp", "-A"]).await;
+    let asked: Vec<&str> = traced
+        .lines()
+        .filter_map(|l| l.split(" GET ").nth(1))
+        .map(|l| l.split(['?', ' ']).next().unwrap_or_default())
+        .collect();
+    assert!(
+        asked.contains(&format!("{server}/apis").as_str()),
+        "kubectl asked: {asked:?}"
+    );
+    assert!(
+        !asked
+            .iter()
+            .any(|a| a.ends_with("/apis/policy.karmada.io/v1alpha1")),
+        "a group version's document was asked for: {asked:?}"
+    );
+
     // discovery: Karmada's groups, kinds and short names, complete (no error)
     let resources = kubectl_ok(&server, &["api-resources", "--no-headers"]).await;
     for want in [

@@ -368,6 +368,69 @@ static KINDS: &[KindInfo] = &[
         short_names: &[],
         message: "flotilla.v1.Workload",
     },
+    KindInfo {
+        kind: Kind::Template,
+        name: "LimitRange",
+        group_version: "v1",
+        plural: "limitranges",
+        namespaced: true,
+        short_names: &["limits"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "ResourceQuota",
+        group_version: "v1",
+        plural: "resourcequotas",
+        namespaced: true,
+        short_names: &["quota"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "HorizontalPodAutoscaler",
+        group_version: "autoscaling/v2",
+        plural: "horizontalpodautoscalers",
+        namespaced: true,
+        short_names: &["hpa"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "NetworkPolicy",
+        group_version: "networking.k8s.io/v1",
+        plural: "networkpolicies",
+        namespaced: true,
+        short_names: &["netpol"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "IngressClass",
+        group_version: "networking.k8s.io/v1",
+        plural: "ingressclasses",
+        namespaced: false,
+        short_names: &[],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "StorageClass",
+        group_version: "storage.k8s.io/v1",
+        plural: "storageclasses",
+        namespaced: false,
+        short_names: &["sc"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
+        name: "PriorityClass",
+        group_version: "scheduling.k8s.io/v1",
+        plural: "priorityclasses",
+        namespaced: false,
+        short_names: &["pc"],
+        message: "flotilla.v1.Workload",
+    },
     // a CRD is a template too (propagated to the members), and makes its kind servable here
     // ([`custom`])
     KindInfo {
@@ -727,8 +790,32 @@ async fn dispatch(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
-    let (group_version, namespace, resource, name, subresource) = match k::parse_path(uri.path()) {
+    let path = k::parse_path(uri.path());
+    let (group_version, namespace, resource, name, subresource) = match path {
         // the core group: its template kinds (ConfigMaps, Services…) under /api/v1
+        Path::ApiVersions | Path::ApiGroups if aggregated(&headers).is_some() => {
+            let version = aggregated(&headers).unwrap_or("v2");
+            let core = matches!(path, Path::ApiVersions);
+            let kinds = if core {
+                KINDS.iter().collect()
+            } else {
+                all_kinds(api, &headers).await
+            };
+            let groups: Vec<(String, Vec<Served>)> = group_versions(&kinds)
+                .into_iter()
+                .filter(|gv| gv.contains('/') != core)
+                .map(|gv| (gv.to_owned(), served(&kinds, gv)))
+                .collect();
+            return (
+                StatusCode::OK,
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    k::aggregated_discovery_type(version),
+                )],
+                k::aggregated_discovery(version, &groups).to_string(),
+            )
+                .into_response();
+        }
         Path::ApiVersions => {
             return reply(
                 StatusCode::OK,
@@ -892,6 +979,15 @@ async fn dispatch(
             ),
         ),
     }
+}
+
+/// The aggregated discovery version the request's `Accept` asks for (kubectl's first ask of
+/// `/api` and `/apis`), `None` for the legacy documents.
+fn aggregated(headers: &HeaderMap) -> Option<&'static str> {
+    headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(k::aggregated_discovery_wanted)
 }
 
 /// A request's body, at most [`write::MAX_BODY_BYTES`].
@@ -1831,7 +1927,7 @@ mod tests {
         assert!(rb.iter().all(|s| !s.verbs.iter().any(|v| v == "patch")));
         let ns = served(&builtin(), "v1");
         assert!(ns.iter().any(|s| s.plural == "namespaces" && !s.namespaced));
-        assert!(served(&builtin(), "storage.k8s.io/v1").is_empty());
+        assert!(served(&builtin(), "node.k8s.io/v1").is_empty());
     }
 
     #[test]

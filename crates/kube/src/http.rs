@@ -124,6 +124,90 @@ pub fn resource_list(group_version: &str, served: &[Served]) -> Value {
     })
 }
 
+/// The aggregated discovery version a client's `Accept` header asks for first (`v2`, or
+/// `v2beta1` as kubectl before 1.30 asks), `None` for the legacy documents. kubectl asks
+/// `/api` and `/apis` for `application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`
+/// and takes every group's resources from that one answer.
+pub fn aggregated_discovery_wanted(accept: &str) -> Option<&'static str> {
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        if parts.next() != Some("application/json") {
+            continue;
+        }
+        let (mut g, mut v, mut r#as) = ("", "", "");
+        for param in parts {
+            match param.split_once('=') {
+                Some(("g", x)) => g = x,
+                Some(("v", x)) => v = x,
+                Some(("as", x)) => r#as = x,
+                _ => {}
+            }
+        }
+        if g != "apidiscovery.k8s.io" || r#as != "APIGroupDiscoveryList" {
+            continue;
+        }
+        match v {
+            "v2" => return Some("v2"),
+            "v2beta1" => return Some("v2beta1"),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The `Content-Type` of an aggregated discovery answer of `version`.
+pub fn aggregated_discovery_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+}
+
+/// `/api` or `/apis` as aggregated discovery (`APIGroupDiscoveryList` of `version`): every
+/// group version of `served` (in order, so a group's first version is its preferred one)
+/// with its resources. The core group is named "".
+pub fn aggregated_discovery(version: &str, served: &[(String, Vec<Served>)]) -> Value {
+    let mut groups: Vec<(String, Vec<Value>)> = Vec::new();
+    for (group_version, resources) in served {
+        let (group, v) = group_version
+            .split_once('/')
+            .unwrap_or(("", group_version.as_str()));
+        let resources: Vec<Value> = resources
+            .iter()
+            .map(|r| {
+                let mut resource = json!({
+                    "resource": r.plural,
+                    "responseKind": {"group": group, "version": v, "kind": r.kind},
+                    "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                    "singularResource": r.kind.to_ascii_lowercase(),
+                    "verbs": r.verbs,
+                });
+                if !r.short_names.is_empty() {
+                    resource["shortNames"] = json!(r.short_names);
+                }
+                if !r.categories.is_empty() {
+                    resource["categories"] = json!(r.categories);
+                }
+                resource
+            })
+            .collect();
+        let entry = json!({"version": v, "resources": resources, "freshness": "Current"});
+        match groups.iter_mut().find(|(name, _)| name == group) {
+            Some((_, versions)) => versions.push(entry),
+            None => groups.push((group.to_owned(), vec![entry])),
+        }
+    }
+    let items: Vec<Value> = groups
+        .into_iter()
+        .map(|(name, versions)| {
+            json!({"metadata": {"name": name, "creationTimestamp": null}, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}
+
 /// What a request path names.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Path<'a> {
@@ -279,5 +363,67 @@ mod tests {
             event_line("ADDED", &json!({"a": 1})),
             "{\"type\":\"ADDED\",\"object\":{\"a\":1}}\n"
         );
+    }
+
+    #[test]
+    fn aggregated_discovery_is_served_when_the_client_asks_for_it() {
+        let kubectl = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,\
+                       application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,\
+                       application/json";
+        assert_eq!(aggregated_discovery_wanted(kubectl), Some("v2"));
+        assert_eq!(
+            aggregated_discovery_wanted(
+                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+            ),
+            Some("v2beta1")
+        );
+        assert_eq!(aggregated_discovery_wanted("application/json, */*"), None);
+        assert_eq!(
+            aggregated_discovery_wanted(
+                "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"
+            ),
+            None
+        );
+        let pp = Served {
+            plural: "propagationpolicies".into(),
+            kind: "PropagationPolicy".into(),
+            namespaced: true,
+            short_names: vec!["pp".into()],
+            categories: Vec::new(),
+            verbs: vec!["get".into()],
+        };
+        let crb = Served {
+            plural: "clusterresourcebindings".into(),
+            kind: "ClusterResourceBinding".into(),
+            namespaced: false,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            verbs: vec!["list".into()],
+        };
+        let list = aggregated_discovery(
+            "v2",
+            &[
+                ("policy.karmada.io/v1alpha1".into(), vec![pp]),
+                ("work.karmada.io/v1alpha2".into(), vec![crb.clone()]),
+                ("work.karmada.io/v1alpha1".into(), vec![crb]),
+            ],
+        );
+        assert_eq!(list["apiVersion"], "apidiscovery.k8s.io/v2");
+        assert_eq!(list["items"][0]["metadata"]["name"], "policy.karmada.io");
+        let pp = &list["items"][0]["versions"][0]["resources"][0];
+        assert_eq!(pp["scope"], "Namespaced");
+        assert_eq!(pp["responseKind"]["kind"], "PropagationPolicy");
+        assert_eq!(pp["shortNames"][0], "pp");
+        let work = &list["items"][1]["versions"];
+        assert_eq!(
+            work.as_array().unwrap().len(),
+            2,
+            "one group, its versions in order"
+        );
+        assert_eq!(work[0]["version"], "v1alpha2");
+        assert_eq!(work[0]["resources"][0]["scope"], "Cluster");
+        let core = aggregated_discovery("v2", &[("v1".into(), Vec::new())]);
+        assert_eq!(core["items"][0]["metadata"]["name"], "");
+        assert_eq!(core["items"][0]["versions"][0]["version"], "v1");
     }
 }
