@@ -370,6 +370,15 @@ static KINDS: &[KindInfo] = &[
     },
     KindInfo {
         kind: Kind::Template,
+        name: "Pod",
+        group_version: "v1",
+        plural: "pods",
+        namespaced: true,
+        short_names: &["po"],
+        message: "flotilla.v1.Workload",
+    },
+    KindInfo {
+        kind: Kind::Template,
         name: "LimitRange",
         group_version: "v1",
         plural: "limitranges",

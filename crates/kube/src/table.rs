@@ -399,8 +399,124 @@ const READY_OF_REPLICAS: Column = col("Ready", "string", 0, |o, _| {
 });
 
 /// The columns of `kind` in `group` (Karmada's CRDs' and kube-apiserver 1.20's printers).
+/// A Pod's READY: its containers ready of its containers (kubectl's `1/2`).
+fn pod_ready(o: &Value, _: i64) -> Value {
+    let total = o
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let ready = statuses(o, "/status/containerStatuses")
+        .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+        .count();
+    json!(format!("{ready}/{total}"))
+}
+
+fn statuses<'a>(o: &'a Value, pointer: &str) -> impl Iterator<Item = &'a Value> {
+    o.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// A terminated container's word: its reason, else its signal or exit code.
+fn terminated_word(t: &Value) -> Option<String> {
+    let reason = text(t, "/reason");
+    if !reason.is_empty() {
+        return Some(reason.to_owned());
+    }
+    match t.pointer("/signal").and_then(Value::as_i64) {
+        Some(signal) if signal != 0 => Some(format!("Signal:{signal}")),
+        _ => Some(format!("ExitCode:{}", int(t, "/exitCode"))),
+    }
+}
+
+/// A Pod's STATUS as kube-apiserver's printer words it: the phase (or the pod's reason),
+/// `Init:i/n` while init containers run, a container's waiting or terminated reason, and
+/// `Terminating` once deleted.
+fn pod_status(o: &Value, _: i64) -> Value {
+    let mut reason = match text(o, "/status/reason") {
+        "" => text(o, "/status/phase").to_owned(),
+        r => r.to_owned(),
+    };
+    let inits: Vec<&Value> = statuses(o, "/status/initContainerStatuses").collect();
+    let mut initializing = false;
+    for (i, c) in inits.iter().enumerate() {
+        if let Some(t) = c.pointer("/state/terminated") {
+            if int(t, "/exitCode") == 0 {
+                continue;
+            }
+            reason = format!("Init:{}", terminated_word(t).unwrap_or_default());
+        } else {
+            match text(c, "/state/waiting/reason") {
+                "" | "PodInitializing" => {
+                    reason = format!("Init:{i}/{}", inits.len());
+                }
+                waiting => reason = format!("Init:{waiting}"),
+            }
+        }
+        initializing = true;
+        break;
+    }
+    if !initializing {
+        let mut running = false;
+        for c in statuses(o, "/status/containerStatuses")
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
+            let waiting = text(c, "/state/waiting/reason");
+            if !waiting.is_empty() {
+                reason = waiting.to_owned();
+            } else if let Some(t) = c.pointer("/state/terminated") {
+                reason = terminated_word(t).unwrap_or_default();
+            } else if c.pointer("/state/running").is_some()
+                && c.get("ready").and_then(Value::as_bool) == Some(true)
+            {
+                running = true;
+            }
+        }
+        if reason == "Completed" && running {
+            reason = "Running".into();
+        }
+    }
+    if o.pointer("/metadata/deletionTimestamp").is_some() {
+        reason = if text(o, "/status/reason") == "NodeLost" {
+            "Unknown".into()
+        } else {
+            "Terminating".into()
+        };
+    }
+    json!(reason)
+}
+
+/// A Pod's RESTARTS: the sum of its containers' restarts, with the age of the last one
+/// (`3 (5m ago)`).
+fn pod_restarts(o: &Value, now: i64) -> Value {
+    let mut restarts = 0;
+    let mut last: Option<i64> = None;
+    for c in statuses(o, "/status/containerStatuses") {
+        restarts += int(c, "/restartCount");
+        if let Some(at) = seconds(text(c, "/lastState/terminated/finishedAt")) {
+            last = Some(last.map_or(at, |l| l.max(at)));
+        }
+    }
+    json!(match last {
+        Some(at) if restarts > 0 => format!("{restarts} ({} ago)", human_duration(now - at)),
+        _ => restarts.to_string(),
+    })
+}
+
 fn columns(group: &str, kind: &str) -> Vec<Column> {
     match (group, kind) {
+        ("", "Pod") => vec![
+            NAME,
+            col("Ready", "string", 0, pod_ready),
+            col("Status", "string", 0, pod_status),
+            col("Restarts", "string", 0, pod_restarts),
+            AGE,
+            col("IP", "string", 1, |o, _| or_none(o, "/status/podIP")),
+            col("Node", "string", 1, |o, _| or_none(o, "/spec/nodeName")),
+        ],
         ("apps", "Deployment") => vec![
             NAME,
             READY_OF_REPLICAS,

@@ -242,3 +242,70 @@ fn jobs_and_services_print_as_kubectl_shows_them() {
         ])
     );
 }
+
+#[test]
+fn pods_print_ready_status_and_restarts_as_kube_apiservers_printer() {
+    let wanted = Wanted {
+        version: "v1",
+        include: Include::None,
+    };
+    let row = |pod: serde_json::Value| {
+        let t = table(wanted, "", "Pod", &[pod], json!({}), NOW);
+        t["rows"][0]["cells"].clone()
+    };
+    let two = json!([{"name": "a"}, {"name": "b"}]);
+    let running = json!({
+        "metadata": {"name": "web", "creationTimestamp": "2025-12-02T09:50:00Z"},
+        "spec": {"containers": two, "nodeName": "n1"},
+        "status": {"phase": "Running", "podIP": "10.1.0.4", "containerStatuses": [
+            {"name": "a", "ready": true, "restartCount": 2, "state": {"running": {}},
+             "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2025-12-02T09:55:00Z"}}},
+            {"name": "b", "ready": true, "restartCount": 1, "state": {"running": {}}},
+        ]}
+    });
+    assert_eq!(
+        row(running.clone()),
+        json!([
+            "web",
+            "2/2",
+            "Running",
+            "3 (5m ago)",
+            "10m",
+            "10.1.0.4",
+            "n1"
+        ])
+    );
+    let mut crashing = running.clone();
+    crashing["status"]["containerStatuses"][1] = json!({"name": "b", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}});
+    let cells = row(crashing);
+    assert_eq!(
+        (&cells[1], &cells[2]),
+        (&json!("1/2"), &json!("CrashLoopBackOff"))
+    );
+    let init = json!({
+        "metadata": {"name": "web"},
+        "spec": {"containers": two},
+        "status": {"phase": "Pending", "initContainerStatuses": [
+            {"name": "i0", "state": {"terminated": {"exitCode": 0}}},
+            {"name": "i1", "state": {"running": {}}},
+        ]}
+    });
+    assert_eq!(row(init)[2], "Init:1/2");
+    let failed = json!({
+        "metadata": {"name": "job-x"},
+        "spec": {"containers": [{"name": "a"}]},
+        "status": {"phase": "Failed", "containerStatuses": [
+            {"name": "a", "ready": false, "restartCount": 0, "state": {"terminated": {"exitCode": 137, "signal": 9}}},
+        ]}
+    });
+    assert_eq!(row(failed)[2], "Signal:9");
+    let mut deleted = running;
+    deleted["metadata"]["deletionTimestamp"] = json!("2025-12-02T10:00:00Z");
+    assert_eq!(row(deleted)[2], "Terminating");
+    let bare = json!({"metadata": {"name": "new"}, "spec": {"containers": [{"name": "a"}]}});
+    let cells = row(bare);
+    assert_eq!(
+        (&cells[1], &cells[2], &cells[3]),
+        (&json!("0/1"), &json!(""), &json!("0"))
+    );
+}
