@@ -33,7 +33,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The ids in `text`: `CH-10.2`-style rule ids, and the choices (A), invariants (I) and
 /// faults (F) by number.
 fn ids(text: &str) -> BTreeSet<String> {
-    const FAMILIES: [&str; 8] = ["CH", "TM", "SC", "GE", "WE", "PD", "U", "SH"];
+    const FAMILIES: [&str; 9] = ["CH", "TM", "SC", "ES", "GE", "WE", "PD", "U", "SH"];
     let bytes = text.as_bytes();
     let mut found = BTreeSet::new();
     let boundary =

@@ -17,6 +17,7 @@
 
 pub mod affinity;
 pub mod aggregate;
+pub mod capacity;
 pub mod defaults;
 pub mod eviction;
 pub mod graceful;
