@@ -94,26 +94,33 @@ pub struct Served {
     pub verbs: Vec<String>,
 }
 
+impl Served {
+    /// `resource` with its short names and categories, each left out when empty, as a real
+    /// server writes them (in both discovery shapes).
+    fn with_lists(&self, mut resource: Value) -> Value {
+        if !self.short_names.is_empty() {
+            resource["shortNames"] = json!(self.short_names);
+        }
+        if !self.categories.is_empty() {
+            resource["categories"] = json!(self.categories);
+        }
+        resource
+    }
+}
+
 /// `/apis/{group}/{version}` (or `/api/v1`): the resources of `group_version`.
 pub fn resource_list(group_version: &str, served: &[Served]) -> Value {
     let resources: Vec<Value> = served
         .iter()
         .map(|r| {
-            let mut resource = json!({
+            let resource = json!({
                 "name": r.plural,
                 "singularName": r.kind.to_ascii_lowercase(),
                 "namespaced": r.namespaced,
                 "kind": r.kind,
                 "verbs": r.verbs,
             });
-            // a real server leaves the lists out when they are empty
-            if !r.short_names.is_empty() {
-                resource["shortNames"] = json!(r.short_names);
-            }
-            if !r.categories.is_empty() {
-                resource["categories"] = json!(r.categories);
-            }
-            resource
+            r.with_lists(resource)
         })
         .collect();
     json!({
@@ -172,20 +179,14 @@ pub fn aggregated_discovery(version: &str, served: &[(String, Vec<Served>)]) -> 
         let resources: Vec<Value> = resources
             .iter()
             .map(|r| {
-                let mut resource = json!({
+                let resource = json!({
                     "resource": r.plural,
                     "responseKind": {"group": group, "version": v, "kind": r.kind},
                     "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
                     "singularResource": r.kind.to_ascii_lowercase(),
                     "verbs": r.verbs,
                 });
-                if !r.short_names.is_empty() {
-                    resource["shortNames"] = json!(r.short_names);
-                }
-                if !r.categories.is_empty() {
-                    resource["categories"] = json!(r.categories);
-                }
-                resource
+                r.with_lists(resource)
             })
             .collect();
         let entry = json!({"version": v, "resources": resources, "freshness": "Current"});
