@@ -463,6 +463,35 @@ async fn flotilla_on_real_kubernetes_members() {
         );
     }
 
+    // 1b. ES-3 on a real member: a pod that no node can take (the real kube-scheduler
+    // leaves it Pending, without a node) is allocating, with its requests; gone, it is not
+    let stuck = d.join("stuck.yaml");
+    std::fs::write(
+        &stuck,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: stuck, namespace: default}\nspec:\n  \
+         nodeSelector: {no-such-node: \"true\"}\n  containers:\n  - name: main\n    \
+         image: nginx\n    resources: {requests: {cpu: 250m, memory: 64Mi}}\n",
+    )
+    .unwrap();
+    let stuck = stuck.to_str().unwrap();
+    m2.kubectl_ok(&["apply", "-f", stuck]).await;
+    let allocating = |want_pods: i64| {
+        let api = &api;
+        async move {
+            eventually(T, "member2's allocating pods", || async {
+                let c = get_cluster(api, "member2").await?;
+                let a = c.status?.resource_summary?.allocating?;
+                (a.pods == want_pods).then_some(a)
+            })
+            .await
+        }
+    };
+    let a = allocating(1).await;
+    assert_eq!((a.cpu_millis, a.memory_bytes), (250, 64 << 20), "{a:?}");
+    m2.kubectl_ok(&["delete", "-f", stuck, "--wait=true"]).await;
+    let a = allocating(0).await;
+    assert_eq!(a.cpu_millis, 0, "{a:?}");
+
     // 2. a Deployment with its ConfigMap and Secret, healthy from the real controllers
     let out = apply(&stack, d, "web.yaml", &web(3, "000000000001")).await;
     assert!(out.contains("deployment/web created"), "{out}");

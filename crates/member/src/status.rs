@@ -152,6 +152,10 @@ struct PodSpec {
     node_name: Option<String>,
     #[serde(default)]
     containers: Option<Vec<Container>>,
+    #[serde(default)]
+    init_containers: Option<Vec<Container>>,
+    #[serde(default)]
+    overhead: Option<Value>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -202,27 +206,43 @@ impl PodCapacity {
             .is_some_and(|n| !n.is_empty())
     }
 
-    /// The pod's requests: the sum over its containers, and one pod.
+    /// The pod's requests, and one pod (ES-3): the sum over its containers, raised to its
+    /// largest init container per resource, plus its overhead (limits do not stand in for
+    /// requests here, as Karmada's status controller counts them).
     fn requests(&self) -> v1::ResourceQuantities {
-        let mut total = v1::ResourceQuantities {
-            pods: 1,
-            ..Default::default()
-        };
-        let containers = self.spec.as_ref().and_then(|s| s.containers.as_deref());
-        for c in containers.unwrap_or_default() {
-            let requests = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-            let r = quantities(requests);
-            total.cpu_millis = total.cpu_millis.saturating_add(r.cpu_millis);
-            total.memory_bytes = total.memory_bytes.saturating_add(r.memory_bytes);
+        let spec = self.spec.as_ref();
+        let requests =
+            |c: &Container| quantities(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
+        let mut total = v1::ResourceQuantities::default();
+        for c in spec
+            .and_then(|s| s.containers.as_deref())
+            .unwrap_or_default()
+        {
+            add(&mut total, &requests(c));
         }
+        for c in spec
+            .and_then(|s| s.init_containers.as_deref())
+            .unwrap_or_default()
+        {
+            let r = requests(c);
+            total.cpu_millis = total.cpu_millis.max(r.cpu_millis);
+            total.memory_bytes = total.memory_bytes.max(r.memory_bytes);
+        }
+        add(
+            &mut total,
+            &quantities(spec.and_then(|s| s.overhead.as_ref())),
+        );
+        total.pods = 1;
         total
     }
 }
 
-/// The capacity summary as Karmada's cluster status controller computes it: allocatable is
-/// the sum of the Ready nodes' `status.allocatable`; allocated the requests of the pods bound
-/// to a node that have not finished (Succeeded or Failed). Allocatable replicas is the pods
-/// that still fit: allocatable pods minus every unfinished pod, bound or Pending.
+/// The capacity summary as Karmada's cluster status controller computes it (ES-3):
+/// allocatable is the sum of the Ready nodes' `status.allocatable` (Flotilla: Karmada sums
+/// every node; a node that is not Ready runs nothing new); allocated the requests of the
+/// pods bound to a node that have not finished (Succeeded or Failed); allocating the
+/// requests of the pods no node has taken yet. Allocatable replicas is the pods that still
+/// fit: allocatable pods minus every unfinished pod, bound or Pending.
 pub fn resource_summary<'a>(
     nodes: impl IntoIterator<Item = &'a NodeCapacity>,
     pods: impl IntoIterator<Item = &'a PodCapacity>,
@@ -232,8 +252,16 @@ pub fn resource_summary<'a>(
         add(&mut allocatable, &node.allocatable());
     }
     let mut allocated = v1::ResourceQuantities::default();
+    let mut allocating = v1::ResourceQuantities::default();
     let mut unfinished = 0i64;
-    for pod in pods.into_iter().filter(|p| !p.finished()) {
+    for pod in pods {
+        if !pod.bound() {
+            // as Karmada: a pod without a node is allocating whatever its phase
+            add(&mut allocating, &pod.requests());
+        }
+        if pod.finished() {
+            continue;
+        }
         unfinished += 1;
         if pod.bound() {
             add(&mut allocated, &pod.requests());
@@ -243,6 +271,7 @@ pub fn resource_summary<'a>(
         allocatable_replicas: Some(allocatable.pods.saturating_sub(unfinished).max(0)),
         allocatable: Some(allocatable),
         allocated: Some(allocated),
+        allocating: Some(allocating),
     }
 }
 
@@ -312,8 +341,29 @@ mod tests {
             (allocated.cpu_millis, allocated.memory_bytes, allocated.pods),
             (250, 128 << 20, 1)
         );
+        // the Pending pod, on no node yet, is allocating
+        let allocating = s.allocating.expect("allocating");
+        assert_eq!(
+            (
+                allocating.cpu_millis,
+                allocating.memory_bytes,
+                allocating.pods
+            ),
+            (1000, 128 << 20, 1)
+        );
         // 15 pods fit; one runs and one is Pending
         assert_eq!(s.allocatable_replicas, Some(13));
+
+        // ES-3: init containers raise the sum, the overhead is added, limits are not requests
+        let pod: PodCapacity = serde_json::from_value(json!({"spec": {
+            "nodeName": "n1",
+            "containers": [{"resources": {"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}}},
+                           {"resources": {"requests": {"cpu": "500m"}}}],
+            "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+            "overhead": {"cpu": "100m"}}}))
+        .expect("a pod");
+        let r = pod.requests();
+        assert_eq!((r.cpu_millis, r.memory_bytes, r.pods), (2100, 64 << 20, 1));
 
         // what a member may leave out or send as null reads as absent
         let sparse: PodCapacity =

@@ -17,7 +17,7 @@
 //! message fails to compile here until it is mapped or explicitly skipped.
 //!
 //! Wire fields the domain does not model are dropped by `TryFrom` and left empty by `From`:
-//! `ClusterSpec.capacity`, `ResourceSummary.allocatable`/`allocated`, `ApiResource.name`,
+//! `ClusterSpec.capacity`, `ResourceSummary.allocatable`/`allocated`/`allocating`, `ApiResource.name`,
 //! `AggregatedStatusItem.status`, `ResourceQuantities.pods` in replica requirements, and the
 //! namespace/name/replicas of `requiredBy[]` entries (the domain keeps only the flattened
 //! cluster names, which `From` writes as a single unnamed entry). `Workload`, `Work` and
@@ -779,6 +779,7 @@ impl From<domain::ClusterStatus> for v1::ClusterStatus {
             resource_summary: allocatable_replicas.map(|n| v1::ResourceSummary {
                 allocatable: None,
                 allocated: None,
+                allocating: None,
                 allocatable_replicas: Some(n),
             }),
         }

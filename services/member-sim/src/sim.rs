@@ -1018,8 +1018,9 @@ impl Sim {
             .collect()
     }
 
-    /// The resource summary a status collector reports (CH-5.2): allocatable pods =
-    /// capacity, allocated = bound pods, allocatable replicas = what still fits.
+    /// The resource summary a status collector reports (CH-5.2, ES-3): allocatable pods =
+    /// capacity, allocated = bound pods, allocating = pods waiting for capacity, allocatable
+    /// replicas = what still fits.
     pub fn resource_summary(&self) -> v1::ResourceSummary {
         let summary = self.summary();
         v1::ResourceSummary {
@@ -1029,6 +1030,10 @@ impl Sim {
             }),
             allocated: Some(v1::ResourceQuantities {
                 pods: summary.bound,
+                ..Default::default()
+            }),
+            allocating: Some(v1::ResourceQuantities {
+                pods: summary.pending,
                 ..Default::default()
             }),
             allocatable_replicas: Some(self.allocatable_replicas()),
