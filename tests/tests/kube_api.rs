@@ -607,6 +607,7 @@ async fn the_gateway_passes_the_callers_identity_to_the_api() {
         cert: certs.join("api.pem"),
         key: certs.join("api-key.pem"),
         client_ca: None,
+        client_cert_optional: false,
     })
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -2304,4 +2305,166 @@ async fn a_crd_applied_with_kubectl_makes_its_kind_servable() {
         !ok && out.contains("flinkdep"),
         "the kind went with its CRD: {out}"
     );
+}
+
+/// Client certificates at the gateway (`flotilla gateway --kube-client-ca`), as
+/// kube-apiserver's `--client-ca-file`: the gateway verifies kubectl's certificate and calls
+/// the api over mutual TLS with its own certificate (`service:kube-gateway`), naming the
+/// caller's CN; the api gives the caller exactly the rights that CN's principal has over
+/// gRPC. Without a credential the caller is nobody, a CN sent as a header by the client is
+/// dropped, and a gateway whose certificate is not the gateway's refuses to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_with_a_client_certificate_is_the_principal_its_cn_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    flotilla_runtime::testing::grpc::dev_certs(
+        &certs,
+        &["service:kube-gateway", "viewer", "agent:edge1"],
+    );
+    let stranger = dir.path().join("stranger");
+    flotilla_runtime::testing::grpc::dev_certs(&stranger, &["viewer"]);
+    let pem = |name: &str| certs.join(name).display().to_string();
+
+    // the api alone, over mutual TLS on a real etcd
+    let etcd = flotilla_tests::EtcdServer::start().await;
+    let api_port = flotilla_tests::free_port();
+    let prefix = format!("/flotilla-test-{:016x}/", rand::random::<u64>());
+    let _api = flotilla_tests::Process::spawn_with_env(
+        dir.path(),
+        "api",
+        "flotilla-api",
+        &[
+            "--store=etcd".into(),
+            format!("--etcd-endpoints={}", etcd.endpoints().join(",")),
+            format!("--etcd-prefix={prefix}"),
+            format!("--grpc-addr=127.0.0.1:{api_port}"),
+            format!("--admin-addr=127.0.0.1:{}", flotilla_tests::free_port()),
+            format!("--tls-cert={}", pem("api.pem")),
+            format!("--tls-key={}", pem("api-key.pem")),
+            format!("--tls-client-ca={}", pem("ca.pem")),
+        ],
+        &[],
+    );
+    let flotilla = flotilla_tests::bin_path("flotilla");
+    let gateway_args = |cert: &str, port: u16| {
+        let mut command = tokio::process::Command::new(&flotilla);
+        command
+            .args([
+                "gateway",
+                "--server",
+                &format!("https://localhost:{api_port}"),
+            ])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--tls-ca", &pem("ca.pem")])
+            .args(["--tls-cert", &pem(&format!("{cert}.pem"))])
+            .args(["--tls-key", &pem(&format!("{cert}-key.pem"))])
+            .args(["--kube-tls-cert", &pem("service-kube-gateway.pem")])
+            .args(["--kube-tls-key", &pem("service-kube-gateway-key.pem")])
+            .args(["--kube-client-ca", &pem("ca.pem")])
+            .kill_on_drop(true);
+        command
+    };
+
+    // a gateway whose own certificate is not the gateway's would only ever answer 401
+    let (ok, out) = command_output(&mut gateway_args("viewer", flotilla_tests::free_port())).await;
+    assert!(
+        !ok && out.contains("system:flotilla:viewer") && out.contains("service:kube-gateway"),
+        "a wrong gateway certificate is refused at start: {out}"
+    );
+
+    let port = flotilla_tests::free_port();
+    let _gateway = gateway_args("service-kube-gateway", port).spawn().unwrap();
+    let server = format!("https://127.0.0.1:{port}");
+    let ca = format!("--certificate-authority={}", pem("ca.pem"));
+    let as_cert = |who: &str| {
+        vec![
+            ca.clone(),
+            format!("--client-certificate={}", pem(&format!("{who}.pem"))),
+            format!("--client-key={}", pem(&format!("{who}-key.pem"))),
+        ]
+    };
+    let run = |who: &str, verb: &[&str]| {
+        let mut args = as_cert(who);
+        args.extend(verb.iter().map(|s| (*s).to_owned()));
+        let server = server.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            kubectl(&server, &args).await
+        }
+    };
+    // the admin's certificate (cli.pem: CN system:flotilla:admin) writes
+    eventually(T, "the gateway and the api serve", || async {
+        run("cli", &["get", "clusters"]).await.0.then_some(())
+    })
+    .await;
+    let policy = dir.path().join("web.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let policy = policy.to_str().unwrap();
+    let (ok, out) = run("cli", &["create", "-f", policy, "-n", "default"]).await;
+    assert!(
+        ok && out.contains("created"),
+        "an admin's certificate creates: {out}"
+    );
+
+    // a viewer's certificate reads, and its writes are refused naming it
+    let (ok, out) = run("viewer", &["get", "pp", "-n", "default", "-o", "name"]).await;
+    assert!(
+        ok && out.contains("web"),
+        "a viewer's certificate reads: {out}"
+    );
+    let (ok, out) = run("viewer", &["delete", "pp", "web", "-n", "default"]).await;
+    assert!(
+        !ok && out.contains("Forbidden") && out.contains("viewer"),
+        "a viewer's certificate deletes nothing: {out}"
+    );
+    let (ok, out) = run("viewer", &["auth", "can-i", "create", "pp"]).await;
+    assert!(
+        !ok && out.starts_with("no") && out.contains("viewer may not"),
+        "can-i for a viewer's certificate: {out}"
+    );
+    let (ok, out) = run("cli", &["auth", "can-i", "create", "pp"]).await;
+    assert!(
+        ok && out.trim() == "yes",
+        "can-i for the admin's certificate: {out}"
+    );
+    // an agent's certificate reaches what the agent reaches over gRPC, no policies
+    let (ok, out) = run("agent-edge1", &["get", "pp", "-A"]).await;
+    assert!(
+        !ok && out.contains("Forbidden") && out.contains("agent:edge1"),
+        "an agent's certificate lists no policies: {out}"
+    );
+
+    // no credential at all: the gateway's own certificate is nobody; and a CN the client
+    // sends as a header is dropped: still nobody (curl: kubectl would prompt for a password)
+    for forged in [None, Some("x-flotilla-client-cn: system:flotilla:admin")] {
+        let mut curl = tokio::process::Command::new("curl");
+        curl.args(["-s", "-w", "\n%{http_code}", "--cacert", &pem("ca.pem")])
+            .arg(format!(
+                "{server}/apis/cluster.karmada.io/v1alpha1/clusters"
+            ));
+        if let Some(header) = forged {
+            curl.args(["-H", header]);
+        }
+        let (ok, out) = command_output(&mut curl).await;
+        assert!(
+            ok && out.trim_end().ends_with("401") && out.contains("authenticates no caller"),
+            "no credential ({forged:?}): {out}"
+        );
+    }
+    // a certificate of another CA is refused at the handshake
+    let (ok, out) = kubectl(
+        &server,
+        &[
+            &ca,
+            &format!(
+                "--client-certificate={}",
+                stranger.join("viewer.pem").display()
+            ),
+            &format!("--client-key={}", stranger.join("viewer-key.pem").display()),
+            "get",
+            "clusters",
+        ],
+    )
+    .await;
+    assert!(!ok, "another CA's certificate: {out}");
 }

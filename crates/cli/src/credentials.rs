@@ -259,6 +259,7 @@ mod tests {
             cert: dir.path().join("kube.pem"),
             key: dir.path().join("kube-key.pem"),
             client_ca: None,
+            client_cert_optional: false,
         });
         assert!(tls.is_ok(), "{:?}", tls.err());
         // openssl checks the chain and the names the way kubectl's client will

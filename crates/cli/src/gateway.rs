@@ -4,10 +4,13 @@
 //!
 //! ```text
 //!   kubectl ──https (bearer token)──► flotilla gateway ──gRPC, the caller's token──► api
+//!   kubectl ──https (client cert)───► flotilla gateway ──gRPC over mTLS as
+//!                                      service:kube-gateway, naming the cert's CN──► api
 //! ```
 //!
-//! It holds no credentials of its own: every request is made with the caller's token, so
-//! it grants nothing the api would not.
+//! Its own certificate grants nothing by itself: every request is made as the caller (its
+//! token, or the CN of the certificate the gateway verified), so it grants nothing the api
+//! would not.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,6 +61,20 @@ pub struct GatewayArgs {
     )]
     kube_tls_key: Option<PathBuf>,
 
+    /// Also accept client certificates signed by this CA (PEM), as kube-apiserver's
+    /// --client-ca-file: a certificate's CN names the caller's principal
+    /// (`system:flotilla:viewer`). Callers without one still use bearer tokens. Needs
+    /// --kube-tls-cert, and the gateway's own client certificate to the api (--tls-cert,
+    /// CN system:flotilla:service:kube-gateway), the one identity the api lets name another
+    /// caller.
+    #[arg(
+        long,
+        env = "FLOTILLA_KUBE_CLIENT_CA",
+        value_name = "PEM",
+        requires = "kube_tls_cert"
+    )]
+    kube_client_ca: Option<PathBuf>,
+
     /// Log filter (`info`, `flotilla_kube=debug`).
     #[arg(long, env = "FLOTILLA_LOG", default_value = "info")]
     log: String,
@@ -70,14 +87,18 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<ExitCode> {
         flotilla_runtime::telemetry::LogFormat::Text,
     )
     .context("--log")?;
+    if args.kube_client_ca.is_some() {
+        check_delegation(&args.tls)?;
+    }
     let tls = match (&args.kube_tls_cert, &args.kube_tls_key) {
         (Some(cert), Some(key)) => Some(
             flotilla_runtime::tls::ServerTls::load(flotilla_runtime::tls::ServerTlsFiles {
                 cert: cert.clone(),
                 key: key.clone(),
-                client_ca: None,
+                client_ca: args.kube_client_ca.clone(),
+                client_cert_optional: true,
             })
-            .context("--kube-tls-cert/--kube-tls-key")?,
+            .context("--kube-tls-cert/--kube-tls-key/--kube-client-ca")?,
         ),
         _ => None,
     };
@@ -99,6 +120,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(
         listen = %args.listen,
         api = %url,
+        client_ca = ?args.kube_client_ca,
         "serving the Kubernetes API at {scheme}://{} over the api at {url}",
         args.listen
     );
@@ -111,4 +133,27 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<ExitCode> {
     }
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// With --kube-client-ca the gateway names its callers' certificates to the api, which
+/// honours that from the gateway's own client certificate only: refuse to start without it
+/// rather than answer every certificate holder 401.
+fn check_delegation(tls: &TlsArgs) -> anyhow::Result<()> {
+    let expected = flotilla_runtime::Principal::kube_gateway().cert_cn();
+    let Some(cert) = &tls.tls_cert else {
+        anyhow::bail!(
+            "--kube-client-ca needs the gateway's own client certificate to the api: \
+             --tls-cert/--tls-key with CN {expected} (and an https:// --server)"
+        );
+    };
+    let cn = flotilla_runtime::tls::cert_file_cn(cert).context("--tls-cert")?;
+    if cn.as_deref() != Some(expected.as_str()) {
+        anyhow::bail!(
+            "--kube-client-ca: the api takes a caller's certificate from the gateway's \
+             certificate only, and --tls-cert {} has CN {:?}, not {expected}",
+            cert.display(),
+            cn.unwrap_or_default()
+        );
+    }
+    Ok(())
 }

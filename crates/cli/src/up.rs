@@ -378,6 +378,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
                 cert: cert.clone(),
                 key: key.clone(),
                 client_ca: None,
+                client_cert_optional: false,
             })
             .context("--kube-tls-cert/--kube-tls-key")?,
         ),

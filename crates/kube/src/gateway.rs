@@ -20,7 +20,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use flotilla_proto::v1;
 use flotilla_proto::v1::api_client::ApiClient;
@@ -545,13 +545,32 @@ pub fn router(api: ApiClient<Channel>) -> axum::Router {
         .with_state(api)
 }
 
+/// The header in which the connection tells the handlers the CN of the client certificate
+/// the TLS handshake verified; [`request`] passes it on to the api as the gRPC metadata of
+/// the same name, which the api honours from the gateway's own certificate only. A copy a
+/// client sends is always dropped first ([`verified_cn`]), on plain HTTP too.
+const CLIENT_CN: &str = flotilla_runtime::authz::CLIENT_CN_METADATA;
+
+/// `req` with the client's own [`CLIENT_CN`] headers removed, and `cn` (what the handshake
+/// verified) in their place.
+fn verified_cn<B>(mut req: http::Request<B>, cn: Option<&HeaderValue>) -> http::Request<B> {
+    req.headers_mut().remove(CLIENT_CN);
+    if let Some(cn) = cn {
+        req.headers_mut().insert(CLIENT_CN, cn.clone());
+    }
+    req
+}
+
 /// Serves the gateway on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     api: ApiClient<Channel>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(api))
+    let router = router(api).layer(axum::middleware::map_request(
+        |req: axum::extract::Request| async move { verified_cn(req, None) },
+    ));
+    axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -570,7 +589,16 @@ pub async fn serve_tls(
     let mut incoming = std::pin::pin!(incoming);
     while let Some(accepted) = incoming.next().await {
         let Ok(stream) = accepted else { continue };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        // verified by the handshake against the client CA (only when one is configured)
+        let cn = flotilla_runtime::tls::peer_cn(&stream).and_then(|cn| {
+            HeaderValue::from_str(&cn)
+                .inspect_err(|_| tracing::info!("a client certificate's CN is no header value"))
+                .ok()
+        });
+        let service = tower::ServiceBuilder::new()
+            .map_request(move |req| verified_cn(req, cn.as_ref()))
+            .service(router.clone());
+        let service = hyper_util::service::TowerToHyperService::new(service);
         tokio::spawn(async move {
             let builder =
                 hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
@@ -779,15 +807,23 @@ fn truthy(value: &str) -> bool {
     matches!(value, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
-/// A gRPC request carrying the caller's `Authorization` header.
+/// A gRPC request naming the caller as it authenticated here: the caller's `Authorization`
+/// header as it came, else the CN of the client certificate [`serve_tls`] verified. A token
+/// wins over a certificate, as it does at the api over gRPC (docs/design.md §9); this is the
+/// other way round from kube-apiserver, whose x509 authenticator runs before its token
+/// authenticators, and keeps one rule for every Flotilla client.
 fn request<T>(message: T, headers: &HeaderMap) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
-    if let Some(value) = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
-    {
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+    };
+    if let Some(value) = header(axum::http::header::AUTHORIZATION.as_str()) {
         request.metadata_mut().insert("authorization", value);
+    } else if let Some(cn) = header(CLIENT_CN) {
+        request.metadata_mut().insert(CLIENT_CN, cn);
     }
     request
 }

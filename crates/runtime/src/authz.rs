@@ -33,6 +33,18 @@ pub enum Principal {
 /// The prefix of a client certificate's CN that names a principal.
 pub const CERT_CN_PREFIX: &str = "system:flotilla:";
 
+/// The service name of the Kubernetes API gateway. Its client certificate
+/// (`system:flotilla:service:kube-gateway`) is the one identity that may name another caller,
+/// by [`CLIENT_CN_METADATA`]: the gateway verifies a kubectl client certificate itself and
+/// passes on its CN, as kube-apiserver's front proxy passes on a user in `X-Remote-User`.
+pub const KUBE_GATEWAY: &str = "kube-gateway";
+
+/// The gRPC metadata in which the Kubernetes API gateway names the CN of the client
+/// certificate its caller presented (and the gateway verified). Honoured from the
+/// gateway's own certificate only; from anyone else it is refused (docs/kubernetes-api.md,
+/// "Identity").
+pub const CLIENT_CN_METADATA: &str = "x-flotilla-client-cn";
+
 /// A name that is not a principal.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -64,6 +76,11 @@ impl Principal {
     /// The principal a client certificate's CN names (`system:flotilla:<principal>`), if any.
     pub fn from_cert_cn(cn: &str) -> Option<Self> {
         Self::parse(cn.strip_prefix(CERT_CN_PREFIX)?).ok()
+    }
+
+    /// The Kubernetes API gateway's principal (`service:kube-gateway`).
+    pub fn kube_gateway() -> Self {
+        Self::Service(KUBE_GATEWAY.to_owned())
     }
 
     /// The client-certificate CN that names this principal.

@@ -162,6 +162,7 @@ impl SecurityArgs {
             cert: cert.clone(),
             key: key.clone(),
             client_ca: self.tls_client_ca.clone(),
+            client_cert_optional: false,
         };
         Ok(Some(crate::tls::ServerTls::load(files)?))
     }
@@ -473,6 +474,9 @@ fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
 ///   certificates are configured;
 /// - PERMISSION_DENIED, naming the principal and the method, when the rule does not allow the
 ///   principal, and for a method without a rule;
+/// - UNAUTHENTICATED for the Kubernetes API gateway's certificate without the CN of its
+///   caller's certificate ([`authz::CLIENT_CN_METADATA`]), and for that metadata from anyone
+///   but the gateway;
 /// - otherwise the call goes on with the principal in its extensions ([`Caller`]).
 ///
 /// Without tokens and client certificates every caller is `admin` (a loopback default).
@@ -514,8 +518,41 @@ pub struct AuthService<S> {
 }
 
 impl<S> AuthService<S> {
-    /// The caller's principal (see [`AuthLayer`]).
+    /// The caller's principal (see [`AuthLayer`]): the one its own credential names, or,
+    /// when that credential is the Kubernetes API gateway's certificate, the one named by the
+    /// client certificate the gateway verified for its caller ([`authz::CLIENT_CN_METADATA`]).
+    /// The gateway's certificate alone authenticates nobody, so a gateway bug that drops the
+    /// caller can never turn into the gateway's own rights; and nobody else may name a caller.
     fn authenticate<B>(&self, req: &http::Request<B>) -> Result<Principal, String> {
+        let own = self.own_principal(req)?;
+        let gateway = own == Principal::kube_gateway();
+        match req.headers().get(authz::CLIENT_CN_METADATA) {
+            None if gateway => Err(format!(
+                "{own} authenticates no caller by itself: it names its caller's certificate in \
+                 {} or passes on the caller's token",
+                authz::CLIENT_CN_METADATA
+            )),
+            None => Ok(own),
+            Some(_) if !gateway => Err(format!(
+                "{} is honoured from {} only, not from {own}",
+                authz::CLIENT_CN_METADATA,
+                Principal::kube_gateway()
+            )),
+            Some(cn) => {
+                let cn = cn.to_str().unwrap_or_default();
+                match Principal::from_cert_cn(cn) {
+                    Some(p) if p == Principal::kube_gateway() => {
+                        Err(format!("a caller of {own} cannot be {own} itself"))
+                    }
+                    Some(p) => Ok(p),
+                    None => Err(cn_names_no_principal(cn)),
+                }
+            }
+        }
+    }
+
+    /// The principal of the caller's own credential (see [`AuthLayer`]).
+    fn own_principal<B>(&self, req: &http::Request<B>) -> Result<Principal, String> {
         let header = req.headers().get(http::header::AUTHORIZATION);
         if let (Some(tokens), Some(header)) = (&self.tokens, header) {
             return tokens.check(header).map_err(str::to_owned);
@@ -528,16 +565,20 @@ impl<S> AuthService<S> {
             return Err("missing authorization metadata (Bearer token)".to_owned());
         }
         if self.client_certs {
-            return Err(format!(
-                "the client certificate's CN {:?} names no principal (expected {}<principal>, \
-                 e.g. {}agent:edge1)",
-                cn.unwrap_or_default(),
-                authz::CERT_CN_PREFIX,
-                authz::CERT_CN_PREFIX
-            ));
+            return Err(cn_names_no_principal(&cn.unwrap_or_default()));
         }
         Ok(Principal::Admin)
     }
+}
+
+fn cn_names_no_principal(cn: &str) -> String {
+    let shown = crate::status::bounded(cn, 128);
+    format!(
+        "the client certificate's CN {shown:?} names no principal (expected {}<principal>, \
+         e.g. {}agent:edge1)",
+        authz::CERT_CN_PREFIX,
+        authz::CERT_CN_PREFIX
+    )
 }
 
 /// The CN of the client certificate the caller presented over mutual TLS, if any.
@@ -547,9 +588,7 @@ fn peer_cert_cn<B>(req: &http::Request<B>) -> Option<String> {
         .extensions()
         .get::<TlsConnectInfo<TcpConnectInfo>>()?
         .peer_certs()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(certs.first()?.as_ref()).ok()?;
-    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
-    Some(cn.to_owned())
+    crate::tls::cert_cn(certs.first()?.as_ref())
 }
 
 impl<S, B> tower::Service<http::Request<B>> for AuthService<S>

@@ -43,8 +43,12 @@ pub struct ServerTlsFiles {
     /// The server's private key (PEM).
     pub key: PathBuf,
     /// The CA that signs client certificates (PEM). When set, every client must present a
-    /// certificate it signed (mutual TLS).
+    /// certificate it signed (mutual TLS), unless [`ServerTlsFiles::client_cert_optional`].
     pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: a client may also come without a certificate (and then authenticates
+    /// otherwise, by a bearer token, as at the Kubernetes API gateway). A certificate that
+    /// is presented must still be the CA's.
+    pub client_cert_optional: bool,
 }
 
 /// Why a TLS file cannot be used. Never holds the files' content.
@@ -108,9 +112,10 @@ impl ServerTls {
         })
     }
 
-    /// Whether clients must present a certificate (a client CA is configured).
+    /// Whether clients must present a certificate (a client CA is configured, and a
+    /// certificate is not optional).
     pub fn requires_client_certs(&self) -> bool {
-        self.files.client_ca.is_some()
+        self.files.client_ca.is_some() && !self.files.client_cert_optional
     }
 
     /// Reads the files again. `Ok(true)` when they changed and the new configuration is in
@@ -199,6 +204,26 @@ impl ServerTls {
     }
 }
 
+/// The CN of the first certificate `stream`'s client presented (rustls verified it against
+/// the client CA during the handshake), if any.
+pub fn peer_cn(stream: &TlsStream<TcpStream>) -> Option<String> {
+    cert_cn(stream.get_ref().1.peer_certificates()?.first()?.as_ref())
+}
+
+/// The CN of the first certificate in the PEM file at `path`.
+pub fn cert_file_cn(path: &Path) -> Result<Option<String>, TlsError> {
+    Ok(certificates(path)?
+        .first()
+        .and_then(|c| cert_cn(c.as_ref())))
+}
+
+/// The subject's CN of a DER certificate.
+pub fn cert_cn(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    Some(cn.to_owned())
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.to_owned(),
@@ -261,7 +286,13 @@ fn build(files: &ServerTlsFiles) -> Result<(Arc<ServerConfig>, [u8; 32]), TlsErr
                     what: "not a usable CA certificate",
                 })?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if files.client_cert_optional {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier
                 .build()
                 .map_err(|e| TlsError::Config(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)

@@ -325,3 +325,83 @@ async fn a_server_follows_its_rotated_certificate_and_client_ca_without_restart(
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// The Kubernetes API gateway verifies kubectl's client certificate itself and names its CN
+/// in `x-flotilla-client-cn`: the api takes that name from the gateway's certificate only,
+/// never takes the gateway's certificate alone for a caller, and refuses the metadata from
+/// anyone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_kube_gateway_names_a_certificates_caller() {
+    let certs = dev_certs_for("gateway", &["service:kube-gateway", "viewer"]);
+    let shutdown = Shutdown::new();
+    let addr = serve(&certs, &shutdown).await;
+    let url = format!("https://localhost:{}", addr.port());
+    let gateway = channel(&security(&certs, "service-kube-gateway"), &url)
+        .await
+        .unwrap();
+    let naming = |cn: &str, token: Option<&str>| {
+        let mut req = tonic::Request::new(v1::SimulateRequest::default());
+        req.metadata_mut()
+            .insert("x-flotilla-client-cn", cn.parse().unwrap());
+        if let Some(t) = token {
+            req.metadata_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        req
+    };
+    let call =
+        |ch: Channel, req| async move { SchedulerClient::new(ch).simulate(req).await.unwrap_err() };
+
+    // the gateway names a viewer: the viewer's rights, not the gateway's
+    let named = call(gateway.clone(), naming("system:flotilla:viewer", None)).await;
+    assert_eq!(named.code(), Code::Unimplemented, "{named:?}");
+    let agent = call(gateway.clone(), naming("system:flotilla:agent:edge1", None)).await;
+    assert_eq!(agent.code(), Code::PermissionDenied, "{agent:?}");
+    assert!(
+        agent.message().contains("agent:edge1"),
+        "the named caller is the one refused: {}",
+        agent.message()
+    );
+    // the gateway's certificate alone is nobody
+    let alone = guarded(gateway.clone(), None).await;
+    assert_eq!(alone.code(), Code::Unauthenticated, "{alone:?}");
+    assert!(
+        alone.message().contains("service:kube-gateway")
+            && alone.message().contains("x-flotilla-client-cn"),
+        "{}",
+        alone.message()
+    );
+    for cn in [
+        "flotilla-client",
+        "system:flotilla:service:kube-gateway",
+        "",
+    ] {
+        let refused = call(gateway.clone(), naming(cn, None)).await;
+        assert_eq!(refused.code(), Code::Unauthenticated, "{cn:?}: {refused:?}");
+    }
+    // a caller's token passed on by the gateway decides as it is, without the metadata
+    assert_eq!(
+        guarded_call(gateway.clone(), Some("right-token")).await,
+        Code::Unimplemented
+    );
+    // nobody else may name a caller: not a viewer's certificate, not an admin's token
+    let viewer = channel(&security(&certs, "viewer"), &url).await.unwrap();
+    let forged = call(viewer, naming("system:flotilla:admin", None)).await;
+    assert_eq!(forged.code(), Code::Unauthenticated, "{forged:?}");
+    assert!(
+        forged
+            .message()
+            .contains("honoured from service:kube-gateway only"),
+        "{}",
+        forged.message()
+    );
+    let forged = call(
+        gateway,
+        naming("system:flotilla:viewer", Some("right-token")),
+    )
+    .await;
+    assert_eq!(forged.code(), Code::Unauthenticated, "{forged:?}");
+
+    shutdown.trigger();
+    let _ = std::fs::remove_dir_all(&certs);
+}
