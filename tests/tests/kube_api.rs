@@ -2148,6 +2148,11 @@ spec:
     served: true
     storage: true
     schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+    additionalPrinterColumns:
+    - {name: Image, type: string, jsonPath: .spec.image}
+    - {name: JM, type: integer, jsonPath: .spec.jobManager.replicas}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    - {name: Mode, type: string, jsonPath: .spec.mode, priority: 1}
 ---
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -2281,6 +2286,23 @@ async fn a_crd_applied_with_kubectl_makes_its_kind_servable() {
     )
     .await;
     assert_eq!(image, "flink:1.18");
+    // printed with the CRD's additionalPrinterColumns, priority 1 with -o wide only
+    let printed = kubectl_ok(&server, &[&cache, "get", "flinkdep", "-n", "default"]).await;
+    let rows: Vec<Vec<&str>> = printed
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["NAME", "IMAGE", "JM", "AGE"], "{printed}");
+    assert_eq!(rows[1][..3], ["wordcount", "flink:1.18", "1"], "{printed}");
+    let wide = kubectl_ok(
+        &server,
+        &[&cache, "get", "flinkdep", "-n", "default", "-o", "wide"],
+    )
+    .await;
+    assert!(
+        wide.lines().next().unwrap_or_default().ends_with("MODE"),
+        "{wide}"
+    );
 
     // the template is propagated as any other: a binding to member1
     let rb = eventually(T, "a binding of the FlinkDeployment to member1", || async {

@@ -1117,6 +1117,9 @@ fn as_table(req: &Req, wanted: Wanted, items: &[Value], metadata: Value) -> Valu
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    if let Some(columns) = custom::columns(req.info) {
+        return crate::table::custom_table(wanted, &columns, items, metadata, now);
+    }
     crate::table::table(
         wanted,
         flotilla_core::resource::group(req.group_version()),

@@ -744,23 +744,231 @@ pub fn table(
     let definitions: Vec<Value> = columns
         .iter()
         .map(|c| {
-            json!({
-                "name": c.name,
-                "type": c.type_,
-                "format": c.format,
-                "description": c.description,
-                "priority": c.priority,
-            })
+            definition(
+                c.name,
+                c.type_,
+                c.format,
+                c.description,
+                i64::from(c.priority),
+            )
         })
         .collect();
+    let cells = |item: &Value| {
+        columns
+            .iter()
+            .map(|c| crd_cell(c.type_, (c.cell)(item, now)))
+            .collect()
+    };
+    render(wanted, definitions, cells, items, metadata)
+}
+
+/// A column that a CustomResourceDefinition declares for a version of its kind
+/// (`spec.versions[].additionalPrinterColumns`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// The header.
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub type_: String,
+    /// OpenAPI's format (`name`, `int32`...), shown to clients as it is.
+    pub format: String,
+    /// The header's description (kube-apiserver's wording when the CRD has none).
+    pub description: String,
+    /// 0: always shown; more: with `-o wide`.
+    pub priority: i64,
+    /// A simple JSONPath (`.spec.replicas`, `.status.conditions[?(@.type=="Ready")].status`).
+    pub json_path: String,
+}
+
+impl PrinterColumn {
+    /// The column kube-apiserver gives a CRD version that declares none: `Age`, a date.
+    pub fn default_age() -> Self {
+        Self {
+            name: "Age".into(),
+            type_: "date".into(),
+            format: String::new(),
+            description: AGE.description.into(),
+            priority: 0,
+            json_path: ".metadata.creationTimestamp".into(),
+        }
+    }
+}
+
+/// The Table of `items` of a custom kind whose version declares `columns` (after NAME, as
+/// kube-apiserver's CRD convertor does). A cell is the path's first result converted for
+/// the column's type: a date as an age, a `string` column's number or object as JSON, a
+/// value of the wrong type or a path that finds nothing empty.
+pub fn custom_table(
+    wanted: Wanted,
+    columns: &[PrinterColumn],
+    items: &[Value],
+    metadata: Value,
+    now: i64,
+) -> Value {
+    let mut definitions = vec![definition(
+        NAME.name,
+        NAME.type_,
+        NAME.format,
+        NAME.description,
+        0,
+    )];
+    definitions.extend(
+        columns
+            .iter()
+            .map(|c| definition(&c.name, &c.type_, &c.format, &c.description, c.priority)),
+    );
+    let cells = |item: &Value| {
+        let mut cells = vec![(NAME.cell)(item, now)];
+        cells.extend(columns.iter().map(|c| {
+            let found = json_path(item, &c.json_path)
+                .cloned()
+                .unwrap_or(Value::Null);
+            custom_cell(&c.type_, found, now)
+        }));
+        cells
+    };
+    render(wanted, definitions, cells, items, metadata)
+}
+
+/// A custom column's cell as kube-apiserver's CRD convertor converts the JSON value.
+fn custom_cell(type_: &str, value: Value, now: i64) -> Value {
+    match (type_, value) {
+        (_, Value::Null) => Value::Null,
+        ("string", Value::String(s)) => Value::String(s),
+        ("string", other) => Value::String(other.to_string()),
+        ("integer", Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, |i| json!(i)),
+        ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, |f| json!(f)),
+        ("boolean", Value::Bool(b)) => Value::Bool(b),
+        ("date", Value::String(s)) => match seconds(&s) {
+            Some(t) => json!(human_duration(now - t)),
+            None => json!("<invalid>"),
+        },
+        _ => Value::Null,
+    }
+}
+
+/// The first value a simple JSONPath finds in `o`: `.a.b`, `.a[0]`, `.a[*].b` (the first),
+/// `.a['b.c']` and a filter `.a[?(@.type=="Ready")]` (of `==` on a field of each element).
+/// `None` when nothing is found or the path is not one of these forms.
+pub fn json_path<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim();
+    let path = path
+        .strip_prefix('{')
+        .and_then(|p| p.strip_suffix('}'))
+        .unwrap_or(path);
+    let mut found: Vec<&Value> = vec![o];
+    let mut rest = path.strip_prefix('$').unwrap_or(path);
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('[') {
+            let end = closing_bracket(after)?;
+            let inside = after[..end].trim();
+            rest = &after[end + 1..];
+            found = found
+                .into_iter()
+                .flat_map(|v| step_bracket(v, inside))
+                .collect();
+        } else if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            let field = &after[..end];
+            rest = &after[end..];
+            if field.is_empty() {
+                continue;
+            }
+            found = found.into_iter().filter_map(|v| v.get(field)).collect();
+        } else {
+            return None;
+        }
+        if found.is_empty() {
+            return None;
+        }
+    }
+    found.into_iter().next()
+}
+
+/// Where the `]` closing a bracket that began before `text` is, outside quotes.
+fn closing_bracket(text: &str) -> Option<usize> {
+    let mut quote = None;
+    for (i, c) in text.char_indices() {
+        match (quote, c) {
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, ']') => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn unquote(text: &str) -> Option<&str> {
+    let text = text.trim();
+    text.strip_prefix('\'')
+        .and_then(|t| t.strip_suffix('\''))
+        .or_else(|| text.strip_prefix('"').and_then(|t| t.strip_suffix('"')))
+}
+
+/// What one bracket step finds from `v`.
+fn step_bracket<'a>(v: &'a Value, inside: &str) -> Vec<&'a Value> {
+    if inside == "*" {
+        return match v {
+            Value::Array(a) => a.iter().collect(),
+            Value::Object(m) => m.values().collect(),
+            _ => Vec::new(),
+        };
+    }
+    if let Some(filter) = inside.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
+        let Some((left, right)) = filter.split_once("==") else {
+            return Vec::new();
+        };
+        let (Some(field), Some(want)) = (left.trim().strip_prefix("@"), unquote(right)) else {
+            return Vec::new();
+        };
+        let items = v.as_array().map(Vec::as_slice).unwrap_or_default();
+        return items
+            .iter()
+            .filter(|item| json_path(item, field).and_then(Value::as_str) == Some(want))
+            .collect();
+    }
+    if let Some(key) = unquote(inside) {
+        return v.get(key).into_iter().collect();
+    }
+    match (v, inside.parse::<i64>()) {
+        (Value::Array(a), Ok(i)) => {
+            let i = if i < 0 { a.len() as i64 + i } else { i };
+            usize::try_from(i)
+                .ok()
+                .and_then(|i| a.get(i))
+                .into_iter()
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn definition(name: &str, type_: &str, format: &str, description: &str, priority: i64) -> Value {
+    json!({
+        "name": name,
+        "type": type_,
+        "format": format,
+        "description": description,
+        "priority": priority,
+    })
+}
+
+/// The Table of `items` with the column `definitions`, each row's cells from `cells`.
+fn render(
+    wanted: Wanted,
+    definitions: Vec<Value>,
+    cells: impl Fn(&Value) -> Vec<Value>,
+    items: &[Value],
+    metadata: Value,
+) -> Value {
     let rows: Vec<Value> = items
         .iter()
         .map(|item| {
-            let cells: Vec<Value> = columns
-                .iter()
-                .map(|c| crd_cell(c.type_, (c.cell)(item, now)))
-                .collect();
-            let mut row = json!({ "cells": cells });
+            let mut row = json!({ "cells": cells(item) });
             match wanted.include {
                 Include::None => {}
                 Include::Metadata => {

@@ -13,6 +13,9 @@
 //!   gateway serves already (the built-in entry wins);
 //! - schemas: a custom kind's OpenAPI document has an open object schema.
 //!
+//! Its Tables have NAME and the version's `additionalPrinterColumns` (or `Age`), as
+//! kube-apiserver prints a custom kind.
+//!
 //! The table of built-in kinds is static and requests carry `&'static KindInfo`; the
 //! custom ones are interned (leaked once per distinct kind and version, and reused), so the
 //! memory kept is bounded by the distinct CRDs seen since start-up, not by the requests.
@@ -26,6 +29,7 @@ use serde_json::Value;
 use tonic::transport::Channel;
 
 use super::{KINDS, Kind, KindInfo, request};
+use crate::table::PrinterColumn;
 
 /// The api's name of the CRD kind (RM-1).
 const CRD_KIND: &str = "CustomResourceDefinition.apiextensions.k8s.io";
@@ -40,6 +44,44 @@ pub(super) struct CustomKind {
     pub kind: String,
     pub plural: String,
     pub short_names: Vec<String>,
+    /// The version's printer columns (after NAME), kube-apiserver's `Age` when it declares
+    /// none.
+    pub columns: Vec<PrinterColumn>,
+}
+
+/// A version's `additionalPrinterColumns`; a column without a name, a type or a path is
+/// left out (kube-apiserver refuses such a CRD; the api stores templates unvalidated).
+fn printer_columns(version: &Value) -> Vec<PrinterColumn> {
+    let declared: Vec<PrinterColumn> = version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
+            let (name, type_, path) = (text("name"), text("type"), text("jsonPath"));
+            if name.is_empty() || type_.is_empty() || path.is_empty() {
+                return None;
+            }
+            let description = match text("description") {
+                "" => format!("Custom resource definition column (in JSONPath format): {path}"),
+                d => d.to_owned(),
+            };
+            Some(PrinterColumn {
+                name: name.to_owned(),
+                type_: type_.to_owned(),
+                format: text("format").to_owned(),
+                description,
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                json_path: path.to_owned(),
+            })
+        })
+        .collect();
+    if declared.is_empty() {
+        vec![PrinterColumn::default_age()]
+    } else {
+        declared
+    }
 }
 
 /// Why a CRD's kind is not served, or its kinds (one per served version).
@@ -83,13 +125,14 @@ pub(super) fn from_crd(crd: &Value) -> Result<Vec<CustomKind>, String> {
         .into_iter()
         .flatten()
         .filter(|v| v.get("served").and_then(Value::as_bool).unwrap_or(true))
-        .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .filter(|v| !v.is_empty())
-        .map(|version| CustomKind {
-            group_version: format!("{group}/{version}"),
+        .filter_map(|v| Some((v.get("name").and_then(Value::as_str)?, v)))
+        .filter(|(name, _)| !name.is_empty())
+        .map(|(name, version)| CustomKind {
+            group_version: format!("{group}/{name}"),
             kind: kind.clone(),
             plural: plural.clone(),
             short_names: Vec::clone(&short_names),
+            columns: printer_columns(version),
         })
         .collect();
     if kinds.is_empty() {
@@ -108,13 +151,28 @@ pub(super) fn from_crd(crd: &Value) -> Result<Vec<CustomKind>, String> {
     Ok(kinds)
 }
 
-/// The one `KindInfo` of `custom`, made on first sight.
-fn intern(custom: &CustomKind) -> &'static KindInfo {
-    static SEEN: OnceLock<Mutex<Vec<(CustomKind, &'static KindInfo)>>> = OnceLock::new();
-    let seen = SEEN.get_or_init(|| Mutex::new(Vec::new()));
-    let mut seen = seen
+/// Every custom kind seen, with its interned `KindInfo`.
+type Seen = Mutex<Vec<(CustomKind, &'static KindInfo)>>;
+
+fn seen() -> std::sync::MutexGuard<'static, Vec<(CustomKind, &'static KindInfo)>> {
+    static SEEN: OnceLock<Seen> = OnceLock::new();
+    SEEN.get_or_init(|| Mutex::new(Vec::new()))
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The printer columns of a custom kind's `info`; `None` for a built-in kind.
+pub(super) fn columns(info: &'static KindInfo) -> Option<Vec<PrinterColumn>> {
+    seen()
+        .iter()
+        .find(|(_, i)| std::ptr::eq(*i, info))
+        .map(|(c, _)| c.columns.clone())
+}
+
+/// The one `KindInfo` of `custom`, made on first sight (a CRD that changes its columns
+/// makes another).
+fn intern(custom: &CustomKind) -> &'static KindInfo {
+    let mut seen = seen();
     if let Some((_, info)) = seen.iter().find(|(c, _)| c == custom) {
         return info;
     }
@@ -224,7 +282,17 @@ mod tests {
                 kind: "FlinkDeployment".into(),
                 plural: "flinkdeployments".into(),
                 short_names: vec!["flinkdep".into()],
+                columns: vec![PrinterColumn::default_age()],
             }]
+        );
+        assert_eq!(
+            columns(intern(&kinds[0])),
+            Some(vec![PrinterColumn::default_age()])
+        );
+        assert_eq!(
+            columns(&KINDS[0]),
+            None,
+            "a built-in kind has its own printer"
         );
         let info = intern(&kinds[0]);
         assert!(std::ptr::eq(info, intern(&kinds[0])), "interned once");

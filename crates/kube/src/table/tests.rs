@@ -309,3 +309,124 @@ fn pods_print_ready_status_and_restarts_as_kube_apiservers_printer() {
         (&json!("0/1"), &json!(""), &json!("0"))
     );
 }
+
+#[test]
+fn simple_json_paths_find_what_kube_apiservers_jsonpath_finds() {
+    let o = json!({
+        "metadata": {"name": "job", "labels": {"app.kubernetes.io/name": "flink"}},
+        "spec": {"replicas": 3, "images": ["a:1", "b:2"], "job": {"parallelism": 2}},
+        "status": {"conditions": [
+            {"type": "Ready", "status": "False"},
+            {"type": "Synced", "status": "True"},
+        ]},
+    });
+    for (path, want) in [
+        (".spec.replicas", Some(json!(3))),
+        ("{.spec.replicas}", Some(json!(3))),
+        ("$.spec.job.parallelism", Some(json!(2))),
+        (".spec.images[1]", Some(json!("b:2"))),
+        (".spec.images[-1]", Some(json!("b:2"))),
+        (".spec.images[*]", Some(json!("a:1"))),
+        (
+            ".metadata.labels['app.kubernetes.io/name']",
+            Some(json!("flink")),
+        ),
+        (
+            ".status.conditions[?(@.type==\"Synced\")].status",
+            Some(json!("True")),
+        ),
+        (
+            ".status.conditions[?(@.type=='Ready')].status",
+            Some(json!("False")),
+        ),
+        (".status.conditions[?(@.type==\"Gone\")].status", None),
+        (".spec.missing", None),
+        (".spec.images[7]", None),
+        ("spec.replicas", None),
+        (".spec.images[", None),
+    ] {
+        assert_eq!(json_path(&o, path).cloned(), want, "{path}");
+    }
+}
+
+#[test]
+fn a_custom_kind_prints_name_and_its_crds_columns_converted_by_type() {
+    let column = |name: &str, type_: &str, path: &str, priority: i64| PrinterColumn {
+        name: name.into(),
+        type_: type_.into(),
+        format: String::new(),
+        description: format!("Custom resource definition column (in JSONPath format): {path}"),
+        priority,
+        json_path: path.into(),
+    };
+    let columns = [
+        column("Replicas", "integer", ".spec.replicas", 0),
+        column(
+            "Ready",
+            "string",
+            ".status.conditions[?(@.type==\"Ready\")].status",
+            0,
+        ),
+        column("Spec", "string", ".spec.job", 1),
+        column("Suspended", "boolean", ".spec.suspend", 0),
+        column("Started", "date", ".status.startTime", 0),
+        column("Load", "number", ".status.load", 1),
+    ];
+    let now = 1_700_000_000;
+    let item = json!({
+        "metadata": {"name": "wordcount", "namespace": "default"},
+        "spec": {"replicas": 2.0, "job": {"jar": "x.jar"}, "suspend": "no"},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "startTime": "2023-11-14T22:10:20Z",
+            "load": 0.5,
+        },
+    });
+    let wanted = Wanted {
+        version: "v1",
+        include: Include::None,
+    };
+    let t = custom_table(wanted, &columns, &[item], json!({}), now);
+    let names: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Replicas",
+            "Ready",
+            "Spec",
+            "Suspended",
+            "Started",
+            "Load"
+        ]
+    );
+    assert_eq!(t["columnDefinitions"][3]["priority"], 1);
+    assert_eq!(
+        t["rows"][0]["cells"],
+        json!([
+            "wordcount",
+            2,
+            "True",
+            "{\"jar\":\"x.jar\"}",
+            null,
+            "3m",
+            0.5
+        ]),
+        "a float integer truncates, an object prints as JSON, a string is no boolean, a date is an age"
+    );
+    // a version without columns gets kube-apiserver's Age
+    let t = custom_table(
+        wanted,
+        &[PrinterColumn::default_age()],
+        &[json!({"metadata": {"name": "a", "creationTimestamp": "2023-11-14T22:13:00Z"}})],
+        json!({}),
+        now,
+    );
+    assert_eq!(t["rows"][0]["cells"], json!(["a", "20s"]));
+    assert_eq!(t["columnDefinitions"][1]["type"], "date");
+}
