@@ -316,6 +316,39 @@ async fn kubectl_reads_karmadas_kinds_through_the_kubernetes_api() {
         !ok && out.contains("noSuchField"),
         "an unknown field is an error: {out}"
     );
+    // and the v2 document, in the protobuf form client-go reads (older kubectls, Argo CD):
+    // the same schemas through kube-openapi's v2 reader
+    let out = kubectl_ok(
+        &server,
+        &[
+            "explain",
+            "--output=plaintext-openapiv2",
+            "pp.spec.placement.replicaScheduling",
+        ],
+    )
+    .await;
+    assert!(
+        out.contains("KIND:     PropagationPolicy")
+            && out.contains("replicaSchedulingType\t<string>")
+            && out.contains("`\"Divided\"`"),
+        "{out}"
+    );
+    let out = kubectl_ok(
+        &server,
+        &[
+            "explain",
+            "--output=plaintext-openapiv2",
+            "clusters.spec.taints",
+        ],
+    )
+    .await;
+    assert!(
+        out.contains("<[]Object>") && out.contains("NoExecute"),
+        "{out}"
+    );
+    let v2: serde_json::Value =
+        serde_json::from_str(&kubectl_ok(&server, &["get", "--raw", "/openapi/v2"]).await).unwrap();
+    assert_eq!(v2["swagger"], "2.0", "JSON when JSON is asked for");
 
     // errors as kube-apiserver answers them, and writes refused with what to do instead
     let (ok, out) = kubectl(

@@ -456,6 +456,7 @@ static KINDS: &[KindInfo] = &[
 mod access;
 mod custom;
 mod openapi;
+mod openapi_v2;
 mod write;
 
 /// The group versions of `kinds`, in their order.
@@ -537,6 +538,7 @@ pub fn router(api: ApiClient<Channel>) -> axum::Router {
             ),
         )
         .route("/openapi/v3/{*rest}", axum::routing::get(openapi_document))
+        .route("/openapi/v2", axum::routing::get(openapi_v2_document))
         .route("/api", axum::routing::any(dispatch))
         .route("/api/{*rest}", axum::routing::any(dispatch))
         .route("/apis", axum::routing::any(dispatch))
@@ -653,6 +655,29 @@ async fn openapi_document(
         reply(StatusCode::OK, &openapi::document(gv, &kinds))
     } else {
         not_found(&format!("the OpenAPI document {}", uri.path()))
+    }
+}
+
+/// `/openapi/v2`: protobuf when the client asks for it (client-go asks for nothing else),
+/// JSON otherwise.
+async fn openapi_v2_document(
+    State(api): State<ApiClient<Channel>>,
+    headers: HeaderMap,
+) -> Response {
+    let document = openapi_v2::document(&all_kinds(api, &headers).await);
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if accept.contains("protobuf") {
+        (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, openapi_v2::PROTOBUF)],
+            openapi_v2::protobuf(&document),
+        )
+            .into_response()
+    } else {
+        reply(StatusCode::OK, &document)
     }
 }
 
