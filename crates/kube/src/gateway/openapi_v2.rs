@@ -54,11 +54,6 @@ fn v2_dialect(schema: &mut Value) {
         *schema = json!({});
         return;
     };
-    if let Some(Value::String(r)) = map.get_mut("$ref")
-        && let Some(name) = r.strip_prefix("#/components/schemas/")
-    {
-        *r = format!("#/definitions/{name}");
-    }
     // `allOf` of one (a reference or an inline schema beside a description): its content
     // beside the siblings, which v2 readers take (kube-openapi ignores a `$ref`'s siblings
     // but the description, as kube-apiserver's own v2 document has it)
@@ -71,11 +66,11 @@ fn v2_dialect(schema: &mut Value) {
         for (k, v) in only {
             map.entry(k).or_insert(v);
         }
-        if let Some(Value::String(r)) = map.get_mut("$ref")
-            && let Some(name) = r.strip_prefix("#/components/schemas/")
-        {
-            *r = format!("#/definitions/{name}");
-        }
+    }
+    if let Some(Value::String(r)) = map.get_mut("$ref")
+        && let Some(name) = r.strip_prefix("#/components/schemas/")
+    {
+        *r = format!("#/definitions/{name}");
     }
     let union = map.remove("anyOf").is_some() | map.remove("oneOf").is_some();
     map.remove("not");
@@ -234,16 +229,6 @@ mod gnostic {
 /// `document` (the JSON [`document`] wrote) as gnostic's protobuf message.
 pub(super) fn protobuf(document: &Value) -> Vec<u8> {
     use prost::Message as _;
-    let named = |map: Option<&Value>| -> Vec<gnostic::NamedSchema> {
-        map.and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .map(|(name, s)| gnostic::NamedSchema {
-                name: name.clone(),
-                value: Some(schema(s)),
-            })
-            .collect()
-    };
     gnostic::Document {
         swagger: "2.0".into(),
         info: Some(gnostic::Info {
@@ -256,6 +241,18 @@ pub(super) fn protobuf(document: &Value) -> Vec<u8> {
         }),
     }
     .encode_to_vec()
+}
+
+/// A JSON object of schemas (definitions, properties) as gnostic's ordered pairs.
+fn named(map: Option<&Value>) -> Vec<gnostic::NamedSchema> {
+    map.and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(name, s)| gnostic::NamedSchema {
+            name: name.clone(),
+            value: Some(schema(s)),
+        })
+        .collect()
 }
 
 fn text(v: Option<&Value>) -> String {
@@ -344,15 +341,9 @@ fn schema(v: &Value) -> gnostic::Schema {
         .collect();
     out.properties = map
         .get("properties")
-        .and_then(Value::as_object)
-        .map(|fields| gnostic::Properties {
-            additional_properties: fields
-                .iter()
-                .map(|(name, s)| gnostic::NamedSchema {
-                    name: name.clone(),
-                    value: Some(schema(s)),
-                })
-                .collect(),
+        .filter(|p| p.is_object())
+        .map(|p| gnostic::Properties {
+            additional_properties: named(Some(p)),
         });
     out.vendor_extension = map
         .iter()
