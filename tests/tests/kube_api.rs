@@ -886,6 +886,44 @@ async fn the_gateway_passes_the_callers_identity_to_the_api() {
     assert!(ok && out.contains("agent:edge1"), "{out}");
     let (ok, out) = as_("not-a-token", &["auth", "can-i", "list", "clusters"]).await;
     assert!(!ok && out.contains("invalid bearer token"), "{out}");
+
+    // a CRD's kind is served only to a caller the api lets read CRDs: the admin applies one
+    // and discovers its kind; the agent (who may list no templates) neither discovers it
+    // nor reaches it by its path
+    let crds = dir.path().join("crds.yaml");
+    std::fs::write(&crds, FLINK_CRD).unwrap();
+    let crds = crds.to_str().unwrap();
+    let cache = |who: &str| format!("--cache-dir={}", dir.path().join(who).display());
+    let (ok, out) = as_(&admin, &[&cache("admin"), "apply", "-f", crds]).await;
+    assert!(
+        ok && out.contains("created"),
+        "the admin applies a CRD: {out}"
+    );
+    let (ok, out) = as_(&admin, &[&cache("admin"), "api-resources", "-o", "name"]).await;
+    assert!(
+        ok && out
+            .lines()
+            .any(|l| l == "flinkdeployments.flink.apache.org"),
+        "the admin discovers the CRD's kind: {out}"
+    );
+    let (ok, out) = as_(&agent, &[&cache("agent"), "api-resources", "-o", "name"]).await;
+    assert!(
+        out.lines().any(|l| l == "clusters.cluster.karmada.io")
+            && !out.contains("flinkdeployments"),
+        "the agent discovers the built-in kinds and not the CRD's ({ok}): {out}"
+    );
+    let flink = "/apis/flink.apache.org/v1beta1/namespaces/default/flinkdeployments";
+    let (code, status) = curl(Some(agent.clone()), flink).await;
+    assert_eq!(
+        code, "404",
+        "the agent does not reach the kind by path: {status}"
+    );
+    let (code, list) = curl(Some(admin.clone()), flink).await;
+    assert_eq!(
+        (code.as_str(), list["kind"].as_str()),
+        ("200", Some("FlinkDeploymentList")),
+        "the admin lists it: {list}"
+    );
 }
 
 const POLICY: &str = "apiVersion: policy.karmada.io/v1alpha1

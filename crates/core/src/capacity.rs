@@ -11,9 +11,9 @@
 //! Quantities are integers: CPU in millicores, every other resource in its unit (bytes for
 //! memory and ephemeral-storage), rounded up as Kubernetes' `MilliValue`/`Value` round.
 //!
-//! This module is the rule only. The scheduler still divides by the member's pod count
-//! (SC-8); wiring these rules into cluster-health's summary and the scheduler is the rest of
-//! the capacity work (docs/rules.md says which parts are in force).
+//! cluster-health reports each member's summary (ES-3, `flotilla_member::status`), the api
+//! computes a template's requests when it is admitted (ES-1), and the scheduler's SC-8 asks
+//! [`max_replicas`] how many replicas each feasible cluster still holds.
 
 use std::collections::BTreeMap;
 
@@ -51,10 +51,10 @@ pub fn amount(name: &str, text: &str) -> Result<i64, String> {
     }
 }
 
-/// The counted, parseable quantities of a `requests`/`limits`/`overhead` map. A quantity
-/// that does not parse counts as absent (admission refuses such templates; a member would
-/// too).
-fn list(map: Option<&Value>) -> ResourceList {
+/// The counted, parseable, non-negative quantities of a `requests`/`limits`/`overhead` or
+/// a node's `allocatable` map. A quantity that does not parse counts as absent (admission
+/// refuses such templates; a member would too).
+pub fn resource_list(map: Option<&Value>) -> ResourceList {
     map.and_then(Value::as_object)
         .into_iter()
         .flatten()
@@ -65,7 +65,10 @@ fn list(map: Option<&Value>) -> ResourceList {
                 Value::Number(n) => n.to_string(),
                 _ => return None,
             };
-            amount(name, &text).ok().map(|a| (name.clone(), a))
+            amount(name, &text)
+                .ok()
+                .filter(|a| *a >= 0)
+                .map(|a| (name.clone(), a))
         })
         .collect()
 }
@@ -73,8 +76,8 @@ fn list(map: Option<&Value>) -> ResourceList {
 /// One container's requests, each limit standing in for a missing request (ES-1.1).
 fn container_requests(container: &Value) -> ResourceList {
     let resources = container.get("resources");
-    let mut requests = list(resources.and_then(|r| r.get("requests")));
-    for (name, limit) in list(resources.and_then(|r| r.get("limits"))) {
+    let mut requests = resource_list(resources.and_then(|r| r.get("requests")));
+    for (name, limit) in resource_list(resources.and_then(|r| r.get("limits"))) {
         requests.entry(name).or_insert(limit);
     }
     requests
@@ -87,6 +90,35 @@ fn containers<'a>(spec: &'a Value, field: &str) -> impl Iterator<Item = &'a Valu
         .flatten()
 }
 
+/// A pod's effective requests from its parts (ES-1.2, ES-1.3): the sum over `containers`,
+/// raised to the largest single init container per resource, plus `overhead`; amounts that
+/// are not positive are left out.
+pub fn effective_requests(
+    containers: impl IntoIterator<Item = ResourceList>,
+    init_containers: impl IntoIterator<Item = ResourceList>,
+    overhead: ResourceList,
+) -> ResourceList {
+    let mut total = ResourceList::new();
+    for c in containers {
+        for (name, a) in c {
+            let sum = total.entry(name).or_insert(0);
+            *sum = sum.saturating_add(a);
+        }
+    }
+    for c in init_containers {
+        for (name, a) in c {
+            let at = total.entry(name).or_insert(0);
+            *at = (*at).max(a);
+        }
+    }
+    for (name, a) in overhead {
+        let sum = total.entry(name).or_insert(0);
+        *sum = sum.saturating_add(a);
+    }
+    total.retain(|_, a| *a > 0);
+    total
+}
+
 /// What one replica of a pod template requests (ES-1): the sum over its containers, raised
 /// to the largest single init container per resource, plus the pod's overhead; amounts that
 /// are not positive are left out. `spec` is the pod spec (`spec.template.spec`). Empty when
@@ -95,25 +127,22 @@ fn containers<'a>(spec: &'a Value, field: &str) -> impl Iterator<Item = &'a Valu
 /// As Karmada v1.13, restartable (sidecar) init containers are taken like any other init
 /// container (Kubernetes' scheduler adds them to the sum instead).
 pub fn replica_requests(spec: &Value) -> ResourceList {
-    let mut total = ResourceList::new();
-    for c in containers(spec, "containers") {
-        for (name, a) in container_requests(c) {
-            let sum = total.entry(name).or_insert(0);
-            *sum = sum.saturating_add(a);
-        }
+    effective_requests(
+        containers(spec, "containers").map(container_requests),
+        containers(spec, "initContainers").map(container_requests),
+        resource_list(spec.get("overhead")),
+    )
+}
+
+/// `list` as people read it: `cpu 250m, memory 128Mi, nvidia.com/gpu 1` (`none` when empty).
+pub fn describe(list: &ResourceList) -> String {
+    if list.is_empty() {
+        return "none".to_owned();
     }
-    for c in containers(spec, "initContainers") {
-        for (name, a) in container_requests(c) {
-            let at = total.entry(name).or_insert(0);
-            *at = (*at).max(a);
-        }
-    }
-    for (name, a) in list(spec.get("overhead")) {
-        let sum = total.entry(name).or_insert(0);
-        *sum = sum.saturating_add(a);
-    }
-    total.retain(|_, a| *a > 0);
-    total
+    list.iter()
+        .map(|(name, &a)| format!("{name} {}", quantity::format(name, a)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A cluster's resource summary, as its status reports it (ES-3): the sum of its nodes'
@@ -130,12 +159,29 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// A summary of `pods` free pods and no other resource: what a member reporting pods
+    /// alone offers (a replica requesting cpu fits nowhere in it).
+    pub fn with_pods(pods: i64) -> Self {
+        Summary {
+            allocatable: [(PODS.to_owned(), pods)].into(),
+            ..Default::default()
+        }
+    }
+
     /// Allocatable − allocated − allocating of `name` (absent parts count as 0).
     pub fn free(&self, name: &str) -> i64 {
         let of = |l: &ResourceList| l.get(name).copied().unwrap_or(0);
         of(&self.allocatable)
             .saturating_sub(of(&self.allocated))
             .saturating_sub(of(&self.allocating))
+    }
+
+    /// Whether some resource has more free than in `before` (a node added, a pod gone), so
+    /// that a replica which did not fit then may fit now (SC-2.6).
+    pub fn has_more_room_than(&self, before: &Summary) -> bool {
+        self.allocatable
+            .keys()
+            .any(|name| self.free(name) > before.free(name))
     }
 }
 

@@ -108,9 +108,61 @@ pub fn memory_bytes(text: &str) -> Result<i64, String> {
     parse_scaled(text, 0)
 }
 
+/// `amount` of resource `name` as Kubernetes writes it: cpu in cores, or millicores when it
+/// is not whole (`2`, `250m`); bytes (memory, storage, hugepages) in the largest binary
+/// suffix that divides them (`128Mi`); anything else as the plain count.
+pub fn format(name: &str, amount: i64) -> String {
+    if name == "cpu" {
+        return if amount % 1000 == 0 {
+            (amount / 1000).to_string()
+        } else {
+            format!("{amount}m")
+        };
+    }
+    if matches!(name, "memory" | "ephemeral-storage") || name.starts_with("hugepages-") {
+        for (suffix, shift) in [
+            ("Ei", 60),
+            ("Pi", 50),
+            ("Ti", 40),
+            ("Gi", 30),
+            ("Mi", 20),
+            ("Ki", 10),
+        ] {
+            let unit = 1i64 << shift;
+            if amount != 0 && amount % unit == 0 {
+                return format!("{}{suffix}", amount / unit);
+            }
+        }
+    }
+    amount.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn format_writes_kubernetes_quantities() {
+        for (name, amount, want) in [
+            ("cpu", 2000, "2"),
+            ("cpu", 250, "250m"),
+            ("cpu", 0, "0"),
+            ("memory", 128 << 20, "128Mi"),
+            ("memory", 3 << 30, "3Gi"),
+            ("memory", 1000, "1000"),
+            ("ephemeral-storage", 10 << 30, "10Gi"),
+            ("nvidia.com/gpu", 2, "2"),
+            ("pods", 110, "110"),
+        ] {
+            assert_eq!(format(name, amount), want, "{name} {amount}");
+            let back = if name == "cpu" {
+                cpu_millis(want)
+            } else {
+                parse_scaled(want, 0)
+            };
+            assert_eq!(back, Ok(amount), "{want} reads back");
+        }
+    }
 
     #[test]
     fn cpu_quantities_in_millicores() {

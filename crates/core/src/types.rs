@@ -312,9 +312,9 @@ pub struct ClusterStatus {
     pub api_enablements: Vec<ApiEnablement>,
     /// Member's Kubernetes version.
     pub kubernetes_version: String,
-    /// How many more replicas of a typical workload fit (resource summary); `None` when
-    /// unknown, which the scheduler treats as unlimited (SC-8).
-    pub allocatable_replicas: Option<i64>,
+    /// What the member's nodes offer and its pods take (ES-3); `None` until cluster-health
+    /// has collected it, which the scheduler reads as "no estimate" (SC-8).
+    pub resource_summary: Option<crate::capacity::Summary>,
 }
 
 /// A member cluster.
@@ -970,13 +970,22 @@ impl AggregatedStatusItem {
     }
 }
 
-/// Per-replica resource requests (used by capacity estimates).
+/// Per-replica resource requests (Karmada's `replicaRequirements`, ES-1), which the
+/// scheduler divides each cluster's free resources by (ES-2, SC-8).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplicaRequirements {
-    /// Millicores per replica.
-    pub cpu_millis: i64,
-    /// Bytes of memory per replica.
-    pub memory_bytes: i64,
+    /// What one replica requests: cpu in millicores, every other resource in its unit;
+    /// only positive amounts.
+    pub resource_request: crate::capacity::ResourceList,
+}
+
+impl ReplicaRequirements {
+    /// Requirements of these `(resource, amount)` pairs.
+    pub fn of(pairs: &[(&str, i64)]) -> Self {
+        ReplicaRequirements {
+            resource_request: pairs.iter().map(|(n, a)| ((*n).to_owned(), *a)).collect(),
+        }
+    }
 }
 
 /// A binding's spec.

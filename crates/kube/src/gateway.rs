@@ -861,10 +861,14 @@ async fn dispatch(
     body: axum::body::Body,
 ) -> Response {
     let path = k::parse_path(uri.path());
+    let discovery = match path {
+        Path::ApiVersions | Path::ApiGroups => aggregated(&headers),
+        _ => None,
+    };
     let (group_version, namespace, resource, name, subresource) = match path {
         // the core group: its template kinds (ConfigMaps, Services…) under /api/v1
-        Path::ApiVersions | Path::ApiGroups if aggregated(&headers).is_some() => {
-            let version = aggregated(&headers).unwrap_or("v2");
+        Path::ApiVersions | Path::ApiGroups if discovery.is_some() => {
+            let version = discovery.unwrap_or("v2");
             let core = matches!(path, Path::ApiVersions);
             let kinds = if core {
                 KINDS.iter().collect()
@@ -919,15 +923,14 @@ async fn dispatch(
             subresource,
         } => (group_version, namespace, resource, name, subresource),
     };
-    let found = |kinds: &[&'static KindInfo]| {
-        kinds
-            .iter()
-            .copied()
-            .find(|k| k.group_version == group_version && k.plural == resource)
-    };
-    let info = match found(&KINDS.iter().collect::<Vec<_>>()) {
+    let wanted = |k: &&'static KindInfo| k.group_version == group_version && k.plural == resource;
+    // the built-in kinds first, from the static table; the stored CRDs only when none is it
+    let info = match KINDS.iter().find(wanted) {
         Some(info) => Some(info),
-        None => found(&all_kinds(api.clone(), &headers).await),
+        None => all_kinds(api.clone(), &headers)
+            .await
+            .into_iter()
+            .find(wanted),
     };
     let Some(info) = info else {
         return not_found(&format!("the resource {resource} of {group_version}"));

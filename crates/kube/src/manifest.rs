@@ -1341,6 +1341,7 @@ fn cluster(ctx: &mut Ctx<'_>, doc: Envelope<ClusterSpecDoc>) -> Option<Object> {
             cpu_millis: c.cpu_millis,
             memory_bytes: c.memory_bytes,
             pods: c.pods,
+            ..Default::default()
         });
     }
     Some(Object::Cluster(wire))

@@ -2,9 +2,10 @@
 //! member returned (health by the IN-3 rules, ready replicas, the `status` field), and the
 //! cluster's capacity summary from its nodes and pods (CH-5.2).
 
+use flotilla_core::capacity::{self, ResourceList, Summary};
 use flotilla_core::interpret;
-use flotilla_core::quantity;
 use flotilla_core::types::ResourceHealth;
+use flotilla_proto::convert::quantities;
 use flotilla_proto::v1;
 use serde_json::Value;
 
@@ -89,25 +90,11 @@ pub fn record_applied_stand(status: &mut v1::WorkStatus, member: &v1::ManifestSt
 }
 
 /// A quantity of `resources` (a `{"cpu": "4", "memory": "16Gi", "pods": "110"}` map).
-fn quantities(resources: Option<&Value>) -> v1::ResourceQuantities {
-    let read = |key: &str, parse: fn(&str) -> Result<i64, String>| {
-        resources
-            .and_then(|r| r.get(key))
-            .and_then(Value::as_str)
-            .and_then(|q| parse(q).ok())
-            .unwrap_or(0)
-    };
-    v1::ResourceQuantities {
-        cpu_millis: read("cpu", quantity::cpu_millis),
-        memory_bytes: read("memory", quantity::memory_bytes),
-        pods: read("pods", |q| quantity::parse_scaled(q, 0)),
+fn add(a: &mut ResourceList, b: &ResourceList) {
+    for (name, amount) in b {
+        let sum = a.entry(name.clone()).or_insert(0);
+        *sum = sum.saturating_add(*amount);
     }
-}
-
-fn add(a: &mut v1::ResourceQuantities, b: &v1::ResourceQuantities) {
-    a.cpu_millis = a.cpu_millis.saturating_add(b.cpu_millis);
-    a.memory_bytes = a.memory_bytes.saturating_add(b.memory_bytes);
-    a.pods = a.pods.saturating_add(b.pods);
 }
 
 /// A node as the capacity summary reads it: its conditions and `status.allocatable`. Lists
@@ -188,8 +175,8 @@ impl NodeCapacity {
             })
     }
 
-    fn allocatable(&self) -> v1::ResourceQuantities {
-        quantities(self.status.as_ref().and_then(|s| s.allocatable.as_ref()))
+    fn allocatable(&self) -> ResourceList {
+        capacity::resource_list(self.status.as_ref().and_then(|s| s.allocatable.as_ref()))
     }
 }
 
@@ -209,30 +196,24 @@ impl PodCapacity {
     /// The pod's requests, and one pod (ES-3): the sum over its containers, raised to its
     /// largest init container per resource, plus its overhead (limits do not stand in for
     /// requests here, as Karmada's status controller counts them).
-    fn requests(&self) -> v1::ResourceQuantities {
+    fn requests(&self) -> ResourceList {
         let spec = self.spec.as_ref();
-        let requests =
-            |c: &Container| quantities(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
-        let mut total = v1::ResourceQuantities::default();
-        for c in spec
-            .and_then(|s| s.containers.as_deref())
-            .unwrap_or_default()
-        {
-            add(&mut total, &requests(c));
-        }
-        for c in spec
-            .and_then(|s| s.init_containers.as_deref())
-            .unwrap_or_default()
-        {
-            let r = requests(c);
-            total.cpu_millis = total.cpu_millis.max(r.cpu_millis);
-            total.memory_bytes = total.memory_bytes.max(r.memory_bytes);
-        }
-        add(
-            &mut total,
-            &quantities(spec.and_then(|s| s.overhead.as_ref())),
+        let requests = |c: &Container| {
+            capacity::resource_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
+        };
+        let of = |list: Option<&Vec<Container>>| {
+            list.map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(requests)
+                .collect::<Vec<_>>()
+        };
+        let mut total = capacity::effective_requests(
+            of(spec.and_then(|s| s.containers.as_ref())),
+            of(spec.and_then(|s| s.init_containers.as_ref())),
+            capacity::resource_list(spec.and_then(|s| s.overhead.as_ref())),
         );
-        total.pods = 1;
+        total.insert(capacity::PODS.to_owned(), 1);
         total
     }
 }
@@ -247,31 +228,34 @@ pub fn resource_summary<'a>(
     nodes: impl IntoIterator<Item = &'a NodeCapacity>,
     pods: impl IntoIterator<Item = &'a PodCapacity>,
 ) -> v1::ResourceSummary {
-    let mut allocatable = v1::ResourceQuantities::default();
+    let mut summary = Summary::default();
     for node in nodes.into_iter().filter(|n| n.ready()) {
-        add(&mut allocatable, &node.allocatable());
+        add(&mut summary.allocatable, &node.allocatable());
     }
-    let mut allocated = v1::ResourceQuantities::default();
-    let mut allocating = v1::ResourceQuantities::default();
     let mut unfinished = 0i64;
     for pod in pods {
         if !pod.bound() {
             // as Karmada: a pod without a node is allocating whatever its phase
-            add(&mut allocating, &pod.requests());
+            add(&mut summary.allocating, &pod.requests());
         }
         if pod.finished() {
             continue;
         }
         unfinished += 1;
         if pod.bound() {
-            add(&mut allocated, &pod.requests());
+            add(&mut summary.allocated, &pod.requests());
         }
     }
+    let allocatable_pods = summary
+        .allocatable
+        .get(capacity::PODS)
+        .copied()
+        .unwrap_or(0);
     v1::ResourceSummary {
-        allocatable_replicas: Some(allocatable.pods.saturating_sub(unfinished).max(0)),
-        allocatable: Some(allocatable),
-        allocated: Some(allocated),
-        allocating: Some(allocating),
+        allocatable_replicas: Some(allocatable_pods.saturating_sub(unfinished).max(0)),
+        allocatable: Some(quantities(&summary.allocatable)),
+        allocated: Some(quantities(&summary.allocated)),
+        allocating: Some(quantities(&summary.allocating)),
     }
 }
 
@@ -363,7 +347,34 @@ mod tests {
             "overhead": {"cpu": "100m"}}}))
         .expect("a pod");
         let r = pod.requests();
-        assert_eq!((r.cpu_millis, r.memory_bytes, r.pods), (2100, 64 << 20, 1));
+        let want: ResourceList = [
+            ("cpu".to_owned(), 2100),
+            ("memory".to_owned(), 64 << 20),
+            ("pods".to_owned(), 1),
+        ]
+        .into();
+        assert_eq!(r, want);
+
+        // extended resources are summed too, and reach the wire in `scalar`
+        let gpu_node: NodeCapacity = serde_json::from_value(json!({"status": {
+            "allocatable": {"cpu": "4", "pods": "10", "nvidia.com/gpu": "2", "ephemeral-storage": "10Gi"},
+            "conditions": [{"type": "Ready", "status": "True"}]}}))
+        .expect("a node");
+        let gpu_pod: PodCapacity = serde_json::from_value(json!({"spec": {
+            "nodeName": "n1",
+            "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}))
+        .expect("a pod");
+        let s = resource_summary([&gpu_node], [&gpu_pod]);
+        let allocatable = s.allocatable.expect("allocatable");
+        assert_eq!(allocatable.scalar.get("nvidia.com/gpu"), Some(&2));
+        assert_eq!(
+            allocatable.scalar.get("ephemeral-storage"),
+            Some(&(10 << 30))
+        );
+        assert_eq!(
+            s.allocated.expect("allocated").scalar.get("nvidia.com/gpu"),
+            Some(&1)
+        );
 
         // what a member may leave out or send as null reads as absent
         let sparse: PodCapacity =

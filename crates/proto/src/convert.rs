@@ -17,7 +17,8 @@
 //! message fails to compile here until it is mapped or explicitly skipped.
 //!
 //! Wire fields the domain does not model are dropped by `TryFrom` and left empty by `From`:
-//! `ClusterSpec.capacity`, `ResourceSummary.allocatable`/`allocated`/`allocating`, `ApiResource.name`,
+//! `ClusterSpec.capacity`, `ResourceSummary.allocatableReplicas` (the domain computes it from
+//! the summary, ES-2; `From` writes the pods still allowed), `ApiResource.name`,
 //! `AggregatedStatusItem.status`, `ResourceQuantities.pods` in replica requirements, and the
 //! namespace/name/replicas of `requiredBy[]` entries (the domain keeps only the flattened
 //! cluster names, which `From` writes as a single unnamed entry). `Workload`, `Work` and
@@ -27,6 +28,7 @@
 use std::fmt;
 
 use flotilla_core::Time;
+use flotilla_core::capacity;
 use flotilla_core::types as domain;
 use prost_types::Timestamp;
 
@@ -770,17 +772,19 @@ impl From<domain::ClusterStatus> for v1::ClusterStatus {
             conditions,
             api_enablements,
             kubernetes_version,
-            allocatable_replicas,
+            resource_summary,
         } = status;
         v1::ClusterStatus {
             conditions: to_wire(conditions),
             api_enablements: to_wire(api_enablements),
             kubernetes_version,
-            resource_summary: allocatable_replicas.map(|n| v1::ResourceSummary {
-                allocatable: None,
-                allocated: None,
-                allocating: None,
-                allocatable_replicas: Some(n),
+            resource_summary: resource_summary.map(|s| v1::ResourceSummary {
+                allocatable_replicas: Some(
+                    capacity::max_replicas(Some(&s), &capacity::ResourceList::new()).max(0),
+                ),
+                allocatable: Some(quantities(&s.allocatable)),
+                allocated: Some(quantities(&s.allocated)),
+                allocating: Some(quantities(&s.allocating)),
             }),
         }
     }
@@ -800,9 +804,67 @@ impl TryFrom<v1::ClusterStatus> for domain::ClusterStatus {
             conditions: list(conditions, "conditions")?,
             api_enablements: list(api_enablements, "apiEnablements")?,
             kubernetes_version,
-            allocatable_replicas: resource_summary.and_then(|s| s.allocatable_replicas),
+            resource_summary: resource_summary.and_then(summary),
         })
     }
+}
+
+/// The domain's summary of a reported one (ES-3). A summary that carries only
+/// `allocatableReplicas` (a reporter of pods alone) reads as that many free pods; a negative
+/// count (Karmada's "unknown") as no summary.
+fn summary(s: v1::ResourceSummary) -> Option<capacity::Summary> {
+    let v1::ResourceSummary {
+        allocatable,
+        allocated,
+        allocatable_replicas,
+        allocating,
+    } = s;
+    match allocatable {
+        Some(allocatable) => Some(capacity::Summary {
+            allocatable: resource_list(&allocatable),
+            allocated: allocated.as_ref().map(resource_list).unwrap_or_default(),
+            allocating: allocating.as_ref().map(resource_list).unwrap_or_default(),
+        }),
+        None => allocatable_replicas
+            .filter(|n| *n >= 0)
+            .map(|n| capacity::Summary {
+                allocatable: [(capacity::PODS.to_owned(), n)].into(),
+                ..Default::default()
+            }),
+    }
+}
+
+/// A resource list on the wire: cpu, memory and pods in their fields, the rest in `scalar`;
+/// zero amounts are left out (a resource absent and one of 0 estimate alike, ES-2.3).
+pub fn quantities(list: &capacity::ResourceList) -> v1::ResourceQuantities {
+    let mut q = v1::ResourceQuantities::default();
+    for (name, &amount) in list.iter().filter(|(_, a)| **a != 0) {
+        match name.as_str() {
+            "cpu" => q.cpu_millis = amount,
+            "memory" => q.memory_bytes = amount,
+            capacity::PODS => q.pods = amount,
+            _ => {
+                q.scalar.insert(name.clone(), amount);
+            }
+        }
+    }
+    q
+}
+
+/// The resource list of wire quantities (zero amounts left out), the inverse of
+/// [`quantities`].
+pub fn resource_list(q: &v1::ResourceQuantities) -> capacity::ResourceList {
+    let named = [
+        ("cpu", q.cpu_millis),
+        ("memory", q.memory_bytes),
+        (capacity::PODS, q.pods),
+    ];
+    named
+        .into_iter()
+        .map(|(n, a)| (n.to_owned(), a))
+        .chain(q.scalar.iter().map(|(n, a)| (n.clone(), *a)))
+        .filter(|(_, a)| *a != 0)
+        .collect()
 }
 
 impl From<domain::Cluster> for v1::Cluster {
@@ -1687,16 +1749,12 @@ impl TryFrom<v1::AggregatedStatusItem> for domain::AggregatedStatusItem {
 
 impl From<domain::ReplicaRequirements> for v1::ReplicaRequirements {
     fn from(requirements: domain::ReplicaRequirements) -> Self {
-        let domain::ReplicaRequirements {
-            cpu_millis,
-            memory_bytes,
-        } = requirements;
+        let domain::ReplicaRequirements { resource_request } = requirements;
+        let mut request = quantities(&resource_request);
+        // each replica is one pod (ES-2.3): a request of pods is not carried
+        request.pods = 0;
         v1::ReplicaRequirements {
-            resource_request: Some(v1::ResourceQuantities {
-                cpu_millis,
-                memory_bytes,
-                pods: 0,
-            }),
+            resource_request: Some(request),
         }
     }
 }
@@ -1706,15 +1764,12 @@ impl TryFrom<v1::ReplicaRequirements> for domain::ReplicaRequirements {
 
     fn try_from(requirements: v1::ReplicaRequirements) -> Result<Self, ConvertError> {
         let v1::ReplicaRequirements { resource_request } = requirements;
-        let v1::ResourceQuantities {
-            cpu_millis,
-            memory_bytes,
-            pods: _,
-        } = resource_request.unwrap_or_default();
-        Ok(domain::ReplicaRequirements {
-            cpu_millis,
-            memory_bytes,
-        })
+        let mut resource_request = resource_request
+            .as_ref()
+            .map(resource_list)
+            .unwrap_or_default();
+        resource_request.remove(capacity::PODS);
+        Ok(domain::ReplicaRequirements { resource_request })
     }
 }
 

@@ -434,7 +434,7 @@ pub fn desired_binding(
     let spec = binding.spec.get_or_insert_with(Default::default);
     spec.resource = Some(resource_of(workload));
     spec.replicas = workload.replicas;
-    spec.replica_requirements = workload.replica_requirements;
+    spec.replica_requirements = workload.replica_requirements.clone();
     spec.placement = claim.spec.placement.clone();
     spec.failover = claim.spec.failover.clone();
     spec.scheduler_name = claim.spec.scheduler_name.clone();
@@ -463,7 +463,7 @@ pub fn attached_binding(
     let spec = binding.spec.get_or_insert_with(Default::default);
     spec.resource = Some(resource_of(workload));
     spec.replicas = workload.replicas;
-    spec.replica_requirements = workload.replica_requirements;
+    spec.replica_requirements = workload.replica_requirements.clone();
     binding
 }
 

@@ -5,7 +5,7 @@
 //! ```text
 //!   manifest ──serde_json──► { apiVersion, kind, metadata{name,namespace,labels},
 //!                              spec.replicas, spec.template.spec.{containers,initContainers}
-//!                              [].resources.requests.{cpu,memory} }
+//!                              [].resources.{requests,limits}, overhead }
 //! ```
 
 use std::collections::BTreeMap;
@@ -15,12 +15,11 @@ use std::collections::BTreeMap;
 // per-replica requirements (IN-2: not divided, it goes to every selected cluster), whatever
 // its `spec.replicas` says (Karmada reads one only through a customised interpreter, which
 // Flotilla does not have).
+use flotilla_core::capacity;
 use flotilla_core::interpret::replica_field;
 use flotilla_core::types::ReplicaRequirements;
 use flotilla_core::validation::{FieldError, FieldErrors, FieldPath};
 use serde_json::{Map, Value};
-
-use crate::quantity;
 
 /// `text` (a manifest `inspect` accepted) without `metadata.namespace` (CR-4: a cluster-scoped
 /// object's manifest has none).
@@ -192,75 +191,71 @@ fn required_string(
     }
 }
 
-/// Kubernetes' effective pod request: the sum over `containers`, raised to the largest
-/// `initContainers` entry (init containers run one at a time, before the others).
+/// What one replica of the pod requests (ES-1, `flotilla_core::capacity::replica_requests`:
+/// containers summed, raised to the largest init container, plus the overhead, a limit
+/// standing in for a missing request). Every quantity of a counted resource in `requests`,
+/// `limits` and `overhead` must parse; each that does not is reported at its path.
 fn pod_requests(
     pod: &Map<String, Value>,
     path: &FieldPath,
     errs: &mut FieldErrors,
 ) -> ReplicaRequirements {
-    let mut sum = ReplicaRequirements::default();
-    for (cpu, mem) in container_requests(pod, "containers", path, errs) {
-        sum.cpu_millis = sum.cpu_millis.saturating_add(cpu);
-        sum.memory_bytes = sum.memory_bytes.saturating_add(mem);
-    }
-    for (cpu, mem) in container_requests(pod, "initContainers", path, errs) {
-        sum.cpu_millis = sum.cpu_millis.max(cpu);
-        sum.memory_bytes = sum.memory_bytes.max(mem);
-    }
-    sum
-}
-
-fn container_requests(
-    pod: &Map<String, Value>,
-    list: &str,
-    path: &FieldPath,
-    errs: &mut FieldErrors,
-) -> Vec<(i64, i64)> {
-    let list_path = path.child(list);
-    let containers = match pod.get(list) {
-        None | Some(Value::Null) => return Vec::new(),
-        Some(Value::Array(items)) => items,
-        Some(_) => {
-            errs.push(FieldError::invalid(&list_path, "must be an array"));
-            return Vec::new();
-        }
-    };
-    let mut out = Vec::with_capacity(containers.len());
-    for (i, container) in containers.iter().enumerate() {
-        let requests_path = list_path.index(i).child("resources").child("requests");
-        let requests = container
-            .get("resources")
-            .and_then(|r| r.get("requests"))
-            .and_then(Value::as_object);
-        let mut read = |name: &str, parse: fn(&str) -> Result<i64, String>| -> i64 {
-            let Some(v) = requests.and_then(|r| r.get(name)) else {
-                return 0;
-            };
-            let text = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                _ => {
-                    errs.push(FieldError::invalid(
-                        &requests_path.child(name),
-                        "must be a quantity such as \"100m\" or \"128Mi\"",
-                    ));
-                    return 0;
-                }
-            };
-            match parse(&text) {
-                Ok(q) => q,
-                Err(msg) => {
-                    errs.push(FieldError::invalid(&requests_path.child(name), msg));
-                    0
+    for list in ["containers", "initContainers"] {
+        let list_path = path.child(list);
+        match pod.get(list) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, container) in items.iter().enumerate() {
+                    let resources = container.get("resources");
+                    for part in ["requests", "limits"] {
+                        check_quantities(
+                            resources.and_then(|r| r.get(part)),
+                            &list_path.index(i).child("resources").child(part),
+                            errs,
+                        );
+                    }
                 }
             }
-        };
-        let cpu = read("cpu", quantity::cpu_millis);
-        let mem = read("memory", quantity::memory_bytes);
-        out.push((cpu, mem));
+            Some(_) => errs.push(FieldError::invalid(&list_path, "must be an array")),
+        }
     }
-    out
+    check_quantities(pod.get("overhead"), &path.child("overhead"), errs);
+    ReplicaRequirements {
+        resource_request: capacity::replica_requests(&Value::Object(pod.clone())),
+    }
+}
+
+/// Each counted resource of a resource list (ES-1.4) must be a quantity, as Kubernetes
+/// admits it; names no replica requests are left to the member to judge.
+fn check_quantities(map: Option<&Value>, path: &FieldPath, errs: &mut FieldErrors) {
+    let Some(map) = map.filter(|m| !m.is_null()) else {
+        return;
+    };
+    let Some(map) = map.as_object() else {
+        errs.push(FieldError::invalid(path, "must be an object of quantities"));
+        return;
+    };
+    for (name, q) in map.iter().filter(|(n, _)| capacity::is_counted(n)) {
+        let text = match q {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => {
+                errs.push(FieldError::invalid(
+                    &path.child(name),
+                    "must be a quantity such as \"100m\" or \"128Mi\"",
+                ));
+                continue;
+            }
+        };
+        match capacity::amount(name, &text) {
+            Ok(a) if a < 0 => errs.push(FieldError::invalid(
+                &path.child(name),
+                format!("must be greater than or equal to 0 (got {text:?})"),
+            )),
+            Ok(_) => {}
+            Err(msg) => errs.push(FieldError::invalid(&path.child(name), msg)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -288,10 +283,10 @@ mod tests {
         assert_eq!(m.replicas, 3);
         assert_eq!(
             m.requirements,
-            Some(ReplicaRequirements {
-                cpu_millis: 600,
-                memory_bytes: (128 << 20) + (1 << 30),
-            })
+            Some(ReplicaRequirements::of(&[
+                ("cpu", 600),
+                ("memory", (128 << 20) + (1 << 30))
+            ]))
         );
     }
 
@@ -377,7 +372,10 @@ mod tests {
           "spec":{"containers":[{"resources":{"requests":{"cpu":"250m"}}}]}}"#;
         let m = inspect(pod).unwrap();
         assert_eq!(m.replicas, 1);
-        assert_eq!(m.requirements.unwrap().cpu_millis, 250);
+        assert_eq!(
+            m.requirements.unwrap(),
+            ReplicaRequirements::of(&[("cpu", 250)])
+        );
     }
 
     #[test]
@@ -387,7 +385,42 @@ mod tests {
             "containers":[{"resources":{"requests":{"cpu":"100m"}}}],
             "initContainers":[{"resources":{"requests":{"cpu":"2","memory":"1Mi"}}}]}}}}"#;
         let r = inspect(m).unwrap().requirements.unwrap();
-        assert_eq!((r.cpu_millis, r.memory_bytes), (2000, 1 << 20));
+        assert_eq!(
+            r,
+            ReplicaRequirements::of(&[("cpu", 2000), ("memory", 1 << 20)])
+        );
+    }
+
+    /// ES-1 as the api admits a template: a limit stands in for a missing request, the
+    /// overhead is added, extended resources are kept and other names dropped.
+    #[test]
+    fn es_1_limits_overhead_and_extended_resources() {
+        let m = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},
+          "spec":{"template":{"spec":{
+            "containers":[{"resources":{"limits":{"cpu":"2","nvidia.com/gpu":"1"},
+                                        "requests":{"memory":"1Gi","storage":"9Gi"}}}],
+            "overhead":{"cpu":"250m"}}}}}"#;
+        let r = inspect(m).unwrap().requirements.unwrap();
+        assert_eq!(
+            r,
+            ReplicaRequirements::of(&[("cpu", 2250), ("memory", 1 << 30), ("nvidia.com/gpu", 1)])
+        );
+        let bad = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},
+          "spec":{"template":{"spec":{
+            "containers":[{"resources":{"limits":{"nvidia.com/gpu":"one"}}}],
+            "overhead":{"cpu":"-1"}}}}}"#;
+        let fields: Vec<String> = inspect(bad)
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "manifest.spec.template.spec.containers[0].resources.limits.nvidia.com/gpu",
+                "manifest.spec.template.spec.overhead.cpu"
+            ]
+        );
     }
 
     #[test]

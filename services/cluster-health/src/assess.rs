@@ -277,7 +277,7 @@ pub fn assess(inputs: Inputs<'_>) -> Result<Decision, ConvertError> {
             {
                 status.api_enablements = c.api_enablements.clone();
                 status.kubernetes_version = c.kubernetes_version.clone();
-                status.resource_summary = c.resource_summary;
+                status.resource_summary = c.resource_summary.clone();
                 collected_changed = true;
                 reasons.push("CH-5.2: collected API enablements and resource summary".into());
             }

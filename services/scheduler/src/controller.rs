@@ -926,7 +926,7 @@ mod tests {
 
         // SC-2.4: a status change (Ready flip, capacity) queues nothing.
         let mut status = c1.clone();
-        status.status.allocatable_replicas = Some(4);
+        status.status.resource_summary = Some(flotilla_core::capacity::Summary::with_pods(4));
         assert!(
             trigger
                 .map(&Event::Apply(object(key, 2, status.clone())))

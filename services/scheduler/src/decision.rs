@@ -701,7 +701,8 @@ mod tests {
         rb.status.failback_clusters = vec!["member1".to_owned()];
         let ready = |name: &str, allocatable: i64| {
             let mut c = cluster(name);
-            c.status.allocatable_replicas = Some(allocatable);
+            c.status.resource_summary =
+                Some(flotilla_core::capacity::Summary::with_pods(allocatable));
             c.status.conditions.push(Condition {
                 type_: "Ready".into(),
                 status: ConditionStatus::True,

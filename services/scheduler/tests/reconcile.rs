@@ -269,9 +269,9 @@ async fn sc_2_6_a_kind_served_later_schedules_the_binding_that_did_not_fit() {
 async fn sc_4_2_unschedulable_keeps_the_result_and_retries_with_backoff() {
     let h = start().await;
     let mut small1 = cluster("member1");
-    small1.status.allocatable_replicas = Some(2);
+    small1.status.resource_summary = Some(flotilla_core::capacity::Summary::with_pods(2));
     let mut small2 = cluster("member2");
-    small2.status.allocatable_replicas = Some(2);
+    small2.status.resource_summary = Some(flotilla_core::capacity::Summary::with_pods(2));
     create_cluster(&h.typed, small1).await;
     create_cluster(&h.typed, small2).await;
     let aggregated = Placement {

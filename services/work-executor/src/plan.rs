@@ -399,10 +399,22 @@ fn move_hold(
             ready: w.status.as_ref().map_or(0, |s| s.ready_replicas),
         })
         .collect();
+    // how many more of this binding's replicas each cluster holds (ES-2, as SC-8 asks)
+    let no_requests = flotilla_core::capacity::ResourceList::new();
+    let requests = spec
+        .replica_requirements
+        .as_ref()
+        .map_or(&no_requests, |r| &r.resource_request);
     let room: BTreeMap<String, i64> = overrides
         .clusters
         .iter()
-        .filter_map(|(name, c)| Some((name.clone(), c.status.allocatable_replicas?)))
+        .filter_map(|(name, c)| {
+            let summary = c.status.resource_summary.as_ref()?;
+            Some((
+                name.clone(),
+                flotilla_core::capacity::max_replicas(Some(summary), requests),
+            ))
+        })
         .collect();
     let since = binding
         .status

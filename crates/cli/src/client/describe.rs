@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::client::conn::Conn;
+use flotilla_core::capacity;
 use flotilla_proto::Resource;
 use flotilla_proto::v1;
 use flotilla_proto::v1::api_client::ApiClient;
@@ -363,6 +364,19 @@ impl Describe for v1::Cluster {
             .and_then(|r| r.allocatable_replicas)
             .map_or_else(|| "unknown".to_owned(), |n| n.to_string());
         b.field(0, "Allocatable Replicas", allocatable);
+        if let Some(summary) = status.resource_summary.as_ref() {
+            // what the scheduler divides each replica's requests into (ES-2, SC-8)
+            let of = |q: Option<&v1::ResourceQuantities>| {
+                capacity::describe(
+                    &q.map(flotilla_proto::convert::resource_list)
+                        .unwrap_or_default(),
+                )
+            };
+            b.heading(0, "Resources");
+            b.field(2, "Allocatable", of(summary.allocatable.as_ref()));
+            b.field(2, "Allocated", of(summary.allocated.as_ref()));
+            b.field(2, "Allocating", of(summary.allocating.as_ref()));
+        }
         if !status.api_enablements.is_empty() {
             b.heading(0, "API Enablements");
             for e in &status.api_enablements {
@@ -453,7 +467,7 @@ impl Describe for v1::Workload {
             b.field(
                 0,
                 "Requests per Replica",
-                format!("cpu {}m, memory {} bytes", r.cpu_millis, r.memory_bytes),
+                capacity::describe(&flotilla_proto::convert::resource_list(r)),
             );
         }
         b.heading(0, "Manifest");

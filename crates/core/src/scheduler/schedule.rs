@@ -14,12 +14,15 @@ use super::divide::{
     AssignParams, AssignmentMode, AssignmentStrategy, DivideError, assign_replicas, is_workload,
 };
 use super::filter::{FilterContext, FilterVerdict, effective_affinity, filter_cluster};
-use super::score::cluster_details;
+use super::score::{Demand, cluster_details};
 use super::spread::{SpreadError, select_best_clusters};
 use super::trigger::reschedule_required;
 use super::webster::TieBreak;
+use crate::capacity::ResourceList;
 use crate::time::Time;
-use crate::types::{Cluster, GracefulEvictionTask, Placement, ResourceBinding, TargetCluster};
+use crate::types::{
+    Cluster, GracefulEvictionTask, Placement, ReplicaRequirements, ResourceBinding, TargetCluster,
+};
 
 /// Scheduler switches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,8 +45,9 @@ pub struct ScheduleInput<'a> {
     pub placement: &'a Placement,
     /// `spec.replicas`.
     pub replicas: i32,
-    /// Whether per-replica requirements are set (SC-14.1).
-    pub has_replica_requirements: bool,
+    /// `spec.replicaRequirements`: whether it is set (SC-14.1) and what one replica
+    /// requests (ES-1, read by SC-8).
+    pub replica_requirements: Option<&'a ReplicaRequirements>,
     /// The current result `spec.clusters`.
     pub previous: &'a [TargetCluster],
     /// `spec.gracefulEvictionTasks` (SC-6.6).
@@ -87,7 +91,7 @@ impl<'a> ScheduleInput<'a> {
             kind: &binding.spec.resource.kind,
             placement,
             replicas: binding.spec.replicas,
-            has_replica_requirements: binding.spec.replica_requirements.is_some(),
+            replica_requirements: binding.spec.replica_requirements.as_ref(),
             previous: &binding.spec.clusters,
             eviction_tasks: &binding.spec.graceful_eviction_tasks,
             failed_over: &binding.status.application_failover_clusters,
@@ -329,8 +333,16 @@ fn schedule_once(
     }
 
     // SC-7/SC-8/SC-9.
-    let workload = is_workload(input.replicas, input.has_replica_requirements);
-    let details = cluster_details(&feasible, input.previous, input.replicas, workload);
+    let workload = is_workload(input.replicas, input.replica_requirements.is_some());
+    let no_requests = ResourceList::new();
+    let demand = Demand {
+        replicas: input.replicas,
+        is_workload: workload,
+        requests: input
+            .replica_requirements
+            .map_or(&no_requests, |r| &r.resource_request),
+    };
+    let details = cluster_details(&feasible, input.previous, &demand);
     for detail in &details {
         if let Some(d) = diagnostics.iter_mut().find(|d| d.cluster == detail.name()) {
             d.score = Some(detail.score);

@@ -2,6 +2,7 @@
 
 use std::cmp::Ordering;
 
+use crate::capacity::{self, ResourceList};
 use crate::types::{Cluster, TargetCluster};
 
 /// The score of a cluster that already runs the binding (ClusterLocality, SC-7).
@@ -39,16 +40,23 @@ pub fn assigned_replicas(cluster: &str, previous: &[TargetCluster]) -> i64 {
 /// SC-8 `AllocatableReplicas`: how many more replicas fit on the cluster.
 ///
 /// Non-workloads keep Karmada's initial `MaxInt32` ([`UNLIMITED_REPLICAS`]). Workloads take
-/// `status.allocatable_replicas` (Flotilla's single estimator); no estimate (`None`) or a
-/// negative one (Karmada ignores −1 results) falls back to `spec.replicas`, like Karmada's
-/// leftover `MaxInt32`.
-pub fn allocatable_replicas(cluster: &Cluster, replicas: i32, is_workload: bool) -> i64 {
+/// the general estimator over the cluster's resource summary (ES-2): the pods still
+/// allowed, bounded by each resource one replica requests. Flotilla: a cluster whose summary
+/// has not been collected yet has no estimate and falls back to `spec.replicas`, like
+/// Karmada's leftover `MaxInt32` (Karmada's general estimator answers 0 there); a Ready
+/// member always has one (CH-5.2), so this only holds until the first collection.
+pub fn allocatable_replicas(
+    cluster: &Cluster,
+    replicas: i32,
+    is_workload: bool,
+    requests: &ResourceList,
+) -> i64 {
     if !is_workload {
         return UNLIMITED_REPLICAS;
     }
-    match cluster.status.allocatable_replicas {
-        Some(n) if n >= 0 => n,
-        _ => i64::from(replicas),
+    match &cluster.status.resource_summary {
+        Some(summary) => capacity::max_replicas(Some(summary), requests),
+        None => i64::from(replicas),
     }
 }
 
@@ -68,14 +76,14 @@ pub struct ClusterDetail<'a> {
 // === impl ClusterDetail ===
 
 impl<'a> ClusterDetail<'a> {
-    /// Score and capacity of one feasible cluster (SC-7, SC-8).
-    pub fn new(
-        cluster: &'a Cluster,
-        previous: &[TargetCluster],
-        replicas: i32,
-        is_workload: bool,
-    ) -> Self {
-        let allocatable = allocatable_replicas(cluster, replicas, is_workload);
+    /// Score and capacity of one feasible cluster (SC-7, SC-8) for `demand`.
+    pub fn new(cluster: &'a Cluster, previous: &[TargetCluster], demand: &Demand<'_>) -> Self {
+        let allocatable = allocatable_replicas(
+            cluster,
+            demand.replicas,
+            demand.is_workload,
+            demand.requests,
+        );
         ClusterDetail {
             cluster,
             score: score_cluster(cluster.name(), previous),
@@ -101,16 +109,27 @@ pub fn compare_clusters(a: &ClusterDetail<'_>, b: &ClusterDetail<'_>) -> Orderin
         .then_with(|| a.name().cmp(b.name()))
 }
 
+/// What the binding asks of each cluster's capacity (SC-8): its replicas, whether it is a
+/// workload (SC-14.1), and what one replica requests (ES-1).
+#[derive(Clone, Copy, Debug)]
+pub struct Demand<'a> {
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// Whether the binding is a workload (SC-14.1); non-workloads are not estimated.
+    pub is_workload: bool,
+    /// `spec.replicaRequirements.resourceRequest` (empty when none).
+    pub requests: &'a ResourceList,
+}
+
 /// SC-7/SC-8/SC-9: details of the feasible clusters, sorted per SC-9.
 pub fn cluster_details<'a>(
     feasible: &[&'a Cluster],
     previous: &[TargetCluster],
-    replicas: i32,
-    is_workload: bool,
+    demand: &Demand<'_>,
 ) -> Vec<ClusterDetail<'a>> {
     let mut details: Vec<ClusterDetail<'a>> = feasible
         .iter()
-        .map(|c| ClusterDetail::new(c, previous, replicas, is_workload))
+        .map(|c| ClusterDetail::new(c, previous, demand))
         .collect();
     details.sort_by(compare_clusters);
     details
@@ -119,8 +138,15 @@ pub fn cluster_details<'a>(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::capacity::Summary;
     use crate::types::ObjectMeta;
 
+    /// A summary of `pods` free pods and nothing else (what the scheduler tests need).
+    pub(crate) fn pods_only(pods: i64) -> Summary {
+        Summary::with_pods(pods)
+    }
+
+    /// A cluster `name` with room for `allocatable` more pods; `None`: no summary yet.
     pub(crate) fn cluster(name: &str, allocatable: Option<i64>) -> Cluster {
         let mut c = Cluster {
             meta: ObjectMeta {
@@ -129,8 +155,12 @@ pub(crate) mod tests {
             },
             ..Default::default()
         };
-        c.status.allocatable_replicas = allocatable;
+        c.status.resource_summary = allocatable.map(pods_only);
         c
+    }
+
+    fn list(pairs: &[(&str, i64)]) -> ResourceList {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
     }
 
     #[test]
@@ -151,72 +181,99 @@ pub(crate) mod tests {
     fn sc_8_available_replicas() {
         struct Case {
             name: &'static str,
-            allocatable: Option<i64>,
+            summary: Option<Summary>,
             replicas: i32,
             workload: bool,
+            requests: ResourceList,
             previous: Vec<TargetCluster>,
             want_allocatable: i64,
             want_available: i64,
         }
+        let cpu8 = Summary {
+            allocatable: list(&[("cpu", 8000), ("memory", 32 << 30), ("pods", 110)]),
+            allocated: list(&[("cpu", 2500), ("memory", 4 << 30), ("pods", 10)]),
+            allocating: list(&[("cpu", 500), ("pods", 1)]),
+        };
+        let case = |name, summary, requests| Case {
+            name,
+            summary,
+            replicas: 3,
+            workload: true,
+            requests,
+            previous: vec![],
+            want_allocatable: 0,
+            want_available: 0,
+        };
         let cases = [
             Case {
-                name: "estimate",
-                allocatable: Some(7),
-                replicas: 3,
-                workload: true,
-                previous: vec![],
                 want_allocatable: 7,
                 want_available: 7,
+                ..case("pods only", Some(pods_only(7)), list(&[]))
             },
             Case {
-                name: "no estimate → spec.replicas",
-                allocatable: None,
-                replicas: 3,
-                workload: true,
-                previous: vec![],
-                want_allocatable: 3,
-                want_available: 3,
+                want_allocatable: 99,
+                want_available: 99,
+                ..case(
+                    "no requests → the pods still allowed",
+                    Some(cpu8.clone()),
+                    list(&[]),
+                )
             },
             Case {
-                name: "-1 ignored → spec.replicas",
-                allocatable: Some(-1),
-                replicas: 5,
-                workload: true,
-                previous: vec![],
+                // (8000 − 2500 − 500) / 1000 = 5 < 99 pods
                 want_allocatable: 5,
                 want_available: 5,
+                ..case("cpu bounds it", Some(cpu8.clone()), list(&[("cpu", 1000)]))
             },
             Case {
-                name: "zero capacity",
-                allocatable: Some(0),
-                replicas: 5,
-                workload: true,
-                previous: vec![],
-                want_allocatable: 0,
-                want_available: 0,
+                // memory: 28 GiB free / 10 GiB = 2; cpu: 5000 / 100 = 50
+                want_allocatable: 2,
+                want_available: 2,
+                ..case(
+                    "the least resource wins",
+                    Some(cpu8.clone()),
+                    list(&[("cpu", 100), ("memory", 10 << 30)]),
+                )
             },
+            case(
+                "a resource the cluster lacks → 0",
+                Some(cpu8.clone()),
+                list(&[("cpu", 100), ("nvidia.com/gpu", 1)]),
+            ),
             Case {
-                name: "plus assigned",
-                allocatable: Some(4),
+                want_allocatable: 3,
+                want_available: 3,
+                ..case(
+                    "no summary yet → spec.replicas",
+                    None,
+                    list(&[("cpu", 1000)]),
+                )
+            },
+            case("zero capacity", Some(pods_only(0)), list(&[])),
+            Case {
                 replicas: 9,
-                workload: true,
                 previous: vec![TargetCluster::new("m1", 6), TargetCluster::new("m2", 1)],
                 want_allocatable: 4,
                 want_available: 10,
+                ..case("plus assigned", Some(pods_only(4)), list(&[]))
             },
             Case {
-                name: "non-workload keeps MaxInt32",
-                allocatable: Some(4),
                 replicas: 0,
                 workload: false,
-                previous: vec![],
                 want_allocatable: UNLIMITED_REPLICAS,
                 want_available: UNLIMITED_REPLICAS,
+                ..case("non-workload keeps MaxInt32", Some(pods_only(4)), list(&[]))
             },
         ];
         for c in cases {
-            let cl = cluster("m1", c.allocatable);
-            let d = ClusterDetail::new(&cl, &c.previous, c.replicas, c.workload);
+            let mut cl = cluster("m1", None);
+            cl.status.resource_summary = c.summary;
+            let demand = Demand {
+                replicas: c.replicas,
+                is_workload: c.workload,
+                requests: &c.requests,
+            };
+            let d = ClusterDetail::new(&cl, &c.previous, &demand);
             assert_eq!(d.allocatable_replicas, c.want_allocatable, "{}", c.name);
             assert_eq!(d.available_replicas, c.want_available, "{}", c.name);
         }
@@ -229,10 +286,16 @@ pub(crate) mod tests {
         let c = cluster("c", Some(5));
         let d = cluster("d", Some(0));
         let prev = [TargetCluster::new("d", 0)];
-        let got = cluster_details(&[&a, &b, &c, &d], &prev, 1, true);
+        let none = ResourceList::new();
+        let demand = Demand {
+            replicas: 1,
+            is_workload: true,
+            requests: &none,
+        };
+        let got = cluster_details(&[&a, &b, &c, &d], &prev, &demand);
         let names: Vec<&str> = got.iter().map(|d| d.name()).collect();
         // d scores 100; b and c tie on score and capacity → name; a has least capacity.
         assert_eq!(names, ["d", "b", "c", "a"]);
-        assert!(cluster_details(&[], &prev, 1, true).is_empty());
+        assert!(cluster_details(&[], &prev, &demand).is_empty());
     }
 }

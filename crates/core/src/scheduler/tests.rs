@@ -12,7 +12,7 @@ use crate::types::{
 
 fn cluster(name: &str, allocatable: Option<i64>) -> Cluster {
     let mut c = Cluster::named(name).serving("apps/v1", &["Deployment"]);
-    c.status.allocatable_replicas = allocatable;
+    c.status.resource_summary = allocatable.map(super::score::tests::pods_only);
     c
 }
 

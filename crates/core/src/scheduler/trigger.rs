@@ -88,16 +88,14 @@ pub fn cluster_change_relevant(old: &Cluster, new: &Cluster) -> bool {
 /// SC-2.6 (Flotilla; Karmada's scheduling queue moves its unschedulable bindings back to the
 /// active queue on cluster events): a cluster status change that can make an unschedulable
 /// binding fit, although SC-2.4 enqueues nothing for status: the cluster's API enablements
-/// changed (a custom resource's kind became served after its CRD reached the member) or its
-/// allocatable replicas became known or grew. Less capacity, or a Ready flip, cannot make a
+/// changed (a custom resource's kind became served after its CRD reached the member), or its
+/// resource summary became known or has more room in some resource (a node was added, a
+/// workload scaled down: ES-3). Less room in every resource, or a Ready flip, cannot make a
 /// binding fit.
 pub fn cluster_status_may_fit_more(old: &Cluster, new: &Cluster) -> bool {
     old.status.api_enablements != new.status.api_enablements
-        || match (
-            old.status.allocatable_replicas,
-            new.status.allocatable_replicas,
-        ) {
-            (Some(before), Some(now)) => now > before,
+        || match (&old.status.resource_summary, &new.status.resource_summary) {
+            (Some(before), Some(now)) => now.has_more_room_than(before),
             (None, Some(_)) => true,
             (_, None) => false,
         }
@@ -272,7 +270,7 @@ mod tests {
     fn sc_2_6_status_changes_that_may_make_a_binding_fit() {
         let with = |kinds: &[&str], allocatable: Option<i64>| {
             let mut c = cluster("member1");
-            c.status.allocatable_replicas = allocatable;
+            c.status.resource_summary = allocatable.map(crate::scheduler::score::tests::pods_only);
             c.status.api_enablements = vec![crate::types::ApiEnablement {
                 group_version: "example.com/v1".into(),
                 kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
@@ -303,6 +301,34 @@ mod tests {
         for (what, (k0, a0), (k1, a1), want) in cases {
             let (old, new) = (with(k0, a0), with(k1, a1));
             assert_eq!(cluster_status_may_fit_more(&old, &new), want, "{what}");
+        }
+        // room in one resource is enough: a CPU-bound binding fits again when another
+        // workload's pods go, though a Pending pod took one of the free pods
+        let summary = |cpu_allocated: i64, pods_allocating: i64| crate::capacity::Summary {
+            allocatable: [("cpu".to_owned(), 4000), ("pods".to_owned(), 110)].into(),
+            allocated: [("cpu".to_owned(), cpu_allocated)].into(),
+            allocating: [("pods".to_owned(), pods_allocating)].into(),
+        };
+        let at = |s| {
+            let mut c = cluster("member1");
+            c.status.resource_summary = Some(s);
+            c
+        };
+        for (what, before, after, want) in [
+            (
+                "cpu freed, a pod fewer",
+                summary(4000, 0),
+                summary(2000, 1),
+                true,
+            ),
+            ("cpu taken", summary(2000, 0), summary(3000, 0), false),
+            ("the same", summary(2000, 1), summary(2000, 1), false),
+        ] {
+            assert_eq!(
+                cluster_status_may_fit_more(&at(before), &at(after)),
+                want,
+                "{what}"
+            );
         }
     }
 
@@ -362,7 +388,7 @@ mod tests {
     fn sc_2_3_cluster_change_relevance() {
         let old = cluster("m1");
         let mut status_only = old.clone();
-        status_only.status.allocatable_replicas = Some(3);
+        status_only.status.resource_summary = Some(crate::scheduler::score::tests::pods_only(3));
         assert!(
             !cluster_change_relevant(&old, &status_only),
             "SC-2.4 status changes do not enqueue"

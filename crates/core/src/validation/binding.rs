@@ -116,13 +116,20 @@ fn check_replicas(errs: &mut FieldErrors, path: &FieldPath, replicas: i64, limit
     }
 }
 
-/// Requests are non-negative, at `path.resourceRequest.{cpu,memory}`.
+/// Requests name resources Kubernetes' scheduler counts (ES-1.4) and are non-negative, at
+/// `path.resourceRequest[<name>]` (as Kubernetes names a quantity of a resource list).
 fn check_requirements(errs: &mut FieldErrors, req: &ReplicaRequirements, path: &FieldPath) {
     let request = path.child("resourceRequest");
-    for (value, name) in [(req.cpu_millis, "cpu"), (req.memory_bytes, "memory")] {
-        if value < 0 {
+    for (name, &value) in &req.resource_request {
+        if !crate::capacity::is_counted(name) {
+            errs.push(FieldError::invalid(
+                &request.key(name),
+                "is not a resource a replica requests: cpu, memory, ephemeral-storage, or an \
+                 extended resource such as nvidia.com/gpu",
+            ));
+        } else if value < 0 {
             errs.push(FieldError::out_of_range(
-                &request.child(name),
+                &request.key(name),
                 format!("must be greater than or equal to 0 (got {value})"),
             ));
         }
@@ -357,7 +364,7 @@ pub struct WorkloadTemplate<'a> {
 /// - `metadata.namespace` is a DNS-1123 label and `metadata.name` a DNS-1123 subdomain
 ///   (both required); labels and annotations (≤ 256 KiB) are valid;
 /// - `spec.replicas` is in `0..=max_replicas` (which fits int32);
-/// - requests are non-negative (`spec.replicaRequirements.resourceRequest.{cpu,memory}`);
+/// - requests are non-negative (`spec.replicaRequirements.resourceRequest[<resource>]`, ES-1.4 names only);
 /// - the manifest is at most `max_manifest_bytes` (TooLong at `manifest`).
 pub fn validate_workload(workload: &WorkloadTemplate<'_>, limits: &Limits) -> FieldErrors {
     let mut errs = FieldErrors::new();

@@ -106,7 +106,16 @@ fn cluster() -> domain::Cluster {
                 kinds: strings(&["Deployment", "StatefulSet"]),
             }],
             kubernetes_version: "v1.31.0".into(),
-            allocatable_replicas: Some(40),
+            resource_summary: Some(flotilla_core::capacity::Summary {
+                allocatable: [
+                    ("cpu".into(), 8000),
+                    ("pods".into(), 50),
+                    ("nvidia.com/gpu".into(), 2),
+                ]
+                .into(),
+                allocated: [("cpu".into(), 1000), ("pods".into(), 8)].into(),
+                allocating: [("pods".into(), 2)].into(),
+            }),
         },
     }
 }
@@ -322,10 +331,11 @@ fn binding() -> domain::ResourceBinding {
                 uid: "tmpl-uid".into(),
             },
             replicas: 12,
-            replica_requirements: Some(domain::ReplicaRequirements {
-                cpu_millis: 250,
-                memory_bytes: 128 << 20,
-            }),
+            replica_requirements: Some(domain::ReplicaRequirements::of(&[
+                ("cpu", 250),
+                ("memory", 128 << 20),
+                ("nvidia.com/gpu", 1),
+            ])),
             placement: Some(placement()),
             clusters: vec![
                 domain::TargetCluster::new("member2", 8),
@@ -561,12 +571,28 @@ fn wire_shape_follows_karmada() {
     );
     let empty = v1::ClusterFailoverBehavior::from(domain::ClusterFailoverBehavior::default());
     assert!(empty.state_preservation.is_none() && empty.failback.is_none());
-    // Allocatable replicas live in the resource summary.
+    // The summary goes whole (extended resources in `scalar`), with the pods still allowed
+    // as its allocatable replicas: 50 − 8 − 2.
     let status = v1::Cluster::from(cluster()).status.unwrap();
-    assert_eq!(
-        status.resource_summary.unwrap().allocatable_replicas,
-        Some(40)
-    );
+    let summary = status.resource_summary.unwrap();
+    assert_eq!(summary.allocatable_replicas, Some(40));
+    let allocatable = summary.allocatable.unwrap();
+    assert_eq!((allocatable.cpu_millis, allocatable.pods), (8000, 50));
+    assert_eq!(allocatable.scalar.get("nvidia.com/gpu"), Some(&2));
+    // a reporter of pods alone: its count is the free pods; "unknown" (−1) is no summary
+    let pods_only = |n| {
+        domain::ClusterStatus::try_from(v1::ClusterStatus {
+            resource_summary: Some(v1::ResourceSummary {
+                allocatable_replicas: Some(n),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .unwrap()
+        .resource_summary
+    };
+    assert_eq!(pods_only(7).map(|s| s.free("pods")), Some(7));
+    assert_eq!(pods_only(-1), None);
     let none = v1::ClusterStatus::from(domain::ClusterStatus::default());
     assert!(none.resource_summary.is_none());
 }

@@ -127,10 +127,10 @@ fn binding() -> ResourceBinding {
                 ..ObjectReference::new("apps/v1", "Deployment", "default", "nginx")
             },
             replicas: 5,
-            replica_requirements: Some(ReplicaRequirements {
-                cpu_millis: 100,
-                memory_bytes: 1 << 20,
-            }),
+            replica_requirements: Some(ReplicaRequirements::of(&[
+                ("cpu", 100),
+                ("memory", 1 << 20),
+            ])),
             placement: Some(Placement::default()),
             clusters: vec![
                 TargetCluster::new("member1", 3),
@@ -195,15 +195,13 @@ fn a7_binding_invariants() {
         EditCase {
             name: "negative requests",
             edit: |s| {
-                s.replica_requirements = Some(ReplicaRequirements {
-                    cpu_millis: -1,
-                    memory_bytes: -1,
-                })
+                s.replica_requirements =
+                    Some(ReplicaRequirements::of(&[("cpu", -1), ("memory", -1)]))
             },
             want: &[
-                ("spec.replicaRequirements.resourceRequest.cpu", OutOfRange),
+                ("spec.replicaRequirements.resourceRequest[cpu]", OutOfRange),
                 (
-                    "spec.replicaRequirements.resourceRequest.memory",
+                    "spec.replicaRequirements.resourceRequest[memory]",
                     OutOfRange,
                 ),
             ],
@@ -328,10 +326,7 @@ fn workload_template() {
         api_version: "apps/v1",
         kind: "Deployment",
         replicas: Some(3),
-        requests: Some(ReplicaRequirements {
-            cpu_millis: 0,
-            memory_bytes: 0,
-        }),
+        requests: Some(ReplicaRequirements::of(&[("cpu", 0), ("memory", 0)])),
         manifest_bytes: 1024,
         want: &[],
     };
@@ -407,11 +402,17 @@ fn workload_template() {
         },
         Case {
             name: "negative requests",
-            requests: Some(ReplicaRequirements {
-                cpu_millis: -1,
-                memory_bytes: 1,
-            }),
-            want: &[("spec.replicaRequirements.resourceRequest.cpu", OutOfRange)],
+            requests: Some(ReplicaRequirements::of(&[("cpu", -1), ("memory", 1)])),
+            want: &[("spec.replicaRequirements.resourceRequest[cpu]", OutOfRange)],
+            ..ok()
+        },
+        Case {
+            name: "a resource no replica requests",
+            requests: Some(ReplicaRequirements::of(&[
+                ("nvidia.com/gpu", 1),
+                ("storage", 1),
+            ])),
+            want: &[("spec.replicaRequirements.resourceRequest[storage]", Invalid)],
             ..ok()
         },
     ];
