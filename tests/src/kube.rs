@@ -188,6 +188,21 @@ impl RealMember {
         capacity: u32,
         startup: &str,
     ) -> Self {
+        Self::start_sized(dir, name, etcd, nodes, capacity, startup, "8").await
+    }
+
+    /// [`RealMember::start`], each node with `node_cpu` allocatable CPU (member-sim's
+    /// `--node-cpu`, a quantity), so that the real kube-scheduler leaves Pending the pods
+    /// whose CPU requests fit no node.
+    pub async fn start_sized(
+        dir: &Path,
+        name: &str,
+        etcd: &str,
+        nodes: u32,
+        capacity: u32,
+        startup: &str,
+        node_cpu: &str,
+    ) -> Self {
         let bins = kube_bin_dir();
         let dir = dir.join(name);
         std::fs::create_dir_all(&dir).expect("member dir");
@@ -313,6 +328,7 @@ impl RealMember {
                     format!("--kube-token-file={}", p("admin.token")),
                     format!("--nodes={nodes}"),
                     format!("--capacity={capacity}"),
+                    format!("--node-cpu={node_cpu}"),
                     format!("--pod-startup-delay={startup}"),
                 ]),
             );

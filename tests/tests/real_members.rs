@@ -1466,3 +1466,128 @@ async fn we_7_1_a_pull_member_scaled_up_in_a_failover_reports_no_stale_health() 
         .await;
     drop((m1, m2, m3, agent));
 }
+
+/// A Deployment of `replicas` replicas requesting one CPU each, Divided by dynamic weights
+/// (the replicas that still fit, SC-17) over member1 and member2.
+fn crunch(replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: crunch, namespace: default, labels: {{app: crunch}}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: crunch}}}}
+  template:
+    metadata: {{labels: {{app: crunch}}}}
+    spec:
+      containers:
+        - name: crunch
+          image: busybox
+          resources: {{requests: {{cpu: "1", memory: 64Mi}}}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: crunch, namespace: default}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: crunch}}]
+  placement:
+    clusterAffinity: {{clusterNames: [member1, member2]}}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference: {{dynamicWeight: AvailableReplicas}}
+"#
+    )
+}
+
+/// ES-1/ES-2 on REAL API servers: replicas are divided by the CPU the members have free,
+/// not by their free pods. member1 has 2 Nodes of 4 CPUs, member2 one Node of 2 CPUs, and
+/// both room for 20 pods; 10 replicas requesting 1 CPU each go 8 to member1 and 2 to
+/// member2 (by free pods they would go 5:5, and 3 would stay Pending on member2, where the
+/// real kube-scheduler finds no CPU for them). Every replica becomes Ready, no pod on
+/// either member is Pending, and the recorded history holds the fault suite's invariants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn es_2_replicas_are_divided_by_the_free_cpu_of_real_members() {
+    let (stack, recorder, etcd_endpoints) = real_stack().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (m1, m2) = tokio::join!(
+        RealMember::start_sized(d, "member1", &etcd_endpoints, 2, 20, "1s", "4"),
+        RealMember::start_sized(d, "member2", &etcd_endpoints, 1, 20, "1s", "2"),
+    );
+    let api = api_client(&stack).await;
+    readme_join(&stack, d, &m1).await;
+    readme_join(&stack, d, &m2).await;
+    wait_clusters_ready(&api, &["member1", "member2"], T).await;
+    // cluster-health reports the nodes' CPU (ES-3) before anything runs
+    let cpu = eventually(T, "the members' CPU in their summaries", || async {
+        let mut cpu = Vec::new();
+        for name in ["member1", "member2"] {
+            let c = get_cluster(&api, name).await?;
+            let s = c.status?.resource_summary?;
+            cpu.push(s.allocatable?.cpu_millis);
+        }
+        (cpu == [8000, 2000]).then_some(cpu)
+    })
+    .await;
+    assert_eq!(cpu, [8000, 2000]);
+
+    apply(&stack, d, "crunch.yaml", &crunch(10)).await;
+    let binding = eventually(T, "crunch scheduled", || async {
+        let b = get_binding(&api, "default", "crunch-deployment").await?;
+        (!targets(&b).is_empty()).then_some(b)
+    })
+    .await;
+    let split = targets(&binding);
+    let requests = binding
+        .spec
+        .as_ref()
+        .and_then(|s| s.replica_requirements.as_ref())
+        .and_then(|r| r.resource_request.as_ref())
+        .map(|r| (r.cpu_millis, r.memory_bytes));
+    assert_eq!(requests, Some((1000, 64 << 20)), "ES-1 on the binding");
+    assert_eq!(
+        split,
+        [("member1".to_owned(), 8), ("member2".to_owned(), 2)],
+        "divided by free CPU (8:2), not by free pods (20:20)"
+    );
+    // every replica runs: the real Deployment controllers report them Ready
+    eventually(T, "crunch Ready 8 and 2 on the members", || async {
+        let (a, b) = tokio::join!(deployment(&m1, "crunch"), deployment(&m2, "crunch"));
+        let (a, b) = (a?, b?);
+        ((a.0, a.1, b.0, b.1) == (8, 8, 2, 2)).then_some(())
+    })
+    .await;
+    for m in [&m1, &m2] {
+        let pending = m
+            .kubectl_ok(&[
+                "get",
+                "pods",
+                "-n",
+                "default",
+                "--field-selector=status.phase=Pending",
+                "-o",
+                "name",
+            ])
+            .await;
+        assert!(
+            pending.trim().is_empty(),
+            "{}: Pending pods: {pending}",
+            m.name
+        );
+    }
+    println!(
+        "MEASURE real members, 10 replicas of 1 CPU over 8 and 2 free CPUs: placed {split:?}, \
+         0 Pending"
+    );
+
+    let expect = history::Expect {
+        healthy_members: vec!["member1".into(), "member2".into()],
+        converged: true,
+        ..Default::default()
+    };
+    stack
+        .verdict(recorder, "real_members cpu", 0, &[], &expect)
+        .await;
+    drop((m1, m2));
+}

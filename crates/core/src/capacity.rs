@@ -21,6 +21,10 @@ use serde_json::Value;
 
 use crate::quantity;
 
+pub mod models;
+
+pub use models::{AllocatableModeling, ModelRange, ResourceModel};
+
 /// Resource name → amount (CPU in millicores, others in their unit).
 pub type ResourceList = BTreeMap<String, i64>;
 
@@ -156,6 +160,9 @@ pub struct Summary {
     pub allocated: ResourceList,
     /// Requests of the pods without a node.
     pub allocating: ResourceList,
+    /// Nodes per grade of the cluster's resource models (ES-4.2), in the models' order;
+    /// empty without models.
+    pub allocatable_modelings: Vec<AllocatableModeling>,
 }
 
 impl Summary {
@@ -185,6 +192,38 @@ impl Summary {
     }
 }
 
+/// What bounds an estimate of ES-2, for the explanations (`flotilla explain binding`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// ES-2.1: no summary, nothing is known to fit.
+    NoSummary,
+    /// ES-2.2/ES-2.4: the pods still allowed.
+    Pods,
+    /// ES-2.3: the free amount of this resource, divided by the request.
+    Resource(String),
+    /// ES-2.3: the cluster does not list this requested resource.
+    Missing(String),
+    /// ES-4.3: the nodes of the cluster's resource models from this grade on.
+    Models {
+        /// The least grade whose min covers every request.
+        from_grade: u32,
+    },
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bound::NoSummary => f.write_str("no resource summary"),
+            Bound::Pods => f.write_str(PODS),
+            Bound::Resource(name) => f.write_str(name),
+            Bound::Missing(name) => write!(f, "{name} (the cluster has none)"),
+            Bound::Models { from_grade } => {
+                write!(f, "nodes of grade {from_grade} and up (resource models)")
+            }
+        }
+    }
+}
+
 /// How many more replicas requesting `requests` each fit in a cluster with `summary`
 /// (ES-2, Karmada's general estimator over the cluster's summed resources):
 /// - no summary: 0 (nothing is known to fit);
@@ -193,27 +232,59 @@ impl Summary {
 /// - each positive request divides the free amount of its resource (a resource the
 ///   cluster does not list, or has none of free, gives 0), and the least quotient wins;
 /// - without positive requests, the pods still allowed.
-pub fn max_replicas(summary: Option<&Summary>, requests: &ResourceList) -> i64 {
+///
+/// A cluster with resource models whose nodes have been counted is estimated from them
+/// instead (ES-4.3), unless a requested resource is not in its models.
+pub fn max_replicas(
+    summary: Option<&Summary>,
+    models: &[ResourceModel],
+    requests: &ResourceList,
+) -> i64 {
+    estimate(summary, models, requests).0
+}
+
+/// [`max_replicas`], with what bounds it: the first resource (by name) whose quotient is the
+/// least, the grades of the resource models, or the pods when nothing bounds it more
+/// tightly.
+pub fn estimate(
+    summary: Option<&Summary>,
+    models: &[ResourceModel],
+    requests: &ResourceList,
+) -> (i64, Bound) {
     let Some(summary) = summary else {
-        return 0;
+        return (0, Bound::NoSummary);
     };
     let allowed = summary.free(PODS);
     if allowed <= 0 {
-        return 0;
+        return (0, Bound::Pods);
     }
-    let mut most = allowed;
+    let requested = requests.iter().any(|(n, a)| *a > 0 && n != PODS);
+    if requested
+        && !summary.allocatable_modelings.is_empty()
+        && let Some((fit, from_grade)) =
+            models::replicas_by_models(models, &summary.allocatable_modelings, requests)
+    {
+        return if fit < allowed {
+            (fit, Bound::Models { from_grade })
+        } else {
+            (allowed, Bound::Pods)
+        };
+    }
+    let mut most = (allowed, Bound::Pods);
     for (name, &request) in requests {
         if request <= 0 || name == PODS {
             continue;
         }
         if !summary.allocatable.contains_key(name) {
-            return 0;
+            return (0, Bound::Missing(name.clone()));
         }
-        let free = summary.free(name);
-        if free <= 0 {
-            return 0;
+        let fit = summary.free(name).max(0) / request;
+        if fit < most.0 {
+            most = (fit, Bound::Resource(name.clone()));
         }
-        most = most.min(free / request);
+        if fit == 0 {
+            break;
+        }
     }
     most
 }

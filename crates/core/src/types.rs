@@ -301,6 +301,9 @@ pub struct ClusterSpec {
     pub zones: Vec<String>,
     /// Taints, user's and controller's.
     pub taints: Vec<Taint>,
+    /// Karmada's resource models: grades of node size, standardized (ES-4.1); empty when
+    /// estimates come from the summed summary.
+    pub resource_models: Vec<crate::capacity::ResourceModel>,
 }
 
 /// Cluster status (owned by cluster-health).

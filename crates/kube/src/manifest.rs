@@ -925,6 +925,52 @@ struct TaintDoc {
     time_added: Option<String>,
 }
 
+/// One grade of a cluster's resource models.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "ResourceModel")]
+struct ResourceModelDoc {
+    /// The grade; neighbouring grades differ.
+    grade: u32,
+    /// One range [min, max) per resource, in the same order in every grade.
+    ranges: Vec<ResourceModelRangeDoc>,
+}
+
+/// The range [min, max) of one resource in a grade of the resource models.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "ResourceModelRange")]
+struct ResourceModelRangeDoc {
+    /// The resource: cpu, memory, ephemeral-storage or an extended resource.
+    name: String,
+    /// Inclusive lower bound, a quantity.
+    min: QuantityDoc,
+    /// Exclusive upper bound, a quantity.
+    max: QuantityDoc,
+}
+
+/// A Kubernetes quantity, written as a string (`"1500m"`, `"4Gi"`) or a number (`2`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum QuantityDoc {
+    /// `"1500m"`, `"4Gi"`.
+    Text(String),
+    /// `2`.
+    Int(i64),
+    /// `0.5`.
+    Float(f64),
+}
+
+impl QuantityDoc {
+    fn text(&self) -> String {
+        match self {
+            QuantityDoc::Text(s) => s.clone(),
+            QuantityDoc::Int(n) => n.to_string(),
+            QuantityDoc::Float(f) => f.to_string(),
+        }
+    }
+}
+
 /// A member cluster: how Flotilla reaches it and where it is.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -969,9 +1015,10 @@ struct ClusterSpecDoc {
     /// Not supported: Flotilla reaches members without a proxy.
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     proxy_header: Option<serde_norway::Value>,
-    /// Not supported: the resource models of Karmada's estimator.
-    #[schemars(with = "Option<Vec<serde_json::Value>>")]
-    resource_models: Option<serde_norway::Value>,
+    /// Grades of node size the estimator counts replicas by (Karmada's
+    /// CustomizedClusterResourceModeling): by grade, the same resources' ranges in each.
+    #[serde(default)]
+    resource_models: Vec<ResourceModelDoc>,
     /// What the member declares it can hold (Flotilla's).
     capacity: Option<CapacityDoc>,
 }
@@ -1257,7 +1304,6 @@ fn cluster(ctx: &mut Ctx<'_>, doc: Envelope<ClusterSpecDoc>) -> Option<Object> {
     for (field, present) in [
         ("proxyURL", spec.proxy_url.is_some()),
         ("proxyHeader", spec.proxy_header.is_some()),
-        ("resourceModels", spec.resource_models.is_some()),
     ] {
         if present {
             ctx.error(
@@ -1324,6 +1370,11 @@ fn cluster(ctx: &mut Ctx<'_>, doc: Envelope<ClusterSpecDoc>) -> Option<Object> {
             region: spec.region,
             zones,
             taints,
+            resource_models: resource_models(
+                ctx,
+                &path.child("resourceModels"),
+                spec.resource_models,
+            ),
         },
         status: core::ClusterStatus::default(),
     };
@@ -1345,6 +1396,44 @@ fn cluster(ctx: &mut Ctx<'_>, doc: Envelope<ClusterSpecDoc>) -> Option<Object> {
         });
     }
     Some(Object::Cluster(wire))
+}
+
+/// A cluster's resource models, amounts parsed and standardized as Karmada stores them
+/// (ES-4.1); each amount that is not a quantity is an error at its path.
+fn resource_models(
+    ctx: &mut Ctx<'_>,
+    path: &FieldPath,
+    docs: Vec<ResourceModelDoc>,
+) -> Vec<flotilla_core::capacity::ResourceModel> {
+    let mut models = Vec::with_capacity(docs.len());
+    for (i, doc) in docs.into_iter().enumerate() {
+        let mut ranges = Vec::with_capacity(doc.ranges.len());
+        for (j, r) in doc.ranges.into_iter().enumerate() {
+            let p = path.index(i).child("ranges").index(j);
+            let mut amount = |field: &str, q: &QuantityDoc| {
+                let text = q.text();
+                flotilla_core::capacity::amount(&r.name, &text).unwrap_or_else(|e| {
+                    ctx.error(
+                        p.child(field).as_str(),
+                        format!("Invalid value: {text:?} is not a quantity: {e}"),
+                    );
+                    0
+                })
+            };
+            let (min, max) = (amount("min", &r.min), amount("max", &r.max));
+            ranges.push(flotilla_core::capacity::ModelRange {
+                name: r.name,
+                min,
+                max,
+            });
+        }
+        models.push(flotilla_core::capacity::ResourceModel {
+            grade: doc.grade,
+            ranges,
+        });
+    }
+    flotilla_core::capacity::models::standardize(&mut models);
+    models
 }
 
 fn workload(

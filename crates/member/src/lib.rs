@@ -925,6 +925,7 @@ impl Member {
     pub async fn probe_with_status(
         &self,
         cluster: &str,
+        models: &[flotilla_core::capacity::ResourceModel],
     ) -> (
         flotilla_core::health::ProbeOutcome,
         String,
@@ -934,7 +935,7 @@ impl Member {
         if !(outcome.online && outcome.healthy) {
             return (outcome, message, None);
         }
-        let status = match self.cluster_status().await {
+        let status = match self.cluster_status(models).await {
             Ok(status) => Some(status),
             Err(error) => {
                 tracing::debug!(cluster, %error, "cannot collect the member's status");
@@ -974,23 +975,27 @@ impl Member {
     }
 
     /// What a status collection reports of the member (CH-5.2): its Kubernetes version, API
-    /// enablements and capacity summary.
-    pub async fn cluster_status(&self) -> Result<flotilla_proto::v1::ClusterStatus, MemberError> {
+    /// enablements and capacity summary (with its nodes per grade of `models`, ES-4.2).
+    pub async fn cluster_status(
+        &self,
+        models: &[flotilla_core::capacity::ResourceModel],
+    ) -> Result<flotilla_proto::v1::ClusterStatus, MemberError> {
         Ok(flotilla_proto::v1::ClusterStatus {
             conditions: Vec::new(),
             kubernetes_version: self.version().await?,
             api_enablements: self.api_enablements().await?,
-            resource_summary: Some(self.resource_summary().await?),
+            resource_summary: Some(self.resource_summary(models).await?),
         })
     }
 
     /// The capacity summary from the member's nodes and pods ([`status::resource_summary`]).
     pub async fn resource_summary(
         &self,
+        models: &[flotilla_core::capacity::ResourceModel],
     ) -> Result<flotilla_proto::v1::ResourceSummary, MemberError> {
         let nodes: Vec<status::NodeCapacity> = self.list_all("v1", "Node").await?;
         let pods: Vec<status::PodCapacity> = self.list_all("v1", "Pod").await?;
-        Ok(status::resource_summary(&nodes, &pods))
+        Ok(status::resource_summary(&nodes, &pods, models))
     }
 }
 

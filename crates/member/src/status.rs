@@ -2,7 +2,9 @@
 //! member returned (health by the IN-3 rules, ready replicas, the `status` field), and the
 //! cluster's capacity summary from its nodes and pods (CH-5.2).
 
-use flotilla_core::capacity::{self, ResourceList, Summary};
+use std::collections::BTreeMap;
+
+use flotilla_core::capacity::{self, ResourceList, ResourceModel, Summary};
 use flotilla_core::interpret;
 use flotilla_core::types::ResourceHealth;
 use flotilla_proto::convert::quantities;
@@ -103,7 +105,15 @@ fn add(a: &mut ResourceList, b: &ResourceList) {
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct NodeCapacity {
     #[serde(default)]
+    metadata: Option<NodeMeta>,
+    #[serde(default)]
     status: Option<NodeStatus>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct NodeMeta {
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -175,6 +185,13 @@ impl NodeCapacity {
             })
     }
 
+    fn name(&self) -> &str {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.name.as_deref())
+            .unwrap_or_default()
+    }
+
     fn allocatable(&self) -> ResourceList {
         capacity::resource_list(self.status.as_ref().and_then(|s| s.allocatable.as_ref()))
     }
@@ -184,6 +201,13 @@ impl PodCapacity {
     fn finished(&self) -> bool {
         let phase = self.status.as_ref().and_then(|s| s.phase.as_deref());
         matches!(phase, Some("Succeeded" | "Failed"))
+    }
+
+    fn node(&self) -> Option<&str> {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty())
     }
 
     fn bound(&self) -> bool {
@@ -224,16 +248,33 @@ impl PodCapacity {
 /// pods bound to a node that have not finished (Succeeded or Failed); allocating the
 /// requests of the pods no node has taken yet. Allocatable replicas is the pods that still
 /// fit: allocatable pods minus every unfinished pod, bound or Pending.
+///
+/// With resource models (`models`, the cluster's `spec.resourceModels`), the Ready nodes are
+/// counted per grade of what each has free: its allocatable minus the requests of its
+/// unfinished pods (ES-4.2).
 pub fn resource_summary<'a>(
     nodes: impl IntoIterator<Item = &'a NodeCapacity>,
     pods: impl IntoIterator<Item = &'a PodCapacity>,
+    models: &[ResourceModel],
 ) -> v1::ResourceSummary {
     let mut summary = Summary::default();
+    // each Ready node's free resources, by name (for the models)
+    let mut free: BTreeMap<&str, ResourceList> = BTreeMap::new();
     for node in nodes.into_iter().filter(|n| n.ready()) {
-        add(&mut summary.allocatable, &node.allocatable());
+        let allocatable = node.allocatable();
+        add(&mut summary.allocatable, &allocatable);
+        free.insert(node.name(), allocatable);
     }
     let mut unfinished = 0i64;
     for pod in pods {
+        if !pod.finished()
+            && let Some(node) = pod.node().and_then(|n| free.get_mut(n))
+        {
+            for (name, amount) in pod.requests() {
+                let left = node.entry(name).or_insert(0);
+                *left = left.saturating_sub(amount);
+            }
+        }
         if !pod.bound() {
             // as Karmada: a pod without a node is allocating whatever its phase
             add(&mut summary.allocating, &pod.requests());
@@ -256,6 +297,17 @@ pub fn resource_summary<'a>(
         allocatable: Some(quantities(&summary.allocatable)),
         allocated: Some(quantities(&summary.allocated)),
         allocating: Some(quantities(&summary.allocating)),
+        allocatable_modelings: if models.is_empty() {
+            Vec::new()
+        } else {
+            capacity::models::allocatable_modelings(models, free.values())
+                .into_iter()
+                .map(|m| v1::AllocatableModeling {
+                    grade: m.grade,
+                    count: m.count,
+                })
+                .collect()
+        },
     }
 }
 
@@ -316,7 +368,7 @@ mod tests {
             pod("n1", "Succeeded", "1"),
             pod("", "Pending", "1"),
         ];
-        let s = resource_summary(&nodes, &pods);
+        let s = resource_summary(&nodes, &pods, &[]);
         let allocatable = s.allocatable.expect("allocatable");
         assert_eq!((allocatable.cpu_millis, allocatable.pods), (4500, 15));
         assert_eq!(allocatable.memory_bytes, 2 << 30);
@@ -364,7 +416,7 @@ mod tests {
             "nodeName": "n1",
             "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}))
         .expect("a pod");
-        let s = resource_summary([&gpu_node], [&gpu_pod]);
+        let s = resource_summary([&gpu_node], [&gpu_pod], &[]);
         let allocatable = s.allocatable.expect("allocatable");
         assert_eq!(allocatable.scalar.get("nvidia.com/gpu"), Some(&2));
         assert_eq!(
@@ -381,7 +433,7 @@ mod tests {
             serde_json::from_str(r#"{"spec": {"nodeName": null, "containers": null}}"#)
                 .expect("a sparse pod");
         let bare: NodeCapacity = serde_json::from_str(r#"{"status": null}"#).expect("a node");
-        let s = resource_summary([&bare], [&sparse]);
+        let s = resource_summary([&bare], [&sparse], &[]);
         let allocated = s.allocated.expect("allocated");
         assert_eq!((allocated.cpu_millis, allocated.pods), (0, 0));
         assert_eq!(s.allocatable_replicas, Some(0));
@@ -499,7 +551,7 @@ mod tests {
             proptest::prop_assert!(serde_json::from_str::<Value>(&s.status).is_ok());
             let node: Option<NodeCapacity> = serde_json::from_value(object.clone()).ok();
             let pod: Option<PodCapacity> = serde_json::from_value(object).ok();
-            let summary = resource_summary(node.iter(), pod.iter());
+            let summary = resource_summary(node.iter(), pod.iter(), &[]);
             let a = summary.allocatable.unwrap_or_default();
             proptest::prop_assert!(
                 a.cpu_millis >= 0 && a.memory_bytes >= 0 && a.pods >= 0,

@@ -722,6 +722,7 @@ impl From<domain::ClusterSpec> for v1::ClusterSpec {
             region,
             zones,
             taints,
+            resource_models,
         } = spec;
         v1::ClusterSpec {
             sync_mode: enc::<_, v1::SyncMode>(sync_mode),
@@ -730,6 +731,7 @@ impl From<domain::ClusterSpec> for v1::ClusterSpec {
             region,
             zones,
             taints: to_wire(taints),
+            resource_models: to_wire(resource_models),
             // how to reach the member: not an input of any rule
             capacity: None,
             secret_ref: None,
@@ -754,6 +756,7 @@ impl TryFrom<v1::ClusterSpec> for domain::ClusterSpec {
             secret_ref: _,
             impersonator_secret_ref: _,
             insecure_skip_tls_verification: _,
+            resource_models,
         } = spec;
         Ok(domain::ClusterSpec {
             sync_mode: WireEnum::from_wire_required(sync_mode, "syncMode")?,
@@ -762,6 +765,7 @@ impl TryFrom<v1::ClusterSpec> for domain::ClusterSpec {
             region,
             zones,
             taints: list(taints, "taints")?,
+            resource_models: list(resource_models, "resourceModels")?,
         })
     }
 }
@@ -780,11 +784,19 @@ impl From<domain::ClusterStatus> for v1::ClusterStatus {
             kubernetes_version,
             resource_summary: resource_summary.map(|s| v1::ResourceSummary {
                 allocatable_replicas: Some(
-                    capacity::max_replicas(Some(&s), &capacity::ResourceList::new()).max(0),
+                    capacity::max_replicas(Some(&s), &[], &capacity::ResourceList::new()).max(0),
                 ),
                 allocatable: Some(quantities(&s.allocatable)),
                 allocated: Some(quantities(&s.allocated)),
                 allocating: Some(quantities(&s.allocating)),
+                allocatable_modelings: s
+                    .allocatable_modelings
+                    .iter()
+                    .map(|m| v1::AllocatableModeling {
+                        grade: m.grade,
+                        count: m.count,
+                    })
+                    .collect(),
             }),
         }
     }
@@ -809,6 +821,50 @@ impl TryFrom<v1::ClusterStatus> for domain::ClusterStatus {
     }
 }
 
+impl From<capacity::ResourceModel> for v1::ResourceModel {
+    fn from(model: capacity::ResourceModel) -> Self {
+        let capacity::ResourceModel { grade, ranges } = model;
+        v1::ResourceModel {
+            grade,
+            ranges: ranges
+                .into_iter()
+                .map(|r| v1::ResourceModelRange {
+                    min: flotilla_core::quantity::format(&r.name, r.min),
+                    max: flotilla_core::quantity::format(&r.name, r.max),
+                    name: r.name,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<v1::ResourceModel> for capacity::ResourceModel {
+    type Error = ConvertError;
+
+    fn try_from(model: v1::ResourceModel) -> Result<Self, ConvertError> {
+        let v1::ResourceModel { grade, ranges } = model;
+        let ranges = ranges
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let v1::ResourceModelRange { name, min, max } = r;
+                let amount = |text: &str, field: &str| {
+                    capacity::amount(&name, text).map_err(|e| {
+                        ConvertError::new(field, format!("{text:?} is not a quantity: {e}"))
+                            .at_index("ranges", i)
+                    })
+                };
+                Ok(capacity::ModelRange {
+                    min: amount(&min, "min")?,
+                    max: amount(&max, "max")?,
+                    name,
+                })
+            })
+            .collect::<Result<_, ConvertError>>()?;
+        Ok(capacity::ResourceModel { grade, ranges })
+    }
+}
+
 /// The domain's summary of a reported one (ES-3). A summary that carries only
 /// `allocatableReplicas` (a reporter of pods alone) reads as that many free pods; a negative
 /// count (Karmada's "unknown") as no summary.
@@ -818,12 +874,20 @@ fn summary(s: v1::ResourceSummary) -> Option<capacity::Summary> {
         allocated,
         allocatable_replicas,
         allocating,
+        allocatable_modelings,
     } = s;
     match allocatable {
         Some(allocatable) => Some(capacity::Summary {
             allocatable: resource_list(&allocatable),
             allocated: allocated.as_ref().map(resource_list).unwrap_or_default(),
             allocating: allocating.as_ref().map(resource_list).unwrap_or_default(),
+            allocatable_modelings: allocatable_modelings
+                .into_iter()
+                .map(|m| capacity::AllocatableModeling {
+                    grade: m.grade,
+                    count: m.count,
+                })
+                .collect(),
         }),
         None => allocatable_replicas
             .filter(|n| *n >= 0)

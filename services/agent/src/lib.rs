@@ -505,7 +505,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), Error> {
 /// The heartbeat the agent sends now: its probe of the member (CH-2) and, when healthy, the
 /// status it collected (CH-5.2).
 pub async fn heartbeat_request(cluster: &str, member: &Member) -> v1::HeartbeatRequest {
-    let (outcome, message, status) = member.probe_with_status(cluster).await;
+    // Flotilla: a Pull agent does not count its nodes per grade of resource models (it does
+    // not read its Cluster's spec); a Pull cluster is estimated from its summed summary
+    let (outcome, message, status) = member.probe_with_status(cluster, &[]).await;
     v1::HeartbeatRequest {
         cluster_name: cluster.to_owned(),
         cluster_uid: String::new(),

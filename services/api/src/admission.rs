@@ -70,6 +70,32 @@ fn stamp_no_execute_taints(cluster: &mut v1::Cluster, current: Option<&v1::Clust
     }
 }
 
+/// ES-4.1, as Karmada's registry stores them: a cluster's resource models sorted by grade,
+/// the first grade's mins 0 and the last grade's maxes unbounded (written as quantities).
+/// Flotilla: a Cluster without models gets none (Karmada fills in its default grades when
+/// its CustomizedClusterResourceModeling gate is on): estimates then come from the summed
+/// summary, ES-2.
+fn standardize_resource_models(cluster: &mut v1::Cluster) -> Result<(), Error> {
+    let Some(spec) = cluster
+        .spec
+        .as_mut()
+        .filter(|s| !s.resource_models.is_empty())
+    else {
+        return Ok(());
+    };
+    let mut models = std::mem::take(&mut spec.resource_models)
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            flotilla_core::capacity::ResourceModel::try_from(m)
+                .map_err(|e| Error::convert(e.at_index("resourceModels", i).within("spec")))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    flotilla_core::capacity::models::standardize(&mut models);
+    spec.resource_models = models.into_iter().map(Into::into).collect();
+    Ok(())
+}
+
 fn required<T>(obj: Option<T>, field: &str) -> Result<T, Error> {
     obj.ok_or_else(|| Error::required(field, "the object is required"))
 }
@@ -82,6 +108,7 @@ impl Admission {
     pub fn cluster(&self, cluster: Option<v1::Cluster>) -> Result<v1::Cluster, Error> {
         let mut cluster = required(cluster, "cluster")?;
         cluster.status = None;
+        standardize_resource_models(&mut cluster)?;
         self.check_cluster(&cluster)?;
         stamp_no_execute_taints(&mut cluster, None);
         Ok(cluster)
@@ -107,6 +134,7 @@ impl Admission {
                     .cloned(),
             );
         }
+        standardize_resource_models(&mut new)?;
         self.check_cluster(&new)?;
         stamp_no_execute_taints(&mut new, Some(current));
         Ok(new)

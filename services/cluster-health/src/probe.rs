@@ -103,7 +103,12 @@ impl Prober {
 
     /// CH-2: `/readyz`, then `/healthz` if that answered 404; when healthy, also the status
     /// the member reports (CH-5.2). An endpoint without a scheme is read as `http://`.
-    pub async fn probe(&self, cluster: &str, target: &Target) -> Observation {
+    pub async fn probe(
+        &self,
+        cluster: &str,
+        target: &Target,
+        models: &[flotilla_core::capacity::ResourceModel],
+    ) -> Observation {
         let trimmed = target.endpoint.trim().trim_end_matches('/');
         if trimmed.is_empty() {
             // CH-6: no way to reach the member; goes through the failure threshold (v1.18+).
@@ -129,7 +134,7 @@ impl Prober {
                 };
             }
         };
-        let (outcome, message, collected) = member.probe_with_status(cluster).await;
+        let (outcome, message, collected) = member.probe_with_status(cluster, models).await;
         Observation {
             outcome,
             message,
@@ -168,8 +173,17 @@ pub struct ProbeContext {
 /// clusters and deleted clusters are dropped from the probe queue.
 pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Action, Infallible> {
     let cluster = ctx.clusters.get(&crate::cluster_key(&name));
+    let models: Vec<flotilla_core::capacity::ResourceModel>;
     let target = match cluster.as_deref() {
         Some(c) if c.spec.as_ref().map(|s| s.sync_mode) == Some(v1::SyncMode::Push as i32) => {
+            // the grades its nodes are counted in (ES-4.2); the api admitted them, so a model
+            // that does not convert is left out rather than failing the probe
+            models = c
+                .spec
+                .iter()
+                .flat_map(|s| s.resource_models.iter().cloned())
+                .filter_map(|m| flotilla_core::capacity::ResourceModel::try_from(m).ok())
+                .collect();
             let secret = secret_of(&ctx, c).await;
             flotilla_member::target_of(c, secret.as_deref())
         }
@@ -181,7 +195,7 @@ pub async fn probe_cluster(name: String, ctx: Arc<ProbeContext>) -> Result<Actio
     };
     let started = tokio::time::Instant::now();
     let observation = match target {
-        Ok(target) => ctx.prober.probe(&name, &target).await,
+        Ok(target) => ctx.prober.probe(&name, &target, &models).await,
         // CH-6: no usable way to reach the member (a missing Secret): offline, named
         Err(e) => Observation {
             outcome: interpret_probe(ProbeResponse::Error, None),
@@ -285,7 +299,7 @@ mod tests {
         let prober = Prober::new(Duration::from_millis(300));
         let fallback = stub(|p| Some(if p == "/readyz" { 404 } else { 200 })).await;
         let o = prober
-            .probe("c1", &Target::plain(format!("http://{fallback}/")))
+            .probe("c1", &Target::plain(format!("http://{fallback}/")), &[])
             .await;
         assert_eq!(outcome(&o), (true, true), "CH-2.2: /healthz answered 200");
         assert!(o.message.contains("/healthz"), "{}", o.message);
@@ -293,7 +307,7 @@ mod tests {
         assert!(o.collected.is_none());
 
         let o = prober
-            .probe("c2", &Target::plain(fallback.to_string()))
+            .probe("c2", &Target::plain(fallback.to_string()), &[])
             .await;
         assert_eq!(
             outcome(&o),
@@ -303,13 +317,13 @@ mod tests {
 
         let broken = stub(|p| Some(if p == "/readyz" { 404 } else { 500 })).await;
         let o = prober
-            .probe("c3", &Target::plain(format!("http://{broken}")))
+            .probe("c3", &Target::plain(format!("http://{broken}")), &[])
             .await;
         assert_eq!(outcome(&o), (true, false), "CH-2.4");
 
         let failing = stub(|_| Some(500)).await;
         let o = prober
-            .probe("c4", &Target::plain(format!("http://{failing}")))
+            .probe("c4", &Target::plain(format!("http://{failing}")), &[])
             .await;
         assert_eq!(
             outcome(&o),
@@ -324,7 +338,7 @@ mod tests {
         let prober = Prober::new(Duration::from_millis(200));
         let hanging = stub(|_| None).await;
         let o = prober
-            .probe("c1", &Target::plain(format!("http://{hanging}")))
+            .probe("c1", &Target::plain(format!("http://{hanging}")), &[])
             .await;
         assert_eq!(outcome(&o), (false, false));
         assert!(o.message.contains("no answer within"), "{}", o.message);
@@ -336,14 +350,14 @@ mod tests {
             .local_addr()
             .unwrap();
         let o = prober
-            .probe("c2", &Target::plain(format!("http://{closed}")))
+            .probe("c2", &Target::plain(format!("http://{closed}")), &[])
             .await;
         assert_eq!(outcome(&o), (false, false));
         // CH-6: no endpoint at all
-        let o = prober.probe("c3", &Target::plain("")).await;
+        let o = prober.probe("c3", &Target::plain(""), &[]).await;
         assert_eq!(outcome(&o), (false, false));
         assert_eq!(o.message, "spec.apiEndpoint is empty");
-        let o = prober.probe("c4", &Target::plain("not a url")).await;
+        let o = prober.probe("c4", &Target::plain("not a url"), &[]).await;
         assert_eq!(outcome(&o), (false, false));
     }
 }

@@ -60,6 +60,10 @@ pub struct KubeletConfig {
     pub nodes: u32,
     /// Pods the nodes take in all (`--capacity`), split evenly.
     pub capacity: u32,
+    /// Each node's allocatable CPU (`--node-cpu`, a quantity).
+    pub node_cpu: String,
+    /// Each node's allocatable memory (`--node-memory`, a quantity).
+    pub node_memory: String,
     /// From bound to Running and Ready.
     pub pod_startup_delay: Duration,
     /// Bind unscheduled pods ourselves (no kube-scheduler runs).
@@ -135,8 +139,8 @@ fn node_status(config: &KubeletConfig, ready: bool) -> NodeStatus {
         )
     };
     let resources: BTreeMap<String, Quantity> = [
-        ("cpu", "8".to_owned()),
-        ("memory", "32Gi".to_owned()),
+        ("cpu", config.node_cpu.clone()),
+        ("memory", config.node_memory.clone()),
         ("pods", config.pods_per_node().to_string()),
     ]
     .into_iter()
@@ -643,6 +647,8 @@ mod tests {
             cluster: "m1".into(),
             nodes: 3,
             capacity: 10,
+            node_cpu: "1500m".into(),
+            node_memory: "2Gi".into(),
             pod_startup_delay: Duration::ZERO,
             bind_pods: false,
         };
@@ -651,9 +657,13 @@ mod tests {
         let node = node_object(&c, "m1-node-1", true);
         let status = node.status.clone().unwrap_or_default();
         assert_eq!(
-            status.allocatable.unwrap_or_default().get("pods"),
+            status.allocatable.clone().unwrap_or_default().get("pods"),
             Some(&Quantity("4".into()))
         );
+        // --node-cpu and --node-memory are each node's, as given
+        let allocatable = status.allocatable.unwrap_or_default();
+        assert_eq!(allocatable.get("cpu"), Some(&Quantity("1500m".into())));
+        assert_eq!(allocatable.get("memory"), Some(&Quantity("2Gi".into())));
         let ready = |n: &Node| {
             n.status
                 .as_ref()

@@ -121,8 +121,18 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_NODES", default_value_t = 1)]
     pub nodes: u32,
 
+    /// Node mode: each Node's allocatable CPU, a Kubernetes quantity (`4`, `1500m`). With
+    /// the real kube-scheduler a pod whose CPU request fits no node stays Pending, and
+    /// cluster-health's resource summary counts it (ES-3).
+    #[arg(long, env = "FLOTILLA_NODE_CPU", default_value = "8")]
+    pub node_cpu: String,
+
+    /// Node mode: each Node's allocatable memory, a Kubernetes quantity (`32Gi`).
+    #[arg(long, env = "FLOTILLA_NODE_MEMORY", default_value = "32Gi")]
+    pub node_memory: String,
+
     /// Node mode: bind unscheduled pods to the nodes (least loaded with room first), for an
-    /// API server without a kube-scheduler.
+    /// API server without a kube-scheduler. It counts pods only, not CPU or memory.
     #[arg(long, env = "FLOTILLA_BIND_PODS")]
     pub bind_pods: bool,
 
@@ -210,6 +220,8 @@ impl Args {
             kube_ca,
             kube_token_file,
             nodes,
+            node_cpu,
+            node_memory,
             bind_pods,
             log: _,
             log_format: _,
@@ -274,6 +286,24 @@ impl Args {
             if *nodes == 0 {
                 push("nodes", "must be at least 1".into());
             }
+            for (flag, text, parse) in [
+                (
+                    "node-cpu",
+                    node_cpu,
+                    flotilla_core::quantity::cpu_millis as fn(&str) -> _,
+                ),
+                (
+                    "node-memory",
+                    node_memory,
+                    flotilla_core::quantity::memory_bytes,
+                ),
+            ] {
+                match parse(text) {
+                    Ok(a) if a > 0 => {}
+                    Ok(_) => push(flag, format!("{text:?} must be more than 0")),
+                    Err(e) => push(flag, format!("{text:?} is not a quantity: {e}")),
+                }
+            }
             let mut target = flotilla_member::Target::plain(endpoint.clone());
             if let Some(path) = kube_ca {
                 match std::fs::read(path) {
@@ -294,6 +324,8 @@ impl Args {
                     cluster: name.clone(),
                     nodes: *nodes,
                     capacity: *capacity,
+                    node_cpu: node_cpu.clone(),
+                    node_memory: node_memory.clone(),
                     pod_startup_delay: *pod_startup_delay,
                     bind_pods: *bind_pods,
                 },

@@ -1037,6 +1037,7 @@ impl Sim {
                 ..Default::default()
             }),
             allocatable_replicas: Some(self.allocatable_replicas()),
+            allocatable_modelings: Vec::new(),
         }
     }
 

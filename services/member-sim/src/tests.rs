@@ -400,7 +400,7 @@ async fn capacity_bounds_pods_and_nodes_and_pods_tell_the_capacity() {
     assert_eq!(s.fault, v1::FaultMode::Healthy as i32);
     assert_eq!(s.capacity, 4);
     assert_eq!((s.manifests, s.replicas, s.pending_replicas), (3, 6, 2));
-    let summary = k.resource_summary().await.unwrap();
+    let summary = k.resource_summary(&[]).await.unwrap();
     assert_eq!(
         summary.allocatable_replicas,
         Some(0),

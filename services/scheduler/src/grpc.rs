@@ -280,6 +280,11 @@ pub fn simulate(input: &SimulateInput) -> v1::SimulateResponse {
             score: d.score.unwrap_or_default(),
             allocatable_replicas: d.allocatable_replicas.unwrap_or_default(),
             available_replicas: d.available_replicas.unwrap_or_default(),
+            bounded_by: d
+                .capacity_bound
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
         })
         .collect();
 

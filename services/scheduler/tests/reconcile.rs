@@ -299,7 +299,9 @@ async fn sc_4_2_unschedulable_keeps_the_result_and_retries_with_backoff() {
             .get_or_insert_with(Default::default)
             .resource_summary
             .get_or_insert_with(Default::default)
-            .allocatable_replicas = Some(10);
+            .allocatable
+            .get_or_insert_with(Default::default)
+            .pods = 10;
     })
     .await;
     let done = wait_binding(&h.typed, &key, "scheduled after retry", |rb| {

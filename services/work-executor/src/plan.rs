@@ -412,7 +412,11 @@ fn move_hold(
             let summary = c.status.resource_summary.as_ref()?;
             Some((
                 name.clone(),
-                flotilla_core::capacity::max_replicas(Some(summary), requests),
+                flotilla_core::capacity::max_replicas(
+                    Some(summary),
+                    &c.spec.resource_models,
+                    requests,
+                ),
             ))
         })
         .collect();

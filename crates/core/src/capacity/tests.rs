@@ -97,6 +97,7 @@ fn es_2_max_replicas_by_the_general_estimator() {
         allocatable: l(&[("cpu", 8000), ("memory", 32 * GI), ("pods", 110)]),
         allocated: l(&[("cpu", 3000), ("memory", 4 * GI), ("pods", 10)]),
         allocating: l(&[("cpu", 1000), ("pods", 2)]),
+        ..Default::default()
     };
     let cases: Vec<(&str, Option<&Summary>, ResourceList, i64)> = vec![
         (
@@ -149,15 +150,16 @@ fn es_2_max_replicas_by_the_general_estimator() {
         ),
     ];
     for (case, summary, requests, want) in cases {
-        assert_eq!(max_replicas(summary, &requests), want, "{case}");
+        assert_eq!(max_replicas(summary, &[], &requests), want, "{case}");
     }
     let full = Summary {
         allocatable: l(&[("cpu", 8000), ("pods", 10)]),
         allocated: l(&[("pods", 8)]),
         allocating: l(&[("pods", 2)]),
+        ..Default::default()
     };
     assert_eq!(
-        max_replicas(Some(&full), &l(&[("cpu", 1)])),
+        max_replicas(Some(&full), &[], &l(&[("cpu", 1)])),
         0,
         "ES-2.2 no pod allowed: 0"
     );
@@ -165,11 +167,59 @@ fn es_2_max_replicas_by_the_general_estimator() {
         allocatable: l(&[("cpu", 2000), ("pods", 10)]),
         allocated: l(&[("cpu", 2500)]),
         allocating: l(&[]),
+        ..Default::default()
     };
     assert_eq!(
-        max_replicas(Some(&over), &l(&[("cpu", 100)])),
+        max_replicas(Some(&over), &[], &l(&[("cpu", 100)])),
         0,
         "ES-2.3 over-committed: nothing free"
+    );
+}
+
+/// ES-2 as `flotilla explain binding` shows it: the estimate and what bounds it.
+#[test]
+fn es_2_what_bounds_the_estimate() {
+    let summary = Summary {
+        allocatable: l(&[("cpu", 8000), ("memory", 32 * GI), ("pods", 110)]),
+        allocated: l(&[("cpu", 3000), ("memory", 4 * GI), ("pods", 10)]),
+        allocating: l(&[("cpu", 1000), ("pods", 2)]),
+        ..Default::default()
+    };
+    let full = Summary {
+        allocatable: l(&[("pods", 10)]),
+        allocated: l(&[("pods", 10)]),
+        ..Default::default()
+    };
+    let cases: Vec<(&str, Option<&Summary>, ResourceList, (i64, Bound))> = vec![
+        ("ES-2.1", None, l(&[]), (0, Bound::NoSummary)),
+        ("ES-2.2", Some(&full), l(&[("cpu", 1)]), (0, Bound::Pods)),
+        ("ES-2.4", Some(&summary), l(&[]), (98, Bound::Pods)),
+        (
+            "ES-2.3 cpu",
+            Some(&summary),
+            l(&[("cpu", 1000), ("memory", GI)]),
+            (4, Bound::Resource("cpu".into())),
+        ),
+        (
+            "ES-2.3 memory under cpu",
+            Some(&summary),
+            l(&[("cpu", 500), ("memory", 8 * GI)]),
+            (3, Bound::Resource("memory".into())),
+        ),
+        (
+            "ES-2.3 missing",
+            Some(&summary),
+            l(&[("cpu", 100), ("nvidia.com/gpu", 1)]),
+            (0, Bound::Missing("nvidia.com/gpu".into())),
+        ),
+    ];
+    for (case, summary, requests, want) in cases {
+        assert_eq!(estimate(summary, &[], &requests), want, "{case}");
+        assert_eq!(max_replicas(summary, &[], &requests), want.0, "{case}");
+    }
+    assert_eq!(
+        Bound::Missing("nvidia.com/gpu".into()).to_string(),
+        "nvidia.com/gpu (the cluster has none)"
     );
 }
 

@@ -18,7 +18,7 @@ use super::score::{Demand, cluster_details};
 use super::spread::{SpreadError, select_best_clusters};
 use super::trigger::reschedule_required;
 use super::webster::TieBreak;
-use crate::capacity::ResourceList;
+use crate::capacity::{self, Bound, ResourceList};
 use crate::time::Time;
 use crate::types::{
     Cluster, GracefulEvictionTask, Placement, ReplicaRequirements, ResourceBinding, TargetCluster,
@@ -165,6 +165,9 @@ pub struct ClusterDiagnostic {
     pub allocatable_replicas: Option<i64>,
     /// SC-8 available replicas (feasible clusters only).
     pub available_replicas: Option<i64>,
+    /// What bounds the SC-8 estimate (ES-2): `pods`, a resource, a resource the cluster
+    /// lacks; `None` for a non-workload or a cluster without a summary (no estimate).
+    pub capacity_bound: Option<Bound>,
     /// Whether the spread selection (SC-10) kept it.
     pub selected: bool,
     /// Replicas in the new result, if it is a target.
@@ -314,6 +317,7 @@ fn schedule_once(
             score: None,
             allocatable_replicas: None,
             available_replicas: None,
+            capacity_bound: None,
             selected: false,
             assigned_replicas: None,
         })
@@ -348,6 +352,16 @@ fn schedule_once(
             d.score = Some(detail.score);
             d.allocatable_replicas = Some(detail.allocatable_replicas);
             d.available_replicas = Some(detail.available_replicas);
+            d.capacity_bound = detail
+                .cluster
+                .status
+                .resource_summary
+                .as_ref()
+                .filter(|_| workload)
+                .map(|summary| {
+                    let models = &detail.cluster.spec.resource_models;
+                    capacity::estimate(Some(summary), models, demand.requests).1
+                });
         }
     }
 

@@ -55,7 +55,9 @@ pub fn allocatable_replicas(
         return UNLIMITED_REPLICAS;
     }
     match &cluster.status.resource_summary {
-        Some(summary) => capacity::max_replicas(Some(summary), requests),
+        Some(summary) => {
+            capacity::max_replicas(Some(summary), &cluster.spec.resource_models, requests)
+        }
         None => i64::from(replicas),
     }
 }
@@ -193,6 +195,7 @@ pub(crate) mod tests {
             allocatable: list(&[("cpu", 8000), ("memory", 32 << 30), ("pods", 110)]),
             allocated: list(&[("cpu", 2500), ("memory", 4 << 30), ("pods", 10)]),
             allocating: list(&[("cpu", 500), ("pods", 1)]),
+            ..Default::default()
         };
         let case = |name, summary, requests| Case {
             name,

@@ -264,6 +264,52 @@ fn sc_17_1_fresh_mode_after_reschedule_request() {
     );
 }
 
+/// SC-8 by ES-2 end to end: dynamic weights are the replicas each cluster's free CPU holds,
+/// not its free pods (the measurement: 1-CPU replicas on 8 and 2 free CPUs).
+#[test]
+fn sc_8_es_2_dynamic_weights_follow_the_free_cpu() {
+    let dynamic = ClusterPreferences {
+        dynamic_weight: Some(DynamicWeightFactor::AvailableReplicas),
+        ..Default::default()
+    };
+    let placement = divided(ReplicaDivisionPreference::Weighted, Some(dynamic));
+    let mut rb = binding(placement, 10, &[]);
+    rb.spec.replica_requirements = Some(crate::types::ReplicaRequirements::of(&[
+        ("cpu", 1000),
+        ("memory", 64 << 20),
+    ]));
+    let sized = |name: &str, cpu: i64| {
+        let mut c = cluster(name, None);
+        c.status.resource_summary = Some(crate::capacity::Summary {
+            allocatable: [
+                ("cpu".to_owned(), cpu),
+                ("memory".to_owned(), 32 << 30),
+                ("pods".to_owned(), 20),
+            ]
+            .into(),
+            ..Default::default()
+        });
+        c
+    };
+    let clusters = vec![sized("member1", 8000), sized("member2", 2000)];
+    let outcome = run(&rb, &clusters).expect("schedules");
+    assert_eq!(outcome.targets, tc(&[("member1", 8), ("member2", 2)]));
+    let d = diagnostic(&outcome, "member2");
+    assert_eq!(d.allocatable_replicas, Some(2));
+    assert_eq!(
+        d.capacity_bound,
+        Some(crate::capacity::Bound::Resource("cpu".into()))
+    );
+    // without requests the pods decide: 20:20
+    rb.spec.replica_requirements = None;
+    let by_pods = run(&rb, &clusters).expect("schedules");
+    assert_eq!(by_pods.targets, tc(&[("member1", 5), ("member2", 5)]));
+    assert_eq!(
+        diagnostic(&by_pods, "member2").capacity_bound,
+        Some(crate::capacity::Bound::Pods)
+    );
+}
+
 #[test]
 fn sc_12_7_region_spread_end_to_end() {
     // Regions R1(member1) R2(member2..4) R3(member5, member6); region 1..2, cluster 3..4,

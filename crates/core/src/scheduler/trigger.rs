@@ -308,6 +308,7 @@ mod tests {
             allocatable: [("cpu".to_owned(), 4000), ("pods".to_owned(), 110)].into(),
             allocated: [("cpu".to_owned(), cpu_allocated)].into(),
             allocating: [("pods".to_owned(), pods_allocating)].into(),
+            ..Default::default()
         };
         let at = |s| {
             let mut c = cluster("member1");

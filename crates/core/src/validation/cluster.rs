@@ -21,7 +21,8 @@ use crate::types::{Cluster, ClusterTaintPolicy, MatchCondition, Taint, TaintEffe
 ///   or fragment (see [`validate_api_endpoint`]); as in Karmada it may be empty;
 /// - `spec.provider`, `spec.region` and each of `spec.zones` are label values; zones are
 ///   non-empty and unique;
-/// - `spec.taints` pass [`validate_cluster_taints`].
+/// - `spec.taints` pass [`validate_cluster_taints`];
+/// - `spec.resourceModels` pass [`validate_resource_models`].
 ///
 /// `status` is owned by cluster-health and is not validated here.
 pub fn validate_cluster(cluster: &Cluster, limits: &Limits) -> FieldErrors {
@@ -60,6 +61,107 @@ pub fn validate_cluster(cluster: &Cluster, limits: &Limits) -> FieldErrors {
         &spec.child("taints"),
         limits,
     ));
+    errs.extend(validate_resource_models(
+        &cluster.spec.resource_models,
+        &spec.child("resourceModels"),
+    ));
+    errs
+}
+
+/// The most grades of resource models a cluster declares (Karmada's defaults have 9).
+pub const MAX_RESOURCE_MODELS: usize = 64;
+/// The most resources one grade ranges over.
+pub const MAX_MODEL_RANGES: usize = 16;
+
+/// ES-4.1, Karmada's `ValidateClusterResourceModels`, on standardized models (sorted by
+/// grade, the first grade's mins 0, the last grade's maxes unbounded): at most
+/// [`MAX_RESOURCE_MODELS`] grades of at most [`MAX_MODEL_RANGES`] ranges; neighbouring grades
+/// differ; every grade has ranges, as many as the first, over the same resources in the same
+/// order (each named once); each range has max > min; each grade starts where the one before
+/// it ends (its min is the previous max).
+pub fn validate_resource_models(
+    models: &[crate::capacity::ResourceModel],
+    path: &FieldPath,
+) -> FieldErrors {
+    let mut errs = FieldErrors::new();
+    if models.len() > MAX_RESOURCE_MODELS {
+        check_count(&mut errs, path, models.len(), MAX_RESOURCE_MODELS);
+        return errs;
+    }
+    let Some(first) = models.first() else {
+        return errs;
+    };
+    for (i, model) in models.iter().enumerate() {
+        let p = path.index(i);
+        let ranges = p.child("ranges");
+        if model.ranges.is_empty() {
+            errs.push(FieldError::required(&ranges, "a grade needs its ranges"));
+            continue;
+        }
+        check_count(&mut errs, &ranges, model.ranges.len(), MAX_MODEL_RANGES);
+        if i > 0 && models[i - 1].grade == model.grade {
+            errs.push(FieldError::invalid(
+                &p.child("grade"),
+                format!(
+                    "grade {} is repeated: neighbouring grades must differ",
+                    model.grade
+                ),
+            ));
+        }
+        if model.ranges.len() != first.ranges.len() {
+            errs.push(FieldError::invalid(
+                &ranges,
+                format!(
+                    "every grade ranges over the same resources: {} here, {} in the first grade",
+                    model.ranges.len(),
+                    first.ranges.len()
+                ),
+            ));
+            continue;
+        }
+        let mut names = HashSet::new();
+        for (j, range) in model.ranges.iter().enumerate() {
+            let r = ranges.index(j);
+            if range.name.is_empty() {
+                errs.push(FieldError::required(
+                    &r.child("name"),
+                    "a range names its resource",
+                ));
+            } else if !names.insert(range.name.as_str()) {
+                errs.push(FieldError::invalid(
+                    &r.child("name"),
+                    format!("{} is repeated in this grade", quote(&range.name)),
+                ));
+            }
+            if range.name != first.ranges[j].name {
+                errs.push(FieldError::invalid(
+                    &r.child("name"),
+                    format!(
+                        "must be {} (every grade lists the same resources in the same order)",
+                        quote(&first.ranges[j].name)
+                    ),
+                ));
+            }
+            if range.max <= range.min {
+                errs.push(FieldError::invalid(
+                    &r.child("max"),
+                    "must be greater than min (a range is [min, max))",
+                ));
+            }
+            if i > 0
+                && let Some(before) = models[i - 1].ranges.get(j)
+                && before.max != range.min
+            {
+                errs.push(FieldError::invalid(
+                    &r.child("min"),
+                    format!(
+                        "must be the previous grade's max for {} (grades join without gaps)",
+                        quote(&range.name)
+                    ),
+                ));
+            }
+        }
+    }
     errs
 }
 

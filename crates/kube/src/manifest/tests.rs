@@ -347,6 +347,66 @@ spec:
     assert_eq!(parsed.errors.len(), 1, "a scalar is not an object");
 }
 
+/// ES-4.1: Karmada's `resourceModels` apply as its documentation writes them (quantities as
+/// strings or numbers, grades in any order) and are stored standardized; models that leave a
+/// gap between grades are refused at the field.
+#[test]
+fn es_4_1_karmada_resource_models_apply() {
+    let cluster = |models: &str| {
+        format!(
+            "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: member1}}\n\
+             spec:\n  apiEndpoint: https://member1:6443\n  resourceModels:\n{models}"
+        )
+    };
+    let docs = read_ok(&cluster(
+        "  - grade: 1
+    ranges:
+    - {name: cpu, min: 1, max: 2}
+    - {name: memory, min: 4Gi, max: 16Gi}
+  - grade: 0
+    ranges:
+    - {name: cpu, min: 0, max: 1}
+    - {name: memory, min: 0, max: 4Gi}
+  - grade: 2
+    ranges:
+    - {name: cpu, min: \"2\", max: \"4\"}
+    - {name: memory, min: 16Gi, max: 32Gi}
+",
+    ));
+    let Object::Cluster(c) = &docs[0].object else {
+        panic!()
+    };
+    let models = &c.spec.as_ref().unwrap().resource_models;
+    let grades: Vec<u32> = models.iter().map(|m| m.grade).collect();
+    assert_eq!(grades, [0, 1, 2], "sorted by grade");
+    assert_eq!(models[1].ranges[1].min, "4Gi");
+    assert_eq!(
+        models[2].ranges[0].max,
+        flotilla_core::quantity::format("cpu", i64::MAX),
+        "the last grade is unbounded"
+    );
+    let errs = errors(&cluster(
+        "  - grade: 0
+    ranges: [{name: cpu, min: 0, max: 1}]
+  - grade: 1
+    ranges: [{name: cpu, min: 2, max: 4}]
+",
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("spec.resourceModels[1].ranges[0].min") && e.contains("gaps")),
+        "{errs:#?}"
+    );
+    let errs = errors(&cluster(
+        "  - grade: 0\n    ranges: [{name: cpu, min: 0, max: plenty}]\n",
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("resourceModels[0].ranges[0].max") && e.contains("quantity")),
+        "{errs:#?}"
+    );
+}
+
 /// A PropagationPolicy that tolerates a NoSchedule taint with tolerationSeconds.
 const BAD_TOLERATION: &str = include_str!("../../testdata/toleration-seconds-on-no-schedule.yaml");
 

@@ -95,6 +95,23 @@ fn cluster() -> domain::Cluster {
                     t(1_700_000_300),
                 ),
             ],
+            resource_models: (0..2)
+                .map(|g| flotilla_core::capacity::ResourceModel {
+                    grade: g,
+                    ranges: vec![
+                        flotilla_core::capacity::ModelRange {
+                            name: "cpu".into(),
+                            min: i64::from(g) * 2000,
+                            max: if g == 0 { 2000 } else { i64::MAX },
+                        },
+                        flotilla_core::capacity::ModelRange {
+                            name: "memory".into(),
+                            min: i64::from(g) << 34,
+                            max: if g == 0 { 1 << 34 } else { i64::MAX },
+                        },
+                    ],
+                })
+                .collect(),
         },
         status: domain::ClusterStatus {
             conditions: vec![
@@ -115,6 +132,10 @@ fn cluster() -> domain::Cluster {
                 .into(),
                 allocated: [("cpu".into(), 1000), ("pods".into(), 8)].into(),
                 allocating: [("pods".into(), 2)].into(),
+                allocatable_modelings: vec![
+                    flotilla_core::capacity::AllocatableModeling { grade: 0, count: 3 },
+                    flotilla_core::capacity::AllocatableModeling { grade: 1, count: 1 },
+                ],
             }),
         },
     }
@@ -579,6 +600,28 @@ fn wire_shape_follows_karmada() {
     let allocatable = summary.allocatable.unwrap();
     assert_eq!((allocatable.cpu_millis, allocatable.pods), (8000, 50));
     assert_eq!(allocatable.scalar.get("nvidia.com/gpu"), Some(&2));
+    assert_eq!(summary.allocatable_modelings.len(), 2);
+    // resource models travel as Karmada writes them: quantities
+    let spec = v1::Cluster::from(cluster()).spec.unwrap();
+    let grade1 = &spec.resource_models[1].ranges[1];
+    assert_eq!(
+        (grade1.min.as_str(), grade1.name.as_str()),
+        ("16Gi", "memory")
+    );
+    assert_eq!(spec.resource_models[0].ranges[0].max, "2");
+    let bad = v1::ClusterSpec {
+        resource_models: vec![v1::ResourceModel {
+            grade: 0,
+            ranges: vec![v1::ResourceModelRange {
+                name: "cpu".into(),
+                min: "lots".into(),
+                max: "2".into(),
+            }],
+        }],
+        ..spec
+    };
+    let err = domain::ClusterSpec::try_from(bad).unwrap_err();
+    assert_eq!(err.field, "resourceModels[0].ranges[0].min", "{err}");
     // a reporter of pods alone: its count is the free pods; "unknown" (−1) is no summary
     let pods_only = |n| {
         domain::ClusterStatus::try_from(v1::ClusterStatus {

@@ -549,7 +549,8 @@ impl TableRow for v1::ClusterFilterResult {
 }
 
 impl TableRow for v1::ClusterScore {
-    const HEADERS: &'static [&'static str] = &["CLUSTER", "SCORE", "ALLOCATABLE", "AVAILABLE"];
+    const HEADERS: &'static [&'static str] =
+        &["CLUSTER", "SCORE", "ALLOCATABLE", "AVAILABLE", "BOUNDED BY"];
 
     fn cells(&self) -> Vec<String> {
         vec![
@@ -557,6 +558,11 @@ impl TableRow for v1::ClusterScore {
             self.score.to_string(),
             self.allocatable_replicas.to_string(),
             self.available_replicas.to_string(),
+            if self.bounded_by.is_empty() {
+                "-".to_owned()
+            } else {
+                self.bounded_by.clone()
+            },
         ]
     }
 }
@@ -564,6 +570,20 @@ impl TableRow for v1::ClusterScore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn es_2_the_scores_say_what_bounds_each_estimate() {
+        let score = |bounded_by: &str| v1::ClusterScore {
+            cluster: "member2".into(),
+            score: 0,
+            allocatable_replicas: 2,
+            available_replicas: 2,
+            bounded_by: bounded_by.into(),
+        };
+        assert_eq!(v1::ClusterScore::HEADERS[4], "BOUNDED BY");
+        assert_eq!(score("cpu").cells(), ["member2", "0", "2", "2", "cpu"]);
+        assert_eq!(score("").cells()[4], "-", "nothing estimated");
+    }
 
     #[test]
     fn we_10_6_the_plan_says_what_a_replica_move_holds() {

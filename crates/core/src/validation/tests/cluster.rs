@@ -21,6 +21,7 @@ fn cluster(name: &str) -> Cluster {
             region: "us-east-1".to_owned(),
             zones: vec!["us-east-1a".to_owned(), "us-east-1b".to_owned()],
             taints: vec![Taint::new(TAINT_NOT_READY, TaintEffect::NoSchedule, None)],
+            resource_models: Vec::new(),
         },
         status: ClusterStatus::default(),
     }
@@ -409,4 +410,110 @@ fn ch_16_cluster_taint_policy_conflicts_with_other_policies() {
 
     let got = validate_cluster_taint_policy_conflicts(&mine, &[mine.clone(), unrelated]);
     assert_errs("itself (update) and a different effect", &got, &[]);
+}
+
+/// ES-4.1: Karmada's rules for resource models (on standardized models).
+#[test]
+fn es_4_1_resource_models_validation() {
+    use crate::capacity::{ModelRange, ResourceModel};
+    let range = |name: &str, min: i64, max: i64| ModelRange {
+        name: name.to_owned(),
+        min,
+        max,
+    };
+    let grade = |g: u32, ranges: Vec<ModelRange>| ResourceModel { grade: g, ranges };
+    let good = || {
+        vec![
+            grade(0, vec![range("cpu", 0, 1000), range("memory", 0, 4 << 30)]),
+            grade(
+                1,
+                vec![
+                    range("cpu", 1000, i64::MAX),
+                    range("memory", 4 << 30, i64::MAX),
+                ],
+            ),
+        ]
+    };
+    let with_models = |edit: fn(&mut Vec<ResourceModel>)| {
+        with(|c| {
+            c.spec.resource_models = good();
+            edit(&mut c.spec.resource_models);
+        })
+    };
+    run(vec![
+        Case {
+            name: "ES-4.1 valid",
+            cluster: with_models(|_| {}),
+            want: &[],
+        },
+        Case {
+            name: "ES-4.1 repeated grade",
+            cluster: with_models(|m| m[1].grade = 0),
+            want: &[("spec.resourceModels[1].grade", FieldErrorKind::Invalid)],
+        },
+        Case {
+            name: "ES-4.1 a gap between grades",
+            cluster: with_models(|m| m[1].ranges[0].min = 2000),
+            want: &[(
+                "spec.resourceModels[1].ranges[0].min",
+                FieldErrorKind::Invalid,
+            )],
+        },
+        Case {
+            name: "ES-4.1 max not above min",
+            cluster: with_models(|m| m[0].ranges[0].max = 0),
+            want: &[
+                (
+                    "spec.resourceModels[0].ranges[0].max",
+                    FieldErrorKind::Invalid,
+                ),
+                (
+                    "spec.resourceModels[1].ranges[0].min",
+                    FieldErrorKind::Invalid,
+                ),
+            ],
+        },
+        Case {
+            name: "ES-4.1 resources in another order",
+            cluster: with_models(|m| m[1].ranges.swap(0, 1)),
+            want: &[
+                (
+                    "spec.resourceModels[1].ranges[0].name",
+                    FieldErrorKind::Invalid,
+                ),
+                (
+                    "spec.resourceModels[1].ranges[0].min",
+                    FieldErrorKind::Invalid,
+                ),
+                (
+                    "spec.resourceModels[1].ranges[1].name",
+                    FieldErrorKind::Invalid,
+                ),
+                (
+                    "spec.resourceModels[1].ranges[1].min",
+                    FieldErrorKind::Invalid,
+                ),
+            ],
+        },
+        Case {
+            name: "ES-4.1 a grade with fewer resources",
+            cluster: with_models(|m| {
+                m[1].ranges.pop();
+            }),
+            want: &[("spec.resourceModels[1].ranges", FieldErrorKind::Invalid)],
+        },
+        Case {
+            name: "ES-4.1 a grade without ranges",
+            cluster: with_models(|m| m[1].ranges.clear()),
+            want: &[("spec.resourceModels[1].ranges", FieldErrorKind::Required)],
+        },
+        Case {
+            name: "ES-4.1 too many grades",
+            cluster: with_models(|m| {
+                let last = m[1].clone();
+                m.extend((0..64).map(|_| last.clone()));
+            }),
+            want: &[("spec.resourceModels", FieldErrorKind::TooMany)],
+        },
+    ]);
 }

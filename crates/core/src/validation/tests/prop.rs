@@ -193,6 +193,7 @@ proptest! {
                             .map(|effect| Taint { key: k.clone(), value: value.clone(), effect, time_added: None, trace_context: String::new() })
                     })
                     .collect(),
+                resource_models: Vec::new(),
             },
             status: ClusterStatus::default(),
         };
