@@ -407,6 +407,51 @@ mod tests {
         .into();
         assert_eq!(r, want);
 
+        // ES-4.2: with resource models each Ready node is counted in the grade of what it
+        // has free (allocatable minus its unfinished pods' requests)
+        let node = |name: &str, cpu: &str, ready: &str| -> NodeCapacity {
+            serde_json::from_value(json!({"metadata": {"name": name}, "status": {
+                "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "10"},
+                "conditions": [{"type": "Ready", "status": ready}]}}))
+            .expect("a node")
+        };
+        let on = |node: &str, cpu: &str, phase: &str| -> PodCapacity {
+            serde_json::from_value(json!({"spec": {"nodeName": node,
+                "containers": [{"resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": phase}}))
+            .expect("a pod")
+        };
+        let grades = [0u32, 1].map(|g| ResourceModel {
+            grade: g,
+            ranges: vec![capacity::ModelRange {
+                name: "cpu".into(),
+                min: i64::from(g) * 2000,
+                max: if g == 0 { 2000 } else { i64::MAX },
+            }],
+        });
+        let nodes = [
+            node("big", "4", "True"),
+            node("busy", "4", "True"),
+            node("down", "4", "False"),
+        ];
+        let pods = [on("busy", "3", "Running"), on("big", "3", "Succeeded")];
+        let s = resource_summary(&nodes, &pods, &grades);
+        let counts: Vec<(u32, i64)> = s
+            .allocatable_modelings
+            .iter()
+            .map(|m| (m.grade, m.count))
+            .collect();
+        assert_eq!(
+            counts,
+            [(0, 1), (1, 1)],
+            "busy has 1 CPU free (grade 0), big 4 (its pod finished), down is not Ready"
+        );
+        assert!(
+            resource_summary(&nodes, &pods, &[])
+                .allocatable_modelings
+                .is_empty()
+        );
+
         // extended resources are summed too, and reach the wire in `scalar`
         let gpu_node: NodeCapacity = serde_json::from_value(json!({"status": {
             "allocatable": {"cpu": "4", "pods": "10", "nvidia.com/gpu": "2", "ephemeral-storage": "10Gi"},
