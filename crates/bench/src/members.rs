@@ -71,6 +71,8 @@ pub async fn serve(args: MembersArgs) -> anyhow::Result<()> {
             capacity: args.capacity,
             pod_startup_delay: args.pod_startup_delay,
             fault: Fault::Healthy,
+            node_cpu_millis: None,
+            node_memory_bytes: None,
         }));
         sim.set_latency(args.latency);
         let listeners = Listeners {

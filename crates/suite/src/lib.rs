@@ -521,6 +521,8 @@ impl Suite {
                 capacity: spec.capacity,
                 pod_startup_delay: spec.pod_startup_delay,
                 fault: Fault::Healthy,
+                node_cpu_millis: None,
+                node_memory_bytes: None,
             }));
             let listeners = Listeners {
                 listen,

@@ -900,6 +900,8 @@ mod tests {
             capacity: 1,
             pod_startup_delay: Duration::from_millis(1),
             fault: crate::sim::Fault::Healthy,
+            node_cpu_millis: None,
+            node_memory_bytes: None,
         });
         #[allow(clippy::result_large_err)] // the error is the answer itself
         let parse = |p| parse(&sim, p);

@@ -121,15 +121,18 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_NODES", default_value_t = 1)]
     pub nodes: u32,
 
-    /// Node mode: each Node's allocatable CPU, a Kubernetes quantity (`4`, `1500m`). With
-    /// the real kube-scheduler a pod whose CPU request fits no node stays Pending, and
-    /// cluster-health's resource summary counts it (ES-3).
-    #[arg(long, env = "FLOTILLA_NODE_CPU", default_value = "8")]
-    pub node_cpu: String,
+    /// Each node's allocatable CPU, a Kubernetes quantity (`4`, `1500m`). A pod whose CPU
+    /// request does not fit stays Pending (simulated: on the one node; node mode: the real
+    /// kube-scheduler decides), and cluster-health's resource summary counts it (ES-3).
+    /// Default: simulated, one CPU per `--capacity` pod and placement by pods only; node
+    /// mode, 8.
+    #[arg(long, env = "FLOTILLA_NODE_CPU")]
+    pub node_cpu: Option<String>,
 
-    /// Node mode: each Node's allocatable memory, a Kubernetes quantity (`32Gi`).
-    #[arg(long, env = "FLOTILLA_NODE_MEMORY", default_value = "32Gi")]
-    pub node_memory: String,
+    /// Each node's allocatable memory, a Kubernetes quantity (`32Gi`), as `--node-cpu`.
+    /// Default: simulated, 1Gi per `--capacity` pod; node mode, 32Gi.
+    #[arg(long, env = "FLOTILLA_NODE_MEMORY")]
+    pub node_memory: Option<String>,
 
     /// Node mode: bind unscheduled pods to the nodes (least loaded with room first), for an
     /// API server without a kube-scheduler. It counts pods only, not CPU or memory.
@@ -260,6 +263,23 @@ impl Args {
                 })
                 .ok()
         });
+        let mut quantity = |flag: &'static str, text: &Option<String>, cpu: bool| {
+            let text = text.as_deref()?;
+            let parsed = if cpu {
+                flotilla_core::quantity::cpu_millis(text)
+            } else {
+                flotilla_core::quantity::memory_bytes(text)
+            };
+            let message = match parsed {
+                Ok(a) if a > 0 => return Some(a),
+                Ok(_) => format!("{text:?} must be more than 0"),
+                Err(e) => format!("{text:?} is not a quantity: {e}"),
+            };
+            errors.push(ArgError { flag, message });
+            None
+        };
+        let node_cpu_millis = quantity("node-cpu", node_cpu, true);
+        let node_memory_bytes = quantity("node-memory", node_memory, false);
         let kube = kube_apiserver.as_ref().and_then(|endpoint| {
             let mut push = |flag: &'static str, message: String| {
                 errors.push(ArgError { flag, message });
@@ -286,24 +306,6 @@ impl Args {
             if *nodes == 0 {
                 push("nodes", "must be at least 1".into());
             }
-            for (flag, text, parse) in [
-                (
-                    "node-cpu",
-                    node_cpu,
-                    flotilla_core::quantity::cpu_millis as fn(&str) -> _,
-                ),
-                (
-                    "node-memory",
-                    node_memory,
-                    flotilla_core::quantity::memory_bytes,
-                ),
-            ] {
-                match parse(text) {
-                    Ok(a) if a > 0 => {}
-                    Ok(_) => push(flag, format!("{text:?} must be more than 0")),
-                    Err(e) => push(flag, format!("{text:?} is not a quantity: {e}")),
-                }
-            }
             let mut target = flotilla_member::Target::plain(endpoint.clone());
             if let Some(path) = kube_ca {
                 match std::fs::read(path) {
@@ -324,8 +326,8 @@ impl Args {
                     cluster: name.clone(),
                     nodes: *nodes,
                     capacity: *capacity,
-                    node_cpu: node_cpu.clone(),
-                    node_memory: node_memory.clone(),
+                    node_cpu: node_cpu.clone().unwrap_or_else(|| "8".to_owned()),
+                    node_memory: node_memory.clone().unwrap_or_else(|| "32Gi".to_owned()),
                     pod_startup_delay: *pod_startup_delay,
                     bind_pods: *bind_pods,
                 },
@@ -341,6 +343,8 @@ impl Args {
                 capacity: *capacity,
                 pod_startup_delay: *pod_startup_delay,
                 fault: *fault,
+                node_cpu_millis,
+                node_memory_bytes,
             },
             listen: *listen,
             control_listen: *control_listen,
@@ -405,6 +409,8 @@ pub async fn spawn_local(
         capacity,
         pod_startup_delay,
         fault: Fault::Healthy,
+        node_cpu_millis: None,
+        node_memory_bytes: None,
     }));
     let listen = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listen.local_addr()?;

@@ -280,6 +280,12 @@ pub struct SimConfig {
     pub name: String,
     /// How many pods may run at once over all manifests; more stay Pending.
     pub capacity: u32,
+    /// The node's allocatable CPU in millicores (`--node-cpu`); `None`: `capacity` cores,
+    /// and placement counts pods only.
+    pub node_cpu_millis: Option<i64>,
+    /// The node's allocatable memory in bytes (`--node-memory`); `None`: `capacity` GiB,
+    /// and placement counts pods only.
+    pub node_memory_bytes: Option<i64>,
     /// How long a pod takes from getting a place to Ready.
     pub pod_startup_delay: Duration,
     /// The fault at start-up.
@@ -302,6 +308,9 @@ struct Manifest {
     manifest_text: String,
     replicas: i32,
     workload: bool,
+    /// What one pod requests (ES-1: its pod template's containers, init containers and
+    /// overhead), as the node's CPU and memory are counted.
+    requests: PodRequests,
     pods: Vec<Pod>,
     applied_at: SystemTime,
     /// Creation order: pending pods of older manifests get places first.
@@ -319,6 +328,39 @@ struct Manifest {
     reported_ready: usize,
     /// The field manager of the last server-side apply.
     manager: String,
+}
+
+/// A pod's CPU (millicores) and memory (bytes) requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PodRequests {
+    cpu: i64,
+    memory: i64,
+}
+
+impl PodRequests {
+    /// The requests of one pod of `manifest` (a Pod's own spec, else its pod template's).
+    fn of(manifest: &Value) -> Self {
+        let spec = if manifest.get("kind").and_then(Value::as_str) == Some("Pod") {
+            manifest.get("spec")
+        } else {
+            manifest.pointer("/spec/template/spec")
+        };
+        let requests = spec
+            .map(flotilla_core::capacity::replica_requests)
+            .unwrap_or_default();
+        let of = |name: &str| requests.get(name).copied().unwrap_or(0);
+        PodRequests {
+            cpu: of("cpu"),
+            memory: of("memory"),
+        }
+    }
+}
+
+/// What the node holds, when placement counts CPU and memory besides pods.
+#[derive(Clone, Copy, Debug)]
+struct NodeRoom {
+    cpu: i64,
+    memory: i64,
 }
 
 #[derive(Debug, Default)]
@@ -434,11 +476,30 @@ impl State {
         moved
     }
 
-    /// Binds pending pods, oldest manifest first, while there is capacity.
-    fn schedule(&mut self, capacity: u64, now: Instant) {
+    /// Binds pending pods, oldest manifest first, while there is capacity: a free pod and,
+    /// with `room` (`--node-cpu`/`--node-memory`), the pod's CPU and memory requests free on
+    /// the node, as kube-scheduler's resource fit; a pod that does not fit stays Pending while
+    /// smaller ones of later manifests may take a place.
+    fn schedule(&mut self, capacity: u64, room: Option<NodeRoom>, now: Instant) {
         if self.pending == 0 || self.bound >= capacity {
             return;
         }
+        // what the bound pods take (only counted when the node's room is)
+        let mut used = room.map(|_| {
+            self.manifests
+                .values()
+                .fold(PodRequests::default(), |acc, m| {
+                    let bound =
+                        i64::try_from(m.pods.iter().filter(|p| p.bound_at.is_some()).count())
+                            .unwrap_or(i64::MAX);
+                    PodRequests {
+                        cpu: acc.cpu.saturating_add(m.requests.cpu.saturating_mul(bound)),
+                        memory: acc
+                            .memory
+                            .saturating_add(m.requests.memory.saturating_mul(bound)),
+                    }
+                })
+        });
         let mut order: Vec<(u64, ResourceKey)> = self
             .manifests
             .iter()
@@ -450,9 +511,18 @@ impl State {
             let Some(m) = self.manifests.get_mut(&key) else {
                 continue;
             };
+            let requests = m.requests;
             for pod in m.pods.iter_mut().filter(|p| p.bound_at.is_none()) {
                 if self.bound >= capacity {
                     return;
+                }
+                if let (Some(room), Some(used)) = (room, used.as_mut()) {
+                    let cpu = used.cpu.saturating_add(requests.cpu);
+                    let memory = used.memory.saturating_add(requests.memory);
+                    if cpu > room.cpu || memory > room.memory {
+                        break;
+                    }
+                    *used = PodRequests { cpu, memory };
                 }
                 pod.bound_at = Some(now);
                 self.bound += 1;
@@ -815,6 +885,7 @@ impl Sim {
                 m.manifest = spec.manifest;
                 m.replicas = spec.replicas;
                 m.workload = spec.workload;
+                m.requests = PodRequests::of(&m.manifest);
                 m.applied_at = SystemTime::now();
                 manager.clone_into(&mut m.manager);
                 false
@@ -828,6 +899,7 @@ impl Sim {
                     Manifest {
                         resource: spec.resource,
                         manifest_text: spec.manifest.to_string(),
+                        requests: PodRequests::of(&spec.manifest),
                         manifest: spec.manifest,
                         replicas: spec.replicas,
                         workload: spec.workload,
@@ -846,7 +918,7 @@ impl Sim {
             }
         };
         st.resize(&key, spec.replicas);
-        st.schedule(capacity, now);
+        st.schedule(capacity, self.room(), now);
         st.settle_keys(
             std::slice::from_ref(&key),
             now,
@@ -874,7 +946,7 @@ impl Sim {
         for k in &keys {
             deleted |= st.remove(k);
         }
-        st.schedule(capacity, now);
+        st.schedule(capacity, self.room(), now);
         drop(st);
         if deleted {
             tracing::debug!(cluster = %self.config.name, %key, "deleted");
@@ -1181,13 +1253,35 @@ impl Sim {
         objects
     }
 
-    /// The simulated node: its allocatable pods are `--capacity`, with one CPU and 1 GiB of
-    /// memory per pod.
+    /// The node's CPU and memory when placement counts them (`--node-cpu` or
+    /// `--node-memory` given; the other one defaults as [`Sim::nodes`] says).
+    fn room(&self) -> Option<NodeRoom> {
+        let (cpu, memory) = (self.config.node_cpu_millis, self.config.node_memory_bytes);
+        if cpu.is_none() && memory.is_none() {
+            return None;
+        }
+        let capacity = i64::from(self.config.capacity);
+        Some(NodeRoom {
+            cpu: cpu.unwrap_or(capacity.saturating_mul(1000)),
+            memory: memory.unwrap_or(capacity.saturating_mul(1 << 30)),
+        })
+    }
+
+    /// The simulated node: its allocatable pods are `--capacity`; its CPU and memory are
+    /// `--node-cpu` and `--node-memory`, by default one CPU and 1 GiB per pod.
     pub fn nodes(&self) -> Vec<Value> {
         let capacity = self.config.capacity;
+        let cpu = self.config.node_cpu_millis.map_or_else(
+            || capacity.to_string(),
+            |m| flotilla_core::quantity::format("cpu", m),
+        );
+        let memory = self.config.node_memory_bytes.map_or_else(
+            || format!("{capacity}Gi"),
+            |b| flotilla_core::quantity::format("memory", b),
+        );
         let allocatable = serde_json::json!({
-            "cpu": capacity.to_string(),
-            "memory": format!("{capacity}Gi"),
+            "cpu": cpu,
+            "memory": memory,
             "pods": capacity.to_string(),
         });
         vec![serde_json::json!({
@@ -1291,6 +1385,8 @@ mod tests {
             capacity,
             pod_startup_delay: Duration::from_secs(2),
             fault: Fault::Healthy,
+            node_cpu_millis: None,
+            node_memory_bytes: None,
         })
     }
 
@@ -1503,6 +1599,39 @@ mod tests {
         assert_eq!(b.ready_replicas, 4);
         assert_eq!(b.health, v1::ResourceHealth::Healthy as i32);
         assert_eq!(s.allocatable_replicas(), 1);
+    }
+
+    /// `--node-cpu`: a pod is placed only where its CPU request fits, as kube-scheduler's
+    /// resource fit; what does not fit stays Pending, smaller pods still get places, and
+    /// the node lists the CPU it was given.
+    #[tokio::test(start_paused = true)]
+    async fn node_cpu_bounds_pods_by_their_requests() {
+        let s = Sim::new(SimConfig {
+            node_cpu_millis: Some(4000),
+            ..sim(100).config().clone()
+        });
+        let requesting = |name: &str, replicas: i32, cpu: &str| {
+            let m = format!(
+                r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"default"}},"spec":{{"replicas":{replicas},"template":{{"spec":{{"containers":[{{"name":"c","resources":{{"requests":{{"cpu":"{cpu}"}}}}}}]}}}}}}}}"#
+            );
+            parse_apply(&m, None, None).unwrap()
+        };
+        s.apply(requesting("big", 6, "1"));
+        s.apply(requesting("small", 3, "500m"));
+        s.apply(deployment("free", 2));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let ready = |name: &str| s.get(&key("Deployment", name)).unwrap().ready_replicas;
+        assert_eq!(
+            (ready("big"), ready("small"), ready("free")),
+            (4, 0, 2),
+            "4 CPUs hold 4 of big; small finds none left; free requests nothing"
+        );
+        assert_eq!(s.summary().pending, 5);
+        assert_eq!(s.nodes()[0]["status"]["allocatable"]["cpu"], "4");
+        // scaling big down frees CPU for small
+        s.apply(requesting("big", 2, "1"));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!((ready("big"), ready("small")), (2, 3));
     }
 
     #[tokio::test(start_paused = true)]

@@ -50,6 +50,8 @@ impl Running {
             capacity,
             pod_startup_delay: delay,
             fault: Fault::Healthy,
+            node_cpu_millis: None,
+            node_memory_bytes: None,
         }));
         let listen = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let control = TcpListener::bind("127.0.0.1:0").await.unwrap();
