@@ -1591,3 +1591,100 @@ async fn es_2_replicas_are_divided_by_the_free_cpu_of_real_members() {
         .await;
     drop((m1, m2));
 }
+
+/// ES-4 on REAL API servers: resource models see what a sum over nodes hides. member1 has
+/// 4 Nodes of 2 CPUs (8 in all) and declares resource models, member2 one Node of 4 CPUs.
+/// One replica requesting 3 CPUs fits no node of member1, though its CPUs add up to 8: by
+/// the summed summary member1 would hold 2 and take the replica (to stay Pending there, as
+/// the real kube-scheduler finds no node); counted by grade it holds none, and the replica
+/// runs on member2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn es_4_resource_models_keep_a_replica_off_fragmented_nodes() {
+    let (stack, recorder, etcd_endpoints) = real_stack().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (m1, m2) = tokio::join!(
+        RealMember::start_sized(d, "member1", &etcd_endpoints, 4, 20, "1s", "2"),
+        RealMember::start_sized(d, "member2", &etcd_endpoints, 1, 20, "1s", "4"),
+    );
+    let api = api_client(&stack).await;
+    readme_join(&stack, d, &m1).await;
+    readme_join(&stack, d, &m2).await;
+    wait_clusters_ready(&api, &["member1", "member2"], T).await;
+    // member1's grades: [0, 2) CPUs, [2, 4), [4, ∞); memory [0, 16Gi), [16Gi, 32Gi),
+    // [32Gi, ∞) (a requested resource the models lack would fall back to the summary,
+    // ES-4.3, and the replica requests memory too)
+    let mut member1 = get_cluster(&api, "member1").await.unwrap();
+    let spec = member1.spec.get_or_insert_with(Default::default);
+    let range = |name: &str, min: &str, max: &str| v1::ResourceModelRange {
+        name: name.into(),
+        min: min.into(),
+        max: max.into(),
+    };
+    spec.resource_models = [
+        ("0", "2", "0", "16Gi"),
+        ("2", "4", "16Gi", "32Gi"),
+        ("4", "8", "32Gi", "64Gi"),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(g, (c0, c1, m0, m1))| v1::ResourceModel {
+        grade: g as u32,
+        ranges: vec![range("cpu", c0, c1), range("memory", m0, m1)],
+    })
+    .collect();
+    api.clone()
+        .update_cluster(v1::UpdateClusterRequest {
+            cluster: Some(member1),
+        })
+        .await
+        .expect("resource models apply");
+    // cluster-health counts member1's 4 nodes (2 CPUs free each) in grade 1
+    eventually(T, "member1's nodes counted by grade", || async {
+        let c = get_cluster(&api, "member1").await?;
+        let counts: Vec<(u32, i64)> = c
+            .status?
+            .resource_summary?
+            .allocatable_modelings
+            .iter()
+            .map(|m| (m.grade, m.count))
+            .collect();
+        (counts == [(0, 0), (1, 4), (2, 0)]).then_some(())
+    })
+    .await;
+    let stored = get_cluster(&api, "member1").await.unwrap();
+    let last = &stored.spec.unwrap().resource_models[2].ranges[0];
+    assert_ne!(last.max, "8", "the last grade is stored unbounded (ES-4.1)");
+
+    let wide = crunch(1).replace(r#"cpu: "1""#, r#"cpu: "3""#);
+    apply(&stack, d, "wide.yaml", &wide).await;
+    let binding = eventually(T, "crunch scheduled", || async {
+        let b = get_binding(&api, "default", "crunch-deployment").await?;
+        (!targets(&b).is_empty()).then_some(b)
+    })
+    .await;
+    assert_eq!(
+        targets(&binding),
+        [("member2".to_owned(), 1)],
+        "by grade member1 holds no 3-CPU replica"
+    );
+    eventually(T, "crunch Ready on member2", || async {
+        let d = deployment(&m2, "crunch").await?;
+        (d.0 == 1 && d.1 == 1).then_some(())
+    })
+    .await;
+    println!(
+        "MEASURE real members, one 3-CPU replica, member1 4x2 CPUs with resource models, \
+         member2 1x4: placed {:?}",
+        targets(&binding)
+    );
+    let expect = history::Expect {
+        healthy_members: vec!["member1".into(), "member2".into()],
+        converged: true,
+        ..Default::default()
+    };
+    stack
+        .verdict(recorder, "real_members models", 0, &[], &expect)
+        .await;
+    drop((m1, m2));
+}
