@@ -376,6 +376,15 @@ impl Describe for v1::Cluster {
             b.field(2, "Allocatable", of(summary.allocatable.as_ref()));
             b.field(2, "Allocated", of(summary.allocated.as_ref()));
             b.field(2, "Allocating", of(summary.allocating.as_ref()));
+            if !summary.allocatable_modelings.is_empty() {
+                // ES-4.2: the nodes counted per grade of spec.resourceModels
+                let grades: Vec<String> = summary
+                    .allocatable_modelings
+                    .iter()
+                    .map(|m| format!("grade {}: {}", m.grade, m.count))
+                    .collect();
+                b.field(2, "Nodes per Grade", grades.join(", "));
+            }
         }
         if !status.api_enablements.is_empty() {
             b.heading(0, "API Enablements");
@@ -684,4 +693,68 @@ pub async fn events_section<T: ApiObject>(
         let _ = writeln!(out, "  {line}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ES-3/ES-4: a cluster's description shows its resource summary and nodes per grade,
+    /// in Kubernetes' quantities; a workload's, what one replica requests.
+    #[test]
+    fn es_3_describe_shows_the_resource_summary_and_requests() {
+        let q = |cpu: i64, memory: i64, pods: i64| v1::ResourceQuantities {
+            cpu_millis: cpu,
+            memory_bytes: memory,
+            pods,
+            scalar: [("nvidia.com/gpu".to_owned(), 2)].into(),
+        };
+        let cluster = v1::Cluster {
+            status: Some(v1::ClusterStatus {
+                resource_summary: Some(v1::ResourceSummary {
+                    allocatable: Some(q(8000, 32 << 30, 110)),
+                    allocated: Some(q(2500, 4 << 30, 10)),
+                    allocating: Some(v1::ResourceQuantities::default()),
+                    allocatable_replicas: Some(100),
+                    allocatable_modelings: vec![
+                        v1::AllocatableModeling { grade: 0, count: 3 },
+                        v1::AllocatableModeling { grade: 1, count: 1 },
+                    ],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let text = cluster.describe(&prost_types::Timestamp::default());
+        let line = |key: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(key))
+                .map(|l| l.trim_start()[key.len()..].trim().to_owned())
+        };
+        assert_eq!(
+            line("Allocatable:").as_deref(),
+            Some("cpu 8, memory 32Gi, nvidia.com/gpu 2, pods 110"),
+            "{text}"
+        );
+        assert_eq!(
+            line("Allocated:").as_deref(),
+            Some("cpu 2500m, memory 4Gi, nvidia.com/gpu 2, pods 10")
+        );
+        assert_eq!(line("Allocating:").as_deref(), Some("none"));
+        assert_eq!(
+            line("Nodes per Grade:").as_deref(),
+            Some("grade 0: 3, grade 1: 1")
+        );
+        let workload = v1::Workload {
+            replica_requirements: Some(v1::ReplicaRequirements {
+                resource_request: Some(q(250, 128 << 20, 0)),
+            }),
+            ..Default::default()
+        };
+        let text = workload.describe(&prost_types::Timestamp::default());
+        assert!(
+            text.contains("cpu 250m, memory 128Mi, nvidia.com/gpu 2"),
+            "{text}"
+        );
+    }
 }
