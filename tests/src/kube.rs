@@ -430,3 +430,33 @@ impl RealMember {
         }
     }
 }
+
+/// The minor version of the `kubectl` on PATH (`32` for 1.32), read once. The suite runs
+/// with the image's kubectl (1.32) and Debian's (1.20); a few steps use what only newer
+/// kubectls have, and say so where they are left out.
+pub fn kubectl_minor() -> u32 {
+    static MINOR: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MINOR.get_or_init(|| {
+        let out = std::process::Command::new("kubectl")
+            .args(["version", "--client", "-o", "json"])
+            .output()
+            .expect("kubectl runs");
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("kubectl version JSON");
+        v["clientVersion"]["minor"]
+            .as_str()
+            .and_then(|m| m.trim_end_matches('+').parse().ok())
+            .expect("a minor version")
+    })
+}
+
+/// The flag that makes `kubectl get` print `metadata.managedFields`: kubectl 1.21+ hides
+/// them without `--show-managed-fields`; older ones always print them and lack the flag, so
+/// a flag that changes nothing there (`--show-kind=false`, the default) keeps the arguments.
+pub fn show_managed_fields() -> &'static str {
+    if kubectl_minor() >= 21 {
+        "--show-managed-fields"
+    } else {
+        "--show-kind=false"
+    }
+}
