@@ -678,8 +678,8 @@ pub fn apply(
     for path in dropped {
         remove_at(&mut object, path);
     }
-    // SSA-5, the writer's entry last (kube-apiserver moves it there); with force, the others
-    // give up what was taken
+    // SSA-5, the writer's entry new (kube-apiserver's order puts it last, unless another
+    // entry has the same second); with force, the others give up what was taken
     let mut out: Vec<Entry> = Vec::new();
     for entry in managed.iter().filter(|e| !mine(e)) {
         let mut entry = entry.clone();
@@ -691,8 +691,24 @@ pub fn apply(
     out.push(own(writer, Operation::Apply, applied));
     Ok(Written {
         object,
-        managed: out,
+        managed: kube_order(out),
     })
+}
+
+/// The entries in the order kube-apiserver stores them (its `sortEncodedManagedFields`):
+/// Apply before Update, then by time to the second (older first), then by manager, then by
+/// API version. A writer's new entry is therefore last unless another entry has the same
+/// second, when the names decide.
+fn kube_order(mut entries: Vec<Entry>) -> Vec<Entry> {
+    entries.sort_by(|a, b| {
+        a.operation
+            .as_str()
+            .cmp(b.operation.as_str())
+            .then_with(|| a.time.cmp(&b.time))
+            .then_with(|| a.manager.cmp(&b.manager))
+            .then_with(|| a.api_version.cmp(&b.api_version))
+    });
+    entries
 }
 
 fn own(writer: Writer<'_>, operation: Operation, fields: FieldSet) -> Entry {
@@ -755,7 +771,7 @@ pub fn update(
     if !fields.is_empty() {
         out.push(own(writer, Operation::Update, fields));
     }
-    out
+    kube_order(out)
 }
 
 /// A manager's name from a request's `User-Agent` when it names none (kube-apiserver takes

@@ -382,3 +382,54 @@ fn a_manager_is_named_by_its_user_agent_when_it_names_none() {
     );
     assert_eq!(manager_from_user_agent(""), "unknown");
 }
+
+/// SSA-5: managers in kube-apiserver's stored order (Apply before Update, then by second,
+/// then by name), so that a forced apply in the same second as the entry it takes from
+/// lists the two by name, as kube-apiserver did in the differential test.
+#[test]
+fn ssa_5_managers_in_kube_apiservers_order() {
+    let first = apply(None, &[], &deployment(2, "nginx:1"), writer("other"), false)
+        .unwrap_or_else(|c| panic!("{c:?}"));
+    let same_second = apply(
+        Some(&first.object),
+        &first.managed,
+        &deployment(3, "nginx:1"),
+        writer("kustomize-controller"),
+        true,
+    )
+    .unwrap_or_else(|c| panic!("{c:?}"));
+    let names = |m: &[Entry]| m.iter().map(|e| e.manager.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&same_second.managed),
+        ["kustomize-controller", "other"],
+        "the same second: by name"
+    );
+    let later = Writer {
+        time: "2026-12-02T12:54:35Z",
+        ..writer("a-manager")
+    };
+    let next = apply(
+        Some(&same_second.object),
+        &same_second.managed,
+        &deployment(4, "nginx:1"),
+        later,
+        true,
+    )
+    .unwrap_or_else(|c| panic!("{c:?}"));
+    assert_eq!(
+        names(&next.managed).last().map(String::as_str),
+        Some("a-manager"),
+        "a later second goes last"
+    );
+    let updated = update(
+        Some(&next.object),
+        &next.managed,
+        &deployment(5, "nginx:2"),
+        writer("aaa-update"),
+    );
+    assert_eq!(
+        updated.last().map(|e| (e.manager.as_str(), e.operation)),
+        Some(("aaa-update", Operation::Update)),
+        "Update entries after every Apply"
+    );
+}
