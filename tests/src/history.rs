@@ -29,11 +29,14 @@
 //!   the Work's replicas ready (a reading of the member from before the apply, stamped with the
 //!   new generation, once said Healthy with 3 of 4); and a task that ends on the replacement's
 //!   health ends only while each target's Work is so backed (`unbacked_health`);
+//! - **I2** (during an eviction) no task ends on health while the binding reports
+//!   unschedulable replicas (SC-4.6, GE-4.7): the old copy covers what found no room;
 //! - **I12** an eviction from a cluster happens no earlier than the first moment the recorder
 //!   saw the NoExecute taint that caused it, plus the binding's toleration of it;
 //! - **I3** at the end: every target, task and `requiredBy` cluster of a live binding has a
 //!   live Work, and every live Work has a live binding that names its cluster;
-//! - **I2** at the end: a Divided binding's targets carry its replicas exactly, a Duplicated
+//! - **I2** at the end: a Divided binding's targets carry its replicas exactly (less its
+//!   `unschedulableReplicas`, SC-4.6), a Duplicated
 //!   binding's every target carries all of them;
 //! - **I6** at the end: no task of a binding with a target outlived its grace period by more
 //!   than [`TASK_SLACK`].
@@ -802,6 +805,24 @@ pub fn check(history: &[Entry], expect: &Expect) -> Report {
                             && gone.suppress_deletion != Some(false)
                             && !timed_out
                             && (replacement_healthy(prev) || ended_with_proof(prev, b));
+                        let short = |x: &v1::ResourceBinding| {
+                            x.status.as_ref().map_or(0, |s| s.unschedulable_replicas)
+                        };
+                        if by_health && (short(prev) > 0 || short(b) > 0) {
+                            // I2 (GE-4.7): the old copy covers what the replacement lacks
+                            violation(
+                                &mut report,
+                                "I2",
+                                &e.key,
+                                e.revision,
+                                format!(
+                                    "the eviction task for {} ended on health while {} \
+                                     replicas had no room",
+                                    gone.from_cluster,
+                                    short(prev).max(short(b))
+                                ),
+                            );
+                        }
                         if by_health {
                             // I1b: the health it ended on is backed by ready replicas
                             for cluster in targets(b) {
@@ -1019,8 +1040,9 @@ fn early_eviction_check(
     });
 }
 
-/// I2 after convergence: Divided targets carry the binding's replicas exactly; Duplicated
-/// targets each carry all of them.
+/// I2 after convergence: Divided targets carry the binding's replicas exactly, less those
+/// the scheduler reports unschedulable for lack of room (SC-4.6); Duplicated targets each
+/// carry all of them.
 fn replicas_check(report: &mut Report, key: &str, b: &v1::ResourceBinding) {
     let Some(spec) = b.spec.as_ref() else { return };
     if spec.replicas == 0 || spec.clusters.is_empty() {
@@ -1032,8 +1054,10 @@ fn replicas_check(report: &mut Report, key: &str, b: &v1::ResourceBinding) {
         .and_then(|p| p.replica_scheduling.as_ref())
         .is_some_and(|r| r.replica_scheduling_type == v1::ReplicaSchedulingType::Divided as i32);
     let placed: Vec<i32> = spec.clusters.iter().map(|t| t.replicas).collect();
+    // SC-4.6: a result short of room says how many replicas it lacks
+    let short = b.status.as_ref().map_or(0, |s| s.unschedulable_replicas);
     let ok = if divided {
-        placed.iter().sum::<i32>() == spec.replicas
+        placed.iter().sum::<i32>() + short == spec.replicas
     } else {
         placed.iter().all(|r| *r == spec.replicas)
     };

@@ -186,9 +186,20 @@ impl Summary {
     /// Whether some resource has more free than in `before` (a node added, a pod gone), so
     /// that a replica which did not fit then may fit now (SC-2.6).
     pub fn has_more_room_than(&self, before: &Summary) -> bool {
+        // ES-4.3 counts the nodes of a grade and above: more of them fit more replicas
+        let from = |s: &Summary, grade: u32| {
+            s.allocatable_modelings
+                .iter()
+                .filter(|m| m.grade >= grade)
+                .fold(0i64, |n, m| n.saturating_add(m.count))
+        };
         self.allocatable
             .keys()
             .any(|name| self.free(name) > before.free(name))
+            || self
+                .allocatable_modelings
+                .iter()
+                .any(|m| from(self, m.grade) > from(before, m.grade))
     }
 }
 

@@ -43,6 +43,9 @@ pub struct AssessOptions<'a> {
     pub observed_status_current: bool,
     /// `status.lastScheduledTime`: when the scheduler last placed replicas (A6).
     pub last_scheduled: Option<Time>,
+    /// `status.unschedulableReplicas` (SC-4.6, A16): replicas the result could not hold. A
+    /// replacement that is short of replicas never releases a task on health (GE-4.7).
+    pub unschedulable_replicas: i32,
 }
 
 /// Why a task was removed or kept.
@@ -62,6 +65,9 @@ pub enum TaskVerdict {
     NoReplacement,
     /// GE-4.4: waiting for the new targets to become healthy.
     Waiting,
+    /// GE-4.7 (Flotilla, A16): the new targets hold only part of the replicas (the rest
+    /// had no room); the old copy serves until the rest is placed or the task times out.
+    ReplacementShort,
     /// GE-4.6 (A6, I4): the task's cluster is a target again (it recovered and the scheduler
     /// placed replicas on it); a cluster is never both a target and a task.
     Rescheduled,
@@ -160,6 +166,9 @@ pub fn task_verdict(task: &GracefulEvictionTask, opts: &AssessOptions<'_>) -> Ta
     }
     if task_deadline(task, created, opts).is_some_and(|deadline| opts.now > deadline) {
         return TaskVerdict::TimedOut;
+    }
+    if opts.unschedulable_replicas > 0 {
+        return TaskVerdict::ReplacementShort;
     }
     if opts.has_scheduled
         && opts.observed_status_current
@@ -456,6 +465,7 @@ mod tests {
             has_scheduled: scheduled,
             observed_status_current: true,
             last_scheduled: None,
+            unschedulable_replicas: 0,
         }
     }
 
@@ -531,6 +541,28 @@ mod tests {
                         ..at(5, &healthy)
                     },
                     Waiting,
+                ),
+            ),
+            (
+                "4.7 healthy but short of replicas → kept",
+                (
+                    stamped(),
+                    AssessOptions {
+                        unschedulable_replicas: 3,
+                        ..at(5, &healthy)
+                    },
+                    ReplacementShort,
+                ),
+            ),
+            (
+                "4.7 short of replicas still times out",
+                (
+                    stamped(),
+                    AssessOptions {
+                        unschedulable_replicas: 3,
+                        ..at(601, &healthy)
+                    },
+                    TimedOut,
                 ),
             ),
             (

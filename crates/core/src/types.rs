@@ -1047,6 +1047,9 @@ pub struct ResourceBindingStatus {
     /// SC-6.7: clusters application failover evicted the binding from, kept out of its
     /// placement.
     pub application_failover_clusters: Vec<String>,
+    /// SC-4.6 (Flotilla, A16): replicas the scheduler could not place for lack of room; the
+    /// result carries the rest. 0 when every replica is placed.
+    pub unschedulable_replicas: i32,
 }
 
 /// A ResourceBinding: a template, its placement and where it runs.

@@ -1945,10 +1945,12 @@ impl From<domain::ResourceBindingStatus> for v1::ResourceBindingStatus {
             aggregated_status_observed_generation,
             failback_clusters,
             application_failover_clusters,
+            unschedulable_replicas,
         } = status;
         v1::ResourceBindingStatus {
             failback_clusters,
             application_failover_clusters,
+            unschedulable_replicas,
             aggregated_status_observed_generation,
             conditions: to_wire(conditions),
             scheduler_observed_generation,
@@ -1977,11 +1979,13 @@ impl TryFrom<v1::ResourceBindingStatus> for domain::ResourceBindingStatus {
             trace_context: _,
             failback_clusters,
             application_failover_clusters,
+            unschedulable_replicas,
         } = status;
         Ok(domain::ResourceBindingStatus {
             aggregated_status_observed_generation,
             failback_clusters,
             application_failover_clusters,
+            unschedulable_replicas,
             conditions: list(conditions, "conditions")?,
             scheduler_observed_generation,
             scheduler_observing_affinity_name,

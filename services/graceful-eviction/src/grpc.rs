@@ -51,6 +51,7 @@ fn outcome(verdict: TaskVerdict) -> v1::TaskOutcome {
         TaskVerdict::ReplacementHealthy => v1::TaskOutcome::RemovedHealthy,
         TaskVerdict::NoReplacement => v1::TaskOutcome::KeptNoReplacement,
         TaskVerdict::Waiting => v1::TaskOutcome::Kept,
+        TaskVerdict::ReplacementShort => v1::TaskOutcome::KeptReplacementShort,
         TaskVerdict::Rescheduled => v1::TaskOutcome::RemovedRescheduled,
     }
 }

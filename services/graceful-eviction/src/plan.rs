@@ -227,6 +227,8 @@ pub fn plan(
         observed_status_current: status.aggregated_status_observed_generation
             == binding.meta.generation,
         last_scheduled: status.last_scheduled_time,
+        // GE-4.7: a replacement short of replicas keeps the old copy until its timeout
+        unschedulable_replicas: status.unschedulable_replicas,
     };
     let assessment = assess_tasks(&spec.graceful_eviction_tasks, &opts);
     // GE-6; A6: with no target nothing times out, so only a binding change matters.
@@ -324,6 +326,10 @@ pub fn describe(verdict: TaskVerdict) -> &'static str {
         }
         TaskVerdict::Rescheduled => {
             "A6: the cluster is a target again; it is never both a target and a task"
+        }
+        TaskVerdict::ReplacementShort => {
+            "GE-4.7: the new targets hold only part of the replicas (no room for the rest); \
+             the old copy serves until the rest is placed and Healthy or the grace period ends"
         }
     }
 }

@@ -74,7 +74,11 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
             scheduler_name: DEFAULT_SCHEDULER_NAME.to_owned(),
-            options: ScheduleOptions::default(),
+            // the service's defaults (SC-4.6 on), as `Args` has them
+            options: ScheduleOptions {
+                place_what_fits: true,
+                ..ScheduleOptions::default()
+            },
             workers: 64,
             write_batch_size: 64,
             write_concurrency: 4,

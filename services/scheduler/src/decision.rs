@@ -23,7 +23,7 @@ use flotilla_core::scheduler::failback::{
     Failback, departure_tasks_for, failback, failback_clusters_after,
 };
 use flotilla_core::scheduler::{
-    ScheduleDecision, ScheduleError, ScheduleInput, ScheduleOptions, ScheduleOutcome,
+    DivideError, ScheduleDecision, ScheduleError, ScheduleInput, ScheduleOptions, ScheduleOutcome,
     ScheduleTrigger, application_failover_clusters_after, forgets_failed_over, needs_scheduling,
     schedule,
 };
@@ -38,6 +38,8 @@ use flotilla_store::typed::prepare_generation;
 pub const SUCCESS_MESSAGE: &str = "Binding has been scheduled successfully.";
 /// Reason of a successful `Scheduled` condition (SC-4.1).
 pub const REASON_SUCCESS: &str = "Success";
+/// Reason of `Scheduled=False` when the result places only the replicas that fit (SC-4.6).
+pub const REASON_INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
 /// Event reason of a successful scheduling decision.
 pub const EVENT_SCHEDULED: &str = "Scheduled";
 /// Event reason of a failed scheduling decision.
@@ -92,7 +94,12 @@ impl Decision {
     /// Whether a failure should be retried with back-off: SC-4.2 (`Unschedulable`, capacity)
     /// and SC-4.4 (other errors). A FitError (SC-4.3) waits for a change instead.
     pub fn retry_with_backoff(&self) -> bool {
-        matches!(self, Decision::Failed { error, .. } if !error.clears_result())
+        match self {
+            Decision::Failed { error, .. } => !error.clears_result(),
+            // SC-4.6: a result short of replicas is retried like SC-4.2, besides SC-2.6
+            Decision::Scheduled { outcome, .. } => !outcome.complete(),
+            _ => false,
+        }
     }
 }
 
@@ -138,7 +145,12 @@ pub fn decide(
     }
     let result = schedule(&input);
     let replaced = matches!(&result, Ok(outcome) if !outcome.targets.is_empty());
-    if !replaced {
+    let short = match &result {
+        Ok(outcome) => outcome.unschedulable_replicas,
+        Err(_) => i32::MAX,
+    };
+    // SC-4.6: a result short of replicas may also take back a recovered cluster
+    if !replaced || short > 0 {
         // A6 (Flotilla; Karmada #5803): a task never sticks. When nothing replaced an
         // evicted cluster and that cluster is Ready and untainted again, it may be scheduled
         // again; the scheduler then ends its task in the same write, so the cluster is never
@@ -161,7 +173,7 @@ pub fn decide(
                     .filter(|t| recovered.contains(&t.name))
                     .map(|t| t.name.clone())
                     .collect();
-                if !reinstated.is_empty() {
+                if !reinstated.is_empty() && outcome.unschedulable_replicas < short {
                     return Decision::Scheduled {
                         trigger,
                         outcome,
@@ -247,6 +259,23 @@ pub fn trigger_reason(trigger: &ScheduleTrigger) -> String {
 /// The `Scheduled` condition a decision leads to (SC-4), or `None` when it writes none.
 pub fn scheduled_condition(decision: &Decision, now: Time) -> Option<Condition> {
     let (status, reason, message) = match decision {
+        // SC-4.6: placed, but not every replica: False, so that SC-2.6 requeues it when
+        // room appears and a reader sees why
+        Decision::Scheduled { outcome, .. } if !outcome.complete() => (
+            ConditionStatus::False,
+            REASON_INSUFFICIENT_CAPACITY.to_owned(),
+            format!(
+                "{} of {} replicas are unschedulable: {} The result places the rest.",
+                outcome.unschedulable_replicas,
+                outcome
+                    .targets
+                    .iter()
+                    .map(|t| t.replicas)
+                    .sum::<i32>()
+                    .saturating_add(outcome.unschedulable_replicas),
+                outcome.unschedulable_reason
+            ),
+        ),
         Decision::Scheduled { .. } => (
             ConditionStatus::True,
             REASON_SUCCESS.to_owned(),
@@ -366,6 +395,7 @@ pub fn plan_write(
                 has_scheduled: true,
                 observed_status_current: false,
                 last_scheduled: Some(now),
+                unschedulable_replicas: outcome.unschedulable_replicas,
             };
             let ended: Vec<&str> = domain
                 .spec
@@ -411,6 +441,7 @@ pub fn plan_write(
             status.scheduler_observed_generation = generation;
             status.failback_clusters = remembered;
             status.application_failover_clusters = failed_over;
+            status.unschedulable_replicas = outcome.unschedulable_replicas;
             if let Some(condition) = scheduled_condition(decision, now) {
                 set_condition(&mut status.conditions, condition);
             }
@@ -427,6 +458,23 @@ pub fn plan_write(
             return Some(new);
         }
         Decision::Failed { error, .. } => {
+            // SC-4.6: the kept result lacks what it lacks; a FitError clears it (all of them)
+            if matches!(
+                error,
+                ScheduleError::Unschedulable {
+                    error: DivideError::InsufficientCapacity { .. },
+                    ..
+                } | ScheduleError::NoClusterFit(_)
+            ) {
+                let kept: i32 = if error.clears_result() {
+                    0
+                } else {
+                    domain.spec.clusters.iter().map(|t| t.replicas).sum()
+                };
+                new.status
+                    .get_or_insert_with(Default::default)
+                    .unschedulable_replicas = domain.spec.replicas.saturating_sub(kept).max(0);
+            }
             if error.clears_result() {
                 new.spec
                     .get_or_insert_with(Default::default)
@@ -615,6 +663,93 @@ mod tests {
         assert_eq!(status.conditions[0].reason, "NoClusterFit");
         assert_eq!(status.last_scheduled_time, None);
         assert!(!decision.retry_with_backoff(), "SC-4.3: not retried");
+    }
+
+    /// SC-4.6, GE-4.7: a failover onto too little room writes what fits, says how many
+    /// replicas are short and why, retries, and keeps the evicted cluster's task.
+    #[test]
+    fn sc_4_6_a_short_result_is_written_with_its_shortfall() {
+        let mut rb = duplicated(12, &[]);
+        let placement = rb.spec.placement.as_mut().expect("placement");
+        placement.replica_scheduling = Some(ReplicaSchedulingStrategy {
+            replica_scheduling_type: ReplicaSchedulingType::Divided,
+            replica_division_preference: Some(
+                flotilla_core::types::ReplicaDivisionPreference::Aggregated,
+            ),
+            weight_preference: None,
+        });
+        rb.status.applied_placement = rb.spec.placement.clone();
+        rb.status.scheduler_observed_generation = 1;
+        // member1 was evicted: its task is in place, its 6 replicas left the result
+        rb.spec.clusters = vec![
+            TargetCluster::new("member2", 3),
+            TargetCluster::new("member3", 3),
+        ];
+        rb.spec.graceful_eviction_tasks = vec![flotilla_core::types::GracefulEvictionTask {
+            creation_timestamp: Some(Time::from_secs(1)),
+            ..taint_task("member1")
+        }];
+        let free = |name: &str, pods: i64| {
+            let mut c = cluster(name);
+            c.status.resource_summary = Some(flotilla_core::capacity::Summary::with_pods(pods));
+            c
+        };
+        let clusters = vec![free("member2", 1), free("member3", 0)];
+        let options = ScheduleOptions {
+            place_what_fits: true,
+            ..ScheduleOptions::default()
+        };
+        let decision = decide(&rb, &clusters, options, false, Time::from_secs(5));
+        let Decision::Scheduled { outcome, .. } = &decision else {
+            panic!("placed what fits: {decision:?}");
+        };
+        assert_eq!(outcome.unschedulable_replicas, 5);
+        assert!(decision.retry_with_backoff(), "a short result is retried");
+        let old = v1::ResourceBinding::from(rb.clone());
+        let new = plan_write(&old, &rb, &decision, Time::from_secs(5)).expect("writes");
+        let spec = new.spec.as_ref().expect("spec");
+        assert_eq!(format_wire_targets(&spec.clusters), "member2:4, member3:3");
+        assert_eq!(spec.graceful_eviction_tasks.len(), 1, "the old copy stays");
+        let status = new.status.as_ref().expect("status");
+        assert_eq!(status.unschedulable_replicas, 5);
+        let cond = &status.conditions[0];
+        assert_eq!(
+            (cond.status, cond.reason.as_str()),
+            (v1::ConditionStatus::False as i32, "InsufficientCapacity")
+        );
+        assert!(
+            cond.message
+                .starts_with("5 of 12 replicas are unschedulable"),
+            "{}",
+            cond.message
+        );
+        // room appears: the rest is placed, the condition turns True, the count 0
+        let after = domain(&new);
+        let roomy = vec![free("member2", 10), free("member3", 0)];
+        let decision = decide(&after, &roomy, options, false, Time::from_secs(9));
+        let full = plan_write(&new, &after, &decision, Time::from_secs(9)).expect("writes");
+        let status = full.status.as_ref().expect("status");
+        assert_eq!(status.unschedulable_replicas, 0);
+        assert_eq!(status.conditions[0].reason, "Success");
+        assert_eq!(
+            format_wire_targets(&full.spec.as_ref().expect("spec").clusters),
+            "member2:9, member3:3"
+        );
+        // Karmada's behaviour with the switch off: the run fails, the result stays
+        let off = decide(
+            &rb,
+            &clusters,
+            ScheduleOptions::default(),
+            false,
+            Time::from_secs(5),
+        );
+        assert!(matches!(off, Decision::Failed { .. }), "{off:?}");
+        let kept = plan_write(&old, &rb, &off, Time::from_secs(5)).expect("condition");
+        assert_eq!(kept.spec, old.spec);
+        assert_eq!(
+            kept.status.as_ref().expect("status").unschedulable_replicas,
+            6
+        );
     }
 
     #[test]

@@ -196,6 +196,7 @@ impl SimulateInput {
                 clusters: domain,
                 options: options.map_or(default_options, |o| ScheduleOptions {
                     enable_empty_workload_propagation: o.enable_empty_workload_propagation,
+                    place_what_fits: o.place_what_fits.unwrap_or(default_options.place_what_fits),
                 }),
                 force,
                 now,

@@ -69,6 +69,22 @@ pub struct Args {
     #[arg(long, env = "FLOTILLA_ENABLE_EMPTY_WORKLOAD_PROPAGATION")]
     pub enable_empty_workload_propagation: bool,
 
+    /// When the clusters a placement allows cannot hold every replica, place those that fit
+    /// and report the rest in the binding's `status.unschedulableReplicas` (with
+    /// `Scheduled=False`, reason InsufficientCapacity); the rest is placed when room appears.
+    /// Default true, a Flotilla choice (SC-4.6): a failover onto too little room moves what
+    /// it can, and graceful eviction keeps the old copy meanwhile. `--place-what-fits=false`
+    /// is Karmada's behaviour: the run fails and the previous result stays.
+    #[arg(
+        long,
+        env = "FLOTILLA_PLACE_WHAT_FITS",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub place_what_fits: bool,
+
     /// Reconcile workers. Default 64, a Flotilla choice (A12): enough in-flight decisions to
     /// fill a 64-write etcd transaction in a failover; Karmada's scheduler runs one.
     #[arg(long, env = "FLOTILLA_SCHEDULER_WORKERS", default_value_t = 64)]
@@ -159,6 +175,7 @@ impl Args {
             common,
             scheduler_name,
             enable_empty_workload_propagation,
+            place_what_fits,
             workers,
             write_batch_size,
             write_concurrency,
@@ -218,6 +235,7 @@ impl Args {
                 scheduler_name: scheduler_name.clone(),
                 options: ScheduleOptions {
                     enable_empty_workload_propagation: *enable_empty_workload_propagation,
+                    place_what_fits: *place_what_fits,
                 },
                 workers: *workers,
                 write_batch_size: *write_batch_size,
@@ -339,6 +357,10 @@ mod tests {
             Duration::from_secs(10)
         );
         assert!(!config.controller.options.enable_empty_workload_propagation);
+        assert!(
+            config.controller.options.place_what_fits,
+            "SC-4.6 on by default"
+        );
     }
 
     #[test]

@@ -42,12 +42,17 @@ fn test_config() -> ControllerConfig {
 
 /// The controller on `store`, writing through `writes`, always leading.
 async fn start_with(store: StoreRef, writes: StoreRef) -> Harness {
+    start_configured(store, writes, test_config()).await
+}
+
+/// The controller on `store` with `config`, writing through `writes`, always leading.
+async fn start_configured(store: StoreRef, writes: StoreRef, config: ControllerConfig) -> Harness {
     let shutdown = Shutdown::new();
     let recorder = Recorder::spawn(store.clone(), "scheduler", shutdown.clone());
     let running = controller::spawn(
         store.clone(),
         writes,
-        test_config(),
+        config,
         flotilla_runtime::Gate::Always,
         recorder,
         shutdown.clone(),
@@ -267,7 +272,11 @@ async fn sc_2_6_a_kind_served_later_schedules_the_binding_that_did_not_fit() {
 
 #[tokio::test]
 async fn sc_4_2_unschedulable_keeps_the_result_and_retries_with_backoff() {
-    let h = start().await;
+    // Karmada's behaviour: `--place-what-fits=false`
+    let store: StoreRef = Arc::new(MemStore::new());
+    let mut config = test_config();
+    config.options.place_what_fits = false;
+    let h = start_configured(store.clone(), store, config).await;
     let mut small1 = cluster("member1");
     small1.status.resource_summary = Some(flotilla_core::capacity::Summary::with_pods(2));
     let mut small2 = cluster("member2");
@@ -312,6 +321,56 @@ async fn sc_4_2_unschedulable_keeps_the_result_and_retries_with_backoff() {
         done.spec.clusters.iter().map(|t| t.replicas).sum::<i32>(),
         6
     );
+}
+
+/// SC-4.6 (the default): the replicas that fit are placed at once, the rest is counted,
+/// and placed when room appears (SC-2.6, a status-only change).
+#[tokio::test]
+async fn sc_4_6_places_what_fits_then_the_rest_when_room_appears() {
+    let h = start().await;
+    for name in ["member1", "member2"] {
+        let mut small = cluster(name);
+        small.status.resource_summary = Some(flotilla_core::capacity::Summary::with_pods(2));
+        create_cluster(&h.typed, small).await;
+    }
+    let aggregated = Placement {
+        replica_scheduling: Some(ReplicaSchedulingStrategy {
+            replica_scheduling_type: ReplicaSchedulingType::Divided,
+            replica_division_preference: Some(ReplicaDivisionPreference::Aggregated),
+            weight_preference: None,
+        }),
+        ..Default::default()
+    };
+    let key = create_binding_key(&h.typed, binding("big", aggregated, 6)).await;
+    let short = wait_binding(&h.typed, &key, "InsufficientCapacity", |rb| {
+        scheduled(rb).is_some_and(|(_, r)| r == "InsufficientCapacity")
+    })
+    .await;
+    assert_eq!(
+        short.spec.clusters.iter().map(|t| t.replicas).sum::<i32>(),
+        4,
+        "what fits is placed"
+    );
+    assert_eq!(short.status.unschedulable_replicas, 2);
+    modify(&h.typed, "clusters/member2", |c: &mut v1::Cluster| {
+        c.status
+            .get_or_insert_with(Default::default)
+            .resource_summary
+            .get_or_insert_with(Default::default)
+            .allocatable
+            .get_or_insert_with(Default::default)
+            .pods = 10;
+    })
+    .await;
+    let done = wait_binding(&h.typed, &key, "the rest placed", |rb| {
+        scheduled(rb).is_some_and(|(s, _)| s == "True")
+    })
+    .await;
+    assert_eq!(
+        done.spec.clusters.iter().map(|t| t.replicas).sum::<i32>(),
+        6
+    );
+    assert_eq!(done.status.unschedulable_replicas, 0);
 }
 
 #[tokio::test]

@@ -785,6 +785,7 @@ pub fn end_healthy_tasks<W: Borrow<v1::Work>>(
         has_scheduled: status.scheduler_observed_generation == generation,
         observed_status_current: status.aggregated_status_observed_generation == generation,
         last_scheduled: status.last_scheduled_time,
+        unschedulable_replicas: status.unschedulable_replicas,
     };
     let ended: Vec<String> = assess_tasks(&binding.spec.graceful_eviction_tasks, &opts)
         .verdicts

@@ -326,9 +326,11 @@ enum_words!(outcome_words: TaskOutcome {
     Kept => "kept (waiting for the new placement to be healthy)",
     KeptSuppressed => "kept (deletion suppressed)",
     KeptNoReplacement => "kept (no replacement cluster yet)",
+    KeptReplacementShort => "kept (the replacement lacks room for some replicas)",
     RemovedSuppressionLifted => "removed (suppression lifted)",
     RemovedTimedOut => "removed (timed out)",
     RemovedHealthy => "removed (the new placement is healthy)",
+    RemovedRescheduled => "removed (its cluster is a target again)",
 });
 
 fn split_binding(text: &str, default_ns: &str) -> (String, String) {

@@ -30,6 +30,11 @@ pub struct ScheduleOptions {
     /// `--enable-empty-workload-propagation` (scheduler, default false, SC-14.4): keep every
     /// selected cluster in the result, with 0 replicas where none were assigned.
     pub enable_empty_workload_propagation: bool,
+    /// SC-4.6 (Flotilla, A16; scheduler `--place-what-fits`, default on in the service):
+    /// when the clusters cannot hold every replica, place those that fit and report the
+    /// rest as unschedulable, instead of failing the run and keeping the previous result
+    /// (SC-4.2, Karmada's behaviour, which is this switch off).
+    pub place_what_fits: bool,
 }
 
 /// Everything one scheduling run reads: the binding's scheduling inputs and the cluster
@@ -287,6 +292,18 @@ pub struct ScheduleOutcome {
     pub mode: AssignmentMode,
     /// Per-cluster diagnostics, in snapshot order.
     pub diagnostics: Vec<ClusterDiagnostic>,
+    /// SC-4.6: replicas left unplaced for lack of room (0 when the result holds them all).
+    pub unschedulable_replicas: i32,
+    /// SC-4.6: why they are left, e.g. `Clusters available replicas 9 are not enough to
+    /// schedule.` (empty when none is).
+    pub unschedulable_reason: String,
+}
+
+impl ScheduleOutcome {
+    /// Whether the result holds every replica.
+    pub fn complete(&self) -> bool {
+        self.unschedulable_replicas == 0
+    }
 }
 
 /// One pass of the pipeline with a given affinity in use (Karmada's `genericScheduler.Schedule`).
@@ -390,10 +407,14 @@ fn schedule_once(
         .iter()
         .map(|s| (s.cluster, s.allocatable_replicas))
         .collect();
-    let mut targets = match assign_replicas(&params, &pairs) {
-        Ok(targets) => targets,
-        Err(error) => return Err(ScheduleError::Unschedulable { error, diagnostics }),
-    };
+    let (mut targets, unschedulable_replicas, unschedulable_reason) =
+        match assign_replicas(&params, &pairs) {
+            Ok(targets) => (targets, 0, String::new()),
+            Err(error) => match place_what_fits(input, &params, &pairs, &error) {
+                Some((targets, short)) => (targets, short, error.to_string()),
+                None => return Err(ScheduleError::Unschedulable { error, diagnostics }),
+            },
+        };
     // SC-14.4 `--enable-empty-workload-propagation`.
     if input.options.enable_empty_workload_propagation {
         for s in &selected {
@@ -413,7 +434,37 @@ fn schedule_once(
         strategy: AssignmentStrategy::for_placement(placement),
         mode,
         diagnostics,
+        unschedulable_replicas,
+        unschedulable_reason,
     })
+}
+
+/// SC-4.6 (Flotilla, A16): after SC-17.5 found too little room for `error`'s target, assign
+/// the replicas that fit — spec.replicas less the shortfall — with the same rules, so that
+/// Steady keeps what is scheduled and adds what fits, and Fresh divides what fits. Returns
+/// the targets and the shortfall, or `None` when the switch is off or nothing would be
+/// placed (then SC-4.2 applies: the previous result stays).
+fn place_what_fits(
+    input: &ScheduleInput<'_>,
+    params: &AssignParams<'_>,
+    pairs: &[(&Cluster, i64)],
+    error: &DivideError,
+) -> Option<(Vec<TargetCluster>, i32)> {
+    let DivideError::InsufficientCapacity { available, target } = *error else {
+        return None;
+    };
+    if !input.options.place_what_fits {
+        return None;
+    }
+    let short = i32::try_from(target.saturating_sub(available)).ok()?;
+    let fitting = input.replicas.checked_sub(short).filter(|n| *n > 0)?;
+    let reduced = AssignParams {
+        replicas: fitting,
+        ..*params
+    };
+    let targets = assign_replicas(&reduced, pairs).ok()?;
+    let placed: i64 = targets.iter().map(|t| i64::from(t.replicas)).sum();
+    (placed > 0).then_some((targets, short))
 }
 
 /// Schedule a binding: the whole pipeline, with ClusterAffinities handled per SC-19.

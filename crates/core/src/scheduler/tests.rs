@@ -412,6 +412,134 @@ fn sc_4_2_unschedulable_keeps_previous_result() {
     assert_eq!(err.diagnostics().len(), 2);
 }
 
+/// SC-4.6 (Flotilla, A16): with `place_what_fits`, a run short of room places what fits
+/// and reports the rest; off, SC-4.2 holds (see the test above).
+#[test]
+fn sc_4_6_place_what_fits() {
+    let run_fitting = |rb: &ResourceBinding, clusters: &[Cluster]| {
+        let mut input = ScheduleInput::from_binding(rb, clusters).expect("placement");
+        input.options.place_what_fits = true;
+        schedule(&input)
+    };
+    let dynamic = divided(
+        ReplicaDivisionPreference::Weighted,
+        Some(ClusterPreferences {
+            dynamic_weight: Some(DynamicWeightFactor::AvailableReplicas),
+            ..Default::default()
+        }),
+    );
+    let aggregated = divided(ReplicaDivisionPreference::Aggregated, None);
+    // (what, placement, replicas, previous, evicted, free per cluster, want, unschedulable)
+    type Case<'a> = (
+        &'a str,
+        &'a Placement,
+        i32,
+        &'a [(&'a str, i32)],
+        Option<&'a str>,
+        &'a [(&'a str, i64)],
+        Result<&'a [(&'a str, i32)], ()>,
+        i32,
+    );
+    let cases: [Case<'_>; 6] = [
+        (
+            "the issue's failover: member1 fails, 4+1 free beside 4/2 kept",
+            &dynamic,
+            12,
+            &[("member1", 6), ("member2", 3), ("member3", 3)],
+            Some("member1"),
+            &[("member1", 8), ("member2", 1), ("member3", 0)],
+            Ok(&[("member2", 4), ("member3", 3)]),
+            5,
+        ),
+        (
+            "first schedule of 10 onto 3+4 free: 7 placed",
+            &aggregated,
+            10,
+            &[],
+            None,
+            &[("m1", 3), ("m2", 4)],
+            Ok(&[("m1", 3), ("m2", 4)]),
+            3,
+        ),
+        (
+            "scale-up keeps what is placed and adds what fits",
+            &aggregated,
+            10,
+            &[("m1", 2)],
+            None,
+            &[("m1", 3), ("m2", 4)],
+            Ok(&[("m1", 5), ("m2", 4)]),
+            1,
+        ),
+        (
+            "room for everything: complete",
+            &dynamic,
+            6,
+            &[],
+            None,
+            &[("m1", 3), ("m2", 4)],
+            Ok(&[("m1", 3), ("m2", 3)]),
+            0,
+        ),
+        (
+            "no room at all and nothing placed: SC-4.2 still fails",
+            &dynamic,
+            4,
+            &[],
+            None,
+            &[("m1", 0), ("m2", 0)],
+            Err(()),
+            0,
+        ),
+        (
+            "no room beside what is kept: the kept result, all the rest short",
+            &dynamic,
+            12,
+            &[("member1", 6), ("member2", 3), ("member3", 3)],
+            Some("member1"),
+            &[("member1", 8), ("member2", 0), ("member3", 0)],
+            Ok(&[("member2", 3), ("member3", 3)]),
+            6,
+        ),
+    ];
+    for (what, placement, replicas, previous, evicted, free, want, short) in cases {
+        let mut rb = binding(placement.clone(), replicas, previous);
+        let mut clusters: Vec<Cluster> = free.iter().map(|(n, f)| cluster(n, Some(*f))).collect();
+        if let Some(gone) = evicted {
+            evict(&mut rb, gone);
+            for c in clusters.iter_mut().filter(|c| c.name() == gone) {
+                *c = tainted(c.clone(), TaintEffect::NoExecute);
+            }
+        }
+        let got = run_fitting(&rb, &clusters);
+        match want {
+            Ok(targets) => {
+                let outcome = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(outcome.targets, tc(targets), "{what}");
+                assert_eq!(outcome.unschedulable_replicas, short, "{what}");
+                assert_eq!(outcome.complete(), short == 0, "{what}");
+                let placed: i32 = outcome.targets.iter().map(|t| t.replicas).sum();
+                assert_eq!(
+                    placed + short,
+                    replicas,
+                    "{what}: placed + short = replicas"
+                );
+                if short > 0 {
+                    assert!(
+                        outcome.unschedulable_reason.contains("not enough"),
+                        "{what}: {}",
+                        outcome.unschedulable_reason
+                    );
+                    // the switch off: Karmada's SC-4.2
+                    let err = run(&rb, &clusters).expect_err("SC-4.2 without the switch");
+                    assert_eq!(err.condition_reason(), "Unschedulable", "{what}");
+                }
+            }
+            Err(()) => assert!(got.is_err(), "{what}: {got:?}"),
+        }
+    }
+}
+
 #[test]
 fn sc_11_2_max_groups_zero_is_a_scheduler_error() {
     let placement = Placement {

@@ -331,6 +331,24 @@ mod tests {
                 "{what}"
             );
         }
+        // ES-4: a node that reaches a higher grade lets a larger replica fit, though the sums
+        // are the same (it was fragmented before)
+        let graded = |counts: &[(u32, i64)]| {
+            let mut s = summary(2000, 0);
+            s.allocatable_modelings = counts
+                .iter()
+                .map(|&(grade, count)| crate::capacity::AllocatableModeling { grade, count })
+                .collect();
+            at(s)
+        };
+        assert!(cluster_status_may_fit_more(
+            &graded(&[(0, 2), (1, 0)]),
+            &graded(&[(0, 1), (1, 1)])
+        ));
+        assert!(!cluster_status_may_fit_more(
+            &graded(&[(0, 1), (1, 1)]),
+            &graded(&[(0, 2), (1, 0)])
+        ));
     }
 
     fn divided() -> Placement {

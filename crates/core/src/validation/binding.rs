@@ -301,6 +301,7 @@ fn check_eviction_tasks(
 /// template identity is immutable (Forbidden): `metadata.name`, `metadata.namespace`,
 /// `spec.resource.kind`, `spec.resource.namespace`, `spec.resource.name`. (The template's
 /// `apiVersion` and `uid` may change: a template can be re-created or move API version.)
+/// `status.unschedulableReplicas` (SC-4.6) is in `0..=spec.replicas`.
 pub fn validate_binding_update(
     old: &ResourceBinding,
     new: &ResourceBinding,
@@ -336,6 +337,17 @@ pub fn validate_binding_update(
         if before != after {
             errs.push(FieldError::forbidden(&path, "field is immutable"));
         }
+    }
+    // SC-4.6: what the scheduler could not place is a part of spec.replicas
+    let short = new.status.unschedulable_replicas;
+    if !(0..=new.spec.replicas.max(0)).contains(&short) {
+        errs.push(FieldError::invalid(
+            &FieldPath::new("status").child("unschedulableReplicas"),
+            format!(
+                "must be between 0 and spec.replicas ({}) (got {short})",
+                new.spec.replicas
+            ),
+        ));
     }
     errs
 }

@@ -386,6 +386,7 @@ fn binding() -> domain::ResourceBinding {
             aggregated_status_observed_generation: 7,
             failback_clusters: strings(&["member9"]),
             application_failover_clusters: strings(&["member8"]),
+            unschedulable_replicas: 2,
             scheduler_observing_affinity_name: "primary".into(),
             last_scheduled_time: t(1_700_000_450),
             applied_placement: Some(placement()),

@@ -304,6 +304,30 @@ fn binding_update_template_identity_immutable() {
 }
 
 #[test]
+fn sc_4_6_unschedulable_replicas_are_part_of_the_replicas() {
+    let old = binding();
+    for (short, ok) in [
+        (0, true),
+        (old.spec.replicas, true),
+        (-1, false),
+        (old.spec.replicas + 1, false),
+    ] {
+        let mut new = binding();
+        new.status.unschedulable_replicas = short;
+        let want: &[(&str, FieldErrorKind)] = if ok {
+            &[]
+        } else {
+            &[("status.unschedulableReplicas", Invalid)]
+        };
+        assert_errs(
+            &format!("unschedulable {short}"),
+            &validate_binding_update(&old, &new, &Limits::default()),
+            want,
+        );
+    }
+}
+
+#[test]
 fn workload_template() {
     struct Case {
         name: &'static str,
