@@ -34,14 +34,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_core::testing::policy_yaml;
 use flotilla_proto::v1;
 use flotilla_tests::kube::RealMember;
 use flotilla_tests::{
-    ApiClient, EtcdServer, Process, Stack, Timers, api_client, binding_healthy, eventually,
-    get_binding, get_cluster, history, set_fault_at, targets, tasks, wait_clusters_ready,
+    ApiClient, EtcdServer, Process, Stack, Timers, api_client, binding_condition, binding_healthy,
+    eventually, get_binding, get_cluster, history, set_fault_at, targets, tasks,
+    wait_clusters_ready,
 };
 
 const T: Duration = Duration::from_secs(90);
@@ -1685,6 +1687,224 @@ async fn es_4_resource_models_keep_a_replica_off_fragmented_nodes() {
     };
     stack
         .verdict(recorder, "real_members models", 0, &[], &expect)
+        .await;
+    drop((m1, m2));
+}
+
+/// `filler`, a Deployment of the member's own (not Flotilla's) with `replicas` replicas
+/// requesting one CPU each: another workload that takes room on a member.
+fn filler(replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: filler, namespace: default}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: filler}}}}
+  template:
+    metadata: {{labels: {{app: filler}}}}
+    spec:
+      containers:
+        - name: filler
+          image: busybox
+          resources: {{requests: {{cpu: "1"}}}}
+"#
+    )
+}
+
+/// `status.readyReplicas` of Deployment `name` in namespace default, straight from the API
+/// server of `kubeconfig`; 0 when it is gone (member1's copy once its task ended) or the
+/// look fails.
+async fn ready_replicas(kubeconfig: &Path, name: &str) -> i64 {
+    let out = tokio::process::Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(["get", "deployment", name, "-n", "default"])
+        .args(["-o", "jsonpath={.status.readyReplicas}"])
+        .output()
+        .await;
+    out.ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The Pending pods of namespace default on `m`, by name.
+async fn pending_pods(m: &RealMember) -> String {
+    m.kubectl_ok(&[
+        "get",
+        "pods",
+        "-n",
+        "default",
+        "--field-selector=status.phase=Pending",
+        "-o",
+        "name",
+    ])
+    .await
+}
+
+/// SC-4.6 and GE-4.7 on REAL API servers: a failover onto too little CPU. member1 has 2
+/// Nodes of 4 CPUs, member2 one Node of 8 CPUs of which a workload of its own (`filler`)
+/// takes 4. 8 replicas of 1 CPU go 5:3 by free CPU. member1 becomes unreachable: member2
+/// has room for 1 more, so the scheduler places that one and reports 4 unschedulable
+/// (`Scheduled=False`, InsufficientCapacity), no pod on member2 is Pending, and member1's
+/// copy keeps its eviction task (it is the one serving those 4). When `filler` scales down
+/// on member2, the scheduler places the rest without anyone asking (SC-2.6), and member1's
+/// task ends once the whole replacement is Ready. The Ready replicas over both members
+/// never fall below the 8 asked for, and the recorded history holds the fault suite's
+/// invariants (I2: no task ended on health while replicas had no room).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sc_4_6_a_failover_onto_too_little_cpu_places_what_fits_and_keeps_the_old_copy() {
+    let (stack, recorder, etcd_endpoints) = real_stack().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (m1, m2) = tokio::join!(
+        RealMember::start_sized(d, "member1", &etcd_endpoints, 2, 20, "1s", "4"),
+        RealMember::start_sized(d, "member2", &etcd_endpoints, 1, 20, "1s", "8"),
+    );
+    let api = api_client(&stack).await;
+    readme_join(&stack, d, &m1).await;
+    readme_join(&stack, d, &m2).await;
+    wait_clusters_ready(&api, &["member1", "member2"], T).await;
+    std::fs::write(d.join("filler.yaml"), filler(4)).unwrap();
+    let filler_file = d.join("filler.yaml").display().to_string();
+    m2.kubectl_ok(&["apply", "-f", &filler_file]).await;
+    eventually(
+        T,
+        "filler Ready on member2, its CPU in the summary",
+        || async {
+            let (_, ready, _) = deployment(&m2, "filler").await?;
+            let c = get_cluster(&api, "member2").await?;
+            let allocated = c.status?.resource_summary?.allocated?.cpu_millis;
+            (ready == 4 && allocated == 4000).then_some(())
+        },
+    )
+    .await;
+
+    apply(&stack, d, "crunch.yaml", &crunch(8)).await;
+    let settled = |want: Vec<(String, i32)>| {
+        let api = api.clone();
+        async move {
+            let b = get_binding(&api, "default", "crunch-deployment").await?;
+            (targets(&b) == want && binding_healthy(&b) && tasks(&b).is_empty()).then_some(b)
+        }
+    };
+    let start = vec![("member1".to_owned(), 5), ("member2".to_owned(), 3)];
+    eventually(T, "crunch at 5:3 (free CPU 8:4), healthy", || {
+        settled(start.clone())
+    })
+    .await;
+
+    // Ready crunch replicas over both members, sampled while the failover runs
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let least = Arc::new(std::sync::Mutex::new((i64::MAX, 0usize)));
+    let sampler = {
+        let kubeconfigs = [m1.direct_kubeconfig.clone(), m2.direct_kubeconfig.clone()];
+        let (sampling, least) = (sampling.clone(), least.clone());
+        tokio::spawn(async move {
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                let (a, b) = tokio::join!(
+                    ready_replicas(&kubeconfigs[0], "crunch"),
+                    ready_replicas(&kubeconfigs[1], "crunch")
+                );
+                let ready = a + b;
+                {
+                    let mut l = least.lock().unwrap();
+                    *l = (l.0.min(ready), l.1 + 1);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+
+    set_fault_at(&m1.control_addr, v1::FaultMode::Unreachable).await;
+    let short = eventually(
+        T,
+        "what fits placed on member2, 4 unschedulable",
+        || async {
+            let b = get_binding(&api, "default", "crunch-deployment").await?;
+            let status = b.status.as_ref()?;
+            (targets(&b) == [("member2".to_owned(), 4)] && status.unschedulable_replicas == 4)
+                .then_some(b)
+        },
+    )
+    .await;
+    let condition = binding_condition(&short, "Scheduled").expect("a Scheduled condition");
+    assert_eq!(
+        (condition.status, condition.reason.as_str()),
+        (v1::ConditionStatus::False as i32, "InsufficientCapacity"),
+        "{}",
+        condition.message
+    );
+    assert!(
+        condition
+            .message
+            .starts_with("4 of 8 replicas are unschedulable"),
+        "{}",
+        condition.message
+    );
+    assert_eq!(
+        tasks(&short),
+        ["member1"],
+        "member1's copy keeps serving what has no room"
+    );
+    // member2 runs what was placed there: nothing Pending for lack of CPU
+    eventually(T, "crunch 4 Ready on member2", || async {
+        let (replicas, ready, _) = deployment(&m2, "crunch").await?;
+        (replicas == 4 && ready == 4).then_some(())
+    })
+    .await;
+    let pending = pending_pods(&m2).await;
+    assert!(
+        pending.trim().is_empty(),
+        "member2: Pending pods: {pending}"
+    );
+    let b = get_binding(&api, "default", "crunch-deployment")
+        .await
+        .unwrap();
+    assert_eq!(
+        tasks(&b),
+        ["member1"],
+        "the task outlives a healthy short result"
+    );
+
+    // room appears on member2: its own workload scales down
+    m2.kubectl_ok(&[
+        "scale",
+        "deployment/filler",
+        "-n",
+        "default",
+        "--replicas=0",
+    ])
+    .await;
+    let end = vec![("member2".to_owned(), 8)];
+    let done = eventually(T, "the rest placed on member2, healthy, no task", || {
+        settled(end.clone())
+    })
+    .await;
+    assert_eq!(done.status.as_ref().unwrap().unschedulable_replicas, 0);
+    let pending = pending_pods(&m2).await;
+    assert!(
+        pending.trim().is_empty(),
+        "member2: Pending pods: {pending}"
+    );
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    sampler.await.unwrap();
+    let (least, samples) = *least.lock().unwrap();
+    println!(
+        "MEASURE real members, failover of 5 of 8 one-CPU replicas onto 1 free CPU: placed \
+         member2:4 with 4 unschedulable, 0 Pending; after the room appeared member2:8, 0 \
+         Pending; least Ready over both members {least} (asked 8) over {samples} samples"
+    );
+    assert!(least >= 8, "the Ready replicas fell to {least} of 8");
+
+    let expect = history::Expect {
+        healthy_members: vec!["member2".into()],
+        converged: true,
+        ..Default::default()
+    };
+    let faults = ["member1 unreachable: its 5 replicas find room for 1 on member2".to_owned()];
+    stack
+        .verdict(recorder, "real_members too little cpu", 0, &faults, &expect)
         .await;
     drop((m1, m2));
 }
