@@ -83,8 +83,9 @@ struct UpFlags {
     )]
     members: Vec<String>,
 
-    /// Pods each member can run at once (member-sim --capacity); reported as its allocatable
-    /// replicas.
+    /// Pods each member can run at once (member-sim --capacity). Its one simulated node has
+    /// as many CPUs and GiB of memory, which the scheduler divides by what each replica
+    /// requests.
     #[arg(long, default_value_t = 100, value_name = "PODS")]
     member_capacity: u32,
 

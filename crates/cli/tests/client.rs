@@ -244,7 +244,10 @@ fn seed_failover_through_the_cli() {
         "demo tolerations are 2s: {what_if}"
     );
     assert!(
-        what_if.contains("1 binding(s) would move, 0 would have nowhere to go"),
+        what_if.contains(
+            "1 binding(s) would move (0 without room for every replica), 0 would have nowhere \
+             to go"
+        ),
         "{what_if}"
     );
     // Nothing was changed by the dry runs.
@@ -576,9 +579,45 @@ fn invalid_input_applies_nothing_and_edits_are_compare_and_swap() {
         &what_if,
         &[
             "default/solo-deployment: nowhere to go:",
-            "0 binding(s) would move, 1 would have nowhere to go",
+            "0 binding(s) would move (0 without room for every replica), 1 would have nowhere \
+             to go",
         ],
     );
+    // SC-4.6: replicas of 60 CPUs, one on each member (100 CPUs each); if member1 failed,
+    // member2 would have no room for its replica: what-if says so, and how many
+    let big = up.write(
+        "big.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: big}\nspec:\n  replicas: 2\n  \
+         template:\n    spec:\n      containers:\n        - name: big\n          image: busybox\n          \
+         resources: {requests: {cpu: \"60\"}}\n\
+         ---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: big}\n\
+         spec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: big}]\n  \
+         placement:\n    clusterAffinity: {clusterNames: [member1, member2]}\n    \
+         replicaScheduling:\n      replicaSchedulingType: Divided\n      \
+         replicaDivisionPreference: Weighted\n      weightPreference: {dynamicWeight: AvailableReplicas}\n",
+    );
+    up.ok(&["apply", "-f", big.to_str().unwrap()]);
+    up.eventually("big on member1:1 and member2:1", |up| {
+        (targets(&up.json(&["get", "rb", "big-deployment"])) == "member1:1,member2:1").then_some(())
+    });
+    // (once cluster-health has counted the new pods' CPU into member2's summary)
+    let what_if = up.eventually("member2's summary counting big's CPU", |up| {
+        let out = up.ok(&["what-if", "fail", "member1"]);
+        binding_row(&out, "default/big-deployment")
+            .contains("WITHOUT ROOM")
+            .then_some(out)
+    });
+    let row = binding_row(&what_if, "default/big-deployment");
+    assert!(row.contains("member2:1 (1 WITHOUT ROOM)"), "{what_if}");
+    assert_has(
+        &what_if,
+        &[
+            "default/big-deployment: 1 replica(s) would not fit",
+            "not enough to schedule",
+            "would move (1 without room for every replica)",
+        ],
+    );
+    up.ok(&["delete", "-f", big.to_str().unwrap()]);
     let events = up.ok(&["get", "events"]);
     assert!(
         events.contains("resourcebinding/solo-deployment"),

@@ -335,10 +335,21 @@ pub fn simulate(input: &SimulateInput) -> v1::SimulateResponse {
                 outcome.mode,
                 format_core_targets(&outcome.targets)
             ));
-            reasons.push(format!(
-                "SC-4.1: Scheduled=True/{REASON_SUCCESS}; result written, observed generation \
-                 = generation"
-            ));
+            resp.unschedulable_replicas = outcome.unschedulable_replicas;
+            if outcome.complete() {
+                reasons.push(format!(
+                    "SC-4.1: Scheduled=True/{REASON_SUCCESS}; result written, observed \
+                     generation = generation"
+                ));
+            } else {
+                reasons.push(format!(
+                    "SC-4.6: {} replicas have no room ({}); the result places the rest, \
+                     Scheduled=False/InsufficientCapacity, retried with back-off and when a \
+                     cluster has more room; an evicted copy keeps serving meanwhile (GE-4.7)",
+                    outcome.unschedulable_replicas,
+                    outcome.unschedulable_reason.trim_end_matches('.')
+                ));
+            }
         }
         Decision::Failed { error, .. } => {
             resp.selected_clusters = selected(error.diagnostics());
@@ -359,6 +370,16 @@ pub fn simulate(input: &SimulateInput) -> v1::SimulateResponse {
                 ));
             } else {
                 resp.clusters = previous.iter().cloned().map(Into::into).collect();
+                if matches!(
+                    error,
+                    flotilla_core::scheduler::ScheduleError::Unschedulable {
+                        error: flotilla_core::scheduler::DivideError::InsufficientCapacity { .. },
+                        ..
+                    }
+                ) {
+                    let kept: i32 = previous.iter().map(|t| t.replicas).sum();
+                    resp.unschedulable_replicas = binding.spec.replicas.saturating_sub(kept).max(0);
+                }
                 reasons.push(format!(
                     "SC-4.2/SC-4.4: {error}; the previous result is kept and retried with \
                      back-off"

@@ -79,6 +79,8 @@ pub(super) enum Fate {
     Moves {
         when: Option<prost_types::Timestamp>,
         to: Vec<v1::TargetCluster>,
+        /// SC-4.6: replicas the surviving clusters have no room for, and why.
+        short: Option<(i32, String)>,
     },
     /// Evicted, but no cluster fits.
     Nowhere {
@@ -133,6 +135,19 @@ pub(super) async fn fate(
         .scheduled_condition
         .as_ref()
         .is_none_or(|c| c.status == v1::ConditionStatus::True as i32);
+    if !sim.clusters.is_empty() && sim.unschedulable_replicas > 0 {
+        // SC-4.6: what fits moves, the rest has no room
+        let why = sim
+            .scheduled_condition
+            .as_ref()
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        return Fate::Moves {
+            when,
+            to: sim.clusters,
+            short: Some((sim.unschedulable_replicas, why)),
+        };
+    }
     if sim.clusters.is_empty() || !scheduled {
         // The scheduler's own summary; else each cluster's failed filter.
         let mut why = sim
@@ -158,6 +173,7 @@ pub(super) async fn fate(
     Fate::Moves {
         when,
         to: sim.clusters,
+        short: None,
     }
 }
 
@@ -224,6 +240,7 @@ pub(super) async fn what_if_fail(args: WhatIfFailArgs) -> anyhow::Result<ExitCod
     let mut table = Table::new(["BINDING", "NOW", "EVICTED", "WOULD RUN ON"]);
     let mut details = Vec::new();
     let (mut moving, mut nowhere, mut staying, mut unknown) = (0, 0, 0, 0);
+    let mut short_of_room = 0;
     for b in &bindings {
         let id = words::qualified(b.namespace(), b.name());
         let now_on = words::targets(
@@ -247,14 +264,20 @@ pub(super) async fn what_if_fail(args: WhatIfFailArgs) -> anyhow::Result<ExitCod
                     "(unchanged)".into(),
                 ]
             }
-            Fate::Moves { when, to } => {
+            Fate::Moves { when, to, short } => {
                 moving += 1;
-                vec![
-                    id,
-                    now_on,
-                    when_words(when.as_ref(), &at),
-                    words::targets(&to),
-                ]
+                let mut on = words::targets(&to);
+                if let Some((n, why)) = short {
+                    short_of_room += 1;
+                    on.push_str(&format!(" ({n} WITHOUT ROOM)"));
+                    details.push(format!(
+                        "{id}: {n} replica(s) would not fit and stay unschedulable until room \
+                         appears; the copy on {} keeps serving until its eviction times out: \
+                         {why}",
+                        args.cluster
+                    ));
+                }
+                vec![id, now_on, when_words(when.as_ref(), &at), on]
             }
             Fate::Nowhere { when, why } => {
                 nowhere += 1;
@@ -283,8 +306,8 @@ pub(super) async fn what_if_fail(args: WhatIfFailArgs) -> anyhow::Result<ExitCod
     }
     println!();
     println!(
-        "{moving} binding(s) would move, {nowhere} would have nowhere to go, {staying} would \
-         stay{}.",
+        "{moving} binding(s) would move ({short_of_room} without room for every replica), \
+         {nowhere} would have nowhere to go, {staying} would stay{}.",
         if unknown > 0 {
             format!(", {unknown} could not be simulated")
         } else {
