@@ -549,6 +549,14 @@ impl Describe for v1::ResourceBinding {
                 format!("{} ({} ago)", rfc3339(t), age(Some(t), now)),
             );
         }
+        if status.unschedulable_replicas > 0 {
+            // SC-4.6: what found no room (the Scheduled condition says why)
+            b.field(
+                0,
+                "Unschedulable",
+                format!("{} replica(s) without room", status.unschedulable_replicas),
+            );
+        }
         if !status.scheduler_observing_affinity_name.is_empty() {
             b.field(
                 0,
