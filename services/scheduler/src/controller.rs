@@ -13,7 +13,7 @@
 //!        Action: await change | requeue with back-off (SC-4.2 Unschedulable, SC-4.4)
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -141,6 +141,10 @@ pub struct Context {
     /// The shards this replica holds, when sharded: its share of `--failback-rate`.
     #[debug(skip)]
     held: Option<watch::Receiver<Held>>,
+    /// SC-2.6 / SC-4.6: bindings a cluster's new room queued; their next run schedules even
+    /// though SC-3 counts a short result as in place.
+    #[debug(skip)]
+    room: Arc<Mutex<HashSet<String>>>,
 }
 
 // === impl Context ===
@@ -269,6 +273,7 @@ pub fn spawn(
     let cluster_writer: Writer<Cluster> = Writer::new();
     let bindings = binding_writer.cache();
     let clusters = cluster_writer.cache();
+    let room: Arc<Mutex<HashSet<String>>> = Arc::default();
     let (barrier_store, barrier_bindings, barrier_clusters) =
         (store.clone(), bindings.clone(), clusters.clone());
 
@@ -315,6 +320,7 @@ pub fn spawn(
         recorder,
         next_failback: Mutex::new(std::time::Instant::now()),
         clock,
+        room: room.clone(),
         held: match &gate {
             Gate::Shards(held) => Some(held.clone()),
             _ => None,
@@ -327,7 +333,8 @@ pub fn spawn(
     });
 
     let binding_trigger = BindingTrigger::new(config.scheduler_name.clone());
-    let cluster_trigger = ClusterTrigger::new(config.scheduler_name.clone(), bindings);
+    let mut cluster_trigger = ClusterTrigger::new(config.scheduler_name.clone(), bindings);
+    cluster_trigger.room = room;
     let queue = WorkQueue::new(QueueConfig::new("scheduler"));
     let mut controller = Controller::new(
         queue,
@@ -420,7 +427,15 @@ pub async fn reconcile(key: ObjectKey, ctx: Arc<Context>) -> Result<Action, Erro
             }
         };
         let started = std::time::Instant::now();
-        let decision = decide(&binding, &clusters, ctx.config.options, false, now);
+        // SC-4.6: a short result runs again only when a cluster got more room (SC-2.6);
+        // any other event would re-read summaries that may not count its newest pods yet
+        let room = ctx
+            .room
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key.as_str());
+        let force = room && binding.status.unschedulable_replicas > 0;
+        let decision = decide(&binding, &clusters, ctx.config.options, force, now);
         record_decision_metrics(&decision, started.elapsed());
         if decision == Decision::MissingPlacement {
             if old.spec.as_ref().is_some_and(|s| !s.required_by.is_empty()) {
@@ -706,6 +721,8 @@ struct ClusterTrigger {
     bindings: Cache<v1::ResourceBinding>,
     seen: Mutex<HashMap<String, Arc<Cluster>>>,
     synced: AtomicBool,
+    /// Shared with [`Context::room`]: the keys SC-2.6 queued.
+    room: Arc<Mutex<HashSet<String>>>,
 }
 
 impl ClusterTrigger {
@@ -715,6 +732,7 @@ impl ClusterTrigger {
             bindings,
             seen: Mutex::new(HashMap::new()),
             synced: AtomicBool::new(false),
+            room: Arc::default(),
         }
     }
 
@@ -751,7 +769,10 @@ impl ClusterTrigger {
             return Vec::new();
         };
         let keys = if why == Why::MayFitMore {
-            self.unschedulable_affected(&old, &new)
+            let keys = self.unschedulable_affected(&old, &new);
+            let mut room = self.room.lock().unwrap_or_else(PoisonError::into_inner);
+            room.extend(keys.iter().map(|k| k.as_str().to_owned()));
+            keys
         } else {
             self.affected(&old, &new)
         };

@@ -96,8 +96,9 @@ impl Decision {
     pub fn retry_with_backoff(&self) -> bool {
         match self {
             Decision::Failed { error, .. } => !error.clears_result(),
-            // SC-4.6: a result short of replicas is retried like SC-4.2, besides SC-2.6
-            Decision::Scheduled { outcome, .. } => !outcome.complete(),
+            // SC-4.6: a short result is not retried on a timer: a summary read seconds after
+            // the write may not count the new pods yet and would place more than fits. It
+            // runs again when a cluster gets more room (SC-2.6) or anything else triggers.
             _ => false,
         }
     }
@@ -704,7 +705,10 @@ mod tests {
             panic!("placed what fits: {decision:?}");
         };
         assert_eq!(outcome.unschedulable_replicas, 5);
-        assert!(decision.retry_with_backoff(), "a short result is retried");
+        assert!(
+            !decision.retry_with_backoff(),
+            "a short result waits for room (SC-2.6), not a timer"
+        );
         let old = v1::ResourceBinding::from(rb.clone());
         let new = plan_write(&old, &rb, &decision, Time::from_secs(5)).expect("writes");
         let spec = new.spec.as_ref().expect("spec");
@@ -726,7 +730,15 @@ mod tests {
         // room appears: the rest is placed, the condition turns True, the count 0
         let after = domain(&new);
         let roomy = vec![free("member2", 10), free("member3", 0)];
-        let decision = decide(&after, &roomy, options, false, Time::from_secs(9));
+        assert!(
+            matches!(
+                decide(&after, &roomy, options, false, Time::from_secs(9)),
+                Decision::Unchanged { .. }
+            ),
+            "SC-3.3 counts a short result as in place: only new room runs it again"
+        );
+        // (the controller forces the run SC-2.6 queued)
+        let decision = decide(&after, &roomy, options, true, Time::from_secs(9));
         let full = plan_write(&new, &after, &decision, Time::from_secs(9)).expect("writes");
         let status = full.status.as_ref().expect("status");
         assert_eq!(status.unschedulable_replicas, 0);

@@ -212,8 +212,18 @@ pub fn needs_scheduling(binding: &ResourceBinding, clusters: &[Cluster]) -> Sche
     ) {
         return ScheduleDecision::Schedule(ScheduleTrigger::PlacementChanged);
     }
-    // SC-3.3.
-    if replicas_changed(spec, placement) {
+    // SC-3.3; SC-4.6: a short result the scheduler wrote for this generation adds up with
+    // its unschedulable replicas (it is scheduled again when a cluster gets room, SC-2.6)
+    let short_in_place = status.unschedulable_replicas > 0
+        && status.scheduler_observed_generation == binding.meta.generation
+        && spec
+            .clusters
+            .iter()
+            .map(|t| i64::from(t.replicas))
+            .sum::<i64>()
+            + i64::from(status.unschedulable_replicas)
+            == i64::from(spec.replicas);
+    if replicas_changed(spec, placement) && !short_in_place {
         return ScheduleDecision::Schedule(ScheduleTrigger::ReplicasChanged);
     }
     // SC-3.4.
@@ -643,6 +653,25 @@ mod tests {
             Case {
                 name: "sc_3_3 scale up",
                 binding: with(&|rb| rb.spec.replicas = 5),
+                want: ScheduleDecision::Schedule(ScheduleTrigger::ReplicasChanged),
+            },
+            Case {
+                name: "sc_4_6 a short result of this generation adds up with its shortfall",
+                binding: with(&|rb| {
+                    rb.spec.clusters.retain(|t| t.name != "member1");
+                    rb.status.unschedulable_replicas = 1;
+                }),
+                want: ScheduleDecision::NoSchedule {
+                    bump_observed_generation: None,
+                },
+            },
+            Case {
+                name: "sc_4_6 a short result that scaled up since: scheduled",
+                binding: with(&|rb| {
+                    rb.spec.clusters.retain(|t| t.name != "member1");
+                    rb.status.unschedulable_replicas = 1;
+                    rb.spec.replicas = 5;
+                }),
                 want: ScheduleDecision::Schedule(ScheduleTrigger::ReplicasChanged),
             },
             Case {
